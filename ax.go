@@ -1,0 +1,217 @@
+package ax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// Task is one persisted task. Times are UTC; a zero time means "not set". See the
+// package documentation for what each time field means.
+type Task = store.Task
+
+// Execution is one attempt to run a task, identified by its execution id.
+type Execution = store.Execution
+
+// Status is the state of a task; it prints as SCHEDULED, DISPATCHING, ….
+type Status = store.Status
+
+// The states of a task (see the package documentation for the state machine).
+const (
+	Scheduled   = store.Scheduled
+	Dispatching = store.Dispatching
+	Running     = store.Running
+	Succeeded   = store.Succeeded
+	Failed      = store.Failed
+	Cancelled   = store.Cancelled
+	Skipped     = store.Skipped
+)
+
+// Store is where ax keeps its state: store/sqlite (embedded), or another driver.
+type Store = store.Store
+
+// Errors returned by the scheduler. Test them with errors.Is.
+var (
+	// ErrDuplicate: a task with this name and key exists; the existing task is
+	// returned with it.
+	ErrDuplicate = store.ErrDuplicate
+	// ErrNotFound: no such task.
+	ErrNotFound = store.ErrNotFound
+	// ErrInvalid: bad input (the message names the field); nothing was changed.
+	ErrInvalid = store.ErrInvalid
+	// ErrNotCancellable: only a SCHEDULED task can be cancelled.
+	ErrNotCancellable = store.ErrNotCancellable
+	// ErrNotTriggerable: only a SCHEDULED or FAILED task can be triggered.
+	ErrNotTriggerable = store.ErrNotTriggerable
+	// ErrNotRunning: the call needs a started scheduler (Trigger), or Start/Stop was
+	// called in the wrong state.
+	ErrNotRunning = errors.New("ax: scheduler not running")
+)
+
+// Defaults for the zero fields of Config and for task options.
+const (
+	DefaultTick               = 10 * time.Millisecond
+	DefaultWindow             = 5 * time.Minute
+	DefaultConcurrency        = 64
+	DefaultHeartbeatInterval  = 10 * time.Second
+	DefaultOrphanAfter        = 5 * time.Minute
+	DefaultDispatchTimeout    = 30 * time.Second
+	DefaultMaxDispatchRetries = 10
+	DefaultRefillInterval     = time.Second
+	DefaultMaxPayload         = 1 << 20 // bytes
+	DefaultMaxRetry           = 5
+	DefaultTimeout            = 30 * time.Minute
+)
+
+// Config configures a Scheduler. Zero fields take the documented defaults.
+type Config struct {
+	// Store holds the scheduler's state. Required.
+	Store Store
+	// Node names this process in execution records. Defaults to hostname:pid.
+	Node string
+	// OwnerService is the owner_service of submitted tasks unless WithOwner says
+	// otherwise. Defaults to empty.
+	OwnerService string
+	// Tick is the timing wheel's resolution: a task is handed out at the first tick
+	// at or after its due time. Defaults to DefaultTick (10ms).
+	Tick time.Duration
+	// Window is how far ahead the scheduler keeps due tasks in memory. Defaults to
+	// DefaultWindow (5m).
+	Window time.Duration
+	// Concurrency is the number of handlers running at once in this process.
+	// Defaults to DefaultConcurrency (64).
+	Concurrency int
+	// HeartbeatInterval is how often running executions are stamped alive.
+	// Defaults to DefaultHeartbeatInterval (10s).
+	HeartbeatInterval time.Duration
+	// OrphanAfter is how long a RUNNING task may go without a heartbeat before it is
+	// counted as a failed attempt and retried. Defaults to DefaultOrphanAfter (5m);
+	// it must exceed HeartbeatInterval.
+	OrphanAfter time.Duration
+	// DispatchTimeout is how long a task may stay DISPATCHING (claimed, not yet
+	// started) before it is handed back as a dispatch failure. Defaults to
+	// DefaultDispatchTimeout (30s).
+	DispatchTimeout time.Duration
+	// MaxDispatchRetries is how many dispatch failures a task survives before it
+	// becomes FAILED. They never consume business retries. Defaults to
+	// DefaultMaxDispatchRetries (10).
+	MaxDispatchRetries int
+	// RefillInterval is how often the scheduler reads tasks that other processes
+	// submitted or changed. Defaults to DefaultRefillInterval (1s).
+	RefillInterval time.Duration
+	// MaxPayload is the largest payload accepted, in bytes. Defaults to
+	// DefaultMaxPayload (1 MiB).
+	MaxPayload int
+	// Logger receives the scheduler's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Node == "" {
+		host, _ := os.Hostname()
+		c.Node = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Tick, DefaultTick)
+	def(&c.Window, DefaultWindow)
+	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&c.OrphanAfter, DefaultOrphanAfter)
+	def(&c.DispatchTimeout, DefaultDispatchTimeout)
+	def(&c.RefillInterval, DefaultRefillInterval)
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.MaxDispatchRetries == 0 {
+		c.MaxDispatchRetries = DefaultMaxDispatchRetries
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("ax: config: %s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalid))
+	}
+	if c.Store == nil {
+		bad("Store", "is required")
+	}
+	positive := map[string]time.Duration{
+		"Tick": c.Tick, "Window": c.Window, "HeartbeatInterval": c.HeartbeatInterval,
+		"OrphanAfter": c.OrphanAfter, "DispatchTimeout": c.DispatchTimeout, "RefillInterval": c.RefillInterval,
+	}
+	for _, name := range []string{"Tick", "Window", "HeartbeatInterval", "OrphanAfter", "DispatchTimeout", "RefillInterval"} {
+		if positive[name] < 0 {
+			bad(name, "is negative (%v)", positive[name])
+		}
+	}
+	if c.Tick > 0 && c.Tick < time.Millisecond {
+		bad("Tick", "%v is below 1ms, finer than Go timers", c.Tick)
+	}
+	if c.Tick > 0 && c.Window > 0 && c.Window < 10*c.Tick {
+		bad("Window", "%v is shorter than ten ticks (%v)", c.Window, 10*c.Tick)
+	}
+	if c.OrphanAfter > 0 && c.HeartbeatInterval > 0 && c.OrphanAfter <= c.HeartbeatInterval {
+		bad("OrphanAfter", "%v must exceed HeartbeatInterval %v", c.OrphanAfter, c.HeartbeatInterval)
+	}
+	if c.Concurrency < 0 {
+		bad("Concurrency", "is negative (%d)", c.Concurrency)
+	}
+	if c.MaxDispatchRetries < 0 {
+		bad("MaxDispatchRetries", "is negative (%d)", c.MaxDispatchRetries)
+	}
+	if c.MaxPayload < 0 {
+		bad("MaxPayload", "is negative (%d)", c.MaxPayload)
+	}
+	return errors.Join(errs...)
+}
+
+// Handler runs tasks. Handle is called once per execution; it may be called again
+// for the same task (a retry, or a re-run after a crash) with a new execution id, so
+// make it idempotent on t.ExecutionID or on the business key. A returned error, a
+// panic or an expired deadline is a business failure and is retried per the task's
+// MaxRetry and backoff.
+type Handler interface {
+	Handle(ctx context.Context, t *Task) error
+}
+
+// HandlerFunc adapts a function to the Handler interface.
+type HandlerFunc func(ctx context.Context, t *Task) error
+
+// Handle calls f(ctx, t).
+func (f HandlerFunc) Handle(ctx context.Context, t *Task) error { return f(ctx, t) }
+
+// DefaultBackoff is the delay before business retry n (n = 1 for the first retry):
+// 5s × 5^(n−1), that is 5s, 25s, 125s, 625s, 3125s, … capped at 24h.
+func DefaultBackoff(n int) time.Duration {
+	d := 5 * time.Second
+	for i := 1; i < n && d < 24*time.Hour; i++ {
+		d *= 5
+	}
+	return min(d, 24*time.Hour)
+}
+
+// dispatchBackoff is the short delay before dispatch retry n: 100ms × 2^(n−1), capped
+// at 30s.
+func dispatchBackoff(n int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < n && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Second)
+}

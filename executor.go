@@ -1,0 +1,467 @@
+package ax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// executor runs handlers for claimed tasks in this process. For each batch it first
+// records the executions and moves the tasks to RUNNING in one store call, then
+// starts the handlers; results and heartbeats are written in batches too, by one
+// goroutine each, so that the number of store calls per task falls as load rises.
+//
+//	dispatch ─► pending ─► starter ──Start──► handlers ─► results ─► finisher ──Finish──►
+//	                                             ▲
+//	                               heartbeater ──┘ (Heartbeat every HeartbeatInterval)
+type executor struct {
+	s      *Scheduler
+	onDone func(n int) // leader-claimed tasks that are finished or gone
+
+	mu       sync.Mutex
+	pending  []dispatched          // claimed, waiting for a free slot
+	running  map[string]*execution // by execution id, until its result is written
+	free     int                   // handler slots
+	stopping bool
+	wake     chan struct{}
+
+	results chan *execution
+	handlers sync.WaitGroup // running handler goroutines
+	loops    sync.WaitGroup // starter, finisher, heartbeater
+
+	base       context.Context // parent of handler contexts; cancelled on hard stop
+	cancelBase context.CancelFunc
+	quit       chan struct{} // closed when starter and heartbeater must end
+	finished   chan struct{} // closed when the finisher must drain and end
+
+	// test hooks
+	beforeStart func([]dispatched)
+}
+
+type dispatched struct {
+	task   store.Task
+	leader bool // claimed by the leader (counted in its inflight)
+}
+
+// execution is one running handler.
+type execution struct {
+	task     store.Task
+	leader   bool
+	ctx      context.Context // the handler's context, without its deadline
+	cancel   context.CancelFunc
+	once     sync.Once
+	err      error // the handler's result
+	released bool  // interrupted by Stop: run again without using a retry
+}
+
+func newExecutor(s *Scheduler) *executor {
+	base, cancel := context.WithCancel(context.Background())
+	return &executor{
+		s:          s,
+		onDone:     func(int) {},
+		running:    make(map[string]*execution),
+		free:       s.cfg.Concurrency,
+		wake:       make(chan struct{}, 1),
+		results:    make(chan *execution, 4*s.cfg.Concurrency),
+		base:       base,
+		cancelBase: cancel,
+		quit:       make(chan struct{}),
+		finished:   make(chan struct{}),
+	}
+}
+
+func (e *executor) start() {
+	e.loops.Add(3)
+	go func() { defer e.loops.Done(); e.starter() }()
+	go func() { defer e.loops.Done(); e.finisher() }()
+	go func() { defer e.loops.Done(); e.heartbeater() }()
+}
+
+func (e *executor) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch accepts claimed tasks. It never blocks.
+func (e *executor) dispatch(tasks []store.Task, leader bool) {
+	if len(tasks) == 0 {
+		return
+	}
+	e.mu.Lock()
+	if e.stopping {
+		e.mu.Unlock()
+		ds := make([]dispatched, len(tasks))
+		for i, t := range tasks {
+			ds[i] = dispatched{task: t, leader: leader}
+		}
+		e.handBack(ds, "scheduler stopping")
+		return
+	}
+	for _, t := range tasks {
+		e.pending = append(e.pending, dispatched{task: t, leader: leader})
+	}
+	e.mu.Unlock()
+	e.signal()
+}
+
+func (e *executor) starter() {
+	for {
+		e.mu.Lock()
+		n := min(len(e.pending), e.free, store.MaxBatch)
+		var batch []dispatched
+		if n > 0 && !e.stopping {
+			batch = append(batch, e.pending[:n]...)
+			e.pending = e.pending[:copy(e.pending, e.pending[n:])]
+			e.free -= n
+		}
+		e.mu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-e.quit:
+				return
+			case <-e.wake:
+			}
+			continue
+		}
+		e.startBatch(batch)
+	}
+}
+
+func (e *executor) startBatch(batch []dispatched) {
+	if e.beforeStart != nil {
+		e.beforeStart(batch)
+	}
+	s := e.s
+	params := make([]store.StartParams, len(batch))
+	for i, d := range batch {
+		params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: s.cfg.Node}
+	}
+	var res []store.StartResult
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		var err error
+		if res, err = s.st.Start(e.base, params); err == nil {
+			break
+		}
+		// The tasks stay DISPATCHING in the store; if this goes on past
+		// DispatchTimeout the inspector hands them back and Start answers Lost.
+		s.log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
+		select {
+		case <-e.quit:
+			e.mu.Lock()
+			e.free += len(batch)
+			e.mu.Unlock()
+			e.handBack(batch, "scheduler stopping")
+			return
+		case <-time.After(wait):
+		}
+	}
+	gone := 0
+	for i, r := range res {
+		d := batch[i]
+		if r.Outcome != store.Started {
+			s.log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not started", append(taskAttrs(&d.task),
+				slog.String("reason", map[store.StartOutcome]string{store.Duplicate: "duplicate delivery", store.Lost: "task moved on"}[r.Outcome]))...)
+			if d.leader {
+				gone++
+			}
+			continue
+		}
+		x := &execution{task: *r.Task, leader: d.leader}
+		x.ctx, x.cancel = context.WithCancel(e.base)
+		e.mu.Lock()
+		e.running[x.task.ExecutionID] = x
+		e.mu.Unlock()
+		e.handlers.Add(1)
+		go e.run(x)
+	}
+	if unstarted := len(batch) - countStarted(res); unstarted > 0 {
+		e.mu.Lock()
+		e.free += unstarted
+		e.mu.Unlock()
+		e.signal()
+	}
+	if gone > 0 {
+		e.onDone(gone)
+	}
+}
+
+func countStarted(res []store.StartResult) int {
+	n := 0
+	for _, r := range res {
+		if r.Outcome == store.Started {
+			n++
+		}
+	}
+	return n
+}
+
+// run calls the handler. The result is reported once: when the handler returns, or
+// when its deadline passes, whichever is first.
+func (e *executor) run(x *execution) {
+	defer e.handlers.Done()
+	defer func() {
+		e.mu.Lock()
+		e.free++
+		e.mu.Unlock()
+		e.signal()
+	}()
+	s := e.s
+	t := &x.task
+	hd := s.handler(t.Name)
+	if hd == nil {
+		e.report(x, fmt.Errorf("no handler registered for %q on node %s", t.Name, s.cfg.Node))
+		return
+	}
+	timeout := hd.timeout
+	if t.Timeout > 0 {
+		timeout = t.Timeout
+	}
+	defer x.cancel()
+	ctx, cancel := context.WithTimeout(x.ctx, timeout)
+	defer cancel()
+	timer := time.AfterFunc(timeout, func() {
+		e.report(x, fmt.Errorf("timeout: handler still running after %v", timeout))
+	})
+	defer timer.Stop()
+	task := *t // the handler gets its own copy
+	err := call(ctx, hd.h, &task)
+	if err != nil && errors.Is(e.base.Err(), context.Canceled) {
+		x.released = true
+	}
+	e.report(x, err)
+}
+
+// call runs the handler, turning a panic into an error that keeps the stack.
+func call(ctx context.Context, h Handler, t *Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return h.Handle(ctx, t)
+}
+
+func (e *executor) report(x *execution, err error) {
+	x.once.Do(func() {
+		x.err = err
+		e.results <- x
+	})
+}
+
+// finisher writes results in batches: it takes what has queued up while the previous
+// write was in flight, up to MaxBatch.
+func (e *executor) finisher() {
+	batch := make([]*execution, 0, store.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case x := <-e.results:
+			batch = append(batch, x)
+		case <-e.finished:
+			select {
+			case x := <-e.results:
+				batch = append(batch, x)
+			default:
+				return
+			}
+		}
+	fill:
+		for len(batch) < store.MaxBatch {
+			select {
+			case x := <-e.results:
+				batch = append(batch, x)
+			default:
+				break fill
+			}
+		}
+		e.finish(batch)
+	}
+}
+
+func (e *executor) finish(batch []*execution) {
+	s := e.s
+	now := s.clock.now()
+	results := make([]store.Finish, len(batch))
+	for i, x := range batch {
+		results[i] = s.outcome(&x.task, x.err, x.released, now)
+	}
+	var applied []bool
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		var err error
+		if applied, err = s.st.Finish(context.Background(), results); err == nil {
+			break
+		}
+		// Keep the executions in the running set so that heartbeats keep them
+		// alive while the store is unreachable; give up only on a hard stop, when
+		// orphan recovery takes over.
+		s.log.LogAttrs(context.Background(), slog.LevelError, "ax: record results failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
+		select {
+		case <-e.base.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+	leaderDone := 0
+	for i, x := range batch {
+		f := results[i]
+		attrs := append(taskAttrs(&x.task), slog.String("result", string(f.Status)))
+		switch {
+		case !applied[i]:
+			s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: result discarded, execution superseded", attrs...)
+		case f.Status == store.Succeeded:
+			s.log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task succeeded", attrs...)
+		default:
+			s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: task failed", append(attrs, slog.String("err", f.Error))...)
+		}
+		if applied[i] && f.Status == store.Scheduled {
+			if r := s.current(); r != nil {
+				r.leader.add(store.Due{ID: f.TaskID, DueAt: f.DueAt})
+			}
+		}
+		e.mu.Lock()
+		delete(e.running, x.task.ExecutionID)
+		e.mu.Unlock()
+		if x.leader {
+			leaderDone++
+		}
+	}
+	if leaderDone > 0 {
+		e.onDone(leaderDone)
+	}
+}
+
+// outcome turns an execution's result into the task's next state: SUCCEEDED, a
+// business retry (SCHEDULED, Attempt+1, after the backoff), FAILED when retries are
+// exhausted, or, for an execution released at shutdown, SCHEDULED now without using a
+// retry.
+func (s *Scheduler) outcome(t *Task, err error, released bool, now time.Time) store.Finish {
+	f := store.Finish{TaskID: t.ID, ExecutionID: t.ExecutionID}
+	switch {
+	case err == nil:
+		f.Status = store.Succeeded
+	case released:
+		f.Status, f.Attempt, f.DueAt = store.Scheduled, t.Attempt, now
+		f.Error = "released: scheduler stopped during the execution: " + err.Error()
+	case t.Attempt >= t.MaxRetry:
+		f.Status, f.Error = store.Failed, err.Error()
+	default:
+		next := t.Attempt + 1
+		f.Status, f.Attempt, f.Error = store.Scheduled, next, err.Error()
+		f.DueAt = now.Add(s.backoff(t, next))
+	}
+	return f
+}
+
+// backoff is the delay before business retry n of t: the delays stored with the task,
+// else its handler's, else DefaultBackoff.
+func (s *Scheduler) backoff(t *Task, n int) time.Duration {
+	if n-1 < len(t.Backoff) {
+		return t.Backoff[n-1]
+	}
+	if hd := s.handler(t.Name); hd != nil {
+		return max(hd.backoff(n), 0)
+	}
+	return DefaultBackoff(n)
+}
+
+// heartbeater stamps every running execution alive each HeartbeatInterval, in one
+// batched call, and cancels the handlers whose task has moved on (orphaned by
+// another node, for instance): their results would be discarded anyway.
+func (e *executor) heartbeater() {
+	ticker := time.NewTicker(e.s.cfg.HeartbeatInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-ticker.C:
+		}
+		e.mu.Lock()
+		xs := make([]*execution, 0, len(e.running))
+		for _, x := range e.running {
+			xs = append(xs, x)
+		}
+		e.mu.Unlock()
+		if len(xs) == 0 {
+			continue
+		}
+		refs := make([]store.ExecRef, len(xs))
+		for i, x := range xs {
+			refs[i] = store.ExecRef{TaskID: x.task.ID, ExecutionID: x.task.ExecutionID}
+		}
+		alive, err := e.s.st.Heartbeat(e.base, refs)
+		if err != nil {
+			e.s.log.LogAttrs(e.base, slog.LevelError, "ax: heartbeat failed", slog.Int("executions", len(refs)), slog.Any("err", err))
+			continue
+		}
+		for i, ok := range alive {
+			if !ok {
+				xs[i].cancel()
+			}
+		}
+	}
+}
+
+// handBack returns claimed, unstarted tasks to SCHEDULED as a dispatch failure.
+func (e *executor) handBack(ds []dispatched, reason string) {
+	s := e.s
+	now := s.clock.now()
+	rq := make([]store.Requeue, len(ds))
+	leader := 0
+	for i, d := range ds {
+		rq[i] = store.Requeue{
+			TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, DueAt: now.Add(dispatchBackoff(d.task.DispatchRetries + 1)),
+			Error: "dispatch: " + reason, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
+		}
+		if d.leader {
+			leader++
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.st.Requeue(ctx, rq); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "ax: hand back claimed tasks failed; the inspector will", slog.Int("tasks", len(rq)), slog.Any("err", err))
+	}
+	if leader > 0 {
+		e.onDone(leader)
+	}
+}
+
+// stop ends the executor: no new starts, claimed tasks handed back, running handlers
+// awaited until ctx ends, then cancelled and given a second to return.
+func (e *executor) stop(ctx context.Context) error {
+	e.mu.Lock()
+	e.stopping = true
+	pending := e.pending
+	e.pending = nil
+	e.mu.Unlock()
+	close(e.quit)
+	if len(pending) > 0 {
+		e.handBack(pending, "scheduler stopping")
+	}
+	done := make(chan struct{})
+	go func() { e.handlers.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		e.cancelBase()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	}
+	close(e.finished)
+	e.loops.Wait()
+	e.cancelBase()
+	return err
+}

@@ -1,0 +1,246 @@
+package ax
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/axsched/ax/internal/wheel"
+	"github.com/axsched/ax/store"
+)
+
+// leader schedules: it keeps the tasks due within the window in a timing wheel and
+// claims them when they are due. One goroutine (loop) owns the wheel and never does
+// I/O; refill, claim and inspection run on their own goroutines and talk to it
+// through the incoming queue and the wake channel.
+//
+//	refill ──┐                       ┌──► claimer ──► executor
+//	submit ──┼─► incoming ─► loop ───┤
+//	claimer ─┘   (mutex)   (wheel)   └──◄ wake (capacity freed, claim done)
+type leader struct {
+	s    *Scheduler
+	exec *executor
+
+	mu       sync.Mutex
+	incoming []store.Due // to add to the wheel
+	removed  []int64     // to take out of the wheel
+	wake     chan struct{}
+
+	// inflight counts tasks this leader claimed (or is claiming) whose execution has
+	// not finished; the loop claims only while it is below maxInflight.
+	inflight    atomic.Int64
+	maxInflight int64
+	claiming    atomic.Bool
+	claims      chan []int64
+
+	// owned by loop
+	wheel    *wheel.Wheel
+	ready    []int64 // due, waiting for capacity to claim
+	overflow []store.Due
+	expired  []wheel.Entry
+
+	// test hooks
+	afterClaim func([]store.Task)
+}
+
+func newLeader(s *Scheduler, exec *executor) *leader {
+	l := &leader{
+		s:           s,
+		exec:        exec,
+		wake:        make(chan struct{}, 1),
+		claims:      make(chan []int64, 1),
+		maxInflight: int64(2 * s.cfg.Concurrency),
+		wheel:       wheel.New(s.cfg.Tick, s.cfg.Window+2*s.cfg.RefillInterval+time.Minute, s.clock.now()),
+	}
+	exec.onDone = func(n int) {
+		l.inflight.Add(-int64(n))
+		l.signal()
+	}
+	return l
+}
+
+func (l *leader) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(4)
+	go func() { defer wg.Done(); l.loop(ctx) }()
+	go func() { defer wg.Done(); l.claimer(ctx) }()
+	go func() { defer wg.Done(); l.refill(ctx) }()
+	go func() { defer wg.Done(); l.inspect(ctx) }()
+}
+
+func (l *leader) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add queues tasks for the wheel. It never blocks.
+func (l *leader) add(dues ...store.Due) {
+	l.mu.Lock()
+	l.incoming = append(l.incoming, dues...)
+	l.mu.Unlock()
+	l.signal()
+}
+
+// remove takes a task out of the wheel (it was cancelled or triggered). Removing is
+// an optimisation only: a stale entry's claim simply fails.
+func (l *leader) remove(id int64) {
+	l.mu.Lock()
+	l.removed = append(l.removed, id)
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *leader) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var in []store.Due
+	var rm []int64
+	for {
+		l.mu.Lock()
+		in, l.incoming = l.incoming, in[:0]
+		rm, l.removed = l.removed, rm[:0]
+		l.mu.Unlock()
+		for _, id := range rm {
+			l.wheel.Remove(id)
+		}
+		now := l.s.clock.now()
+		horizon := now.Add(l.s.cfg.Window)
+		if len(l.overflow) > 0 {
+			in = append(in, l.overflow...)
+			l.overflow = l.overflow[:0]
+		}
+		for _, d := range in {
+			if d.DueAt.After(horizon) {
+				continue // beyond the window: the refill brings it when it enters
+			}
+			if !l.wheel.Add(d.ID, d.DueAt) {
+				l.overflow = append(l.overflow, d)
+			}
+		}
+		l.expired = l.wheel.Advance(now, l.expired[:0])
+		for _, e := range l.expired {
+			l.ready = append(l.ready, e.ID)
+		}
+		l.claim()
+
+		sleep := time.Hour
+		if next, ok := l.wheel.Next(); ok {
+			sleep = max(next.Sub(l.s.clock.now()), 0)
+		}
+		if len(l.overflow) > 0 {
+			sleep = min(sleep, l.s.cfg.RefillInterval)
+		}
+		timer.Reset(sleep)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-l.wake:
+		}
+	}
+}
+
+// claim hands the claimer the next batch of due tasks, if it is idle and there is
+// capacity.
+func (l *leader) claim() {
+	if len(l.ready) == 0 || l.claiming.Load() {
+		return
+	}
+	n := min(int64(len(l.ready)), l.maxInflight-l.inflight.Load(), store.MaxBatch)
+	if n <= 0 {
+		return
+	}
+	batch := make([]int64, n)
+	copy(batch, l.ready)
+	l.ready = l.ready[:copy(l.ready, l.ready[n:])]
+	l.inflight.Add(n)
+	l.claiming.Store(true)
+	l.claims <- batch
+}
+
+func (l *leader) claimer(ctx context.Context) {
+	log := l.s.log
+	for {
+		var ids []int64
+		select {
+		case <-ctx.Done():
+			return
+		case ids = <-l.claims:
+		}
+		claims := make([]store.Claim, len(ids))
+		for i, id := range ids {
+			claims[i] = store.Claim{ID: id, ExecutionID: uuid.Must(uuid.NewV7()).String()}
+		}
+		res, err := l.s.st.Claim(ctx, claims)
+		if err != nil {
+			// The tasks are still SCHEDULED: try them again shortly.
+			log.LogAttrs(ctx, slog.LevelError, "ax: claim failed", slog.Int("tasks", len(ids)), slog.Any("err", err))
+			retry := l.s.clock.now().Add(time.Second)
+			for _, id := range ids {
+				l.add(store.Due{ID: id, DueAt: retry})
+			}
+			l.inflight.Add(-int64(len(ids)))
+		} else {
+			l.inflight.Add(-int64(len(ids) - len(res.Claimed)))
+			if len(res.NotDue) > 0 {
+				l.add(res.NotDue...)
+			}
+			if l.afterClaim != nil {
+				l.afterClaim(res.Claimed)
+			}
+			l.exec.dispatch(res.Claimed, true)
+		}
+		l.claiming.Store(false)
+		l.signal()
+	}
+}
+
+// refill reads the tasks that entered the window or changed since the last read,
+// every RefillInterval, starting with everything due within the window (overdue
+// first). Each read is at most refillBatch rows; when one is full the next follows
+// at once.
+func (l *leader) refill(ctx context.Context) {
+	p := store.RefillParams{AfterSeq: -1, Limit: refillBatch}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		p.To = l.s.clock.now().Add(l.s.cfg.Window)
+		res, err := l.s.st.Refill(ctx, p)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.s.log.LogAttrs(ctx, slog.LevelError, "ax: refill failed", slog.Any("err", err))
+			}
+			timer.Reset(l.s.cfg.RefillInterval)
+			continue
+		}
+		p.AfterSeq = res.Seq
+		if n := len(res.Entered); n > 0 && n == p.Limit {
+			p.From, p.FromID = res.Entered[n-1].DueAt, res.Entered[n-1].ID
+		} else {
+			p.From, p.FromID = p.To, 0
+		}
+		if len(res.Changed)+len(res.Entered) > 0 {
+			l.mu.Lock()
+			l.incoming = append(append(l.incoming, res.Changed...), res.Entered...)
+			l.mu.Unlock()
+			l.signal()
+		}
+		if res.More {
+			timer.Reset(0)
+		} else {
+			timer.Reset(l.s.cfg.RefillInterval)
+		}
+	}
+}
+
+const refillBatch = 10_000

@@ -1,0 +1,101 @@
+package ax
+
+import (
+	"fmt"
+	"time"
+)
+
+// Option configures a handler (Handle, HandleFunc: the default for its tasks) or one
+// task (Delay, At: overrides the handler's default). Options that make no sense in a
+// place are rejected there: WithPayload on a handler panics, like an invalid
+// registration; a bad value on Delay/At returns ErrInvalid.
+type Option interface {
+	apply(o *options)
+}
+
+type optionFunc func(o *options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// options collects what Options set; nil pointers mean "not given".
+type options struct {
+	payload    []byte
+	hasPayload bool
+	maxRetry   *int
+	backoff    func(attempt int) time.Duration
+	hasBackoff bool
+	timeout    *time.Duration
+	owner      *string
+	errs       []error
+}
+
+func collect(opts []Option) *options {
+	o := &options{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(o)
+		}
+	}
+	return o
+}
+
+func (o *options) invalid(field, format string, args ...any) {
+	o.errs = append(o.errs, fmt.Errorf("ax: %s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalid))
+}
+
+// WithPayload attaches bytes to a task; the handler reads them from Task.Payload.
+// At most Config.MaxPayload bytes (default 1 MiB). Per task only.
+func WithPayload(p []byte) Option {
+	return optionFunc(func(o *options) {
+		o.payload = append([]byte(nil), p...)
+		if p != nil && len(p) == 0 {
+			o.payload = []byte{}
+		}
+		o.hasPayload = true
+	})
+}
+
+// WithMaxRetry sets how many business retries follow a failed first attempt
+// (default DefaultMaxRetry, 5); 0 means run once. Negative is invalid.
+func WithMaxRetry(n int) Option {
+	return optionFunc(func(o *options) {
+		if n < 0 {
+			o.invalid("MaxRetry", "is negative (%d)", n)
+			return
+		}
+		o.maxRetry = &n
+	})
+}
+
+// WithBackoff sets the delay before business retry n (n = 1 for the first retry).
+// On a handler it applies to all its tasks; on a task the delays for its MaxRetry
+// retries are computed when it is submitted and stored with it, so they hold on any
+// node. Default DefaultBackoff. A negative delay counts as zero.
+func WithBackoff(f func(attempt int) time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if f == nil {
+			o.invalid("Backoff", "is nil")
+			return
+		}
+		o.backoff, o.hasBackoff = f, true
+	})
+}
+
+// WithTimeout sets the handler's deadline per execution (default DefaultTimeout,
+// 30m). When it passes, the attempt counts as a business failure at once, even if the
+// handler ignores its context. Zero or negative is invalid.
+func WithTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.invalid("Timeout", "must be positive (%v)", d)
+			return
+		}
+		o.timeout = &d
+	})
+}
+
+// WithOwner records which service submitted the task (owner_service), overriding
+// Config.OwnerService. Per task only.
+func WithOwner(service string) Option {
+	return optionFunc(func(o *options) { o.owner = &service })
+}

@@ -1,0 +1,278 @@
+// Package sqlite is ax's embedded store: one SQLite file, pure Go (modernc.org/sqlite),
+// no service to run. It is the default for `ax demo`, examples and single-process
+// services.
+//
+// # How it uses SQLite
+//
+// SQLite has one writer at a time, even in WAL mode, and a deferred transaction that
+// read and then tries to write fails with SQLITE_BUSY at once whatever busy_timeout
+// says. So the store keeps two pools: a single writer connection whose transactions
+// start IMMEDIATE (they take the write lock up front and queue on busy_timeout), and a
+// pool of read-only connections for queries. The file runs in WAL mode with
+// synchronous=NORMAL: a committed transaction survives a crash of the process; a power
+// loss may lose the last transactions before the WAL is checkpointed. Never put the file
+// on a network filesystem.
+//
+// Times are stored as INTEGER microseconds since the Unix epoch, UTC. The database
+// clock is this process's clock: Now is time.Now.
+//
+// The schema is versioned and embedded (migrations/*.sql); Open applies what is missing
+// inside one IMMEDIATE transaction, so several processes opening the same file at once
+// migrate it exactly once. A file migrated by a newer ax is refused with
+// store.ErrSchemaVersion.
+//
+// Indexes (see migrations/0001_init.sql): the business key (name, key) is unique;
+// partial indexes on SCHEDULED rows make the window scan and the claim a range scan on
+// (due_at, id) and the incremental refill a range scan on seq; partial indexes on
+// RUNNING and DISPATCHING rows serve the inspector.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/axsched/ax/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is the SQLite implementation of store.Store. It is safe for concurrent use,
+// and several processes may open the same file.
+type Store struct {
+	path string
+	w    *sql.DB // one connection; every transaction is IMMEDIATE
+	r    *sql.DB // read-only pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database file at path, migrates its schema and
+// returns the store. The caller must Close it.
+func Open(path string) (*Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("ax: sqlite: open: empty path: %w", store.ErrInvalid)
+	}
+	if strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
+		return nil, fmt.Errorf("ax: sqlite: open %q: give a plain file path: %w", path, store.ErrInvalid)
+	}
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(OFF)"
+	w, err := sql.Open("sqlite", "file:"+url.PathEscape(path)+"?"+pragmas+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("ax: sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{path: path, w: w}
+	if err := s.migrate(context.Background()); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", "file:"+url.PathEscape(path)+"?"+pragmas+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("ax: sqlite: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	s.r = r
+	return s, nil
+}
+
+// Close closes the database. Calls after Close return store.ErrClosed.
+func (s *Store) Close() error {
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+// SchemaVersion is the highest migration this package knows.
+func SchemaVersion() int {
+	n, _ := latestMigration()
+	return n
+}
+
+func latestMigration() (int, []string) {
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	sort.Strings(names)
+	return len(names), names
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	return s.write(ctx, "migrate", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS ax_schema_migrations (
+			version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+			return err
+		}
+		var have int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM ax_schema_migrations`).Scan(&have); err != nil {
+			return err
+		}
+		want, names := latestMigration()
+		if have > want {
+			return fmt.Errorf("file is at schema version %d, this ax knows up to %d: %w", have, want, store.ErrSchemaVersion)
+		}
+		for v := have + 1; v <= want; v++ {
+			body, err := migrations.ReadFile(names[v-1])
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %s: %w", names[v-1], err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO ax_schema_migrations (version, applied_at) VALUES (?, ?)`, v, micros(time.Now())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Now returns the current time: for an embedded database, this process's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	return now(), nil
+}
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// write runs f in one IMMEDIATE transaction on the writer connection.
+func (s *Store) write(ctx context.Context, op string, f func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return s.wrap(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(op, err)
+	}
+	return nil
+}
+
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed") {
+		err = fmt.Errorf("%w (%v)", store.ErrClosed, err)
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		err = fmt.Errorf("%w: %v", store.ErrInvalid, err)
+	}
+	return fmt.Errorf("ax: sqlite: %s: %w", op, err)
+}
+
+// nextSeq reserves n sequence numbers and returns the first.
+func nextSeq(ctx context.Context, tx *sql.Tx, n int) (int64, error) {
+	var last int64
+	err := tx.QueryRowContext(ctx, `UPDATE ax_counters SET value = value + ? WHERE name = 'seq' RETURNING value`, n).Scan(&last)
+	return last - int64(n) + 1, err
+}
+
+const taskColumns = `id, name, key, payload, status, due_at, attempt, max_retry, dispatch_retries,
+	execution_id, owner_service, last_error, timeout_us, backoff,
+	created_at, updated_at, dispatched_at, started_at, heartbeat_at, finished_at, triggered_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTask(row scanner) (*store.Task, error) {
+	var (
+		t                                       store.Task
+		payload                                 []byte
+		status, backoff                         string
+		execID                                  sql.NullString
+		due, created, updated, timeout          int64
+		dispatched, started, hb, fin, triggered sql.NullInt64
+	)
+	err := row.Scan(&t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
+		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
+		&created, &updated, &dispatched, &started, &hb, &fin, &triggered)
+	if err != nil {
+		return nil, err
+	}
+	if payload != nil {
+		t.Payload = append([]byte{}, payload...)
+	}
+	t.Status = store.Status(status)
+	t.DueAt = fromMicros(due)
+	t.ExecutionID = execID.String
+	t.Timeout = time.Duration(timeout) * time.Microsecond
+	t.Backoff, err = parseBackoff(backoff)
+	if err != nil {
+		return nil, err
+	}
+	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
+	t.DispatchedAt, t.StartedAt = fromNull(dispatched), fromNull(started)
+	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(hb), fromNull(fin), fromNull(triggered)
+	return &t, nil
+}
+
+const executionColumns = `id, task_id, attempt, node, status, started_at, heartbeat_at, finished_at, error`
+
+func scanExecution(row scanner) (*store.Execution, error) {
+	var (
+		e       store.Execution
+		status  string
+		started int64
+		hb, fin sql.NullInt64
+	)
+	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status, &started, &hb, &fin, &e.Error); err != nil {
+		return nil, err
+	}
+	e.Status = store.Status(status)
+	e.StartedAt, e.HeartbeatAt, e.FinishedAt = fromMicros(started), fromNull(hb), fromNull(fin)
+	return &e, nil
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func fromNull(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+func formatBackoff(b []time.Duration) string {
+	parts := make([]string, len(b))
+	for i, d := range b {
+		parts[i] = strconv.FormatInt(d.Microseconds(), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseBackoff(s string) ([]time.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	b := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		us, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("backoff %q: %w", s, err)
+		}
+		b[i] = time.Duration(us) * time.Microsecond
+	}
+	return b, nil
+}

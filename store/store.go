@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Drivers map backend errors onto these (wrapped with %w), so callers
+// test them with errors.Is whatever the database.
+var (
+	// ErrDuplicate: a task with this name and key already exists.
+	ErrDuplicate = errors.New("ax: duplicate task")
+	// ErrNotFound: no such task.
+	ErrNotFound = errors.New("ax: task not found")
+	// ErrInvalid: the input is malformed; nothing was changed.
+	ErrInvalid = errors.New("ax: invalid input")
+	// ErrNotCancellable: the task is not SCHEDULED, so it cannot be cancelled.
+	ErrNotCancellable = errors.New("ax: task not cancellable")
+	// ErrNotTriggerable: the task is neither SCHEDULED nor FAILED, so it cannot be triggered.
+	ErrNotTriggerable = errors.New("ax: task not triggerable")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("ax: store closed")
+	// ErrSchemaVersion: the database was migrated by a newer ax than this one.
+	ErrSchemaVersion = errors.New("ax: database schema is newer than this ax")
+)
+
+// Store holds ax's durable state. Implementations must be safe for concurrent use by
+// several goroutines and, when the database is shared, by several processes.
+//
+// Times passed in are absolute and already in the scheduler's clock; times the store
+// stamps on its own (CreatedAt, UpdatedAt, StartedAt, …) come from [Store.Now]'s clock.
+// Every state change is a conditional write; a row whose condition fails is left out of
+// the result and nothing about it changes.
+type Store interface {
+	// Now returns the database's current time: the clock that has the final word on
+	// "due". Claim compares DueAt with this clock.
+	Now(ctx context.Context) (time.Time, error)
+
+	// Insert writes new SCHEDULED tasks, all in one transaction, and returns one
+	// result per input in input order. A task whose (Name, Key) already exists is not
+	// written: its result holds the existing task and ErrDuplicate. A returned error
+	// means nothing was written.
+	Insert(ctx context.Context, tasks []NewTask) ([]Inserted, error)
+
+	// Get returns the task with this id, or ErrNotFound.
+	Get(ctx context.Context, id int64) (*Task, error)
+	// Lookup returns the task with this name and key, or ErrNotFound.
+	Lookup(ctx context.Context, name, key string) (*Task, error)
+	// Executions returns the task's executions, oldest first, or ErrNotFound when
+	// the task does not exist.
+	Executions(ctx context.Context, taskID int64) ([]Execution, error)
+
+	// Cancel moves the task (name, key) from SCHEDULED to CANCELLED and returns it.
+	// It returns ErrNotFound, or the unchanged task with ErrNotCancellable.
+	Cancel(ctx context.Context, name, key string) (*Task, error)
+
+	// Refill reads what the timing wheel needs: scheduled tasks whose row changed
+	// since a sequence cursor, and scheduled tasks that entered the window. See
+	// [RefillParams]. Its cost grows with the rows it returns, not with the table.
+	Refill(ctx context.Context, p RefillParams) (*RefillResult, error)
+
+	// Claim moves the given tasks from SCHEDULED to DISPATCHING, each with its new
+	// execution id, if and only if DueAt <= Now. It sets DispatchedAt.
+	Claim(ctx context.Context, claims []Claim) (*ClaimResult, error)
+
+	// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now, bypassing
+	// DueAt, with a new execution id; it sets DispatchedAt and TriggeredAt. From
+	// FAILED, Attempt grows by one. It returns ErrNotFound, or the unchanged task
+	// with ErrNotTriggerable.
+	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)
+
+	// Start records executions and moves their tasks from DISPATCHING to RUNNING,
+	// in one transaction. For each input, in input order: if the execution id is
+	// already recorded, the result is Duplicate with the recorded execution and
+	// nothing changes; if the task is DISPATCHING with this execution id, the record
+	// is written (status RUNNING), the task becomes RUNNING with StartedAt and
+	// HeartbeatAt set, and the result is Started; otherwise the result is Lost and
+	// nothing is written.
+	Start(ctx context.Context, starts []StartParams) ([]StartResult, error)
+
+	// Heartbeat stamps HeartbeatAt on running executions and their tasks. It
+	// returns, in input order, whether each task is still RUNNING with that
+	// execution id.
+	Heartbeat(ctx context.Context, refs []ExecRef) ([]bool, error)
+
+	// Finish records the results of running executions: for each task that is
+	// RUNNING with the given execution id, it applies the outcome (see [Finish]) and
+	// closes the execution record. It returns, in input order, whether each applied.
+	Finish(ctx context.Context, results []Finish) ([]bool, error)
+
+	// Requeue hands back tasks that could not be dispatched: each task that is
+	// DISPATCHING with the given execution id goes back to SCHEDULED at DueAt with
+	// DispatchRetries+1 and LastError set, or to FAILED when DispatchRetries+1
+	// exceeds MaxDispatchRetries. Attempt is unchanged. It returns, in input order,
+	// whether each applied.
+	Requeue(ctx context.Context, requeues []Requeue) ([]bool, error)
+
+	// Stale lists up to limit tasks stuck in a state since before a time: RUNNING
+	// tasks whose HeartbeatAt is before it, or DISPATCHING tasks whose DispatchedAt
+	// is before it, oldest first. Other statuses are ErrInvalid.
+	Stale(ctx context.Context, status Status, before time.Time, limit int) ([]Task, error)
+
+	// Close releases the store's resources. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// Inserted is the result of inserting one task.
+type Inserted struct {
+	Task *Task // the stored task, or the existing one when Err is ErrDuplicate
+	Err  error // nil or ErrDuplicate
+}
+
+// RefillParams asks for two sets of SCHEDULED tasks.
+//
+// Changed: tasks that (re)entered SCHEDULED with a sequence number greater than
+// AfterSeq and are due before To. Every write that leaves a row SCHEDULED (insert,
+// retry, requeue, operator retry) gives it a sequence number greater than any the
+// store has handed out, and a Refill never returns a cursor past a sequence number
+// whose row is not yet visible. A negative AfterSeq skips this set and returns the
+// current cursor, taken before the window scan, so that nothing falls between.
+//
+// Entered: tasks with (DueAt, ID) after (From, FromID) and DueAt before To, in
+// (DueAt, ID) order: the window scan. A zero From starts at the beginning of time,
+// so overdue tasks come first.
+//
+// Each set holds at most Limit rows; More reports that a set was cut short, and the
+// caller continues from the returned cursors.
+type RefillParams struct {
+	AfterSeq int64
+	From     time.Time
+	FromID   int64
+	To       time.Time
+	Limit    int
+}
+
+// RefillResult is the answer to a Refill.
+type RefillResult struct {
+	Changed []Due // changed tasks due before To, in sequence order
+	Seq     int64 // the new change cursor: pass it as the next AfterSeq
+	Entered []Due // tasks that entered the window, in (DueAt, ID) order
+	More    bool  // a set reached Limit: call again with the new cursors
+}
+
+// Claim asks to move one task to DISPATCHING with a new execution id.
+type Claim struct {
+	ID          int64
+	ExecutionID string
+}
+
+// ClaimResult is the answer to a Claim.
+type ClaimResult struct {
+	Claimed []Task // now DISPATCHING, in id order
+	NotDue  []Due  // still SCHEDULED but due after the store's Now: try again at DueAt
+}
+
+// ExecRef names one execution of one task.
+type ExecRef struct {
+	TaskID      int64
+	ExecutionID string
+}
+
+// StartParams asks to start one execution.
+type StartParams struct {
+	TaskID      int64
+	ExecutionID string
+	Node        string // the executor, recorded on the execution
+}
+
+// StartOutcome is what Start did with one execution.
+type StartOutcome int
+
+// The outcomes of Start.
+const (
+	Started   StartOutcome = iota + 1 // recorded; the task is RUNNING: run the handler
+	Duplicate                         // already recorded: a duplicate delivery, run nothing
+	Lost                              // the task is no longer DISPATCHING with this execution id
+)
+
+// StartResult is the outcome of starting one execution.
+type StartResult struct {
+	Outcome   StartOutcome
+	Task      *Task      // the task after the transition (Started only)
+	Execution *Execution // the execution record (Started and Duplicate)
+}
+
+// Finish is the result of one execution. Status is the task's new status:
+//   - Succeeded: done; FinishedAt is set and the execution record becomes Succeeded.
+//   - Scheduled: run again at DueAt with the given Attempt (Attempt+1 for a business
+//     retry; unchanged when the execution was released, e.g. at shutdown); the
+//     execution record becomes Failed with Error.
+//   - Failed: retries exhausted; FinishedAt is set, the execution record becomes
+//     Failed.
+//
+// LastError is set to Error unless Status is Succeeded.
+type Finish struct {
+	TaskID      int64
+	ExecutionID string
+	Status      Status
+	Error       string
+	Attempt     int       // Scheduled only
+	DueAt       time.Time // Scheduled only
+}
+
+// Requeue hands one undispatched task back (see Store.Requeue).
+type Requeue struct {
+	TaskID             int64
+	ExecutionID        string
+	DueAt              time.Time
+	Error              string
+	MaxDispatchRetries int
+}
