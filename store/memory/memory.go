@@ -1,0 +1,626 @@
+// Package memory is an in-memory [store.Store] for tests.
+//
+// It keeps everything in maps and slices behind one mutex, starts no goroutines and does
+// no I/O, and reads the time with [time.Now] — so inside a [testing/synctest] bubble it
+// follows the bubble's fake clock. Tasks and executions are copied on the way in and on
+// the way out: a caller never aliases the store's state.
+//
+// Two indexes keep Refill's cost proportional to what it returns, as the contract asks:
+//
+//	changes  (seq, id) in seq order, appended by every write that leaves a row SCHEDULED;
+//	         an entry is stale once its row left SCHEDULED or got a newer seq
+//	window   (DueAt, ID) of every SCHEDULED row, sorted: the window scan
+//
+// Stale change entries are skipped by Refill and compacted away as the log grows.
+// Nothing is durable: closing the store, or dropping it, loses everything.
+package memory
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// Store is an in-memory [store.Store]. The zero value is not usable; call [New]. It is
+// safe for concurrent use by several goroutines.
+type Store struct {
+	mu      sync.Mutex
+	closed  bool
+	lastID  int64 // the last task id handed out
+	lastSeq int64 // the last sequence number handed out
+	rows    map[int64]*row
+	keys    map[nameKey]int64
+	execs   map[string]*store.Execution // by execution id: unique across the store
+	changes []change                    // seq order (see the package doc)
+	window  []dueKey                    // SCHEDULED rows in (DueAt, ID) order
+}
+
+var _ store.Store = (*Store)(nil)
+
+type row struct {
+	task  store.Task
+	seq   int64    // the sequence number of the last write that left it SCHEDULED
+	execs []string // its execution ids, oldest first
+}
+
+type nameKey struct{ name, key string }
+
+type change struct{ seq, id int64 }
+
+type dueKey struct {
+	at time.Time
+	id int64
+}
+
+func (a dueKey) compare(b dueKey) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		rows:  make(map[int64]*row),
+		keys:  make(map[nameKey]int64),
+		execs: make(map[string]*store.Execution),
+	}
+}
+
+// lock checks ctx, takes the mutex and checks that the store is open. On success the
+// caller owns s.mu and must unlock it.
+func (s *Store) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// now is the store's clock: UTC, without a monotonic reading.
+func (s *Store) now() time.Time { return time.Now().Round(0).UTC() }
+
+// utc normalises a time passed in: UTC, without a monotonic reading.
+func utc(t time.Time) time.Time { return t.Round(0).UTC() }
+
+// Now returns the current time in UTC.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if err := s.lock(ctx); err != nil {
+		return time.Time{}, fmt.Errorf("ax: read store time: %w", err)
+	}
+	defer s.mu.Unlock()
+	return s.now(), nil
+}
+
+// Insert writes new SCHEDULED tasks. See [store.Store.Insert].
+func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: insert tasks: %w", err)
+	}
+	defer s.mu.Unlock()
+	for i, nt := range tasks {
+		if err := validNewTask(nt); err != nil {
+			return nil, fmt.Errorf("ax: insert tasks: task %d: %w", i, err)
+		}
+	}
+	now := s.now()
+	out := make([]store.Inserted, len(tasks))
+	for i, nt := range tasks {
+		k := nameKey{nt.Name, nt.Key}
+		if id, ok := s.keys[k]; ok {
+			out[i] = store.Inserted{
+				Task: copyTask(&s.rows[id].task),
+				Err:  fmt.Errorf("ax: insert task %q/%q: %w", nt.Name, nt.Key, store.ErrDuplicate),
+			}
+			continue
+		}
+		s.lastID++
+		r := &row{task: store.Task{
+			ID:           s.lastID,
+			Name:         nt.Name,
+			Key:          nt.Key,
+			Payload:      slices.Clone(nt.Payload),
+			Status:       store.Scheduled,
+			DueAt:        utc(nt.DueAt),
+			MaxRetry:     nt.MaxRetry,
+			OwnerService: nt.OwnerService,
+			Timeout:      nt.Timeout,
+			Backoff:      slices.Clone(nt.Backoff),
+			CreatedAt:    now,
+			UpdatedAt:    now,
+		}}
+		s.rows[r.task.ID] = r
+		s.keys[k] = r.task.ID
+		s.schedule(r)
+		out[i] = store.Inserted{Task: copyTask(&r.task)}
+	}
+	return out, nil
+}
+
+func validNewTask(nt store.NewTask) error {
+	switch {
+	case nt.Name == "":
+		return fmt.Errorf("empty name: %w", store.ErrInvalid)
+	case nt.Key == "":
+		return fmt.Errorf("empty key: %w", store.ErrInvalid)
+	case nt.DueAt.IsZero():
+		return fmt.Errorf("zero due time: %w", store.ErrInvalid)
+	case nt.MaxRetry < 0:
+		return fmt.Errorf("negative max retry %d: %w", nt.MaxRetry, store.ErrInvalid)
+	case nt.Timeout < 0:
+		return fmt.Errorf("negative timeout %v: %w", nt.Timeout, store.ErrInvalid)
+	}
+	for i, d := range nt.Backoff {
+		if d < 0 {
+			return fmt.Errorf("negative backoff %v at %d: %w", d, i, store.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Get returns the task with this id. See [store.Store.Get].
+func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: get task %d: %w", id, err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.rows[id]
+	if !ok {
+		return nil, fmt.Errorf("ax: get task %d: %w", id, store.ErrNotFound)
+	}
+	return copyTask(&r.task), nil
+}
+
+// Lookup returns the task with this name and key. See [store.Store.Lookup].
+func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: look up task %q/%q: %w", name, key, err)
+	}
+	defer s.mu.Unlock()
+	id, ok := s.keys[nameKey{name, key}]
+	if !ok {
+		return nil, fmt.Errorf("ax: look up task %q/%q: %w", name, key, store.ErrNotFound)
+	}
+	return copyTask(&s.rows[id].task), nil
+}
+
+// Executions returns the task's executions, oldest first. See [store.Store.Executions].
+func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: list executions of task %d: %w", taskID, err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.rows[taskID]
+	if !ok {
+		return nil, fmt.Errorf("ax: list executions of task %d: %w", taskID, store.ErrNotFound)
+	}
+	out := make([]store.Execution, 0, len(r.execs))
+	for _, id := range r.execs {
+		out = append(out, *s.execs[id])
+	}
+	return out, nil
+}
+
+// Cancel moves the task (name, key) from SCHEDULED to CANCELLED. See [store.Store.Cancel].
+func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: cancel task %q/%q: %w", name, key, err)
+	}
+	defer s.mu.Unlock()
+	id, ok := s.keys[nameKey{name, key}]
+	if !ok {
+		return nil, fmt.Errorf("ax: cancel task %q/%q: %w", name, key, store.ErrNotFound)
+	}
+	r := s.rows[id]
+	if r.task.Status != store.Scheduled {
+		return copyTask(&r.task), fmt.Errorf("ax: cancel task %d in status %s: %w", id, r.task.Status, store.ErrNotCancellable)
+	}
+	now := s.now()
+	s.unschedule(r)
+	r.task.Status = store.Cancelled
+	r.task.FinishedAt = now
+	r.task.UpdatedAt = now
+	return copyTask(&r.task), nil
+}
+
+// Refill reads the changed and the entered scheduled tasks. See [store.Store.Refill]
+// and [store.RefillParams]. A Limit below 1 is ErrInvalid.
+func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: refill: %w", err)
+	}
+	defer s.mu.Unlock()
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("ax: refill: limit %d: %w", p.Limit, store.ErrInvalid)
+	}
+	to := utc(p.To)
+	res := &store.RefillResult{Seq: s.lastSeq}
+
+	if p.AfterSeq >= 0 {
+		var last int64 // the sequence number of the last row returned
+		i := sort.Search(len(s.changes), func(i int) bool { return s.changes[i].seq > p.AfterSeq })
+		for ; i < len(s.changes); i++ {
+			c := s.changes[i]
+			r := s.rows[c.id]
+			if !r.current(c) || !r.task.DueAt.Before(to) {
+				continue
+			}
+			if len(res.Changed) == p.Limit {
+				// Cut short: the caller resumes after the last row returned.
+				res.More = true
+				res.Seq = last
+				break
+			}
+			res.Changed = append(res.Changed, store.Due{ID: r.task.ID, DueAt: r.task.DueAt})
+			last = c.seq
+		}
+	}
+
+	from := dueKey{utc(p.From), p.FromID}
+	i := sort.Search(len(s.window), func(i int) bool { return s.window[i].compare(from) > 0 })
+	for ; i < len(s.window) && s.window[i].at.Before(to); i++ {
+		if len(res.Entered) == p.Limit {
+			res.More = true
+			break
+		}
+		res.Entered = append(res.Entered, store.Due{ID: s.window[i].id, DueAt: s.window[i].at})
+	}
+	return res, nil
+}
+
+// current reports whether the change entry c still describes r: r is SCHEDULED and
+// c is its latest write.
+func (r *row) current(c change) bool {
+	return r.seq == c.seq && r.task.Status == store.Scheduled
+}
+
+// Claim moves due tasks from SCHEDULED to DISPATCHING. See [store.Store.Claim]. An
+// empty execution id is ErrInvalid; an id given twice is claimed at most once.
+func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: claim tasks: %w", err)
+	}
+	defer s.mu.Unlock()
+	for _, c := range claims {
+		if c.ExecutionID == "" {
+			return nil, fmt.Errorf("ax: claim tasks: task %d: empty execution id: %w", c.ID, store.ErrInvalid)
+		}
+	}
+	sorted := slices.Clone(claims)
+	slices.SortStableFunc(sorted, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
+	now := s.now()
+	res := &store.ClaimResult{}
+	for i, c := range sorted {
+		if i > 0 && sorted[i-1].ID == c.ID {
+			continue
+		}
+		r, ok := s.rows[c.ID]
+		if !ok || r.task.Status != store.Scheduled {
+			continue
+		}
+		if r.task.DueAt.After(now) {
+			res.NotDue = append(res.NotDue, store.Due{ID: r.task.ID, DueAt: r.task.DueAt})
+			continue
+		}
+		s.unschedule(r)
+		r.task.Status = store.Dispatching
+		r.task.ExecutionID = c.ExecutionID
+		r.task.DispatchedAt = now
+		r.task.UpdatedAt = now
+		res.Claimed = append(res.Claimed, *copyTask(&r.task))
+	}
+	return res, nil
+}
+
+// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now. See
+// [store.Store.Trigger]. From FAILED it also clears FinishedAt: the task is no longer in
+// a terminal state.
+func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: trigger task %d: %w", id, err)
+	}
+	defer s.mu.Unlock()
+	if executionID == "" {
+		return nil, fmt.Errorf("ax: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
+	}
+	r, ok := s.rows[id]
+	if !ok {
+		return nil, fmt.Errorf("ax: trigger task %d: %w", id, store.ErrNotFound)
+	}
+	switch r.task.Status {
+	case store.Scheduled:
+		s.unschedule(r)
+	case store.Failed:
+		r.task.Attempt++
+		r.task.FinishedAt = time.Time{}
+	default:
+		return copyTask(&r.task), fmt.Errorf("ax: trigger task %d in status %s: %w", id, r.task.Status, store.ErrNotTriggerable)
+	}
+	now := s.now()
+	r.task.Status = store.Dispatching
+	r.task.ExecutionID = executionID
+	r.task.DispatchedAt = now
+	r.task.TriggeredAt = now
+	r.task.UpdatedAt = now
+	return copyTask(&r.task), nil
+}
+
+// Start records executions and moves their tasks from DISPATCHING to RUNNING. See
+// [store.Store.Start]. An empty execution id is ErrInvalid.
+func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: start executions: %w", err)
+	}
+	defer s.mu.Unlock()
+	for _, p := range starts {
+		if p.ExecutionID == "" {
+			return nil, fmt.Errorf("ax: start executions: task %d: empty execution id: %w", p.TaskID, store.ErrInvalid)
+		}
+	}
+	now := s.now()
+	out := make([]store.StartResult, len(starts))
+	for i, p := range starts {
+		if e, ok := s.execs[p.ExecutionID]; ok {
+			out[i] = store.StartResult{Outcome: store.Duplicate, Execution: new(*e)}
+			continue
+		}
+		r, ok := s.rows[p.TaskID]
+		if !ok || r.task.Status != store.Dispatching || r.task.ExecutionID != p.ExecutionID {
+			out[i] = store.StartResult{Outcome: store.Lost}
+			continue
+		}
+		e := &store.Execution{
+			ID:          p.ExecutionID,
+			TaskID:      p.TaskID,
+			Attempt:     r.task.Attempt,
+			Node:        p.Node,
+			Status:      store.Running,
+			StartedAt:   now,
+			HeartbeatAt: now,
+		}
+		s.execs[e.ID] = e
+		r.execs = append(r.execs, e.ID)
+		r.task.Status = store.Running
+		r.task.StartedAt = now
+		r.task.HeartbeatAt = now
+		r.task.UpdatedAt = now
+		out[i] = store.StartResult{Outcome: store.Started, Task: copyTask(&r.task), Execution: new(*e)}
+	}
+	return out, nil
+}
+
+// running returns the row of task id if it is RUNNING with this execution id.
+func (s *Store) running(id int64, executionID string) (*row, bool) {
+	r, ok := s.rows[id]
+	if !ok || r.task.Status != store.Running || r.task.ExecutionID != executionID {
+		return nil, false
+	}
+	return r, true
+}
+
+// Heartbeat stamps HeartbeatAt on running executions and their tasks. See
+// [store.Store.Heartbeat]. It also stamps the task's UpdatedAt.
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: heartbeat executions: %w", err)
+	}
+	defer s.mu.Unlock()
+	now := s.now()
+	out := make([]bool, len(refs))
+	for i, ref := range refs {
+		r, ok := s.running(ref.TaskID, ref.ExecutionID)
+		if !ok {
+			continue
+		}
+		r.task.HeartbeatAt = now
+		r.task.UpdatedAt = now
+		if e := s.execs[ref.ExecutionID]; e != nil {
+			e.HeartbeatAt = now
+		}
+		out[i] = true
+	}
+	return out, nil
+}
+
+// Finish records the results of running executions. See [store.Store.Finish]. A
+// Status other than Succeeded, Scheduled or Failed, an empty execution id, or a
+// Scheduled result with a zero DueAt or a negative Attempt is ErrInvalid.
+func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: finish executions: %w", err)
+	}
+	defer s.mu.Unlock()
+	for _, f := range results {
+		if err := validFinish(f); err != nil {
+			return nil, fmt.Errorf("ax: finish executions: task %d: %w", f.TaskID, err)
+		}
+	}
+	now := s.now()
+	out := make([]bool, len(results))
+	for i, f := range results {
+		r, ok := s.running(f.TaskID, f.ExecutionID)
+		if !ok {
+			continue
+		}
+		e := s.execs[f.ExecutionID]
+		e.FinishedAt = now
+		e.Error = f.Error
+		r.task.UpdatedAt = now
+		switch f.Status {
+		case store.Succeeded:
+			e.Status = store.Succeeded
+			r.task.Status = store.Succeeded
+			r.task.FinishedAt = now
+		case store.Failed:
+			e.Status = store.Failed
+			r.task.Status = store.Failed
+			r.task.FinishedAt = now
+			r.task.LastError = f.Error
+		case store.Scheduled:
+			e.Status = store.Failed
+			r.task.Status = store.Scheduled
+			r.task.Attempt = f.Attempt
+			r.task.DueAt = utc(f.DueAt)
+			r.task.LastError = f.Error
+			s.schedule(r)
+		}
+		out[i] = true
+	}
+	return out, nil
+}
+
+func validFinish(f store.Finish) error {
+	if f.ExecutionID == "" {
+		return fmt.Errorf("empty execution id: %w", store.ErrInvalid)
+	}
+	switch f.Status {
+	case store.Succeeded, store.Failed:
+		return nil
+	case store.Scheduled:
+		if f.DueAt.IsZero() {
+			return fmt.Errorf("retry with a zero due time: %w", store.ErrInvalid)
+		}
+		if f.Attempt < 0 {
+			return fmt.Errorf("retry with negative attempt %d: %w", f.Attempt, store.ErrInvalid)
+		}
+		return nil
+	}
+	return fmt.Errorf("finish in status %q: %w", f.Status, store.ErrInvalid)
+}
+
+// Requeue hands back tasks that could not be dispatched. See [store.Store.Requeue]. A
+// task that goes to FAILED also gets DispatchRetries+1, LastError and FinishedAt; its
+// DueAt is unchanged. An empty execution id, a zero DueAt or a negative
+// MaxDispatchRetries is ErrInvalid.
+func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: requeue tasks: %w", err)
+	}
+	defer s.mu.Unlock()
+	for _, q := range requeues {
+		var err error
+		switch {
+		case q.ExecutionID == "":
+			err = errors.New("empty execution id")
+		case q.DueAt.IsZero():
+			err = errors.New("zero due time")
+		case q.MaxDispatchRetries < 0:
+			err = fmt.Errorf("negative max dispatch retries %d", q.MaxDispatchRetries)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ax: requeue tasks: task %d: %w: %w", q.TaskID, err, store.ErrInvalid)
+		}
+	}
+	now := s.now()
+	out := make([]bool, len(requeues))
+	for i, q := range requeues {
+		r, ok := s.rows[q.TaskID]
+		if !ok || r.task.Status != store.Dispatching || r.task.ExecutionID != q.ExecutionID {
+			continue
+		}
+		r.task.DispatchRetries++
+		r.task.LastError = q.Error
+		r.task.UpdatedAt = now
+		if r.task.DispatchRetries > q.MaxDispatchRetries {
+			r.task.Status = store.Failed
+			r.task.FinishedAt = now
+		} else {
+			r.task.Status = store.Scheduled
+			r.task.DueAt = utc(q.DueAt)
+			s.schedule(r)
+		}
+		out[i] = true
+	}
+	return out, nil
+}
+
+// Stale lists tasks stuck in RUNNING or DISPATCHING since before a time. See
+// [store.Store.Stale]. A limit below 1 is ErrInvalid.
+func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: list stale %s tasks: %w", status, err)
+	}
+	defer s.mu.Unlock()
+	var since func(*store.Task) time.Time
+	switch status {
+	case store.Running:
+		since = func(t *store.Task) time.Time { return t.HeartbeatAt }
+	case store.Dispatching:
+		since = func(t *store.Task) time.Time { return t.DispatchedAt }
+	default:
+		return nil, fmt.Errorf("ax: list stale %q tasks: %w", status, store.ErrInvalid)
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("ax: list stale %s tasks: limit %d: %w", status, limit, store.ErrInvalid)
+	}
+	var stale []*store.Task
+	for _, r := range s.rows {
+		if r.task.Status == status && since(&r.task).Before(before) {
+			stale = append(stale, &r.task)
+		}
+	}
+	slices.SortFunc(stale, func(a, b *store.Task) int {
+		return dueKey{since(a), a.ID}.compare(dueKey{since(b), b.ID})
+	})
+	out := make([]store.Task, 0, min(limit, len(stale)))
+	for _, t := range stale[:min(limit, len(stale))] {
+		out = append(out, *copyTask(t))
+	}
+	return out, nil
+}
+
+// Close marks the store closed and drops its contents. Every call after Close,
+// including another Close, returns ErrClosed.
+func (s *Store) Close() error {
+	if err := s.lock(context.Background()); err != nil {
+		return fmt.Errorf("ax: close store: %w", err)
+	}
+	defer s.mu.Unlock()
+	s.closed = true
+	s.rows, s.keys, s.execs, s.changes, s.window = nil, nil, nil, nil, nil
+	return nil
+}
+
+// schedule gives r, which a write just left SCHEDULED, a new sequence number and puts
+// it in the window. r must not be in the window already.
+func (s *Store) schedule(r *row) {
+	s.lastSeq++
+	r.seq = s.lastSeq
+	s.changes = append(s.changes, change{seq: r.seq, id: r.task.ID})
+	k := dueKey{r.task.DueAt, r.task.ID}
+	i, _ := slices.BinarySearchFunc(s.window, k, dueKey.compare)
+	s.window = slices.Insert(s.window, i, k)
+	// Compact the change log when stale entries outnumber the scheduled rows.
+	if len(s.changes) > 2*len(s.window)+1024 {
+		s.changes = slices.DeleteFunc(s.changes, func(c change) bool { return !s.rows[c.id].current(c) })
+	}
+}
+
+// unschedule takes r, which is SCHEDULED and about to leave that state, out of the
+// window. Its change entry goes stale by itself.
+func (s *Store) unschedule(r *row) {
+	k := dueKey{r.task.DueAt, r.task.ID}
+	if i, ok := slices.BinarySearchFunc(s.window, k, dueKey.compare); ok {
+		s.window = slices.Delete(s.window, i, i+1)
+	}
+}
+
+// copyTask returns a deep copy of t, keeping nil slices nil and empty ones empty.
+func copyTask(t *store.Task) *store.Task {
+	c := *t
+	c.Payload = slices.Clone(t.Payload)
+	c.Backoff = slices.Clone(t.Backoff)
+	return &c
+}

@@ -1,0 +1,387 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+var insertTests = []test{
+	{"RoundTrip", testInsertRoundTrip},
+	{"TimePrecision", testInsertTimePrecision},
+	{"Payload", testInsertPayload},
+	{"BackoffTimeout", testInsertBackoffTimeout},
+	{"DuplicateAcrossBatches", testInsertDuplicateAcrossBatches},
+	{"DuplicateInBatch", testInsertDuplicateInBatch},
+	{"Invalid", testInsertInvalid},
+	{"Empty", testInsertEmpty},
+	{"BeyondMaxBatch", testInsertBeyondMaxBatch},
+}
+
+var readTests = []test{
+	{"Now", testNow},
+	{"Missing", testReadMissing},
+	{"NoExecutions", testNoExecutions},
+}
+
+func testInsertRoundTrip(e *env) {
+	due := e.now().Add(90 * time.Second)
+	nt := store.NewTask{
+		Name:         "order.close",
+		Key:          "订单-42",
+		Payload:      []byte(`{"order":42}`),
+		DueAt:        due,
+		MaxRetry:     7,
+		OwnerService: "orders",
+		Timeout:      45 * time.Second,
+		Backoff:      []time.Duration{time.Second, 2 * time.Second},
+	}
+	lo := e.now()
+	got := e.insert(nt)[0]
+	hi := e.now()
+
+	if got.ID <= 0 {
+		e.t.Errorf("Insert: ID = %d, want > 0", got.ID)
+	}
+	e.stamped("Insert: CreatedAt", got.CreatedAt, lo, hi)
+	if !got.UpdatedAt.Equal(got.CreatedAt) {
+		e.t.Errorf("Insert: UpdatedAt = %v, want CreatedAt %v", got.UpdatedAt, got.CreatedAt)
+	}
+	want := &store.Task{
+		ID:           got.ID,
+		Name:         nt.Name,
+		Key:          nt.Key,
+		Payload:      nt.Payload,
+		Status:       store.Scheduled,
+		DueAt:        due,
+		MaxRetry:     7,
+		OwnerService: "orders",
+		Timeout:      nt.Timeout,
+		Backoff:      nt.Backoff,
+		CreatedAt:    got.CreatedAt,
+		UpdatedAt:    got.UpdatedAt,
+	}
+	if d := diff(want, got); d != "" {
+		e.t.Errorf("Insert(%+v) mismatch (-want +got):\n%s", nt, d)
+	}
+	if d := diff(got, e.get(got.ID)); d != "" {
+		e.t.Errorf("Get(%d) differs from what Insert returned (-insert +get):\n%s", got.ID, d)
+	}
+	looked, err := e.s.Lookup(e.ctx, nt.Name, nt.Key)
+	if err != nil {
+		e.t.Fatalf("Lookup(%q, %q) error: %v", nt.Name, nt.Key, err)
+	}
+	if d := diff(got, looked); d != "" {
+		e.t.Errorf("Lookup(%q, %q) differs from what Insert returned (-insert +lookup):\n%s", nt.Name, nt.Key, d)
+	}
+	// The same key under another name is another task.
+	other := nt
+	other.Name = "order.remind"
+	if o := e.insert(other)[0]; o.ID == got.ID {
+		e.t.Errorf("Insert(%q, %q) reused id %d of (%q, %q)", other.Name, other.Key, o.ID, nt.Name, nt.Key)
+	}
+
+	// Callers must not alias the store's state.
+	got.Payload[0] = 'X'
+	got.Backoff[0] = time.Hour
+	nt.Payload[1] = 'Y'
+	if again := e.get(got.ID); string(again.Payload) != `{"order":42}` || again.Backoff[0] != time.Second {
+		e.t.Errorf("Get(%d) = payload %q backoff %v after the caller changed its copies; want %q, %v",
+			got.ID, again.Payload, again.Backoff, `{"order":42}`, time.Second)
+	}
+}
+
+func testInsertTimePrecision(e *env) {
+	zone := time.FixedZone("UTC+05:30", 5*3600+30*60)
+	dues := []time.Time{
+		time.Date(2031, 3, 4, 5, 6, 7, 123456789, time.UTC),
+		time.Date(2031, 3, 4, 5, 6, 7, 123456000, zone),
+		time.Date(2000, 1, 1, 0, 0, 0, 1000, time.UTC),
+		time.Date(2099, 12, 31, 23, 59, 59, 999999000, time.UTC),
+		time.Now().Add(-time.Hour), // local zone, with a monotonic reading
+	}
+	var nts []store.NewTask
+	for _, due := range dues {
+		nts = append(nts, e.newTask(due))
+	}
+	for i, task := range e.insert(nts...) {
+		got := e.get(task.ID)
+		if d := got.DueAt.Sub(dues[i]); d < -precision || d > precision {
+			e.t.Errorf("Get(%d).DueAt = %v, want %v (±%v)", task.ID, got.DueAt, dues[i], precision)
+		}
+		if got.DueAt.Location() != time.UTC {
+			e.t.Errorf("Get(%d).DueAt location = %v, want UTC", task.ID, got.DueAt.Location())
+		}
+	}
+}
+
+func testInsertPayload(e *env) {
+	binaryPayload := make([]byte, 256)
+	for i := range binaryPayload {
+		binaryPayload[i] = byte(i)
+	}
+	big := make([]byte, 64<<10)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	payloads := map[string][]byte{
+		"nil":    nil,
+		"empty":  {},
+		"binary": binaryPayload,
+		"utf8":   []byte("ax ✓ 定时"),
+		"64KiB":  big,
+	}
+	for name, p := range payloads {
+		nt := e.newTask(e.future())
+		nt.Payload = p
+		task := e.insert(nt)[0]
+		for _, got := range []*store.Task{task, e.get(task.ID)} {
+			if (got.Payload == nil) != (p == nil) || string(got.Payload) != string(p) {
+				e.t.Errorf("%s payload: Get(%d).Payload = %v (nil %t), want %v (nil %t)",
+					name, task.ID, short(got.Payload), got.Payload == nil, short(p), p == nil)
+			}
+		}
+	}
+}
+
+// short formats a payload for a failure message.
+func short(p []byte) string {
+	if len(p) > 16 {
+		return fmt.Sprintf("%q… (%d bytes)", p[:16], len(p))
+	}
+	return fmt.Sprintf("%q", p)
+}
+
+func testInsertBackoffTimeout(e *env) {
+	cases := []struct {
+		timeout time.Duration
+		backoff []time.Duration
+	}{
+		{0, nil},
+		{time.Nanosecond * 1000, []time.Duration{}},
+		{90*time.Second + time.Millisecond, []time.Duration{5 * time.Second, 25 * time.Second, 125 * time.Second, 625 * time.Second, 3125 * time.Second}},
+		{24 * time.Hour, []time.Duration{1500 * time.Microsecond, time.Millisecond, 0}},
+	}
+	for _, c := range cases {
+		nt := e.newTask(e.future())
+		nt.Timeout, nt.Backoff = c.timeout, c.backoff
+		task := e.insert(nt)[0]
+		got := e.get(task.ID)
+		if got.Timeout != c.timeout {
+			e.t.Errorf("Get(%d).Timeout = %v, want %v", task.ID, got.Timeout, c.timeout)
+		}
+		if d := diff(c.backoff, got.Backoff); d != "" {
+			e.t.Errorf("Get(%d).Backoff mismatch (-want +got):\n%s", task.ID, d)
+		}
+	}
+}
+
+func testInsertDuplicateAcrossBatches(e *env) {
+	first := e.newTask(e.future())
+	existing := e.insert(first)[0]
+
+	again := first
+	again.Payload = []byte("other")
+	again.DueAt = e.past()
+	b, c := e.newTask(e.future()), e.newTask(e.future())
+	res, err := e.s.Insert(e.ctx, []store.NewTask{b, again, c})
+	if err != nil {
+		e.t.Fatalf("Insert(new, duplicate, new) error: %v", err)
+	}
+	if len(res) != 3 {
+		e.t.Fatalf("Insert(3 tasks) returned %d results", len(res))
+	}
+	for _, i := range []int{0, 2} {
+		if res[i].Err != nil || res[i].Task == nil || res[i].Task.ID == existing.ID {
+			e.t.Errorf("Insert(...)[%d] = %+v, %v; want a new task", i, res[i].Task, res[i].Err)
+		}
+	}
+	if !errors.Is(res[1].Err, store.ErrDuplicate) {
+		e.t.Errorf("Insert(duplicate).Err = %v, want ErrDuplicate", res[1].Err)
+	}
+	if d := diff(existing, res[1].Task); d != "" {
+		e.t.Errorf("Insert(duplicate).Task is not the existing task (-existing +got):\n%s", d)
+	}
+	e.unchanged("Insert(duplicate)", existing)
+}
+
+func testInsertDuplicateInBatch(e *env) {
+	nt := e.newTask(e.future())
+	dup := nt
+	dup.Payload = []byte("second")
+	res, err := e.s.Insert(e.ctx, []store.NewTask{nt, dup})
+	if err != nil {
+		e.t.Fatalf("Insert(task, same task) error: %v", err)
+	}
+	if len(res) != 2 {
+		e.t.Fatalf("Insert(2 tasks) returned %d results", len(res))
+	}
+	if res[0].Err != nil || res[0].Task == nil {
+		e.t.Fatalf("Insert(task, same task)[0] = %+v, %v; want the new task", res[0].Task, res[0].Err)
+	}
+	if !errors.Is(res[1].Err, store.ErrDuplicate) {
+		e.t.Errorf("Insert(task, same task)[1].Err = %v, want ErrDuplicate", res[1].Err)
+	}
+	if d := diff(res[0].Task, res[1].Task); d != "" {
+		e.t.Errorf("Insert(task, same task)[1].Task is not the first (-first +second):\n%s", d)
+	}
+	if got := e.get(res[0].Task.ID); string(got.Payload) != string(nt.Payload) {
+		e.t.Errorf("Get(%d).Payload = %q, want the first insert's %q", got.ID, got.Payload, nt.Payload)
+	}
+}
+
+func testInsertInvalid(e *env) {
+	cases := map[string]func(*store.NewTask){
+		"empty name":    func(nt *store.NewTask) { nt.Name = "" },
+		"empty key":     func(nt *store.NewTask) { nt.Key = "" },
+		"zero due time": func(nt *store.NewTask) { nt.DueAt = time.Time{} },
+	}
+	for name, spoil := range cases {
+		valid := e.newTask(e.past())
+		bad := e.newTask(e.past())
+		spoil(&bad)
+		res, err := e.s.Insert(e.ctx, []store.NewTask{valid, bad})
+		if !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Insert(valid, %s) = %v, %v; want ErrInvalid", name, res, err)
+		}
+		if _, err := e.s.Lookup(e.ctx, valid.Name, valid.Key); !errors.Is(err, store.ErrNotFound) {
+			e.t.Errorf("after Insert(valid, %s) failed, Lookup(valid) error = %v, want ErrNotFound", name, err)
+		}
+	}
+	res, err := e.s.Refill(e.ctx, store.RefillParams{AfterSeq: 0, To: e.future(), Limit: 10})
+	if err != nil {
+		e.t.Fatalf("Refill error: %v", err)
+	}
+	if len(res.Changed)+len(res.Entered) != 0 {
+		e.t.Errorf("Refill after failed inserts = %+v, want no tasks", res)
+	}
+}
+
+func testInsertEmpty(e *env) {
+	res, err := e.s.Insert(e.ctx, nil)
+	if err != nil || len(res) != 0 {
+		e.t.Errorf("Insert(nil) = %v, %v; want no results, nil", res, err)
+	}
+}
+
+func testInsertBeyondMaxBatch(e *env) {
+	n := 2*store.MaxBatch + 50
+	due := e.past()
+	nts := make([]store.NewTask, n)
+	for i := range nts {
+		nts[i] = e.newTask(due)
+	}
+	tasks := e.insert(nts...)
+	seen := make(map[int64]bool)
+	claims := make([]store.Claim, n)
+	for i, task := range tasks {
+		if seen[task.ID] {
+			e.t.Fatalf("Insert(%d tasks) returned id %d twice", n, task.ID)
+		}
+		seen[task.ID] = true
+		if task.Key != nts[i].Key {
+			e.t.Fatalf("Insert(%d tasks)[%d].Key = %q, want %q: results out of input order", n, i, task.Key, nts[i].Key)
+		}
+		// Reverse order: the store sorts.
+		claims[n-1-i] = store.Claim{ID: task.ID, ExecutionID: newExecID()}
+	}
+	res, err := e.s.Claim(e.ctx, claims)
+	if err != nil {
+		e.t.Fatalf("Claim(%d tasks) error: %v", n, err)
+	}
+	if len(res.Claimed) != n || len(res.NotDue) != 0 {
+		e.t.Fatalf("Claim(%d due tasks) claimed %d, not due %d; want %d, 0", n, len(res.Claimed), len(res.NotDue), n)
+	}
+	for i := 1; i < n; i++ {
+		if res.Claimed[i-1].ID >= res.Claimed[i].ID {
+			e.t.Fatalf("Claim(%d tasks).Claimed not in id order at %d: %d then %d", n, i, res.Claimed[i-1].ID, res.Claimed[i].ID)
+		}
+	}
+
+	// Start, Heartbeat and Finish the whole lot, each in one call, in input order.
+	starts := make([]store.StartParams, n)
+	refs := make([]store.ExecRef, n)
+	results := make([]store.Finish, n)
+	for i, c := range claims {
+		starts[i] = store.StartParams{TaskID: c.ID, ExecutionID: c.ExecutionID, Node: "node-1"}
+		refs[i] = store.ExecRef{TaskID: c.ID, ExecutionID: c.ExecutionID}
+		results[i] = store.Finish{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}
+	}
+	started, err := e.s.Start(e.ctx, starts)
+	if err != nil || len(started) != n {
+		e.t.Fatalf("Start(%d executions) = %d results, %v; want %d", n, len(started), err, n)
+	}
+	for i, r := range started {
+		if r.Outcome != store.Started || r.Task == nil || r.Task.ID != starts[i].TaskID {
+			e.t.Fatalf("Start(%d executions)[%d] = %+v, want task %d started", n, i, r, starts[i].TaskID)
+		}
+	}
+	for _, call := range []struct {
+		name string
+		fn   func() ([]bool, error)
+	}{
+		{"Heartbeat", func() ([]bool, error) { return e.s.Heartbeat(e.ctx, refs) }},
+		{"Finish", func() ([]bool, error) { return e.s.Finish(e.ctx, results) }},
+	} {
+		ok, err := call.fn()
+		if err != nil || len(ok) != n {
+			e.t.Fatalf("%s(%d executions) = %d results, %v; want %d", call.name, n, len(ok), err, n)
+		}
+		for i, b := range ok {
+			if !b {
+				e.t.Fatalf("%s(%d executions)[%d] = false, want true", call.name, n, i)
+			}
+		}
+	}
+}
+
+func testNow(e *env) {
+	a := e.now()
+	b := e.now()
+	for _, ts := range []time.Time{a, b} {
+		if ts.IsZero() || ts.Location() != time.UTC {
+			e.t.Errorf("Now() = %v, want a UTC time", ts)
+		}
+		if ts != ts.Round(0) {
+			e.t.Errorf("Now() = %v carries a monotonic reading; want the database clock only", ts)
+		}
+	}
+	if b.Before(a.Add(-precision)) {
+		e.t.Errorf("Now() went back from %v to %v", a, b)
+	}
+}
+
+func testReadMissing(e *env) {
+	existing := e.scheduled(e.future())
+	for _, id := range []int64{0, -1, existing.ID + 1000} {
+		if got, err := e.s.Get(e.ctx, id); !errors.Is(err, store.ErrNotFound) {
+			e.t.Errorf("Get(%d) = %v, %v; want ErrNotFound", id, got, err)
+		}
+		if got, err := e.s.Executions(e.ctx, id); !errors.Is(err, store.ErrNotFound) {
+			e.t.Errorf("Executions(%d) = %v, %v; want ErrNotFound", id, got, err)
+		}
+	}
+	for _, nk := range [][2]string{{existing.Name, "missing"}, {"missing", existing.Key}, {"", ""}} {
+		if got, err := e.s.Lookup(e.ctx, nk[0], nk[1]); !errors.Is(err, store.ErrNotFound) {
+			e.t.Errorf("Lookup(%q, %q) = %v, %v; want ErrNotFound", nk[0], nk[1], got, err)
+		}
+		if got, err := e.s.Cancel(e.ctx, nk[0], nk[1]); !errors.Is(err, store.ErrNotFound) {
+			e.t.Errorf("Cancel(%q, %q) = %v, %v; want ErrNotFound", nk[0], nk[1], got, err)
+		}
+	}
+	if got, err := e.s.Trigger(e.ctx, existing.ID+1000, newExecID()); !errors.Is(err, store.ErrNotFound) {
+		e.t.Errorf("Trigger(%d) = %v, %v; want ErrNotFound", existing.ID+1000, got, err)
+	}
+	e.unchanged("reading missing tasks", existing)
+}
+
+func testNoExecutions(e *env) {
+	for _, status := range []store.Status{store.Scheduled, store.Dispatching, store.Cancelled} {
+		task := e.inState(status)
+		if got := e.executions(task.ID); len(got) != 0 {
+			e.t.Errorf("Executions(%d) of a %s task = %+v, want none", task.ID, status, got)
+		}
+	}
+}

@@ -1,0 +1,340 @@
+// Package storetest is the conformance suite for [store.Store] drivers.
+//
+// Every driver runs it from its own tests:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store {
+//			s := openIsolated(t) // a fresh, empty, migrated store for this test only
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		})
+//	}
+//
+// The suite checks the contract written in the doc comments of package store: every
+// method, every legal transition and every refused one, the Refill cursors, time
+// precision and concurrency. It decides "due" with the store's own clock ([store.Store.Now])
+// and never sleeps to hope something happened: it polls a condition with a deadline.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// Run runs the conformance suite against the stores that open returns. Each subtest
+// runs in parallel and calls open once: open must return a fresh, empty, migrated
+// store isolated from every other call, and register its own cleanup with t.Cleanup.
+// Some subtests close the store themselves, so that cleanup must ignore the ErrClosed
+// a second Close returns.
+//
+// The suite takes a few seconds; under testing.Short it uses smaller counts and
+// durations.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Helper()
+	groups := []struct {
+		name  string
+		tests []test
+	}{
+		{"Insert", insertTests},
+		{"Read", readTests},
+		{"Cancel", cancelTests},
+		{"Claim", claimTests},
+		{"Trigger", triggerTests},
+		{"Start", startTests},
+		{"Heartbeat", heartbeatTests},
+		{"Finish", finishTests},
+		{"Requeue", requeueTests},
+		{"Stale", staleTests},
+		{"Refill", refillTests},
+		{"Close", closeTests},
+		{"Concurrency", concurrencyTests},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			for _, tc := range g.tests {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					tc.fn(setup(t, open))
+				})
+			}
+		})
+	}
+}
+
+// test is one subtest of the suite.
+type test struct {
+	name string
+	fn   func(e *env)
+}
+
+// env is one subtest's store and the helpers that drive it.
+type env struct {
+	t   *testing.T
+	s   store.Store
+	ctx context.Context
+	n   atomic.Int64 // for unique keys
+}
+
+func setup(t *testing.T, open func(t *testing.T) store.Store) *env {
+	t.Helper()
+	s := open(t)
+	if s == nil {
+		t.Fatal("open returned a nil store")
+	}
+	return &env{t: t, s: s, ctx: t.Context()}
+}
+
+// precision is how far a time may move on its way through the store.
+const precision = time.Microsecond
+
+// slack is how far outside the bracket of two Now calls a stamped time may fall: the
+// store stamps with its Now clock, so only its precision.
+const slack = precision
+
+// deadline bounds every wait on a condition.
+const deadline = 10 * time.Second
+
+// opts compares rows: times to the store's precision, nil and empty slices alike (the
+// Payload test checks nil-ness itself).
+var opts = cmp.Options{cmpopts.EquateApproxTime(precision), cmpopts.EquateEmpty()}
+
+// diff reports the difference between want and got, or "".
+func diff(want, got any) string { return cmp.Diff(want, got, opts) }
+
+// newExecID returns a fresh execution id formatted like a UUIDv7.
+func newExecID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	rand.Read(b[6:])
+	b[6] = b[6]&0x0f | 0x70
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// now returns the store's time.
+func (e *env) now() time.Time {
+	e.t.Helper()
+	now, err := e.s.Now(e.ctx)
+	if err != nil {
+		e.t.Fatalf("Now() error: %v", err)
+	}
+	return now
+}
+
+// after waits until the store's clock has passed ts and returns its time then.
+func (e *env) after(ts time.Time) time.Time {
+	e.t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		if now := e.now(); now.After(ts) {
+			return now
+		}
+		if time.Now().After(end) {
+			e.t.Fatalf("the store's clock did not pass %v within %v", ts, deadline)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// settle waits until the store's clock is clearly past every time the store stamped on
+// task, so that a transition that forgets to stamp one cannot pass for one that did,
+// and returns the store's time then.
+func (e *env) settle(task *store.Task) time.Time {
+	e.t.Helper()
+	var last time.Time
+	for _, ts := range []time.Time{task.CreatedAt, task.UpdatedAt, task.DispatchedAt, task.StartedAt,
+		task.HeartbeatAt, task.FinishedAt, task.TriggeredAt} {
+		if ts.After(last) {
+			last = ts
+		}
+	}
+	return e.after(last.Add(2 * slack))
+}
+
+// newTask returns a valid NewTask with a unique key, due at due.
+func (e *env) newTask(due time.Time) store.NewTask {
+	return store.NewTask{
+		Name:         "order.close",
+		Key:          fmt.Sprintf("order-%d", e.n.Add(1)),
+		Payload:      []byte(`{"order":42}`),
+		DueAt:        due,
+		MaxRetry:     5,
+		OwnerService: "orders",
+	}
+}
+
+// insert inserts tasks and fails unless every one was written.
+func (e *env) insert(tasks ...store.NewTask) []*store.Task {
+	e.t.Helper()
+	res, err := e.s.Insert(e.ctx, tasks)
+	if err != nil {
+		e.t.Fatalf("Insert(%d tasks) error: %v", len(tasks), err)
+	}
+	if len(res) != len(tasks) {
+		e.t.Fatalf("Insert(%d tasks) returned %d results", len(tasks), len(res))
+	}
+	out := make([]*store.Task, len(res))
+	for i, r := range res {
+		if r.Err != nil || r.Task == nil {
+			e.t.Fatalf("Insert(%d tasks)[%d] = %v, %v; want a task", len(tasks), i, r.Task, r.Err)
+		}
+		checkTask(e.t, "Insert", r.Task)
+		out[i] = r.Task
+	}
+	return out
+}
+
+// scheduled inserts one task due at due.
+func (e *env) scheduled(due time.Time) *store.Task {
+	e.t.Helper()
+	return e.insert(e.newTask(due))[0]
+}
+
+// get returns the task with id and checks its times.
+func (e *env) get(id int64) *store.Task {
+	e.t.Helper()
+	task, err := e.s.Get(e.ctx, id)
+	if err != nil {
+		e.t.Fatalf("Get(%d) error: %v", id, err)
+	}
+	checkTask(e.t, "Get", task)
+	return task
+}
+
+// executions returns the executions of task id.
+func (e *env) executions(id int64) []store.Execution {
+	e.t.Helper()
+	execs, err := e.s.Executions(e.ctx, id)
+	if err != nil {
+		e.t.Fatalf("Executions(%d) error: %v", id, err)
+	}
+	for i := range execs {
+		checkExecution(e.t, "Executions", &execs[i])
+	}
+	return execs
+}
+
+// claim claims a due task and returns it.
+func (e *env) claim(id int64) *store.Task {
+	e.t.Helper()
+	exec := newExecID()
+	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: id, ExecutionID: exec}})
+	if err != nil {
+		e.t.Fatalf("Claim(%d) error: %v", id, err)
+	}
+	if len(res.Claimed) != 1 || res.Claimed[0].ID != id || res.Claimed[0].ExecutionID != exec {
+		e.t.Fatalf("Claim(%d) = %+v, want task %d claimed with %s", id, res, id, exec)
+	}
+	return &res.Claimed[0]
+}
+
+// start starts the dispatching task and returns the result.
+func (e *env) start(task *store.Task) store.StartResult {
+	e.t.Helper()
+	res, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-1"}})
+	if err != nil {
+		e.t.Fatalf("Start(%d, %s) error: %v", task.ID, task.ExecutionID, err)
+	}
+	if len(res) != 1 || res[0].Outcome != store.Started {
+		e.t.Fatalf("Start(%d, %s) = %+v, want Started", task.ID, task.ExecutionID, res)
+	}
+	return res[0]
+}
+
+// finish applies one result and fails unless it applied.
+func (e *env) finish(f store.Finish) {
+	e.t.Helper()
+	ok, err := e.s.Finish(e.ctx, []store.Finish{f})
+	if err != nil {
+		e.t.Fatalf("Finish(%+v) error: %v", f, err)
+	}
+	if len(ok) != 1 || !ok[0] {
+		e.t.Fatalf("Finish(%+v) = %v, want [true]", f, ok)
+	}
+}
+
+// past is a due time an hour before the store's clock.
+func (e *env) past() time.Time { e.t.Helper(); return e.now().Add(-time.Hour) }
+
+// future is a due time an hour after the store's clock.
+func (e *env) future() time.Time { e.t.Helper(); return e.now().Add(time.Hour) }
+
+// inState returns a fresh task in status, reached through the store's own transitions.
+func (e *env) inState(status store.Status) *store.Task {
+	e.t.Helper()
+	if status == store.Scheduled {
+		return e.scheduled(e.future())
+	}
+	if status == store.Cancelled {
+		task := e.scheduled(e.future())
+		if _, err := e.s.Cancel(e.ctx, task.Name, task.Key); err != nil {
+			e.t.Fatalf("Cancel(%q, %q) error: %v", task.Name, task.Key, err)
+		}
+		return e.get(task.ID)
+	}
+	task := e.claim(e.scheduled(e.past()).ID)
+	if status == store.Dispatching {
+		return task
+	}
+	e.start(task)
+	switch status {
+	case store.Running:
+	case store.Succeeded, store.Failed:
+		e.finish(store.Finish{TaskID: task.ID, ExecutionID: task.ExecutionID, Status: status, Error: "boom"})
+	default:
+		e.t.Fatalf("inState(%s): no way to reach it through the Store interface", status)
+	}
+	return e.get(task.ID)
+}
+
+// unchanged fails if the stored task differs from want.
+func (e *env) unchanged(op string, want *store.Task) {
+	e.t.Helper()
+	if d := diff(want, e.get(want.ID)); d != "" {
+		e.t.Errorf("after %s, Get(%d) changed (-before +after):\n%s", op, want.ID, d)
+	}
+}
+
+// stamped checks that a time the store stamped lies between two readings of its clock.
+func (e *env) stamped(what string, got, lo, hi time.Time) {
+	e.t.Helper()
+	if got.Before(lo.Add(-slack)) || got.After(hi.Add(slack)) {
+		e.t.Errorf("%s = %v, want between %v and %v", what, got, lo, hi)
+	}
+}
+
+// checkTask fails if a time of task is not UTC.
+func checkTask(t *testing.T, op string, task *store.Task) {
+	t.Helper()
+	for name, ts := range map[string]time.Time{
+		"DueAt": task.DueAt, "CreatedAt": task.CreatedAt, "UpdatedAt": task.UpdatedAt,
+		"DispatchedAt": task.DispatchedAt, "StartedAt": task.StartedAt, "HeartbeatAt": task.HeartbeatAt,
+		"FinishedAt": task.FinishedAt, "TriggeredAt": task.TriggeredAt,
+	} {
+		if ts.Location() != time.UTC {
+			t.Errorf("%s: task %d: %s = %v, want UTC", op, task.ID, name, ts)
+		}
+	}
+}
+
+// checkExecution fails if a time of x is not UTC.
+func checkExecution(t *testing.T, op string, x *store.Execution) {
+	t.Helper()
+	for name, ts := range map[string]time.Time{
+		"StartedAt": x.StartedAt, "HeartbeatAt": x.HeartbeatAt, "FinishedAt": x.FinishedAt,
+	} {
+		if ts.Location() != time.UTC {
+			t.Errorf("%s: execution %s: %s = %v, want UTC", op, x.ID, name, ts)
+		}
+	}
+}

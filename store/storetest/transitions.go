@@ -1,0 +1,883 @@
+package storetest
+
+import (
+	"errors"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+var cancelTests = []test{
+	{"Scheduled", testCancelScheduled},
+	{"Refused", testCancelRefused},
+}
+
+var claimTests = []test{
+	{"Due", testClaimDue},
+	{"NotDue", testClaimNotDue},
+	{"Mixed", testClaimMixed},
+	{"BecomesDue", testClaimBecomesDue},
+	{"Empty", testClaimEmpty},
+	{"Invalid", testClaimInvalid},
+}
+
+var triggerTests = []test{
+	{"Scheduled", testTriggerScheduled},
+	{"Failed", testTriggerFailed},
+	{"Refused", testTriggerRefused},
+	{"Invalid", testTriggerInvalid},
+}
+
+var startTests = []test{
+	{"Started", testStartStarted},
+	{"Duplicate", testStartDuplicate},
+	{"DuplicateOfAnotherTask", testStartDuplicateOfAnotherTask},
+	{"Lost", testStartLost},
+	{"InputOrder", testStartInputOrder},
+	{"Invalid", testStartInvalid},
+}
+
+var heartbeatTests = []test{
+	{"Running", testHeartbeatRunning},
+	{"NotRunning", testHeartbeatNotRunning},
+}
+
+var finishTests = []test{
+	{"Succeeded", testFinishSucceeded},
+	{"Retry", testFinishRetry},
+	{"Released", testFinishReleased},
+	{"Failed", testFinishFailed},
+	{"NotApplied", testFinishNotApplied},
+	{"Invalid", testFinishInvalid},
+}
+
+var requeueTests = []test{
+	{"Scheduled", testRequeueScheduled},
+	{"Exhausted", testRequeueExhausted},
+	{"NotApplied", testRequeueNotApplied},
+}
+
+var staleTests = []test{
+	{"Running", testStaleRunning},
+	{"Dispatching", testStaleDispatching},
+	{"Invalid", testStaleInvalid},
+}
+
+func testCancelScheduled(e *env) {
+	before := e.scheduled(e.future())
+	lo := e.settle(before)
+	got, err := e.s.Cancel(e.ctx, before.Name, before.Key)
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Cancel(%q, %q) error: %v", before.Name, before.Key, err)
+	}
+	checkTask(e.t, "Cancel", got)
+	e.stamped("Cancel: FinishedAt", got.FinishedAt, lo, hi)
+	e.stamped("Cancel: UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Cancelled
+	want.FinishedAt, want.UpdatedAt = got.FinishedAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Cancel(%q, %q) mismatch (-want +got):\n%s", before.Name, before.Key, d)
+	}
+	e.unchanged("Cancel", got)
+
+	// A cancelled task is out of the scheduler's sight.
+	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: got.ID, ExecutionID: newExecID()}})
+	if err != nil || len(res.Claimed)+len(res.NotDue) != 0 {
+		e.t.Errorf("Claim(cancelled %d) = %+v, %v; want nothing", got.ID, res, err)
+	}
+	refill, err := e.s.Refill(e.ctx, store.RefillParams{AfterSeq: 0, To: before.DueAt.Add(time.Hour), Limit: 10})
+	if err != nil || len(refill.Changed)+len(refill.Entered) != 0 {
+		e.t.Errorf("Refill after Cancel = %+v, %v; want no tasks", refill, err)
+	}
+}
+
+func testCancelRefused(e *env) {
+	for _, status := range []store.Status{store.Dispatching, store.Running, store.Succeeded, store.Failed, store.Cancelled} {
+		before := e.inState(status)
+		got, err := e.s.Cancel(e.ctx, before.Name, before.Key)
+		if !errors.Is(err, store.ErrNotCancellable) {
+			e.t.Errorf("Cancel(%s task %d) error = %v, want ErrNotCancellable", status, before.ID, err)
+		}
+		if d := diff(before, got); d != "" {
+			e.t.Errorf("Cancel(%s task %d) did not return the unchanged task (-want +got):\n%s", status, before.ID, d)
+		}
+		e.unchanged("a refused Cancel", before)
+	}
+}
+
+func testClaimDue(e *env) {
+	before := e.scheduled(e.past())
+	exec := newExecID()
+	lo := e.settle(before)
+	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: before.ID, ExecutionID: exec}})
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Claim(%d) error: %v", before.ID, err)
+	}
+	if len(res.Claimed) != 1 || len(res.NotDue) != 0 {
+		e.t.Fatalf("Claim(due %d) = %+v, want it claimed", before.ID, res)
+	}
+	got := &res.Claimed[0]
+	checkTask(e.t, "Claim", got)
+	e.stamped("Claim: DispatchedAt", got.DispatchedAt, lo, hi)
+	e.stamped("Claim: UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Dispatching
+	want.ExecutionID = exec
+	want.DispatchedAt, want.UpdatedAt = got.DispatchedAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Claim(%d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Claim", got)
+
+	// A second claim finds it DISPATCHING and leaves it alone.
+	res, err = e.s.Claim(e.ctx, []store.Claim{{ID: before.ID, ExecutionID: newExecID()}})
+	if err != nil || len(res.Claimed)+len(res.NotDue) != 0 {
+		e.t.Errorf("Claim(dispatching %d) = %+v, %v; want nothing", before.ID, res, err)
+	}
+	e.unchanged("a second Claim", got)
+}
+
+func testClaimNotDue(e *env) {
+	before := e.scheduled(e.future())
+	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: before.ID, ExecutionID: newExecID()}})
+	if err != nil {
+		e.t.Fatalf("Claim(%d) error: %v", before.ID, err)
+	}
+	want := &store.ClaimResult{NotDue: []store.Due{{ID: before.ID, DueAt: before.DueAt}}}
+	if d := diff(want, res); d != "" {
+		e.t.Errorf("Claim(not due %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Claim of a task not yet due", before)
+}
+
+func testClaimMixed(e *env) {
+	due1, due2 := e.scheduled(e.past()), e.scheduled(e.past())
+	later := e.scheduled(e.future())
+	others := []*store.Task{e.inState(store.Cancelled), e.inState(store.Running), e.inState(store.Succeeded), e.inState(store.Dispatching)}
+	missing := others[len(others)-1].ID + 1000
+
+	ids := []int64{missing, due2.ID, later.ID, due1.ID}
+	for _, o := range others {
+		ids = append(ids, o.ID)
+	}
+	claims := make([]store.Claim, len(ids))
+	execs := make(map[int64]string)
+	for i, id := range ids {
+		claims[i] = store.Claim{ID: id, ExecutionID: newExecID()}
+		execs[id] = claims[i].ExecutionID
+	}
+	res, err := e.s.Claim(e.ctx, claims)
+	if err != nil {
+		e.t.Fatalf("Claim(%v) error: %v", ids, err)
+	}
+	var claimed []int64
+	for _, c := range res.Claimed {
+		claimed = append(claimed, c.ID)
+		if c.ExecutionID != execs[c.ID] {
+			e.t.Errorf("Claim: task %d got execution id %s, want %s", c.ID, c.ExecutionID, execs[c.ID])
+		}
+	}
+	if d := diff([]int64{due1.ID, due2.ID}, claimed); d != "" {
+		e.t.Errorf("Claim(%v).Claimed ids mismatch, want the due ones in id order (-want +got):\n%s", ids, d)
+	}
+	if d := diff([]store.Due{{ID: later.ID, DueAt: later.DueAt}}, res.NotDue); d != "" {
+		e.t.Errorf("Claim(%v).NotDue mismatch (-want +got):\n%s", ids, d)
+	}
+	e.unchanged("Claim", later)
+	for _, o := range others {
+		e.unchanged("Claim", o)
+	}
+}
+
+func testClaimBecomesDue(e *env) {
+	task := e.scheduled(e.now().Add(30 * time.Millisecond))
+	end := time.Now().Add(deadline)
+	for {
+		res, err := e.s.Claim(e.ctx, []store.Claim{{ID: task.ID, ExecutionID: newExecID()}})
+		if err != nil {
+			e.t.Fatalf("Claim(%d) error: %v", task.ID, err)
+		}
+		if len(res.Claimed) == 1 {
+			got := res.Claimed[0]
+			if got.DispatchedAt.Before(task.DueAt.Add(-precision)) {
+				e.t.Errorf("Claim(%d) dispatched at %v, before it was due at %v", task.ID, got.DispatchedAt, task.DueAt)
+			}
+			if now := e.now(); now.Before(task.DueAt.Add(-precision)) {
+				e.t.Errorf("Claim(%d) succeeded while Now() = %v is before DueAt %v", task.ID, now, task.DueAt)
+			}
+			return
+		}
+		if d := diff([]store.Due{{ID: task.ID, DueAt: task.DueAt}}, res.NotDue); d != "" || len(res.Claimed) != 0 {
+			e.t.Fatalf("Claim(%d) = %+v, want it claimed or not due (-want +got NotDue):\n%s", task.ID, res, d)
+		}
+		if time.Now().After(end) {
+			e.t.Fatalf("Claim(%d) still not due %v after its DueAt %v", task.ID, deadline, task.DueAt)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testClaimEmpty(e *env) {
+	res, err := e.s.Claim(e.ctx, nil)
+	if err != nil || res == nil || len(res.Claimed)+len(res.NotDue) != 0 {
+		e.t.Errorf("Claim(nil) = %+v, %v; want an empty result", res, err)
+	}
+}
+
+func testClaimInvalid(e *env) {
+	a, b := e.scheduled(e.past()), e.scheduled(e.past())
+	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: a.ID, ExecutionID: newExecID()}, {ID: b.ID}})
+	if !errors.Is(err, store.ErrInvalid) {
+		e.t.Errorf("Claim(valid, empty execution id) = %+v, %v; want ErrInvalid", res, err)
+	}
+	e.unchanged("an invalid Claim", a)
+	e.unchanged("an invalid Claim", b)
+}
+
+func testTriggerScheduled(e *env) {
+	before := e.scheduled(e.future())
+	exec := newExecID()
+	lo := e.settle(before)
+	got, err := e.s.Trigger(e.ctx, before.ID, exec)
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Trigger(%d) error: %v", before.ID, err)
+	}
+	checkTask(e.t, "Trigger", got)
+	e.stamped("Trigger: DispatchedAt", got.DispatchedAt, lo, hi)
+	e.stamped("Trigger: TriggeredAt", got.TriggeredAt, lo, hi)
+	e.stamped("Trigger: UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Dispatching
+	want.ExecutionID = exec
+	want.DispatchedAt, want.TriggeredAt, want.UpdatedAt = got.DispatchedAt, got.TriggeredAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Trigger(scheduled %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Trigger", got)
+	e.start(got)
+}
+
+func testTriggerFailed(e *env) {
+	before := e.inState(store.Failed)
+	exec := newExecID()
+	lo := e.settle(before)
+	got, err := e.s.Trigger(e.ctx, before.ID, exec)
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Trigger(%d) error: %v", before.ID, err)
+	}
+	checkTask(e.t, "Trigger", got)
+	e.stamped("Trigger: DispatchedAt", got.DispatchedAt, lo, hi)
+	e.stamped("Trigger: TriggeredAt", got.TriggeredAt, lo, hi)
+	e.stamped("Trigger: UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Dispatching
+	want.ExecutionID = exec
+	want.Attempt = before.Attempt + 1
+	want.DispatchedAt, want.TriggeredAt, want.UpdatedAt = got.DispatchedAt, got.TriggeredAt, got.UpdatedAt
+	want.FinishedAt = got.FinishedAt // the contract does not say whether leaving FAILED clears it
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Trigger(failed %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Trigger", got)
+
+	started := e.start(got)
+	if started.Execution.Attempt != before.Attempt+1 {
+		e.t.Errorf("Start after Trigger: Execution.Attempt = %d, want %d", started.Execution.Attempt, before.Attempt+1)
+	}
+	execs := e.executions(before.ID)
+	if len(execs) != 2 || execs[0].ID != before.ExecutionID || execs[1].ID != exec {
+		e.t.Errorf("Executions(%d) = %+v, want the failed execution %s then %s", before.ID, execs, before.ExecutionID, exec)
+	}
+}
+
+func testTriggerRefused(e *env) {
+	for _, status := range []store.Status{store.Dispatching, store.Running, store.Succeeded, store.Cancelled} {
+		before := e.inState(status)
+		got, err := e.s.Trigger(e.ctx, before.ID, newExecID())
+		if !errors.Is(err, store.ErrNotTriggerable) {
+			e.t.Errorf("Trigger(%s task %d) error = %v, want ErrNotTriggerable", status, before.ID, err)
+		}
+		if d := diff(before, got); d != "" {
+			e.t.Errorf("Trigger(%s task %d) did not return the unchanged task (-want +got):\n%s", status, before.ID, d)
+		}
+		e.unchanged("a refused Trigger", before)
+	}
+}
+
+func testTriggerInvalid(e *env) {
+	before := e.scheduled(e.future())
+	if got, err := e.s.Trigger(e.ctx, before.ID, ""); !errors.Is(err, store.ErrInvalid) {
+		e.t.Errorf("Trigger(%d, \"\") = %v, %v; want ErrInvalid", before.ID, got, err)
+	}
+	e.unchanged("an invalid Trigger", before)
+}
+
+func testStartStarted(e *env) {
+	before := e.inState(store.Dispatching)
+	lo := e.settle(before)
+	res, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: before.ID, ExecutionID: before.ExecutionID, Node: "node-7"}})
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Start(%d) error: %v", before.ID, err)
+	}
+	if len(res) != 1 || res[0].Outcome != store.Started || res[0].Task == nil || res[0].Execution == nil {
+		e.t.Fatalf("Start(%d) = %+v, want Started with the task and its execution", before.ID, res)
+	}
+	got, x := res[0].Task, res[0].Execution
+	checkTask(e.t, "Start", got)
+	checkExecution(e.t, "Start", x)
+	e.stamped("Start: Task.StartedAt", got.StartedAt, lo, hi)
+	e.stamped("Start: Task.HeartbeatAt", got.HeartbeatAt, lo, hi)
+	e.stamped("Start: Task.UpdatedAt", got.UpdatedAt, lo, hi)
+	e.stamped("Start: Execution.StartedAt", x.StartedAt, lo, hi)
+	e.stamped("Start: Execution.HeartbeatAt", x.HeartbeatAt, lo, hi)
+	want := *before
+	want.Status = store.Running
+	want.StartedAt, want.HeartbeatAt, want.UpdatedAt = got.StartedAt, got.HeartbeatAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Start(%d).Task mismatch (-want +got):\n%s", before.ID, d)
+	}
+	wantX := &store.Execution{
+		ID:          before.ExecutionID,
+		TaskID:      before.ID,
+		Attempt:     before.Attempt,
+		Node:        "node-7",
+		Status:      store.Running,
+		StartedAt:   x.StartedAt,
+		HeartbeatAt: x.HeartbeatAt,
+	}
+	if d := diff(wantX, x); d != "" {
+		e.t.Errorf("Start(%d).Execution mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Start", got)
+	if d := diff([]store.Execution{*x}, e.executions(before.ID)); d != "" {
+		e.t.Errorf("Executions(%d) after Start mismatch (-want +got):\n%s", before.ID, d)
+	}
+}
+
+func testStartDuplicate(e *env) {
+	// A second delivery after the first.
+	task := e.inState(store.Dispatching)
+	first := e.start(task)
+	running := e.get(task.ID)
+	res, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-2"}})
+	if err != nil {
+		e.t.Fatalf("Start(%d) again error: %v", task.ID, err)
+	}
+	if len(res) != 1 || res[0].Outcome != store.Duplicate || res[0].Task != nil {
+		e.t.Fatalf("Start(%d) again = %+v, want Duplicate without a task", task.ID, res)
+	}
+	if d := diff(first.Execution, res[0].Execution); d != "" {
+		e.t.Errorf("Start(%d) again: Execution is not the recorded one (-recorded +got):\n%s", task.ID, d)
+	}
+	e.unchanged("a duplicate Start", running)
+	if got := e.executions(task.ID); len(got) != 1 {
+		e.t.Errorf("Executions(%d) after a duplicate Start = %+v, want one record", task.ID, got)
+	}
+
+	// Two deliveries in one batch.
+	task = e.inState(store.Dispatching)
+	p := store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-1"}
+	res, err = e.s.Start(e.ctx, []store.StartParams{p, p})
+	if err != nil {
+		e.t.Fatalf("Start(%d twice) error: %v", task.ID, err)
+	}
+	if len(res) != 2 || res[0].Outcome != store.Started || res[1].Outcome != store.Duplicate {
+		e.t.Fatalf("Start(%d twice) = %+v, want Started then Duplicate", task.ID, res)
+	}
+	if d := diff(res[0].Execution, res[1].Execution); d != "" {
+		e.t.Errorf("Start(%d twice): the duplicate's Execution differs (-started +duplicate):\n%s", task.ID, d)
+	}
+	if got := e.executions(task.ID); len(got) != 1 {
+		e.t.Errorf("Executions(%d) after Start(twice) = %+v, want one record", task.ID, got)
+	}
+}
+
+func testStartDuplicateOfAnotherTask(e *env) {
+	// Execution ids are unique across the store: an id recorded for one task is a
+	// duplicate whatever task it is presented with.
+	a := e.inState(store.Running)
+	b := e.inState(store.Dispatching)
+	recorded := e.executions(a.ID)[0]
+	res, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: b.ID, ExecutionID: a.ExecutionID, Node: "node-1"}})
+	if err != nil {
+		e.t.Fatalf("Start(%d, execution of %d) error: %v", b.ID, a.ID, err)
+	}
+	if len(res) != 1 || res[0].Outcome != store.Duplicate {
+		e.t.Fatalf("Start(%d, execution of %d) = %+v, want Duplicate", b.ID, a.ID, res)
+	}
+	if d := diff(&recorded, res[0].Execution); d != "" {
+		e.t.Errorf("Start(%d, execution of %d): Execution mismatch (-recorded +got):\n%s", b.ID, a.ID, d)
+	}
+	e.unchanged("Start", a)
+	e.unchanged("Start", b)
+}
+
+func testStartLost(e *env) {
+	disp := e.inState(store.Dispatching)
+	sched := e.scheduled(e.past())
+	running := e.inState(store.Running)
+	cases := []struct {
+		what   string
+		before *store.Task
+		p      store.StartParams
+	}{
+		{"wrong execution id", disp, store.StartParams{TaskID: disp.ID, ExecutionID: newExecID()}},
+		{"scheduled task", sched, store.StartParams{TaskID: sched.ID, ExecutionID: newExecID()}},
+		{"running task, new execution id", running, store.StartParams{TaskID: running.ID, ExecutionID: newExecID()}},
+		{"missing task", nil, store.StartParams{TaskID: running.ID + 1000, ExecutionID: newExecID()}},
+	}
+	for _, c := range cases {
+		res, err := e.s.Start(e.ctx, []store.StartParams{c.p})
+		if err != nil {
+			e.t.Fatalf("Start(%s) error: %v", c.what, err)
+		}
+		if len(res) != 1 || res[0].Outcome != store.Lost || res[0].Task != nil || res[0].Execution != nil {
+			e.t.Errorf("Start(%s) = %+v, want Lost without task or execution", c.what, res)
+		}
+		if c.before != nil {
+			e.unchanged("Start("+c.what+")", c.before)
+		}
+	}
+	if got := e.executions(disp.ID); len(got) != 0 {
+		e.t.Errorf("Executions(%d) after a lost Start = %+v, want none", disp.ID, got)
+	}
+	if got := e.executions(running.ID); len(got) != 1 {
+		e.t.Errorf("Executions(%d) after a lost Start = %+v, want its one record", running.ID, got)
+	}
+}
+
+func testStartInputOrder(e *env) {
+	d1, d2 := e.inState(store.Dispatching), e.inState(store.Dispatching)
+	r := e.inState(store.Running)
+	res, err := e.s.Start(e.ctx, []store.StartParams{
+		{TaskID: d1.ID, ExecutionID: newExecID()},
+		{TaskID: r.ID, ExecutionID: r.ExecutionID},
+		{TaskID: d2.ID, ExecutionID: d2.ExecutionID},
+	})
+	if err != nil {
+		e.t.Fatalf("Start(lost, duplicate, started) error: %v", err)
+	}
+	var got []store.StartOutcome
+	for _, x := range res {
+		got = append(got, x.Outcome)
+	}
+	if d := diff([]store.StartOutcome{store.Lost, store.Duplicate, store.Started}, got); d != "" {
+		e.t.Errorf("Start(lost, duplicate, started) outcomes mismatch (-want +got):\n%s", d)
+	}
+	if len(res) == 3 && (res[2].Task == nil || res[2].Task.ID != d2.ID) {
+		e.t.Errorf("Start(...)[2].Task = %+v, want task %d", res[2].Task, d2.ID)
+	}
+}
+
+func testStartInvalid(e *env) {
+	d1, d2 := e.inState(store.Dispatching), e.inState(store.Dispatching)
+	res, err := e.s.Start(e.ctx, []store.StartParams{
+		{TaskID: d1.ID, ExecutionID: d1.ExecutionID},
+		{TaskID: d2.ID},
+	})
+	if !errors.Is(err, store.ErrInvalid) {
+		e.t.Errorf("Start(valid, empty execution id) = %+v, %v; want ErrInvalid", res, err)
+	}
+	e.unchanged("an invalid Start", d1)
+	e.unchanged("an invalid Start", d2)
+	if got := e.executions(d1.ID); len(got) != 0 {
+		e.t.Errorf("Executions(%d) after an invalid Start = %+v, want none", d1.ID, got)
+	}
+}
+
+func testHeartbeatRunning(e *env) {
+	before := e.inState(store.Running)
+	lo := e.settle(before)
+	ok, err := e.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: before.ID, ExecutionID: before.ExecutionID}})
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Heartbeat(%d) error: %v", before.ID, err)
+	}
+	if d := diff([]bool{true}, ok); d != "" {
+		e.t.Fatalf("Heartbeat(running %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	got := e.get(before.ID)
+	e.stamped("Heartbeat: Task.HeartbeatAt", got.HeartbeatAt, lo, hi)
+	if !got.HeartbeatAt.After(before.HeartbeatAt) {
+		e.t.Errorf("Heartbeat: HeartbeatAt = %v, want after the start's %v", got.HeartbeatAt, before.HeartbeatAt)
+	}
+	want := *before
+	want.HeartbeatAt = got.HeartbeatAt
+	want.UpdatedAt = got.UpdatedAt // the contract does not say whether a heartbeat is an update
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Heartbeat(%d) changed more than HeartbeatAt (-want +got):\n%s", before.ID, d)
+	}
+	execs := e.executions(before.ID)
+	if len(execs) != 1 {
+		e.t.Fatalf("Executions(%d) = %+v, want one", before.ID, execs)
+	}
+	e.stamped("Heartbeat: Execution.HeartbeatAt", execs[0].HeartbeatAt, lo, hi)
+	if !execs[0].HeartbeatAt.After(execs[0].StartedAt) {
+		e.t.Errorf("Heartbeat: Execution.HeartbeatAt = %v, want after its StartedAt %v", execs[0].HeartbeatAt, execs[0].StartedAt)
+	}
+	if execs[0].Status != store.Running || !execs[0].FinishedAt.IsZero() {
+		e.t.Errorf("Heartbeat: execution = %+v, want still running", execs[0])
+	}
+}
+
+func testHeartbeatNotRunning(e *env) {
+	running := e.inState(store.Running)
+	other := e.inState(store.Running)
+	disp := e.inState(store.Dispatching)
+	done := e.inState(store.Succeeded)
+	refs := []store.ExecRef{
+		{TaskID: other.ID, ExecutionID: newExecID()},
+		{TaskID: disp.ID, ExecutionID: disp.ExecutionID},
+		{TaskID: running.ID, ExecutionID: running.ExecutionID},
+		{TaskID: done.ID, ExecutionID: done.ExecutionID},
+		{TaskID: done.ID + 1000, ExecutionID: newExecID()},
+	}
+	ok, err := e.s.Heartbeat(e.ctx, refs)
+	if err != nil {
+		e.t.Fatalf("Heartbeat error: %v", err)
+	}
+	if d := diff([]bool{false, false, true, false, false}, ok); d != "" {
+		e.t.Errorf("Heartbeat(wrong execution, dispatching, running, succeeded, missing) mismatch (-want +got):\n%s", d)
+	}
+	e.unchanged("Heartbeat with another execution id", other)
+	e.unchanged("Heartbeat", disp)
+	e.unchanged("Heartbeat", done)
+	ok, err = e.s.Heartbeat(e.ctx, nil)
+	if err != nil || len(ok) != 0 {
+		e.t.Errorf("Heartbeat(nil) = %v, %v; want no results", ok, err)
+	}
+}
+
+func testFinishSucceeded(e *env) {
+	before := e.inState(store.Running)
+	lo := e.settle(before)
+	e.finish(store.Finish{TaskID: before.ID, ExecutionID: before.ExecutionID, Status: store.Succeeded})
+	hi := e.now()
+	got := e.get(before.ID)
+	e.stamped("Finish(Succeeded): FinishedAt", got.FinishedAt, lo, hi)
+	e.stamped("Finish(Succeeded): UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Succeeded
+	want.FinishedAt, want.UpdatedAt = got.FinishedAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Finish(Succeeded) mismatch (-want +got):\n%s", d)
+	}
+	e.checkClosed(before, store.Succeeded, "", lo, hi)
+}
+
+// checkClosed checks the execution record of task's current execution after a Finish.
+func (e *env) checkClosed(task *store.Task, status store.Status, errText string, lo, hi time.Time) {
+	e.t.Helper()
+	for _, x := range e.executions(task.ID) {
+		if x.ID != task.ExecutionID {
+			continue
+		}
+		e.stamped("Finish: Execution.FinishedAt", x.FinishedAt, lo, hi)
+		if x.Status != status || x.Error != errText {
+			e.t.Errorf("Finish: execution %s = status %s error %q, want %s %q", x.ID, x.Status, x.Error, status, errText)
+		}
+		return
+	}
+	e.t.Errorf("Executions(%d) has no execution %s", task.ID, task.ExecutionID)
+}
+
+func testFinishRetry(e *env) {
+	before := e.inState(store.Running)
+	due := e.past()
+	lo := e.settle(before)
+	e.finish(store.Finish{TaskID: before.ID, ExecutionID: before.ExecutionID, Status: store.Scheduled,
+		Error: "handler timed out", Attempt: before.Attempt + 1, DueAt: due})
+	hi := e.now()
+	got := e.get(before.ID)
+	e.stamped("Finish(Scheduled): UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Scheduled
+	want.Attempt = before.Attempt + 1
+	want.DueAt = due
+	want.LastError = "handler timed out"
+	want.UpdatedAt = got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Finish(Scheduled) mismatch (-want +got):\n%s", d)
+	}
+	e.checkClosed(before, store.Failed, "handler timed out", lo, hi)
+
+	// The retry runs as a second execution, and success keeps the last error.
+	second := e.claim(before.ID)
+	started := e.start(second)
+	if started.Execution.Attempt != before.Attempt+1 {
+		e.t.Errorf("Start of the retry: Execution.Attempt = %d, want %d", started.Execution.Attempt, before.Attempt+1)
+	}
+	e.finish(store.Finish{TaskID: second.ID, ExecutionID: second.ExecutionID, Status: store.Succeeded})
+	got = e.get(before.ID)
+	if got.Status != store.Succeeded || got.LastError != "handler timed out" || got.Attempt != before.Attempt+1 {
+		e.t.Errorf("after the retry succeeded, Get(%d) = status %s attempt %d last error %q; want %s %d %q",
+			got.ID, got.Status, got.Attempt, got.LastError, store.Succeeded, before.Attempt+1, "handler timed out")
+	}
+	execs := e.executions(before.ID)
+	var ids []string
+	var statuses []store.Status
+	for _, x := range execs {
+		ids = append(ids, x.ID)
+		statuses = append(statuses, x.Status)
+	}
+	if d := diff([]string{before.ExecutionID, second.ExecutionID}, ids); d != "" {
+		e.t.Errorf("Executions(%d) ids, want oldest first (-want +got):\n%s", before.ID, d)
+	}
+	if d := diff([]store.Status{store.Failed, store.Succeeded}, statuses); d != "" {
+		e.t.Errorf("Executions(%d) statuses mismatch (-want +got):\n%s", before.ID, d)
+	}
+}
+
+func testFinishReleased(e *env) {
+	before := e.inState(store.Running)
+	due := e.future()
+	e.finish(store.Finish{TaskID: before.ID, ExecutionID: before.ExecutionID, Status: store.Scheduled,
+		Error: "released at shutdown", Attempt: before.Attempt, DueAt: due})
+	got := e.get(before.ID)
+	if got.Status != store.Scheduled || got.Attempt != before.Attempt || diff(due, got.DueAt) != "" {
+		e.t.Errorf("Finish(released) → Get(%d) = status %s attempt %d due %v; want %s %d %v",
+			got.ID, got.Status, got.Attempt, got.DueAt, store.Scheduled, before.Attempt, due)
+	}
+}
+
+func testFinishFailed(e *env) {
+	before := e.inState(store.Running)
+	lo := e.settle(before)
+	e.finish(store.Finish{TaskID: before.ID, ExecutionID: before.ExecutionID, Status: store.Failed, Error: "retries exhausted"})
+	hi := e.now()
+	got := e.get(before.ID)
+	e.stamped("Finish(Failed): FinishedAt", got.FinishedAt, lo, hi)
+	e.stamped("Finish(Failed): UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Failed
+	want.LastError = "retries exhausted"
+	want.FinishedAt, want.UpdatedAt = got.FinishedAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Finish(Failed) mismatch (-want +got):\n%s", d)
+	}
+	e.checkClosed(before, store.Failed, "retries exhausted", lo, hi)
+}
+
+func testFinishNotApplied(e *env) {
+	// Superseded: the first execution was retried and the task runs again.
+	old := e.inState(store.Running)
+	e.finish(store.Finish{TaskID: old.ID, ExecutionID: old.ExecutionID, Status: store.Scheduled,
+		Error: "orphaned", Attempt: 1, DueAt: e.past()})
+	e.start(e.claim(old.ID))
+	superseded := e.get(old.ID)
+	oldExecs := e.executions(old.ID)
+
+	running := e.inState(store.Running)
+	disp := e.inState(store.Dispatching)
+	done := e.inState(store.Succeeded)
+	doneExecs := e.executions(done.ID)
+	results := []store.Finish{
+		{TaskID: old.ID, ExecutionID: old.ExecutionID, Status: store.Succeeded},
+		{TaskID: running.ID, ExecutionID: newExecID(), Status: store.Failed, Error: "x"},
+		{TaskID: disp.ID, ExecutionID: disp.ExecutionID, Status: store.Succeeded},
+		{TaskID: done.ID, ExecutionID: done.ExecutionID, Status: store.Failed, Error: "twice"},
+		{TaskID: done.ID + 1000, ExecutionID: newExecID(), Status: store.Succeeded},
+	}
+	ok, err := e.s.Finish(e.ctx, results)
+	if err != nil {
+		e.t.Fatalf("Finish error: %v", err)
+	}
+	if d := diff([]bool{false, false, false, false, false}, ok); d != "" {
+		e.t.Errorf("Finish(superseded, wrong execution, dispatching, finished, missing) mismatch (-want +got):\n%s", d)
+	}
+	e.unchanged("Finish with a superseded execution id", superseded)
+	e.unchanged("Finish with a wrong execution id", running)
+	e.unchanged("Finish of a dispatching task", disp)
+	e.unchanged("a second Finish", done)
+	if d := diff(oldExecs, e.executions(old.ID)); d != "" {
+		e.t.Errorf("Finish with a superseded execution id changed the records (-before +after):\n%s", d)
+	}
+	if d := diff(doneExecs, e.executions(done.ID)); d != "" {
+		e.t.Errorf("a second Finish changed the record (-before +after):\n%s", d)
+	}
+}
+
+func testFinishInvalid(e *env) {
+	cases := map[string]store.Finish{
+		"status RUNNING":        {Status: store.Running},
+		"status CANCELLED":      {Status: store.Cancelled},
+		"empty status":          {},
+		"retry without DueAt":   {Status: store.Scheduled, Attempt: 1},
+		"empty execution id":    {Status: store.Succeeded},
+		"status DISPATCHING":    {Status: store.Dispatching},
+		"status SKIPPED":        {Status: store.Skipped},
+		"unknown status BOGUS":  {Status: "BOGUS"},
+		"retry, status lowcase": {Status: "scheduled", DueAt: time.Now()},
+	}
+	for what, bad := range cases {
+		valid := e.inState(store.Running)
+		victim := e.inState(store.Running)
+		bad.TaskID = victim.ID
+		bad.ExecutionID = victim.ExecutionID
+		if what == "empty execution id" {
+			bad.ExecutionID = ""
+		}
+		ok, err := e.s.Finish(e.ctx, []store.Finish{
+			{TaskID: valid.ID, ExecutionID: valid.ExecutionID, Status: store.Succeeded},
+			bad,
+		})
+		if !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Finish(valid, %s) = %v, %v; want ErrInvalid", what, ok, err)
+		}
+		e.unchanged("an invalid Finish", valid)
+		e.unchanged("an invalid Finish", victim)
+	}
+}
+
+func testRequeueScheduled(e *env) {
+	before := e.inState(store.Dispatching)
+	due := e.now().Add(2 * time.Second)
+	lo := e.settle(before)
+	ok, err := e.s.Requeue(e.ctx, []store.Requeue{{TaskID: before.ID, ExecutionID: before.ExecutionID,
+		DueAt: due, Error: "executor busy", MaxDispatchRetries: 3}})
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Requeue(%d) error: %v", before.ID, err)
+	}
+	if d := diff([]bool{true}, ok); d != "" {
+		e.t.Fatalf("Requeue(%d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	got := e.get(before.ID)
+	e.stamped("Requeue: UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Scheduled
+	want.DueAt = due
+	want.DispatchRetries = before.DispatchRetries + 1
+	want.LastError = "executor busy"
+	want.UpdatedAt = got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Requeue(%d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	if got := e.executions(before.ID); len(got) != 0 {
+		e.t.Errorf("Executions(%d) after Requeue = %+v, want none", before.ID, got)
+	}
+}
+
+func testRequeueExhausted(e *env) {
+	const max = 2
+	task := e.scheduled(e.past())
+	for i := 1; i <= max+1; i++ {
+		claimed := e.claim(task.ID)
+		lo := e.now()
+		ok, err := e.s.Requeue(e.ctx, []store.Requeue{{TaskID: task.ID, ExecutionID: claimed.ExecutionID,
+			DueAt: e.past(), Error: "no executor", MaxDispatchRetries: max}})
+		hi := e.now()
+		if err != nil || len(ok) != 1 || !ok[0] {
+			e.t.Fatalf("Requeue #%d = %v, %v; want [true]", i, ok, err)
+		}
+		got := e.get(task.ID)
+		wantStatus := store.Scheduled
+		if i > max {
+			wantStatus = store.Failed
+			e.stamped("Requeue to FAILED: FinishedAt", got.FinishedAt, lo, hi)
+		}
+		if got.Status != wantStatus || got.DispatchRetries != i || got.Attempt != 0 || got.LastError != "no executor" {
+			e.t.Errorf("after Requeue #%d (max %d), Get(%d) = status %s dispatch retries %d attempt %d last error %q; want %s %d 0 %q",
+				i, max, task.ID, got.Status, got.DispatchRetries, got.Attempt, got.LastError, wantStatus, i, "no executor")
+		}
+	}
+
+	// No dispatch retries at all: the first failure is final.
+	claimed := e.claim(e.scheduled(e.past()).ID)
+	ok, err := e.s.Requeue(e.ctx, []store.Requeue{{TaskID: claimed.ID, ExecutionID: claimed.ExecutionID,
+		DueAt: e.past(), Error: "no executor", MaxDispatchRetries: 0}})
+	if err != nil || len(ok) != 1 || !ok[0] {
+		e.t.Fatalf("Requeue(max 0) = %v, %v; want [true]", ok, err)
+	}
+	if got := e.get(claimed.ID); got.Status != store.Failed || got.DispatchRetries != 1 {
+		e.t.Errorf("after Requeue(max 0), Get(%d) = status %s dispatch retries %d; want %s 1",
+			got.ID, got.Status, got.DispatchRetries, store.Failed)
+	}
+}
+
+func testRequeueNotApplied(e *env) {
+	disp := e.inState(store.Dispatching)
+	running := e.inState(store.Running)
+	sched := e.scheduled(e.past())
+	q := func(id int64, exec string) store.Requeue {
+		return store.Requeue{TaskID: id, ExecutionID: exec, DueAt: e.past(), Error: "x", MaxDispatchRetries: 5}
+	}
+	ok, err := e.s.Requeue(e.ctx, []store.Requeue{
+		q(disp.ID, newExecID()),
+		q(running.ID, running.ExecutionID),
+		q(sched.ID, newExecID()),
+		q(sched.ID+1000, newExecID()),
+	})
+	if err != nil {
+		e.t.Fatalf("Requeue error: %v", err)
+	}
+	if d := diff([]bool{false, false, false, false}, ok); d != "" {
+		e.t.Errorf("Requeue(wrong execution, running, scheduled, missing) mismatch (-want +got):\n%s", d)
+	}
+	e.unchanged("Requeue with a wrong execution id", disp)
+	e.unchanged("Requeue of a running task", running)
+	e.unchanged("Requeue of a scheduled task", sched)
+}
+
+func testStaleRunning(e *env) {
+	e.inState(store.Dispatching) // before the cut, but not RUNNING
+	r1 := e.inState(store.Running)
+	e.after(r1.HeartbeatAt)
+	r2 := e.inState(store.Running)
+	e.after(r2.HeartbeatAt)
+	r3 := e.inState(store.Running)
+	cut := e.after(r3.HeartbeatAt)
+	if ok, err := e.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: r2.ID, ExecutionID: r2.ExecutionID}}); err != nil || !ok[0] {
+		e.t.Fatalf("Heartbeat(%d) = %v, %v; want [true]", r2.ID, ok, err)
+	}
+	e.checkStale(store.Running, cut, 10, []*store.Task{r1, r3})
+	e.checkStale(store.Running, cut, 1, []*store.Task{r1})
+	e.checkStale(store.Running, r1.HeartbeatAt, 10, nil)
+}
+
+func testStaleDispatching(e *env) {
+	e.inState(store.Running) // dispatched before the cut, but not DISPATCHING
+	d1 := e.inState(store.Dispatching)
+	e.after(d1.DispatchedAt)
+	d2 := e.inState(store.Dispatching)
+	cut := e.after(d2.DispatchedAt)
+	e.inState(store.Dispatching) // dispatched after the cut
+	e.checkStale(store.Dispatching, cut, 10, []*store.Task{e.get(d1.ID), e.get(d2.ID)})
+	e.checkStale(store.Dispatching, cut, 1, []*store.Task{e.get(d1.ID)})
+}
+
+func (e *env) checkStale(status store.Status, before time.Time, limit int, want []*store.Task) {
+	e.t.Helper()
+	got, err := e.s.Stale(e.ctx, status, before, limit)
+	if err != nil {
+		e.t.Fatalf("Stale(%s, %v, %d) error: %v", status, before, limit, err)
+	}
+	wantTasks := []store.Task{}
+	for _, w := range want {
+		wantTasks = append(wantTasks, *e.get(w.ID))
+	}
+	if d := diff(wantTasks, got); d != "" {
+		e.t.Errorf("Stale(%s, %v, %d) mismatch (-want +got):\n%s", status, before, limit, d)
+	}
+}
+
+func testStaleInvalid(e *env) {
+	e.inState(store.Running)
+	now := e.after(e.now())
+	for _, status := range []store.Status{store.Scheduled, store.Succeeded, store.Failed, store.Cancelled, store.Skipped, "BOGUS", ""} {
+		if got, err := e.s.Stale(e.ctx, status, now, 10); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Stale(%q) = %v, %v; want ErrInvalid", status, got, err)
+		}
+	}
+	for _, limit := range []int{0, -1} {
+		if got, err := e.s.Stale(e.ctx, store.Running, now, limit); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Stale(RUNNING, limit %d) = %v, %v; want ErrInvalid", limit, got, err)
+		}
+	}
+}
