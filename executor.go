@@ -105,11 +105,20 @@ func (e *executor) dispatch(tasks []store.Task, leader bool) {
 		e.handBack(ds, "scheduler stopping")
 		return
 	}
+	var unroutable []dispatched
 	for _, t := range tasks {
+		if e.s.handler(t.Name) == nil {
+			unroutable = append(unroutable, dispatched{task: t, leader: leader})
+			continue
+		}
 		e.pending = append(e.pending, dispatched{task: t, leader: leader})
 	}
 	e.mu.Unlock()
 	e.signal()
+	for _, d := range unroutable {
+		// A dispatch failure, not a business one: the handler may be deployed later.
+		e.handBack([]dispatched{d}, fmt.Sprintf("no executor has a handler for %q", d.task.Name))
+	}
 }
 
 func (e *executor) starter() {
@@ -215,11 +224,7 @@ func (e *executor) run(x *execution) {
 	}()
 	s := e.s
 	t := &x.task
-	hd := s.handler(t.Name)
-	if hd == nil {
-		e.report(x, fmt.Errorf("no handler registered for %q on node %s", t.Name, s.cfg.Node))
-		return
-	}
+	hd := s.handler(t.Name) // dispatch checked it is registered; handlers are never removed
 	timeout := hd.timeout
 	if t.Timeout > 0 {
 		timeout = t.Timeout

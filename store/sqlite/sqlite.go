@@ -38,6 +38,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -52,9 +53,10 @@ var migrations embed.FS
 // Store is the SQLite implementation of store.Store. It is safe for concurrent use,
 // and several processes may open the same file.
 type Store struct {
-	path string
-	w    *sql.DB // one connection; every transaction is IMMEDIATE
-	r    *sql.DB // read-only pool
+	path   string
+	w      *sql.DB // one connection; every transaction is IMMEDIATE
+	r      *sql.DB // read-only pool
+	closed atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -95,6 +97,9 @@ func Open(path string) (*Store, error) {
 
 // Close closes the database. Calls after Close return store.ErrClosed.
 func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return fmt.Errorf("ax: sqlite: close: %w", store.ErrClosed)
+	}
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 
@@ -145,6 +150,9 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}
+	if s.closed.Load() {
+		return time.Time{}, fmt.Errorf("ax: sqlite: now: %w", store.ErrClosed)
+	}
 	return now(), nil
 }
 
@@ -189,7 +197,8 @@ func nextSeq(ctx context.Context, tx *sql.Tx, n int) (int64, error) {
 
 const taskColumns = `id, name, key, payload, status, due_at, attempt, max_retry, dispatch_retries,
 	execution_id, owner_service, last_error, timeout_us, backoff,
-	created_at, updated_at, dispatched_at, started_at, heartbeat_at, finished_at, triggered_at`
+	created_at, updated_at, dispatched_at, started_at, heartbeat_at, finished_at, triggered_at,
+	payload IS NOT NULL`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -201,14 +210,15 @@ func scanTask(row scanner) (*store.Task, error) {
 		execID                                  sql.NullString
 		due, created, updated, timeout          int64
 		dispatched, started, hb, fin, triggered sql.NullInt64
+		hasPayload                              bool
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
 		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
-		&created, &updated, &dispatched, &started, &hb, &fin, &triggered)
+		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &hasPayload)
 	if err != nil {
 		return nil, err
 	}
-	if payload != nil {
+	if hasPayload { // the driver reads a zero-length BLOB as nil
 		t.Payload = append([]byte{}, payload...)
 	}
 	t.Status = store.Status(status)

@@ -16,8 +16,8 @@ import (
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
 	out := make([]store.Inserted, len(tasks))
 	for i := range tasks {
-		if tasks[i].Name == "" || tasks[i].Key == "" {
-			return nil, fmt.Errorf("ax: sqlite: insert: task %d: empty name or key: %w", i, store.ErrInvalid)
+		if tasks[i].Name == "" || tasks[i].Key == "" || tasks[i].DueAt.IsZero() {
+			return nil, fmt.Errorf("ax: sqlite: insert: task %d: empty name, key or due time: %w", i, store.ErrInvalid)
 		}
 	}
 	err := s.write(ctx, "insert", func(tx *sql.Tx) error {
@@ -27,7 +27,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		}
 		ins, err := tx.PrepareContext(ctx, `INSERT INTO ax_tasks
 			(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, created_at, updated_at)
-			VALUES (?, ?, ?, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, CASE WHEN ? THEN X'' ELSE ? END, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name, key) DO NOTHING
 			RETURNING `+taskColumns)
 		if err != nil {
@@ -36,7 +36,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		defer ins.Close()
 		ts := micros(now())
 		for i, nt := range tasks {
-			t, err := scanTask(ins.QueryRowContext(ctx, nt.Name, nt.Key, nt.Payload, micros(nt.DueAt), nt.MaxRetry,
+			t, err := scanTask(ins.QueryRowContext(ctx, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt), nt.MaxRetry,
 				nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), seq+int64(i), ts, ts))
 			if err == nil {
 				out[i] = store.Inserted{Task: t}
@@ -210,6 +210,11 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 
 // Claim moves due SCHEDULED tasks to DISPATCHING.
 func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+	for i, c := range claims {
+		if c.ExecutionID == "" {
+			return nil, fmt.Errorf("ax: sqlite: claim: claim %d: empty execution id: %w", i, store.ErrInvalid)
+		}
+	}
 	claims = slices.Clone(claims)
 	slices.SortFunc(claims, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
 	res := &store.ClaimResult{}
@@ -255,6 +260,9 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 
 // Trigger moves a SCHEDULED or FAILED task to DISPATCHING now.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if executionID == "" {
+		return nil, fmt.Errorf("ax: sqlite: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
+	}
 	var t *store.Task
 	var sentinel error
 	err := s.write(ctx, "trigger", func(tx *sql.Tx) error {
@@ -292,6 +300,11 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 
 // Start records executions and moves their tasks to RUNNING.
 func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+	for i, sp := range starts {
+		if sp.ExecutionID == "" {
+			return nil, fmt.Errorf("ax: sqlite: start: execution %d: empty execution id: %w", i, store.ErrInvalid)
+		}
+	}
 	out := make([]store.StartResult, len(starts))
 	order := sortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	err := s.write(ctx, "start", func(tx *sql.Tx) error {
@@ -383,8 +396,13 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 // Finish records execution results.
 func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
 	for i, f := range results {
-		if f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed {
+		switch {
+		case f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed:
 			return nil, fmt.Errorf("ax: sqlite: finish: result %d: status %s: %w", i, f.Status, store.ErrInvalid)
+		case f.ExecutionID == "":
+			return nil, fmt.Errorf("ax: sqlite: finish: result %d: empty execution id: %w", i, store.ErrInvalid)
+		case f.Status == store.Scheduled && f.DueAt.IsZero():
+			return nil, fmt.Errorf("ax: sqlite: finish: result %d: retry without a due time: %w", i, store.ErrInvalid)
 		}
 	}
 	out := make([]bool, len(results))
@@ -400,7 +418,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 		if err != nil {
 			return err
 		}
-		done, err := tx.PrepareContext(ctx, `UPDATE ax_tasks SET status = ?, last_error = ?, finished_at = ?, updated_at = ?
+		done, err := tx.PrepareContext(ctx, `UPDATE ax_tasks SET status = ?, last_error = COALESCE(?, last_error), finished_at = ?, updated_at = ?
 			WHERE id = ? AND status = 'RUNNING' AND execution_id = ?`)
 		if err != nil {
 			return err
@@ -426,7 +444,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 			switch f.Status {
 			case store.Succeeded:
 				execStatus = store.Succeeded
-				ok, err = applied(done.ExecContext(ctx, string(f.Status), "", ts, ts, f.TaskID, f.ExecutionID))
+				ok, err = applied(done.ExecContext(ctx, string(f.Status), nil, ts, ts, f.TaskID, f.ExecutionID))
 			case store.Failed:
 				ok, err = applied(done.ExecContext(ctx, string(f.Status), f.Error, ts, ts, f.TaskID, f.ExecutionID))
 			case store.Scheduled:
@@ -463,7 +481,8 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 		upd, err := tx.PrepareContext(ctx, `UPDATE ax_tasks SET
 			status = CASE WHEN dispatch_retries + 1 > ? THEN 'FAILED' ELSE 'SCHEDULED' END,
 			finished_at = CASE WHEN dispatch_retries + 1 > ? THEN ? ELSE NULL END,
-			dispatch_retries = dispatch_retries + 1, due_at = ?, last_error = ?, seq = ?, updated_at = ?
+			due_at = CASE WHEN dispatch_retries + 1 > ? THEN due_at ELSE ? END,
+			dispatch_retries = dispatch_retries + 1, last_error = ?, seq = ?, updated_at = ?
 			WHERE id = ? AND status = 'DISPATCHING' AND execution_id = ?`)
 		if err != nil {
 			return err
@@ -473,7 +492,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 		for k, i := range order {
 			r := requeues[i]
 			out[i], err = applied(upd.ExecContext(ctx, r.MaxDispatchRetries, r.MaxDispatchRetries, ts,
-				micros(r.DueAt), r.Error, seq+int64(k), ts, r.TaskID, r.ExecutionID))
+				r.MaxDispatchRetries, micros(r.DueAt), r.Error, seq+int64(k), ts, r.TaskID, r.ExecutionID))
 			if err != nil {
 				return err
 			}
@@ -489,6 +508,9 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 // Stale lists RUNNING tasks without a heartbeat, or DISPATCHING tasks claimed, before
 // a time.
 func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("ax: sqlite: stale: limit %d: %w", limit, store.ErrInvalid)
+	}
 	var q string
 	switch status {
 	case store.Running:
