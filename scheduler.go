@@ -34,6 +34,14 @@ type Scheduler struct {
 	handlers map[string]*handler
 	state    runState
 	run      *running // set while started
+
+	hooks testHooks
+}
+
+// testHooks let tests stop the scheduler at chosen points (a crash between claim and
+// start, for instance). Nil hooks are skipped.
+type testHooks struct {
+	afterClaim func([]store.Task) // on the claimer goroutine, before dispatch
 }
 
 type runState int
@@ -145,6 +153,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	r := &running{cancel: cancel}
 	r.exec = newExecutor(s)
 	r.leader = newLeader(s, r.exec)
+	r.leader.afterClaim = s.hooks.afterClaim
 	r.exec.start()
 	r.leader.start(runCtx, &r.wg)
 	s.run = r

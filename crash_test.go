@@ -1,0 +1,245 @@
+package ax
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/sqlite"
+)
+
+// The crash tests run a scheduler in a child process (this test binary, re-executed
+// into TestCrashChild), kill -9 it at a chosen point, and start a new scheduler on the
+// same SQLite file: nothing may be lost, nothing completed may run again.
+
+const (
+	crashModeEnv = "AX_CRASH_CHILD"
+	crashDBEnv   = "AX_CRASH_DB"
+)
+
+// TestCrashChild is the child side; it does nothing unless run by TestCrashRecovery.
+func TestCrashChild(t *testing.T) {
+	mode := os.Getenv(crashModeEnv)
+	if mode == "" {
+		t.Skip("child process of TestCrashRecovery only")
+	}
+	st, err := sqlite.Open(os.Getenv(crashDBEnv))
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	s, err := New(Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HeartbeatInterval: 100 * time.Millisecond, OrphanAfter: time.Minute})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	block := make(chan struct{})
+	ctx := context.Background()
+	s.HandleFunc("done", func(ctx context.Context, t *Task) error { return nil })
+	s.HandleFunc("work", func(ctx context.Context, t *Task) error {
+		fmt.Println("RUNNING", t.ID)
+		<-block // until killed
+		return nil
+	})
+	switch mode {
+	case "claimed":
+		s.hooks.afterClaim = func(ts []store.Task) {
+			for _, t := range ts {
+				if t.Name == "work" {
+					fmt.Println("CLAIMED", t.ID)
+					<-block
+				}
+			}
+		}
+	}
+	if err := s.Start(ctx); err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	mustDelay := func(name, key string, d time.Duration) {
+		if _, err := s.Delay(ctx, name, key, d); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+	}
+	// A task that completes before the crash: it must never run again.
+	mustDelay("done", "finished-before-crash", 0)
+	for {
+		if t, err := s.Lookup(ctx, "done", "finished-before-crash"); err == nil && t.Status == Succeeded {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	switch mode {
+	case "pending":
+		for i := range 50 {
+			// Due after the kill: some while no process runs, some after the restart.
+			mustDelay("work", fmt.Sprintf("pending-%d", i), 500*time.Millisecond+time.Duration(i)*40*time.Millisecond)
+		}
+		fmt.Println("READY")
+	case "running", "claimed":
+		mustDelay("work", "crash", 0)
+	}
+	<-block
+}
+
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	for _, mode := range []string{"pending", "running", "claimed"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "ax.db")
+			marker := map[string]string{"pending": "READY", "running": "RUNNING", "claimed": "CLAIMED"}[mode]
+			runChildUntil(t, mode, path, marker)
+			if mode == "pending" {
+				time.Sleep(time.Second) // downtime: the first tasks fall due with no process running
+			}
+
+			st, err := sqlite.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			ctx := context.Background()
+			s, err := New(Config{
+				Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				HeartbeatInterval: 100 * time.Millisecond, OrphanAfter: time.Second, DispatchTimeout: time.Second,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			runs := map[string][]time.Time{}
+			record := func(ctx context.Context, t *Task) error {
+				mu.Lock()
+				runs[t.Key] = append(runs[t.Key], time.Now())
+				mu.Unlock()
+				return nil
+			}
+			s.HandleFunc("done", record)
+			s.HandleFunc("work", record)
+			if err := s.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop(ctx)
+
+			keys := []string{"crash"}
+			if mode == "pending" {
+				keys = keys[:0]
+				for i := range 50 {
+					keys = append(keys, fmt.Sprintf("pending-%d", i))
+				}
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for _, key := range keys {
+				for {
+					task, err := s.Lookup(ctx, "work", key)
+					if err != nil {
+						t.Fatalf("Lookup(work, %s): %v", key, err)
+					}
+					if task.Status == Succeeded {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("task %s is %s after restart, want SUCCEEDED", key, task.Status)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if n := len(runs["finished-before-crash"]); n != 0 {
+				t.Errorf("a task completed before the crash ran %d more times", n)
+			}
+			for _, key := range keys {
+				task, _ := s.Lookup(ctx, "work", key)
+				if n := len(runs[key]); n != 1 {
+					t.Errorf("task %s ran %d times after restart, want 1", key, n)
+				} else if runs[key][0].Before(task.DueAt) {
+					t.Errorf("task %s ran %v before its due time", key, task.DueAt.Sub(runs[key][0]))
+				}
+				execs, err := s.Executions(ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch mode {
+				case "pending":
+					if task.Attempt != 0 || len(execs) != 1 {
+						t.Errorf("task %s: attempt %d, %d executions; want 0, 1", key, task.Attempt, len(execs))
+					}
+				case "running":
+					// The execution killed mid-handler is orphaned and retried.
+					if task.Attempt != 1 || len(execs) != 2 || execs[0].Status != Failed ||
+						!strings.Contains(execs[0].Error, "orphaned") || execs[1].Status != Succeeded {
+						t.Errorf("orphaned task: attempt %d, executions %+v; want attempt 1, an orphaned FAILED execution then a SUCCEEDED one", task.Attempt, execs)
+					}
+				case "claimed":
+					// The claim that never started is handed back as a dispatch failure.
+					if task.Attempt != 0 || task.DispatchRetries != 1 || len(execs) != 1 || execs[0].Status != Succeeded {
+						t.Errorf("stuck claim: attempt %d, dispatch retries %d, executions %+v; want 0, 1, one SUCCEEDED", task.Attempt, task.DispatchRetries, execs)
+					}
+				}
+			}
+		})
+	}
+}
+
+// runChildUntil starts TestCrashChild in mode on the database at path, waits until
+// it prints marker, and kills it with SIGKILL.
+func runChildUntil(t *testing.T, mode, path, marker string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashModeEnv+"="+mode, crashDBEnv+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(30 * time.Second)
+	for found := false; !found; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("child %s exited before printing %s", mode, marker)
+			}
+			if strings.HasPrefix(line, "ERROR") {
+				t.Fatalf("child %s: %s", mode, line)
+			}
+			found = strings.HasPrefix(line, marker)
+		case <-timeout:
+			cmd.Process.Kill()
+			t.Fatalf("child %s did not print %s within 30s", mode, marker)
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred code, no cleanup
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	go func() {
+		for range lines {
+		}
+	}()
+}
