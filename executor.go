@@ -31,7 +31,7 @@ type executor struct {
 	stopping bool
 	wake     chan struct{}
 
-	results chan *execution
+	results  chan *execution
 	handlers sync.WaitGroup // running handler goroutines
 	loops    sync.WaitGroup // starter, finisher, heartbeater
 
