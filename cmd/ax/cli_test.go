@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the tests run this test binary as the ax command itself: with
+// AX_TEST_MAIN=1 it calls main, which exits with the command's status.
+func TestMain(m *testing.M) {
+	if os.Getenv("AX_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// ax runs the command in-process and returns its exit status, stdout and stderr.
+func ax(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestDemoSmoke(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := ax(t, "demo", "--orders", "6", "--scale", "fast")
+	if code != exitOK {
+		t.Fatalf("ax demo --orders 6 --scale fast: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout, stderr)
+	}
+	for _, want := range []string{"verify: OK", "summary: fired ", "early = 0"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("ax demo: stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestBinary runs main itself, as a process, and checks its exit status.
+func TestBinary(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		code int
+		want string // in stdout+stderr
+	}{
+		{[]string{"demo", "--orders", "6", "--scale", "fast"}, exitOK, "summary: fired "},
+		{[]string{"bogus"}, exitUsage, `unknown command "bogus"`},
+	} {
+		cmd := exec.Command(os.Args[0], c.args...)
+		cmd.Env = append(os.Environ(), "AX_TEST_MAIN=1")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			code = exitErr.ExitCode()
+		} else if err != nil {
+			t.Fatalf("ax %s: %v", strings.Join(c.args, " "), err)
+		}
+		if code != c.code || !strings.Contains(string(out), c.want) {
+			t.Errorf("ax %s: exit %d, want %d with %q in the output:\n%s", strings.Join(c.args, " "), code, c.code, c.want, out)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{nil, "usage: ax COMMAND"},
+		{[]string{"help"}, "usage: ax COMMAND"},
+		{[]string{"-h"}, "usage: ax COMMAND"},
+		{[]string{"--help"}, "usage: ax COMMAND"},
+		{[]string{"help", "demo"}, "usage: ax demo"},
+		{[]string{"help", "nope"}, `unknown command "nope"`},
+		{[]string{"nope"}, `ax: unknown command "nope"`},
+		{[]string{"demo", "-h"}, "-orders"},
+		{[]string{"demo", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+		{[]string{"demo", "--scale", "slow"}, `--scale "slow": want normal or fast`},
+		{[]string{"demo", "--orders", "2"}, "need at least 3"},
+	} {
+		code, stdout, stderr := ax(t, c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("ax %s: exit %d, stderr:\n%s\nwant exit %d with %q", strings.Join(c.args, " "), code, stderr, exitUsage, c.want)
+		}
+		if stdout != "" {
+			t.Errorf("ax %s: stdout %q, want nothing", strings.Join(c.args, " "), stdout)
+		}
+	}
+	code, _, stderr := ax(t, "help")
+	for _, cmd := range commands {
+		if !strings.Contains(stderr, cmd.name) {
+			t.Errorf("ax help: exit %d, usage lacks command %q:\n%s", code, cmd.name, stderr)
+		}
+	}
+}

@@ -1,0 +1,22 @@
+// Command ax is the command-line tool of the ax scheduler.
+//
+//	ax demo [flags]    run the article's order-timeout scenario on embedded SQLite
+//
+// Run `ax help` for the list of commands and `ax help COMMAND` for a command's flags.
+// The exit status is 0 on success, 1 when a command fails and 2 on a usage error
+// (including `ax help`).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,665 @@
+// Package demo is the scenario behind `ax demo`: the article's order-timeout case
+// (section 5.1) run end to end on an embedded SQLite store.
+//
+// An order that is not paid within its timeout (the article's 30 minutes, scaled down
+// to seconds) is closed. Each order's close is a delayed task,
+//
+//	s.Delay(ctx, "order.close.timeout", orderID, timeout, ax.WithPayload(…))
+//
+// keyed by the order id, whose handler checks, then changes: it loads the order, does
+// nothing if it was paid meanwhile, and otherwise closes it with a conditional write
+// (UPDATE orders SET status='closed' WHERE id=? AND status='unpaid'). Along the way some
+// users pay before their timeout, one user cancels their order (its task is cancelled
+// with s.Cancel and must never fire), and a few handlers fail transiently on their
+// first attempt and are retried. At the end the store is checked: every task ended
+// SUCCEEDED (or CANCELLED) and every order is closed or paid.
+//
+// The business data is an in-memory table; only the scheduler's state is in SQLite.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store/sqlite"
+)
+
+// TaskName is the handler name of the order close timeout, as in the article.
+const TaskName = "order.close.timeout"
+
+// OwnerService is the owner_service recorded on the demo's tasks.
+const OwnerService = "order-service"
+
+// Defaults for the zero fields of Config: the scale of `ax demo`.
+const (
+	DefaultOrders       = 40
+	DefaultMinTimeout   = 3 * time.Second
+	DefaultMaxTimeout   = 12 * time.Second
+	DefaultRetryBackoff = time.Second
+	DefaultProgress     = time.Second
+	DefaultStopTimeout  = 10 * time.Second
+)
+
+// ErrConfig is returned (wrapped) by Run for an invalid Config; nothing was run.
+var ErrConfig = errors.New("invalid config")
+
+// Config scales the scenario. Zero fields take the documented defaults; Fast returns
+// a Config for tests and quick runs.
+type Config struct {
+	// Orders is how many orders are created, at least 3. Defaults to DefaultOrders (40).
+	Orders int
+	// MinTimeout and MaxTimeout bound each order's payment timeout (the article's 30
+	// minutes); timeouts are spread uniformly between them. Default DefaultMinTimeout
+	// (3s) and DefaultMaxTimeout (12s).
+	MinTimeout, MaxTimeout time.Duration
+	// Paid is how many users pay before their timeout. Defaults to 40% of Orders;
+	// negative means none. At most Orders-2: one order is cancelled, one must time out.
+	Paid int
+	// Flaky is how many handlers fail on their first attempt, to be retried. Defaults
+	// to 3 (Orders-1 when that is fewer); negative means none.
+	Flaky int
+	// RetryBackoff is the delay before a retry (ax.WithBackoff on the handler).
+	// Defaults to DefaultRetryBackoff (1s).
+	RetryBackoff time.Duration
+	// Progress is the interval between progress lines. Defaults to DefaultProgress
+	// (1s); negative disables them.
+	Progress time.Duration
+	// Wait bounds the whole run after the orders are created. Defaults to MaxTimeout
+	// + 5×RetryBackoff + 15s.
+	Wait time.Duration
+	// DB is the SQLite file. Empty means a temporary file, removed at the end; a given
+	// file is kept (and may already hold tasks of earlier runs).
+	DB string
+	// Seed makes the scenario (timeouts, who pays, who fails) reproducible.
+	Seed uint64
+	// Logger receives the scheduler's logs. Defaults to discarding them.
+	Logger *slog.Logger
+
+	// buggyHandler makes the handler report the first order it should close as
+	// closed without closing it, for the tests of the verification.
+	buggyHandler bool
+}
+
+// Fast returns a Config that runs in about two seconds: timeouts of 0.3–1.2s,
+// retries after 200ms and a progress line every 250ms.
+func Fast() Config {
+	return Config{
+		MinTimeout:   300 * time.Millisecond,
+		MaxTimeout:   1200 * time.Millisecond,
+		RetryBackoff: 200 * time.Millisecond,
+		Progress:     250 * time.Millisecond,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	if c.Orders == 0 {
+		c.Orders = DefaultOrders
+	}
+	if c.MinTimeout == 0 {
+		c.MinTimeout = DefaultMinTimeout
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = max(DefaultMaxTimeout, c.MinTimeout)
+	}
+	switch {
+	case c.Paid == 0:
+		c.Paid = c.Orders * 2 / 5
+	case c.Paid < 0:
+		c.Paid = 0
+	}
+	switch {
+	case c.Flaky == 0:
+		c.Flaky = min(3, c.Orders-1)
+	case c.Flaky < 0:
+		c.Flaky = 0
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = DefaultRetryBackoff
+	}
+	if c.Progress == 0 {
+		c.Progress = DefaultProgress
+	}
+	if c.Wait == 0 {
+		c.Wait = c.MaxTimeout + 5*c.RetryBackoff + 15*time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("demo: config: %s: %w", fmt.Sprintf(format, args...), ErrConfig))
+	}
+	if c.Orders < 3 {
+		bad("Orders %d: need at least 3 (one paid, one cancelled, one timing out)", c.Orders)
+	}
+	if c.MinTimeout <= 0 {
+		bad("MinTimeout %v must be positive", c.MinTimeout)
+	}
+	if c.MaxTimeout < c.MinTimeout {
+		bad("MaxTimeout %v is below MinTimeout %v", c.MaxTimeout, c.MinTimeout)
+	}
+	if c.Orders >= 3 && c.Paid > c.Orders-2 {
+		bad("Paid %d: at most Orders-2 (%d)", c.Paid, c.Orders-2)
+	}
+	if c.Orders >= 3 && c.Flaky > c.Orders-1 {
+		bad("Flaky %d: at most Orders-1 (%d)", c.Flaky, c.Orders-1)
+	}
+	if c.RetryBackoff < 0 {
+		bad("RetryBackoff %v is negative", c.RetryBackoff)
+	}
+	if c.Wait < 0 {
+		bad("Wait %v is negative", c.Wait)
+	}
+	return errors.Join(errs...)
+}
+
+// Summary is what a run did. Counts are of this run's orders only.
+type Summary struct {
+	Orders int // orders created
+	Paid   int // orders the user paid before their timeout
+
+	Fired         int // handler executions: first attempts and retries
+	Closed        int // orders the handler closed (the timeout won)
+	AlreadyPaid   int // the handler found the order paid and did nothing
+	AlreadyClosed int // the handler found the order closed already (0 in a healthy run)
+	Failed        int // injected transient failures; each is retried
+	Retried       int // executions with Attempt > 0
+	Cancelled     int // timeouts cancelled with Scheduler.Cancel
+
+	// CancelledOrder is the order whose user cancelled it; its task must stay
+	// CANCELLED with no execution.
+	CancelledOrder string
+
+	// CancelledFired counts executions of a cancelled task: must be 0.
+	CancelledFired int
+	// Early counts executions that started before the task's DueAt: must be 0.
+	Early int
+	// Stale counts executions for orders this run did not create (tasks left in a
+	// kept database by an earlier, interrupted run); they are ignored.
+	Stale int
+
+	// Lateness of every execution: the handler's time.Now() minus the task's DueAt.
+	LatenessP50, LatenessP99, LatenessMax time.Duration
+
+	Elapsed time.Duration // from the first order to the last task settled
+	DB      string        // the SQLite file
+	KeptDB  bool          // false: DB was a temporary file, removed
+}
+
+// plan is the scripted scenario: who pays, who cancels, whose handler fails once.
+type plan struct {
+	ids       []string
+	timeout   map[string]time.Duration
+	amount    map[string]int64
+	payAt     map[string]float64 // fraction of the timeout at which the user pays
+	cancelled string
+	flaky     map[string]bool
+}
+
+func newPlan(cfg Config, tag string) *plan {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6178)) // "ax"
+	p := &plan{
+		timeout: make(map[string]time.Duration), amount: make(map[string]int64),
+		payAt: make(map[string]float64), flaky: make(map[string]bool),
+	}
+	width := len(strconv.Itoa(cfg.Orders))
+	span := cfg.MaxTimeout - cfg.MinTimeout
+	for i := range cfg.Orders {
+		id := fmt.Sprintf("ord-%s-%0*d", tag, width, i+1)
+		p.ids = append(p.ids, id)
+		d := cfg.MinTimeout
+		if span > 0 {
+			d += time.Duration(rng.Int64N(int64(span) + 1))
+		}
+		p.timeout[id] = d.Round(time.Millisecond)
+		p.amount[id] = 100 + rng.Int64N(99_900)
+	}
+	perm := rng.Perm(cfg.Orders)
+	p.cancelled = p.ids[perm[0]]
+	for _, i := range perm[1 : 1+cfg.Paid] {
+		p.payAt[p.ids[i]] = 0.2 + 0.4*rng.Float64()
+	}
+	rest := slices.Clone(perm[1:])
+	rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	for _, i := range rest[:cfg.Flaky] {
+		p.flaky[p.ids[i]] = true
+	}
+	return p
+}
+
+// payload is the task's payload: what the service would need to close the order.
+type payload struct {
+	OrderID     string    `json:"order_id"`
+	AmountCents int64     `json:"amount_cents"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// run is one execution of the scenario.
+type run struct {
+	cfg     Config
+	s       *ax.Scheduler
+	orders  *orders
+	plan    *plan
+	tally   *tally
+	out     *printer
+	due     map[string]time.Time // each task's due time, as returned by Delay
+	script  *script
+	bugOnce atomic.Bool // buggyHandler struck
+}
+
+// Run runs the scenario and reports what happened to out: a line per notable event,
+// a progress line every cfg.Progress, the verification and the summary. It returns an
+// error when the scenario could not run, did not finish within cfg.Wait, or ended in a
+// state it must not (a task not SUCCEEDED/CANCELLED, an order neither closed nor
+// paid, an early or cancelled execution); the Summary is filled as far as the run got.
+func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return sum, err
+	}
+
+	sum.DB, sum.KeptDB = cfg.DB, cfg.DB != ""
+	if cfg.DB == "" {
+		dir, err := os.MkdirTemp("", "ax-demo-")
+		if err != nil {
+			return sum, fmt.Errorf("demo: temporary database: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		sum.DB = filepath.Join(dir, "ax.db")
+	}
+	st, err := sqlite.Open(sum.DB)
+	if err != nil {
+		return sum, fmt.Errorf("demo: %w", err)
+	}
+	defer st.Close()
+
+	s, err := ax.New(ax.Config{Store: st, OwnerService: OwnerService, Logger: cfg.Logger})
+	if err != nil {
+		return sum, fmt.Errorf("demo: %w", err)
+	}
+	tag := strconv.FormatInt(time.Now().UnixMilli(), 36)
+	r := &run{
+		cfg: cfg, s: s, orders: newOrders(), plan: newPlan(cfg, tag[max(len(tag)-6, 0):]),
+		tally: &tally{done: make(chan struct{})},
+		out:   &printer{out: out, start: time.Now()},
+		due:   make(map[string]time.Time),
+	}
+	defer r.out.close()
+	r.tally.expected = cfg.Orders
+	backoff := cfg.RetryBackoff
+	s.HandleFunc(TaskName, r.closeOrder, ax.WithBackoff(func(int) time.Duration { return backoff }))
+
+	if err := s.Start(ctx); err != nil {
+		return sum, fmt.Errorf("demo: %w", err)
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		return stopScheduler(ctx, s)
+	}
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = fmt.Errorf("demo: %w", serr)
+		}
+	}()
+
+	r.header(sum)
+	start := r.out.start
+	if err := r.createOrders(ctx); err != nil {
+		return sum, err
+	}
+	defer r.script.stop()
+	if err := r.wait(ctx); err != nil {
+		r.fill(&sum, time.Since(start))
+		return sum, err
+	}
+	r.fill(&sum, time.Since(start))
+	if err := r.verify(ctx, sum); err != nil {
+		return sum, err
+	}
+	if err := stop(); err != nil {
+		return sum, fmt.Errorf("demo: %w", err)
+	}
+	r.summary(sum)
+	return sum, nil
+}
+
+// stopScheduler stops s gracefully, waiting DefaultStopTimeout for running handlers.
+// Stop bounds only that wait with its context, so stopScheduler also gives up
+// (leaving the scheduler's goroutines behind) a few seconds later: a demo that cannot
+// stop must fail, not hang.
+func stopScheduler(ctx context.Context, s *ax.Scheduler) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultStopTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Stop(sctx) }()
+	giveUp := time.NewTimer(DefaultStopTimeout + 5*time.Second)
+	defer giveUp.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-giveUp.C:
+		return fmt.Errorf("scheduler did not stop within %v", DefaultStopTimeout+5*time.Second)
+	}
+}
+
+func (r *run) header(sum Summary) {
+	cfg := r.cfg
+	where := "temporary file, removed at the end"
+	if sum.KeptDB {
+		where = "kept"
+	}
+	r.out.plain("ax demo — order timeout (article, section 5.1)")
+	r.out.plain("  store:    sqlite %s (%s)", sum.DB, where)
+	r.out.plain("  orders:   %d, each closed if unpaid after %s–%s (the article's 30 minutes, scaled down)",
+		cfg.Orders, secs(cfg.MinTimeout), secs(cfg.MaxTimeout))
+	r.out.plain("  task:     s.Delay(ctx, %q, orderID, timeout, ax.WithPayload(order))", TaskName)
+	r.out.plain("  script:   %d users pay in time, 1 cancels the order (s.Cancel), %d handlers fail once and retry after %s",
+		len(r.plan.payAt), len(r.plan.flaky), secs(cfg.RetryBackoff))
+	r.out.plain("")
+}
+
+// createOrders inserts the orders and submits their close timeouts, then starts the
+// users' script (payments and the cancellation) on its own goroutine.
+func (r *run) createOrders(ctx context.Context) error {
+	created := make(map[string]time.Time, len(r.plan.ids))
+	for _, id := range r.plan.ids {
+		r.orders.insert(id, r.plan.amount[id])
+		now := time.Now()
+		created[id] = now
+		b, err := json.Marshal(payload{OrderID: id, AmountCents: r.plan.amount[id], CreatedAt: now.UTC()})
+		if err != nil {
+			return fmt.Errorf("demo: order %s: %w", id, err)
+		}
+		t, err := r.s.Delay(ctx, TaskName, id, r.plan.timeout[id], ax.WithPayload(b))
+		if err != nil {
+			return fmt.Errorf("demo: schedule the close of order %s: %w", id, err)
+		}
+		r.due[id] = t.DueAt
+	}
+	r.out.line("created %d orders; their close timeouts are scheduled in ax", len(r.plan.ids))
+	r.script = newScript(r, created)
+	r.script.start(ctx)
+	return nil
+}
+
+// wait waits until every task settled and the script ended, printing progress.
+func (r *run) wait(ctx context.Context) error {
+	deadline := time.NewTimer(r.cfg.Wait)
+	defer deadline.Stop()
+	var tick <-chan time.Time
+	if r.cfg.Progress > 0 {
+		t := time.NewTicker(r.cfg.Progress)
+		defer t.Stop()
+		tick = t.C
+	}
+	done, scriptDone := r.tally.done, r.script.done
+	for done != nil || scriptDone != nil {
+		select {
+		case <-done:
+			done = nil
+		case <-scriptDone:
+			scriptDone = nil
+			if err := r.script.err; err != nil {
+				return err
+			}
+		case <-tick:
+			r.out.line("%s", r.tally.snapshot().progressLine())
+		case <-ctx.Done():
+			return fmt.Errorf("demo: interrupted: %w", ctx.Err())
+		case <-deadline.C:
+			return fmt.Errorf("demo: not finished after %v: %s", r.cfg.Wait, r.pendingReport(ctx))
+		}
+	}
+	if tick != nil {
+		r.out.line("%s", r.tally.snapshot().progressLine())
+	}
+	return nil
+}
+
+// pendingReport names the orders whose task has not settled, with its stored state.
+func (r *run) pendingReport(ctx context.Context) string {
+	var pending []string
+	for _, id := range r.plan.ids {
+		if id == r.plan.cancelled {
+			continue
+		}
+		t, err := r.s.Lookup(ctx, TaskName, id)
+		switch {
+		case err != nil:
+			pending = append(pending, fmt.Sprintf("%s (lookup: %v)", id, err))
+		case t.Status != ax.Succeeded:
+			pending = append(pending, fmt.Sprintf("%s (task %s, attempt %d, last error %q)", id, t.Status, t.Attempt, t.LastError))
+		}
+	}
+	return fmt.Sprintf("%d orders pending: %s", len(pending), clip(pending, 10))
+}
+
+// closeOrder is the handler of TaskName: check, then change.
+func (r *run) closeOrder(ctx context.Context, t *ax.Task) error {
+	started := time.Now()
+	id := t.Key
+	if _, ok := r.orders.get(id); !ok {
+		r.tally.update(func(tl *tally) { tl.stale++ })
+		r.out.line("task for order %s: not an order of this run (left by an earlier run?), ignored", id)
+		return nil
+	}
+	late := started.Sub(t.DueAt)
+	r.tally.update(func(tl *tally) {
+		tl.fired++
+		tl.lateness = append(tl.lateness, late)
+		if late < 0 {
+			tl.early++
+		}
+		if t.Attempt > 0 {
+			tl.retried++
+		}
+		if id == r.plan.cancelled {
+			tl.cancelledFired++
+		}
+	})
+	if late < 0 {
+		r.out.line("order %s: EARLY: the handler started %v before the task's DueAt", id, -late)
+	}
+	if id == r.plan.cancelled {
+		r.out.line("order %s: BUG: the cancelled timeout fired (execution %s)", id, t.ExecutionID)
+	}
+
+	var p payload
+	if err := json.Unmarshal(t.Payload, &p); err != nil || p.OrderID != id {
+		return fmt.Errorf("order %s: bad payload %q: %v", id, t.Payload, err)
+	}
+	if r.plan.flaky[id] && t.Attempt == 0 {
+		r.tally.update(func(tl *tally) { tl.failed++ })
+		r.out.line("order %s: close failed on attempt %d: order database timed out (injected); ax retries in %s",
+			id, t.Attempt+1, secs(r.cfg.RetryBackoff))
+		return errors.New("load order: order database timed out (injected transient failure)")
+	}
+
+	// Check: a timeout always arrives late relative to what the user did meanwhile.
+	o, _ := r.orders.get(id)
+	outcome := ""
+	switch o.Status {
+	case paid:
+		outcome = "already paid, nothing to do"
+		r.tally.settle(func(tl *tally) { tl.alreadyPaid++ })
+	case closed:
+		outcome = "already closed (" + o.Reason + "), nothing to do"
+		r.tally.settle(func(tl *tally) { tl.alreadyClosed++ })
+	default:
+		// Change, conditionally: UPDATE orders SET status='closed' WHERE id=? AND status='unpaid'.
+		if r.cfg.buggyHandler && r.bugOnce.CompareAndSwap(false, true) {
+			r.tally.settle(func(tl *tally) { tl.closed++ })
+			break
+		}
+		if r.orders.transition(id, unpaid, closed, "timeout") {
+			outcome = "closed: unpaid after " + secs(r.plan.timeout[id])
+			r.tally.settle(func(tl *tally) { tl.closed++ })
+			break
+		}
+		// The user paid (or cancelled) between the check and the change.
+		if o, _ = r.orders.get(id); o.Status == paid {
+			outcome = "already paid (just now), nothing to do"
+			r.tally.settle(func(tl *tally) { tl.alreadyPaid++ })
+		} else {
+			outcome = "already closed (" + o.Reason + "), nothing to do"
+			r.tally.settle(func(tl *tally) { tl.alreadyClosed++ })
+		}
+	}
+	if t.Attempt > 0 {
+		r.out.line("order %s: retry %d succeeded: %s", id, t.Attempt, outcome)
+	}
+	return nil
+}
+
+// fill copies the counters into sum.
+func (r *run) fill(sum *Summary, elapsed time.Duration) {
+	sn := r.tally.snapshot()
+	sum.Orders, sum.CancelledOrder = len(r.plan.ids), r.plan.cancelled
+	sum.Paid, sum.Fired, sum.Closed, sum.AlreadyPaid, sum.AlreadyClosed = sn.paid, sn.fired, sn.closed, sn.alreadyPaid, sn.alreadyClosed
+	sum.Failed, sum.Retried, sum.Cancelled, sum.CancelledFired = sn.failed, sn.retried, sn.cancelled, sn.cancelledFired
+	sum.Early, sum.Stale = sn.early, sn.stale
+	lat := r.tally.latenessCopy()
+	slices.Sort(lat)
+	sum.LatenessP50, sum.LatenessP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	if len(lat) > 0 {
+		sum.LatenessMax = lat[len(lat)-1]
+	}
+	sum.Elapsed = elapsed
+}
+
+// verify checks the store and the orders table: every task SUCCEEDED (CANCELLED for
+// the cancelled order) after the expected number of attempts, every order closed or
+// paid, and the counters consistent. Results are written after handlers return, so
+// it first waits briefly for the tasks to leave RUNNING.
+func (r *run) verify(ctx context.Context, sum Summary) error {
+	tasks := make(map[string]*ax.Task, len(r.plan.ids))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		settled := true
+		for _, id := range r.plan.ids {
+			if t := tasks[id]; t != nil && t.Status.Terminal() {
+				continue
+			}
+			t, err := r.s.Lookup(ctx, TaskName, id)
+			if err != nil {
+				return fmt.Errorf("demo: verify: %w", err)
+			}
+			tasks[id] = t
+			settled = settled && t.Status.Terminal()
+		}
+		if settled || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo: verify: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	succeeded, cancelled, closedOrders, paidOrders := 0, 0, 0, 0
+	for _, id := range r.plan.ids {
+		t := tasks[id]
+		want, attempts := ax.Succeeded, 0
+		if id == r.plan.cancelled {
+			want = ax.Cancelled
+		} else if r.plan.flaky[id] {
+			attempts = 1
+		}
+		switch {
+		case t.Status != want:
+			bad("task of order %s is %s, want %s (last error %q)", id, t.Status, want, t.LastError)
+		case t.Attempt != attempts:
+			bad("task of order %s ended at attempt %d, want %d", id, t.Attempt, attempts)
+		case want == ax.Succeeded:
+			succeeded++
+		default:
+			cancelled++
+		}
+		o, _ := r.orders.get(id)
+		switch o.Status {
+		case closed:
+			closedOrders++
+		case paid:
+			paidOrders++
+		default:
+			bad("order %s is %s, want closed or paid", id, o.Status)
+		}
+		if id == r.plan.cancelled && (o.Status != closed || o.Reason != "cancelled by user") {
+			bad("order %s: cancelled by its user, but it is %s (%s)", id, o.Status, o.Reason)
+		}
+	}
+	if sum.Early != 0 {
+		bad("%d executions started before their DueAt", sum.Early)
+	}
+	if sum.CancelledFired != 0 {
+		bad("the cancelled order's timeout fired %d times", sum.CancelledFired)
+	}
+	if got, want := sum.Closed+sum.AlreadyPaid+sum.AlreadyClosed+sum.Cancelled, sum.Orders; got != want {
+		bad("closed %d + already-paid %d + already-closed %d + cancelled %d = %d, want %d orders",
+			sum.Closed, sum.AlreadyPaid, sum.AlreadyClosed, sum.Cancelled, got, want)
+	}
+	if got, want := sum.Fired, sum.Closed+sum.AlreadyPaid+sum.AlreadyClosed+sum.Failed; got != want {
+		bad("fired %d, want closed + already-paid + already-closed + failed = %d", got, want)
+	}
+	if sum.Retried != sum.Failed {
+		bad("retried %d, want one retry per transient failure (%d)", sum.Retried, sum.Failed)
+	}
+	if sum.AlreadyPaid != sum.Paid {
+		bad("already-paid %d, want the %d orders paid in time", sum.AlreadyPaid, sum.Paid)
+	}
+	if len(problems) > 0 {
+		r.out.plain("")
+		r.out.plain("verify: FAILED")
+		for _, p := range problems {
+			r.out.plain("  - %s", p)
+		}
+		return fmt.Errorf("demo: verify failed: %s", clip(problems, 5))
+	}
+	r.out.plain("")
+	r.out.plain("verify: OK: %d tasks in the store as expected (%d SUCCEEDED, %d CANCELLED); %d orders closed, %d paid",
+		len(r.plan.ids), succeeded, cancelled, closedOrders, paidOrders)
+	return nil
+}
+
+func (r *run) summary(sum Summary) {
+	r.out.plain("summary: fired %d | closed %d | already-paid %d | retried %d | cancelled %d | lateness p50 %s p99 %s max %s | early = %d",
+		sum.Fired, sum.Closed, sum.AlreadyPaid, sum.Retried, sum.Cancelled,
+		ms(sum.LatenessP50), ms(sum.LatenessP99), ms(sum.LatenessMax), sum.Early)
+	r.out.plain("  %d orders in %s; lateness is the handler's start minus the task's DueAt over %d executions (the article reports p99 within 200ms)",
+		sum.Orders, secs(sum.Elapsed), sum.Fired)
+	if sum.KeptDB {
+		r.out.plain("  the tasks stay in %s", sum.DB)
+	}
+}
+
+// clip joins the first n items, saying how many more there are.
+func clip(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, "; ")
+	}
+	return strings.Join(items[:n], "; ") + fmt.Sprintf("; and %d more", len(items)-n)
+}
