@@ -179,7 +179,14 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 
 	r.cancel()
-	r.wg.Wait()
+	loops := make(chan struct{})
+	go func() { r.wg.Wait(); close(loops) }()
+	select {
+	case <-loops:
+	case <-ctx.Done():
+		// A store call that ignores cancellation holds a loop; the executor still
+		// stops within ctx, and the loop ends when its call returns.
+	}
 	err := r.exec.stop(ctx)
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: scheduler stopped", slog.String("node", s.cfg.Node))
 	if err != nil {
