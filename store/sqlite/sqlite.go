@@ -57,6 +57,7 @@ type Store struct {
 	w      *sql.DB // one connection; every transaction is IMMEDIATE
 	r      *sql.DB // read-only pool
 	closed atomic.Bool
+	stmts  map[*batchStmt][]*sql.Stmt // prepared on w, by size bucket
 }
 
 var _ store.Store = (*Store)(nil)
@@ -81,6 +82,10 @@ func Open(path string) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 	s := &Store{path: path, w: w}
 	if err := s.migrate(context.Background()); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := s.prepareBatches(context.Background()); err != nil {
 		w.Close()
 		return nil, err
 	}

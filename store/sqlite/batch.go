@@ -1,0 +1,455 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/axsched/ax/store"
+)
+
+// The execution path — Claim, Start, Heartbeat, Finish — runs for every task, so each
+// chunk of up to store.MaxBatch rows is one multi-row statement joined against a
+// VALUES list (columns column1, column2, …), not a statement per row. Every statement
+// keeps the per-row conditions; a row whose condition fails is simply not touched.
+
+// values returns "(?,?),(?,?)…": rows tuples of cols placeholders.
+func values(rows, cols int) string {
+	tuple := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
+	return strings.TrimSuffix(strings.Repeat(tuple+",", rows), ",")
+}
+
+// A batchStmt is a statement over a VALUES list, written with %V% where the list
+// goes. It is prepared once per size bucket when the store opens (parsing was a sixth
+// of the CPU of the execution path), and a batch is padded up to its bucket with a
+// row that matches nothing.
+type batchStmt struct {
+	sql  string
+	cols int
+	pad  []any // a row that matches no row of the table
+}
+
+// buckets are the prepared sizes of every batchStmt.
+var buckets = []int{1, 2, 4, 8, 16, 32, 64, 128, store.MaxBatch}
+
+func bucket(n int) int {
+	for i, b := range buckets {
+		if n <= b {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("ax: sqlite: batch of %d rows exceeds %d", n, store.MaxBatch))
+}
+
+func (s *Store) prepareBatches(ctx context.Context) error {
+	s.stmts = make(map[*batchStmt][]*sql.Stmt)
+	for _, b := range batchStmts {
+		for _, size := range buckets {
+			st, err := s.w.PrepareContext(ctx, strings.Replace(b.sql, "%V%", values(size, b.cols), 1))
+			if err != nil {
+				return fmt.Errorf("ax: sqlite: prepare: %w", err)
+			}
+			s.stmts[b] = append(s.stmts[b], st)
+		}
+	}
+	return nil
+}
+
+// batch runs b in tx with the arguments head, then rows (n rows of b.cols values,
+// padded up to the bucket), then tail.
+func (s *Store) batch(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows, tail []any) (*sql.Rows, error) {
+	n := len(rows) / b.cols
+	i := bucket(n)
+	args := make([]any, 0, len(head)+buckets[i]*b.cols+len(tail))
+	args = append(append(args, head...), rows...)
+	for range buckets[i] - n {
+		args = append(args, b.pad...)
+	}
+	args = append(args, tail...)
+	return tx.StmtContext(ctx, s.stmts[b][i]).QueryContext(ctx, args...)
+}
+
+func (s *Store) batchExec(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows, tail []any) error {
+	r, err := s.batch(ctx, tx, b, head, rows, tail)
+	if err != nil {
+		return err
+	}
+	r.Close()
+	return r.Err()
+}
+
+var (
+	claimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
+		dispatched_at = ?, updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
+		RETURNING ` + taskColumns}
+	notDueStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT id, due_at FROM ax_tasks
+		WHERE status = 'SCHEDULED' AND id IN (VALUES %V%) ORDER BY id`}
+	recordStmt = &batchStmt{cols: 3, pad: []any{0, "", ""}, sql: `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
+		SELECT c.column2, t.id, t.attempt, c.column3, 'RUNNING', ?, ?
+		FROM (VALUES %V%) AS c
+		JOIN ax_tasks t ON t.id = c.column1 AND t.status = 'DISPATCHING' AND t.execution_id = c.column2
+		WHERE true
+		ON CONFLICT (id) DO NOTHING
+		RETURNING id`}
+	runStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'RUNNING', started_at = ?, heartbeat_at = ?, updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'DISPATCHING' AND ax_tasks.execution_id = c.column2
+		RETURNING ` + taskColumns}
+	recordedStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT ` + executionColumns + ` FROM ax_executions
+		WHERE id IN (VALUES %V%)`}
+	heartbeatStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET heartbeat_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
+		RETURNING ax_tasks.execution_id`}
+	heartbeatExecStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `UPDATE ax_executions SET heartbeat_at = ?
+		WHERE id IN (VALUES %V%)`}
+	finishStmt = &batchStmt{cols: 7, pad: []any{0, "", "", "", 0, 0, 0}, sql: `UPDATE ax_tasks SET
+		status = c.column3,
+		last_error = CASE c.column3 WHEN 'SUCCEEDED' THEN last_error ELSE c.column4 END,
+		attempt = CASE c.column3 WHEN 'SCHEDULED' THEN c.column5 ELSE attempt END,
+		due_at = CASE c.column3 WHEN 'SCHEDULED' THEN c.column6 ELSE due_at END,
+		seq = CASE c.column3 WHEN 'SCHEDULED' THEN c.column7 ELSE seq END,
+		finished_at = CASE c.column3 WHEN 'SCHEDULED' THEN finished_at ELSE ? END,
+		updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
+		RETURNING ax_tasks.execution_id`}
+	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
+		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
+
+	batchStmts = []*batchStmt{claimStmt, notDueStmt, recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
+)
+
+// chunks calls f for consecutive chunks of at most store.MaxBatch of n items.
+func chunks(n int, f func(lo, hi int) error) error {
+	for lo := 0; lo < n; lo += store.MaxBatch {
+		if err := f(lo, min(n, lo+store.MaxBatch)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Claim moves due SCHEDULED tasks to DISPATCHING.
+func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+	for i, c := range claims {
+		if c.ExecutionID == "" {
+			return nil, fmt.Errorf("ax: sqlite: claim: claim %d: empty execution id: %w", i, store.ErrInvalid)
+		}
+	}
+	// A task named twice is claimed once, with its first execution id.
+	seen := make(map[int64]bool, len(claims))
+	uniq := make([]store.Claim, 0, len(claims))
+	for _, c := range claims {
+		if !seen[c.ID] {
+			seen[c.ID] = true
+			uniq = append(uniq, c)
+		}
+	}
+	slices.SortFunc(uniq, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
+	res := &store.ClaimResult{}
+	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
+		res.Claimed, res.NotDue = res.Claimed[:0], res.NotDue[:0]
+		ts := micros(now())
+		return chunks(len(uniq), func(lo, hi int) error {
+			part := uniq[lo:hi]
+			args := make([]any, 0, 2*len(part))
+			for _, c := range part {
+				args = append(args, c.ID, c.ExecutionID)
+			}
+			rows, err := s.batch(ctx, tx, claimStmt, []any{ts, ts}, args, []any{ts})
+			if err != nil {
+				return err
+			}
+			claimed, err := scanTasks(rows)
+			if err != nil {
+				return err
+			}
+			if len(claimed) == len(part) {
+				res.Claimed = append(res.Claimed, claimed...)
+				return nil
+			}
+			got := make(map[int64]bool, len(claimed))
+			for _, t := range claimed {
+				got[t.ID] = true
+			}
+			var missed []any
+			for _, c := range part {
+				if !got[c.ID] {
+					missed = append(missed, c.ID)
+				}
+			}
+			res.Claimed = append(res.Claimed, claimed...)
+			rows, err = s.batch(ctx, tx, notDueStmt, nil, missed, nil)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, due int64
+				if err := rows.Scan(&id, &due); err != nil {
+					return err
+				}
+				res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: fromMicros(due)})
+			}
+			return rows.Err()
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+// Start records executions and moves their tasks to RUNNING.
+func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+	for i, sp := range starts {
+		if sp.ExecutionID == "" {
+			return nil, fmt.Errorf("ax: sqlite: start: execution %d: empty execution id: %w", i, store.ErrInvalid)
+		}
+	}
+	out := make([]store.StartResult, len(starts))
+	order := sortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
+	err := s.write(ctx, "start", func(tx *sql.Tx) error {
+		clear(out)
+		ts := micros(now())
+		return chunks(len(order), func(lo, hi int) error {
+			part := order[lo:hi]
+			// 1. The execution records, for tasks DISPATCHING with that execution id.
+			//    An id recorded already conflicts: a duplicate delivery.
+			args := make([]any, 0, 3*len(part))
+			for _, i := range part {
+				args = append(args, starts[i].TaskID, starts[i].ExecutionID, starts[i].Node)
+			}
+			rows, err := s.batch(ctx, tx, recordStmt, []any{ts, ts}, args, nil)
+			if err != nil {
+				return err
+			}
+			inserted, err := scanStrings(rows)
+			if err != nil {
+				return err
+			}
+			// 2. The transition, for exactly those.
+			tasks := map[int64]*store.Task{}
+			if len(inserted) > 0 {
+				args = args[:0]
+				for _, i := range part {
+					if inserted[starts[i].ExecutionID] {
+						args = append(args, starts[i].TaskID, starts[i].ExecutionID)
+					}
+				}
+				rows, err := s.batch(ctx, tx, runStmt, []any{ts, ts, ts}, args, nil)
+				if err != nil {
+					return err
+				}
+				started, err := scanTasks(rows)
+				if err != nil {
+					return err
+				}
+				for k := range started {
+					tasks[started[k].ID] = &started[k]
+				}
+			}
+			// 3. What is recorded for the others: duplicates, or nothing (lost).
+			var others []any
+			for _, i := range part {
+				if !inserted[starts[i].ExecutionID] || tasks[starts[i].TaskID] == nil {
+					others = append(others, starts[i].ExecutionID)
+				}
+			}
+			recorded := map[string]*store.Execution{}
+			if len(others) > 0 {
+				rows, err := s.batch(ctx, tx, recordedStmt, nil, others, nil)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+					e, err := scanExecution(rows)
+					if err != nil {
+						return err
+					}
+					recorded[e.ID] = e
+				}
+				if err := rows.Err(); err != nil {
+					return err
+				}
+			}
+			for _, i := range part {
+				sp := starts[i]
+				if t := tasks[sp.TaskID]; t != nil && inserted[sp.ExecutionID] && t.ExecutionID == sp.ExecutionID {
+					delete(inserted, sp.ExecutionID) // a second copy in this batch is a duplicate
+					out[i] = store.StartResult{Outcome: store.Started, Task: t, Execution: &store.Execution{
+						ID: sp.ExecutionID, TaskID: t.ID, Attempt: t.Attempt, Node: sp.Node, Status: store.Running,
+						StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
+					}}
+					recorded[sp.ExecutionID] = out[i].Execution
+					continue
+				}
+				if e := recorded[sp.ExecutionID]; e != nil {
+					out[i] = store.StartResult{Outcome: store.Duplicate, Execution: e}
+					continue
+				}
+				out[i] = store.StartResult{Outcome: store.Lost}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out { // callers own their copies
+		if out[i].Execution != nil {
+			e := *out[i].Execution
+			out[i].Execution = &e
+		}
+	}
+	return out, nil
+}
+
+// Heartbeat stamps heartbeat_at on running executions.
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+	out := make([]bool, len(refs))
+	order := sortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	err := s.write(ctx, "heartbeat", func(tx *sql.Tx) error {
+		clear(out)
+		ts := micros(now())
+		return chunks(len(order), func(lo, hi int) error {
+			part := order[lo:hi]
+			args := make([]any, 0, 2*len(part))
+			for _, i := range part {
+				args = append(args, refs[i].TaskID, refs[i].ExecutionID)
+			}
+			rows, err := s.batch(ctx, tx, heartbeatStmt, []any{ts}, args, nil)
+			if err != nil {
+				return err
+			}
+			alive, err := scanStrings(rows)
+			if err != nil || len(alive) == 0 {
+				return err
+			}
+			args = args[:0]
+			for _, i := range part {
+				if alive[refs[i].ExecutionID] {
+					out[i] = true
+					args = append(args, refs[i].ExecutionID)
+				}
+			}
+			return s.batchExec(ctx, tx, heartbeatExecStmt, []any{ts}, args, nil)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Finish records execution results.
+func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+	for i, f := range results {
+		switch {
+		case f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed:
+			return nil, fmt.Errorf("ax: sqlite: finish: result %d: status %s: %w", i, f.Status, store.ErrInvalid)
+		case f.ExecutionID == "":
+			return nil, fmt.Errorf("ax: sqlite: finish: result %d: empty execution id: %w", i, store.ErrInvalid)
+		case f.Status == store.Scheduled && f.DueAt.IsZero():
+			return nil, fmt.Errorf("ax: sqlite: finish: result %d: retry without a due time: %w", i, store.ErrInvalid)
+		}
+	}
+	out := make([]bool, len(results))
+	// Only the first result of an execution can apply: drop repeats, which a
+	// multi-row UPDATE would otherwise pick from arbitrarily.
+	order := sortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	seen := make(map[string]bool, len(order))
+	order = slices.DeleteFunc(order, func(i int) bool {
+		dup := seen[results[i].ExecutionID]
+		seen[results[i].ExecutionID] = true
+		return dup
+	})
+	err := s.write(ctx, "finish", func(tx *sql.Tx) error {
+		clear(out)
+		retries := 0
+		for _, f := range results {
+			if f.Status == store.Scheduled {
+				retries++
+			}
+		}
+		seq, err := nextSeq(ctx, tx, retries)
+		if err != nil {
+			return err
+		}
+		ts := micros(now())
+		return chunks(len(order), func(lo, hi int) error {
+			part := order[lo:hi]
+			args := make([]any, 0, 7*len(part))
+			for _, i := range part {
+				f := results[i]
+				var due, sq int64
+				if f.Status == store.Scheduled {
+					due, sq = micros(f.DueAt), seq
+					seq++
+				}
+				args = append(args, f.TaskID, f.ExecutionID, string(f.Status), f.Error, f.Attempt, due, sq)
+			}
+			rows, err := s.batch(ctx, tx, finishStmt, []any{ts, ts}, args, nil)
+			if err != nil {
+				return err
+			}
+			done, err := scanStrings(rows)
+			if err != nil || len(done) == 0 {
+				return err
+			}
+			args = args[:0]
+			for _, i := range part {
+				f := results[i]
+				if !done[f.ExecutionID] {
+					continue
+				}
+				delete(done, f.ExecutionID) // a second copy in this batch did not apply
+				out[i] = true
+				status := store.Failed
+				if f.Status == store.Succeeded {
+					status = store.Succeeded
+				}
+				args = append(args, f.ExecutionID, string(status), f.Error)
+			}
+			return s.batchExec(ctx, tx, finishExecStmt, []any{ts}, args, nil)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func scanTasks(rows *sql.Rows) ([]store.Task, error) {
+	defer rows.Close()
+	var out []store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *t)
+	}
+	return out, rows.Err()
+}
+
+func scanStrings(rows *sql.Rows) (map[string]bool, error) {
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out[s] = true
+	}
+	return out, rows.Err()
+}
