@@ -1,0 +1,83 @@
+// Package ax is an embeddable, persistent task scheduler: delayed tasks ("close this
+// unpaid order in 30 minutes"), tasks at a time, retries and crash recovery, inside
+// the Go service that owns them, with all state in a database you choose.
+//
+//	st, err := sqlite.Open("ax.db") // or another store
+//	s, err := ax.New(ax.Config{Store: st, OwnerService: "order-service"})
+//	s.HandleFunc("order.close.timeout", closeOrder, ax.WithMaxRetry(5))
+//	err = s.Start(ctx)
+//	t, err := s.Delay(ctx, "order.close.timeout", orderID, 30*time.Minute, ax.WithPayload(b))
+//	err = s.Cancel(ctx, "order.close.timeout", orderID) // paid in time
+//	err = s.Stop(ctx)
+//
+// # Tasks and their states
+//
+// A task is identified by its id and by its business key (Name, Key), which is unique:
+// submitting the same name and key again returns the existing task with ErrDuplicate.
+// Every change of state is one conditional write in the store (UPDATE … WHERE id = ?
+// AND status = old [AND execution_id = ?]); a write whose condition no longer holds
+// changes nothing.
+//
+//	state        meaning                                         may move to
+//	SCHEDULED    persisted, waiting for DueAt                    DISPATCHING, CANCELLED, SKIPPED
+//	DISPATCHING  due; claimed, being handed to an executor       RUNNING, SCHEDULED (dispatch retry), FAILED
+//	RUNNING      the execution is recorded; the handler runs     SUCCEEDED, SCHEDULED (retry), FAILED
+//	SUCCEEDED    done                                            —
+//	FAILED       business or dispatch retries exhausted          DISPATCHING (Trigger)
+//	CANCELLED    cancelled before it ran                         —
+//	SKIPPED      a periodic occurrence skipped (overlap)         —
+//
+// # Time fields
+//
+// All times are UTC and each has one meaning: CreatedAt (submitted), DueAt (when it
+// should run; a retry moves it to the retry's time), DispatchedAt (last claimed),
+// StartedAt (the last execution's handler start), HeartbeatAt (the running execution's
+// last sign of life), FinishedAt (reached SUCCEEDED, FAILED or CANCELLED), TriggeredAt
+// (last manual Trigger), UpdatedAt (last change of the row).
+//
+// # Guarantees
+//
+//   - Never early: a handler never starts before its task's DueAt. The scheduler keeps
+//     due tasks in a hierarchical timing wheel (Config.Tick, default 10ms) read by its
+//     monotonic clock corrected by the measured offset of the store's clock, rounds due
+//     times up to the next tick, and the claim itself requires DueAt <= the store's
+//     current time.
+//   - At-least-once handler calls, each attempt with its own execution id (a UUIDv7 in
+//     Task.ExecutionID). The execution is recorded before the handler runs; a second
+//     delivery of the same execution id runs nothing. A handler that is idempotent on
+//     its execution id therefore runs each attempt's effect once.
+//   - Crash recovery: the process can die at any point. Tasks due while it was down run
+//     when a scheduler starts on the store again; a RUNNING task whose heartbeats stop
+//     for Config.OrphanAfter is counted as a failed attempt and retried; a task claimed
+//     but not started within Config.DispatchTimeout is handed back. A SUCCEEDED task
+//     never runs again.
+//
+// # Retries
+//
+// Two counters, never mixed. Business failures (the handler returned an error,
+// panicked — the stack is kept in LastError —, passed its deadline, or was orphaned)
+// grow Attempt, up to MaxRetry (default 5) retries with backoff DefaultBackoff
+// (5s × 5^(n−1)), both overridable per handler and per task. Dispatch failures (no
+// handler registered for the name on this node, the claim handed back) grow
+// DispatchRetries up to Config.MaxDispatchRetries with a short backoff, and never
+// consume a business retry. Exhausted → FAILED with the last error.
+//
+// Options given to Delay/At win over the handler's (Handle) defaults, which win over
+// the package defaults. MaxRetry is resolved when the task is submitted and stored
+// with it; a per-task backoff is evaluated at submit time and stored as a list of
+// delays, so it holds on whichever node runs the retry.
+//
+// # Scheduling, in brief
+//
+// On Start the scheduler measures the store's clock offset, loads every SCHEDULED task
+// due within Config.Window (overdue first) into its wheel, then refills every
+// Config.RefillInterval with only the rows that changed since the last refill or
+// entered the window. Tasks submitted through this Scheduler go into the wheel at
+// once. One goroutine owns the wheel and never does I/O; claims (batches of up to 200,
+// one conditional write each), executions, heartbeats and results run on their own
+// goroutines and are written in batches, so the store calls per task fall as load
+// rises.
+//
+// Stop stops claiming, hands back claimed tasks that have not started, and waits for
+// running handlers until its context ends; see Scheduler.Stop.
+package ax
