@@ -123,12 +123,12 @@ func TestTimeoutIsABusinessFailureEvenIfTheHandlerHangs(t *testing.T) {
 	st := openSQLite(t)
 	s := newScheduler(t, st, nil)
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	s.HandleFunc("stuck", func(ctx context.Context, t *ax.Task) error {
 		<-release // ignores its context
 		return nil
 	}, ax.WithMaxRetry(0), ax.WithTimeout(50*time.Millisecond))
 	start(t, s)
+	t.Cleanup(func() { close(release) }) // before Stop, which waits for the handler
 	task, err := s.Delay(context.Background(), "stuck", "k", 0)
 	if err != nil {
 		t.Fatal(err)

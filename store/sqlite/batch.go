@@ -122,7 +122,16 @@ var (
 	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
 		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
 
-	batchStmts = []*batchStmt{claimStmt, notDueStmt, recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
+	insertStmt = &batchStmt{cols: 10, pad: []any{nil, nil, false, nil, 0, 0, "", 0, "", 0}, sql: `INSERT INTO ax_tasks
+		(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, created_at, updated_at)
+		SELECT c.column1, c.column2, CASE WHEN c.column3 THEN X'' ELSE c.column4 END, 'SCHEDULED', c.column5,
+			c.column6, c.column7, c.column8, c.column9, c.column10, ?, ?
+		FROM (VALUES %V%) AS c
+		WHERE c.column1 IS NOT NULL
+		ON CONFLICT (name, key) DO NOTHING
+		RETURNING ` + taskColumns}
+
+	batchStmts = []*batchStmt{insertStmt, claimStmt, notDueStmt, recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
 )
 
 // chunks calls f for consecutive chunks of at most store.MaxBatch of n items.

@@ -21,37 +21,46 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		}
 	}
 	err := s.write(ctx, "insert", func(tx *sql.Tx) error {
+		clear(out)
 		seq, err := nextSeq(ctx, tx, len(tasks))
 		if err != nil {
 			return err
 		}
-		ins, err := tx.PrepareContext(ctx, `INSERT INTO ax_tasks
-			(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, created_at, updated_at)
-			VALUES (?, ?, CASE WHEN ? THEN X'' ELSE ? END, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (name, key) DO NOTHING
-			RETURNING `+taskColumns)
-		if err != nil {
-			return err
-		}
-		defer ins.Close()
 		ts := micros(now())
-		for i, nt := range tasks {
-			t, err := scanTask(ins.QueryRowContext(ctx, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt), nt.MaxRetry,
-				nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), seq+int64(i), ts, ts))
-			if err == nil {
-				out[i] = store.Inserted{Task: t}
-				continue
+		return chunks(len(tasks), func(lo, hi int) error {
+			args := make([]any, 0, insertStmt.cols*(hi-lo))
+			for i := lo; i < hi; i++ {
+				nt := tasks[i]
+				args = append(args, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt),
+					nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), seq+int64(i))
 			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE name = ? AND key = ?`, nt.Name, nt.Key))
+			rows, err := s.batch(ctx, tx, insertStmt, []any{ts, ts}, args, nil)
 			if err != nil {
 				return err
 			}
-			out[i] = store.Inserted{Task: t, Err: store.ErrDuplicate}
-		}
-		return nil
+			inserted, err := scanTasks(rows)
+			if err != nil {
+				return err
+			}
+			byKey := make(map[[2]string]*store.Task, len(inserted))
+			for k := range inserted {
+				byKey[[2]string{inserted[k].Name, inserted[k].Key}] = &inserted[k]
+			}
+			for i := lo; i < hi; i++ {
+				k := [2]string{tasks[i].Name, tasks[i].Key}
+				if t := byKey[k]; t != nil {
+					out[i] = store.Inserted{Task: t}
+					delete(byKey, k) // a second copy in this batch is a duplicate
+					continue
+				}
+				t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE name = ? AND key = ?`, k[0], k[1]))
+				if err != nil {
+					return err
+				}
+				out[i] = store.Inserted{Task: t, Err: store.ErrDuplicate}
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err
