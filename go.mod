@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
 )
 
