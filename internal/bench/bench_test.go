@@ -17,7 +17,9 @@ func TestWorkloads(t *testing.T) {
 		"precision": func(ctx context.Context, st *sqlite.Store) (Result, error) {
 			return Precision(ctx, st, 300, 200*time.Millisecond, 1200*time.Millisecond)
 		},
-		"burst": func(ctx context.Context, st *sqlite.Store) (Result, error) { return Burst(ctx, st, 1000, 300*time.Millisecond) },
+		"burst": func(ctx context.Context, st *sqlite.Store) (Result, error) {
+			return Burst(ctx, st, 1000, 300*time.Millisecond)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
