@@ -39,9 +39,6 @@ type executor struct {
 	cancelBase context.CancelFunc
 	quit       chan struct{} // closed when starter and heartbeater must end
 	finished   chan struct{} // closed when the finisher must drain and end
-
-	// test hooks
-	beforeStart func([]dispatched)
 }
 
 type dispatched struct {
@@ -145,9 +142,6 @@ func (e *executor) starter() {
 }
 
 func (e *executor) startBatch(batch []dispatched) {
-	if e.beforeStart != nil {
-		e.beforeStart(batch)
-	}
 	s := e.s
 	params := make([]store.StartParams, len(batch))
 	for i, d := range batch {
@@ -323,6 +317,8 @@ func (e *executor) finish(batch []*execution) {
 			s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: result discarded, execution superseded", attrs...)
 		case f.Status == store.Succeeded:
 			s.log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task succeeded", attrs...)
+		case f.Status == store.Scheduled:
+			s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: task will be retried", append(attrs, slog.Time("due_at", f.DueAt), slog.String("err", f.Error))...)
 		default:
 			s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: task failed", append(attrs, slog.String("err", f.Error))...)
 		}

@@ -39,7 +39,8 @@ type leader struct {
 
 	// owned by loop
 	wheel    *wheel.Wheel
-	ready    []int64 // due, waiting for capacity to claim
+	ready    []int64 // due, waiting for capacity to claim: ready[head:]
+	head     int
 	overflow []store.Due
 	expired  []wheel.Entry
 
@@ -123,6 +124,10 @@ func (l *leader) loop(ctx context.Context) {
 			}
 		}
 		l.expired = l.wheel.Advance(now, l.expired[:0])
+		if l.head > 0 && l.head >= len(l.ready)/2 { // compact, amortised O(1)
+			l.ready = l.ready[:copy(l.ready, l.ready[l.head:])]
+			l.head = 0
+		}
 		for _, e := range l.expired {
 			l.ready = append(l.ready, e.ID)
 		}
@@ -148,16 +153,15 @@ func (l *leader) loop(ctx context.Context) {
 // claim hands the claimer the next batch of due tasks, if it is idle and there is
 // capacity.
 func (l *leader) claim() {
-	if len(l.ready) == 0 || l.claiming.Load() {
+	if len(l.ready) == l.head || l.claiming.Load() {
 		return
 	}
-	n := min(int64(len(l.ready)), l.maxInflight-l.inflight.Load(), store.MaxBatch)
+	n := min(int64(len(l.ready)-l.head), l.maxInflight-l.inflight.Load(), store.MaxBatch)
 	if n <= 0 {
 		return
 	}
 	batch := make([]int64, n)
-	copy(batch, l.ready)
-	l.ready = l.ready[:copy(l.ready, l.ready[n:])]
+	l.head += copy(batch, l.ready[l.head:])
 	l.inflight.Add(n)
 	l.claiming.Store(true)
 	l.claims <- batch
