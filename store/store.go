@@ -210,3 +210,26 @@ type Requeue struct {
 	Error              string
 	MaxDispatchRetries int
 }
+
+// TxStore is implemented by stores that can write tasks inside a transaction of the
+// caller's, so that "create the order" and "schedule its timeout" commit or roll back
+// together (ax.WithTx).
+type TxStore interface {
+	// InsertTx is Insert inside tx, a transaction the caller owns and will commit or
+	// roll back: a *sql.Tx on the store's database for every SQL store, and the
+	// store's native kinds where it has them (pgx.Tx on PostgreSQL). The tasks become
+	// visible if, and only if, tx commits; InsertTx neither commits nor rolls back.
+	// A tx of a kind the store cannot use is ErrInvalid.
+	InsertTx(ctx context.Context, tx any, tasks []NewTask) ([]Inserted, error)
+}
+
+// Notifier is implemented by stores that can signal, soon after a transaction that
+// inserted tasks or made them SCHEDULED commits, that a refill would find something
+// (PostgreSQL LISTEN/NOTIFY). Signals may be coalesced or lost; the scheduler's
+// periodic refill stays the guarantee.
+type Notifier interface {
+	// Listen calls f, on a goroutine of the store's, for each signal until ctx ends
+	// or the listening connection fails; it returns then (nil when ctx ended). The
+	// caller re-Listens after an error.
+	Listen(ctx context.Context, f func()) error
+}
