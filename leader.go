@@ -26,9 +26,12 @@ type leader struct {
 	exec *executor
 
 	mu       sync.Mutex
-	incoming []store.Due // to add to the wheel
-	removed  []int64     // to take out of the wheel
+	incoming []store.Due            // to add to the wheel
+	removed  []int64                // to take out of the wheel
+	watched  map[int64]*watchedTask // written in a caller's transaction, maybe uncommitted
 	wake     chan struct{}
+
+	refillNow chan struct{} // a store notification: refill at once
 
 	// inflight counts tasks this leader claimed (or is claiming) whose execution has
 	// not finished; the loop claims only while it is below maxInflight.
@@ -53,6 +56,8 @@ func newLeader(s *Scheduler, exec *executor) *leader {
 		s:           s,
 		exec:        exec,
 		wake:        make(chan struct{}, 1),
+		refillNow:   make(chan struct{}, 1),
+		watched:     make(map[int64]*watchedTask),
 		claims:      make(chan []int64, 1),
 		maxInflight: int64(2 * s.cfg.Concurrency),
 		wheel:       wheel.New(s.cfg.Tick, s.cfg.Window+2*s.cfg.RefillInterval+time.Minute, s.clock.now()),
@@ -70,6 +75,82 @@ func (l *leader) start(ctx context.Context, wg *sync.WaitGroup) {
 	go func() { defer wg.Done(); l.claimer(ctx) }()
 	go func() { defer wg.Done(); l.refill(ctx) }()
 	go func() { defer wg.Done(); l.inspect(ctx) }()
+	if n, ok := l.s.st.(store.Notifier); ok {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.listen(ctx, n) }()
+	}
+}
+
+// listen turns the store's change notifications into immediate refills, so that a
+// task committed by another process (or in a caller's transaction) is in the wheel
+// at once rather than a refill interval later.
+func (l *leader) listen(ctx context.Context, n store.Notifier) {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
+		err := n.Listen(ctx, func() {
+			select {
+			case l.refillNow <- struct{}{}:
+			default:
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: store notifications lost; refilling on the interval meanwhile", slog.Any("err", err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// watchedTask is a task written in a caller's transaction. Until the transaction
+// commits, its claim finds no row; rather than drop it (the refill would bring it
+// back only a refill interval later), the claimer retries it with a short backoff for
+// txWatch after it was due.
+type watchedTask struct {
+	due     time.Time
+	backoff time.Duration
+}
+
+const (
+	txWatch        = 10 * time.Second
+	txWatchBackoff = 100 * time.Millisecond
+)
+
+func (l *leader) watch(id int64, due time.Time) {
+	l.mu.Lock()
+	l.watched[id] = &watchedTask{due: due, backoff: 5 * time.Millisecond}
+	l.mu.Unlock()
+}
+
+// retryInvisible re-adds watched tasks that a claim did not find, and forgets the
+// ones it found.
+func (l *leader) retryInvisible(ids []int64, res *store.ClaimResult) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.watched) == 0 {
+		return
+	}
+	found := make(map[int64]bool, len(res.Claimed)+len(res.NotDue))
+	for _, t := range res.Claimed {
+		found[t.ID] = true
+	}
+	for _, d := range res.NotDue {
+		found[d.ID] = true
+	}
+	now := l.s.clock.now()
+	for _, id := range ids {
+		w := l.watched[id]
+		switch {
+		case w == nil:
+		case found[id] || now.Sub(w.due) > txWatch:
+			delete(l.watched, id)
+		default:
+			w.backoff = min(2*w.backoff, txWatchBackoff)
+			l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now.Add(w.backoff)})
+		}
+	}
 }
 
 func (l *leader) signal() {
@@ -194,6 +275,7 @@ func (l *leader) claimer(ctx context.Context) {
 			if len(res.NotDue) > 0 {
 				l.add(res.NotDue...)
 			}
+			l.retryInvisible(ids, res)
 			if l.afterClaim != nil {
 				l.afterClaim(res.Claimed)
 			}
@@ -217,6 +299,8 @@ func (l *leader) refill(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-l.refillNow:
+			timer.Stop()
 		}
 		p.To = l.s.clock.now().Add(l.s.cfg.Window)
 		res, err := l.s.st.Refill(ctx, p)

@@ -26,6 +26,8 @@ type options struct {
 	hasBackoff bool
 	timeout    *time.Duration
 	owner      *string
+	tx         any
+	hasTx      bool
 	errs       []error
 }
 
@@ -98,4 +100,20 @@ func WithTimeout(d time.Duration) Option {
 // Config.OwnerService. Per task only.
 func WithOwner(service string) Option {
 	return optionFunc(func(o *options) { o.owner = &service })
+}
+
+// WithTx writes the task (Delay, At, SubmitMany) inside tx, a transaction the caller
+// owns and will commit or roll back, so that "create the order" and "schedule its
+// timeout" commit or roll back together: rolled back, the task never existed; once
+// committed, it runs on time (a task already due runs right after the commit). tx is
+// a *sql.Tx on the store's database for every SQL store, or a pgx.Tx on PostgreSQL;
+// anything else, or a store that cannot join a caller's transaction, is ErrInvalid.
+func WithTx(tx any) Option {
+	return optionFunc(func(o *options) {
+		if tx == nil {
+			o.invalid("Tx", "is nil")
+			return
+		}
+		o.tx, o.hasTx = tx, true
+	})
 }

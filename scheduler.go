@@ -5,20 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/axsched/ax/store"
-)
-
-// Limits on names and keys, in bytes.
-const (
-	MaxNameLen = 200
-	MaxKeyLen  = 500
 )
 
 // Scheduler runs tasks: it persists them in its Store, hands them to their handlers
@@ -34,6 +26,7 @@ type Scheduler struct {
 	handlers map[string]*handler
 	state    runState
 	run      *running // set while started
+	inserts  coalescer
 
 	hooks testHooks
 }
@@ -99,8 +92,8 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...Option) {
 	if len(o.errs) > 0 {
 		panic(errors.Join(o.errs...))
 	}
-	if o.hasPayload || o.owner != nil {
-		panic(fmt.Sprintf("ax: Handle(%q): WithPayload and WithOwner are per-task options", name))
+	if o.hasPayload || o.owner != nil || o.hasTx {
+		panic(fmt.Sprintf("ax: Handle(%q): WithPayload, WithOwner and WithTx are per-task options", name))
 	}
 	hd := &handler{h: h, maxRetry: DefaultMaxRetry, backoff: DefaultBackoff, timeout: DefaultTimeout}
 	if o.maxRetry != nil {
@@ -199,122 +192,6 @@ func (s *Scheduler) current() *running {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.run
-}
-
-// Delay submits a task to run d from now (d >= 0). It returns the stored task, or
-// the existing task with ErrDuplicate when (name, key) is taken.
-func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration, opts ...Option) (*Task, error) {
-	if d < 0 {
-		return nil, fmt.Errorf("ax: delay %q/%q: delay %v is negative: %w", name, key, d, ErrInvalid)
-	}
-	if d > maxAhead {
-		return nil, fmt.Errorf("ax: delay %q/%q: delay %v is beyond %v: %w", name, key, d, maxAhead, ErrInvalid)
-	}
-	return s.submit(ctx, "delay", name, key, s.clock.now().Add(d), opts)
-}
-
-// At submits a task to run at a time; a time in the past runs it at once. It returns
-// the stored task, or the existing task with ErrDuplicate when (name, key) is taken.
-func (s *Scheduler) At(ctx context.Context, name, key string, at time.Time, opts ...Option) (*Task, error) {
-	if at.Before(minDue) || at.After(maxDue) {
-		return nil, fmt.Errorf("ax: at %q/%q: time %v is outside [%v, %v]: %w", name, key, at, minDue.Format(time.DateOnly), maxDue.Format(time.DateOnly), ErrInvalid)
-	}
-	return s.submit(ctx, "at", name, key, at, opts)
-}
-
-// The range of due times accepted: every store represents them exactly.
-var (
-	minDue = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxDue = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
-)
-
-const maxAhead = 100 * 365 * 24 * time.Hour
-
-func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.Time, opts []Option) (*Task, error) {
-	nt, err := s.newTask(name, key, due, opts)
-	if err != nil {
-		return nil, fmt.Errorf("ax: %s %q/%q: %w", op, name, key, err)
-	}
-	res, err := s.st.Insert(ctx, []store.NewTask{nt})
-	if err != nil {
-		return nil, fmt.Errorf("ax: %s %q/%q: %w", op, name, key, err)
-	}
-	t := res[0].Task
-	if res[0].Err != nil {
-		return t, fmt.Errorf("ax: %s %q/%q: task %d exists: %w", op, name, key, t.ID, res[0].Err)
-	}
-	if r := s.current(); r != nil {
-		r.leader.add(store.Due{ID: t.ID, DueAt: t.DueAt})
-	}
-	return t, nil
-}
-
-// newTask validates a submission and resolves its options: per-task values win, then
-// the handler's defaults when it is registered here, then the package defaults.
-func (s *Scheduler) newTask(name, key string, due time.Time, opts []Option) (store.NewTask, error) {
-	if err := validName(name); err != nil {
-		return store.NewTask{}, err
-	}
-	if err := validKey(key); err != nil {
-		return store.NewTask{}, err
-	}
-	o := collect(opts)
-	if len(o.errs) > 0 {
-		return store.NewTask{}, errors.Join(o.errs...)
-	}
-	if len(o.payload) > s.cfg.MaxPayload {
-		return store.NewTask{}, fmt.Errorf("Payload of %d bytes exceeds MaxPayload %d: %w", len(o.payload), s.cfg.MaxPayload, ErrInvalid)
-	}
-	nt := store.NewTask{
-		Name: name, Key: key, Payload: o.payload, DueAt: due.UTC().Truncate(time.Microsecond),
-		MaxRetry: DefaultMaxRetry, OwnerService: s.cfg.OwnerService,
-	}
-	if hd := s.handler(name); hd != nil {
-		nt.MaxRetry = hd.maxRetry
-	}
-	if o.maxRetry != nil {
-		nt.MaxRetry = *o.maxRetry
-	}
-	if o.timeout != nil {
-		nt.Timeout = *o.timeout
-	}
-	if o.owner != nil {
-		nt.OwnerService = *o.owner
-	}
-	if o.hasBackoff {
-		if nt.MaxRetry > maxStoredBackoff {
-			return store.NewTask{}, fmt.Errorf("Backoff with MaxRetry %d: a per-task backoff stores one delay per retry, at most %d: %w", nt.MaxRetry, maxStoredBackoff, ErrInvalid)
-		}
-		nt.Backoff = make([]time.Duration, nt.MaxRetry)
-		for i := range nt.Backoff {
-			nt.Backoff[i] = max(o.backoff(i+1), 0)
-		}
-	}
-	return nt, nil
-}
-
-const maxStoredBackoff = 1000
-
-func validName(name string) error {
-	return validText("Name", name, MaxNameLen)
-}
-
-func validKey(key string) error {
-	return validText("Key", key, MaxKeyLen)
-}
-
-func validText(field, v string, limit int) error {
-	switch {
-	case v == "":
-		return fmt.Errorf("%s is empty: %w", field, ErrInvalid)
-	case len(v) > limit:
-		return fmt.Errorf("%s is %d bytes, longer than %d: %w", field, len(v), limit, ErrInvalid)
-	case !utf8.ValidString(v):
-		return fmt.Errorf("%s is not valid UTF-8: %w", field, ErrInvalid)
-	case strings.ContainsRune(v, 0):
-		return fmt.Errorf("%s contains a NUL byte: %w", field, ErrInvalid)
-	}
-	return nil
 }
 
 // Get returns the task with this id, or ErrNotFound.

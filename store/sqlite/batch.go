@@ -69,8 +69,17 @@ func (s *Store) batch(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows,
 		args = append(args, b.pad...)
 	}
 	args = append(args, tail...)
+	if s.foreign(ctx, tx) {
+		return tx.QueryContext(ctx, strings.Replace(b.sql, "%V%", values(buckets[i], b.cols), 1), args...)
+	}
 	return tx.StmtContext(ctx, s.stmts[b][i]).QueryContext(ctx, args...)
 }
+
+// foreignTx marks a context whose transaction is the caller's (InsertTx), on another
+// *sql.DB: the statements prepared on the store's writer do not apply to it.
+type foreignTx struct{}
+
+func (s *Store) foreign(ctx context.Context, tx *sql.Tx) bool { return ctx.Value(foreignTx{}) == tx }
 
 func (s *Store) batchExec(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows, tail []any) error {
 	r, err := s.batch(ctx, tx, b, head, rows, tail)

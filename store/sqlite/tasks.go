@@ -14,58 +14,90 @@ import (
 
 // Insert writes new SCHEDULED tasks in one transaction (see store.Store).
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
-	out := make([]store.Inserted, len(tasks))
-	for i := range tasks {
-		if tasks[i].Name == "" || tasks[i].Key == "" || tasks[i].DueAt.IsZero() {
-			return nil, fmt.Errorf("ax: sqlite: insert: task %d: empty name, key or due time: %w", i, store.ErrInvalid)
-		}
+	if err := validNew(tasks); err != nil {
+		return nil, err
 	}
-	err := s.write(ctx, "insert", func(tx *sql.Tx) error {
-		clear(out)
-		seq, err := nextSeq(ctx, tx, len(tasks))
-		if err != nil {
-			return err
-		}
-		ts := micros(now())
-		return chunks(len(tasks), func(lo, hi int) error {
-			args := make([]any, 0, insertStmt.cols*(hi-lo))
-			for i := lo; i < hi; i++ {
-				nt := tasks[i]
-				args = append(args, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt),
-					nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), seq+int64(i))
-			}
-			rows, err := s.batch(ctx, tx, insertStmt, []any{ts, ts}, args, nil)
-			if err != nil {
-				return err
-			}
-			inserted, err := scanTasks(rows)
-			if err != nil {
-				return err
-			}
-			byKey := make(map[[2]string]*store.Task, len(inserted))
-			for k := range inserted {
-				byKey[[2]string{inserted[k].Name, inserted[k].Key}] = &inserted[k]
-			}
-			for i := lo; i < hi; i++ {
-				k := [2]string{tasks[i].Name, tasks[i].Key}
-				if t := byKey[k]; t != nil {
-					out[i] = store.Inserted{Task: t}
-					delete(byKey, k) // a second copy in this batch is a duplicate
-					continue
-				}
-				t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE name = ? AND key = ?`, k[0], k[1]))
-				if err != nil {
-					return err
-				}
-				out[i] = store.Inserted{Task: t, Err: store.ErrDuplicate}
-			}
-			return nil
-		})
-	})
+	out := make([]store.Inserted, len(tasks))
+	err := s.write(ctx, "insert", func(tx *sql.Tx) error { return s.insert(ctx, tx, tasks, out) })
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// InsertTx is Insert inside the caller's transaction: a *sql.Tx on a database/sql
+// handle of the same file (sql.Open("sqlite", path) with modernc.org/sqlite). The
+// tasks exist if, and only if, the caller commits. SQLite has one writer at a time:
+// while the caller's transaction is open, the scheduler's own writes wait for it (up
+// to the busy timeout, 10s), so keep such transactions short.
+func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return nil, fmt.Errorf("ax: sqlite: insert in transaction: %T is not a *sql.Tx: %w", tx, store.ErrInvalid)
+	}
+	if err := validNew(tasks); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("ax: sqlite: insert in transaction: %w", store.ErrClosed)
+	}
+	out := make([]store.Inserted, len(tasks))
+	if err := s.insert(context.WithValue(ctx, foreignTx{}, stx), stx, tasks, out); err != nil {
+		return nil, s.wrap("insert in transaction", err)
+	}
+	return out, nil
+}
+
+func validNew(tasks []store.NewTask) error {
+	for i := range tasks {
+		if tasks[i].Name == "" || tasks[i].Key == "" || tasks[i].DueAt.IsZero() {
+			return fmt.Errorf("ax: sqlite: insert: task %d: empty name, key or due time: %w", i, store.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func (s *Store) insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, out []store.Inserted) error {
+	clear(out)
+	seq, err := nextSeq(ctx, tx, len(tasks))
+	if err != nil {
+		return err
+	}
+	ts := micros(now())
+	return chunks(len(tasks), func(lo, hi int) error {
+		args := make([]any, 0, insertStmt.cols*(hi-lo))
+		for i := lo; i < hi; i++ {
+			nt := tasks[i]
+			args = append(args, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt),
+				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), seq+int64(i))
+		}
+		rows, err := s.batch(ctx, tx, insertStmt, []any{ts, ts}, args, nil)
+		if err != nil {
+			return err
+		}
+		inserted, err := scanTasks(rows)
+		if err != nil {
+			return err
+		}
+		byKey := make(map[[2]string]*store.Task, len(inserted))
+		for k := range inserted {
+			byKey[[2]string{inserted[k].Name, inserted[k].Key}] = &inserted[k]
+		}
+		for i := lo; i < hi; i++ {
+			k := [2]string{tasks[i].Name, tasks[i].Key}
+			if t := byKey[k]; t != nil {
+				out[i] = store.Inserted{Task: t}
+				delete(byKey, k) // a second copy in this batch is a duplicate
+				continue
+			}
+			t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE name = ? AND key = ?`, k[0], k[1]))
+			if err != nil {
+				return err
+			}
+			out[i] = store.Inserted{Task: t, Err: store.ErrDuplicate}
+		}
+		return nil
+	})
 }
 
 // Get returns one task.

@@ -1,0 +1,157 @@
+package ax_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
+)
+
+func TestSubmitMany(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, openSQLite(t), nil)
+	rec := newRecorder()
+	s.Handle("job", rec)
+	start(t, s)
+	ctx := context.Background()
+	now := time.Now()
+	specs := make([]ax.Spec, 1000)
+	for i := range specs {
+		specs[i] = ax.Spec{Name: "job", Key: fmt.Sprint(i), DueAt: now.Add(time.Duration(i%50) * 10 * time.Millisecond), Payload: []byte{byte(i)}}
+	}
+	specs[7].Options = []ax.Option{ax.WithMaxRetry(9), ax.WithOwner("billing")}
+	tasks, err := s.SubmitMany(ctx, specs, ax.WithOwner("orders"))
+	if err != nil {
+		t.Fatalf("SubmitMany: %v", err)
+	}
+	if len(tasks) != len(specs) {
+		t.Fatalf("%d tasks, want %d", len(tasks), len(specs))
+	}
+	for i, task := range tasks {
+		if task.Key != fmt.Sprint(i) || task.Payload[0] != byte(i) {
+			t.Fatalf("task %d = %+v, want spec %d in order", i, task, i)
+		}
+	}
+	if tasks[7].MaxRetry != 9 || tasks[7].OwnerService != "billing" || tasks[8].OwnerService != "orders" {
+		t.Errorf("options: spec 7 = %d/%s, spec 8 owner %s; want per-spec options over common ones", tasks[7].MaxRetry, tasks[7].OwnerService, tasks[8].OwnerService)
+	}
+	waitFor(t, 20*time.Second, "all tasks to run", func() bool { return rec.count() == len(specs) })
+
+	// Duplicates: the others are written, the error says so.
+	more := []ax.Spec{{Name: "job", Key: "0", DueAt: now}, {Name: "job", Key: "new", DueAt: now.Add(time.Hour)}}
+	got, err := s.SubmitMany(ctx, more)
+	if !errors.Is(err, ax.ErrDuplicate) || got[0].ID != tasks[0].ID || got[1].Key != "new" {
+		t.Errorf("SubmitMany with a duplicate = %v, %v; want the existing task 0, the new one, and ErrDuplicate", got, err)
+	}
+	// An invalid spec: nothing is written.
+	bad := []ax.Spec{{Name: "job", Key: "fine", DueAt: now}, {Name: "job", Key: "", DueAt: now}}
+	if _, err := s.SubmitMany(ctx, bad); !errors.Is(err, ax.ErrInvalid) {
+		t.Errorf("SubmitMany with an empty key: %v, want ErrInvalid", err)
+	}
+	if _, err := s.Lookup(ctx, "job", "fine"); !errors.Is(err, ax.ErrNotFound) {
+		t.Errorf("an invalid batch wrote its valid spec: %v", err)
+	}
+	if _, err := s.SubmitMany(ctx, []ax.Spec{{Name: "job", Key: "nodue"}}); !errors.Is(err, ax.ErrInvalid) {
+		t.Errorf("SubmitMany without DueAt: %v, want ErrInvalid", err)
+	}
+}
+
+// slowStore adds a network database's round trip to Insert and counts the calls on
+// the write path.
+type slowStore struct {
+	ax.Store
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (s *slowStore) count(m string) {
+	s.mu.Lock()
+	s.calls[m]++
+	s.mu.Unlock()
+}
+
+func (s *slowStore) Insert(ctx context.Context, t []store.NewTask) ([]store.Inserted, error) {
+	s.count("Insert")
+	time.Sleep(2 * time.Millisecond) // a round trip
+	return s.Store.Insert(ctx, t)
+}
+
+func (s *slowStore) Claim(ctx context.Context, c []store.Claim) (*store.ClaimResult, error) {
+	s.count("Claim")
+	return s.Store.Claim(ctx, c)
+}
+
+func (s *slowStore) Start(ctx context.Context, p []store.StartParams) ([]store.StartResult, error) {
+	s.count("Start")
+	return s.Store.Start(ctx, p)
+}
+
+func (s *slowStore) Finish(ctx context.Context, f []store.Finish) ([]bool, error) {
+	s.count("Finish")
+	return s.Store.Finish(ctx, f)
+}
+
+// Under load, concurrent Delay calls share multi-row inserts, and claims, starts and
+// results are written for many tasks per call: the store calls per task fall well
+// below one per step.
+func TestWritesAreBatchedUnderLoad(t *testing.T) {
+	t.Parallel()
+	st := &slowStore{Store: openSQLite(t), calls: map[string]int{}}
+	s := newScheduler(t, st, nil)
+	var mu sync.Mutex
+	ran := 0
+	s.HandleFunc("job", func(ctx context.Context, t *ax.Task) error {
+		mu.Lock()
+		ran++
+		mu.Unlock()
+		return nil
+	})
+	ctx := context.Background()
+	const goroutines, each = 32, 40
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := s.Delay(ctx, "job", fmt.Sprintf("%d-%d", g, i), 0); err != nil {
+					t.Errorf("Delay: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	n := goroutines * each
+	start(t, s) // all due: one burst
+	waitFor(t, 20*time.Second, "all tasks to run", func() bool { mu.Lock(); defer mu.Unlock(); return ran == n })
+	ids := make([]int64, 0, n)
+	for g := range goroutines {
+		for i := range each {
+			task, err := s.Lookup(ctx, "job", fmt.Sprintf("%d-%d", g, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID)
+		}
+	}
+	for _, id := range ids {
+		waitStatus(t, s, id, ax.Succeeded, 10*time.Second)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	t.Logf("%d tasks: %v", n, st.calls)
+	if c := st.calls["Insert"]; c > n/4 {
+		t.Errorf("%d Insert calls for %d concurrent Delays, want them coalesced (≤ %d)", c, n, n/4)
+	}
+	for _, m := range []string{"Claim", "Start", "Finish"} {
+		if c := st.calls[m]; c > n/10 {
+			t.Errorf("%d %s calls for %d tasks, want batches (≤ %d)", c, m, n, n/10)
+		}
+	}
+}

@@ -1,0 +1,310 @@
+package ax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/axsched/ax/store"
+)
+
+// Limits on names and keys, in bytes.
+const (
+	MaxNameLen = 200
+	MaxKeyLen  = 500
+)
+
+// The range of due times accepted: every store represents them exactly.
+var (
+	minDue = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxDue = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
+const (
+	maxAhead         = 100 * 365 * 24 * time.Hour
+	maxStoredBackoff = 1000
+)
+
+// Delay submits a task to run d from now (d >= 0). It returns the stored task, or
+// the existing task with ErrDuplicate when (name, key) is taken. With WithTx the task
+// is written inside the caller's transaction.
+//
+// Concurrent Delay and At calls are coalesced into multi-row inserts; each returns
+// only when its own row is durable.
+func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration, opts ...Option) (*Task, error) {
+	if d < 0 {
+		return nil, fmt.Errorf("ax: delay %q/%q: delay %v is negative: %w", name, key, d, ErrInvalid)
+	}
+	if d > maxAhead {
+		return nil, fmt.Errorf("ax: delay %q/%q: delay %v is beyond %v: %w", name, key, d, maxAhead, ErrInvalid)
+	}
+	return s.submit(ctx, "delay", name, key, s.clock.now().Add(d), opts)
+}
+
+// At submits a task to run at a time; a time in the past runs it at once. It returns
+// the stored task, or the existing task with ErrDuplicate when (name, key) is taken.
+// With WithTx the task is written inside the caller's transaction.
+func (s *Scheduler) At(ctx context.Context, name, key string, at time.Time, opts ...Option) (*Task, error) {
+	if err := validDue(at); err != nil {
+		return nil, fmt.Errorf("ax: at %q/%q: %w", name, key, err)
+	}
+	return s.submit(ctx, "at", name, key, at, opts)
+}
+
+// Spec is one task for SubmitMany.
+type Spec struct {
+	Name, Key string
+	DueAt     time.Time
+	Payload   []byte   // overrides a WithPayload among the options when not nil
+	Options   []Option // per-task options, applied after SubmitMany's
+}
+
+// SubmitMany submits many tasks in one store transaction (or in the caller's, with
+// WithTx among opts). opts apply to every spec, then each spec's own Options. It
+// returns one task per spec, in order. If any spec is invalid it returns ErrInvalid
+// naming it and writes nothing. Specs whose (name, key) exists get the existing task
+// in their place, and the returned error wraps ErrDuplicate; the others are written.
+func (s *Scheduler) SubmitMany(ctx context.Context, specs []Spec, opts ...Option) ([]*Task, error) {
+	common := collect(opts)
+	nts := make([]store.NewTask, len(specs))
+	for i, sp := range specs {
+		o := collect(opts)
+		for _, opt := range sp.Options {
+			if opt != nil {
+				opt.apply(o)
+			}
+		}
+		if sp.Payload != nil {
+			o.payload, o.hasPayload = sp.Payload, true
+		}
+		if o.hasTx != common.hasTx || o.tx != common.tx {
+			o.invalid("Tx", "differs between specs: give WithTx to SubmitMany, not to a spec")
+		}
+		err := validDue(sp.DueAt)
+		if err == nil {
+			nts[i], err = s.newTask(sp.Name, sp.Key, sp.DueAt, o)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ax: submit many: spec %d (%q/%q): %w", i, sp.Name, sp.Key, err)
+		}
+	}
+	if len(nts) == 0 {
+		return []*Task{}, nil
+	}
+	res, err := s.insert(ctx, common, nts)
+	if err != nil {
+		return nil, fmt.Errorf("ax: submit many: %w", err)
+	}
+	out := make([]*Task, len(res))
+	dups := 0
+	for i, r := range res {
+		out[i] = r.Task
+		if r.Err != nil {
+			dups++
+		}
+	}
+	s.schedule(common.hasTx, res)
+	if dups > 0 {
+		return out, fmt.Errorf("ax: submit many: %d of %d tasks exist: %w", dups, len(res), ErrDuplicate)
+	}
+	return out, nil
+}
+
+func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.Time, opts []Option) (*Task, error) {
+	o := collect(opts)
+	nt, err := s.newTask(name, key, due, o)
+	if err != nil {
+		return nil, fmt.Errorf("ax: %s %q/%q: %w", op, name, key, err)
+	}
+	var r store.Inserted
+	if o.hasTx {
+		var res []store.Inserted
+		if res, err = s.insert(ctx, o, []store.NewTask{nt}); err == nil {
+			r = res[0]
+		}
+	} else {
+		r, err = s.inserts.insert(ctx, s.st, nt)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ax: %s %q/%q: %w", op, name, key, err)
+	}
+	if r.Err != nil {
+		return r.Task, fmt.Errorf("ax: %s %q/%q: task %d exists: %w", op, name, key, r.Task.ID, r.Err)
+	}
+	s.schedule(o.hasTx, []store.Inserted{r})
+	return r.Task, nil
+}
+
+// insert writes tasks in the store's transaction, or in the caller's with WithTx.
+func (s *Scheduler) insert(ctx context.Context, o *options, nts []store.NewTask) ([]store.Inserted, error) {
+	if !o.hasTx {
+		return s.st.Insert(ctx, nts)
+	}
+	txs, ok := s.st.(store.TxStore)
+	if !ok {
+		return nil, fmt.Errorf("Tx: store %T cannot write in a caller's transaction: %w", s.st, ErrInvalid)
+	}
+	return txs.InsertTx(ctx, o.tx, nts)
+}
+
+// schedule hands newly written tasks to a running leader's wheel. A task written in a
+// caller's transaction is not visible until the commit: the leader keeps trying its
+// claim for a while once it is due.
+func (s *Scheduler) schedule(inTx bool, res []store.Inserted) {
+	r := s.current()
+	if r == nil {
+		return
+	}
+	for _, in := range res {
+		if in.Err == nil {
+			if inTx {
+				r.leader.watch(in.Task.ID, in.Task.DueAt)
+			}
+			r.leader.add(store.Due{ID: in.Task.ID, DueAt: in.Task.DueAt})
+		}
+	}
+}
+
+// newTask validates a submission and resolves its options: per-task values win, then
+// the handler's defaults when it is registered here, then the package defaults.
+func (s *Scheduler) newTask(name, key string, due time.Time, o *options) (store.NewTask, error) {
+	if err := validName(name); err != nil {
+		return store.NewTask{}, err
+	}
+	if err := validKey(key); err != nil {
+		return store.NewTask{}, err
+	}
+	if len(o.errs) > 0 {
+		return store.NewTask{}, errors.Join(o.errs...)
+	}
+	if len(o.payload) > s.cfg.MaxPayload {
+		return store.NewTask{}, fmt.Errorf("Payload of %d bytes exceeds MaxPayload %d: %w", len(o.payload), s.cfg.MaxPayload, ErrInvalid)
+	}
+	nt := store.NewTask{
+		Name: name, Key: key, Payload: o.payload, DueAt: due.UTC().Truncate(time.Microsecond),
+		MaxRetry: DefaultMaxRetry, OwnerService: s.cfg.OwnerService,
+	}
+	if hd := s.handler(name); hd != nil {
+		nt.MaxRetry = hd.maxRetry
+	}
+	if o.maxRetry != nil {
+		nt.MaxRetry = *o.maxRetry
+	}
+	if o.timeout != nil {
+		nt.Timeout = *o.timeout
+	}
+	if o.owner != nil {
+		nt.OwnerService = *o.owner
+	}
+	if o.hasBackoff {
+		if nt.MaxRetry > maxStoredBackoff {
+			return store.NewTask{}, fmt.Errorf("Backoff with MaxRetry %d: a per-task backoff stores one delay per retry, at most %d: %w", nt.MaxRetry, maxStoredBackoff, ErrInvalid)
+		}
+		nt.Backoff = make([]time.Duration, nt.MaxRetry)
+		for i := range nt.Backoff {
+			nt.Backoff[i] = max(o.backoff(i+1), 0)
+		}
+	}
+	return nt, nil
+}
+
+func validDue(at time.Time) error {
+	if at.Before(minDue) || at.After(maxDue) {
+		return fmt.Errorf("due time %v is outside [%v, %v]: %w", at, minDue.Format(time.DateOnly), maxDue.Format(time.DateOnly), ErrInvalid)
+	}
+	return nil
+}
+
+func validName(name string) error {
+	return validText("Name", name, MaxNameLen)
+}
+
+func validKey(key string) error {
+	return validText("Key", key, MaxKeyLen)
+}
+
+func validText(field, v string, limit int) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%s is empty: %w", field, ErrInvalid)
+	case len(v) > limit:
+		return fmt.Errorf("%s is %d bytes, longer than %d: %w", field, len(v), limit, ErrInvalid)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%s is not valid UTF-8: %w", field, ErrInvalid)
+	case strings.ContainsRune(v, 0):
+		return fmt.Errorf("%s contains a NUL byte: %w", field, ErrInvalid)
+	}
+	return nil
+}
+
+// coalescer turns concurrent single inserts into multi-row ones (group commit): the
+// first caller to find no insert in flight writes everything queued, again and again
+// until the queue is empty; the others wait for their own result. No goroutine of its
+// own, so it works whether or not the scheduler is started.
+type coalescer struct {
+	mu      sync.Mutex
+	queue   []*insertReq
+	writing bool
+}
+
+type insertReq struct {
+	task store.NewTask
+	res  store.Inserted
+	err  error
+	done chan struct{}
+}
+
+// maxCoalesced bounds one multi-row insert.
+const maxCoalesced = 1000
+
+func (c *coalescer) insert(ctx context.Context, st Store, nt store.NewTask) (store.Inserted, error) {
+	req := &insertReq{task: nt, done: make(chan struct{})}
+	c.mu.Lock()
+	c.queue = append(c.queue, req)
+	if c.writing {
+		c.mu.Unlock()
+		select {
+		case <-req.done:
+			return req.res, req.err
+		case <-ctx.Done():
+			// The row may still be written by the batch in flight, as with any
+			// cancelled call whose commit was under way.
+			return store.Inserted{}, ctx.Err()
+		}
+	}
+	c.writing = true
+	for {
+		n := min(len(c.queue), maxCoalesced)
+		batch := c.queue[:n:n]
+		c.queue = c.queue[n:]
+		c.mu.Unlock()
+
+		nts := make([]store.NewTask, len(batch))
+		for i, r := range batch {
+			nts[i] = r.task
+		}
+		// Written on behalf of every caller in the batch: not cancelled with ours.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		res, err := st.Insert(wctx, nts)
+		cancel()
+		for i, r := range batch {
+			if err != nil {
+				r.err = err
+			} else {
+				r.res = res[i]
+			}
+			close(r.done)
+		}
+
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.writing = false
+			c.mu.Unlock()
+			return req.res, req.err
+		}
+	}
+}
