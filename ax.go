@@ -64,9 +64,13 @@ const (
 	DefaultDispatchTimeout    = 30 * time.Second
 	DefaultMaxDispatchRetries = 10
 	DefaultRefillInterval     = time.Second
-	DefaultMaxPayload         = 1 << 20 // bytes
-	DefaultMaxRetry           = 5
-	DefaultTimeout            = 30 * time.Minute
+	// DefaultNotifiedRefillInterval is the refill interval on stores that notify
+	// commits (store.Notifier, e.g. PostgreSQL): notifications bring changes at once,
+	// the periodic refill is the safety net.
+	DefaultNotifiedRefillInterval = 5 * time.Second
+	DefaultMaxPayload             = 1 << 20 // bytes
+	DefaultMaxRetry               = 5
+	DefaultTimeout                = 30 * time.Minute
 )
 
 // Config configures a Scheduler. Zero fields take the documented defaults.
@@ -103,7 +107,8 @@ type Config struct {
 	// DefaultMaxDispatchRetries (10).
 	MaxDispatchRetries int
 	// RefillInterval is how often the scheduler reads tasks that other processes
-	// submitted or changed. Defaults to DefaultRefillInterval (1s).
+	// submitted or changed. Defaults to DefaultRefillInterval (1s), or
+	// DefaultNotifiedRefillInterval (5s) on a store that notifies commits.
 	RefillInterval time.Duration
 	// MaxPayload is the largest payload accepted, in bytes. Defaults to
 	// DefaultMaxPayload (1 MiB).
@@ -127,6 +132,9 @@ func (c Config) withDefaults() Config {
 	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&c.OrphanAfter, DefaultOrphanAfter)
 	def(&c.DispatchTimeout, DefaultDispatchTimeout)
+	if _, ok := c.Store.(store.Notifier); ok {
+		def(&c.RefillInterval, DefaultNotifiedRefillInterval)
+	}
 	def(&c.RefillInterval, DefaultRefillInterval)
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency

@@ -20,8 +20,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// ax runs the command in-process and returns its exit status, stdout and stderr.
-func ax(t *testing.T, args ...string) (int, string, string) {
+// runAx runs the command in-process and returns its exit status, stdout and stderr.
+func runAx(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), args, &stdout, &stderr)
@@ -30,7 +30,7 @@ func ax(t *testing.T, args ...string) (int, string, string) {
 
 func TestDemoSmoke(t *testing.T) {
 	t.Parallel()
-	code, stdout, stderr := ax(t, "demo", "--orders", "6", "--scale", "fast")
+	code, stdout, stderr := runAx(t, "demo", "--orders", "6", "--scale", "fast")
 	if code != exitOK {
 		t.Fatalf("ax demo --orders 6 --scale fast: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout, stderr)
 	}
@@ -87,7 +87,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "--scale", "slow"}, `--scale "slow": want normal or fast`},
 		{[]string{"demo", "--orders", "2"}, "need at least 3"},
 	} {
-		code, stdout, stderr := ax(t, c.args...)
+		code, stdout, stderr := runAx(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("ax %s: exit %d, stderr:\n%s\nwant exit %d with %q", strings.Join(c.args, " "), code, stderr, exitUsage, c.want)
 		}
@@ -95,10 +95,24 @@ func TestUsage(t *testing.T) {
 			t.Errorf("ax %s: stdout %q, want nothing", strings.Join(c.args, " "), stdout)
 		}
 	}
-	code, _, stderr := ax(t, "help")
+	code, _, stderr := runAx(t, "help")
 	for _, cmd := range commands {
 		if !strings.Contains(stderr, cmd.name) {
 			t.Errorf("ax help: exit %d, usage lacks command %q:\n%s", code, cmd.name, stderr)
 		}
+	}
+}
+
+func TestBenchSmoke(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runAx(t, "bench", "--workload", "drain", "--tasks", "200", "--concurrency", "20")
+	if code != exitOK {
+		t.Fatalf("ax bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, `"workload":"drain"`) || !strings.Contains(stdout, "sqlite") {
+		t.Errorf("ax bench output lacks the drain result:\n%s", stdout)
+	}
+	if code, _, _ := runAx(t, "bench", "--store", "oracle"); code != exitUsage {
+		t.Errorf("ax bench --store oracle: exit %d, want %d", code, exitUsage)
 	}
 }

@@ -1,71 +1,203 @@
 // Package bench holds the end-to-end workloads behind `ax bench`: each runs a real
-// scheduler against a real store and measures what a user would see (lateness of
-// handler starts, time to drain a burst). They are measurements, not tests: the
-// numbers go to BENCHMARKS.md with the command that produced them.
+// scheduler against a real store, from an empty schema, and measures what a user
+// would see. They are measurements, not tests: the numbers go to BENCHMARKS.md with
+// the command that produced them.
 package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
 )
 
-// Result is one workload's measurement.
+// Result is one workload's measurement. Fields that a workload does not measure are
+// zero.
 type Result struct {
-	Workload string        `json:"workload"`
-	Tasks    int           `json:"tasks"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
-	PerSec   float64       `json:"tasks_per_sec,omitempty"`
-	P50      time.Duration `json:"lateness_p50_ns"`
-	P90      time.Duration `json:"lateness_p90_ns"`
-	P99      time.Duration `json:"lateness_p99_ns"`
-	Max      time.Duration `json:"lateness_max_ns"`
-	Early    int           `json:"early"` // handler starts before DueAt
+	Workload    string        `json:"workload"`
+	Store       string        `json:"store"`
+	Tasks       int           `json:"tasks"`
+	Concurrency int           `json:"concurrency,omitempty"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	PerSec      float64       `json:"tasks_per_sec,omitempty"`
+	P50         time.Duration `json:"lateness_p50_ns,omitempty"`
+	P90         time.Duration `json:"lateness_p90_ns,omitempty"`
+	P99         time.Duration `json:"lateness_p99_ns,omitempty"`
+	Max         time.Duration `json:"lateness_max_ns,omitempty"`
+	Early       int           `json:"early"`                         // handler starts before DueAt
+	CallsPerSec float64       `json:"store_calls_per_sec,omitempty"` // idle: scheduler → store calls
+	DBCPU       time.Duration `json:"db_cpu_ns,omitempty"`           // idle: CPU the database used
 }
 
 // String formats the result as one line of a table.
 func (r Result) String() string {
-	return fmt.Sprintf("%-10s tasks=%-6d elapsed=%-8v rate=%7.0f/s lateness p50=%v p90=%v p99=%v max=%v early=%d",
-		r.Workload, r.Tasks, r.Elapsed.Round(time.Millisecond), r.PerSec,
-		r.P50.Round(100*time.Microsecond), r.P90.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond), r.Max.Round(100*time.Microsecond), r.Early)
+	s := fmt.Sprintf("%-8s %-15s tasks=%-6d", r.Store, r.Workload, r.Tasks)
+	if r.Concurrency > 0 {
+		s += fmt.Sprintf(" conc=%-3d", r.Concurrency)
+	}
+	s += fmt.Sprintf(" elapsed=%-8v", r.Elapsed.Round(time.Millisecond))
+	if r.PerSec > 0 {
+		s += fmt.Sprintf(" rate=%7.0f/s", r.PerSec)
+	}
+	if r.Max > 0 {
+		ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
+		s += fmt.Sprintf(" lateness p50=%s p90=%s p99=%s max=%s early=%d", ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max), r.Early)
+	}
+	if r.Workload == "idle" {
+		s += fmt.Sprintf(" store-calls=%.2f/s db-cpu=%v", r.CallsPerSec, r.DBCPU.Round(time.Millisecond))
+	}
+	return s
 }
 
-// Precision submits n tasks due uniformly over [now+from, now+to] and measures how
+// Env is what a workload runs against.
+type Env struct {
+	Store ax.Store
+	Name  string // the store's name in results: sqlite, postgres, mysql
+	// DBCPU, when set, returns the CPU time the database server has used so far.
+	DBCPU func() (time.Duration, error)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newScheduler(env Env, concurrency int) (*ax.Scheduler, error) {
+	return ax.New(ax.Config{Store: env.Store, Logger: quiet(), OwnerService: "ax-bench", Concurrency: concurrency})
+}
+
+// insertAll writes tasks straight to the store in batches of 1,000, so that
+// submitting is not what a scheduling workload measures.
+func insertAll(ctx context.Context, st ax.Store, name string, dues []time.Time) error {
+	for i := 0; i < len(dues); i += 1000 {
+		batch := make([]store.NewTask, 0, 1000)
+		for j := i; j < min(len(dues), i+1000); j++ {
+			batch = append(batch, store.NewTask{Name: name, Key: fmt.Sprint(j), DueAt: dues[j].UTC(), MaxRetry: ax.DefaultMaxRetry})
+		}
+		if _, err := st.Insert(ctx, batch); err != nil {
+			return fmt.Errorf("bench: insert: %w", err)
+		}
+	}
+	return nil
+}
+
+// EnqueueSingle submits n tasks due in an hour, one Delay each, from 8 goroutines.
+func EnqueueSingle(ctx context.Context, env Env, n int) (Result, error) {
+	s, err := newScheduler(env, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	start := time.Now()
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				if _, err := s.Delay(ctx, "bench.noop", fmt.Sprint(i), time.Hour); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return Result{}, err
+	}
+	return Result{Workload: "enqueue-single", Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds()}, nil
+}
+
+// EnqueueBatch submits n tasks due in an hour through SubmitMany, 1,000 at a time.
+func EnqueueBatch(ctx context.Context, env Env, n int) (Result, error) {
+	s, err := newScheduler(env, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	due := time.Now().Add(time.Hour)
+	start := time.Now()
+	for i := 0; i < n; i += 1000 {
+		specs := make([]ax.Spec, 0, 1000)
+		for j := i; j < min(n, i+1000); j++ {
+			specs = append(specs, ax.Spec{Name: "bench.noop", Key: fmt.Sprint(j), DueAt: due})
+		}
+		if _, err := s.SubmitMany(ctx, specs); err != nil {
+			return Result{}, err
+		}
+	}
+	elapsed := time.Since(start)
+	return Result{Workload: "enqueue-batch", Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds()}, nil
+}
+
+// Drain writes n tasks due now, starts a scheduler with the given concurrency and a
+// no-op handler, and measures from Start to the last completion; then it checks
+// every task is SUCCEEDED in the store.
+func Drain(ctx context.Context, env Env, n, concurrency int) (Result, error) {
+	now := time.Now()
+	dues := make([]time.Time, n)
+	for i := range dues {
+		dues[i] = now
+	}
+	if err := insertAll(ctx, env.Store, "bench.noop", dues); err != nil {
+		return Result{}, err
+	}
+	r, err := runLateness(ctx, env, "drain", concurrency, dues, func() time.Time { return time.Now() })
+	if err != nil {
+		return Result{}, err
+	}
+	if err := checkSucceeded(ctx, env.Store, n); err != nil {
+		return Result{}, err
+	}
+	r.Concurrency = concurrency
+	return r, nil
+}
+
+// Precision writes n tasks due uniformly over [now+from, now+to] and measures how
 // late each handler starts after its DueAt, with the scheduler's defaults.
-func Precision(ctx context.Context, st ax.Store, n int, from, to time.Duration) (Result, error) {
+func Precision(ctx context.Context, env Env, n int, from, to time.Duration) (Result, error) {
 	now := time.Now()
 	dues := make([]time.Time, n)
 	for i := range dues {
 		dues[i] = now.Add(from + time.Duration(int64(to-from)*int64(i)/int64(max(n-1, 1))))
 	}
-	return run(ctx, "precision", st, dues)
+	if err := insertAll(ctx, env.Store, "bench.noop", dues); err != nil {
+		return Result{}, err
+	}
+	return runLateness(ctx, env, "precision", 0, dues, func() time.Time { return dues[0] })
 }
 
-// Burst submits n tasks all due at the same instant, lead from now, and measures
-// how late each handler starts: the maximum is the time to start them all.
-func Burst(ctx context.Context, st ax.Store, n int, lead time.Duration) (Result, error) {
+// Burst writes n tasks all due at the same instant, lead from now, and measures how
+// late each handler starts: the maximum is the time to start them all.
+func Burst(ctx context.Context, env Env, n int, lead time.Duration) (Result, error) {
 	due := time.Now().Add(lead)
 	dues := make([]time.Time, n)
 	for i := range dues {
 		dues[i] = due
 	}
-	return run(ctx, "burst", st, dues)
+	if err := insertAll(ctx, env.Store, "bench.noop", dues); err != nil {
+		return Result{}, err
+	}
+	return runLateness(ctx, env, "burst", 0, dues, func() time.Time { return due })
 }
 
-func run(ctx context.Context, workload string, st ax.Store, dues []time.Time) (Result, error) {
+// runLateness starts a scheduler whose no-op handler records each start's lateness,
+// and waits until all len(dues) tasks started. Elapsed runs from from() (evaluated
+// after Start) to the last start.
+func runLateness(ctx context.Context, env Env, workload string, concurrency int, dues []time.Time, from func() time.Time) (Result, error) {
 	n := len(dues)
 	var mu sync.Mutex
 	lateness := make([]time.Duration, 0, n)
 	early := 0
 	done := make(chan struct{})
-	s, err := ax.New(ax.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OwnerService: "ax-bench"})
+	s, err := newScheduler(env, concurrency)
 	if err != nil {
 		return Result{}, err
 	}
@@ -82,35 +214,143 @@ func run(ctx context.Context, workload string, st ax.Store, dues []time.Time) (R
 		}
 		return nil
 	})
-	// Submit straight to the store in batches, so that submitting is not what is
-	// measured; the scheduler loads them as it starts.
-	runID := time.Now().UnixNano()
-	for i := 0; i < n; i += 1000 {
-		batch := make([]store.NewTask, 0, 1000)
-		for j := i; j < min(n, i+1000); j++ {
-			batch = append(batch, store.NewTask{Name: "bench.noop", Key: fmt.Sprintf("%d-%d", runID, j), DueAt: dues[j].UTC(), MaxRetry: ax.DefaultMaxRetry})
-		}
-		if _, err := st.Insert(ctx, batch); err != nil {
-			return Result{}, fmt.Errorf("bench: insert: %w", err)
-		}
-	}
-	first := slices.MinFunc(dues, time.Time.Compare)
 	if err := s.Start(ctx); err != nil {
 		return Result{}, err
 	}
-	defer s.Stop(context.WithoutCancel(ctx))
+	t0 := from()
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.Stop(context.WithoutCancel(ctx))
 		return Result{}, ctx.Err()
 	}
-	elapsed := time.Since(first)
+	last := time.Now()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil { // waits for the last results to be written
+		return Result{}, err
+	}
+	elapsed := last.Sub(t0)
+	if workload == "drain" {
+		elapsed = time.Since(t0) // to the last completion written
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(lateness)
 	pct := func(p float64) time.Duration { return lateness[min(int(p*float64(n)), n-1)] }
 	return Result{
-		Workload: workload, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds(),
+		Workload: workload, Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds(),
 		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Max: lateness[n-1], Early: early,
 	}, nil
+}
+
+// checkSucceeded reads every task back (keys 0..n-1) and fails unless all are
+// SUCCEEDED.
+func checkSucceeded(ctx context.Context, st ax.Store, n int) error {
+	var bad atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				t, err := st.Lookup(ctx, "bench.noop", fmt.Sprint(i))
+				if err != nil || t.Status != ax.Succeeded {
+					bad.Add(1)
+					first.CompareAndSwap(nil, fmt.Sprintf("task %d: %v %v", i, err, t))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if b := bad.Load(); b > 0 {
+		return fmt.Errorf("bench: %d of %d tasks not SUCCEEDED in the store (first: %v)", b, n, first.Load())
+	}
+	return nil
+}
+
+// Idle writes n tasks due in an hour, runs a scheduler with nothing due for d, and
+// counts the calls it makes to the store and the CPU the database used meanwhile
+// (the first second, the initial load, is not counted).
+func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) {
+	due := time.Now().Add(time.Hour)
+	dues := make([]time.Time, n)
+	for i := range dues {
+		dues[i] = due.Add(time.Duration(i) * time.Millisecond)
+	}
+	if err := insertAll(ctx, env.Store, "bench.noop", dues); err != nil {
+		return Result{}, err
+	}
+	cs := &countingStore{Store: env.Store}
+	s, err := ax.New(ax.Config{Store: cs, Logger: quiet(), OwnerService: "ax-bench"})
+	if err != nil {
+		return Result{}, err
+	}
+	s.HandleFunc("bench.noop", func(context.Context, *ax.Task) error { return nil })
+	if err := s.Start(ctx); err != nil {
+		return Result{}, err
+	}
+	defer s.Stop(context.WithoutCancel(ctx))
+	select { // let the initial load pass
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	calls0 := cs.calls.Load()
+	var cpu0 time.Duration
+	if env.DBCPU != nil {
+		if cpu0, err = env.DBCPU(); err != nil {
+			return Result{}, err
+		}
+	}
+	start := time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	elapsed := time.Since(start)
+	r := Result{Workload: "idle", Store: env.Name, Tasks: n, Elapsed: elapsed,
+		CallsPerSec: float64(cs.calls.Load()-calls0) / elapsed.Seconds()}
+	if env.DBCPU != nil {
+		cpu1, err := env.DBCPU()
+		if err != nil {
+			return Result{}, err
+		}
+		r.DBCPU = cpu1 - cpu0
+	}
+	return r, nil
+}
+
+// countingStore counts every call the scheduler makes to the store.
+type countingStore struct {
+	ax.Store
+	calls atomic.Int64
+}
+
+func (c *countingStore) Now(ctx context.Context) (time.Time, error) {
+	c.calls.Add(1)
+	return c.Store.Now(ctx)
+}
+
+func (c *countingStore) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
+	c.calls.Add(1)
+	return c.Store.Refill(ctx, p)
+}
+
+func (c *countingStore) Claim(ctx context.Context, cl []store.Claim) (*store.ClaimResult, error) {
+	c.calls.Add(1)
+	return c.Store.Claim(ctx, cl)
+}
+
+func (c *countingStore) Stale(ctx context.Context, s store.Status, before time.Time, limit int) ([]store.Task, error) {
+	c.calls.Add(1)
+	return c.Store.Stale(ctx, s, before, limit)
+}
+
+func (c *countingStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+	c.calls.Add(1)
+	return c.Store.Heartbeat(ctx, refs)
 }

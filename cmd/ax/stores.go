@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store/sqlite"
+)
+
+// A storeKind opens the stores of one driver for the CLI.
+type storeKind struct {
+	// open opens (and migrates) the store at dsn.
+	open func(ctx context.Context, dsn string) (ax.Store, error)
+	// fresh creates an empty place (file, schema, database) from the base dsn and
+	// opens a store there; drop removes it.
+	fresh func(ctx context.Context, dsn string) (st ax.Store, drop func(), err error)
+	// dbCPU returns the CPU time the database has used so far.
+	dbCPU func() (time.Duration, error)
+	// defaultDSN is used when --dsn is not given.
+	defaultDSN string
+}
+
+var storeKinds = map[string]storeKind{
+	"sqlite": {
+		open: func(ctx context.Context, dsn string) (ax.Store, error) { return sqlite.Open(dsn) },
+		fresh: func(ctx context.Context, dsn string) (ax.Store, func(), error) {
+			dir, err := os.MkdirTemp(dsn, "ax-bench-")
+			if err != nil {
+				return nil, nil, err
+			}
+			st, err := sqlite.Open(filepath.Join(dir, "ax.db"))
+			if err != nil {
+				os.RemoveAll(dir)
+				return nil, nil, err
+			}
+			return st, func() { st.Close(); os.RemoveAll(dir) }, nil
+		},
+		dbCPU: selfCPU, // embedded: the database runs in this process
+	},
+}
+
+func storeNames() string {
+	names := make([]string, 0, len(storeKinds))
+	for n := range storeKinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, "|")
+}
+
+func lookupStore(name string) (storeKind, error) {
+	k, ok := storeKinds[name]
+	if !ok {
+		return storeKind{}, fmt.Errorf("--store %q: want %s", name, storeNames())
+	}
+	return k, nil
+}
+
+// freshName returns a new schema or database name.
+func freshName() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "ax_bench_" + hex.EncodeToString(b[:])
+}
+
+// selfCPU is this process's CPU time, user and system.
+func selfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// processCPU sums the CPU time of the local processes whose command name is one of
+// names (a database server on this machine), from /proc.
+func processCPU(names ...string) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		dirs, err := filepath.Glob("/proc/[0-9]*/stat")
+		if err != nil {
+			return 0, err
+		}
+		var ticks int64
+		for _, f := range dirs {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue // exited
+			}
+			s := string(b)
+			open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+			if open < 0 || close < open {
+				continue
+			}
+			comm := s[open+1 : close]
+			match := false
+			for _, n := range names {
+				match = match || strings.HasPrefix(comm, n)
+			}
+			if !match {
+				continue
+			}
+			fields := strings.Fields(s[close+2:])
+			if len(fields) < 13 {
+				continue
+			}
+			var utime, stime int64
+			fmt.Sscan(fields[11], &utime)
+			fmt.Sscan(fields[12], &stime)
+			ticks += utime + stime
+		}
+		return time.Duration(ticks) * (time.Second / 100), nil // USER_HZ is 100 on Linux
+	}
+}
