@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -213,7 +214,7 @@ func testInsertSameKey(e *env) {
 }
 
 func testClaimers(e *env) {
-	n, workers := 2000, 8
+	n, workers := 10_000, 8
 	if testing.Short() {
 		n = 200
 	}
@@ -287,11 +288,22 @@ func testClaimers(e *env) {
 	}
 }
 
+// StormEnv names the environment variable that sets how long the lifecycle storm
+// runs (a Go duration, default 2s). CI sets it to 30s.
+const StormEnv = "AX_STORETEST_STORM"
+
+func stormDuration() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(StormEnv)); err == nil && d > 0 {
+		return d
+	}
+	return 2 * time.Second
+}
+
 // testLifecycle runs Claim, Start, Heartbeat, Finish, Requeue and Trigger batches in
 // random order from several goroutines for a while, then checks that every task and
 // execution record is consistent with what the workers were told.
 func testLifecycle(e *env) {
-	n, workers, run := 200, 8, 2*time.Second
+	n, workers, run := 200, 8, stormDuration()
 	if testing.Short() {
 		n, run = 50, 300*time.Millisecond
 	}
