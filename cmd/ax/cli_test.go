@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -114,5 +115,23 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if code, _, _ := runAx(t, "bench", "--store", "oracle"); code != exitUsage {
 		t.Errorf("ax bench --store oracle: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestMigrateSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ax.db")
+	if code, _, _ := runAx(t, "migrate", "status", "--dsn", path); code != exitFail {
+		t.Errorf("migrate status of a missing file: exit %d, want %d", code, exitFail)
+	}
+	code, stdout, stderr := runAx(t, "migrate", "up", "--store", "sqlite", "--dsn", path)
+	if code != exitOK || !strings.Contains(stdout, "up to date") {
+		t.Fatalf("migrate up: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, stdout, _ := runAx(t, "migrate", "status", "--dsn", path); code != exitOK || !strings.Contains(stdout, "up to date") {
+		t.Errorf("migrate status after up: exit %d, %q", code, stdout)
+	}
+	if code, _, _ := runAx(t, "migrate", "sideways"); code != exitUsage {
+		t.Errorf("migrate sideways: exit %d, want %d", code, exitUsage)
 	}
 }

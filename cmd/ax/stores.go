@@ -23,6 +23,8 @@ type storeKind struct {
 	// fresh creates an empty place (file, schema, database) from the base dsn and
 	// opens a store there; drop removes it.
 	fresh func(ctx context.Context, dsn string) (st ax.Store, drop func(), err error)
+	// status reports the schema version at dsn and the latest known, changing nothing.
+	status func(ctx context.Context, dsn string) (have, want int, err error)
 	// dbCPU returns the CPU time the database has used so far.
 	dbCPU func() (time.Duration, error)
 	// defaultDSN is used when --dsn is not given.
@@ -44,7 +46,8 @@ var storeKinds = map[string]storeKind{
 			}
 			return st, func() { st.Close(); os.RemoveAll(dir) }, nil
 		},
-		dbCPU: selfCPU, // embedded: the database runs in this process
+		status: func(ctx context.Context, dsn string) (int, int, error) { return sqlite.SchemaStatus(dsn) },
+		dbCPU:  selfCPU, // embedded: the database runs in this process
 	},
 }
 

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -290,4 +291,29 @@ func parseBackoff(s string) ([]time.Duration, error) {
 		b[i] = time.Duration(us) * time.Microsecond
 	}
 	return b, nil
+}
+
+// SchemaStatus reports the schema version of the file at path (0: not migrated) and
+// the latest this package knows, without changing anything.
+func SchemaStatus(path string) (have, want int, err error) {
+	want = SchemaVersion()
+	if _, err := os.Stat(path); err != nil {
+		return 0, want, fmt.Errorf("ax: sqlite: schema status: %w", err)
+	}
+	db, err := sql.Open("sqlite", "file:"+url.PathEscape(path)+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return 0, want, fmt.Errorf("ax: sqlite: schema status: %w", err)
+	}
+	defer db.Close()
+	var exists int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ax_schema_migrations'`).Scan(&exists); err != nil {
+		return 0, want, fmt.Errorf("ax: sqlite: schema status: %w", err)
+	}
+	if exists == 0 {
+		return 0, want, nil
+	}
+	if err := db.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM ax_schema_migrations`).Scan(&have); err != nil {
+		return 0, want, fmt.Errorf("ax: sqlite: schema status: %w", err)
+	}
+	return have, want, nil
 }
