@@ -3,7 +3,11 @@ package servicetest
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -47,5 +51,41 @@ func TestRedisAnswers(t *testing.T) {
 	t.Parallel()
 	if _, prefix := RedisAddr(t); len(prefix) < 9 {
 		t.Errorf("prefix %q too short", prefix)
+	}
+}
+
+func TestProxyCutAndRestore(t *testing.T) {
+	t.Parallel()
+	addr, _ := RedisAddr(t)
+	p := NewProxy(t, addr)
+	ping := func() error {
+		c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			return err
+		}
+		buf := make([]byte, 7)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return err
+		}
+		if string(buf) != "+PONG\r\n" {
+			return fmt.Errorf("reply %q", buf)
+		}
+		return nil
+	}
+	if err := ping(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Cut()
+	if err := ping(); err == nil {
+		t.Fatalf("ping succeeded through a cut proxy")
+	}
+	p.Restore()
+	if err := ping(); err != nil {
+		t.Fatalf("after Restore: %v", err)
 	}
 }
