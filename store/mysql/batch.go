@@ -1,0 +1,599 @@
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/axsched/ax/store"
+)
+
+// The execution path — Claim, Start, Heartbeat, Finish, Requeue — runs for every task.
+// MySQL has no UPDATE … RETURNING and no UPDATE … FROM (VALUES …), so each chunk of up
+// to store.MaxBatch ids, sorted ascending, is a fixed handful of statements in one
+// READ COMMITTED transaction:
+//
+//  1. SELECT … WHERE id IN (…) AND status = <old> ORDER BY id FOR UPDATE: lock the rows
+//     whose status matches, in id order (Claim adds SKIP LOCKED: a row another
+//     transaction holds is someone else's to move);
+//  2. one UPDATE … SET col = CASE id WHEN ? THEN ? … END … WHERE id IN (locked ids)
+//     AND status = <old> [AND execution_id = CASE id …]: the per-row CAS, kept;
+//  3. where the caller needs rows back, one SELECT by id.
+//
+// Stamps come from the database clock: UTC_TIMESTAMP(6) read by statement 1.
+
+// chunks calls f for consecutive chunks of at most store.MaxBatch of n items.
+func chunks(n int, f func(lo, hi int) error) error {
+	for lo := 0; lo < n; lo += store.MaxBatch {
+		if err := f(lo, min(n, lo+store.MaxBatch)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortedOrder returns the indexes 0..n-1 ordered by ascending id.
+func sortedOrder(n int, id func(i int) int64) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(id(a), id(b)) })
+	return order
+}
+
+// locked is a row locked by lockRows.
+type locked struct {
+	execID  string
+	attempt int
+	retries int
+	due     bool
+	dueAt   time.Time
+	now     time.Time
+}
+
+// lockRows locks the rows among ids whose status is status, in id order, and returns
+// them by id with the database time of the statement.
+func lockRows(ctx context.Context, tx *sql.Tx, status store.Status, ids []int64, skipLocked bool) (map[int64]*locked, time.Time, error) {
+	q := `SELECT id, COALESCE(execution_id, ''), attempt, dispatch_retries, due_at, due_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+		FROM ax_tasks WHERE id IN (` + marks(len(ids)) + `) AND status = ? ORDER BY id FOR UPDATE`
+	if skipLocked {
+		q += ` SKIP LOCKED`
+	}
+	rows, err := tx.QueryContext(ctx, q, append(int64s(ids), string(status))...)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer rows.Close()
+	out := make(map[int64]*locked, len(ids))
+	var now time.Time
+	for rows.Next() {
+		var id int64
+		l := &locked{}
+		if err := rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&l.now}); err != nil {
+			return nil, time.Time{}, err
+		}
+		now = l.now
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, err
+	}
+	if now.IsZero() && len(out) == 0 {
+		return out, time.Time{}, nil
+	}
+	return out, now, nil
+}
+
+// selectTasks reads tasks by id, in id order.
+func selectTasks(ctx context.Context, tx *sql.Tx, ids []int64) ([]store.Task, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id IN (`+marks(len(ids))+`) ORDER BY id`, int64s(ids)...)
+	if err != nil {
+		return nil, err
+	}
+	return scanTasks(rows)
+}
+
+// Claim moves due SCHEDULED tasks to DISPATCHING.
+func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+	if err := s.check("claim"); err != nil {
+		return nil, err
+	}
+	for i, c := range claims {
+		if c.ExecutionID == "" || !validText(c.ExecutionID, maxExecID) {
+			return nil, fmt.Errorf("ax: mysql: claim: claim %d: empty or over-long execution id: %w", i, store.ErrInvalid)
+		}
+	}
+	// A task named twice is claimed once, with its first execution id.
+	seen := make(map[int64]bool, len(claims))
+	uniq := make([]store.Claim, 0, len(claims))
+	for _, c := range claims {
+		if !seen[c.ID] {
+			seen[c.ID] = true
+			uniq = append(uniq, c)
+		}
+	}
+	slices.SortFunc(uniq, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
+	res := &store.ClaimResult{}
+	if len(uniq) == 0 {
+		return res, nil
+	}
+	err := s.run(ctx, "claim", 0, func(tx *sql.Tx, _ int64) error {
+		res.Claimed, res.NotDue = res.Claimed[:0], res.NotDue[:0]
+		return chunks(len(uniq), func(lo, hi int) error {
+			part := uniq[lo:hi]
+			ids := make([]int64, len(part))
+			for i, c := range part {
+				ids[i] = c.ID
+			}
+			// 1. Lock the SCHEDULED rows nobody else holds; "due" is decided by the
+			//    database clock in the statement.
+			rows, now, err := lockRows(ctx, tx, store.Scheduled, ids, true)
+			if err != nil {
+				return err
+			}
+			var dueIDs []int64
+			var execs []any
+			for _, c := range part {
+				l := rows[c.ID]
+				switch {
+				case l == nil:
+				case l.due:
+					dueIDs = append(dueIDs, c.ID)
+					execs = append(execs, c.ExecutionID)
+				default:
+					res.NotDue = append(res.NotDue, store.Due{ID: c.ID, DueAt: l.dueAt})
+				}
+			}
+			if len(dueIDs) == 0 {
+				return nil
+			}
+			// 2. The transition, with the per-row CAS.
+			ts := dt(now)
+			execCase, args := caseID(dueIDs, execs, "")
+			args = append([]any{}, args...)
+			args = append(args, ts, ts)
+			args = append(args, int64s(dueIDs)...)
+			args = append(args, ts)
+			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = `+execCase+`,
+				dispatched_at = ?, updated_at = ?
+				WHERE id IN (`+marks(len(dueIDs))+`) AND status = 'SCHEDULED' AND due_at <= ?`, args...); err != nil {
+				return err
+			}
+			// 3. Read them back.
+			claimed, err := selectTasks(ctx, tx, dueIDs)
+			if err != nil {
+				return err
+			}
+			for _, t := range claimed {
+				if t.Status == store.Dispatching {
+					res.Claimed = append(res.Claimed, t)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Start records executions and moves their tasks to RUNNING.
+func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+	if err := s.check("start"); err != nil {
+		return nil, err
+	}
+	for i, sp := range starts {
+		if sp.ExecutionID == "" || !validText(sp.ExecutionID, maxExecID) || !validText(sp.Node, maxNode) {
+			return nil, fmt.Errorf("ax: mysql: start: execution %d: empty or over-long execution id or node: %w", i, store.ErrInvalid)
+		}
+	}
+	out := make([]store.StartResult, len(starts))
+	if len(starts) == 0 {
+		return out, nil
+	}
+	// Each execution id is decided once, at its first occurrence; repeats are
+	// duplicate deliveries of it.
+	first := make(map[string]int, len(starts))
+	var uniq []int
+	for i, sp := range starts {
+		if _, ok := first[sp.ExecutionID]; !ok {
+			first[sp.ExecutionID] = i
+			uniq = append(uniq, i)
+		}
+	}
+	slices.SortStableFunc(uniq, func(a, b int) int { return cmp.Compare(starts[a].TaskID, starts[b].TaskID) })
+	err := s.run(ctx, "start", 0, func(tx *sql.Tx, _ int64) error {
+		clear(out)
+		return chunks(len(uniq), func(lo, hi int) error {
+			part := uniq[lo:hi]
+			ids := make([]int64, 0, len(part))
+			execIDs := make([]any, 0, len(part))
+			for _, i := range part {
+				if len(ids) == 0 || ids[len(ids)-1] != starts[i].TaskID {
+					ids = append(ids, starts[i].TaskID)
+				}
+				execIDs = append(execIDs, starts[i].ExecutionID)
+			}
+			// 1. Lock the DISPATCHING rows.
+			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
+			if err != nil {
+				return err
+			}
+			// 2. What is recorded already: duplicates.
+			recorded := map[string]*store.Execution{}
+			q, err := tx.QueryContext(ctx, `SELECT `+executionColumns+` FROM ax_executions WHERE id IN (`+marks(len(execIDs))+`)`, execIDs...)
+			if err != nil {
+				return err
+			}
+			for q.Next() {
+				e, err := scanExecution(q)
+				if err != nil {
+					q.Close()
+					return err
+				}
+				recorded[e.ID] = e
+			}
+			q.Close()
+			if err := q.Err(); err != nil {
+				return err
+			}
+			// 3. The records and the transition, for tasks DISPATCHING with that id.
+			var runIDs []int64
+			var runExecs []any
+			var ins []any
+			ts := dt(now)
+			for _, i := range part {
+				sp := starts[i]
+				if l := rows[sp.TaskID]; l != nil && l.execID == sp.ExecutionID && recorded[sp.ExecutionID] == nil {
+					runIDs = append(runIDs, sp.TaskID)
+					runExecs = append(runExecs, sp.ExecutionID)
+					ins = append(ins, sp.ExecutionID, sp.TaskID, l.attempt, sp.Node, ts, ts)
+				}
+			}
+			started := map[int64]*store.Task{}
+			if len(runIDs) > 0 {
+				values := ""
+				for k := range runIDs {
+					if k > 0 {
+						values += ","
+					}
+					values += "(?,?,?,?,'RUNNING',?,?,'')"
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at, error)
+					VALUES `+values, ins...); err != nil {
+					var me *mysql.MySQLError
+					if errors.As(err, &me) && me.Number == 1062 {
+						return errRetry // recorded by a concurrent Start meanwhile: look again
+					}
+					return err
+				}
+				execCase, args := caseID(runIDs, runExecs, "")
+				args = append([]any{ts, ts, ts}, args...)
+				args = append(args, int64s(runIDs)...)
+				if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'RUNNING', started_at = ?, heartbeat_at = ?, updated_at = ?
+					WHERE execution_id = `+execCase+` AND id IN (`+marks(len(runIDs))+`) AND status = 'DISPATCHING'`, args...); err != nil {
+					return err
+				}
+				tasks, err := selectTasks(ctx, tx, runIDs)
+				if err != nil {
+					return err
+				}
+				for k := range tasks {
+					started[tasks[k].ID] = &tasks[k]
+				}
+			}
+			for _, i := range part {
+				sp := starts[i]
+				if t := started[sp.TaskID]; t != nil && t.ExecutionID == sp.ExecutionID && t.Status == store.Running {
+					out[i] = store.StartResult{Outcome: store.Started, Task: t, Execution: &store.Execution{
+						ID: sp.ExecutionID, TaskID: t.ID, Attempt: t.Attempt, Node: sp.Node, Status: store.Running,
+						StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
+					}}
+					continue
+				}
+				if e := recorded[sp.ExecutionID]; e != nil {
+					out[i] = store.StartResult{Outcome: store.Duplicate, Execution: e}
+					continue
+				}
+				out[i] = store.StartResult{Outcome: store.Lost}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, sp := range starts {
+		if f := first[sp.ExecutionID]; f != i {
+			out[i] = store.StartResult{Outcome: out[f].Outcome, Execution: out[f].Execution}
+			if out[i].Outcome == store.Started {
+				out[i].Outcome = store.Duplicate
+			}
+		}
+	}
+	for i := range out { // callers own their copies
+		if out[i].Execution != nil {
+			e := *out[i].Execution
+			out[i].Execution = &e
+		}
+	}
+	return out, nil
+}
+
+// Heartbeat stamps heartbeat_at on running executions.
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+	if err := s.check("heartbeat"); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(refs))
+	order := sortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	err := s.run(ctx, "heartbeat", 0, func(tx *sql.Tx, _ int64) error {
+		clear(out)
+		return chunks(len(order), func(lo, hi int) error {
+			part := order[lo:hi]
+			ids := uniqueIDs(part, func(i int) int64 { return refs[i].TaskID })
+			rows, now, err := lockRows(ctx, tx, store.Running, ids, false)
+			if err != nil {
+				return err
+			}
+			var aliveIDs []int64
+			var aliveExecs []any
+			for _, i := range part {
+				if l := rows[refs[i].TaskID]; l != nil && l.execID == refs[i].ExecutionID {
+					out[i] = true
+					if len(aliveIDs) == 0 || aliveIDs[len(aliveIDs)-1] != refs[i].TaskID {
+						aliveIDs = append(aliveIDs, refs[i].TaskID)
+						aliveExecs = append(aliveExecs, refs[i].ExecutionID)
+					}
+				}
+			}
+			if len(aliveIDs) == 0 {
+				return nil
+			}
+			ts := dt(now)
+			execCase, args := caseID(aliveIDs, aliveExecs, "")
+			args = append([]any{ts}, args...)
+			args = append(args, int64s(aliveIDs)...)
+			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET heartbeat_at = ?
+				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(aliveIDs))+`) AND status = 'RUNNING'`, args...); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `UPDATE ax_executions SET heartbeat_at = ? WHERE id IN (`+marks(len(aliveExecs))+`)`,
+				append([]any{ts}, aliveExecs...)...)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// uniqueIDs returns the distinct ids of the sorted indexes part.
+func uniqueIDs(part []int, id func(i int) int64) []int64 {
+	ids := make([]int64, 0, len(part))
+	for _, i := range part {
+		if len(ids) == 0 || ids[len(ids)-1] != id(i) {
+			ids = append(ids, id(i))
+		}
+	}
+	return ids
+}
+
+// Finish records execution results.
+func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+	if err := s.check("finish"); err != nil {
+		return nil, err
+	}
+	retries := 0
+	for i, f := range results {
+		switch {
+		case f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed:
+			return nil, fmt.Errorf("ax: mysql: finish: result %d: status %s: %w", i, f.Status, store.ErrInvalid)
+		case f.ExecutionID == "":
+			return nil, fmt.Errorf("ax: mysql: finish: result %d: empty execution id: %w", i, store.ErrInvalid)
+		case f.Status == store.Scheduled && f.DueAt.IsZero():
+			return nil, fmt.Errorf("ax: mysql: finish: result %d: retry without a due time: %w", i, store.ErrInvalid)
+		case f.Status == store.Scheduled && (f.DueAt.Before(minTime) || f.DueAt.After(maxTime)):
+			return nil, fmt.Errorf("ax: mysql: finish: result %d: due time %v outside years 1000-9999: %w", i, f.DueAt, store.ErrInvalid)
+		}
+		if f.Status == store.Scheduled {
+			retries++
+		}
+	}
+	out := make([]bool, len(results))
+	// Only the first result of an execution can apply: drop repeats, which a
+	// multi-row UPDATE would otherwise pick from arbitrarily.
+	order := sortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	seen := make(map[string]bool, len(order))
+	order = slices.DeleteFunc(order, func(i int) bool {
+		dup := seen[results[i].ExecutionID]
+		seen[results[i].ExecutionID] = true
+		return dup
+	})
+	err := s.run(ctx, "finish", retries, func(tx *sql.Tx, seq int64) error {
+		clear(out)
+		next := seq
+		return chunks(len(order), func(lo, hi int) error {
+			part := order[lo:hi]
+			ids := uniqueIDs(part, func(i int) int64 { return results[i].TaskID })
+			rows, now, err := lockRows(ctx, tx, store.Running, ids, false)
+			if err != nil {
+				return err
+			}
+			var (
+				all, retry, final, failed         []int64
+				allExec, status, retryAttempt     []any
+				retryDue, retrySeq, failedErr     []any
+				execIDs, execStatus, execErr, fin []any
+			)
+			ts := dt(now)
+			for _, i := range part {
+				f := results[i]
+				l := rows[f.TaskID]
+				if l == nil || l.execID != f.ExecutionID {
+					continue
+				}
+				l.execID = "" // applied: a second result for this task cannot match
+				out[i] = true
+				all = append(all, f.TaskID)
+				allExec = append(allExec, f.ExecutionID)
+				status = append(status, string(f.Status))
+				execStatus = append(execStatus, string(map[bool]store.Status{true: store.Succeeded, false: store.Failed}[f.Status == store.Succeeded]))
+				execIDs = append(execIDs, f.ExecutionID)
+				execErr = append(execErr, f.Error)
+				switch f.Status {
+				case store.Scheduled:
+					retry = append(retry, f.TaskID)
+					retryAttempt = append(retryAttempt, f.Attempt)
+					retryDue = append(retryDue, dt(f.DueAt))
+					retrySeq = append(retrySeq, next)
+					next++
+				default:
+					final = append(final, f.TaskID)
+					fin = append(fin, ts)
+				}
+				if f.Status != store.Succeeded {
+					failed = append(failed, f.TaskID)
+					failedErr = append(failedErr, f.Error)
+				}
+			}
+			if len(all) == 0 {
+				return nil
+			}
+			set := "updated_at = ?"
+			args := []any{ts}
+			add := func(col string, ids []int64, vals []any) {
+				if len(ids) == 0 {
+					return
+				}
+				c, a := caseID(ids, vals, col)
+				set += ", " + col + " = " + c
+				args = append(args, a...)
+			}
+			add("last_error", failed, failedErr)
+			add("attempt", retry, retryAttempt)
+			add("due_at", retry, retryDue)
+			add("seq", retry, retrySeq)
+			add("finished_at", final, fin)
+			add("status", all, status) // last: the CAS below reads the old status
+			execCase, a := caseID(all, allExec, "")
+			args = append(args, a...)
+			args = append(args, int64s(all)...)
+			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET `+set+`
+				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(all))+`) AND status = 'RUNNING'`, args...); err != nil {
+				return err
+			}
+			// Close the execution records.
+			var b, c string
+			var bargs, cargs []any
+			b, c = "CASE id", "CASE id"
+			for k, id := range execIDs {
+				b += " WHEN ? THEN ?"
+				c += " WHEN ? THEN ?"
+				bargs = append(bargs, id, execStatus[k])
+				cargs = append(cargs, id, execErr[k])
+			}
+			b += " END"
+			c += " END"
+			args = append(append(append([]any{}, bargs...), cargs...), ts)
+			args = append(args, execIDs...)
+			_, err = tx.ExecContext(ctx, `UPDATE ax_executions SET status = `+b+`, error = `+c+`, finished_at = ?
+				WHERE id IN (`+marks(len(execIDs))+`)`, args...)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
+// retries are exhausted.
+func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+	if err := s.check("requeue"); err != nil {
+		return nil, err
+	}
+	for i, r := range requeues {
+		if r.DueAt.Before(minTime) || r.DueAt.After(maxTime) {
+			return nil, fmt.Errorf("ax: mysql: requeue: %d: due time %v outside years 1000-9999: %w", i, r.DueAt, store.ErrInvalid)
+		}
+	}
+	out := make([]bool, len(requeues))
+	order := sortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
+	err := s.run(ctx, "requeue", len(requeues), func(tx *sql.Tx, seq int64) error {
+		clear(out)
+		next := seq
+		return chunks(len(order), func(lo, hi int) error {
+			part := order[lo:hi]
+			ids := uniqueIDs(part, func(i int) int64 { return requeues[i].TaskID })
+			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
+			if err != nil {
+				return err
+			}
+			var all, back, dead []int64
+			var allExec, status, lastErr, backDue, backSeq, deadFin []any
+			ts := dt(now)
+			for _, i := range part {
+				r := requeues[i]
+				l := rows[r.TaskID]
+				if l == nil || l.execID != r.ExecutionID {
+					continue
+				}
+				l.execID = "" // applied: a repeat finds it SCHEDULED
+				out[i] = true
+				all = append(all, r.TaskID)
+				allExec = append(allExec, r.ExecutionID)
+				lastErr = append(lastErr, r.Error)
+				if l.retries+1 > r.MaxDispatchRetries {
+					status = append(status, string(store.Failed))
+					dead = append(dead, r.TaskID)
+					deadFin = append(deadFin, ts)
+				} else {
+					status = append(status, string(store.Scheduled))
+					back = append(back, r.TaskID)
+					backDue = append(backDue, dt(r.DueAt))
+					backSeq = append(backSeq, next)
+					next++
+				}
+			}
+			if len(all) == 0 {
+				return nil
+			}
+			set := "updated_at = ?, dispatch_retries = dispatch_retries + 1"
+			args := []any{ts}
+			add := func(col string, ids []int64, vals []any) {
+				if len(ids) == 0 {
+					return
+				}
+				c, a := caseID(ids, vals, col)
+				set += ", " + col + " = " + c
+				args = append(args, a...)
+			}
+			add("last_error", all, lastErr)
+			add("due_at", back, backDue)
+			add("seq", back, backSeq)
+			add("finished_at", dead, deadFin)
+			add("status", all, status)
+			execCase, a := caseID(all, allExec, "")
+			args = append(args, a...)
+			args = append(args, int64s(all)...)
+			_, err = tx.ExecContext(ctx, `UPDATE ax_tasks SET `+set+`
+				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(all))+`) AND status = 'DISPATCHING'`, args...)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

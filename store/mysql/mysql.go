@@ -1,0 +1,675 @@
+package mysql
+
+import (
+	"context"
+	"crypto/sha1"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/axsched/ax/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// HoldGrace is how long a sequence range handed to a transaction that has not yet
+// locked it is presumed in use (see the package doc, "The refill cursor"). An unlocked
+// range older than this belongs to a transaction that rolled back or died, and Refill
+// moves past it. It bounds how long a rolled-back submit can delay the change cursor;
+// it never makes a refill skip a row that later commits.
+const HoldGrace = 5 * time.Second
+
+// MigrateLockTimeout is how long New waits for another process's migration.
+const MigrateLockTimeout = 60 * time.Second
+
+// maxAttempts is how often a transaction is tried when it hits a deadlock (1213) or a
+// lock wait timeout (1205).
+const maxAttempts = 6
+
+// Store is the MySQL/MariaDB implementation of store.Store and store.TxStore. It is
+// safe for concurrent use, and several processes may share the database.
+type Store struct {
+	db       *sql.DB
+	own      bool           // Open made db: Close closes it
+	txOpts   *sql.TxOptions // READ COMMITTED per transaction; nil when every session is already
+	mariaDB  bool
+	version  string
+	identity string // host:port/database, to recognise a *sql.Tx on the same database
+	grace    time.Duration
+	applied  int // migrations this New applied (for tests)
+	closed   atomic.Bool
+}
+
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.TxStore = (*Store)(nil)
+)
+
+// Open opens a pool on the database named by dsn (a go-sql-driver/mysql DSN, e.g.
+// "user:pass@tcp(host:3306)/ax"), migrates its schema and returns the store; Close
+// closes the pool. Open sets what the store needs on every session: parseTime, UTC,
+// time_zone '+00:00', READ COMMITTED (transaction_isolation on MySQL, tx_isolation on
+// MariaDB before 11.1) and client-side parameter interpolation (one round trip per
+// statement; safe because the connection charset is utf8mb4).
+func Open(dsn string) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("ax: mysql: open: %v: %w", err, store.ErrInvalid)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("ax: mysql: open: the DSN names no database: %w", store.ErrInvalid)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+5*time.Second)
+	defer cancel()
+
+	// Which variable sets the isolation level differs by server: ask one connection.
+	probe, err := openConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	variable := "transaction_isolation"
+	var level string
+	if err := probe.QueryRowContext(ctx, `SELECT @@transaction_isolation`).Scan(&level); err != nil {
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) {
+			probe.Close()
+			return nil, fmt.Errorf("ax: mysql: open %s: %w", cfg.Addr, err)
+		}
+		variable = "tx_isolation" // MariaDB before 11.1
+	}
+	probe.Close()
+	cfg.Params[variable] = "'READ-COMMITTED'"
+
+	db, err := openConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	s, err := newStore(ctx, db, true)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openConfig(cfg *mysql.Config) (*sql.DB, error) {
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ax: mysql: open: %v: %w", err, store.ErrInvalid)
+	}
+	return sql.OpenDB(conn), nil
+}
+
+// New migrates the database behind db (under a lock, so that several processes
+// starting at once migrate it exactly once) and returns a store on it. The caller owns
+// db: Close does not close it. db's sessions may run at any isolation level; the store
+// sets READ COMMITTED on each of its transactions. Times are read correctly whatever
+// parseTime says, provided loc is UTC (the driver's default).
+func New(db *sql.DB) (*Store, error) {
+	if db == nil {
+		return nil, fmt.Errorf("ax: mysql: new: nil *sql.DB: %w", store.ErrInvalid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), MigrateLockTimeout+30*time.Second)
+	defer cancel()
+	return newStore(ctx, db, false)
+}
+
+func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
+	s := &Store{db: db, own: sessionRC, grace: HoldGrace}
+	if !sessionRC {
+		s.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	var host, dbName sql.NullString
+	var port int
+	if err := db.QueryRowContext(ctx, `SELECT VERSION(), @@hostname, @@port, DATABASE()`).Scan(&s.version, &host, &port, &dbName); err != nil {
+		return nil, fmt.Errorf("ax: mysql: connect: %w", err)
+	}
+	if !dbName.Valid || dbName.String == "" {
+		return nil, fmt.Errorf("ax: mysql: connect: no database selected: %w", store.ErrInvalid)
+	}
+	s.identity = fmt.Sprintf("%s:%d/%s", host.String, port, dbName.String)
+	s.mariaDB = strings.Contains(strings.ToLower(s.version), "mariadb")
+	if err := checkVersion(s.version, s.mariaDB); err != nil {
+		return nil, err
+	}
+	n, err := s.migrate(ctx, dbName.String)
+	if err != nil {
+		return nil, err
+	}
+	s.applied = n
+	return s, nil
+}
+
+// checkVersion refuses servers without FOR UPDATE SKIP LOCKED.
+func checkVersion(version string, mariaDB bool) error {
+	var major, minor int
+	fmt.Sscanf(version, "%d.%d", &major, &minor)
+	ok := major > 8 || major == 8
+	need := "MySQL 8.0"
+	if mariaDB {
+		ok = major > 10 || (major == 10 && minor >= 6)
+		need = "MariaDB 10.6"
+	}
+	if !ok {
+		return fmt.Errorf("ax: mysql: server %s lacks SKIP LOCKED; ax needs %s or later: %w", version, need, store.ErrInvalid)
+	}
+	return nil
+}
+
+// Close releases the store; it closes the pool only when Open made it. Calls after
+// Close return store.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return fmt.Errorf("ax: mysql: close: %w", store.ErrClosed)
+	}
+	if s.own {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// SchemaVersion is the highest migration this package knows.
+func SchemaVersion() int {
+	n, _ := latestMigration()
+	return n
+}
+
+func latestMigration() (int, []string) {
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	sort.Strings(names)
+	return len(names), names
+}
+
+// statements splits a migration file into its statements: they end with ';' at the
+// end of a line; lines starting with "--" are comments.
+func statements(body, collation string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(body, "\n") {
+		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(strings.TrimSpace(line), ";") {
+			out = append(out, strings.ReplaceAll(strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"), "{{bin}}", collation))
+			cur.Reset()
+		}
+	}
+	return out
+}
+
+// lockName is the GET_LOCK name for migrating database db (at most 64 characters).
+func lockName(db string) string {
+	name := "ax_migrate_" + db
+	if len(name) > 64 {
+		sum := sha1.Sum([]byte(db))
+		name = "ax_migrate_" + hex.EncodeToString(sum[:])
+	}
+	return name
+}
+
+// migrate applies the missing migrations under GET_LOCK and returns how many it
+// applied. MySQL commits each DDL statement on its own, so progress is recorded per
+// statement in ax_schema_migrations (step; applied_at stays NULL until the migration
+// is complete): a migration interrupted by a crash resumes at its next statement.
+func (s *Store) migrate(ctx context.Context, dbName string) (int, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ax: mysql: migrate: %w", err)
+	}
+	defer conn.Close()
+	lock := lockName(dbName)
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, lock, int(MigrateLockTimeout/time.Second)).Scan(&got); err != nil {
+		return 0, fmt.Errorf("ax: mysql: migrate: lock %s: %w", lock, err)
+	}
+	if got.Int64 != 1 {
+		return 0, fmt.Errorf("ax: mysql: migrate: lock %s not granted within %v", lock, MigrateLockTimeout)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		var r sql.NullInt64
+		conn.QueryRowContext(ctx, `SELECT RELEASE_LOCK(?)`, lock).Scan(&r)
+	}()
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS ax_schema_migrations (
+		version    INT         NOT NULL,
+		step       INT         NOT NULL DEFAULT 0,
+		started_at DATETIME(6) NOT NULL,
+		applied_at DATETIME(6) NULL,
+		PRIMARY KEY (version)) ENGINE = InnoDB`); err != nil {
+		return 0, fmt.Errorf("ax: mysql: migrate: %w", err)
+	}
+	type state struct {
+		step int
+		done bool
+	}
+	have := map[int]state{}
+	rows, err := conn.QueryContext(ctx, `SELECT version, step, applied_at IS NOT NULL FROM ax_schema_migrations`)
+	if err != nil {
+		return 0, fmt.Errorf("ax: mysql: migrate: %w", err)
+	}
+	maxVersion := 0
+	for rows.Next() {
+		var v int
+		var st state
+		if err := rows.Scan(&v, &st.step, &st.done); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("ax: mysql: migrate: %w", err)
+		}
+		have[v] = st
+		maxVersion = max(maxVersion, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("ax: mysql: migrate: %w", err)
+	}
+	want, names := latestMigration()
+	if maxVersion > want {
+		return 0, fmt.Errorf("ax: mysql: migrate: database is at schema version %d, this ax knows up to %d: %w", maxVersion, want, store.ErrSchemaVersion)
+	}
+	collation := "utf8mb4_0900_bin"
+	if s.mariaDB {
+		collation = "utf8mb4_nopad_bin"
+	}
+	applied := 0
+	for v := 1; v <= want; v++ {
+		st, ok := have[v]
+		if st.done {
+			continue
+		}
+		body, err := migrations.ReadFile(names[v-1])
+		if err != nil {
+			return applied, err
+		}
+		if !ok {
+			if _, err := conn.ExecContext(ctx, `INSERT INTO ax_schema_migrations (version, step, started_at) VALUES (?, 0, UTC_TIMESTAMP(6))`, v); err != nil {
+				return applied, fmt.Errorf("ax: mysql: migrate %s: %w", names[v-1], err)
+			}
+		}
+		stmts := statements(string(body), collation)
+		for k := st.step; k < len(stmts); k++ {
+			if _, err := conn.ExecContext(ctx, stmts[k]); err != nil {
+				return applied, fmt.Errorf("ax: mysql: migrate %s, statement %d: %w", names[v-1], k+1, err)
+			}
+			if _, err := conn.ExecContext(ctx, `UPDATE ax_schema_migrations SET step = ? WHERE version = ?`, k+1, v); err != nil {
+				return applied, fmt.Errorf("ax: mysql: migrate %s: %w", names[v-1], err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, `UPDATE ax_schema_migrations SET applied_at = UTC_TIMESTAMP(6) WHERE version = ?`, v); err != nil {
+			return applied, fmt.Errorf("ax: mysql: migrate %s: %w", names[v-1], err)
+		}
+		applied++
+	}
+	return applied, nil
+}
+
+// Now returns the database server's current time in UTC (UTC_TIMESTAMP(6): the start
+// of the statement, which for a statement of its own is now).
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if err := s.check("now"); err != nil {
+		return time.Time{}, err
+	}
+	var t time.Time
+	if err := s.db.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(dbTime{&t}); err != nil {
+		return time.Time{}, s.wrap("now", err)
+	}
+	return t, nil
+}
+
+func (s *Store) check(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("ax: mysql: %s: %w", op, store.ErrClosed)
+	}
+	return nil
+}
+
+// errRetry asks run to try the transaction again (a race it lost, e.g. on a unique key).
+var errRetry = errors.New("retry")
+
+func retryable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205
+	}
+	return errors.Is(err, errRetry)
+}
+
+// run runs f in one READ COMMITTED transaction, trying again with jittered backoff on
+// a deadlock or a lock wait timeout. When n > 0 it first reserves n sequence numbers
+// (see allocSeq) and passes the first; the transaction releases the hold as it commits.
+func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, seq int64) error) error {
+	if err := s.check(op); err != nil {
+		return err
+	}
+	var lo int64
+	if n > 0 {
+		var err error
+		if lo, err = s.allocSeq(ctx, n); err != nil {
+			return s.wrap(op, err)
+		}
+	}
+	committed := false
+	defer func() {
+		if n > 0 && !committed {
+			s.dropHold(ctx, lo)
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		err := s.attempt(ctx, n, &lo, f)
+		if err == nil {
+			committed = true
+			return nil
+		}
+		if !retryable(err) || attempt == maxAttempts || ctx.Err() != nil {
+			if errors.Is(err, errRetry) {
+				err = fmt.Errorf("gave up after %d attempts", attempt)
+			}
+			return s.wrap(op, err)
+		}
+		backoff := time.Duration(1<<min(attempt, 6)) * time.Millisecond
+		backoff += rand.N(backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return s.wrap(op, ctx.Err())
+		}
+	}
+}
+
+func (s *Store) attempt(ctx context.Context, n int, lo *int64, f func(tx *sql.Tx, seq int64) error) error {
+	tx, err := s.db.BeginTx(ctx, s.txOpts)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		ok, err := takeHold(ctx, tx, *lo)
+		if err == nil && !ok {
+			// A refill took our range for abandoned (we were paused beyond HoldGrace):
+			// those numbers may already lie behind a cursor. Take fresh ones.
+			tx.Rollback()
+			if *lo, err = s.allocSeq(ctx, n); err != nil {
+				return err
+			}
+			return errRetry
+		}
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := f(tx, *lo); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// allocSeq reserves n sequence numbers in a short transaction of its own and records
+// them as held (ax_seq_holds) in the same commit, so that no reader sees the counter
+// move without the hold. It returns the first number.
+func (s *Store) allocSeq(ctx context.Context, n int) (int64, error) {
+	for attempt := 1; ; attempt++ {
+		lo, err := s.allocSeqOnce(ctx, n)
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			return lo, err
+		}
+		time.Sleep(time.Duration(attempt) * time.Millisecond)
+	}
+}
+
+func (s *Store) allocSeqOnce(ctx context.Context, n int) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, s.txOpts)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE ax_counters SET value = LAST_INSERT_ID(value + ?) WHERE name = 'seq'`, n)
+	if err != nil {
+		return 0, err
+	}
+	hi, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	lo := hi - int64(n) + 1
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ax_seq_holds (lo, hi, created_at) VALUES (?, ?, UTC_TIMESTAMP(6))`, lo, hi); err != nil {
+		return 0, err
+	}
+	return lo, tx.Commit()
+}
+
+// takeHold deletes the hold starting at lo inside tx: the row stays locked by tx, so
+// readers see the range as in use until tx commits (the range is then visible with the
+// rows) or rolls back (the hold comes back, unlocked). It reports false when the hold
+// is gone: a refill reaped it as abandoned.
+func takeHold(ctx context.Context, tx *sql.Tx, lo int64) (bool, error) {
+	res, err := tx.ExecContext(ctx, `DELETE FROM ax_seq_holds WHERE lo = ?`, lo)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// dropHold releases a hold whose transaction did not commit, best effort: a hold left
+// behind only delays the refill cursor by HoldGrace.
+func (s *Store) dropHold(ctx context.Context, lo int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.db.ExecContext(ctx, `DELETE FROM ax_seq_holds WHERE lo = ?`, lo)
+}
+
+// wrap maps driver errors onto the store's sentinels and prefixes the operation.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var me *mysql.MySQLError
+	switch {
+	case errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed"):
+		err = fmt.Errorf("%w (%v)", store.ErrClosed, err)
+	case errors.As(err, &me):
+		switch me.Number {
+		case 1062:
+			err = fmt.Errorf("%w: %v", store.ErrDuplicate, err)
+		case 1048, 1264, 1292, 1366, 1406, 1265:
+			err = fmt.Errorf("%w: %v", store.ErrInvalid, err)
+		}
+	}
+	return fmt.Errorf("ax: mysql: %s: %w", op, err)
+}
+
+// Times travel as "YYYY-MM-DD hh:mm:ss.ffffff" strings in UTC, whatever the DSN's loc.
+const timeLayout = "2006-01-02 15:04:05.000000"
+
+var (
+	minTime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+func dt(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// clamp brings t into DATETIME's range.
+func clamp(t time.Time) time.Time {
+	if t.Before(minTime) {
+		return minTime
+	}
+	if t.After(maxTime) {
+		return maxTime
+	}
+	return t
+}
+
+// dbTime scans a DATETIME(6) into a UTC time.Time whether the driver parses times
+// (parseTime=true: the wall clock is read as UTC) or not (bytes); NULL is the zero time.
+type dbTime struct{ t *time.Time }
+
+func (d dbTime) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		*d.t = time.Time{}
+	case time.Time:
+		*d.t = time.Date(x.Year(), x.Month(), x.Day(), x.Hour(), x.Minute(), x.Second(), x.Nanosecond(), time.UTC)
+	case []byte:
+		return d.parse(string(x))
+	case string:
+		return d.parse(x)
+	default:
+		return fmt.Errorf("cannot scan %T into a time", v)
+	}
+	return nil
+}
+
+func (d dbTime) parse(s string) error {
+	t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", s, time.UTC)
+	if err != nil {
+		return err
+	}
+	*d.t = t
+	return nil
+}
+
+const taskColumns = "id, name, `key`, payload, status, due_at, attempt, max_retry, dispatch_retries, " +
+	"execution_id, owner_service, last_error, timeout_us, backoff, " +
+	"created_at, updated_at, dispatched_at, started_at, heartbeat_at, finished_at, triggered_at, payload IS NOT NULL"
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTask(row scanner, extra ...any) (*store.Task, error) {
+	var (
+		t          store.Task
+		payload    []byte
+		status     string
+		backoff    string
+		execID     sql.NullString
+		timeout    int64
+		hasPayload bool
+	)
+	dest := []any{&t.ID, &t.Name, &t.Key, &payload, &status, dbTime{&t.DueAt}, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
+		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
+		dbTime{&t.CreatedAt}, dbTime{&t.UpdatedAt}, dbTime{&t.DispatchedAt}, dbTime{&t.StartedAt},
+		dbTime{&t.HeartbeatAt}, dbTime{&t.FinishedAt}, dbTime{&t.TriggeredAt}, &hasPayload}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	if hasPayload {
+		t.Payload = append([]byte{}, payload...)
+	}
+	t.Status = store.Status(status)
+	t.ExecutionID = execID.String
+	t.Timeout = time.Duration(timeout) * time.Microsecond
+	var err error
+	t.Backoff, err = parseBackoff(backoff)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func scanTasks(rows *sql.Rows) ([]store.Task, error) {
+	defer rows.Close()
+	var out []store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *t)
+	}
+	return out, rows.Err()
+}
+
+const executionColumns = `id, task_id, attempt, node, status, started_at, heartbeat_at, finished_at, error`
+
+func scanExecution(row scanner) (*store.Execution, error) {
+	var (
+		e      store.Execution
+		status string
+	)
+	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status,
+		dbTime{&e.StartedAt}, dbTime{&e.HeartbeatAt}, dbTime{&e.FinishedAt}, &e.Error); err != nil {
+		return nil, err
+	}
+	e.Status = store.Status(status)
+	return &e, nil
+}
+
+func formatBackoff(b []time.Duration) string {
+	parts := make([]string, len(b))
+	for i, d := range b {
+		parts[i] = strconv.FormatInt(d.Microseconds(), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseBackoff(s string) ([]time.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	b := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		us, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("backoff %q: %w", s, err)
+		}
+		b[i] = time.Duration(us) * time.Microsecond
+	}
+	return b, nil
+}
+
+// marks returns "?,?,…": n placeholders.
+func marks(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// caseID returns "CASE id WHEN ? THEN ? … ELSE els END" and its arguments.
+func caseID(ids []int64, vals []any, els string) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 2*len(ids))
+	b.WriteString("CASE id")
+	for i, id := range ids {
+		b.WriteString(" WHEN ? THEN ?")
+		args = append(args, id, vals[i])
+	}
+	if els != "" {
+		b.WriteString(" ELSE " + els)
+	}
+	b.WriteString(" END")
+	return b.String(), args
+}
+
+func int64s(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}

@@ -1,0 +1,555 @@
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/axsched/ax/store"
+)
+
+// Column limits, checked before writing (a non-strict sql_mode would truncate).
+const (
+	maxName   = 200 // bytes
+	maxKey    = 500 // bytes
+	maxOwner  = 200 // bytes
+	maxExecID = 100 // bytes
+	maxNode   = 200 // bytes
+)
+
+// maxChunkBytes bounds the payload bytes of one multi-row INSERT, well under the
+// servers' default max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL 8).
+const maxChunkBytes = 4 << 20
+
+func validText(s string, limit int) bool { return len(s) <= limit && utf8.ValidString(s) }
+
+func validateNew(tasks []store.NewTask) error {
+	for i, nt := range tasks {
+		switch {
+		case nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero():
+			return fmt.Errorf("ax: mysql: insert: task %d: empty name, key or due time: %w", i, store.ErrInvalid)
+		case !validText(nt.Name, maxName) || !validText(nt.Key, maxKey) || !validText(nt.OwnerService, maxOwner):
+			return fmt.Errorf("ax: mysql: insert: task %d: name (≤ %d bytes), key (≤ %d) or owner (≤ %d) too long or not UTF-8: %w",
+				i, maxName, maxKey, maxOwner, store.ErrInvalid)
+		case nt.DueAt.Before(minTime) || nt.DueAt.After(maxTime):
+			return fmt.Errorf("ax: mysql: insert: task %d: due time %v outside years 1000-9999: %w", i, nt.DueAt, store.ErrInvalid)
+		case nt.MaxRetry < math.MinInt32 || nt.MaxRetry > math.MaxInt32 || nt.Timeout < 0:
+			return fmt.Errorf("ax: mysql: insert: task %d: max retry or timeout out of range: %w", i, store.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Insert writes new SCHEDULED tasks in one transaction (see store.Store).
+func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	if err := s.check("insert"); err != nil {
+		return nil, err
+	}
+	if err := validateNew(tasks); err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return []store.Inserted{}, nil
+	}
+	var out []store.Inserted
+	err := s.run(ctx, "insert", len(tasks), func(tx *sql.Tx, seq int64) error {
+		var err error
+		out, err = insert(ctx, tx, tasks, seq)
+		return err
+	})
+	return out, err
+}
+
+// InsertTx is Insert inside the caller's transaction tx, which must be a *sql.Tx on
+// the store's database. The tasks become visible if and only if tx commits. Until
+// then the refill change cursor stays behind them (see the package doc), so keep
+// such transactions short: a long one holds back the incremental refill of tasks that
+// other transactions submit meanwhile (they are still found by the window scan).
+func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
+	if err := s.check("insert"); err != nil {
+		return nil, err
+	}
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return nil, fmt.Errorf("ax: mysql: insert: transaction of type %T, want a *sql.Tx: %w", tx, store.ErrInvalid)
+	}
+	if err := validateNew(tasks); err != nil {
+		return nil, err
+	}
+	var host, dbName sql.NullString
+	var port int
+	if err := stx.QueryRowContext(ctx, `SELECT @@hostname, @@port, DATABASE()`).Scan(&host, &port, &dbName); err != nil {
+		return nil, s.wrap("insert", err)
+	}
+	if id := fmt.Sprintf("%s:%d/%s", host.String, port, dbName.String); id != s.identity {
+		return nil, fmt.Errorf("ax: mysql: insert: the transaction is on %s, the store on %s: %w", id, s.identity, store.ErrInvalid)
+	}
+	if len(tasks) == 0 {
+		return []store.Inserted{}, nil
+	}
+	for attempt := 1; ; attempt++ {
+		lo, err := s.allocSeq(ctx, len(tasks))
+		if err != nil {
+			return nil, s.wrap("insert", err)
+		}
+		ok, err := takeHold(ctx, stx, lo)
+		if err != nil {
+			s.dropHold(ctx, lo)
+			return nil, s.wrap("insert", err)
+		}
+		if !ok {
+			if attempt == maxAttempts {
+				return nil, fmt.Errorf("ax: mysql: insert: sequence hold lost %d times", attempt)
+			}
+			continue
+		}
+		out, err := insert(ctx, stx, tasks, lo)
+		if err != nil {
+			// The caller's transaction is still open, holding the range: it comes back
+			// unlocked when the caller rolls back, and the next refill reaps it.
+			return nil, s.wrap("insert", err)
+		}
+		return out, nil
+	}
+}
+
+// insert writes tasks in chunks (at most store.MaxBatch rows and maxChunkBytes of
+// payload), ordered by (name, key) so that concurrent inserts lock the unique index
+// in one order. Task i gets sequence number seq+i. A row whose key exists is left
+// alone (ON DUPLICATE KEY UPDATE id = id); reading the rows back, a row carrying our
+// sequence number for input i was written by input i, any other is a duplicate.
+func insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, seq int64) ([]store.Inserted, error) {
+	order := make([]int, len(tasks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c := cmp.Compare(tasks[a].Name, tasks[b].Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(tasks[a].Key, tasks[b].Key)
+	})
+	out := make([]store.Inserted, len(tasks))
+	for lo := 0; lo < len(order); {
+		hi, size := lo, 0
+		for hi < len(order) && hi-lo < store.MaxBatch && (hi == lo || size+len(tasks[order[hi]].Payload) <= maxChunkBytes) {
+			size += len(tasks[order[hi]].Payload)
+			hi++
+		}
+		part := order[lo:hi]
+		lo = hi
+		var q strings.Builder
+		q.WriteString("INSERT INTO ax_tasks (name, `key`, payload, status, due_at, max_retry, owner_service, last_error, " +
+			"timeout_us, backoff, seq, created_at, updated_at) VALUES ")
+		args := make([]any, 0, 9*len(part))
+		for k, i := range part {
+			if k > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString("(?,?,?,'SCHEDULED',?,?,?,'',?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
+			nt := tasks[i]
+			var payload any
+			if nt.Payload != nil {
+				payload = nt.Payload
+			}
+			args = append(args, nt.Name, nt.Key, payload, dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
+				nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), seq+int64(i))
+		}
+		q.WriteString(" ON DUPLICATE KEY UPDATE id = id")
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return nil, err
+		}
+		// Read back by business key.
+		q.Reset()
+		q.WriteString("SELECT " + taskColumns + ", seq FROM ax_tasks WHERE ")
+		args = args[:0]
+		for k, i := range part {
+			if k > 0 {
+				q.WriteString(" OR ")
+			}
+			q.WriteString("(name = ? AND `key` = ?)")
+			args = append(args, tasks[i].Name, tasks[i].Key)
+		}
+		rows, err := tx.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		type row struct {
+			t   *store.Task
+			seq int64
+		}
+		byKey := make(map[[2]string]row, len(part))
+		for rows.Next() {
+			var r row
+			if r.t, err = scanTask(rows, &r.seq); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			byKey[[2]string{r.t.Name, r.t.Key}] = r
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		for _, i := range part {
+			r, ok := byKey[[2]string{tasks[i].Name, tasks[i].Key}]
+			if !ok {
+				return nil, fmt.Errorf("task %q/%q not found after insert", tasks[i].Name, tasks[i].Key)
+			}
+			t := clone(r.t)
+			if r.seq == seq+int64(i) {
+				out[i] = store.Inserted{Task: t}
+			} else {
+				out[i] = store.Inserted{Task: t, Err: store.ErrDuplicate}
+			}
+		}
+	}
+	return out, nil
+}
+
+func clone(t *store.Task) *store.Task {
+	c := *t
+	if t.Payload != nil {
+		c.Payload = append([]byte{}, t.Payload...)
+	}
+	c.Backoff = slices.Clone(t.Backoff)
+	return &c
+}
+
+// Get returns one task.
+func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
+	if err := s.check("get task"); err != nil {
+		return nil, err
+	}
+	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("ax: mysql: get task %d: %w", id, store.ErrNotFound)
+	}
+	return t, s.wrap("get task", err)
+}
+
+// Lookup returns the task with this name and key.
+func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := s.check("lookup task"); err != nil {
+		return nil, err
+	}
+	t, err := scanTask(s.db.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM ax_tasks WHERE name = ? AND `key` = ?", name, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("ax: mysql: lookup %q/%q: %w", name, key, store.ErrNotFound)
+	}
+	return t, s.wrap("lookup task", err)
+}
+
+// Executions returns a task's executions, oldest first, in one statement.
+func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution, error) {
+	if err := s.check("executions"); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT e.id IS NOT NULL, COALESCE(e.id, ''), t.id, COALESCE(e.attempt, 0),
+		COALESCE(e.node, ''), COALESCE(e.status, ''), e.started_at, e.heartbeat_at, e.finished_at, COALESCE(e.error, '')
+		FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id
+		WHERE t.id = ? ORDER BY e.started_at, e.id`, taskID)
+	if err != nil {
+		return nil, s.wrap("executions", err)
+	}
+	defer rows.Close()
+	found := false
+	out := []store.Execution{}
+	for rows.Next() {
+		found = true
+		var has bool
+		var e store.Execution
+		var status string
+		if err := rows.Scan(&has, &e.ID, &e.TaskID, &e.Attempt, &e.Node, &status,
+			dbTime{&e.StartedAt}, dbTime{&e.HeartbeatAt}, dbTime{&e.FinishedAt}, &e.Error); err != nil {
+			return nil, s.wrap("executions", err)
+		}
+		if has {
+			e.Status = store.Status(status)
+			out = append(out, e)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("executions", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("ax: mysql: executions of task %d: %w", taskID, store.ErrNotFound)
+	}
+	return out, nil
+}
+
+// Cancel moves a SCHEDULED task to CANCELLED.
+func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	var t *store.Task
+	var sentinel error
+	err := s.run(ctx, "cancel", 0, func(tx *sql.Tx, _ int64) error {
+		t, sentinel = nil, nil
+		res, err := tx.ExecContext(ctx, "UPDATE ax_tasks SET status = 'CANCELLED', updated_at = UTC_TIMESTAMP(6), finished_at = UTC_TIMESTAMP(6) "+
+			"WHERE name = ? AND `key` = ? AND status = 'SCHEDULED'", name, key)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		t, err = scanTask(tx.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM ax_tasks WHERE name = ? AND `key` = ?", name, key))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			sentinel = store.ErrNotFound
+			return nil
+		case err != nil:
+			return err
+		case n == 0:
+			sentinel = store.ErrNotCancellable
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sentinel != nil {
+		if t != nil {
+			return t, fmt.Errorf("ax: mysql: cancel %q/%q: task is %s: %w", name, key, t.Status, sentinel)
+		}
+		return nil, fmt.Errorf("ax: mysql: cancel %q/%q: %w", name, key, sentinel)
+	}
+	return t, nil
+}
+
+// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now.
+func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if executionID == "" || !validText(executionID, maxExecID) {
+		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
+	}
+	var t *store.Task
+	var sentinel error
+	err := s.run(ctx, "trigger", 0, func(tx *sql.Tx, _ int64) error {
+		t, sentinel = nil, nil
+		// attempt is assigned first: MySQL evaluates single-table SET clauses left to
+		// right, so it must read the old status.
+		res, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'),
+			status = 'DISPATCHING', execution_id = ?, finished_at = NULL,
+			dispatched_at = UTC_TIMESTAMP(6), triggered_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
+			WHERE id = ? AND status IN ('SCHEDULED', 'FAILED')`, executionID, id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			sentinel = store.ErrNotFound
+			return nil
+		case err != nil:
+			return err
+		case n == 0:
+			sentinel = store.ErrNotTriggerable
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sentinel != nil {
+		if t != nil {
+			return t, fmt.Errorf("ax: mysql: trigger task %d: task is %s: %w", id, t.Status, sentinel)
+		}
+		return nil, fmt.Errorf("ax: mysql: trigger task %d: %w", id, sentinel)
+	}
+	return t, nil
+}
+
+// cursor returns the highest sequence number below which every number handed out is
+// either visible or abandoned (see the package doc, "The refill cursor").
+func (s *Store) cursor(ctx context.Context) (int64, error) {
+	// One statement: the counter and the holds from one read view.
+	rows, err := s.db.QueryContext(ctx, `SELECT c.value, h.lo, h.created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+		FROM ax_counters c LEFT JOIN ax_seq_holds h ON TRUE WHERE c.name = 'seq'`, s.grace.Microseconds())
+	if err != nil {
+		return 0, err
+	}
+	var safe int64 = math.MaxInt64
+	var counter int64
+	var old []int64
+	for rows.Next() {
+		var lo sql.NullInt64
+		var stale sql.NullBool
+		if err := rows.Scan(&counter, &lo, &stale); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		switch {
+		case !lo.Valid:
+		case stale.Bool:
+			old = append(old, lo.Int64)
+		default:
+			safe = min(safe, lo.Int64-1)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	safe = min(safe, counter)
+	if len(old) == 0 {
+		return safe, nil
+	}
+	reaped, err := s.reap(ctx, old)
+	if err != nil {
+		return 0, err
+	}
+	for _, lo := range old {
+		if !reaped[lo] { // locked by a live transaction (or just released by its commit)
+			safe = min(safe, lo-1)
+		}
+	}
+	return safe, nil
+}
+
+// reap deletes the holds among los that no transaction has locked: their transactions
+// rolled back or died. A transaction that has not yet locked its hold finds it gone
+// and takes a fresh range.
+func (s *Store) reap(ctx context.Context, los []int64) (map[int64]bool, error) {
+	reaped := map[int64]bool{}
+	err := s.run(ctx, "reap holds", 0, func(tx *sql.Tx, _ int64) error {
+		clear(reaped)
+		rows, err := tx.QueryContext(ctx, `SELECT lo FROM ax_seq_holds WHERE lo IN (`+marks(len(los))+`)
+			ORDER BY lo FOR UPDATE SKIP LOCKED`, int64s(los)...)
+		if err != nil {
+			return err
+		}
+		var free []int64
+		for rows.Next() {
+			var lo int64
+			if err := rows.Scan(&lo); err != nil {
+				rows.Close()
+				return err
+			}
+			free = append(free, lo)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(free) == 0 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ax_seq_holds WHERE lo IN (`+marks(len(free))+`)`, int64s(free)...); err != nil {
+			return err
+		}
+		for _, lo := range free {
+			reaped[lo] = true
+		}
+		return nil
+	})
+	return reaped, err
+}
+
+// Refill reads changed and newly windowed SCHEDULED tasks (see store.RefillParams).
+func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
+	if err := s.check("refill"); err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 {
+		return nil, fmt.Errorf("ax: mysql: refill: limit %d: %w", p.Limit, store.ErrInvalid)
+	}
+	// The cursor first: every number up to it is visible to the statements below.
+	safe, err := s.cursor(ctx)
+	if err != nil {
+		return nil, s.wrap("refill", err)
+	}
+	res := &store.RefillResult{Seq: safe}
+	to := dt(clamp(p.To))
+	if p.AfterSeq >= 0 {
+		res.Seq = max(p.AfterSeq, safe)
+		rows, err := s.db.QueryContext(ctx, `SELECT id, due_at, seq, due_at < ? FROM ax_tasks
+			WHERE status = 'SCHEDULED' AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, to, p.AfterSeq, safe, p.Limit)
+		if err != nil {
+			return nil, s.wrap("refill", err)
+		}
+		n := 0
+		for rows.Next() {
+			var d store.Due
+			var seq int64
+			var inWindow bool
+			if err := rows.Scan(&d.ID, dbTime{&d.DueAt}, &seq, &inWindow); err != nil {
+				rows.Close()
+				return nil, s.wrap("refill", err)
+			}
+			n++
+			if inWindow {
+				res.Changed = append(res.Changed, d)
+			}
+			if n == p.Limit {
+				res.Seq = seq
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, s.wrap("refill", err)
+		}
+		res.More = n == p.Limit
+	}
+	if !p.From.IsZero() && !p.From.Before(p.To) {
+		return res, nil
+	}
+	var rows *sql.Rows
+	if p.From.IsZero() {
+		rows, err = s.db.QueryContext(ctx, `SELECT id, due_at FROM ax_tasks
+			WHERE status = 'SCHEDULED' AND due_at < ? ORDER BY due_at, id LIMIT ?`, to, p.Limit)
+	} else {
+		from := dt(clamp(p.From))
+		rows, err = s.db.QueryContext(ctx, `SELECT id, due_at FROM ax_tasks
+			WHERE status = 'SCHEDULED' AND due_at >= ? AND due_at < ? AND (due_at > ? OR id > ?)
+			ORDER BY due_at, id LIMIT ?`, from, to, from, p.FromID, p.Limit)
+	}
+	if err != nil {
+		return nil, s.wrap("refill", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var d store.Due
+		if err := rows.Scan(&d.ID, dbTime{&d.DueAt}); err != nil {
+			return nil, s.wrap("refill", err)
+		}
+		res.Entered = append(res.Entered, d)
+	}
+	if len(res.Entered) == p.Limit {
+		res.More = true
+	}
+	return res, s.wrap("refill", rows.Err())
+}
+
+// Stale lists RUNNING tasks without a heartbeat, or DISPATCHING tasks claimed, before
+// a time.
+func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
+	if err := s.check("stale"); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("ax: mysql: stale: limit %d: %w", limit, store.ErrInvalid)
+	}
+	var q string
+	switch status {
+	case store.Running:
+		q = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE status = 'RUNNING' AND heartbeat_at < ? ORDER BY heartbeat_at, id LIMIT ?`
+	case store.Dispatching:
+		q = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE status = 'DISPATCHING' AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?`
+	default:
+		return nil, fmt.Errorf("ax: mysql: stale %s tasks: %w", status, store.ErrInvalid)
+	}
+	rows, err := s.db.QueryContext(ctx, q, dt(clamp(before)), limit)
+	if err != nil {
+		return nil, s.wrap("stale", err)
+	}
+	tasks, err := scanTasks(rows)
+	return tasks, s.wrap("stale", err)
+}
