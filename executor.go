@@ -148,11 +148,13 @@ func (e *executor) startBatch(batch []dispatched) {
 		params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: s.cfg.Node}
 	}
 	var res []store.StartResult
+	ambiguous := false // an earlier attempt failed: it may have committed
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
 		if res, err = s.st.Start(e.base, params); err == nil {
 			break
 		}
+		ambiguous = true
 		// The tasks stay DISPATCHING in the store; if this goes on past
 		// DispatchTimeout the inspector hands them back and Start answers Lost.
 		s.log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
@@ -169,6 +171,10 @@ func (e *executor) startBatch(batch []dispatched) {
 	gone := 0
 	for i, r := range res {
 		d := batch[i]
+		if ambiguous && r.Outcome == store.Duplicate {
+			r = e.ownStart(d, r)
+			res[i] = r
+		}
 		if r.Outcome != store.Started {
 			s.log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not started", append(taskAttrs(&d.task),
 				slog.String("reason", map[store.StartOutcome]string{store.Duplicate: "duplicate delivery", store.Lost: "task moved on"}[r.Outcome]))...)
@@ -194,6 +200,21 @@ func (e *executor) startBatch(batch []dispatched) {
 	if gone > 0 {
 		e.onDone(gone)
 	}
+}
+
+// ownStart resolves a Duplicate answer to a retried Start: if the record is this
+// node's own, the earlier attempt committed but its answer was lost on the way back,
+// and the handler has not run — run it now rather than leave the task to orphan
+// recovery.
+func (e *executor) ownStart(d dispatched, r store.StartResult) store.StartResult {
+	if r.Execution == nil || r.Execution.Node != e.s.cfg.Node || r.Execution.Status != store.Running {
+		return r
+	}
+	t, err := e.s.st.Get(e.base, d.task.ID)
+	if err != nil || t.Status != store.Running || t.ExecutionID != d.task.ExecutionID {
+		return r
+	}
+	return store.StartResult{Outcome: store.Started, Task: t, Execution: r.Execution}
 }
 
 func countStarted(res []store.StartResult) int {
