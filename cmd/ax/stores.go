@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -12,7 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store/mysql"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -48,6 +52,36 @@ var storeKinds = map[string]storeKind{
 		},
 		status: func(ctx context.Context, dsn string) (int, int, error) { return sqlite.SchemaStatus(dsn) },
 		dbCPU:  selfCPU, // embedded: the database runs in this process
+	},
+	"mysql": {
+		open: func(ctx context.Context, dsn string) (ax.Store, error) { return mysql.Open(dsn) },
+		fresh: func(ctx context.Context, dsn string) (ax.Store, func(), error) {
+			cfg, err := mysqldriver.ParseDSN(dsn)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--dsn: %w", err)
+			}
+			admin := cfg.Clone()
+			admin.DBName = ""
+			db, err := sql.Open("mysql", admin.FormatDSN())
+			if err != nil {
+				return nil, nil, err
+			}
+			name := freshName()
+			if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+				db.Close()
+				return nil, nil, err
+			}
+			drop := func() { db.ExecContext(context.Background(), "DROP DATABASE "+name); db.Close() }
+			cfg.DBName = name
+			st, err := mysql.Open(cfg.FormatDSN())
+			if err != nil {
+				drop()
+				return nil, nil, err
+			}
+			return st, func() { st.Close(); drop() }, nil
+		},
+		dbCPU:      processCPU("mariadbd", "mysqld"),
+		defaultDSN: "root@tcp(127.0.0.1:3306)/test",
 	},
 }
 
