@@ -1,0 +1,455 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// The execution path — Claim, Start, Heartbeat, Finish, Requeue — runs for every
+// task, so each chunk of up to store.MaxBatch rows is one statement over unnest()ed
+// arrays, and all the chunks of a call go out in one pipelined transaction. Every
+// statement first locks its candidate rows in ascending id order (a CTE
+// SELECT … ORDER BY id FOR NO KEY UPDATE), so concurrent batches queue behind each
+// other instead of deadlocking, and then applies the per-row CAS conditions; a row
+// whose condition fails is not touched.
+
+const claimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
+l AS (SELECT t.id FROM ax_tasks t, ts
+	WHERE t.id = ANY($1) AND t.status = 'SCHEDULED' AND t.due_at <= ts.now
+	ORDER BY t.id FOR NO KEY UPDATE OF t),
+u AS (UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
+	FROM l, c, ts
+	WHERE t.id = l.id AND c.id = t.id AND t.status = 'SCHEDULED' AND t.due_at <= ts.now
+	RETURNING ` + taskCols + `)
+SELECT true, * FROM u
+UNION ALL
+SELECT false, ` + taskCols + ` FROM ax_tasks t, ts WHERE t.id = ANY($1) AND t.status = 'SCHEDULED' AND t.due_at > ts.now`
+
+const startSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c(task_id, eid, node)),
+l AS (SELECT t.id, t.attempt, t.execution_id FROM ax_tasks t
+	WHERE t.id = ANY($1) AND t.status = 'DISPATCHING'
+	ORDER BY t.id FOR NO KEY UPDATE),
+ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
+	SELECT c.eid, l.id, l.attempt, c.node, 'RUNNING', ts.now, ts.now
+	FROM c JOIN l ON l.id = c.task_id AND l.execution_id = c.eid CROSS JOIN ts
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id, task_id, node)
+UPDATE ax_tasks t SET status = 'RUNNING', started_at = ts.now, heartbeat_at = ts.now, updated_at = ts.now
+FROM ins, ts
+WHERE t.id = ins.task_id AND t.status = 'DISPATCHING' AND t.execution_id = ins.id
+RETURNING ins.node, ` + taskCols
+
+const heartbeatSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
+l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) AND t.status = 'RUNNING' ORDER BY t.id FOR NO KEY UPDATE),
+u AS (UPDATE ax_tasks t SET heartbeat_at = ts.now
+	FROM l, c, ts
+	WHERE t.id = l.id AND c.id = t.id AND t.status = 'RUNNING' AND t.execution_id = c.eid
+	RETURNING t.id, t.execution_id),
+x AS (UPDATE ax_executions x SET heartbeat_at = ts.now FROM u, ts WHERE x.id = u.execution_id)
+SELECT id, execution_id FROM u`
+
+const finishSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[])
+	AS c(id, eid, status, error, attempt, due_at)),
+l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) AND t.status = 'RUNNING' ORDER BY t.id FOR NO KEY UPDATE),
+u AS (UPDATE ax_tasks t SET
+		status = c.status,
+		last_error = CASE c.status WHEN 'SUCCEEDED' THEN t.last_error ELSE c.error END,
+		attempt = CASE c.status WHEN 'SCHEDULED' THEN c.attempt ELSE t.attempt END,
+		due_at = CASE c.status WHEN 'SCHEDULED' THEN c.due_at ELSE t.due_at END,
+		seq = CASE c.status WHEN 'SCHEDULED' THEN nextval('ax_seq') ELSE t.seq END,
+		finished_at = CASE c.status WHEN 'SCHEDULED' THEN t.finished_at ELSE ts.now END,
+		updated_at = ts.now
+	FROM l, c, ts
+	WHERE t.id = l.id AND c.id = t.id AND t.status = 'RUNNING' AND t.execution_id = c.eid
+	RETURNING t.id, t.execution_id, c.status AS new_status, c.error),
+x AS (UPDATE ax_executions x SET status = CASE u.new_status WHEN 'SUCCEEDED' THEN 'SUCCEEDED' ELSE 'FAILED' END,
+		error = u.error, finished_at = ts.now
+	FROM u, ts WHERE x.id = u.execution_id)
+SELECT id, execution_id FROM u`
+
+const requeueSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::bigint[])
+	AS c(id, eid, due_at, error, max_dispatch_retries)),
+l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) AND t.status = 'DISPATCHING' ORDER BY t.id FOR NO KEY UPDATE)
+UPDATE ax_tasks t SET
+	status = CASE WHEN t.dispatch_retries + 1 > c.max_dispatch_retries THEN 'FAILED' ELSE 'SCHEDULED' END,
+	finished_at = CASE WHEN t.dispatch_retries + 1 > c.max_dispatch_retries THEN ts.now ELSE NULL END,
+	due_at = CASE WHEN t.dispatch_retries + 1 > c.max_dispatch_retries THEN t.due_at ELSE c.due_at END,
+	seq = CASE WHEN t.dispatch_retries + 1 > c.max_dispatch_retries THEN t.seq ELSE nextval('ax_seq') END,
+	dispatch_retries = t.dispatch_retries + 1, last_error = c.error, updated_at = ts.now
+FROM l, c, ts
+WHERE t.id = l.id AND c.id = t.id AND t.status = 'DISPATCHING' AND t.execution_id = c.eid
+RETURNING t.id, t.execution_id`
+
+// chunks calls f for consecutive chunks of at most store.MaxBatch of items.
+func chunks[T any](items []T, f func(part []T)) {
+	for lo := 0; lo < len(items); lo += store.MaxBatch {
+		f(items[lo:min(len(items), lo+store.MaxBatch)])
+	}
+}
+
+// sortedOrder returns the indexes 0..n-1 ordered by ascending id (stable), so that
+// every batch touches rows in the same order.
+func sortedOrder(n int, id func(i int) int64) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(id(a), id(b)) })
+	return order
+}
+
+type ref struct {
+	id  int64
+	eid string
+}
+
+// readRefs reads (id, execution_id) rows.
+func readRefs(br pgx.BatchResults, into map[ref]int) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r ref
+		if err := rows.Scan(&r.id, &r.eid); err != nil {
+			return err
+		}
+		into[r]++
+	}
+	return rows.Err()
+}
+
+// Claim moves due SCHEDULED tasks to DISPATCHING. Rows are locked in id order and
+// waited for, not skipped: a row another transaction holds is claimed if it is still
+// SCHEDULED and due when that transaction ends (a skipped row would be neither
+// claimed nor NotDue, and the leader would drop a due task).
+func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+	for i, c := range claims {
+		if c.ExecutionID == "" {
+			return nil, fmt.Errorf("ax: postgres: claim: claim %d: empty execution id: %w", i, store.ErrInvalid)
+		}
+	}
+	// A task named twice is claimed once, with its first execution id.
+	seen := make(map[int64]bool, len(claims))
+	uniq := make([]store.Claim, 0, len(claims))
+	for _, c := range claims {
+		if !seen[c.ID] {
+			seen[c.ID] = true
+			uniq = append(uniq, c)
+		}
+	}
+	slices.SortFunc(uniq, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
+	res := &store.ClaimResult{}
+	if len(uniq) == 0 {
+		return res, s.check("claim")
+	}
+	err := s.tx(ctx, "claim", func(b *pgx.Batch) {
+		chunks(uniq, func(part []store.Claim) {
+			ids, eids := make([]int64, len(part)), make([]string, len(part))
+			for k, c := range part {
+				ids[k], eids[k] = c.ID, c.ExecutionID
+			}
+			b.Queue(claimSQL, ids, eids)
+		})
+	}, func(br pgx.BatchResults) error {
+		res.Claimed, res.NotDue = nil, nil
+		var err error
+		chunks(uniq, func([]store.Claim) {
+			if err != nil {
+				return
+			}
+			var rows pgx.Rows
+			if rows, err = br.Query(); err != nil {
+				return
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var claimed bool
+				t, serr := scanTask(rows, &claimed)
+				if serr != nil {
+					err = serr
+					return
+				}
+				if claimed {
+					res.Claimed = append(res.Claimed, *t)
+				} else {
+					res.NotDue = append(res.NotDue, store.Due{ID: t.ID, DueAt: t.DueAt})
+				}
+			}
+			err = rows.Err()
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(res.NotDue, func(a, b store.Due) int { return cmp.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+// Start records executions and moves their tasks to RUNNING, in one transaction.
+func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+	for i, sp := range starts {
+		if sp.ExecutionID == "" {
+			return nil, fmt.Errorf("ax: postgres: start: execution %d: empty execution id: %w", i, store.ErrInvalid)
+		}
+	}
+	out := make([]store.StartResult, len(starts))
+	if len(starts) == 0 {
+		return out, s.check("start")
+	}
+	order := sortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
+	var others []int // inputs not started: duplicates or lost
+	err := s.tx(ctx, "start", func(b *pgx.Batch) {
+		chunks(order, func(part []int) {
+			ids, eids, nodes := make([]int64, len(part)), make([]string, len(part)), make([]string, len(part))
+			for k, i := range part {
+				ids[k], eids[k], nodes[k] = starts[i].TaskID, starts[i].ExecutionID, starts[i].Node
+			}
+			b.Queue(startSQL, ids, eids, nodes)
+		})
+	}, func(br pgx.BatchResults) error {
+		clear(out)
+		others = others[:0]
+		var err error
+		chunks(order, func(part []int) {
+			if err != nil {
+				return
+			}
+			started := map[ref]*store.StartResult{}
+			var rows pgx.Rows
+			if rows, err = br.Query(); err != nil {
+				return
+			}
+			for rows.Next() {
+				var node string
+				t, serr := scanTask(rows, &node)
+				if serr != nil {
+					rows.Close()
+					err = serr
+					return
+				}
+				started[ref{t.ID, t.ExecutionID}] = &store.StartResult{Outcome: store.Started, Task: t, Execution: &store.Execution{
+					ID: t.ExecutionID, TaskID: t.ID, Attempt: t.Attempt, Node: node, Status: store.Running,
+					StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
+				}}
+			}
+			rows.Close()
+			if err = rows.Err(); err != nil {
+				return
+			}
+			for _, i := range part {
+				r := ref{starts[i].TaskID, starts[i].ExecutionID}
+				if sr := started[r]; sr != nil {
+					out[i] = *sr
+					delete(started, r) // a second copy in this call is a duplicate
+					continue
+				}
+				others = append(others, i)
+			}
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(others) > 0 {
+		// What is recorded for the others, read after the commit: a duplicate
+		// delivery (also of a record a concurrent Start just wrote), or lost.
+		eids := make([]string, len(others))
+		for k, i := range others {
+			eids[k] = starts[i].ExecutionID
+		}
+		recorded := map[string]*store.Execution{}
+		rows, err := s.pool.Query(ctx, `SELECT `+execCols+` FROM ax_executions x WHERE x.id = ANY($1)`, eids)
+		if err != nil {
+			return nil, s.wrap("start", err)
+		}
+		for rows.Next() {
+			e, err := scanExecution(rows)
+			if err != nil {
+				rows.Close()
+				return nil, s.wrap("start", err)
+			}
+			recorded[e.ID] = e
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, s.wrap("start", err)
+		}
+		for _, i := range others {
+			if e := recorded[starts[i].ExecutionID]; e != nil {
+				c := *e
+				out[i] = store.StartResult{Outcome: store.Duplicate, Execution: &c}
+			} else {
+				out[i] = store.StartResult{Outcome: store.Lost}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Heartbeat stamps heartbeat_at on running executions and their tasks.
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+	out := make([]bool, len(refs))
+	if len(refs) == 0 {
+		return out, s.check("heartbeat")
+	}
+	order := sortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	alive := map[ref]int{}
+	err := s.tx(ctx, "heartbeat", func(b *pgx.Batch) {
+		chunks(order, func(part []int) {
+			ids, eids := make([]int64, len(part)), make([]string, len(part))
+			for k, i := range part {
+				ids[k], eids[k] = refs[i].TaskID, refs[i].ExecutionID
+			}
+			b.Queue(heartbeatSQL, ids, eids)
+		})
+	}, func(br pgx.BatchResults) error {
+		clear(alive)
+		var err error
+		chunks(order, func([]int) {
+			if err == nil {
+				err = readRefs(br, alive)
+			}
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range refs {
+		out[i] = alive[ref{r.TaskID, r.ExecutionID}] > 0
+	}
+	return out, nil
+}
+
+// Finish records execution results.
+func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+	retry := false
+	for i, f := range results {
+		switch {
+		case f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed:
+			return nil, fmt.Errorf("ax: postgres: finish: result %d: status %s: %w", i, f.Status, store.ErrInvalid)
+		case f.ExecutionID == "":
+			return nil, fmt.Errorf("ax: postgres: finish: result %d: empty execution id: %w", i, store.ErrInvalid)
+		case f.Status == store.Scheduled && f.DueAt.IsZero():
+			return nil, fmt.Errorf("ax: postgres: finish: result %d: retry without a due time: %w", i, store.ErrInvalid)
+		}
+		retry = retry || f.Status == store.Scheduled
+	}
+	out := make([]bool, len(results))
+	if len(results) == 0 {
+		return out, s.check("finish")
+	}
+	// Only the first result of an execution can apply: drop repeats, which a
+	// multi-row UPDATE would otherwise pick from arbitrarily.
+	order := sortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	seen := make(map[string]bool, len(order))
+	order = slices.DeleteFunc(order, func(i int) bool {
+		dup := seen[results[i].ExecutionID]
+		seen[results[i].ExecutionID] = true
+		return dup
+	})
+	done := map[ref]int{}
+	err := s.tx(ctx, "finish", func(b *pgx.Batch) {
+		if retry {
+			b.Queue(publishSQL, s.lockKey, s.channel)
+		}
+		chunks(order, func(part []int) {
+			ids, eids, statuses, errs := make([]int64, len(part)), make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
+			attempts, dues := make([]int64, len(part)), make([]time.Time, len(part))
+			for k, i := range part {
+				f := results[i]
+				ids[k], eids[k], statuses[k], errs[k] = f.TaskID, f.ExecutionID, string(f.Status), f.Error
+				attempts[k], dues[k] = int64(f.Attempt), f.DueAt
+			}
+			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues)
+		})
+	}, func(br pgx.BatchResults) error {
+		clear(done)
+		if retry {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		var err error
+		chunks(order, func([]int) {
+			if err == nil {
+				err = readRefs(br, done)
+			}
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range order {
+		out[i] = done[ref{results[i].TaskID, results[i].ExecutionID}] > 0
+	}
+	return out, nil
+}
+
+// Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
+// retries are exhausted.
+func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+	out := make([]bool, len(requeues))
+	if len(requeues) == 0 {
+		return out, s.check("requeue")
+	}
+	order := sortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
+	// One transition per (task, execution): repeats in the call do not apply.
+	seen := make(map[ref]bool, len(order))
+	order = slices.DeleteFunc(order, func(i int) bool {
+		r := ref{requeues[i].TaskID, requeues[i].ExecutionID}
+		dup := seen[r]
+		seen[r] = true
+		return dup
+	})
+	done := map[ref]int{}
+	err := s.tx(ctx, "requeue", func(b *pgx.Batch) {
+		b.Queue(publishSQL, s.lockKey, s.channel)
+		chunks(order, func(part []int) {
+			ids, eids, dues := make([]int64, len(part)), make([]string, len(part)), make([]time.Time, len(part))
+			errs, maxes := make([]string, len(part)), make([]int64, len(part))
+			for k, i := range part {
+				r := requeues[i]
+				ids[k], eids[k], dues[k], errs[k], maxes[k] = r.TaskID, r.ExecutionID, r.DueAt, r.Error, int64(r.MaxDispatchRetries)
+			}
+			b.Queue(requeueSQL, ids, eids, dues, errs, maxes)
+		})
+	}, func(br pgx.BatchResults) error {
+		clear(done)
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		var err error
+		chunks(order, func([]int) {
+			if err == nil {
+				err = readRefs(br, done)
+			}
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range order {
+		out[i] = done[ref{requeues[i].TaskID, requeues[i].ExecutionID}] > 0
+	}
+	return out, nil
+}

@@ -1,0 +1,391 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is the PostgreSQL implementation of store.Store, store.TxStore and
+// store.Notifier. It is safe for concurrent use, and several processes may share the
+// schema.
+type Store struct {
+	pool    *pgxpool.Pool
+	owned   bool   // Open created the pool: Close closes it
+	schema  string // the schema ax lives in (current_schema() when New ran)
+	channel string // the NOTIFY channel: "ax_" + schema
+	lockKey int32  // classid of the refill watermark advisory locks: a hash of schema
+
+	mu        sync.Mutex // guards closed transitions against new listeners
+	closed    atomic.Bool
+	done      context.Context // cancelled by Close
+	cancel    context.CancelFunc
+	listeners sync.WaitGroup
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.TxStore  = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
+
+// Open connects to the database at dsn (a URL or keyword/value string, as pgx
+// accepts), checks that it answers, migrates the schema and returns the store. The
+// pool it creates is closed by Close.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("ax: postgres: open: parse dsn: %v: %w", err, store.ErrInvalid)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ax: postgres: open: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ax: postgres: open: cannot connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	s, err := New(pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New migrates the schema reached through pool (its current schema, that is the first
+// existing schema of search_path) and returns the store. Several processes may call it
+// at once: the migrations run under a transaction-level advisory lock derived from the
+// schema name, so they are applied exactly once. A schema migrated by a newer ax is
+// refused with store.ErrSchemaVersion. The caller owns pool: Close does not close it.
+func New(pool *pgxpool.Pool) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := &Store{pool: pool}
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	s.channel = channelName(s.schema)
+	h := fnv.New32a()
+	h.Write([]byte("ax refill " + s.schema))
+	s.lockKey = int32(h.Sum32() & 0x7fffffff)
+	s.done, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// channelName is the NOTIFY channel of a schema. PostgreSQL truncates identifiers to
+// 63 bytes, so a long schema name is replaced by its hash.
+func channelName(schema string) string {
+	c := "ax_" + schema
+	if len(c) <= 63 {
+		return c
+	}
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	return "ax_" + strconv.FormatUint(h.Sum64(), 16)
+}
+
+// Close closes the store: running Listen calls return, and the pool is closed when
+// Open created it. Calls after Close return store.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed.Swap(true) {
+		s.mu.Unlock()
+		return fmt.Errorf("ax: postgres: close: %w", store.ErrClosed)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.listeners.Wait()
+	if s.owned {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// SchemaVersion is the highest migration this package knows.
+func SchemaVersion() int {
+	n, _ := latestMigration()
+	return n
+}
+
+func latestMigration() (int, []string) {
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	sort.Strings(names)
+	return len(names), names
+}
+
+// migrateLockClass is the advisory lock class (first key) that serializes
+// migrations of one schema; the second key is a hash of the schema name.
+const migrateLockClass = 0x61780001 // "ax" 1
+
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return s.wrap("migrate", err)
+	}
+	defer tx.Rollback(ctx)
+	var schema *string
+	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return s.wrap("migrate", err)
+	}
+	if schema == nil {
+		return fmt.Errorf("ax: postgres: migrate: no schema of search_path exists: %w", store.ErrInvalid)
+	}
+	s.schema = *schema
+	h := fnv.New32a()
+	h.Write([]byte(s.schema))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, int32(migrateLockClass), int32(h.Sum32())); err != nil {
+		return s.wrap("migrate: lock", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS ax_schema_migrations (
+		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		return s.wrap("migrate", err)
+	}
+	var have int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM ax_schema_migrations`).Scan(&have); err != nil {
+		return s.wrap("migrate", err)
+	}
+	want, names := latestMigration()
+	if have > want {
+		return fmt.Errorf("ax: postgres: migrate: schema %q is at version %d, this ax knows up to %d: %w", s.schema, have, want, store.ErrSchemaVersion)
+	}
+	for v := have + 1; v <= want; v++ {
+		body, err := migrations.ReadFile(names[v-1])
+		if err != nil {
+			return fmt.Errorf("ax: postgres: migrate: %w", err)
+		}
+		if _, err := tx.Exec(ctx, string(body)); err != nil { // no arguments: simple protocol, several statements
+			return s.wrap("migrate: "+names[v-1], err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO ax_schema_migrations (version) VALUES ($1)`, v); err != nil {
+			return s.wrap("migrate", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return s.wrap("migrate", err)
+	}
+	return nil
+}
+
+// Now returns the database's clock_timestamp(): the real time, not the start of a
+// transaction.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if err := s.check("now"); err != nil {
+		return time.Time{}, err
+	}
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return time.Time{}, s.wrap("now", err)
+	}
+	return now.UTC(), nil
+}
+
+func (s *Store) check(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("ax: postgres: %s: %w", op, store.ErrClosed)
+	}
+	return nil
+}
+
+// maxAttempts bounds how often a transaction is retried after a deadlock or a
+// serialization failure.
+const maxAttempts = 5
+
+// retryable reports whether err is a deadlock (40P01) or a serialization failure
+// (40001): the transaction was rolled back and may simply be run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// backoff sleeps before retry attempt n (1, 2, …): jittered, growing from a few ms.
+func backoff(ctx context.Context, n int) error {
+	d := time.Duration(rand.Int64N(int64(5*time.Millisecond)<<n)) + time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// tx runs one transaction as one pipelined batch: BEGIN (READ COMMITTED, whatever
+// the server's default), the statements queue adds, COMMIT — one round trip when the
+// statements are prepared already. read consumes the statements' results in order
+// and must reset whatever it fills, because on a deadlock or a serialization failure
+// the whole transaction runs again. A statement that fails rolls back all of them.
+func (s *Store) tx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	if err := s.check(op); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		b := &pgx.Batch{}
+		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+		queue(b)
+		b.Queue(`COMMIT`)
+		br := s.pool.SendBatch(ctx, b)
+		err := func() error {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			return read(br)
+		}()
+		if cerr := br.Close(); err == nil { // Close runs what read left, COMMIT included
+			err = cerr
+		}
+		if err == nil {
+			return nil
+		}
+		if retryable(err) && attempt < maxAttempts {
+			if berr := backoff(ctx, attempt); berr != nil {
+				return s.wrap(op, berr)
+			}
+			continue
+		}
+		return s.wrap(op, err)
+	}
+}
+
+// wrap maps backend errors onto the store's sentinels and prefixes the operation.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrSchemaVersion) {
+		return fmt.Errorf("ax: postgres: %s: %w", op, err)
+	}
+	if s.closed.Load() || strings.Contains(err.Error(), "closed pool") || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("ax: postgres: %s: %w (%v)", op, store.ErrClosed, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505": // unique_violation
+			return fmt.Errorf("ax: postgres: %s: %w (%v)", op, store.ErrDuplicate, err)
+		case strings.HasPrefix(pe.Code, "22"), strings.HasPrefix(pe.Code, "23"): // data exception, integrity constraint
+			return fmt.Errorf("ax: postgres: %s: %w (%v)", op, store.ErrInvalid, err)
+		}
+	}
+	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("ax: postgres: %s: %w (%v)", op, store.ErrNotFound, err)
+	}
+	return fmt.Errorf("ax: postgres: %s: %w", op, err)
+}
+
+// taskCols lists the columns scanTask reads, for a table aliased t.
+const taskCols = `t.id, t.name, t.key, t.payload, t.status, t.due_at, t.attempt, t.max_retry, t.dispatch_retries,
+	t.execution_id, t.owner_service, t.last_error, t.timeout_us, array_to_string(t.backoff_us, ','),
+	t.created_at, t.updated_at, t.dispatched_at, t.started_at, t.heartbeat_at, t.finished_at, t.triggered_at,
+	t.payload IS NOT NULL`
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanTask reads one row of taskCols, after the extra leading destinations pre.
+func scanTask(row scanner, pre ...any) (*store.Task, error) {
+	var (
+		t                                       store.Task
+		payload                                 []byte
+		status, backoff                         string
+		execID                                  sql.NullString
+		due, created, updated                   time.Time
+		dispatched, started, hb, fin, triggered sql.NullTime
+		timeout                                 int64
+		hasPayload                              bool
+	)
+	dest := append(pre, &t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
+		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
+		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &hasPayload)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if hasPayload {
+		t.Payload = append([]byte{}, payload...)
+	}
+	t.Status = store.Status(status)
+	t.DueAt = due.UTC()
+	t.ExecutionID = execID.String
+	t.Timeout = time.Duration(timeout) * time.Microsecond
+	var err error
+	if t.Backoff, err = parseBackoff(backoff); err != nil {
+		return nil, err
+	}
+	t.CreatedAt, t.UpdatedAt = created.UTC(), updated.UTC()
+	t.DispatchedAt, t.StartedAt = fromNull(dispatched), fromNull(started)
+	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(hb), fromNull(fin), fromNull(triggered)
+	return &t, nil
+}
+
+const execCols = `x.id, x.task_id, x.attempt, x.node, x.status, x.started_at, x.heartbeat_at, x.finished_at, x.error`
+
+func scanExecution(row scanner) (*store.Execution, error) {
+	var (
+		e       store.Execution
+		status  string
+		started time.Time
+		hb, fin sql.NullTime
+	)
+	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status, &started, &hb, &fin, &e.Error); err != nil {
+		return nil, err
+	}
+	e.Status = store.Status(status)
+	e.StartedAt, e.HeartbeatAt, e.FinishedAt = started.UTC(), fromNull(hb), fromNull(fin)
+	return &e, nil
+}
+
+func fromNull(v sql.NullTime) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return v.Time.UTC()
+}
+
+// formatBackoff renders a backoff as a bigint[] literal of microseconds.
+func formatBackoff(b []time.Duration) string {
+	parts := make([]string, len(b))
+	for i, d := range b {
+		parts[i] = strconv.FormatInt(d.Microseconds(), 10)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+func parseBackoff(s string) ([]time.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	b := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		us, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("backoff %q: %w", s, err)
+		}
+		b[i] = time.Duration(us) * time.Microsecond
+	}
+	return b, nil
+}

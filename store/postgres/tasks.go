@@ -1,0 +1,521 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// publishSQL is run by every transaction before it stamps rows SCHEDULED: it draws a
+// sequence value g and holds a shared advisory lock (lockKey, g mod 2^31) until the
+// transaction ends, announcing "my stamps are all greater than g" to Refill (see
+// doc.go, "The refill cursor"). It also queues the wake-up signal, delivered at
+// commit.
+const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_seq') & 2147483647)::int4), pg_notify($2, '')`
+
+// insertSQL inserts one chunk of tasks, sorted by (name, key) so that concurrent
+// inserts take the unique index's locks in one order, and returns the inserted rows
+// (true) and the rows that existed before the statement began (false).
+const insertSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[], $7::bigint[], $8::text[])
+	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, ord)),
+ins AS (INSERT INTO ax_tasks AS t (name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us, seq, created_at, updated_at)
+	SELECT c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
+		nextval('ax_seq'), ts.now, ts.now
+	FROM c, ts ORDER BY c.ord
+	ON CONFLICT (name, key) DO NOTHING
+	RETURNING ` + taskCols + `)
+SELECT true, * FROM ins
+UNION ALL
+SELECT false, ` + taskCols + ` FROM ax_tasks t WHERE (t.name, t.key) IN (SELECT c.name, c.key FROM c)`
+
+// lookupManySQL reads the tasks with the given (name, key) pairs.
+const lookupManySQL = `SELECT ` + taskCols + ` FROM ax_tasks t
+	WHERE (t.name, t.key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+
+type nameKey struct{ name, key string }
+
+// insertion is one Insert or InsertTx call: the tasks in (name, key) order, split in
+// chunks of at most store.MaxBatch, and the results in input order.
+type insertion struct {
+	tasks   []store.NewTask
+	order   []int // input indexes sorted by (name, key), stable
+	out     []store.Inserted
+	missing []int // inputs whose existing row the chunk statement did not see
+}
+
+func newInsertion(op string, tasks []store.NewTask) (*insertion, error) {
+	for i := range tasks {
+		if tasks[i].Name == "" || tasks[i].Key == "" || tasks[i].DueAt.IsZero() {
+			return nil, fmt.Errorf("ax: postgres: %s: task %d: empty name, key or due time: %w", op, i, store.ErrInvalid)
+		}
+	}
+	order := make([]int, len(tasks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c := cmp.Compare(tasks[a].Name, tasks[b].Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(tasks[a].Key, tasks[b].Key)
+	})
+	return &insertion{tasks: tasks, order: order, out: make([]store.Inserted, len(tasks))}, nil
+}
+
+func (in *insertion) reset() {
+	clear(in.out)
+	in.missing = in.missing[:0]
+}
+
+func (in *insertion) chunks(f func(part []int)) {
+	for lo := 0; lo < len(in.order); lo += store.MaxBatch {
+		f(in.order[lo:min(len(in.order), lo+store.MaxBatch)])
+	}
+}
+
+func (in *insertion) args(part []int) []any {
+	names, keys, payloads := make([]string, len(part)), make([]string, len(part)), make([][]byte, len(part))
+	dues, owners, backoffs := make([]time.Time, len(part)), make([]string, len(part)), make([]string, len(part))
+	retries, timeouts := make([]int64, len(part)), make([]int64, len(part))
+	for k, i := range part {
+		nt := in.tasks[i]
+		names[k], keys[k], payloads[k], dues[k] = nt.Name, nt.Key, nt.Payload, nt.DueAt
+		if nt.Payload != nil && len(nt.Payload) == 0 {
+			payloads[k] = []byte{} // empty, not NULL
+		}
+		retries[k], owners[k], timeouts[k], backoffs[k] = int64(nt.MaxRetry), nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff)
+	}
+	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs}
+}
+
+// collect reads the rows of one chunk statement.
+func (in *insertion) collect(part []int, rows interface {
+	Next() bool
+	scanner
+	Err() error
+}) error {
+	inserted := map[nameKey]*store.Task{}
+	existing := map[nameKey]*store.Task{}
+	for rows.Next() {
+		var fresh bool
+		t, err := scanTask(rows, &fresh)
+		if err != nil {
+			return err
+		}
+		if fresh {
+			inserted[nameKey{t.Name, t.Key}] = t
+		} else {
+			existing[nameKey{t.Name, t.Key}] = t
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, i := range part {
+		k := nameKey{in.tasks[i].Name, in.tasks[i].Key}
+		if t := inserted[k]; t != nil {
+			in.out[i] = store.Inserted{Task: t}
+			delete(inserted, k)
+			existing[k] = t // a second copy in this call is a duplicate of the first
+			continue
+		}
+		if t := existing[k]; t != nil {
+			c := *t
+			in.out[i] = store.Inserted{Task: &c, Err: store.ErrDuplicate}
+			continue
+		}
+		// Inserted by a transaction that committed while the statement waited on
+		// the unique index: invisible to its snapshot, read it afresh.
+		in.missing = append(in.missing, i)
+	}
+	return nil
+}
+
+// resolve reads the existing rows of the missing duplicates through query.
+func (in *insertion) resolve(query func(names, keys []string) ([]*store.Task, error)) error {
+	if len(in.missing) == 0 {
+		return nil
+	}
+	var names, keys []string
+	for _, i := range in.missing {
+		names, keys = append(names, in.tasks[i].Name), append(keys, in.tasks[i].Key)
+	}
+	found, err := query(names, keys)
+	if err != nil {
+		return err
+	}
+	byKey := map[nameKey]*store.Task{}
+	for _, t := range found {
+		byKey[nameKey{t.Name, t.Key}] = t
+	}
+	for _, i := range in.missing {
+		t := byKey[nameKey{in.tasks[i].Name, in.tasks[i].Key}]
+		if t == nil {
+			return fmt.Errorf("task %q/%q conflicted but cannot be read", in.tasks[i].Name, in.tasks[i].Key)
+		}
+		c := *t
+		in.out[i] = store.Inserted{Task: &c, Err: store.ErrDuplicate}
+	}
+	return nil
+}
+
+// Insert writes new SCHEDULED tasks in one transaction (see store.Store).
+func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	in, err := newInsertion("insert", tasks)
+	if err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		if err := s.check("insert"); err != nil {
+			return nil, err
+		}
+		return []store.Inserted{}, nil
+	}
+	err = s.tx(ctx, "insert", func(b *pgx.Batch) {
+		b.Queue(publishSQL, s.lockKey, s.channel)
+		in.chunks(func(part []int) { b.Queue(insertSQL, in.args(part)...) })
+	}, func(br pgx.BatchResults) error {
+		in.reset()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		var err error
+		in.chunks(func(part []int) {
+			if err != nil {
+				return
+			}
+			rows, qerr := br.Query()
+			if qerr != nil {
+				err = qerr
+				return
+			}
+			err = in.collect(part, rows)
+			rows.Close()
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := in.resolve(func(names, keys []string) ([]*store.Task, error) {
+		return s.queryTasks(ctx, lookupManySQL, names, keys)
+	}); err != nil {
+		return nil, s.wrap("insert", err)
+	}
+	return in.out, nil
+}
+
+// InsertTx is Insert inside tx, the caller's transaction: a pgx.Tx, or a *sql.Tx
+// opened through the pgx stdlib driver (stdlib.OpenDBFromPool, sql.Open("pgx", …)) on
+// the store's database. The tasks, and the wake-up signal, become visible when tx
+// commits; InsertTx neither commits nor rolls back. Another kind of tx is
+// store.ErrInvalid. On error the caller should roll tx back: the statement that
+// failed has aborted it.
+func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
+	if err := s.check("insert tx"); err != nil {
+		return nil, err
+	}
+	var q txQuerier
+	switch tx := tx.(type) {
+	case pgx.Tx:
+		if tx == nil {
+			return nil, fmt.Errorf("ax: postgres: insert tx: nil pgx.Tx: %w", store.ErrInvalid)
+		}
+		q = pgxQuerier{tx}
+	case *sql.Tx:
+		if tx == nil {
+			return nil, fmt.Errorf("ax: postgres: insert tx: nil *sql.Tx: %w", store.ErrInvalid)
+		}
+		q = sqlQuerier{tx}
+	default:
+		return nil, fmt.Errorf("ax: postgres: insert tx: a %T is neither a pgx.Tx nor a *sql.Tx: %w", tx, store.ErrInvalid)
+	}
+	in, err := newInsertion("insert tx", tasks)
+	if err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return []store.Inserted{}, nil
+	}
+	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
+		return nil, s.wrap("insert tx", err)
+	}
+	in.chunks(func(part []int) {
+		if err == nil {
+			err = q.query(ctx, insertSQL, in.args(part), func(rows txRows) error { return in.collect(part, rows) })
+		}
+	})
+	if err == nil {
+		err = in.resolve(func(names, keys []string) ([]*store.Task, error) {
+			var out []*store.Task
+			err := q.query(ctx, lookupManySQL, []any{names, keys}, func(rows txRows) error {
+				for rows.Next() {
+					t, err := scanTask(rows)
+					if err != nil {
+						return err
+					}
+					out = append(out, t)
+				}
+				return rows.Err()
+			})
+			return out, err
+		})
+	}
+	if err != nil {
+		return nil, s.wrap("insert tx", err)
+	}
+	return in.out, nil
+}
+
+// txRows is what both pgx.Rows and *sql.Rows offer.
+type txRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// txQuerier runs statements in a caller's transaction of either kind.
+type txQuerier interface {
+	exec(ctx context.Context, sql string, args ...any) error
+	query(ctx context.Context, sql string, args []any, read func(txRows) error) error
+}
+
+type pgxQuerier struct{ tx pgx.Tx }
+
+func (q pgxQuerier) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := q.tx.Exec(ctx, sql, args...)
+	return err
+}
+
+func (q pgxQuerier) query(ctx context.Context, sql string, args []any, read func(txRows) error) error {
+	rows, err := q.tx.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := read(rows); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+type sqlQuerier struct{ tx *sql.Tx }
+
+func (q sqlQuerier) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := q.tx.ExecContext(ctx, sql, args...)
+	return err
+}
+
+func (q sqlQuerier) query(ctx context.Context, sql string, args []any, read func(txRows) error) error {
+	rows, err := q.tx.QueryContext(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := read(rows); err != nil {
+		return err
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	return rows.Err()
+}
+
+// queryTasks runs a query of taskCols on the pool.
+func (s *Store) queryTasks(ctx context.Context, sql string, args ...any) ([]*store.Task, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Get returns one task.
+func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
+	if err := s.check("get task"); err != nil {
+		return nil, err
+	}
+	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM ax_tasks t WHERE t.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("ax: postgres: get task %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.wrap("get task", err)
+	}
+	return t, nil
+}
+
+// Lookup returns the task with this name and key.
+func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := s.check("lookup task"); err != nil {
+		return nil, err
+	}
+	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM ax_tasks t WHERE t.name = $1 AND t.key = $2`, name, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("ax: postgres: lookup %q/%q: %w", name, key, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.wrap("lookup task", err)
+	}
+	return t, nil
+}
+
+// Executions returns a task's executions, oldest first: one statement, so the
+// task's existence and its records come from one snapshot.
+func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution, error) {
+	if err := s.check("executions"); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT x.id IS NOT NULL, `+execCols+`
+		FROM ax_tasks t LEFT JOIN ax_executions x ON x.task_id = t.id
+		WHERE t.id = $1 ORDER BY x.started_at, x.id`, taskID)
+	if err != nil {
+		return nil, s.wrap("executions", err)
+	}
+	defer rows.Close()
+	found := false
+	out := []store.Execution{}
+	for rows.Next() {
+		found = true
+		var has bool
+		var (
+			id, node, status, errText sql.NullString
+			tid                       sql.NullInt64
+			attempt                   sql.NullInt32
+			started, hb, fin          sql.NullTime
+		)
+		if err := rows.Scan(&has, &id, &tid, &attempt, &node, &status, &started, &hb, &fin, &errText); err != nil {
+			return nil, s.wrap("executions", err)
+		}
+		if !has {
+			continue
+		}
+		out = append(out, store.Execution{ID: id.String, TaskID: tid.Int64, Attempt: int(attempt.Int32), Node: node.String,
+			Status: store.Status(status.String), StartedAt: fromNull(started), HeartbeatAt: fromNull(hb), FinishedAt: fromNull(fin),
+			Error: errText.String})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("executions", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("ax: postgres: executions of task %d: %w", taskID, store.ErrNotFound)
+	}
+	return out, nil
+}
+
+// transition runs a single-row conditional UPDATE … RETURNING and, in the same
+// transaction, a fresh read of the row, so that a refused transition reports the
+// task as it is now.
+func (s *Store) transition(ctx context.Context, op, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
+	err = s.tx(ctx, op, func(b *pgx.Batch) {
+		b.Queue(update, updArgs...)
+		b.Queue(read, readArgs...)
+	}, func(br pgx.BatchResults) error {
+		t, applied = nil, false
+		var err error
+		t, err = scanTask(br.QueryRow())
+		if err == nil {
+			applied = true
+			_, err = br.Exec() // the read: not needed
+			return err
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		t, err = scanTask(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	return t, applied, err
+}
+
+// Cancel moves a SCHEDULED task to CANCELLED.
+func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	t, ok, err := s.transition(ctx, "cancel",
+		`UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.now, updated_at = ts.now
+		FROM (SELECT clock_timestamp() AS now) ts
+		WHERE t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING `+taskCols, []any{name, key},
+		`SELECT `+taskCols+` FROM ax_tasks t WHERE t.name = $1 AND t.key = $2`, []any{name, key})
+	switch {
+	case err != nil:
+		return nil, err
+	case t == nil:
+		return nil, fmt.Errorf("ax: postgres: cancel %q/%q: %w", name, key, store.ErrNotFound)
+	case !ok:
+		return t, fmt.Errorf("ax: postgres: cancel %q/%q: task is %s: %w", name, key, t.Status, store.ErrNotCancellable)
+	}
+	return t, nil
+}
+
+// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now.
+func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if executionID == "" {
+		return nil, fmt.Errorf("ax: postgres: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
+	}
+	t, ok, err := s.transition(ctx, "trigger",
+		`UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = $2,
+			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
+			finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
+		FROM (SELECT clock_timestamp() AS now) ts
+		WHERE t.id = $1 AND t.status IN ('SCHEDULED', 'FAILED') RETURNING `+taskCols, []any{id, executionID},
+		`SELECT `+taskCols+` FROM ax_tasks t WHERE t.id = $1`, []any{id})
+	switch {
+	case err != nil:
+		return nil, err
+	case t == nil:
+		return nil, fmt.Errorf("ax: postgres: trigger task %d: %w", id, store.ErrNotFound)
+	case !ok:
+		return t, fmt.Errorf("ax: postgres: trigger task %d: task is %s: %w", id, t.Status, store.ErrNotTriggerable)
+	}
+	return t, nil
+}
+
+// Stale lists RUNNING tasks without a heartbeat, or DISPATCHING tasks claimed, before
+// a time, oldest first.
+func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("ax: postgres: stale: limit %d: %w", limit, store.ErrInvalid)
+	}
+	var q string
+	switch status {
+	case store.Running:
+		q = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'RUNNING' AND t.heartbeat_at < $1 ORDER BY t.heartbeat_at, t.id LIMIT $2`
+	case store.Dispatching:
+		q = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'DISPATCHING' AND t.dispatched_at < $1 ORDER BY t.dispatched_at, t.id LIMIT $2`
+	default:
+		return nil, fmt.Errorf("ax: postgres: stale %s tasks: %w", status, store.ErrInvalid)
+	}
+	if err := s.check("stale"); err != nil {
+		return nil, err
+	}
+	tasks, err := s.queryTasks(ctx, q, before, limit)
+	if err != nil {
+		return nil, s.wrap("stale", err)
+	}
+	out := make([]store.Task, len(tasks))
+	for i, t := range tasks {
+		out[i] = *t
+	}
+	return out, nil
+}
