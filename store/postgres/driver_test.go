@@ -1,0 +1,473 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/axsched/ax/internal/servicetest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/postgres"
+)
+
+func newPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("pgxpool.New: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func versions(t *testing.T, pool *pgxpool.Pool) []int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT version FROM ax_schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatalf("read ax_schema_migrations: %v", err)
+	}
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatalf("read ax_schema_migrations: %v", err)
+	}
+	return vs
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, servicetest.PostgresDSN(t))
+	for range 2 { // from empty, then again: a no-op
+		st, err := postgres.New(pool)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := pool.Ping(context.Background()); err != nil {
+			t.Fatalf("Close closed the caller's pool: %v", err)
+		}
+	}
+	if got := versions(t, pool); len(got) != postgres.SchemaVersion() || got[len(got)-1] != postgres.SchemaVersion() {
+		t.Errorf("ax_schema_migrations = %v, want 1..%d once each", got, postgres.SchemaVersion())
+	}
+	// Everything lives in the DSN's schema, none of it in public.
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relname LIKE 'ax\_%' AND n.nspname = current_schema()`).Scan(&n); err != nil || n < 10 {
+		t.Errorf("ax relations in current_schema() = %d, %v; want the tables, indexes and sequence", n, err)
+	}
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relname = 'ax_tasks' AND n.nspname = 'public'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("ax_tasks in public = %d, %v; want none", n, err)
+	}
+}
+
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.PostgresDSN(t)
+	const n = 5
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			st, err := postgres.Open(context.Background(), dsn)
+			if err == nil {
+				err = st.Close()
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open #%d: %v", i, err)
+		}
+	}
+	if got := versions(t, newPool(t, dsn)); len(got) != postgres.SchemaVersion() {
+		t.Errorf("after %d concurrent Opens, ax_schema_migrations = %v, want each version once", n, got)
+	}
+}
+
+func TestMigrateNewerSchema(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.PostgresDSN(t)
+	pool := newPool(t, dsn)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE ax_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL);
+		INSERT INTO ax_schema_migrations VALUES (999, now())`); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := postgres.Open(context.Background(), dsn); !errors.Is(err, store.ErrSchemaVersion) {
+		if st != nil {
+			st.Close()
+		}
+		t.Errorf("Open(schema at version 999) error = %v, want ErrSchemaVersion", err)
+	}
+	if _, err := postgres.New(pool); !errors.Is(err, store.ErrSchemaVersion) {
+		t.Errorf("New(schema at version 999) error = %v, want ErrSchemaVersion", err)
+	}
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := postgres.Open(ctx, "postgres://postgres@"+addr+"/test?sslmode=disable&connect_timeout=5")
+	if err == nil {
+		st.Close()
+		t.Fatalf("Open(%s) succeeded, want an error", addr)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "ax: postgres: open:") || !strings.Contains(msg, "refused") {
+		t.Errorf("Open(%s) error = %q, want an ax: postgres: open: error saying the connection was refused", addr, msg)
+	}
+	if _, err := postgres.Open(ctx, "postgres://[bad"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("Open(malformed dsn) error = %v, want ErrInvalid", err)
+	}
+}
+
+func TestClosedPool(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := postgres.New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	if _, err := st.Get(context.Background(), 1); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Get on a closed pool: error = %v, want ErrClosed", err)
+	}
+	if _, err := st.Insert(context.Background(), []store.NewTask{{Name: "n", Key: "k", DueAt: time.Now()}}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Insert on a closed pool: error = %v, want ErrClosed", err)
+	}
+}
+
+// txKinds begins a transaction of each kind InsertTx accepts on the store's database.
+var txKinds = []struct {
+	name  string
+	begin func(t *testing.T, pool *pgxpool.Pool) (tx any, commit, rollback func() error)
+}{
+	{"pgx.Tx", func(t *testing.T, pool *pgxpool.Pool) (any, func() error, func() error) {
+		tx, err := pool.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx, func() error { return tx.Commit(context.Background()) }, func() error { return tx.Rollback(context.Background()) }
+	}},
+	{"*sql.Tx", func(t *testing.T, pool *pgxpool.Pool) (any, func() error, func() error) {
+		db := stdlib.OpenDBFromPool(pool)
+		t.Cleanup(func() { db.Close() })
+		tx, err := db.BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx, tx.Commit, tx.Rollback
+	}},
+}
+
+// setup opens a store on a fresh schema and a pool of the caller's on the same schema.
+func setup(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	dsn := servicetest.PostgresDSN(t)
+	st, err := postgres.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, newPool(t, dsn)
+}
+
+func dbNow(t *testing.T, st store.Store) time.Time {
+	t.Helper()
+	now, err := st.Now(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+func cursor(t *testing.T, st store.Store) int64 {
+	t.Helper()
+	now := dbNow(t, st)
+	r, err := st.Refill(context.Background(), store.RefillParams{AfterSeq: -1, From: now, To: now, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Seq
+}
+
+func changed(t *testing.T, st store.Store, after int64) *store.RefillResult {
+	t.Helper()
+	to := dbNow(t, st).Add(24 * time.Hour)
+	r, err := st.Refill(context.Background(), store.RefillParams{AfterSeq: after, From: to, To: to, Limit: 100})
+	if err != nil {
+		t.Fatalf("Refill(AfterSeq %d): %v", after, err)
+	}
+	return r
+}
+
+func ids(ds []store.Due) []int64 {
+	out := []int64{}
+	for _, d := range ds {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+func contains(ds []store.Due, id int64) bool {
+	for _, d := range ds {
+		if d.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func TestInsertTx(t *testing.T) {
+	t.Parallel()
+	for _, kind := range txKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			st, pool := setup(t)
+			ctx := context.Background()
+			due := dbNow(t, st).Add(-time.Minute)
+			c0 := cursor(t, st)
+
+			// Rolled back: nothing.
+			tx, _, rollback := kind.begin(t, pool)
+			res, err := st.InsertTx(ctx, tx, []store.NewTask{{Name: "order.close", Key: "rolled-back", DueAt: due, Payload: []byte{}}})
+			if err != nil || len(res) != 1 || res[0].Err != nil || res[0].Task.Payload == nil {
+				t.Fatalf("InsertTx = %+v, %v; want one task with an empty, non-nil payload", res, err)
+			}
+			if err := rollback(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Lookup(ctx, "order.close", "rolled-back"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Lookup after rollback: error = %v, want ErrNotFound", err)
+			}
+
+			// Committed: visible, and the refill finds it.
+			tx, commit, _ := kind.begin(t, pool)
+			res, err = st.InsertTx(ctx, tx, []store.NewTask{
+				{Name: "order.close", Key: "committed", DueAt: due},
+				{Name: "order.close", Key: "committed", DueAt: due},
+			})
+			if err != nil || len(res) != 2 || res[0].Err != nil || !errors.Is(res[1].Err, store.ErrDuplicate) || res[1].Task.ID != res[0].Task.ID {
+				t.Fatalf("InsertTx(task, same task) = %+v, %v; want the task, then it as a duplicate", res, err)
+			}
+			if _, err := st.Lookup(ctx, "order.close", "committed"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Lookup before commit: error = %v, want ErrNotFound", err)
+			}
+			if err := commit(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.Lookup(ctx, "order.close", "committed")
+			if err != nil || got.ID != res[0].Task.ID || got.Payload != nil {
+				t.Fatalf("Lookup after commit = %+v, %v; want task %d with a nil payload", got, err, res[0].Task.ID)
+			}
+			if r := changed(t, st, c0); !contains(r.Changed, got.ID) {
+				t.Errorf("Refill(AfterSeq %d).Changed = %v, want task %d", c0, ids(r.Changed), got.ID)
+			}
+			// A duplicate of a committed task, through a transaction.
+			tx, commit, _ = kind.begin(t, pool)
+			res, err = st.InsertTx(ctx, tx, []store.NewTask{{Name: "order.close", Key: "committed", DueAt: due}})
+			if err != nil || !errors.Is(res[0].Err, store.ErrDuplicate) || res[0].Task.ID != got.ID {
+				t.Errorf("InsertTx(existing) = %+v, %v; want ErrDuplicate with task %d", res, err, got.ID)
+			}
+			commit()
+		})
+	}
+	t.Run("InvalidKind", func(t *testing.T) {
+		t.Parallel()
+		st, _ := setup(t)
+		nt := []store.NewTask{{Name: "n", Key: "k", DueAt: time.Now()}}
+		for _, tx := range []any{nil, "tx", &sql.DB{}, (*sql.Tx)(nil), pgx.Tx(nil)} {
+			if _, err := st.InsertTx(context.Background(), tx, nt); !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("InsertTx(%T) error = %v, want ErrInvalid", tx, err)
+			}
+		}
+	})
+}
+
+// TestRefillOpenTransaction: a row stamped by a transaction that commits after a
+// Refill read later rows is still returned by the next Refill.
+func TestRefillOpenTransaction(t *testing.T) {
+	t.Parallel()
+	st, pool := setup(t)
+	ctx := context.Background()
+	due := dbNow(t, st).Add(-time.Minute)
+	c0 := cursor(t, st)
+	before, err := st.Insert(ctx, []store.NewTask{{Name: "n", Key: "before", DueAt: due}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	slow, err := st.InsertTx(ctx, tx, []store.NewTask{{Name: "n", Key: "slow", DueAt: due}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stamped after the open transaction, committed before it.
+	after, err := st.Insert(ctx, []store.NewTask{{Name: "n", Key: "after", DueAt: due}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r1 := changed(t, st, c0)
+	if r1.Seq <= c0 {
+		t.Errorf("Refill(AfterSeq %d).Seq = %d, want it past the insert committed before the open transaction", c0, r1.Seq)
+	}
+	if !contains(r1.Changed, before[0].Task.ID) || !contains(r1.Changed, after[0].Task.ID) || contains(r1.Changed, slow[0].Task.ID) {
+		t.Errorf("Refill(AfterSeq %d).Changed = %v, want %d and %d, not the uncommitted %d",
+			c0, ids(r1.Changed), before[0].Task.ID, after[0].Task.ID, slow[0].Task.ID)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r2 := changed(t, st, r1.Seq)
+	if !contains(r2.Changed, slow[0].Task.ID) {
+		t.Fatalf("Refill(AfterSeq %d) after the commit: Changed = %v, want the late task %d", r1.Seq, ids(r2.Changed), slow[0].Task.ID)
+	}
+	if r2.Seq < r1.Seq {
+		t.Errorf("Refill.Seq went back from %d to %d", r1.Seq, r2.Seq)
+	}
+	if r3 := changed(t, st, r2.Seq); len(r3.Changed) != 0 {
+		t.Errorf("Refill(AfterSeq %d) with nothing in flight = %v, want nothing", r2.Seq, ids(r3.Changed))
+	}
+}
+
+// TestRefillIgnoresOtherSchemas: a long transaction elsewhere on the server (which
+// holds back the snapshot xmin for everyone) does not hold this schema's cursor back.
+func TestRefillIgnoresOtherSchemas(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	// Another ax schema on the same server, with a transaction that has stamped a
+	// task and stays open.
+	otherDSN := servicetest.PostgresDSN(t)
+	other, err := postgres.Open(ctx, otherDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := newPool(t, otherDSN).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := other.InsertTx(ctx, tx, []store.NewTask{{Name: "n", Key: "elsewhere", DueAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	c0 := cursor(t, st)
+	res, err := st.Insert(ctx, []store.NewTask{{Name: "n", Key: "k", DueAt: dbNow(t, st)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := changed(t, st, c0)
+	if r1.Seq <= c0 || !contains(r1.Changed, res[0].Task.ID) {
+		t.Errorf("Refill(AfterSeq %d) = %+v, want task %d and a cursor past it", c0, r1, res[0].Task.ID)
+	}
+	if r2 := changed(t, st, r1.Seq); len(r2.Changed) != 0 {
+		t.Errorf("Refill(AfterSeq %d) = %v, want nothing changed", r1.Seq, ids(r2.Changed))
+	}
+}
+
+func TestListen(t *testing.T) {
+	t.Parallel()
+	st, pool := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		calls    atomic.Int64
+		first    = make(chan time.Time, 1)
+		listened = make(chan error, 1)
+	)
+	go func() {
+		listened <- st.Listen(ctx, func() {
+			if calls.Add(1) == 1 {
+				first <- time.Now()
+			}
+		})
+	}()
+	// Listen is ready once its connection has LISTENed.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`+
+			` AND query LIKE '%'||$1||'%'`, st.Channel()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Listen did not LISTEN within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertTx(ctx, tx, []store.NewTask{{Name: "n", Key: "k", DueAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the transaction stays open
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("f called %d times before the commit", n)
+	}
+	committed := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-first:
+		if at.Before(committed) {
+			t.Errorf("f called at %v, before the commit at %v", at, committed)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("f not called within 10s of the commit")
+	}
+	cancel()
+	if err := <-listened; err != nil {
+		t.Errorf("Listen after ctx ended = %v, want nil", err)
+	}
+
+	// Close ends a Listen with ErrClosed.
+	go func() { listened <- st.Listen(context.Background(), func() {}) }()
+	time.Sleep(50 * time.Millisecond)
+	st.Close()
+	select {
+	case err := <-listened:
+		if !errors.Is(err, store.ErrClosed) {
+			t.Errorf("Listen after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Listen still running 10s after Close")
+	}
+}

@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/internal/servicetest"
+)
+
+// TestExplain loads 100k tasks in a realistic mix of states and checks that the
+// hot queries are index scans (the plans in doc.go come from this test: run it with
+// -v, or set AX_EXPLAIN_OUT=file to write them out).
+func TestExplain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 100k rows")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// 100k rows: 70% finished, 20% scheduled over the next day (20 minutes' worth overdue),
+	// 5% running, 5% dispatching.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_tasks (name, key, payload, status, due_at, seq, created_at, updated_at,
+			execution_id, dispatched_at, heartbeat_at)
+		SELECT 'order.close', 'order-' || g, '{"order":42}',
+			CASE WHEN g % 20 < 14 THEN 'SUCCEEDED' WHEN g % 20 < 18 THEN 'SCHEDULED' WHEN g % 20 = 18 THEN 'RUNNING' ELSE 'DISPATCHING' END,
+			clock_timestamp() + ((g * 7) % 1440 - 20) * interval '1 minute', nextval('ax_seq'),
+			clock_timestamp(), clock_timestamp(), gen_random_uuid()::text,
+			clock_timestamp() - (g % 600) * interval '1 second', clock_timestamp() - (g % 600) * interval '1 second'
+		FROM generate_series(1, 100000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks`); err != nil {
+		t.Fatal(err)
+	}
+	var seq int64
+	if err := s.pool.QueryRow(ctx, `SELECT last_value - 100 FROM ax_seq`).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	var claimIDs []int64
+	rows, _ := s.pool.Query(ctx, `SELECT id FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at <= clock_timestamp() ORDER BY id LIMIT 200`)
+	claimIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimEIDs := make([]string, len(claimIDs))
+	for i := range claimEIDs {
+		claimEIDs[i] = fmt.Sprintf("0190a0a0-0000-7000-8000-%012d", i)
+	}
+	now := time.Now()
+	cases := []struct {
+		name  string
+		sql   string
+		args  []any
+		index string // an index the plan must use
+	}{
+		{"window scan (Refill, Entered)", refillSQL, []any{int64(1<<63 - 1), now.Add(5 * time.Minute), 1000, time.Time{}, int64(0)}, "ax_tasks_scheduled_due"},
+		{"refill (Refill, Changed)", refillSQL, []any{seq, now.Add(5 * time.Minute), 1000, now.Add(5 * time.Minute), int64(0)}, "ax_tasks_scheduled_seq"},
+		{"claim (200 ids)", claimSQL, []any{claimIDs, claimEIDs}, "ax_tasks_pkey"},
+		{"orphan scan (Stale RUNNING)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'RUNNING' AND t.heartbeat_at < $1 ORDER BY t.heartbeat_at, t.id LIMIT $2`,
+			[]any{now.Add(-5 * time.Minute), 100}, "ax_tasks_running_heartbeat"},
+		{"stuck-claim scan (Stale DISPATCHING)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'DISPATCHING' AND t.dispatched_at < $1 ORDER BY t.dispatched_at, t.id LIMIT $2`,
+			[]any{now.Add(-5 * time.Minute), 100}, "ax_tasks_dispatching_since"},
+		{"business key (Lookup)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.name = $1 AND t.key = $2`, []any{"order.close", "order-4242"}, "ax_tasks_name_key"},
+	}
+	var out strings.Builder
+	for _, c := range cases {
+		tx, err := s.pool.Begin(ctx) // rolled back: EXPLAIN ANALYZE of the claim writes
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY OFF) `+c.sql, c.args...)
+		if err != nil {
+			tx.Rollback(ctx)
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		tx.Rollback(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		plan := strings.Join(lines, "\n")
+		out.WriteString("-- " + c.name + "\n" + plan + "\n\n")
+		if strings.Contains(plan, "Seq Scan on ax_tasks") || !strings.Contains(plan, c.index) {
+			t.Errorf("%s: plan does not use %s, or scans ax_tasks sequentially:\n%s", c.name, c.index, plan)
+		}
+	}
+	t.Logf("plans on 100k rows:\n%s", out.String())
+	if f := os.Getenv("AX_EXPLAIN_OUT"); f != "" {
+		os.WriteFile(f, []byte(out.String()), 0o644)
+	}
+}
+
