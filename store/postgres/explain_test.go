@@ -99,4 +99,3 @@ func TestExplain(t *testing.T) {
 		os.WriteFile(f, []byte(out.String()), 0o644)
 	}
 }
-
