@@ -65,7 +65,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("ax: postgres: open: cannot connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	s, err := New(pool)
+	s, err := newStore(ctx, pool)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -80,11 +80,18 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // schema name, so they are applied exactly once. A schema migrated by a newer ax is
 // refused with store.ErrSchemaVersion. The caller owns pool: Close does not close it.
 func New(pool *pgxpool.Pool) (*Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout)
+	defer cancel()
+	return newStore(ctx, pool)
+}
+
+// migrateTimeout bounds New's migration, waiting for another process's included.
+const migrateTimeout = 2 * time.Minute
+
+func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	s := &Store{pool: pool}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err

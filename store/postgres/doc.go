@@ -1,0 +1,194 @@
+// Package postgres is ax's PostgreSQL store (pgx v5): the store for several replicas
+// of a service sharing one database. It implements store.Store, store.TxStore
+// (transactional submit) and store.Notifier (LISTEN/NOTIFY wake-ups).
+//
+//	st, err := postgres.Open(ctx, "postgres://ax@db/orders?search_path=ax")
+//	// or, on a pool the application owns (Close leaves it open):
+//	st, err := postgres.New(pool)
+//
+// # Schema
+//
+// Everything lives in the connection's current schema (the first existing schema of
+// search_path); no statement names a schema, so one database can hold several
+// isolated ax installations. The schema is versioned and embedded
+// (migrations/0001_init.sql, …); New applies what is missing in one transaction that
+// first takes pg_advisory_xact_lock on a key derived from the schema name, so several
+// processes starting at once migrate it exactly once, and running it again is a
+// no-op. A schema whose ax_schema_migrations records a version newer than this package
+// knows is refused with store.ErrSchemaVersion.
+//
+//   - ax_tasks: one row per task. Same columns and meaning as the SQLite schema, in
+//     native types: bigint identity id, timestamptz times (microseconds, returned as
+//     UTC), bytea payload (NULL and empty stay distinct), text status with a CHECK,
+//     bigint[] backoff in microseconds, and seq, the refill stamp (below).
+//   - ax_executions: one row per execution id (primary key), with its task, attempt,
+//     node, status (RUNNING, SUCCEEDED, FAILED) and times.
+//   - ax_seq: the sequence the refill stamps come from.
+//   - ax_schema_migrations: the applied versions.
+//
+// Times the store stamps (created_at, dispatched_at, started_at, heartbeat_at,
+// finished_at, …) and Now are clock_timestamp(), the real time, never now() (the
+// start of the transaction). A statement reads clock_timestamp() once, in a CTE, so
+// created_at = updated_at on insert and Claim compares every row with one "now": the
+// claim requires due_at <= that time inside the statement, so the database clock has
+// the final word on "never early".
+//
+// # Indexes
+//
+//	ax_tasks_pkey              (id)                                     Get, and every batch: id = ANY($1)
+//	ax_tasks_name_key          UNIQUE (name, key)                       the business key: Lookup, Cancel, Insert's ON CONFLICT
+//	ax_tasks_scheduled_due     (due_at, id) WHERE status = 'SCHEDULED'  the window scan (Refill.Entered) and the claim's "due" test
+//	ax_tasks_scheduled_seq     (seq) WHERE status = 'SCHEDULED'         the incremental refill (Refill.Changed)
+//	ax_tasks_running_heartbeat (heartbeat_at, id) WHERE status = 'RUNNING'          the orphan scan (Stale RUNNING)
+//	ax_tasks_dispatching_since (dispatched_at, id) WHERE status = 'DISPATCHING'     the stuck-claim scan (Stale DISPATCHING)
+//	ax_executions_task         (task_id, started_at)                    Executions
+//
+// The partial indexes hold only the rows of one state, so they stay small however
+// many finished rows the table keeps. Plans on 100k tasks (70% finished, 20%
+// scheduled over a day, 5% running, 5% dispatching), from TestExplain on
+// PostgreSQL 15 (EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)), abridged:
+//
+//	-- window scan: Refill(AfterSeq -1, To now+5m, Limit 1000) → 347 rows
+//	->  Index Only Scan using ax_tasks_scheduled_due on ax_tasks (actual time=0.019..0.053 rows=347 loops=1)
+//	      Index Cond: ((ROW(due_at, id) > ROW('0001-01-01 00:00:00+00', '0')) AND (due_at < '2026-11-29 09:15:22.787874+00'))
+//	      Heap Fetches: 0
+//	      Buffers: shared hit=4
+//
+//	-- refill: Refill(AfterSeq = last 100 stamps)
+//	->  Index Scan using ax_tasks_scheduled_seq on ax_tasks (actual time=0.023..0.024 rows=0 loops=1)
+//	      Index Cond: (seq > '99900'::bigint)
+//	      Filter: (due_at < '2026-11-29 09:15:22.787874+00')
+//	      Rows Removed by Filter: 20
+//	      Buffers: shared hit=6
+//
+//	-- claim: 200 due ids, one statement (7.1 ms, 200 rows claimed)
+//	CTE l
+//	  ->  LockRows (actual time=0.039..1.224 rows=200 loops=1)
+//	        ->  Nested Loop (actual time=0.026..1.037 rows=200 loops=1)
+//	              Join Filter: (t_1.due_at <= ts_1.now)
+//	              ->  Index Scan using ax_tasks_pkey on ax_tasks t_1 (actual time=0.016..0.899 rows=200 loops=1)
+//	                    Index Cond: (id = ANY ('{…200 ids…}'::bigint[]))
+//	                    Filter: (status = 'SCHEDULED'::text)
+//	CTE u
+//	  ->  Update on ax_tasks t_2 (actual time=1.904..6.220 rows=200 loops=1)
+//	        …  ->  Index Scan using ax_tasks_pkey on ax_tasks t_2 (actual time=0.004..0.004 rows=1 loops=200)
+//
+//	-- orphan scan: Stale(RUNNING, now-5m, 100)
+//	Limit (actual time=0.014..0.299 rows=100 loops=1)
+//	  ->  Index Scan using ax_tasks_running_heartbeat on ax_tasks t (actual time=0.013..0.291 rows=100 loops=1)
+//	        Index Cond: (heartbeat_at < '2026-11-29 09:05:22.787874+00')
+//
+//	-- stuck-claim scan: Stale(DISPATCHING, now-5m, 100)
+//	Limit (actual time=0.011..0.145 rows=100 loops=1)
+//	  ->  Index Scan using ax_tasks_dispatching_since on ax_tasks t (actual time=0.011..0.138 rows=100 loops=1)
+//	        Index Cond: (dispatched_at < '2026-11-29 09:05:22.787874+00')
+//
+//	-- business key: Lookup("order.close", "order-4242")
+//	Index Scan using ax_tasks_name_key on ax_tasks t (actual time=0.015..0.016 rows=1 loops=1)
+//	  Index Cond: ((name = 'order.close'::text) AND (key = 'order-4242'::text))
+//	  Buffers: shared hit=4
+//
+// The pkey scan with id = ANY returns rows in id order, so LockRows locks them in
+// ascending id order without a Sort.
+//
+// # Autovacuum
+//
+// ax_tasks is a queue: every task's row is rewritten several times (claim, start,
+// heartbeats, finish) and leaves the partial indexes when it leaves a state, so dead
+// index entries pile up exactly where the window scan and the claim start reading;
+// they once made an empty due-window scan 70× slower (7.3 ms against 0.1 ms after a
+// VACUUM, DESIGN.md §11). The table is therefore created with
+//
+//	fillfactor = 80                          -- room for new row versions on the same page
+//	autovacuum_vacuum_scale_factor = 0.01    -- vacuum after 1% of the rows changed…
+//	autovacuum_vacuum_threshold = 1000       -- …plus 1000, not the default 20%
+//	autovacuum_vacuum_insert_scale_factor = 0.05
+//	autovacuum_analyze_scale_factor = 0.02
+//	autovacuum_vacuum_cost_delay = 0         -- do not throttle it
+//
+// Keep long-running transactions away from the database ax uses: no vacuum can remove
+// rows they might still see.
+//
+// # The execution path
+//
+// Claim, Start, Heartbeat, Finish and Requeue sort their ids ascending and split them
+// in chunks of at most store.MaxBatch; each chunk is one statement over unnest()ed
+// arrays, and all chunks of a call go out pipelined in one transaction (BEGIN …
+// COMMIT in one pgx batch: one round trip once the statements are prepared). Each
+// statement first locks its candidate rows in a CTE, SELECT … ORDER BY id FOR NO KEY
+// UPDATE, then applies the per-row CAS (UPDATE … WHERE id = c.id AND status = old AND
+// execution_id = c.eid); concurrent batches therefore queue on each other in id order
+// and cannot deadlock. Claim waits for a locked row rather than SKIP LOCKED: a
+// skipped row would be reported neither claimed nor NotDue, and if its holder rolled
+// back, the leader would have dropped a due task from its wheel. (With one leader,
+// claims rarely meet; Cancel and Trigger hold a row for one statement.) Start inserts
+// the execution records with ON CONFLICT (id) DO NOTHING and moves to RUNNING exactly
+// the tasks whose record it inserted, in the same statement. Finish drops repeated
+// results of one execution before its multi-row UPDATE, which would otherwise pick one
+// arbitrarily. Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (name, key) DO
+// NOTHING per chunk, sorted by (name, key), which also returns the existing rows of
+// the duplicates. A transaction that fails with a deadlock (40P01) or a serialization
+// failure (40001) runs again, after a jittered backoff, up to 5 times.
+//
+// # The refill cursor
+//
+// Refill's Changed set must never skip a row: "a Refill never returns a cursor past a
+// sequence number whose row is not yet visible". A sequence alone does not give that
+// on PostgreSQL — nextval is not transactional, so a transaction that drew 10 and
+// commits after another that drew 11 was read would be skipped. Neither does a cursor
+// of transaction ids (stamp rows with pg_current_xact_id(), return
+// pg_snapshot_xmin(pg_current_snapshot())): it is safe, but xids are cluster-wide, so
+// any transaction anywhere on the server — another schema, another ax, a report —
+// holds xmin back; the cursor then stalls behind it and every Refill re-reads what
+// the last one returned, which the conformance suite's "nothing changed since"
+// checks reject as soon as another transaction is open on the server (as in parallel
+// tests; TestRefillIgnoresOtherSchemas builds that case).
+//
+// So the cursor is a sequence number, and the transactions that draw them announce
+// themselves. Every transaction that stamps rows SCHEDULED (Insert, InsertTx, Finish
+// with a retry, Requeue) first runs
+//
+//	SELECT pg_advisory_xact_lock_shared(<hash of schema>, (nextval('ax_seq') & 2147483647)::int4)
+//
+// drawing g and holding a shared advisory lock keyed (schema, g) until it ends; all
+// its stamps, drawn afterwards, are greater than g. Refill runs three READ COMMITTED
+// statements in order: v0 := the sequence's last value; the g of every such lock of
+// this schema in pg_locks (visible before their transactions commit); then the scans,
+// with a snapshot taken after both. The cursor it returns is at most
+// w = min(v0, every g). A stamp x ≤ w was drawn before v0 was read, so its transaction
+// had taken its lock before pg_locks was read; it is not among the lock holders
+// (their stamps exceed their g ≥ w), so it had ended, and its commit is visible to
+// the scans' later snapshot. Hence nothing at or below the cursor can appear later.
+//
+// Only ax's own writers in the same schema hold the cursor back, and only while they
+// run. Visible rows stamped above the cursor (committed while another writer is still
+// open) are returned in Changed anyway and read again by the next Refill — harmless,
+// the timing wheel dedupes; More is set only when the cursor itself moved to the last
+// row of a full page. A negative AfterSeq returns w, taken before the window scan.
+// Reading pg_locks costs in proportion to the locks held on the server, once per
+// refill. The lock key carries the low 31 bits of g; Refill widens it to the value
+// nearest v0, which is exact while fewer than 2^30 stamps are drawn during one writer
+// transaction. The sequence must keep CACHE 1.
+//
+// # Transactional submit
+//
+// InsertTx writes tasks inside a transaction of the caller's — a pgx.Tx, or a *sql.Tx
+// of the pgx stdlib driver (stdlib.OpenDBFromPool(pool), sql.Open("pgx", dsn)) on the
+// same database and schema — so "create the order" and "schedule its timeout" commit
+// or roll back together. It runs the same statements as Insert, the announcing lock
+// and the wake-up signal included: the tasks, the signal and the end of the lock all
+// take effect when the caller commits. Anything else is store.ErrInvalid. A statement
+// that fails aborts the caller's transaction, which the caller then rolls back. Keep
+// such transactions short: while one is open, the refill cursor cannot pass its
+// stamps (other changes still reach the leader, re-read until it ends).
+//
+// # Wake-ups
+//
+// Every transaction that inserts tasks or makes them SCHEDULED calls
+// pg_notify with an empty payload on the channel "ax_" + schema. PostgreSQL delivers it
+// when the transaction commits, not before, folds repeats within one transaction into
+// one, and drops it on rollback. Listen takes a connection out of the pool for itself,
+// LISTENs, and calls f per notification until its context ends or the store closes;
+// the leader refills at once instead of waiting for its next periodic refill, which
+// remains the guarantee.
+package postgres
