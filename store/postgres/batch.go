@@ -20,40 +20,48 @@ import (
 // other instead of deadlocking, and then applies the per-row CAS conditions; a row
 // whose condition fails is not touched.
 
+// Each statement locks its candidate rows first, in the CTE l; the UPDATE refers to
+// l only through the variable-free condition (SELECT count(*) FROM l) >= 0, which
+// PostgreSQL evaluates once, as a one-time filter, before the UPDATE reads a row. So
+// the locks are taken in id order before any row is written, and the UPDATE itself
+// joins only the unnest()ed input (a nested loop over the primary key), never a CTE,
+// whose row count the planner cannot estimate.
+
 const claimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t, ts
 	WHERE t.id = ANY($1) AND t.status = 'SCHEDULED' AND t.due_at <= ts.now
 	ORDER BY t.id FOR NO KEY UPDATE OF t),
 u AS (UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
-	FROM l, c, ts
-	WHERE t.id = l.id AND c.id = t.id AND t.status = 'SCHEDULED' AND t.due_at <= ts.now
+	FROM c, ts
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status = 'SCHEDULED' AND t.due_at <= ts.now
 	RETURNING ` + taskCols + `)
 SELECT true, * FROM u
 UNION ALL
 SELECT false, ` + taskCols + ` FROM ax_tasks t, ts WHERE t.id = ANY($1) AND t.status = 'SCHEDULED' AND t.due_at > ts.now`
 
+// startSQL moves to RUNNING the tasks DISPATCHING with the given execution id whose
+// id is not recorded yet, and records exactly those executions. Execution ids are
+// fresh per claim, so a task DISPATCHING with an id never has it recorded; should a
+// caller reuse one, the INSERT fails and the whole Start with it.
 const startSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c(task_id, eid, node)),
-l AS (SELECT t.id, t.attempt, t.execution_id FROM ax_tasks t
-	WHERE t.id = ANY($1) AND t.status = 'DISPATCHING'
-	ORDER BY t.id FOR NO KEY UPDATE),
+l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) AND t.status = 'DISPATCHING' ORDER BY t.id FOR NO KEY UPDATE),
+u AS (UPDATE ax_tasks t SET status = 'RUNNING', started_at = ts.now, heartbeat_at = ts.now, updated_at = ts.now
+	FROM c, ts
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.task_id AND t.status = 'DISPATCHING' AND t.execution_id = c.eid
+		AND NOT EXISTS (SELECT 1 FROM ax_executions x WHERE x.id = c.eid)
+	RETURNING c.node, ` + taskCols + `),
 ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
-	SELECT c.eid, l.id, l.attempt, c.node, 'RUNNING', ts.now, ts.now
-	FROM c JOIN l ON l.id = c.task_id AND l.execution_id = c.eid CROSS JOIN ts
-	ON CONFLICT (id) DO NOTHING
-	RETURNING id, task_id, node)
-UPDATE ax_tasks t SET status = 'RUNNING', started_at = ts.now, heartbeat_at = ts.now, updated_at = ts.now
-FROM ins, ts
-WHERE t.id = ins.task_id AND t.status = 'DISPATCHING' AND t.execution_id = ins.id
-RETURNING ins.node, ` + taskCols
+	SELECT u.execution_id, u.id, u.attempt, u.node, 'RUNNING', u.started_at, u.heartbeat_at FROM u)
+SELECT * FROM u`
 
 const heartbeatSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) AND t.status = 'RUNNING' ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET heartbeat_at = ts.now
-	FROM l, c, ts
-	WHERE t.id = l.id AND c.id = t.id AND t.status = 'RUNNING' AND t.execution_id = c.eid
+	FROM c, ts
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status = 'RUNNING' AND t.execution_id = c.eid
 	RETURNING t.id, t.execution_id),
 x AS (UPDATE ax_executions x SET heartbeat_at = ts.now FROM u, ts WHERE x.id = u.execution_id)
 SELECT id, execution_id FROM u`
@@ -70,8 +78,8 @@ u AS (UPDATE ax_tasks t SET
 		seq = CASE c.status WHEN 'SCHEDULED' THEN nextval('ax_seq') ELSE t.seq END,
 		finished_at = CASE c.status WHEN 'SCHEDULED' THEN t.finished_at ELSE ts.now END,
 		updated_at = ts.now
-	FROM l, c, ts
-	WHERE t.id = l.id AND c.id = t.id AND t.status = 'RUNNING' AND t.execution_id = c.eid
+	FROM c, ts
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status = 'RUNNING' AND t.execution_id = c.eid
 	RETURNING t.id, t.execution_id, c.status AS new_status, c.error),
 x AS (UPDATE ax_executions x SET status = CASE u.new_status WHEN 'SUCCEEDED' THEN 'SUCCEEDED' ELSE 'FAILED' END,
 		error = u.error, finished_at = ts.now
@@ -88,8 +96,8 @@ UPDATE ax_tasks t SET
 	due_at = CASE WHEN t.dispatch_retries + 1 > c.max_dispatch_retries THEN t.due_at ELSE c.due_at END,
 	seq = CASE WHEN t.dispatch_retries + 1 > c.max_dispatch_retries THEN t.seq ELSE nextval('ax_seq') END,
 	dispatch_retries = t.dispatch_retries + 1, last_error = c.error, updated_at = ts.now
-FROM l, c, ts
-WHERE t.id = l.id AND c.id = t.id AND t.status = 'DISPATCHING' AND t.execution_id = c.eid
+FROM c, ts
+WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status = 'DISPATCHING' AND t.execution_id = c.eid
 RETURNING t.id, t.execution_id`
 
 // chunks calls f for consecutive chunks of at most store.MaxBatch of items.

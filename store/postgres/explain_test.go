@@ -56,6 +56,18 @@ func TestExplain(t *testing.T) {
 	for i := range claimEIDs {
 		claimEIDs[i] = fmt.Sprintf("0190a0a0-0000-7000-8000-%012d", i)
 	}
+	var (
+		names, keys, owners, backoffs []string
+		payloads                      [][]byte
+		dues                          []time.Time
+		retries, timeouts             []int64
+	)
+	for i := range 200 {
+		names, keys, payloads = append(names, "order.close"), append(keys, fmt.Sprintf("new-%d", i)), append(payloads, []byte("{}"))
+		dues, retries, owners = append(dues, time.Now()), append(retries, 5), append(owners, "orders")
+		timeouts, backoffs = append(timeouts, 0), append(backoffs, "{}")
+	}
+	keys[199] = "order-4242" // a duplicate
 	now := time.Now()
 	cases := []struct {
 		name  string
@@ -70,6 +82,7 @@ func TestExplain(t *testing.T) {
 			[]any{now.Add(-5 * time.Minute), 100}, "ax_tasks_running_heartbeat"},
 		{"stuck-claim scan (Stale DISPATCHING)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'DISPATCHING' AND t.dispatched_at < $1 ORDER BY t.dispatched_at, t.id LIMIT $2`,
 			[]any{now.Add(-5 * time.Minute), 100}, "ax_tasks_dispatching_since"},
+		{"insert (200 tasks, one a duplicate)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs}, "ax_tasks_name_key"},
 		{"business key (Lookup)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.name = $1 AND t.key = $2`, []any{"order.close", "order-4242"}, "ax_tasks_name_key"},
 	}
 	var out strings.Builder

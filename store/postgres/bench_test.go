@@ -1,0 +1,63 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/servicetest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/postgres"
+)
+
+// BenchmarkLifecycle runs batches of tasks through Insert, Claim, Start and Finish:
+// one call of each per batch, as the scheduler coalesces them.
+func BenchmarkLifecycle(b *testing.B) {
+	for _, size := range []int{1, 200} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := postgres.Open(ctx, servicetest.PostgresDSN(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			now, err := st.Now(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				nts := make([]store.NewTask, size)
+				for i := range nts {
+					n++
+					nts[i] = store.NewTask{Name: "bench", Key: fmt.Sprint(n), DueAt: now.Add(-time.Second), Payload: []byte("x")}
+				}
+				res, err := st.Insert(ctx, nts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				claims := make([]store.Claim, size)
+				starts := make([]store.StartParams, size)
+				fins := make([]store.Finish, size)
+				for i, r := range res {
+					eid := fmt.Sprintf("0190a0a0-0000-7000-8000-%012d", n*1000+i)
+					claims[i] = store.Claim{ID: r.Task.ID, ExecutionID: eid}
+					starts[i] = store.StartParams{TaskID: r.Task.ID, ExecutionID: eid, Node: "n"}
+					fins[i] = store.Finish{TaskID: r.Task.ID, ExecutionID: eid, Status: store.Succeeded}
+				}
+				if c, err := st.Claim(ctx, claims); err != nil || len(c.Claimed) != size {
+					b.Fatalf("Claim: %d claimed, %v", len(c.Claimed), err)
+				}
+				if _, err := st.Start(ctx, starts); err != nil {
+					b.Fatal(err)
+				}
+				if ok, err := st.Finish(ctx, fins); err != nil || !ok[size-1] {
+					b.Fatalf("Finish: %v, %v", ok, err)
+				}
+			}
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
