@@ -3,6 +3,7 @@ package ax_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -12,10 +13,28 @@ import (
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store/mysql"
+	"github.com/axsched/ax/store/postgres"
 )
 
 // outageStores open a store of each network kind through a proxy the test can cut.
 var outageStores = map[string]func(t *testing.T) (ax.Store, *servicetest.Proxy){
+	"postgres": func(t *testing.T) (ax.Store, *servicetest.Proxy) {
+		u, err := url.Parse(servicetest.PostgresDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := servicetest.NewProxy(t, u.Host)
+		u.Host = p.Addr()
+		q := u.Query()
+		q.Set("connect_timeout", "2")
+		u.RawQuery = q.Encode()
+		st, err := postgres.Open(context.Background(), u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st, p
+	},
 	"mysql": func(t *testing.T) (ax.Store, *servicetest.Proxy) {
 		cfg, err := mysqldriver.ParseDSN(servicetest.MySQLDSN(t))
 		if err != nil {

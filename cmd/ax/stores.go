@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,9 +15,11 @@ import (
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store/mysql"
+	"github.com/axsched/ax/store/postgres"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -52,6 +55,40 @@ var storeKinds = map[string]storeKind{
 		},
 		status: func(ctx context.Context, dsn string) (int, int, error) { return sqlite.SchemaStatus(dsn) },
 		dbCPU:  selfCPU, // embedded: the database runs in this process
+	},
+	"postgres": {
+		open: func(ctx context.Context, dsn string) (ax.Store, error) { return postgres.Open(ctx, dsn) },
+		fresh: func(ctx context.Context, dsn string) (ax.Store, func(), error) {
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				return nil, nil, err
+			}
+			name := freshName()
+			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+				conn.Close(ctx)
+				return nil, nil, err
+			}
+			drop := func() {
+				conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
+				conn.Close(context.Background())
+			}
+			u, err := url.Parse(dsn)
+			if err != nil || u.Scheme == "" {
+				drop()
+				return nil, nil, fmt.Errorf("--dsn: want a postgres:// URL: %v", err)
+			}
+			q := u.Query()
+			q.Set("search_path", name)
+			u.RawQuery = q.Encode()
+			st, err := postgres.Open(ctx, u.String())
+			if err != nil {
+				drop()
+				return nil, nil, err
+			}
+			return st, func() { st.Close(); drop() }, nil
+		},
+		dbCPU:      processCPU("postgres"),
+		defaultDSN: "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
 	},
 	"mysql": {
 		open: func(ctx context.Context, dsn string) (ax.Store, error) { return mysql.Open(dsn) },
