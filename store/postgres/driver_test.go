@@ -471,3 +471,50 @@ func TestListen(t *testing.T) {
 		t.Fatal("Listen still running 10s after Close")
 	}
 }
+
+// TestClaimWaitsForLockedRow: a claim waits for a row another transaction holds and
+// claims it when that transaction ends with the row still due, rather than skipping it.
+func TestClaimWaitsForLockedRow(t *testing.T) {
+	t.Parallel()
+	st, pool := setup(t)
+	ctx := context.Background()
+	res, err := st.Insert(ctx, []store.NewTask{
+		{Name: "n", Key: "a", DueAt: dbNow(t, st).Add(-time.Minute)},
+		{Name: "n", Key: "b", DueAt: dbNow(t, st).Add(-time.Minute)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := res[0].Task.ID, res[1].Task.ID
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM ax_tasks WHERE id = $1 FOR UPDATE`, b); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *store.ClaimResult, 1)
+	go func() {
+		r, err := st.Claim(ctx, []store.Claim{{ID: a, ExecutionID: "e-a"}, {ID: b, ExecutionID: "e-b"}})
+		if err != nil {
+			t.Errorf("Claim: %v", err)
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("Claim returned %+v while task %d was locked, want it to wait", r, b)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r == nil || len(r.Claimed) != 2 || r.Claimed[0].ID != a || r.Claimed[1].ID != b {
+			t.Errorf("Claim after the lock was released = %+v, want tasks %d and %d claimed", r, a, b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Claim still waiting 10s after the lock was released")
+	}
+}
