@@ -1,6 +1,7 @@
 // Package postgres is ax's PostgreSQL store (pgx v5): the store for several replicas
 // of a service sharing one database. It implements store.Store, store.TxStore
-// (transactional submit) and store.Notifier (LISTEN/NOTIFY wake-ups).
+// (transactional submit) and store.Notifier (LISTEN/NOTIFY wake-ups). It needs
+// PostgreSQL 13 or later and is tested on 15.
 //
 //	st, err := postgres.Open(ctx, "postgres://ax@db/orders?search_path=ax")
 //	// or, on a pool the application owns (Close leaves it open):
@@ -185,7 +186,9 @@
 // Reading pg_locks costs in proportion to the locks held on the server, once per
 // refill. The lock key carries the low 31 bits of g; Refill widens it to the value
 // nearest v0, which is exact while fewer than 2^30 stamps are drawn during one writer
-// transaction. The sequence must keep CACHE 1.
+// transaction. The sequence must keep CACHE 1. TestRefillOpenTransaction and
+// TestRefillConcurrentWriters check it (ignoring the announced bounds, the second
+// loses most of its tasks).
 //
 // # Transactional submit
 //
