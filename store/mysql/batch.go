@@ -20,13 +20,17 @@ import (
 // READ COMMITTED transaction:
 //
 //  1. SELECT … WHERE id IN (…) AND status = <old> ORDER BY id FOR UPDATE: lock the rows
-//     whose status matches, in id order (Claim adds SKIP LOCKED: a row another
-//     transaction holds is someone else's to move);
+//     whose status matches, in id order;
 //  2. one UPDATE … SET col = CASE id WHEN ? THEN ? … END … WHERE id IN (locked ids)
 //     AND status = <old> [AND execution_id = CASE id …]: the per-row CAS, kept;
 //  3. where the caller needs rows back, one SELECT by id.
 //
 // Stamps come from the database clock: UTC_TIMESTAMP(6) read by statement 1.
+//
+// Statements 1 and 2 say FORCE INDEX (PRIMARY). Given "id IN (…) AND status = ?" the
+// optimizer may prefer the (status, …) indexes and scan every SCHEDULED row; a locking
+// scan locks each row it reads (READ COMMITTED lets go of the non-matching ones only
+// after reading them), so concurrent batches would wait on rows neither meant to touch.
 
 // chunks calls f for consecutive chunks of at most store.MaxBatch of n items.
 func chunks(n int, f func(lo, hi int) error) error {
@@ -60,12 +64,9 @@ type locked struct {
 
 // lockRows locks the rows among ids whose status is status, in id order, and returns
 // them by id with the database time of the statement.
-func lockRows(ctx context.Context, tx *sql.Tx, status store.Status, ids []int64, skipLocked bool) (map[int64]*locked, time.Time, error) {
+func lockRows(ctx context.Context, tx *sql.Tx, status store.Status, ids []int64) (map[int64]*locked, time.Time, error) {
 	q := `SELECT id, COALESCE(execution_id, ''), attempt, dispatch_retries, due_at, due_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
-		FROM ax_tasks WHERE id IN (` + marks(len(ids)) + `) AND status = ? ORDER BY id FOR UPDATE`
-	if skipLocked {
-		q += ` SKIP LOCKED`
-	}
+		FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + marks(len(ids)) + `) AND status = ? ORDER BY id FOR UPDATE`
 	rows, err := tx.QueryContext(ctx, q, append(int64s(ids), string(status))...)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -132,9 +133,13 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			for i, c := range part {
 				ids[i] = c.ID
 			}
-			// 1. Lock the SCHEDULED rows nobody else holds; "due" is decided by the
-			//    database clock in the statement.
-			rows, now, err := lockRows(ctx, tx, store.Scheduled, ids, true)
+			// 1. Lock the SCHEDULED rows; "due" is decided by the database clock in
+			//    the statement. Not SKIP LOCKED: a row held by a transaction that
+			//    leaves it SCHEDULED (a refused Cancel, a claim that rolls back) would
+			//    be neither claimed nor reported not due, and the scheduler would
+			//    forget it. READ COMMITTED takes no gap locks, so the wait is for
+			//    those rows only, and ascending ids keep claims from deadlocking.
+			rows, now, err := lockRows(ctx, tx, store.Scheduled, ids)
 			if err != nil {
 				return err
 			}
@@ -161,7 +166,7 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			args = append(args, ts, ts)
 			args = append(args, int64s(dueIDs)...)
 			args = append(args, ts)
-			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = `+execCase+`,
+			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING', execution_id = `+execCase+`,
 				dispatched_at = ?, updated_at = ?
 				WHERE id IN (`+marks(len(dueIDs))+`) AND status = 'SCHEDULED' AND due_at <= ?`, args...); err != nil {
 				return err
@@ -223,7 +228,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 				execIDs = append(execIDs, starts[i].ExecutionID)
 			}
 			// 1. Lock the DISPATCHING rows.
-			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
+			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids)
 			if err != nil {
 				return err
 			}
@@ -278,7 +283,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 				execCase, args := caseID(runIDs, runExecs, "")
 				args = append([]any{ts, ts, ts}, args...)
 				args = append(args, int64s(runIDs)...)
-				if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'RUNNING', started_at = ?, heartbeat_at = ?, updated_at = ?
+				if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'RUNNING', started_at = ?, heartbeat_at = ?, updated_at = ?
 					WHERE execution_id = `+execCase+` AND id IN (`+marks(len(runIDs))+`) AND status = 'DISPATCHING'`, args...); err != nil {
 					return err
 				}
@@ -340,7 +345,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return refs[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Running, ids, false)
+			rows, now, err := lockRows(ctx, tx, store.Running, ids)
 			if err != nil {
 				return err
 			}
@@ -362,7 +367,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 			execCase, args := caseID(aliveIDs, aliveExecs, "")
 			args = append([]any{ts}, args...)
 			args = append(args, int64s(aliveIDs)...)
-			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET heartbeat_at = ?
+			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET heartbeat_at = ?
 				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(aliveIDs))+`) AND status = 'RUNNING'`, args...); err != nil {
 				return err
 			}
@@ -425,7 +430,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return results[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Running, ids, false)
+			rows, now, err := lockRows(ctx, tx, store.Running, ids)
 			if err != nil {
 				return err
 			}
@@ -488,7 +493,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 			execCase, a := caseID(all, allExec, "")
 			args = append(args, a...)
 			args = append(args, int64s(all)...)
-			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET `+set+`
+			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET `+set+`
 				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(all))+`) AND status = 'RUNNING'`, args...); err != nil {
 				return err
 			}
@@ -536,7 +541,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return requeues[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
+			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids)
 			if err != nil {
 				return err
 			}
@@ -587,7 +592,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 			execCase, a := caseID(all, allExec, "")
 			args = append(args, a...)
 			args = append(args, int64s(all)...)
-			_, err = tx.ExecContext(ctx, `UPDATE ax_tasks SET `+set+`
+			_, err = tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET `+set+`
 				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(all))+`) AND status = 'DISPATCHING'`, args...)
 			return err
 		})

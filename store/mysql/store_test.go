@@ -1,0 +1,451 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/axsched/ax/internal/servicetest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/mysql"
+	"github.com/axsched/ax/store/storetest"
+)
+
+// TestStoreNew runs the suite through New on a pool configured the driver's way:
+// no parseTime, server-side prepared statements, the server's default isolation.
+func TestStoreNew(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite runs once through Open in short mode")
+	}
+	storetest.Run(t, func(t *testing.T) store.Store {
+		cfg, err := gomysql.ParseDSN(servicetest.MySQLDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ParseTime = false
+		db := rawDB(t, cfg.FormatDSN())
+		s, err := mysql.New(db)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func rawDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func newTask(key string, due time.Time) store.NewTask {
+	return store.NewTask{Name: "order.close", Key: key, Payload: []byte("p"), DueAt: due, MaxRetry: 3, OwnerService: "orders"}
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	s, err := mysql.Open(dsn)
+	if err != nil {
+		t.Fatalf("Open(empty database): %v", err)
+	}
+	if got := mysql.Applied(s); got != mysql.SchemaVersion() {
+		t.Errorf("Open(empty database) applied %d migrations, want %d", got, mysql.SchemaVersion())
+	}
+	s.Close()
+	again, err := mysql.Open(dsn)
+	if err != nil {
+		t.Fatalf("Open(migrated database): %v", err)
+	}
+	defer again.Close()
+	if got := mysql.Applied(again); got != 0 {
+		t.Errorf("Open(migrated database) applied %d migrations, want 0", got)
+	}
+	db := rawDB(t, dsn)
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM ax_schema_migrations WHERE applied_at IS NOT NULL`).Scan(&n); err != nil || n != mysql.SchemaVersion() {
+		t.Errorf("ax_schema_migrations holds %d applied versions (%v), want %d", n, err, mysql.SchemaVersion())
+	}
+}
+
+func TestMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	const n = 5
+	stores := make([]*mysql.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = mysql.Open(dsn)
+		})
+	}
+	close(start)
+	wg.Wait()
+	applied := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("Open #%d: %v", i, errs[i])
+			continue
+		}
+		applied += mysql.Applied(stores[i])
+		defer stores[i].Close()
+	}
+	if applied != mysql.SchemaVersion() {
+		t.Errorf("%d concurrent Opens applied %d migrations in all, want %d (once)", n, applied, mysql.SchemaVersion())
+	}
+}
+
+func TestMigrateNewerSchema(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	s, err := mysql.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db := rawDB(t, dsn)
+	if _, err := db.Exec(`INSERT INTO ax_schema_migrations (version, step, started_at, applied_at)
+		VALUES (999, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := mysql.Open(dsn); !errors.Is(err, store.ErrSchemaVersion) {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Open(database at version 999) error = %v, want ErrSchemaVersion", err)
+	}
+	if _, err := mysql.New(db); !errors.Is(err, store.ErrSchemaVersion) {
+		t.Errorf("New(database at version 999) error = %v, want ErrSchemaVersion", err)
+	}
+}
+
+// A crash in the middle of a migration: DDL committed statement by statement, the
+// migration's row records how far it got. The next Open finishes it.
+func TestMigrateResumesAfterCrash(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	s, err := mysql.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db := rawDB(t, dsn)
+	// As if the process died after the statement creating ax_executions.
+	for _, q := range []string{
+		`DROP TABLE ax_seq_holds`, `DROP TABLE ax_counters`,
+		`UPDATE ax_schema_migrations SET step = 2, applied_at = NULL WHERE version = 1`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err = mysql.Open(dsn)
+	if err != nil {
+		t.Fatalf("Open after an interrupted migration: %v", err)
+	}
+	defer s.Close()
+	if got := mysql.Applied(s); got != 1 {
+		t.Errorf("Open after an interrupted migration applied %d, want 1", got)
+	}
+	ctx := t.Context()
+	now, _ := s.Now(ctx)
+	if _, err := s.Insert(ctx, []store.NewTask{newTask("k", now)}); err != nil {
+		t.Errorf("Insert after the resumed migration: %v", err)
+	}
+	if res, err := s.Refill(ctx, store.RefillParams{AfterSeq: 0, To: now.Add(time.Hour), Limit: 10}); err != nil || len(res.Changed) != 1 {
+		t.Errorf("Refill after the resumed migration = %+v, %v; want one change", res, err)
+	}
+}
+
+func TestMigrationsIdempotentStatements(t *testing.T) {
+	for _, q := range mysql.Statements(mustRead(t, "migrations/0001_init.sql"), "utf8mb4_nopad_bin") {
+		u := strings.ToUpper(q)
+		if !strings.HasPrefix(u, "CREATE TABLE IF NOT EXISTS") && !strings.Contains(u, "ON DUPLICATE KEY UPDATE") {
+			t.Errorf("migration statement is not idempotent:\n%s", q)
+		}
+	}
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	s, err := mysql.Open("root@tcp(127.0.0.1:1)/ax")
+	if err == nil {
+		s.Close()
+		t.Fatal("Open(closed port) succeeded")
+	}
+	if !strings.Contains(err.Error(), "ax: mysql:") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("Open(closed port) error = %q, want it to name the store and the address", err)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("Open(closed port) took %v", d)
+	}
+	if _, err := mysql.Open("not a dsn"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("Open(bad DSN) error = %v, want ErrInvalid", err)
+	}
+	if _, err := mysql.Open("root@tcp(127.0.0.1:3306)/"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("Open(DSN without a database) error = %v, want ErrInvalid", err)
+	}
+}
+
+func TestInsertTx(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	s := openDSN(t, dsn)
+	db := rawDB(t, dsn)
+	ctx := t.Context()
+	now, _ := s.Now(ctx)
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("committed", now)})
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("InsertTx = %+v, %v", res, err)
+	}
+	if _, err := s.Lookup(ctx, "order.close", "committed"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Lookup before commit: error = %v, want ErrNotFound", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Lookup(ctx, "order.close", "committed"); err != nil || got.ID != res[0].Task.ID {
+		t.Errorf("Lookup after commit = %+v, %v; want task %d", got, err, res[0].Task.ID)
+	}
+
+	tx, err = db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("rolled-back", now)}); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback()
+	if _, err := s.Lookup(ctx, "order.close", "rolled-back"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Lookup after rollback: error = %v, want ErrNotFound", err)
+	}
+
+	// Duplicates inside the caller's transaction.
+	tx, _ = db.BeginTx(ctx, nil)
+	res, err = s.InsertTx(ctx, tx, []store.NewTask{newTask("committed", now), newTask("fresh", now)})
+	if err != nil || !errors.Is(res[0].Err, store.ErrDuplicate) || res[1].Err != nil {
+		t.Errorf("InsertTx(existing, fresh) = %+v, %v; want ErrDuplicate, nil", res, err)
+	}
+	tx.Commit()
+
+	for name, bad := range map[string]any{"nil": nil, "*sql.DB": db, "string": "tx", "nil *sql.Tx": (*sql.Tx)(nil)} {
+		if _, err := s.InsertTx(ctx, bad, []store.NewTask{newTask("x", now)}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("InsertTx(%s) error = %v, want ErrInvalid", name, err)
+		}
+	}
+	other := rawDB(t, servicetest.MySQLDSN(t))
+	tx, _ = other.BeginTx(ctx, nil)
+	defer tx.Rollback()
+	if _, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("x", now)}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("InsertTx(tx on another database) error = %v, want ErrInvalid", err)
+	}
+}
+
+func openDSN(t *testing.T, dsn string) *mysql.Store {
+	t.Helper()
+	s, err := mysql.Open(dsn)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func cursor(t *testing.T, s store.Store) int64 {
+	t.Helper()
+	now, _ := s.Now(t.Context())
+	r, err := s.Refill(t.Context(), store.RefillParams{AfterSeq: -1, From: now, To: now, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Seq
+}
+
+func changed(t *testing.T, s store.Store, after int64) *store.RefillResult {
+	t.Helper()
+	now, _ := s.Now(t.Context())
+	to := now.Add(24 * time.Hour)
+	r, err := s.Refill(t.Context(), store.RefillParams{AfterSeq: after, From: to, To: to, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func ids(ds []store.Due) []int64 {
+	var out []int64
+	for _, d := range ds {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+// The refill cursor never passes a sequence number whose row is not yet visible: a
+// task inserted in a transaction that commits after a later one still reaches Changed.
+func TestRefillOpenTransaction(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	s := openDSN(t, dsn)
+	db := rawDB(t, dsn)
+	ctx := t.Context()
+	now, _ := s.Now(ctx)
+	c0 := cursor(t, s)
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	res, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("slow", now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := res[0].Task.ID
+	r1 := changed(t, s, c0)
+	if len(r1.Changed) != 0 {
+		t.Errorf("Refill during the open transaction = %v, want nothing", r1.Changed)
+	}
+	res, err = s.Insert(ctx, []store.NewTask{newTask("fast", now)}) // commits meanwhile
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := res[0].Task.ID
+	r2 := changed(t, s, r1.Seq)
+	if len(r2.Changed) != 0 || r2.Seq != r1.Seq {
+		t.Errorf("Refill(AfterSeq %d) with an earlier transaction open = %v, cursor %d; want nothing and cursor %d (not past the open row)",
+			r1.Seq, r2.Changed, r2.Seq, r1.Seq)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r3 := changed(t, s, r2.Seq)
+	if got := ids(r3.Changed); len(got) != 2 || got[0] != slow || got[1] != fast {
+		t.Errorf("Refill(AfterSeq %d) after the commit = %v, want [%d %d] in sequence order", r2.Seq, got, slow, fast)
+	}
+	if r3.Seq <= r2.Seq {
+		t.Errorf("Refill after the commit: cursor %d, want past %d", r3.Seq, r2.Seq)
+	}
+}
+
+// A rolled-back submit holds the cursor back for HoldGrace at most.
+func TestRefillRolledBackTransaction(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	s := openDSN(t, dsn)
+	mysql.SetHoldGrace(s, 200*time.Millisecond)
+	db := rawDB(t, dsn)
+	ctx := t.Context()
+	now, _ := s.Now(ctx)
+	c0 := cursor(t, s)
+	tx, _ := db.BeginTx(ctx, nil)
+	if _, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("gone", now)}); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback()
+	res, err := s.Insert(ctx, []store.NewTask{newTask("after", now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := changed(t, s, c0)
+		if got := ids(r.Changed); len(got) == 1 && got[0] == res[0].Task.ID {
+			break
+		} else if len(got) != 0 {
+			t.Fatalf("Refill(AfterSeq %d) = %v, want only task %d", c0, got, res[0].Task.ID)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refill cursor stayed behind a rolled-back transaction")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Business keys compare byte for byte: no case folding, no trailing-space padding.
+func TestKeysAreExact(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	ctx := t.Context()
+	now, _ := s.Now(ctx)
+	keys := []string{"k", "k ", "K", "ḱ", "k\x00"}
+	var nts []store.NewTask
+	for _, k := range keys {
+		nts = append(nts, newTask(k, now))
+	}
+	res, err := s.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Errorf("Insert(key %q) = %v, want a new task", keys[i], r.Err)
+			continue
+		}
+		got, err := s.Lookup(ctx, "order.close", keys[i])
+		if err != nil || got.ID != r.Task.ID {
+			t.Errorf("Lookup(%q) = %+v, %v; want task %d", keys[i], got, err, r.Task.ID)
+		}
+	}
+}
+
+func TestInsertLimits(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	ctx := t.Context()
+	now, _ := s.Now(ctx)
+	ok := newTask(strings.Repeat("界", 500/3), now) // 498 bytes
+	ok.Name = strings.Repeat("n", 200)
+	if _, err := s.Insert(ctx, []store.NewTask{ok}); err != nil {
+		t.Errorf("Insert(name of 200 bytes, key of 498) error: %v", err)
+	}
+	for what, spoil := range map[string]func(*store.NewTask){
+		"name of 201 bytes": func(nt *store.NewTask) { nt.Name = strings.Repeat("n", 201) },
+		"key of 501 bytes":  func(nt *store.NewTask) { nt.Key = strings.Repeat("k", 501) },
+		"invalid UTF-8 key": func(nt *store.NewTask) { nt.Key = "\xff" },
+		"due in year 10000": func(nt *store.NewTask) { nt.DueAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
+	} {
+		nt := newTask("x", now)
+		spoil(&nt)
+		if _, err := s.Insert(ctx, []store.NewTask{nt}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Insert(%s) error = %v, want ErrInvalid", what, err)
+		}
+	}
+}
+
+func TestNewOwnsNothing(t *testing.T) {
+	t.Parallel()
+	db := rawDB(t, servicetest.MySQLDSN(t))
+	s, err := mysql.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Errorf("Close closed the caller's *sql.DB: %v", err)
+	}
+	if _, err := s.Now(t.Context()); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Now after Close: error = %v, want ErrClosed", err)
+	}
+}
