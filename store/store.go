@@ -32,6 +32,12 @@ var (
 // stamps on its own (CreatedAt, UpdatedAt, StartedAt, …) come from [Store.Now]'s clock.
 // Every state change is a conditional write; a row whose condition fails is left out of
 // the result and nothing about it changes.
+//
+// On a network database an error can leave the outcome unknown (the connection failed
+// during COMMIT): the caller must not assume nothing was written. Every write is safe
+// to repeat — Insert through the business key (a repeat answers ErrDuplicate with the
+// row), the transitions through their conditions (a repeat does not apply, or, for
+// Start, answers Duplicate with the recorded execution).
 type Store interface {
 	// Now returns the database's current time: the clock that has the final word on
 	// "due". Claim compares DueAt with this clock.
@@ -61,7 +67,9 @@ type Store interface {
 	Refill(ctx context.Context, p RefillParams) (*RefillResult, error)
 
 	// Claim moves the given tasks from SCHEDULED to DISPATCHING, each with its new
-	// execution id, if and only if DueAt <= Now. It sets DispatchedAt.
+	// execution id, if and only if DueAt <= Now. It sets DispatchedAt. A row locked by
+	// another transaction is waited for, not skipped, so every task asked for is
+	// either claimed, NotDue, or no longer SCHEDULED (or not visible yet).
 	Claim(ctx context.Context, claims []Claim) (*ClaimResult, error)
 
 	// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now, bypassing
@@ -126,6 +134,9 @@ type Inserted struct {
 //
 // Each set holds at most Limit rows; More reports that a set was cut short, and the
 // caller continues from the returned cursors.
+//
+// While other writers are in flight, a store may hold the returned cursor back and
+// return some rows again on the next call; callers treat Changed as "at least once".
 type RefillParams struct {
 	AfterSeq int64
 	From     time.Time
@@ -219,7 +230,8 @@ type TxStore interface {
 	// roll back: a *sql.Tx on the store's database for every SQL store, and the
 	// store's native kinds where it has them (pgx.Tx on PostgreSQL). The tasks become
 	// visible if, and only if, tx commits; InsertTx neither commits nor rolls back.
-	// A tx of a kind the store cannot use is ErrInvalid.
+	// A tx of a kind the store cannot use is ErrInvalid. If InsertTx fails, the
+	// caller's transaction may be aborted (PostgreSQL): roll it back.
 	InsertTx(ctx context.Context, tx any, tasks []NewTask) ([]Inserted, error)
 }
 
