@@ -528,11 +528,6 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 	if err := s.check("requeue"); err != nil {
 		return nil, err
 	}
-	for i, r := range requeues {
-		if r.DueAt.Before(minTime) || r.DueAt.After(maxTime) {
-			return nil, fmt.Errorf("ax: mysql: requeue: %d: due time %v outside years 1000-9999: %w", i, r.DueAt, store.ErrInvalid)
-		}
-	}
 	out := make([]bool, len(requeues))
 	order := sortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	err := s.run(ctx, "requeue", len(requeues), func(tx *sql.Tx, seq int64) error {
@@ -566,7 +561,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 				} else {
 					status = append(status, string(store.Scheduled))
 					back = append(back, r.TaskID)
-					backDue = append(backDue, dt(r.DueAt))
+					backDue = append(backDue, dt(clamp(r.DueAt)))
 					backSeq = append(backSeq, next)
 					next++
 				}

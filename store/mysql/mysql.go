@@ -93,7 +93,7 @@ func Open(dsn string) (*Store, error) {
 	var level string
 	if err := probe.QueryRowContext(ctx, `SELECT @@transaction_isolation`).Scan(&level); err != nil {
 		var me *mysql.MySQLError
-		if !errors.As(err, &me) {
+		if !errors.As(err, &me) || me.Number != 1193 { // 1193: unknown system variable
 			probe.Close()
 			return nil, fmt.Errorf("ax: mysql: open %s: %w", cfg.Addr, err)
 		}
