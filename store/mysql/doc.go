@@ -1,4 +1,4 @@
-// Package mysql is ax's store on MySQL 8.0+ or MariaDB 10.6+ (go-sql-driver/mysql), for
+// Package mysql is ax's store on MySQL 8.0.17+ or MariaDB 10.6+ (go-sql-driver/mysql), for
 // replicas that share one database. It implements store.Store and store.TxStore; it
 // has no store.Notifier (MySQL has no LISTEN/NOTIFY): other replicas' submits reach the
 // leader through its periodic refill.
@@ -197,8 +197,9 @@
 // spells them VALUES (…)), no FOR SHARE (MariaDB has only LOCK IN SHARE MODE, which
 // MySQL 8 still accepts), no RETURNING, index hints that both accept on UPDATE. The
 // differences the store handles: the isolation variable's name (detected at Open), the
-// NO PAD binary collation's name (detected at migration), SKIP LOCKED (MySQL 8.0.1+,
-// MariaDB 10.6+, checked by New; used only to reap holds) and MariaDB's ON DUPLICATE
+// NO PAD binary collation's name (detected at migration; utf8mb4_0900_bin needs MySQL
+// 8.0.17), SKIP LOCKED (MySQL 8.0.1+, MariaDB 10.6+; used only to reap holds) — New
+// checks the version and refuses older servers — and MariaDB's ON DUPLICATE
 // KEY UPDATE race (avoided on both). The suite runs here against MariaDB 10.11; the
 // MySQL 8 paths (transaction_isolation, utf8mb4_0900_bin) follow the MySQL manual but
 // have not been run in this repository's CI.

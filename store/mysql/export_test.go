@@ -10,3 +10,6 @@ func SetHoldGrace(s *Store, d time.Duration) { s.grace = d }
 
 // Statements splits a migration file as migrate does.
 var Statements = statements
+
+// CheckVersion is checkVersion.
+var CheckVersion = checkVersion

@@ -165,18 +165,19 @@ func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
 	return s, nil
 }
 
-// checkVersion refuses servers without FOR UPDATE SKIP LOCKED.
+// checkVersion refuses servers without FOR UPDATE SKIP LOCKED (MySQL 8.0.1, MariaDB
+// 10.6) or, on MySQL, the utf8mb4_0900_bin collation (8.0.17).
 func checkVersion(version string, mariaDB bool) error {
-	var major, minor int
-	fmt.Sscanf(version, "%d.%d", &major, &minor)
-	ok := major > 8 || major == 8
-	need := "MySQL 8.0"
+	var major, minor, patch int
+	fmt.Sscanf(version, "%d.%d.%d", &major, &minor, &patch)
+	ok := major > 8 || (major == 8 && (minor > 0 || patch >= 17))
+	need := "MySQL 8.0.17"
 	if mariaDB {
 		ok = major > 10 || (major == 10 && minor >= 6)
 		need = "MariaDB 10.6"
 	}
 	if !ok {
-		return fmt.Errorf("ax: mysql: server %s lacks SKIP LOCKED; ax needs %s or later: %w", version, need, store.ErrInvalid)
+		return fmt.Errorf("ax: mysql: server %s is too old: ax needs %s or later: %w", version, need, store.ErrInvalid)
 	}
 	return nil
 }

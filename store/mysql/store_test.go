@@ -449,3 +449,18 @@ func TestNewOwnsNothing(t *testing.T) {
 		t.Errorf("Now after Close: error = %v, want ErrClosed", err)
 	}
 }
+
+func TestCheckVersion(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		mariaDB bool
+		ok      bool
+	}{
+		{"8.0.36", false, true}, {"8.4.2", false, true}, {"9.1.0", false, true}, {"8.0.16", false, false}, {"5.7.44-log", false, false},
+		{"10.11.19-MariaDB-0+deb12u1", true, true}, {"10.6.0-MariaDB", true, true}, {"11.4.2-MariaDB", true, true}, {"10.5.25-MariaDB", true, false},
+	} {
+		if err := mysql.CheckVersion(c.version, c.mariaDB); (err == nil) != c.ok {
+			t.Errorf("checkVersion(%q) = %v, want ok %t", c.version, err, c.ok)
+		}
+	}
+}
