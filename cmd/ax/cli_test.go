@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/axsched/ax/internal/servicetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,5 +134,23 @@ func TestMigrateSQLite(t *testing.T) {
 	}
 	if code, _, _ := runAx(t, "migrate", "sideways"); code != exitUsage {
 		t.Errorf("migrate sideways: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestMigrateNetworkStores(t *testing.T) {
+	for name, dsn := range map[string]func(testing.TB) string{"postgres": servicetest.PostgresDSN, "mysql": servicetest.MySQLDSN} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := dsn(t)
+			if code, stdout, stderr := runAx(t, "migrate", "status", "--store", name, "--dsn", d); code != exitFail || !strings.Contains(stdout, "pending") {
+				t.Errorf("migrate status of an empty schema: exit %d, %q %q; want %d and pending", code, stdout, stderr, exitFail)
+			}
+			if code, stdout, stderr := runAx(t, "migrate", "up", "--store", name, "--dsn", d); code != exitOK || !strings.Contains(stdout, "up to date") {
+				t.Fatalf("migrate up: exit %d, %q %q", code, stdout, stderr)
+			}
+			if code, stdout, _ := runAx(t, "migrate", "status", "--store", name, "--dsn", d); code != exitOK || !strings.Contains(stdout, "up to date") {
+				t.Errorf("migrate status after up: exit %d, %q", code, stdout)
+			}
+		})
 	}
 }

@@ -87,6 +87,7 @@ var storeKinds = map[string]storeKind{
 			}
 			return st, func() { st.Close(); drop() }, nil
 		},
+		status:     postgres.SchemaStatus,
 		dbCPU:      processCPU("postgres"),
 		defaultDSN: "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
 	},
@@ -117,6 +118,7 @@ var storeKinds = map[string]storeKind{
 			}
 			return st, func() { st.Close(); drop() }, nil
 		},
+		status:     mysql.SchemaStatus,
 		dbCPU:      processCPU("mariadbd", "mysqld"),
 		defaultDSN: "root@tcp(127.0.0.1:3306)/test",
 	},

@@ -674,3 +674,27 @@ func int64s(ids []int64) []any {
 	}
 	return out
 }
+
+// SchemaStatus reports the schema version of the DSN's database (0: not migrated;
+// a migration interrupted half-way counts as not applied) and the latest this
+// package knows, without changing anything.
+func SchemaStatus(ctx context.Context, dsn string) (have, want int, err error) {
+	want = SchemaVersion()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return 0, want, fmt.Errorf("ax: mysql: schema status: %w", err)
+	}
+	defer db.Close()
+	var exists int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = 'ax_schema_migrations'`).Scan(&exists); err != nil {
+		return 0, want, fmt.Errorf("ax: mysql: schema status: %w", err)
+	}
+	if exists == 0 {
+		return 0, want, nil
+	}
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM ax_schema_migrations WHERE applied_at IS NOT NULL`).Scan(&have); err != nil {
+		return 0, want, fmt.Errorf("ax: mysql: schema status: %w", err)
+	}
+	return have, want, nil
+}

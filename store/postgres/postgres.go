@@ -396,3 +396,25 @@ func parseBackoff(s string) ([]time.Duration, error) {
 	}
 	return b, nil
 }
+
+// SchemaStatus reports the schema version in the DSN's current schema (0: not
+// migrated) and the latest this package knows, without changing anything.
+func SchemaStatus(ctx context.Context, dsn string) (have, want int, err error) {
+	want = SchemaVersion()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, want, fmt.Errorf("ax: postgres: schema status: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('ax_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return 0, want, fmt.Errorf("ax: postgres: schema status: %w", err)
+	}
+	if !exists {
+		return 0, want, nil
+	}
+	if err := conn.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM ax_schema_migrations`).Scan(&have); err != nil {
+		return 0, want, fmt.Errorf("ax: postgres: schema status: %w", err)
+	}
+	return have, want, nil
+}
