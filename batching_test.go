@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/mysql"
+	"github.com/axsched/ax/store/postgres"
 )
 
 func TestSubmitMany(t *testing.T) {
@@ -100,8 +103,16 @@ func (s *slowStore) Finish(ctx context.Context, f []store.Finish) ([]bool, error
 // results are written for many tasks per call: the store calls per task fall well
 // below one per step.
 func TestWritesAreBatchedUnderLoad(t *testing.T) {
-	t.Parallel()
-	st := &slowStore{Store: openSQLite(t), calls: map[string]int{}}
+	for name, open := range everyStore {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testWritesAreBatched(t, open(t))
+		})
+	}
+}
+
+func testWritesAreBatched(t *testing.T, inner ax.Store) {
+	st := &slowStore{Store: inner, calls: map[string]int{}}
 	s := newScheduler(t, st, nil)
 	var mu sync.Mutex
 	ran := 0
@@ -154,4 +165,25 @@ func TestWritesAreBatchedUnderLoad(t *testing.T) {
 			t.Errorf("%d %s calls for %d tasks, want batches (≤ %d)", c, m, n, n/4)
 		}
 	}
+}
+
+// everyStore opens a fresh store of each durable kind.
+var everyStore = map[string]func(t *testing.T) ax.Store{
+	"sqlite": func(t *testing.T) ax.Store { return openSQLite(t) },
+	"postgres": func(t *testing.T) ax.Store {
+		st, err := postgres.Open(context.Background(), servicetest.PostgresDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	},
+	"mysql": func(t *testing.T) ax.Store {
+		st, err := mysql.Open(servicetest.MySQLDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	},
 }
