@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -300,6 +301,10 @@ func (c *coalescer) insert(ctx context.Context, st Store, nt store.NewTask) (sto
 			close(r.done)
 		}
 
+		// The callers just answered are about to submit again: let them queue
+		// before looking, or the next batch holds one row and the one after the
+		// rest.
+		runtime.Gosched()
 		c.mu.Lock()
 		if len(c.queue) == 0 {
 			c.writing = false
