@@ -284,7 +284,14 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 		return Result{}, err
 	}
 	cs := &countingStore{Store: env.Store}
-	s, err := ax.New(ax.Config{Store: cs, Logger: quiet(), OwnerService: "ax-bench"})
+	var counted ax.Store = cs
+	if n, ok := env.Store.(store.Notifier); ok { // keep the scheduler's view of the store
+		counted = struct {
+			*countingStore
+			store.Notifier
+		}{cs, n}
+	}
+	s, err := ax.New(ax.Config{Store: counted, Logger: quiet(), OwnerService: "ax-bench"})
 	if err != nil {
 		return Result{}, err
 	}
