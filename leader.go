@@ -59,7 +59,7 @@ func newLeader(s *Scheduler, exec *executor) *leader {
 		refillNow:   make(chan struct{}, 1),
 		watched:     make(map[int64]*watchedTask),
 		claims:      make(chan []int64, 1),
-		maxInflight: int64(2 * s.cfg.Concurrency),
+		maxInflight: int64(s.cfg.Concurrency + store.MaxBatch),
 		wheel:       wheel.New(s.cfg.Tick, s.cfg.Window+2*s.cfg.RefillInterval+time.Minute, s.clock.now()),
 	}
 	exec.onDone = func(n int) {
