@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -587,7 +586,7 @@ func scanTask(row scanner, extra ...any) (*store.Task, error) {
 	t.ExecutionID = execID.String
 	t.Timeout = time.Duration(timeout) * time.Microsecond
 	var err error
-	t.Backoff, err = parseBackoff(backoff)
+	t.Backoff, err = store.ParseBackoff(backoff)
 	if err != nil {
 		return nil, err
 	}
@@ -620,30 +619,6 @@ func scanExecution(row scanner) (*store.Execution, error) {
 	}
 	e.Status = store.Status(status)
 	return &e, nil
-}
-
-func formatBackoff(b []time.Duration) string {
-	parts := make([]string, len(b))
-	for i, d := range b {
-		parts[i] = strconv.FormatInt(d.Microseconds(), 10)
-	}
-	return strings.Join(parts, ",")
-}
-
-func parseBackoff(s string) ([]time.Duration, error) {
-	if s == "" {
-		return nil, nil
-	}
-	parts := strings.Split(s, ",")
-	b := make([]time.Duration, len(parts))
-	for i, p := range parts {
-		us, err := strconv.ParseInt(p, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("backoff %q: %w", s, err)
-		}
-		b[i] = time.Duration(us) * time.Microsecond
-	}
-	return b, nil
 }
 
 // marks returns "?,?,…": n placeholders.

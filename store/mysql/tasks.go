@@ -232,7 +232,7 @@ func insertRows(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, rows []i
 			payload = nt.Payload
 		}
 		args = append(args, nt.Name, nt.Key, payload, dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
-			nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), seq+int64(i))
+			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i))
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return err

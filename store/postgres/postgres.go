@@ -346,7 +346,7 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 	t.ExecutionID = execID.String
 	t.Timeout = time.Duration(timeout) * time.Microsecond
 	var err error
-	if t.Backoff, err = parseBackoff(backoff); err != nil {
+	if t.Backoff, err = store.ParseBackoff(backoff); err != nil {
 		return nil, err
 	}
 	t.CreatedAt, t.UpdatedAt = created.UTC(), updated.UTC()
@@ -380,29 +380,7 @@ func fromNull(v sql.NullTime) time.Time {
 }
 
 // formatBackoff renders a backoff as a bigint[] literal of microseconds.
-func formatBackoff(b []time.Duration) string {
-	parts := make([]string, len(b))
-	for i, d := range b {
-		parts[i] = strconv.FormatInt(d.Microseconds(), 10)
-	}
-	return "{" + strings.Join(parts, ",") + "}"
-}
-
-func parseBackoff(s string) ([]time.Duration, error) {
-	if s == "" {
-		return nil, nil
-	}
-	parts := strings.Split(s, ",")
-	b := make([]time.Duration, len(parts))
-	for i, p := range parts {
-		us, err := strconv.ParseInt(p, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("backoff %q: %w", s, err)
-		}
-		b[i] = time.Duration(us) * time.Microsecond
-	}
-	return b, nil
-}
+func formatBackoff(b []time.Duration) string { return "{" + store.FormatBackoff(b) + "}" }
 
 // SchemaStatus reports the schema version in the DSN's current schema (0: not
 // migrated) and the latest this package knows, without changing anything.

@@ -160,16 +160,7 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			return nil, fmt.Errorf("ax: sqlite: claim: claim %d: empty execution id: %w", i, store.ErrInvalid)
 		}
 	}
-	// A task named twice is claimed once, with its first execution id.
-	seen := make(map[int64]bool, len(claims))
-	uniq := make([]store.Claim, 0, len(claims))
-	for _, c := range claims {
-		if !seen[c.ID] {
-			seen[c.ID] = true
-			uniq = append(uniq, c)
-		}
-	}
-	slices.SortFunc(uniq, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
+	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
 		res.Claimed, res.NotDue = res.Claimed[:0], res.NotDue[:0]

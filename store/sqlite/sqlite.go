@@ -37,7 +37,6 @@ import (
 	"net/url"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -231,7 +230,7 @@ func scanTask(row scanner) (*store.Task, error) {
 	t.DueAt = fromMicros(due)
 	t.ExecutionID = execID.String
 	t.Timeout = time.Duration(timeout) * time.Microsecond
-	t.Backoff, err = parseBackoff(backoff)
+	t.Backoff, err = store.ParseBackoff(backoff)
 	if err != nil {
 		return nil, err
 	}
@@ -267,30 +266,6 @@ func fromNull(v sql.NullInt64) time.Time {
 		return time.Time{}
 	}
 	return fromMicros(v.Int64)
-}
-
-func formatBackoff(b []time.Duration) string {
-	parts := make([]string, len(b))
-	for i, d := range b {
-		parts[i] = strconv.FormatInt(d.Microseconds(), 10)
-	}
-	return strings.Join(parts, ",")
-}
-
-func parseBackoff(s string) ([]time.Duration, error) {
-	if s == "" {
-		return nil, nil
-	}
-	parts := strings.Split(s, ",")
-	b := make([]time.Duration, len(parts))
-	for i, p := range parts {
-		us, err := strconv.ParseInt(p, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("backoff %q: %w", s, err)
-		}
-		b[i] = time.Duration(us) * time.Microsecond
-	}
-	return b, nil
 }
 
 // SchemaStatus reports the schema version of the file at path (0: not migrated) and

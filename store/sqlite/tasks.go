@@ -69,7 +69,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, o
 		for i := lo; i < hi; i++ {
 			nt := tasks[i]
 			args = append(args, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt),
-				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), seq+int64(i))
+				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i))
 		}
 		rows, err := s.batch(ctx, tx, insertStmt, []any{ts, ts}, args, nil)
 		if err != nil {

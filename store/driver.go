@@ -1,0 +1,55 @@
+package store
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Helpers shared by the SQL drivers, so that they agree on the details the contract
+// leaves to them.
+
+// UniqueClaims returns claims with each task id kept once, with its first execution
+// id, sorted by ascending id: the order in which drivers lock rows.
+func UniqueClaims(claims []Claim) []Claim {
+	seen := make(map[int64]bool, len(claims))
+	uniq := make([]Claim, 0, len(claims))
+	for _, c := range claims {
+		if !seen[c.ID] {
+			seen[c.ID] = true
+			uniq = append(uniq, c)
+		}
+	}
+	slices.SortFunc(uniq, func(a, b Claim) int { return cmp.Compare(a.ID, b.ID) })
+	return uniq
+}
+
+// FormatBackoff encodes a task's retry delays as comma-separated microseconds, the
+// text form the SQL drivers store.
+func FormatBackoff(b []time.Duration) string {
+	parts := make([]string, len(b))
+	for i, d := range b {
+		parts[i] = strconv.FormatInt(d.Microseconds(), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseBackoff decodes FormatBackoff's text; "" is no delays.
+func ParseBackoff(s string) ([]time.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	b := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		us, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("backoff %q: %w", s, err)
+		}
+		b[i] = time.Duration(us) * time.Microsecond
+	}
+	return b, nil
+}
