@@ -173,6 +173,7 @@ func (l *leader) add(dues ...store.Due) {
 func (l *leader) remove(id int64) {
 	l.mu.Lock()
 	l.removed = append(l.removed, id)
+	delete(l.watched, id)
 	l.mu.Unlock()
 	l.signal()
 }
