@@ -53,3 +53,15 @@ func ParseBackoff(s string) ([]time.Duration, error) {
 	}
 	return b, nil
 }
+
+// SortedOrder returns the indexes 0..n-1 ordered by ascending id(i), stable: the
+// order in which batched statements touch rows, so that concurrent batches cannot
+// deadlock.
+func SortedOrder(n int, id func(i int) int64) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(id(a), id(b)) })
+	return order
+}

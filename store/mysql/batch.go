@@ -42,16 +42,6 @@ func chunks(n int, f func(lo, hi int) error) error {
 	return nil
 }
 
-// sortedOrder returns the indexes 0..n-1 ordered by ascending id.
-func sortedOrder(n int, id func(i int) int64) []int {
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(id(a), id(b)) })
-	return order
-}
-
 // locked is a row locked by lockRows.
 type locked struct {
 	execID  string
@@ -330,7 +320,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		return nil, err
 	}
 	out := make([]bool, len(refs))
-	order := sortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	err := s.run(ctx, "heartbeat", 0, func(tx *sql.Tx, _ int64) error {
 		clear(out)
 		return chunks(len(order), func(lo, hi int) error {
@@ -408,7 +398,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 	out := make([]bool, len(results))
 	// Only the first result of an execution can apply: drop repeats, which a
 	// multi-row UPDATE would otherwise pick from arbitrarily.
-	order := sortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	order := store.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
 	seen := make(map[string]bool, len(order))
 	order = slices.DeleteFunc(order, func(i int) bool {
 		dup := seen[results[i].ExecutionID]
@@ -520,7 +510,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 		return nil, err
 	}
 	out := make([]bool, len(requeues))
-	order := sortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
+	order := store.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	err := s.run(ctx, "requeue", len(requeues), func(tx *sql.Tx, seq int64) error {
 		clear(out)
 		next := seq

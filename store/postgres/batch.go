@@ -112,17 +112,6 @@ func chunks[T any](items []T, f func(part []T)) {
 	}
 }
 
-// sortedOrder returns the indexes 0..n-1 ordered by ascending id (stable), so that
-// every batch touches rows in the same order.
-func sortedOrder(n int, id func(i int) int64) []int {
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(id(a), id(b)) })
-	return order
-}
-
 type ref struct {
 	id  int64
 	eid string
@@ -216,7 +205,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 	if len(starts) == 0 {
 		return out, s.check("start")
 	}
-	order := sortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
+	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	var others []int // inputs not started: duplicates or lost
 	err := s.tx(ctx, "start", func(b *pgx.Batch) {
 		chunks(order, func(part []int) {
@@ -313,7 +302,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	if len(refs) == 0 {
 		return out, s.check("heartbeat")
 	}
-	order := sortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	alive := map[ref]int{}
 	err := s.tx(ctx, "heartbeat", func(b *pgx.Batch) {
 		chunks(order, func(part []int) {
@@ -362,7 +351,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 	}
 	// Only the first result of an execution can apply: drop repeats, which a
 	// multi-row UPDATE would otherwise pick from arbitrarily.
-	order := sortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	order := store.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
 	seen := make(map[string]bool, len(order))
 	order = slices.DeleteFunc(order, func(i int) bool {
 		dup := seen[results[i].ExecutionID]
@@ -415,7 +404,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 	if len(requeues) == 0 {
 		return out, s.check("requeue")
 	}
-	order := sortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
+	order := store.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	// One transition per (task, execution): repeats in the call do not apply.
 	seen := make(map[ref]bool, len(order))
 	order = slices.DeleteFunc(order, func(i int) bool {

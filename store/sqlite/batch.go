@@ -224,7 +224,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 		}
 	}
 	out := make([]store.StartResult, len(starts))
-	order := sortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
+	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	err := s.write(ctx, "start", func(tx *sql.Tx) error {
 		clear(out)
 		ts := micros(now())
@@ -325,7 +325,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 // Heartbeat stamps heartbeat_at on running executions.
 func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
 	out := make([]bool, len(refs))
-	order := sortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	err := s.write(ctx, "heartbeat", func(tx *sql.Tx) error {
 		clear(out)
 		ts := micros(now())
@@ -374,7 +374,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 	out := make([]bool, len(results))
 	// Only the first result of an execution can apply: drop repeats, which a
 	// multi-row UPDATE would otherwise pick from arbitrarily.
-	order := sortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	order := store.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
 	seen := make(map[string]bool, len(order))
 	order = slices.DeleteFunc(order, func(i int) bool {
 		dup := seen[results[i].ExecutionID]

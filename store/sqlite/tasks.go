@@ -1,12 +1,10 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -293,7 +291,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 // retries are exhausted.
 func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
 	out := make([]bool, len(requeues))
-	order := sortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
+	order := store.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	err := s.write(ctx, "requeue", func(tx *sql.Tx) error {
 		seq, err := nextSeq(ctx, tx, len(requeues))
 		if err != nil {
@@ -363,15 +361,4 @@ func applied(res sql.Result, err error) (bool, error) {
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
-}
-
-// sortedOrder returns the indexes 0..n-1 ordered by ascending id, so that every batch
-// touches rows in the same order.
-func sortedOrder(n int, id func(i int) int64) []int {
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(id(a), id(b)) })
-	return order
 }
