@@ -303,8 +303,17 @@ func (c *coalescer) insert(ctx context.Context, st Store, nt store.NewTask) (sto
 
 		// The callers just answered are about to submit again: let them queue
 		// before looking, or the next batch holds one row and the one after the
-		// rest.
-		runtime.Gosched()
+		// rest. Yield until the queue stops growing (a few yields at most).
+		for i, last := 0, -1; i < len(batch); i++ {
+			runtime.Gosched()
+			c.mu.Lock()
+			n := len(c.queue)
+			c.mu.Unlock()
+			if n == last {
+				break
+			}
+			last = n
+		}
 		c.mu.Lock()
 		if len(c.queue) == 0 {
 			c.writing = false
