@@ -16,9 +16,13 @@ type clock struct {
 	offset atomic.Int64 // database minus local, in nanoseconds
 }
 
-func newClock() *clock {
+func newClock() *clock { return newClockSkewed(0) }
+
+// newClockSkewed is a clock whose local wall time is off by skew, as on a host whose
+// clock is wrong: tests use it to run schedulers "on" different hosts.
+func newClockSkewed(skew time.Duration) *clock {
 	now := time.Now()
-	return &clock{base: now, wall: now.Round(0)}
+	return &clock{base: now, wall: now.Round(0).Add(skew)}
 }
 
 // now returns the corrected current time. It has no monotonic reading: compare it

@@ -79,6 +79,32 @@ func (l *leader) start(ctx context.Context, wg *sync.WaitGroup) {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.listen(ctx, n) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); l.remeasure(ctx) }()
+}
+
+// clockInterval is how often the leader re-measures the store's clock offset, so
+// that drift between the hosts' clocks does not accumulate.
+const clockInterval = time.Minute
+
+func (l *leader) remeasure(ctx context.Context) {
+	ticker := time.NewTicker(clockInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		offset, rtt, err := l.s.clock.measure(ctx, l.s.st, 5)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: measure the store's clock", slog.Any("err", err))
+			}
+			continue
+		}
+		l.s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
+	}
 }
 
 // listen turns the store's change notifications into immediate refills, so that a
@@ -274,6 +300,15 @@ func (l *leader) claimer(ctx context.Context) {
 		} else {
 			l.inflight.Add(-int64(len(ids) - len(res.Claimed)))
 			if len(res.NotDue) > 0 {
+				// Due by our clock, not yet by the store's: try again at its due time,
+				// but no sooner than a tick from now, so that a clock offset not yet
+				// measured cannot turn into a loop of claims.
+				soonest := l.s.clock.now().Add(l.s.cfg.Tick)
+				for i := range res.NotDue {
+					if res.NotDue[i].DueAt.Before(soonest) {
+						res.NotDue[i].DueAt = soonest
+					}
+				}
 				l.add(res.NotDue...)
 			}
 			l.retryInvisible(ids, res)

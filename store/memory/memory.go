@@ -40,6 +40,7 @@ type Store struct {
 	execs   map[string]*store.Execution // by execution id: unique across the store
 	changes []change                    // seq order (see the package doc)
 	window  []dueKey                    // SCHEDULED rows in (DueAt, ID) order
+	skew    time.Duration               // WithClockSkew
 }
 
 var _ store.Store = (*Store)(nil)
@@ -67,12 +68,26 @@ func (a dueKey) compare(b dueKey) int {
 }
 
 // New returns an empty store.
-func New() *Store {
-	return &Store{
+func New(opts ...Option) *Store {
+	s := &Store{
 		rows:  make(map[int64]*row),
 		keys:  make(map[nameKey]int64),
 		execs: make(map[string]*store.Execution),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClockSkew makes the store's clock run d ahead of time.Now (behind, for a
+// negative d), like a database server whose clock differs from the application
+// host's: Now, the stamps and the Claim's "due" check all read it.
+func WithClockSkew(d time.Duration) Option {
+	return func(s *Store) { s.skew = d }
 }
 
 // lock checks ctx, takes the mutex and checks that the store is open. On success the
@@ -90,7 +105,7 @@ func (s *Store) lock(ctx context.Context) error {
 }
 
 // now is the store's clock: UTC, without a monotonic reading.
-func (s *Store) now() time.Time { return time.Now().Round(0).UTC() }
+func (s *Store) now() time.Time { return time.Now().Add(s.skew).Round(0).UTC() }
 
 // utc normalises a time passed in: UTC, without a monotonic reading.
 func utc(t time.Time) time.Time { return t.Round(0).UTC() }
