@@ -69,7 +69,10 @@
 //
 // # Scheduling, in brief
 //
-// On Start the scheduler measures the store's clock offset, loads every SCHEDULED task
+// On Start the scheduler measures the offset between the store's clock and its own
+// (the lowest-round-trip of five samples, taken at the midpoint; again every minute),
+// so that Delay's DueAt and every due decision are in the store's time whatever the
+// host's clock says. It then loads every SCHEDULED task
 // due within Config.Window (overdue first) into its wheel, then refills every
 // Config.RefillInterval with only the rows that changed since the last refill or
 // entered the window. Tasks submitted through this Scheduler go into the wheel at
