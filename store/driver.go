@@ -65,3 +65,51 @@ func SortedOrder(n int, id func(i int) int64) []int {
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(id(a), id(b)) })
 	return order
 }
+
+// CheckClaims rejects what the contract calls invalid for Claim: an empty execution
+// id. The error wraps ErrInvalid and names the item; drivers add their own limits.
+func CheckClaims(claims []Claim) error {
+	for i, c := range claims {
+		if c.ExecutionID == "" {
+			return fmt.Errorf("claim %d: empty execution id: %w", i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// CheckStarts rejects what the contract calls invalid for Start: an empty execution
+// id.
+func CheckStarts(starts []StartParams) error {
+	for i, sp := range starts {
+		if sp.ExecutionID == "" {
+			return fmt.Errorf("execution %d: empty execution id: %w", i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// CheckFinishes rejects what the contract calls invalid for Finish: a status other
+// than Succeeded, Scheduled or Failed, an empty execution id, a retry without DueAt.
+func CheckFinishes(results []Finish) error {
+	for i, f := range results {
+		switch {
+		case f.Status != Succeeded && f.Status != Scheduled && f.Status != Failed:
+			return fmt.Errorf("result %d: status %s: %w", i, f.Status, ErrInvalid)
+		case f.ExecutionID == "":
+			return fmt.Errorf("result %d: empty execution id: %w", i, ErrInvalid)
+		case f.Status == Scheduled && f.DueAt.IsZero():
+			return fmt.Errorf("result %d: retry without a due time: %w", i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Refusal is what Cancel and Trigger return when their transition did not apply:
+// the task as it is, or nil when it does not exist, with the sentinel (ErrNotFound,
+// ErrNotCancellable, ErrNotTriggerable) wrapped under op.
+func Refusal(op string, t *Task, sentinel error) (*Task, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%s: %w", op, sentinel)
+	}
+	return t, fmt.Errorf("%s: task is %s: %w", op, t.Status, sentinel)
+}

@@ -379,15 +379,12 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 	if err := s.check("finish"); err != nil {
 		return nil, err
 	}
+	if err := store.CheckFinishes(results); err != nil {
+		return nil, fmt.Errorf("ax: mysql: finish: %w", err)
+	}
 	retries := 0
 	for i, f := range results {
 		switch {
-		case f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed:
-			return nil, fmt.Errorf("ax: mysql: finish: result %d: status %s: %w", i, f.Status, store.ErrInvalid)
-		case f.ExecutionID == "":
-			return nil, fmt.Errorf("ax: mysql: finish: result %d: empty execution id: %w", i, store.ErrInvalid)
-		case f.Status == store.Scheduled && f.DueAt.IsZero():
-			return nil, fmt.Errorf("ax: mysql: finish: result %d: retry without a due time: %w", i, store.ErrInvalid)
 		case f.Status == store.Scheduled && (f.DueAt.Before(minTime) || f.DueAt.After(maxTime)):
 			return nil, fmt.Errorf("ax: mysql: finish: result %d: due time %v outside years 1000-9999: %w", i, f.DueAt, store.ErrInvalid)
 		}

@@ -379,10 +379,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 		return nil, err
 	}
 	if sentinel != nil {
-		if t != nil {
-			return t, fmt.Errorf("ax: mysql: cancel %q/%q: task is %s: %w", name, key, t.Status, sentinel)
-		}
-		return nil, fmt.Errorf("ax: mysql: cancel %q/%q: %w", name, key, sentinel)
+		return store.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
 	}
 	return t, nil
 }
@@ -425,10 +422,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		return nil, err
 	}
 	if sentinel != nil {
-		if t != nil {
-			return t, fmt.Errorf("ax: mysql: trigger task %d: task is %s: %w", id, t.Status, sentinel)
-		}
-		return nil, fmt.Errorf("ax: mysql: trigger task %d: %w", id, sentinel)
+		return store.Refusal(fmt.Sprintf("ax: mysql: trigger task %d", id), t, sentinel)
 	}
 	return t, nil
 }

@@ -117,8 +117,17 @@ type ref struct {
 	eid string
 }
 
-// readRefs reads (id, execution_id) rows.
-func readRefs(br pgx.BatchResults, into map[ref]int) error {
+// readRefs reads the (id, execution_id) rows of one result per chunk of n items.
+func readRefs(br pgx.BatchResults, n int, into map[ref]int) error {
+	for lo := 0; lo < n; lo += store.MaxBatch {
+		if err := readRefSet(br, into); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readRefSet(br pgx.BatchResults, into map[ref]int) error {
 	rows, err := br.Query()
 	if err != nil {
 		return err
@@ -139,10 +148,8 @@ func readRefs(br pgx.BatchResults, into map[ref]int) error {
 // SCHEDULED and due when that transaction ends (a skipped row would be neither
 // claimed nor NotDue, and the leader would drop a due task).
 func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
-	for i, c := range claims {
-		if c.ExecutionID == "" {
-			return nil, fmt.Errorf("ax: postgres: claim: claim %d: empty execution id: %w", i, store.ErrInvalid)
-		}
+	if err := store.CheckClaims(claims); err != nil {
+		return nil, fmt.Errorf("ax: postgres: claim: %w", err)
 	}
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
@@ -196,10 +203,8 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 
 // Start records executions and moves their tasks to RUNNING, in one transaction.
 func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
-	for i, sp := range starts {
-		if sp.ExecutionID == "" {
-			return nil, fmt.Errorf("ax: postgres: start: execution %d: empty execution id: %w", i, store.ErrInvalid)
-		}
+	if err := store.CheckStarts(starts); err != nil {
+		return nil, fmt.Errorf("ax: postgres: start: %w", err)
 	}
 	out := make([]store.StartResult, len(starts))
 	if len(starts) == 0 {
@@ -314,13 +319,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(alive)
-		var err error
-		chunks(order, func([]int) {
-			if err == nil {
-				err = readRefs(br, alive)
-			}
-		})
-		return err
+		return readRefs(br, len(order), alive)
 	})
 	if err != nil {
 		return nil, err
@@ -333,16 +332,11 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 
 // Finish records execution results.
 func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+	if err := store.CheckFinishes(results); err != nil {
+		return nil, fmt.Errorf("ax: postgres: finish: %w", err)
+	}
 	retry := false
-	for i, f := range results {
-		switch {
-		case f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed:
-			return nil, fmt.Errorf("ax: postgres: finish: result %d: status %s: %w", i, f.Status, store.ErrInvalid)
-		case f.ExecutionID == "":
-			return nil, fmt.Errorf("ax: postgres: finish: result %d: empty execution id: %w", i, store.ErrInvalid)
-		case f.Status == store.Scheduled && f.DueAt.IsZero():
-			return nil, fmt.Errorf("ax: postgres: finish: result %d: retry without a due time: %w", i, store.ErrInvalid)
-		}
+	for _, f := range results {
 		retry = retry || f.Status == store.Scheduled
 	}
 	out := make([]bool, len(results))
@@ -380,13 +374,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 				return err
 			}
 		}
-		var err error
-		chunks(order, func([]int) {
-			if err == nil {
-				err = readRefs(br, done)
-			}
-		})
-		return err
+		return readRefs(br, len(order), done)
 	})
 	if err != nil {
 		return nil, err
@@ -430,13 +418,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		var err error
-		chunks(order, func([]int) {
-			if err == nil {
-				err = readRefs(br, done)
-			}
-		})
-		return err
+		return readRefs(br, len(order), done)
 	})
 	if err != nil {
 		return nil, err

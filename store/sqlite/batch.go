@@ -155,10 +155,8 @@ func chunks(n int, f func(lo, hi int) error) error {
 
 // Claim moves due SCHEDULED tasks to DISPATCHING.
 func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
-	for i, c := range claims {
-		if c.ExecutionID == "" {
-			return nil, fmt.Errorf("ax: sqlite: claim: claim %d: empty execution id: %w", i, store.ErrInvalid)
-		}
+	if err := store.CheckClaims(claims); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
@@ -218,10 +216,8 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 
 // Start records executions and moves their tasks to RUNNING.
 func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
-	for i, sp := range starts {
-		if sp.ExecutionID == "" {
-			return nil, fmt.Errorf("ax: sqlite: start: execution %d: empty execution id: %w", i, store.ErrInvalid)
-		}
+	if err := store.CheckStarts(starts); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: start: %w", err)
 	}
 	out := make([]store.StartResult, len(starts))
 	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
@@ -361,15 +357,8 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 
 // Finish records execution results.
 func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
-	for i, f := range results {
-		switch {
-		case f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed:
-			return nil, fmt.Errorf("ax: sqlite: finish: result %d: status %s: %w", i, f.Status, store.ErrInvalid)
-		case f.ExecutionID == "":
-			return nil, fmt.Errorf("ax: sqlite: finish: result %d: empty execution id: %w", i, store.ErrInvalid)
-		case f.Status == store.Scheduled && f.DueAt.IsZero():
-			return nil, fmt.Errorf("ax: sqlite: finish: result %d: retry without a due time: %w", i, store.ErrInvalid)
-		}
+	if err := store.CheckFinishes(results); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: finish: %w", err)
 	}
 	out := make([]bool, len(results))
 	// Only the first result of an execution can apply: drop repeats, which a
