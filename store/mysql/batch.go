@@ -452,26 +452,16 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 			if len(all) == 0 {
 				return nil
 			}
-			set := "updated_at = ?"
-			args := []any{ts}
-			add := func(col string, ids []int64, vals []any) {
-				if len(ids) == 0 {
-					return
-				}
-				c, a := caseID(ids, vals, col)
-				set += ", " + col + " = " + c
-				args = append(args, a...)
-			}
-			add("last_error", failed, failedErr)
-			add("attempt", retry, retryAttempt)
-			add("due_at", retry, retryDue)
-			add("seq", retry, retrySeq)
-			add("finished_at", final, fin)
-			add("status", all, status) // last: the CAS below reads the old status
+			u := assignments{sql: "updated_at = ?", args: []any{ts}}
+			u.add("last_error", failed, failedErr)
+			u.add("attempt", retry, retryAttempt)
+			u.add("due_at", retry, retryDue)
+			u.add("seq", retry, retrySeq)
+			u.add("finished_at", final, fin)
+			u.add("status", all, status) // last: the CAS below reads the old status
 			execCase, a := caseID(all, allExec, "")
-			args = append(args, a...)
-			args = append(args, int64s(all)...)
-			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET `+set+`
+			args := append(append(u.args, a...), int64s(all)...)
+			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET `+u.sql+`
 				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(all))+`) AND status = 'RUNNING'`, args...); err != nil {
 				return err
 			}
@@ -547,25 +537,15 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 			if len(all) == 0 {
 				return nil
 			}
-			set := "updated_at = ?, dispatch_retries = dispatch_retries + 1"
-			args := []any{ts}
-			add := func(col string, ids []int64, vals []any) {
-				if len(ids) == 0 {
-					return
-				}
-				c, a := caseID(ids, vals, col)
-				set += ", " + col + " = " + c
-				args = append(args, a...)
-			}
-			add("last_error", all, lastErr)
-			add("due_at", back, backDue)
-			add("seq", back, backSeq)
-			add("finished_at", dead, deadFin)
-			add("status", all, status)
+			u := assignments{sql: "updated_at = ?, dispatch_retries = dispatch_retries + 1", args: []any{ts}}
+			u.add("last_error", all, lastErr)
+			u.add("due_at", back, backDue)
+			u.add("seq", back, backSeq)
+			u.add("finished_at", dead, deadFin)
+			u.add("status", all, status)
 			execCase, a := caseID(all, allExec, "")
-			args = append(args, a...)
-			args = append(args, int64s(all)...)
-			_, err = tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET `+set+`
+			args := append(append(u.args, a...), int64s(all)...)
+			_, err = tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET `+u.sql+`
 				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(all))+`) AND status = 'DISPATCHING'`, args...)
 			return err
 		})
@@ -574,4 +554,20 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 		return nil, err
 	}
 	return out, nil
+}
+
+// assignments builds the SET list of a multi-row UPDATE, one "col = CASE id … END"
+// per column that some rows change.
+type assignments struct {
+	sql  string
+	args []any
+}
+
+func (u *assignments) add(col string, ids []int64, vals []any) {
+	if len(ids) == 0 {
+		return
+	}
+	c, a := caseID(ids, vals, col)
+	u.sql += ", " + col + " = " + c
+	u.args = append(u.args, a...)
 }
