@@ -293,9 +293,11 @@ func (l *leader) claimer(ctx context.Context) {
 			// The tasks are still SCHEDULED: try them again shortly.
 			log.LogAttrs(ctx, slog.LevelError, "ax: claim failed", slog.Int("tasks", len(ids)), slog.Any("err", err))
 			retry := l.s.clock.now().Add(time.Second)
-			for _, id := range ids {
-				l.add(store.Due{ID: id, DueAt: retry})
+			dues := make([]store.Due, len(ids))
+			for i, id := range ids {
+				dues[i] = store.Due{ID: id, DueAt: retry}
 			}
+			l.add(dues...)
 			l.inflight.Add(-int64(len(ids)))
 		} else {
 			l.inflight.Add(-int64(len(ids) - len(res.Claimed)))
