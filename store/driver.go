@@ -113,3 +113,105 @@ func Refusal(op string, t *Task, sentinel error) (*Task, error) {
 	}
 	return t, fmt.Errorf("%s: task is %s: %w", op, t.Status, sentinel)
 }
+
+// CheckTaskKey rejects a task key and overlap policy that do not go together: a
+// TaskKey needs a valid Overlap, and no TaskKey means no Overlap. Drivers add their
+// length limits.
+func CheckTaskKey(nt NewTask) error {
+	switch {
+	case nt.TaskKey == "" && nt.Overlap != "":
+		return fmt.Errorf("overlap policy %q without a task key: %w", nt.Overlap, ErrInvalid)
+	case nt.TaskKey != "" && !nt.Overlap.Valid():
+		return fmt.Errorf("task key %q: overlap policy %q is not skip, queue or allow: %w", nt.TaskKey, nt.Overlap, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckScheduleDefs rejects what the contract calls invalid for RegisterSchedules: an
+// empty name, spec or time zone, an unknown policy, a zero NextFireAt, a name given
+// twice.
+func CheckScheduleDefs(defs []ScheduleDef) error {
+	seen := make(map[string]bool, len(defs))
+	for i, d := range defs {
+		switch {
+		case d.Name == "" || d.Spec == "" || d.TimeZone == "":
+			return fmt.Errorf("schedule %d: empty name, spec or time zone: %w", i, ErrInvalid)
+		case !d.Overlap.Valid() || !d.Misfire.Valid():
+			return fmt.Errorf("schedule %q: overlap %q or misfire %q policy unknown: %w", d.Name, d.Overlap, d.Misfire, ErrInvalid)
+		case d.NextFireAt.IsZero():
+			return fmt.Errorf("schedule %q: zero next fire time: %w", d.Name, ErrInvalid)
+		case seen[d.Name]:
+			return fmt.Errorf("schedule %q given twice: %w", d.Name, ErrInvalid)
+		}
+		seen[d.Name] = true
+	}
+	return nil
+}
+
+// CheckFire rejects what the contract calls invalid for FireSchedule: an empty name,
+// a zero Expect or Next. The tasks are checked as Insert checks them.
+func CheckFire(p FireParams) error {
+	if p.Name == "" || p.Expect.IsZero() || p.Next.IsZero() {
+		return fmt.Errorf("fire schedule %q: empty name, or zero expected or next fire time: %w", p.Name, ErrInvalid)
+	}
+	return nil
+}
+
+// Keyed is a due SCHEDULED task with a task key whose Overlap is skip or queue, as a
+// Claim found it.
+type Keyed struct {
+	ID      int64
+	DueAt   time.Time
+	TaskKey string
+	Overlap OverlapPolicy
+	Holder  int64 // set by ResolveKeys on the losers: the task holding the key
+}
+
+// ResolveKeys applies the overlap rule to the keyed tasks a Claim asked for, given
+// the holders of their keys (key → id of the task DISPATCHING or RUNNING with it,
+// read under the key's lock): for each free key the first task in (DueAt, ID) order
+// wins; every other task loses to the holder (or the winner) and is skipped or
+// blocked by its Overlap. Each list is in id order.
+func ResolveKeys(tasks []Keyed, holders map[string]int64) (claim, skip, block []Keyed) {
+	sorted := slices.Clone(tasks)
+	slices.SortFunc(sorted, func(a, b Keyed) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	held := make(map[string]int64, len(holders)+len(sorted))
+	for k, id := range holders {
+		held[k] = id
+	}
+	for _, k := range sorted {
+		holder, busy := held[k.TaskKey]
+		switch {
+		case !busy:
+			held[k.TaskKey] = k.ID
+			claim = append(claim, k)
+		case k.Overlap == OverlapSkip:
+			k.Holder = holder
+			skip = append(skip, k)
+		default:
+			k.Holder = holder
+			block = append(block, k)
+		}
+	}
+	byID := func(a, b Keyed) int { return cmp.Compare(a.ID, b.ID) }
+	slices.SortFunc(claim, byID)
+	slices.SortFunc(skip, byID)
+	slices.SortFunc(block, byID)
+	return claim, skip, block
+}
+
+// SkipReason is the LastError of a task skipped because its key was held.
+func SkipReason(taskKey string, holder int64) string {
+	return fmt.Sprintf("skipped: task key %q held by task %d", taskKey, holder)
+}
+
+// KeyHeld is the error Trigger returns, wrapping ErrNotTriggerable, when the task's
+// key is held by another task.
+func KeyHeld(op string, t *Task, holder int64) (*Task, error) {
+	return t, fmt.Errorf("%s: task key %q held by task %d: %w", op, t.TaskKey, holder, ErrNotTriggerable)
+}

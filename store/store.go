@@ -69,13 +69,23 @@ type Store interface {
 	// Claim moves the given tasks from SCHEDULED to DISPATCHING, each with its new
 	// execution id, if and only if DueAt <= Now. It sets DispatchedAt. A row locked by
 	// another transaction is waited for, not skipped, so every task asked for is
-	// either claimed, NotDue, or no longer SCHEDULED (or not visible yet).
+	// either claimed, NotDue, Skipped, Blocked, or no longer SCHEDULED (or not
+	// visible yet).
+	//
+	// A due task with a TaskKey and Overlap skip or queue is claimed only if no other
+	// task with that key is DISPATCHING or RUNNING, and of several such tasks in one
+	// call only the first in (DueAt, ID) order is. The check is part of the claiming
+	// write: concurrent Claims, in any number of processes, never leave two tasks of
+	// one key DISPATCHING or RUNNING. A task that loses is, by its policy, SKIPPED
+	// (FinishedAt set, LastError naming the key and the task holding it) or left
+	// SCHEDULED and reported Blocked.
 	Claim(ctx context.Context, claims []Claim) (*ClaimResult, error)
 
 	// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now, bypassing
 	// DueAt, with a new execution id; it sets DispatchedAt and TriggeredAt. From
 	// FAILED, Attempt grows by one. It returns ErrNotFound, or the unchanged task
-	// with ErrNotTriggerable.
+	// with ErrNotTriggerable — also when the task's key is held (Overlap skip or
+	// queue, as in Claim), with an error naming the task holding it.
 	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)
 
 	// Start records executions and moves their tasks from DISPATCHING to RUNNING,
@@ -108,6 +118,35 @@ type Store interface {
 	// tasks whose HeartbeatAt is before it, or DISPATCHING tasks whose DispatchedAt
 	// is before it, oldest first. Other statuses are ErrInvalid.
 	Stale(ctx context.Context, status Status, before time.Time, limit int) ([]Task, error)
+
+	// RegisterSchedules upserts schedule definitions, in one transaction, and
+	// returns the stored schedules in input order. A new schedule starts at its
+	// NextFireAt, not paused. An existing one takes the new Overlap, Misfire and
+	// Payload and keeps Paused and LastFireAt; if its Spec or TimeZone changed, it
+	// takes those and the given NextFireAt, otherwise it keeps its NextFireAt.
+	RegisterSchedules(ctx context.Context, defs []ScheduleDef) ([]Schedule, error)
+
+	// Schedules returns every stored schedule, by name.
+	Schedules(ctx context.Context) ([]Schedule, error)
+
+	// PauseSchedule marks the schedule paused and cancels its occurrences still
+	// SCHEDULED (tasks whose Name and TaskKey are the schedule's name), in one
+	// transaction, and returns the schedule. It returns ErrNotFound for an unknown
+	// name. Pausing a paused schedule changes nothing.
+	PauseSchedule(ctx context.Context, name string) (*Schedule, error)
+
+	// ResumeSchedule clears a paused schedule's flag and sets its NextFireAt to next,
+	// so that slots missed while paused are not fired; a schedule that is not paused
+	// is left alone. It returns the schedule, or ErrNotFound.
+	ResumeSchedule(ctx context.Context, name string, next time.Time) (*Schedule, error)
+
+	// FireSchedule materialises occurrences: if the schedule exists, is not paused
+	// and its NextFireAt equals p.Expect, then in one transaction NextFireAt becomes
+	// p.Next, LastFireAt p.Last (unless zero) and p.Tasks are inserted as Insert
+	// does (an occurrence already stored is ErrDuplicate in its result, not an
+	// error). Otherwise nothing is written and Applied is false: another scheduler
+	// got there first, or an operator paused it.
+	FireSchedule(ctx context.Context, p FireParams) (*FireResult, error)
 
 	// Close releases the store's resources. Calls after Close return ErrClosed.
 	Close() error
@@ -161,8 +200,16 @@ type Claim struct {
 
 // ClaimResult is the answer to a Claim.
 type ClaimResult struct {
-	Claimed []Task // now DISPATCHING, in id order
-	NotDue  []Due  // still SCHEDULED but due after the store's Now: try again at DueAt
+	Claimed []Task    // now DISPATCHING, in id order
+	NotDue  []Due     // still SCHEDULED but due after the store's Now: try again at DueAt
+	Skipped []Task    // now SKIPPED: their key was held and their Overlap is skip
+	Blocked []Blocked // still SCHEDULED and due, their key held and their Overlap queue: try again when it frees
+}
+
+// Blocked is a due task waiting for its task key.
+type Blocked struct {
+	Due
+	TaskKey string
 }
 
 // ExecRef names one execution of one task.

@@ -78,7 +78,14 @@ type Task struct {
 	DispatchRetries int       // failed hand-offs to an executor; never consumes Attempt
 	ExecutionID     string    // the current (or last) execution, a UUIDv7; empty before the first claim
 	OwnerService    string    // the service that submitted the task
-	LastError       string    // the last business or dispatch error
+	LastError       string    // the last business or dispatch error, or why it was skipped
+
+	// TaskKey, when set, is a mutual-exclusion key: Overlap decides what happens
+	// when the task comes due while another task with the same key is DISPATCHING
+	// or RUNNING. A periodic occurrence's TaskKey is its schedule's name. Both are
+	// empty for a task without a key.
+	TaskKey string
+	Overlap OverlapPolicy
 
 	// Timeout is the handler deadline for this task; 0 means the handler's default.
 	Timeout time.Duration
@@ -121,6 +128,8 @@ type NewTask struct {
 	OwnerService string
 	Timeout      time.Duration
 	Backoff      []time.Duration
+	TaskKey      string        // optional mutual-exclusion key (see Task.TaskKey)
+	Overlap      OverlapPolicy // required with a TaskKey, empty without
 }
 
 // Due is a scheduled task's id and due time: what the timing wheel holds.
@@ -131,3 +140,88 @@ type Due struct {
 
 // String formats the pair for logs and test failures.
 func (d Due) String() string { return fmt.Sprintf("%d@%s", d.ID, d.DueAt.Format(time.RFC3339Nano)) }
+
+// OverlapPolicy says what happens when a task with a task key comes due while another
+// task with the same key is DISPATCHING or RUNNING. Its value is the lower-case name
+// stored in the database.
+type OverlapPolicy string
+
+// The overlap policies.
+const (
+	OverlapSkip  OverlapPolicy = "skip"  // the task becomes SKIPPED, with the reason in LastError
+	OverlapQueue OverlapPolicy = "queue" // the task waits, SCHEDULED, until the key is free
+	OverlapAllow OverlapPolicy = "allow" // the key is ignored: tasks run concurrently
+)
+
+// Valid reports whether p is one of the defined policies.
+func (p OverlapPolicy) Valid() bool {
+	return p == OverlapSkip || p == OverlapQueue || p == OverlapAllow
+}
+
+// String returns the policy name, e.g. "skip".
+func (p OverlapPolicy) String() string { return string(p) }
+
+// MisfirePolicy says what a schedule does with the occurrences it missed while no
+// scheduler was running (or it was paused past them). Its value is the lower-case
+// name stored in the database.
+type MisfirePolicy string
+
+// The misfire policies.
+const (
+	MisfireFireOnce MisfirePolicy = "fire_once" // the missed occurrences collapse into one, fired at once
+	MisfireSkip     MisfirePolicy = "skip"      // the missed occurrences are dropped: wait for the next slot
+	MisfireCatchUp  MisfirePolicy = "catch_up"  // each missed occurrence fires, up to a bound
+)
+
+// Valid reports whether p is one of the defined policies.
+func (p MisfirePolicy) Valid() bool {
+	return p == MisfireFireOnce || p == MisfireSkip || p == MisfireCatchUp
+}
+
+// String returns the policy name, e.g. "fire_once".
+func (p MisfirePolicy) String() string { return string(p) }
+
+// Schedule is a periodic task's definition and progress: a row of ax_schedules. The
+// schedule's name is also its handler's name and the TaskKey of its occurrences.
+type Schedule struct {
+	Name     string
+	Spec     string // cron spec or "@every <duration>"
+	TimeZone string // IANA name the cron spec is evaluated in, e.g. "UTC"
+	Overlap  OverlapPolicy
+	Misfire  MisfirePolicy
+	Payload  []byte // each occurrence's payload
+	Paused   bool
+
+	NextFireAt time.Time // the next slot not yet materialised as a task
+	LastFireAt time.Time // the slot of the last materialised occurrence; zero before the first
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// ScheduleDef registers a schedule (Store.RegisterSchedules). NextFireAt is the
+// first slot to materialise if the schedule is new or its timing (Spec, TimeZone)
+// changed.
+type ScheduleDef struct {
+	Name       string
+	Spec       string
+	TimeZone   string
+	Overlap    OverlapPolicy
+	Misfire    MisfirePolicy
+	Payload    []byte
+	NextFireAt time.Time
+}
+
+// FireParams advances a schedule and writes its occurrences (Store.FireSchedule).
+type FireParams struct {
+	Name   string
+	Expect time.Time // the schedule's NextFireAt as the caller read it
+	Next   time.Time // its new NextFireAt: the first slot not materialised by this call
+	Last   time.Time // its new LastFireAt; zero leaves it unchanged
+	Tasks  []NewTask // the occurrences
+}
+
+// FireResult is the answer to FireSchedule.
+type FireResult struct {
+	Applied  bool       // false: NextFireAt was not Expect, or the schedule is paused or gone; nothing was written
+	Inserted []Inserted // one per FireParams.Tasks when Applied, as Insert answers
+}

@@ -41,6 +41,8 @@ type Store struct {
 	changes []change                    // seq order (see the package doc)
 	window  []dueKey                    // SCHEDULED rows in (DueAt, ID) order
 	skew    time.Duration               // WithClockSkew
+
+	schedules map[string]*store.Schedule
 }
 
 var _ store.Store = (*Store)(nil)
@@ -73,6 +75,8 @@ func New(opts ...Option) *Store {
 		rows:  make(map[int64]*row),
 		keys:  make(map[nameKey]int64),
 		execs: make(map[string]*store.Execution),
+
+		schedules: make(map[string]*store.Schedule),
 	}
 	for _, o := range opts {
 		o(s)
@@ -130,6 +134,11 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 			return nil, fmt.Errorf("ax: insert tasks: task %d: %w", i, err)
 		}
 	}
+	return s.insert(tasks), nil
+}
+
+// insert writes validated tasks; the caller holds s.mu.
+func (s *Store) insert(tasks []store.NewTask) []store.Inserted {
 	now := s.now()
 	out := make([]store.Inserted, len(tasks))
 	for i, nt := range tasks {
@@ -153,6 +162,8 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 			OwnerService: nt.OwnerService,
 			Timeout:      nt.Timeout,
 			Backoff:      slices.Clone(nt.Backoff),
+			TaskKey:      nt.TaskKey,
+			Overlap:      nt.Overlap,
 			CreatedAt:    now,
 			UpdatedAt:    now,
 		}}
@@ -161,7 +172,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		s.schedule(r)
 		out[i] = store.Inserted{Task: copyTask(&r.task)}
 	}
-	return out, nil
+	return out
 }
 
 func validNewTask(nt store.NewTask) error {
@@ -182,7 +193,7 @@ func validNewTask(nt store.NewTask) error {
 			return fmt.Errorf("negative backoff %v at %d: %w", d, i, store.ErrInvalid)
 		}
 	}
-	return nil
+	return store.CheckTaskKey(nt)
 }
 
 // Get returns the task with this id. See [store.Store.Get].
@@ -317,6 +328,8 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	slices.SortStableFunc(sorted, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
 	now := s.now()
 	res := &store.ClaimResult{}
+	var keyed []store.Keyed
+	execs := make(map[int64]string)
 	for i, c := range sorted {
 		if i > 0 && sorted[i-1].ID == c.ID {
 			continue
@@ -329,14 +342,66 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			res.NotDue = append(res.NotDue, store.Due{ID: r.task.ID, DueAt: r.task.DueAt})
 			continue
 		}
-		s.unschedule(r)
-		r.task.Status = store.Dispatching
-		r.task.ExecutionID = c.ExecutionID
-		r.task.DispatchedAt = now
-		r.task.UpdatedAt = now
+		if r.task.TaskKey != "" && r.task.Overlap != store.OverlapAllow {
+			keyed = append(keyed, store.Keyed{ID: r.task.ID, DueAt: r.task.DueAt, TaskKey: r.task.TaskKey, Overlap: r.task.Overlap})
+			execs[r.task.ID] = c.ExecutionID
+			continue
+		}
+		s.dispatch(r, c.ExecutionID, now)
 		res.Claimed = append(res.Claimed, *copyTask(&r.task))
 	}
+	if len(keyed) == 0 {
+		return res, nil
+	}
+	claim, skip, block := store.ResolveKeys(keyed, s.holders(keyed))
+	for _, k := range claim {
+		r := s.rows[k.ID]
+		s.dispatch(r, execs[k.ID], now)
+		res.Claimed = append(res.Claimed, *copyTask(&r.task))
+	}
+	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+	for _, k := range skip {
+		r := s.rows[k.ID]
+		s.unschedule(r)
+		r.task.Status = store.Skipped
+		r.task.LastError = store.SkipReason(k.TaskKey, k.Holder)
+		r.task.FinishedAt = now
+		r.task.UpdatedAt = now
+		res.Skipped = append(res.Skipped, *copyTask(&r.task))
+	}
+	for _, k := range block {
+		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
+	}
 	return res, nil
+}
+
+// dispatch moves the SCHEDULED row r to DISPATCHING with executionID.
+func (s *Store) dispatch(r *row, executionID string, now time.Time) {
+	s.unschedule(r)
+	r.task.Status = store.Dispatching
+	r.task.ExecutionID = executionID
+	r.task.DispatchedAt = now
+	r.task.UpdatedAt = now
+}
+
+// holders returns, for the task keys of keyed, the lowest id of a task DISPATCHING or
+// RUNNING with that key. The store keeps no index of keys: it scans, as a test store
+// may.
+func (s *Store) holders(keyed []store.Keyed) map[string]int64 {
+	want := make(map[string]bool, len(keyed))
+	for _, k := range keyed {
+		want[k.TaskKey] = true
+	}
+	held := make(map[string]int64)
+	for _, r := range s.rows {
+		t := &r.task
+		if (t.Status == store.Dispatching || t.Status == store.Running) && want[t.TaskKey] {
+			if id, ok := held[t.TaskKey]; !ok || t.ID < id {
+				held[t.TaskKey] = t.ID
+			}
+		}
+	}
+	return held
 }
 
 // Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now. See
@@ -353,6 +418,13 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	r, ok := s.rows[id]
 	if !ok {
 		return nil, fmt.Errorf("ax: trigger task %d: %w", id, store.ErrNotFound)
+	}
+	if r.task.TaskKey != "" && r.task.Overlap != store.OverlapAllow &&
+		(r.task.Status == store.Scheduled || r.task.Status == store.Failed) {
+		k := store.Keyed{ID: r.task.ID, TaskKey: r.task.TaskKey}
+		if holder, held := s.holders([]store.Keyed{k})[k.TaskKey]; held {
+			return store.KeyHeld(fmt.Sprintf("ax: trigger task %d", id), copyTask(&r.task), holder)
+		}
 	}
 	switch r.task.Status {
 	case store.Scheduled:
@@ -604,7 +676,7 @@ func (s *Store) Close() error {
 	}
 	defer s.mu.Unlock()
 	s.closed = true
-	s.rows, s.keys, s.execs, s.changes, s.window = nil, nil, nil, nil, nil
+	s.rows, s.keys, s.execs, s.changes, s.window, s.schedules = nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -638,4 +710,124 @@ func copyTask(t *store.Task) *store.Task {
 	c.Payload = slices.Clone(t.Payload)
 	c.Backoff = slices.Clone(t.Backoff)
 	return &c
+}
+
+// RegisterSchedules upserts schedule definitions. See [store.Store.RegisterSchedules].
+func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: register schedules: %w", err)
+	}
+	defer s.mu.Unlock()
+	if err := store.CheckScheduleDefs(defs); err != nil {
+		return nil, fmt.Errorf("ax: register schedules: %w", err)
+	}
+	now := s.now()
+	out := make([]store.Schedule, len(defs))
+	for i, d := range defs {
+		sc, ok := s.schedules[d.Name]
+		if !ok {
+			sc = &store.Schedule{Name: d.Name, CreatedAt: now}
+			s.schedules[d.Name] = sc
+		}
+		if !ok || sc.Spec != d.Spec || sc.TimeZone != d.TimeZone {
+			sc.Spec, sc.TimeZone, sc.NextFireAt = d.Spec, d.TimeZone, utc(d.NextFireAt)
+		}
+		sc.Overlap, sc.Misfire, sc.Payload = d.Overlap, d.Misfire, slices.Clone(d.Payload)
+		sc.UpdatedAt = now
+		out[i] = copySchedule(sc)
+	}
+	return out, nil
+}
+
+// Schedules returns every schedule by name. See [store.Store.Schedules].
+func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: list schedules: %w", err)
+	}
+	defer s.mu.Unlock()
+	out := make([]store.Schedule, 0, len(s.schedules))
+	for _, sc := range s.schedules {
+		out = append(out, copySchedule(sc))
+	}
+	slices.SortFunc(out, func(a, b store.Schedule) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// PauseSchedule pauses a schedule and cancels its pending occurrences. See
+// [store.Store.PauseSchedule].
+func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: pause schedule %q: %w", name, err)
+	}
+	defer s.mu.Unlock()
+	sc, ok := s.schedules[name]
+	if !ok {
+		return nil, fmt.Errorf("ax: pause schedule %q: %w", name, store.ErrNotFound)
+	}
+	if sc.Paused {
+		c := copySchedule(sc)
+		return &c, nil
+	}
+	now := s.now()
+	sc.Paused, sc.UpdatedAt = true, now
+	for _, r := range s.rows {
+		if t := &r.task; t.Status == store.Scheduled && t.Name == name && t.TaskKey == name {
+			s.unschedule(r)
+			t.Status, t.FinishedAt, t.UpdatedAt = store.Cancelled, now, now
+		}
+	}
+	c := copySchedule(sc)
+	return &c, nil
+}
+
+// ResumeSchedule resumes a paused schedule at next. See [store.Store.ResumeSchedule].
+func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: resume schedule %q: %w", name, err)
+	}
+	defer s.mu.Unlock()
+	sc, ok := s.schedules[name]
+	if !ok {
+		return nil, fmt.Errorf("ax: resume schedule %q: %w", name, store.ErrNotFound)
+	}
+	if next.IsZero() {
+		return nil, fmt.Errorf("ax: resume schedule %q: zero next fire time: %w", name, store.ErrInvalid)
+	}
+	if sc.Paused {
+		sc.Paused, sc.NextFireAt, sc.UpdatedAt = false, utc(next), s.now()
+	}
+	c := copySchedule(sc)
+	return &c, nil
+}
+
+// FireSchedule advances a schedule and inserts its occurrences. See
+// [store.Store.FireSchedule].
+func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: fire schedule %q: %w", p.Name, err)
+	}
+	defer s.mu.Unlock()
+	if err := store.CheckFire(p); err != nil {
+		return nil, fmt.Errorf("ax: %w", err)
+	}
+	for i, nt := range p.Tasks {
+		if err := validNewTask(nt); err != nil {
+			return nil, fmt.Errorf("ax: fire schedule %q: task %d: %w", p.Name, i, err)
+		}
+	}
+	sc, ok := s.schedules[p.Name]
+	if !ok || sc.Paused || !sc.NextFireAt.Equal(p.Expect) {
+		return &store.FireResult{}, nil
+	}
+	sc.NextFireAt, sc.UpdatedAt = utc(p.Next), s.now()
+	if !p.Last.IsZero() {
+		sc.LastFireAt = utc(p.Last)
+	}
+	return &store.FireResult{Applied: true, Inserted: s.insert(p.Tasks)}, nil
+}
+
+func copySchedule(sc *store.Schedule) store.Schedule {
+	c := *sc
+	c.Payload = slices.Clone(sc.Payload)
+	return c
 }

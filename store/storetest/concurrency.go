@@ -61,6 +61,17 @@ func testClose(e *env) {
 			return err
 		},
 		"Stale": func() error { _, err := s.Stale(ctx, store.Running, time.Now(), 10); return err },
+		"RegisterSchedules": func() error {
+			_, err := s.RegisterSchedules(ctx, []store.ScheduleDef{def("s", time.Now())})
+			return err
+		},
+		"Schedules":      func() error { _, err := s.Schedules(ctx); return err },
+		"PauseSchedule":  func() error { _, err := s.PauseSchedule(ctx, "s"); return err },
+		"ResumeSchedule": func() error { _, err := s.ResumeSchedule(ctx, "s", time.Now()); return err },
+		"FireSchedule": func() error {
+			_, err := s.FireSchedule(ctx, store.FireParams{Name: "s", Expect: time.Now(), Next: time.Now()})
+			return err
+		},
 		"Close": s.Close,
 	}
 	for name, call := range calls {

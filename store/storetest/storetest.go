@@ -57,6 +57,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Refill", refillTests},
 		{"Close", closeTests},
 		{"Concurrency", concurrencyTests},
+		{"Overlap", overlapTests},
+		{"Schedules", scheduleTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
