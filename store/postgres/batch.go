@@ -34,16 +34,31 @@ import (
 // joins only the unnest()ed input (a nested loop over the primary key), never a CTE,
 // whose row count the planner cannot estimate.
 
+// claimSQL claims the due tasks of one chunk whose key does not restrict them (no
+// key, or Overlap allow) and returns, with an outcome, the claimed rows
+// (claimClaimed), the rows not due (claimNotDue) and the due rows with a key and
+// Overlap skip or queue (claimKeyed), which it leaves alone: Claim hands those to
+// claimKeyed. A chunk without keyed tasks therefore costs what it did before keys
+// existed: this one statement.
 const claimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
+		AND (t.task_key = '' OR t.overlap = 'allow')
 	RETURNING ` + taskCols + `)
-SELECT true, * FROM u
+SELECT 0, * FROM u
 UNION ALL
-SELECT false, ` + taskCols + ` FROM ax_tasks t, ts WHERE t.id = ANY($1) AND t.status || '' = 'SCHEDULED' AND t.due_at > ts.now`
+SELECT CASE WHEN t.due_at > ts.now THEN 1 ELSE 2 END, ` + taskCols + ` FROM ax_tasks t, ts
+	WHERE t.id = ANY($1) AND t.status || '' = 'SCHEDULED' AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow'))`
+
+// The outcomes claimSQL returns in its first column.
+const (
+	claimClaimed = 0
+	claimNotDue  = 1
+	claimKeyed   = 2
+)
 
 // startSQL moves to RUNNING the tasks DISPATCHING with the given execution id whose
 // id is not recorded yet, and records exactly those executions. Execution ids are
@@ -147,6 +162,11 @@ func readRefSet(br pgx.BatchResults, into map[ref]int) error {
 // waited for, not skipped: a row another transaction holds is claimed if it is still
 // SCHEDULED and due when that transaction ends (a skipped row would be neither
 // claimed nor NotDue, and the leader would drop a due task).
+//
+// Tasks whose key restricts them (a TaskKey with Overlap skip or queue) are left
+// alone by the claim statement and then go through claimKeyed, in a second
+// transaction under their keys' advisory locks (see doc.go, "Task keys"); a call
+// without such due tasks is one transaction and one round trip, as before.
 func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := store.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: postgres: claim: %w", err)
@@ -156,6 +176,10 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	if len(uniq) == 0 {
 		return res, s.check("claim")
 	}
+	var (
+		keyedClaims []store.Claim // due, keyed: for claimKeyed, in id order
+		keys        []string
+	)
 	err := s.tx(ctx, "claim", func(b *pgx.Batch) {
 		chunks(uniq, func(part []store.Claim) {
 			ids, eids := make([]int64, len(part)), make([]string, len(part))
@@ -166,6 +190,7 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 		})
 	}, func(br pgx.BatchResults) error {
 		res.Claimed, res.NotDue = nil, nil
+		keyedClaims, keys = nil, nil
 		var err error
 		chunks(uniq, func([]store.Claim) {
 			if err != nil {
@@ -177,16 +202,21 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var claimed bool
-				t, serr := scanTask(rows, &claimed)
+				var outcome int32
+				t, serr := scanTask(rows, &outcome)
 				if serr != nil {
 					err = serr
 					return
 				}
-				if claimed {
+				switch outcome {
+				case claimClaimed:
 					res.Claimed = append(res.Claimed, *t)
-				} else {
+				case claimNotDue:
 					res.NotDue = append(res.NotDue, store.Due{ID: t.ID, DueAt: t.DueAt})
+				case claimKeyed:
+					i, _ := slices.BinarySearchFunc(uniq, t.ID, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
+					keyedClaims = append(keyedClaims, uniq[i])
+					keys = append(keys, t.TaskKey)
 				}
 			}
 			err = rows.Err()
@@ -196,8 +226,18 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(res.NotDue, func(a, b store.Due) int { return cmp.Compare(a.ID, b.ID) })
+	if len(keyedClaims) > 0 {
+		// The claim statement returns a chunk's rows in no particular order.
+		order := store.SortedOrder(len(keyedClaims), func(i int) int64 { return keyedClaims[i].ID })
+		sorted, sortedKeys := make([]store.Claim, len(order)), make([]string, len(order))
+		for k, i := range order {
+			sorted[k], sortedKeys[k] = keyedClaims[i], keys[i]
+		}
+		if err := s.claimKeyed(ctx, sorted, sortedKeys, res); err != nil {
+			return nil, err
+		}
+	}
+	sortResult(res)
 	return res, nil
 }
 

@@ -12,7 +12,7 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, …); New applies what is missing in one transaction that
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, …); New applies what is missing in one transaction that
 // first takes pg_advisory_xact_lock on a key derived from the schema name, so several
 // processes starting at once migrate it exactly once, and running it again is a
 // no-op. A schema whose ax_schema_migrations records a version newer than this package
@@ -21,9 +21,15 @@
 //   - ax_tasks: one row per task. Same columns and meaning as the SQLite schema, in
 //     native types: bigint identity id, timestamptz times (microseconds, returned as
 //     UTC), bytea payload (NULL and empty stay distinct), text status with a CHECK,
-//     bigint[] backoff in microseconds, and seq, the refill stamp (below).
+//     bigint[] backoff in microseconds, and seq, the refill stamp (below). task_key
+//     and overlap (both empty without a key, as on every row written before version
+//     2) carry the overlap rule (see Task keys, below).
 //   - ax_executions: one row per execution id (primary key), with its task, attempt,
 //     node, status (RUNNING, SUCCEEDED, FAILED) and times.
+//   - ax_schedules: one row per schedule, keyed by name: spec, time_zone, overlap,
+//     misfire, payload (bytea, NULL and empty distinct), paused, next_fire_at,
+//     last_fire_at (NULL before the first occurrence), created_at, updated_at;
+//     timestamptz like every time here. See Schedules, below.
 //   - ax_seq: the sequence the refill stamps come from.
 //   - ax_schema_migrations: the applied versions.
 //
@@ -42,11 +48,15 @@
 //	ax_tasks_scheduled_seq     (seq) WHERE status = 'SCHEDULED'         the incremental refill (Refill.Changed)
 //	ax_tasks_running_heartbeat (heartbeat_at, id) WHERE status = 'RUNNING'          the orphan scan (Stale RUNNING)
 //	ax_tasks_dispatching_since (dispatched_at, id) WHERE status = 'DISPATCHING'     the stuck-claim scan (Stale DISPATCHING)
+//	ax_tasks_key_held          (task_key, id) WHERE status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''
+//	                                                                    who holds a task key (Claim, Trigger)
+//	ax_schedules_pkey          (name)                                   every schedule operation
 //	ax_executions_task         (task_id, started_at)                    Executions
 //
 // The partial indexes hold only the rows of one state, so they stay small however
 // many finished rows the table keeps. Plans on 100k tasks (70% finished, 20%
-// scheduled over a day, 5% running, 5% dispatching), from TestExplain on
+// scheduled over a day, 5% running, 5% dispatching; 4% occurrences of 200
+// schedules, 100 of them held), from TestExplain on
 // PostgreSQL 15 (EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)), abridged:
 //
 //	-- window scan: Refill(AfterSeq -1, To now+5m, Limit 1000) → 347 rows
@@ -94,6 +104,23 @@
 //	Limit (actual time=0.011..0.145 rows=100 loops=1)
 //	  ->  Index Scan using ax_tasks_dispatching_since on ax_tasks t (actual time=0.011..0.138 rows=100 loops=1)
 //	        Index Cond: (dispatched_at < '2026-11-29 09:05:22.787874+00')
+//
+//	-- key holders: the keys of 20 due keyed tasks (Claim's and Trigger's keyed path)
+//	GroupAggregate (actual time=0.068..0.099 rows=10 loops=1)
+//	  Group Key: task_key
+//	  ->  Index Only Scan using ax_tasks_key_held on ax_tasks t (actual time=0.053..0.083 rows=10 loops=1)
+//	        Index Cond: (task_key = ANY ('{schedule-0,schedule-7,…}'::text[]))
+//	        Heap Fetches: 1
+//	        Buffers: shared hit=25
+//
+//	-- keyed claim: 14 winners, 9 of them refused by NOT EXISTS (their key held)
+//	Update on ax_tasks t (actual time=0.304..0.670 rows=5 loops=1)
+//	  ->  Nested Loop Anti Join (actual time=0.110..0.344 rows=5 loops=1)
+//	        ->  Nested Loop (actual time=0.069..0.264 rows=14 loops=1)
+//	              ->  Function Scan on c (actual time=0.022..0.033 rows=14 loops=1)
+//	              ->  Index Scan using ax_tasks_pkey on ax_tasks t (actual time=0.013..0.013 rows=1 loops=14)
+//	        ->  Index Scan using ax_tasks_key_held on ax_tasks o (actual time=0.005..0.005 rows=1 loops=14)
+//	              Index Cond: (task_key = t.task_key)
 //
 //	-- business key: Lookup("order.close", "order-4242")
 //	Index Scan using ax_tasks_name_key on ax_tasks t (actual time=0.015..0.016 rows=1 loops=1)
@@ -147,6 +174,66 @@
 // NOTHING per chunk, sorted by (name, key), which also returns the existing rows of
 // the duplicates. A transaction that fails with a deadlock (40P01) or a serialization
 // failure (40001) runs again, after a jittered backoff, up to 5 times.
+//
+// # Task keys
+//
+// A task with a TaskKey and Overlap skip or queue is claimed only while no other
+// task with that key is DISPATCHING or RUNNING (store.Store.Claim). The claim
+// statement above leaves such tasks alone (its UPDATE requires an empty task_key or
+// overlap 'allow') and returns the due ones, so a call without them costs exactly
+// what it did before keys existed: one round trip, one statement per chunk
+// (TestClaimRoundTrips pins it). The keyed ones then go through a second READ
+// COMMITTED transaction of two round trips:
+//
+//	BEGIN; SET LOCAL plan_cache_mode = force_custom_plan
+//	SELECT pg_advisory_xact_lock(<key class>, k) FROM unnest(<lock ids, ascending>) k
+//	SELECT … FROM ax_tasks WHERE id = ANY(…) AND status = 'SCHEDULED' ORDER BY id FOR NO KEY UPDATE
+//	SELECT task_key, min(id) FROM ax_tasks WHERE task_key = ANY(…) AND status IN ('DISPATCHING', 'RUNNING') GROUP BY task_key
+//	-- in Go: store.ResolveKeys — per free key the first task by (due_at, id) wins
+//	UPDATE … SET status = 'DISPATCHING' … WHERE id = c.id AND status = 'SCHEDULED' AND due_at <= now
+//	    AND NOT EXISTS (SELECT 1 FROM ax_tasks o WHERE o.task_key = t.task_key AND o.status IN ('DISPATCHING', 'RUNNING'))
+//	UPDATE … SET status = 'SKIPPED', last_error = store.SkipReason(…), finished_at = now … -- the skip losers
+//	COMMIT
+//
+// The advisory lock is transaction-level, keyed (class, FNV-1a hash of the key); the
+// class is a hash of the schema with the sign bit set, so it never equals a refill
+// lock class (which Refill reads back from pg_locks) and schemas do not contend.
+// Every statement after the lock takes its snapshot after the lock was granted, so
+// it sees the committed claim of the previous holder of the lock: two claims of one
+// key are serialized, and the second finds the first's task among the holders. The
+// NOT EXISTS makes the rule part of the claiming write itself; under the lock it
+// fails only if a task of the key with Overlap allow (which takes no lock) was
+// claimed meanwhile, and the winner is then reported Blocked, to be asked for again.
+// Losers with Overlap queue are left untouched and reported Blocked. Locks are
+// taken in one order everywhere: key locks by ascending lock id (two keys with one
+// hash share a lock, which costs contention, not correctness), then rows by
+// ascending id, and a transaction that holds row locks never waits for a key lock,
+// so claims cannot deadlock.
+//
+// Trigger uses the same lock: its first transaction, the one round trip of a task
+// without a restricting key, leaves a keyed task alone as the claim statement does;
+// a second moves it in one round trip (BEGIN; lock; holders; the UPDATE with the
+// same NOT EXISTS; read; COMMIT) or refuses it with store.KeyHeld.
+//
+// The claim and the keyed claim are two transactions: should the second fail, Claim
+// returns the error and the tasks the first claimed stay DISPATCHING, as after any
+// error whose outcome is unknown (the stuck-claim scan hands them back).
+//
+// # Schedules
+//
+// RegisterSchedules is one INSERT … ON CONFLICT (name) DO UPDATE per chunk, sorted by
+// name; its SET list reads the stored row, so a changed spec or time zone takes the
+// given next_fire_at and an unchanged one keeps its own. FireSchedule is a
+// compare-and-set, UPDATE ax_schedules … WHERE name = $1 AND next_fire_at = Expect AND
+// NOT paused; only if it touched the row does the same transaction run Insert's
+// statements (the announcing lock and the wake-up signal included), so the
+// occurrences reach the refill like any inserted task. Concurrent fires with one
+// Expect queue on the row lock, and every one after the first re-checks the
+// condition on the row as the first left it: exactly one applies. PauseSchedule
+// sets paused and then, in a statement of its own so that its snapshot includes the
+// occurrences of a fire that committed while it waited for the row, cancels the
+// SCHEDULED tasks whose name and task_key are the schedule's name (locked in id
+// order). Schedule names, like task keys, are at most 500 bytes.
 //
 // # The refill cursor
 //

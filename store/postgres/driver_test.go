@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -592,4 +593,169 @@ func TestRefillConcurrentWriters(t *testing.T) {
 		t.Errorf("%d of %d tasks never appeared in Changed from the chained cursors", missed, len(inserted))
 	}
 	t.Logf("%d tasks inserted by 6 writers, all seen through chained Refill cursors", len(inserted))
+}
+
+// TestMigrateFromV1: a schema migrated and used by version 1 (before task keys and
+// schedules) migrates to the current version; its rows have no task key and work
+// as before.
+func TestMigrateFromV1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, servicetest.PostgresDSN(t))
+	v1, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE ax_schema_migrations (
+		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, string(v1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO ax_schema_migrations (version) VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	var old, running int64
+	// Written by version 1: a due task, and a running one.
+	for _, row := range []struct {
+		key, status string
+		id          *int64
+	}{{"old", "SCHEDULED", &old}, {"running", "RUNNING", &running}} {
+		if err := pool.QueryRow(ctx, `INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at, execution_id)
+			VALUES ('n', $1, $2, clock_timestamp() - interval '1 minute', nextval('ax_seq'), clock_timestamp(), clock_timestamp(),
+				CASE $2 WHEN 'RUNNING' THEN 'e-running' END)
+			RETURNING id`, row.key, row.status).Scan(row.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	st, err := postgres.New(pool)
+	if err != nil {
+		t.Fatalf("New on a version 1 schema: %v", err)
+	}
+	defer st.Close()
+	if got := versions(t, pool); len(got) != postgres.SchemaVersion() || got[len(got)-1] != postgres.SchemaVersion() {
+		t.Errorf("ax_schema_migrations = %v, want 1..%d once each", got, postgres.SchemaVersion())
+	}
+	got, err := st.Get(ctx, old)
+	if err != nil || got.TaskKey != "" || got.Overlap != "" {
+		t.Fatalf("Get(v1 task) = %+v, %v; want no task key, no overlap", got, err)
+	}
+	res, err := st.Claim(ctx, []store.Claim{{ID: old, ExecutionID: "e-old"}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Errorf("Claim(v1 task) = %+v, %v; want it claimed", res, err)
+	}
+	// A keyed task is not held off by a v1 task (its key is empty).
+	ins, err := st.Insert(ctx, []store.NewTask{{Name: "n", Key: "keyed", DueAt: dbNow(t, st).Add(-time.Minute),
+		TaskKey: "report", Overlap: store.OverlapSkip}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Claim(ctx, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "e-keyed"}}); err != nil || len(res.Claimed) != 1 {
+		t.Errorf("Claim(keyed task beside v1 tasks) = %+v, %v; want it claimed", res, err)
+	}
+	if _, err := st.RegisterSchedules(ctx, []store.ScheduleDef{{Name: "report", Spec: "@every 1m", TimeZone: "UTC",
+		Overlap: store.OverlapSkip, Misfire: store.MisfireFireOnce, NextFireAt: time.Now()}}); err != nil {
+		t.Errorf("RegisterSchedules after migrating from v1: %v", err)
+	}
+	var indexed bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('ax_tasks_key_held') IS NOT NULL`).Scan(&indexed); err != nil || !indexed {
+		t.Errorf("index ax_tasks_key_held exists = %t, %v", indexed, err)
+	}
+}
+
+// tracer counts what a pool sends: round trips (a batch, or a query outside one)
+// and statements.
+type tracer struct {
+	roundTrips, statements atomic.Int64
+}
+
+func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	if ctx.Value(inBatch{}) == nil {
+		tr.roundTrips.Add(1)
+		tr.statements.Add(1)
+	}
+	return ctx
+}
+func (tr *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (tr *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	tr.roundTrips.Add(1)
+	tr.statements.Add(int64(d.Batch.Len()))
+	return context.WithValue(ctx, inBatch{}, true)
+}
+func (tr *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (tr *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+type inBatch struct{}
+
+func (tr *tracer) take() (roundTrips, statements int64) {
+	return tr.roundTrips.Swap(0), tr.statements.Swap(0)
+}
+
+// TestClaimRoundTrips pins the cost of Claim: tasks without a key (or with Overlap
+// allow) cost one round trip of four statements (BEGIN, SET LOCAL, the claim,
+// COMMIT) as before task keys existed; keyed tasks add one transaction of two round
+// trips.
+func TestClaimRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &tracer{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	st, err := postgres.New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	due := dbNow(t, st).Add(-time.Minute)
+	var nts []store.NewTask
+	for i := range 250 { // two chunks
+		nt := store.NewTask{Name: "n", Key: fmt.Sprint(i), DueAt: due}
+		if i%2 == 1 {
+			nt.TaskKey, nt.Overlap = fmt.Sprintf("fanout-%d", i%3), store.OverlapAllow
+		}
+		nts = append(nts, nt)
+	}
+	nts = append(nts, store.NewTask{Name: "n", Key: "skip-a", DueAt: due, TaskKey: "k", Overlap: store.OverlapSkip},
+		store.NewTask{Name: "n", Key: "skip-b", DueAt: due, TaskKey: "k", Overlap: store.OverlapSkip},
+		store.NewTask{Name: "n", Key: "queue", DueAt: due, TaskKey: "j", Overlap: store.OverlapQueue})
+	ins, err := st.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := func(from, to int) []store.Claim {
+		var c []store.Claim
+		for i, r := range ins[from:to] {
+			c = append(c, store.Claim{ID: r.Task.ID, ExecutionID: fmt.Sprintf("e-%d", from+i)})
+		}
+		return c
+	}
+
+	tr.take()
+	res, err := st.Claim(ctx, claims(0, 250))
+	if err != nil || len(res.Claimed) != 250 {
+		t.Fatalf("Claim(250 tasks without a restricting key) = %d claimed, %v", len(res.Claimed), err)
+	}
+	if rt, n := tr.take(); rt != 1 || n != 5 {
+		t.Errorf("Claim(250 tasks without a restricting key): %d round trips, %d statements; want 1, 5 (BEGIN, SET LOCAL, 2 chunks, COMMIT)", rt, n)
+	}
+
+	res, err = st.Claim(ctx, claims(250, 253))
+	if err != nil || len(res.Claimed) != 2 || len(res.Skipped) != 1 {
+		t.Fatalf("Claim(keyed tasks) = %+v, %v; want 2 claimed (one per key), 1 skipped", res, err)
+	}
+	// 1: the claim statement; 2: BEGIN, SET LOCAL, lock, lock the tasks, holders;
+	// 3: claim the winners, skip the loser, COMMIT.
+	if rt, n := tr.take(); rt != 3 || n != 4+5+3 {
+		t.Errorf("Claim(keyed tasks): %d round trips, %d statements; want 3, 12", rt, n)
+	}
 }

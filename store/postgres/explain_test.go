@@ -28,15 +28,23 @@ func TestExplain(t *testing.T) {
 	}
 	defer s.Close()
 	// 100k rows: 70% finished, 20% scheduled over the next day (20 minutes' worth overdue),
-	// 5% running, 5% dispatching.
+	// 5% running, 5% dispatching. 4% are occurrences of 200 schedules (task key
+	// schedule-N, Overlap skip), finished or scheduled; the latest occurrence of every
+	// schedule whose number ends in 0-4 is running: 100 holders.
 	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_tasks (name, key, payload, status, due_at, seq, created_at, updated_at,
-			execution_id, dispatched_at, heartbeat_at)
+			execution_id, dispatched_at, heartbeat_at, task_key, overlap)
 		SELECT 'order.close', 'order-' || g, '{"order":42}',
 			CASE WHEN g % 20 < 14 THEN 'SUCCEEDED' WHEN g % 20 < 18 THEN 'SCHEDULED' WHEN g % 20 = 18 THEN 'RUNNING' ELSE 'DISPATCHING' END,
 			clock_timestamp() + ((g * 7) % 1440 - 20) * interval '1 minute', nextval('ax_seq'),
 			clock_timestamp(), clock_timestamp(), gen_random_uuid()::text,
-			clock_timestamp() - (g % 600) * interval '1 second', clock_timestamp() - (g % 600) * interval '1 second'
+			clock_timestamp() - (g % 600) * interval '1 second', clock_timestamp() - (g % 600) * interval '1 second',
+			CASE WHEN g % 50 IN (0, 15) THEN 'schedule-' || (g / 50 % 200) ELSE '' END,
+			CASE WHEN g % 50 IN (0, 15) THEN 'skip' ELSE '' END
 		FROM generate_series(1, 100000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE ax_tasks SET status = 'RUNNING' WHERE id IN (
+		SELECT max(id) FROM ax_tasks WHERE task_key <> '' AND status = 'SUCCEEDED' AND task_key ~ '[0-4]$' GROUP BY task_key)`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks`); err != nil {
@@ -56,8 +64,21 @@ func TestExplain(t *testing.T) {
 	for i := range claimEIDs {
 		claimEIDs[i] = fmt.Sprintf("0190a0a0-0000-7000-8000-%012d", i)
 	}
+	// One due occurrence of each of 20 schedules, half of them held.
+	rows, _ = s.pool.Query(ctx, `SELECT id FROM (SELECT DISTINCT ON (task_key) id FROM ax_tasks
+		WHERE status = 'SCHEDULED' AND task_key <> '' AND due_at <= clock_timestamp() ORDER BY task_key, id) d ORDER BY id LIMIT 20`)
+	keyedIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyedEIDs := claimEIDs[:len(keyedIDs)]
+	holderKeys := make([]string, 20)
+	for i := range holderKeys {
+		holderKeys[i] = fmt.Sprintf("schedule-%d", i*7)
+	}
 	var (
 		names, keys, owners, backoffs []string
+		taskKeys, overlaps            []string
 		payloads                      [][]byte
 		dues                          []time.Time
 		retries, timeouts             []int64
@@ -66,6 +87,7 @@ func TestExplain(t *testing.T) {
 		names, keys, payloads = append(names, "order.close"), append(keys, fmt.Sprintf("new-%d", i)), append(payloads, []byte("{}"))
 		dues, retries, owners = append(dues, time.Now()), append(retries, 5), append(owners, "orders")
 		timeouts, backoffs = append(timeouts, 0), append(backoffs, "{}")
+		taskKeys, overlaps = append(taskKeys, ""), append(overlaps, "")
 	}
 	keys[199] = "order-4242" // a duplicate
 	now := time.Now()
@@ -82,7 +104,9 @@ func TestExplain(t *testing.T) {
 			[]any{now.Add(-5 * time.Minute), 100}, "ax_tasks_running_heartbeat"},
 		{"stuck-claim scan (Stale DISPATCHING)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'DISPATCHING' AND t.dispatched_at < $1 ORDER BY t.dispatched_at, t.id LIMIT $2`,
 			[]any{now.Add(-5 * time.Minute), 100}, "ax_tasks_dispatching_since"},
-		{"insert (200 tasks, one a duplicate)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs}, "ax_tasks_name_key"},
+		{"insert (200 tasks, one a duplicate)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps}, "ax_tasks_name_key"},
+		{"key holders (Claim, Trigger: 20 keys)", holdersSQL, []any{holderKeys}, "ax_tasks_key_held"},
+		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs}, "ax_tasks_key_held"},
 		{"business key (Lookup)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.name = $1 AND t.key = $2`, []any{"order.close", "order-4242"}, "ax_tasks_name_key"},
 	}
 	var out strings.Builder

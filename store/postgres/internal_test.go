@@ -1,11 +1,17 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/axsched/ax/internal/servicetest"
+	"github.com/axsched/ax/store"
 )
 
 func TestWiden(t *testing.T) {
@@ -39,5 +45,77 @@ func TestChannelName(t *testing.T) {
 	long := fmt.Sprintf("%063d", 0)
 	if got := channelName(long); len(got) > 63 || got == channelName(long[1:]+"1") {
 		t.Errorf("channelName(63 bytes) = %q: too long, or not distinct", got)
+	}
+}
+
+func TestKeyLocks(t *testing.T) {
+	for _, schema := range []string{"public", "ax", "ax_test_1"} {
+		if c := keyLockClass(schema); c >= 0 {
+			t.Errorf("keyLockClass(%q) = %d, want negative (refill lock classes are not)", schema, c)
+		}
+	}
+	ids := keyLockIDs([]string{"b", "a", "c", "a"})
+	if len(ids) != 3 || !slices.IsSorted(ids) {
+		t.Errorf("keyLockIDs(b, a, c, a) = %v, want 3 ids ascending", ids)
+	}
+}
+
+// TestClaimWaitsForKeyLock: a keyed claim waits for the key's lock, and then sees
+// what the transaction that held it committed: here a task of the key moved to
+// RUNNING, so the claimed task is blocked.
+func TestClaimWaitsForKeyLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now, err := s.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := s.Insert(ctx, []store.NewTask{
+		{Name: "n", Key: "holder", DueAt: now.Add(-time.Minute), TaskKey: "k", Overlap: store.OverlapQueue},
+		{Name: "n", Key: "waiter", DueAt: now.Add(-time.Minute), TaskKey: "k", Overlap: store.OverlapQueue},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, waiter := ins[0].Task.ID, ins[1].Task.ID
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, s.keyLock, keyLockID("k")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *store.ClaimResult, 1)
+	go func() {
+		res, err := s.Claim(ctx, []store.Claim{{ID: waiter, ExecutionID: "e-waiter"}})
+		if err != nil {
+			t.Errorf("Claim: %v", err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		t.Fatalf("Claim returned %+v while the key's lock was held, want it to wait", res)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := tx.Exec(ctx, `UPDATE ax_tasks SET status = 'RUNNING', execution_id = 'e-holder' WHERE id = $1`, holder); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res == nil || len(res.Claimed) != 0 || len(res.Blocked) != 1 || res.Blocked[0].ID != waiter {
+			t.Errorf("Claim after the holder committed = %+v, want task %d blocked", res, waiter)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Claim still waiting 10s after the key's lock was released")
 	}
 }

@@ -35,6 +35,7 @@ type Store struct {
 	schema  string // the schema ax lives in (current_schema() when New ran)
 	channel string // the NOTIFY channel: "ax_" + schema
 	lockKey int32  // classid of the refill watermark advisory locks: a hash of schema
+	keyLock int32  // classid of the task key advisory locks: another hash of schema, negative
 
 	mu        sync.Mutex // guards closed transitions against new listeners
 	closed    atomic.Bool
@@ -100,6 +101,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	h := fnv.New32a()
 	h.Write([]byte("ax refill " + s.schema))
 	s.lockKey = int32(h.Sum32() & 0x7fffffff)
+	s.keyLock = keyLockClass(s.schema)
 	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -286,6 +288,87 @@ func (s *Store) tx(ctx context.Context, op string, queue func(b *pgx.Batch), rea
 	}
 }
 
+// round sends one pipelined batch of an interactive transaction (see steps) and
+// reads its results; last adds the COMMIT.
+type round func(last bool, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error
+
+// steps runs one READ COMMITTED transaction on one connection as several pipelined
+// round trips, for writes whose later statements depend on what earlier ones
+// returned. fn sends each batch through r: the first also opens the transaction
+// (BEGIN, SET LOCAL, as tx does), the one marked last also commits it, so n rounds
+// cost n round trips. If fn returns nil without a last round, steps commits. Like
+// tx, the whole transaction runs again after a deadlock or a serialization failure,
+// so fn must reset whatever it fills.
+func (s *Store) steps(ctx context.Context, op string, fn func(r round) error) error {
+	if err := s.check(op); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		err := s.stepsOnce(ctx, fn)
+		if err == nil {
+			return nil
+		}
+		if retryable(err) && attempt < maxAttempts {
+			if berr := backoff(ctx, attempt); berr != nil {
+				return s.wrap(op, berr)
+			}
+			continue
+		}
+		return s.wrap(op, err)
+	}
+}
+
+func (s *Store) stepsOnce(ctx context.Context, fn func(r round) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release() // destroys the connection if it is still in a transaction
+	open, ended := false, false
+	r := func(last bool, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+		if ended {
+			return errors.New("transaction already committed")
+		}
+		b := &pgx.Batch{}
+		first := !open
+		if first {
+			b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+			b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`) // as in tx
+			open = true
+		}
+		queue(b)
+		if last {
+			b.Queue(`COMMIT`)
+			ended = true
+		}
+		br := conn.SendBatch(ctx, b)
+		err := func() error {
+			if first {
+				for range 2 { // BEGIN, SET LOCAL
+					if _, err := br.Exec(); err != nil {
+						return err
+					}
+				}
+			}
+			return read(br)
+		}()
+		if cerr := br.Close(); err == nil { // Close runs what read left, COMMIT included
+			err = cerr
+		}
+		return err
+	}
+	err = fn(r)
+	if err == nil && open && !ended {
+		_, err = conn.Exec(ctx, `COMMIT`)
+	}
+	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+		// Failed, or left by fn: roll back now so that the connection can be reused
+		// (if this fails too, Release closes it).
+		conn.Exec(ctx, `ROLLBACK`)
+	}
+	return err
+}
+
 // wrap maps backend errors onto the store's sentinels and prefixes the operation.
 func (s *Store) wrap(op string, err error) error {
 	if err == nil {
@@ -314,7 +397,7 @@ func (s *Store) wrap(op string, err error) error {
 
 // taskCols lists the columns scanTask reads, for a table aliased t.
 const taskCols = `t.id, t.name, t.key, t.payload, t.status, t.due_at, t.attempt, t.max_retry, t.dispatch_retries,
-	t.execution_id, t.owner_service, t.last_error, t.timeout_us, array_to_string(t.backoff_us, ','),
+	t.execution_id, t.owner_service, t.last_error, t.task_key, t.overlap, t.timeout_us, array_to_string(t.backoff_us, ','),
 	t.created_at, t.updated_at, t.dispatched_at, t.started_at, t.heartbeat_at, t.finished_at, t.triggered_at,
 	t.payload IS NOT NULL`
 
@@ -325,7 +408,7 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 	var (
 		t                                       store.Task
 		payload                                 []byte
-		status, backoff                         string
+		status, backoff, overlap                string
 		execID                                  sql.NullString
 		due, created, updated                   time.Time
 		dispatched, started, hb, fin, triggered sql.NullTime
@@ -333,7 +416,7 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 		hasPayload                              bool
 	)
 	dest := append(pre, &t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
-		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
+		&execID, &t.OwnerService, &t.LastError, &t.TaskKey, &overlap, &timeout, &backoff,
 		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &hasPayload)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
@@ -342,6 +425,7 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 		t.Payload = append([]byte{}, payload...)
 	}
 	t.Status = store.Status(status)
+	t.Overlap = store.OverlapPolicy(overlap)
 	t.DueAt = due.UTC()
 	t.ExecutionID = execID.String
 	t.Timeout = time.Duration(timeout) * time.Microsecond

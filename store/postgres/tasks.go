@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,11 +26,13 @@ const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_s
 // inserts take the unique index's locks in one order, and returns the inserted rows
 // (true) and the rows that existed before the statement began (false).
 const insertSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
-c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[], $7::bigint[], $8::text[])
-	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, ord)),
-ins AS (INSERT INTO ax_tasks AS t (name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us, seq, created_at, updated_at)
+c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[], $7::bigint[], $8::text[],
+		$9::text[], $10::text[])
+	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, task_key, overlap, ord)),
+ins AS (INSERT INTO ax_tasks AS t (name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
+		task_key, overlap, seq, created_at, updated_at)
 	SELECT c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
-		nextval('ax_seq'), ts.now, ts.now
+		c.task_key, c.overlap, nextval('ax_seq'), ts.now, ts.now
 	FROM c, ts ORDER BY c.ord
 	ON CONFLICT (name, key) DO NOTHING
 	RETURNING ` + taskCols + `)
@@ -52,10 +55,29 @@ type insertion struct {
 	missing []int // inputs whose existing row the chunk statement did not see
 }
 
+// maxTaskKey bounds a task key (and so a schedule name, the task key of its
+// occurrences), in bytes: it is a column of the ax_tasks_key_held index, whose
+// entries PostgreSQL limits to about 2.7 kB.
+const maxTaskKey = 500
+
+// checkTaskKey rejects a task key that is too long or not UTF-8.
+func checkTaskKey(taskKey string) error {
+	if len(taskKey) > maxTaskKey || !utf8.ValidString(taskKey) {
+		return fmt.Errorf("task key longer than %d bytes or not UTF-8: %w", maxTaskKey, store.ErrInvalid)
+	}
+	return nil
+}
+
 func newInsertion(op string, tasks []store.NewTask) (*insertion, error) {
-	for i := range tasks {
-		if tasks[i].Name == "" || tasks[i].Key == "" || tasks[i].DueAt.IsZero() {
+	for i, nt := range tasks {
+		if nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero() {
 			return nil, fmt.Errorf("ax: postgres: %s: task %d: empty name, key or due time: %w", op, i, store.ErrInvalid)
+		}
+		if err := store.CheckTaskKey(nt); err != nil {
+			return nil, fmt.Errorf("ax: postgres: %s: task %d: %w", op, i, err)
+		}
+		if err := checkTaskKey(nt.TaskKey); err != nil {
+			return nil, fmt.Errorf("ax: postgres: %s: task %d: %w", op, i, err)
 		}
 	}
 	order := make([]int, len(tasks))
@@ -86,6 +108,7 @@ func (in *insertion) args(part []int) []any {
 	names, keys, payloads := make([]string, len(part)), make([]string, len(part)), make([][]byte, len(part))
 	dues, owners, backoffs := make([]time.Time, len(part)), make([]string, len(part)), make([]string, len(part))
 	retries, timeouts := make([]int64, len(part)), make([]int64, len(part))
+	taskKeys, overlaps := make([]string, len(part)), make([]string, len(part))
 	for k, i := range part {
 		nt := in.tasks[i]
 		names[k], keys[k], payloads[k], dues[k] = nt.Name, nt.Key, nt.Payload, nt.DueAt
@@ -93,8 +116,46 @@ func (in *insertion) args(part []int) []any {
 			payloads[k] = []byte{} // empty, not NULL
 		}
 		retries[k], owners[k], timeouts[k], backoffs[k] = int64(nt.MaxRetry), nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff)
+		taskKeys[k], overlaps[k] = nt.TaskKey, string(nt.Overlap)
 	}
-	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs}
+	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps}
+}
+
+// queue adds the insertion's statements to a transaction's batch: the announcing
+// lock and wake-up signal (publishSQL), then one insertSQL per chunk.
+func (in *insertion) queue(b *pgx.Batch, s *Store) {
+	b.Queue(publishSQL, s.lockKey, s.channel)
+	in.chunks(func(part []int) { b.Queue(insertSQL, in.args(part)...) })
+}
+
+// read consumes the results of the statements queue added.
+func (in *insertion) read(br pgx.BatchResults) error {
+	in.reset()
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	var err error
+	in.chunks(func(part []int) {
+		if err != nil {
+			return
+		}
+		rows, qerr := br.Query()
+		if qerr != nil {
+			err = qerr
+			return
+		}
+		err = in.collect(part, rows)
+		rows.Close()
+	})
+	return err
+}
+
+// resolveOnPool reads the missing duplicates (see resolve) through the pool, once
+// the insertion's transaction has committed.
+func (in *insertion) resolveOnPool(ctx context.Context, s *Store) error {
+	return in.resolve(func(names, keys []string) ([]*store.Task, error) {
+		return s.queryTasks(ctx, lookupManySQL, names, keys)
+	})
 }
 
 // collect reads the rows of one chunk statement.
@@ -180,35 +241,11 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		}
 		return []store.Inserted{}, nil
 	}
-	err = s.tx(ctx, "insert", func(b *pgx.Batch) {
-		b.Queue(publishSQL, s.lockKey, s.channel)
-		in.chunks(func(part []int) { b.Queue(insertSQL, in.args(part)...) })
-	}, func(br pgx.BatchResults) error {
-		in.reset()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		var err error
-		in.chunks(func(part []int) {
-			if err != nil {
-				return
-			}
-			rows, qerr := br.Query()
-			if qerr != nil {
-				err = qerr
-				return
-			}
-			err = in.collect(part, rows)
-			rows.Close()
-		})
-		return err
-	})
+	err = s.tx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
 	if err != nil {
 		return nil, err
 	}
-	if err := in.resolve(func(names, keys []string) ([]*store.Task, error) {
-		return s.queryTasks(ctx, lookupManySQL, names, keys)
-	}); err != nil {
+	if err := in.resolveOnPool(ctx, s); err != nil {
 		return nil, s.wrap("insert", err)
 	}
 	return in.out, nil
@@ -468,7 +505,9 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return t, nil
 }
 
-// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now.
+// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task whose key
+// restricts it (a TaskKey with Overlap skip or queue) is left to triggerKeyed,
+// which moves it under its key's lock, or refuses while another task holds the key.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("ax: postgres: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
@@ -478,15 +517,23 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 			finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.status IN ('SCHEDULED', 'FAILED') RETURNING `+taskCols, []any{id, executionID},
+		WHERE t.id = $1 AND t.status IN ('SCHEDULED', 'FAILED') AND (t.task_key = '' OR t.overlap = 'allow')
+		RETURNING `+taskCols, []any{id, executionID},
 		`SELECT `+taskCols+` FROM ax_tasks t WHERE t.id = $1`, []any{id})
+	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) {
+		var holder int64
+		t, ok, holder, err = s.triggerKeyed(ctx, id, executionID, t.TaskKey)
+		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {
+			return store.KeyHeld(triggerOp(id), t, holder)
+		}
+	}
 	switch {
 	case err != nil:
 		return nil, err
 	case t == nil:
-		return nil, fmt.Errorf("ax: postgres: trigger task %d: %w", id, store.ErrNotFound)
+		return nil, fmt.Errorf("%s: %w", triggerOp(id), store.ErrNotFound)
 	case !ok:
-		return t, fmt.Errorf("ax: postgres: trigger task %d: task is %s: %w", id, t.Status, store.ErrNotTriggerable)
+		return t, fmt.Errorf("%s: task is %s: %w", triggerOp(id), t.Status, store.ErrNotTriggerable)
 	}
 	return t, nil
 }

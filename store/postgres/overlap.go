@@ -1,0 +1,332 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// Task keys (see doc.go, "Task keys"). A task with a TaskKey and Overlap skip or
+// queue may be handed out only while no other task with the key is DISPATCHING or
+// RUNNING. Claim and Trigger serialize on the key with a transaction-level advisory
+// lock (keyLock, hash of the key), taken before anything is read; under READ
+// COMMITTED every later statement of the transaction takes its snapshot after the
+// lock was granted, so it sees the claim of the previous holder of the lock, which
+// has committed. The claiming UPDATE still carries the condition itself (NOT EXISTS
+// a holder), so that the rule is part of the conditional write.
+
+// keyLockClass is the first key (classid) of the task key advisory locks of a
+// schema. It is negative, so it never equals a refill lock class (lockKey is
+// non-negative), whose locks Refill reads back from pg_locks, of any schema.
+func keyLockClass(schema string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte("ax task key " + schema))
+	return int32(h.Sum32() | 1<<31)
+}
+
+// keyLockID is the second key (objid) of a task key's advisory lock. Two keys may
+// share one: they then exclude each other for the length of a claim, nothing more.
+func keyLockID(taskKey string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(taskKey))
+	return int32(h.Sum32())
+}
+
+// keyLockIDs returns the distinct lock ids of keys in ascending order: the order in
+// which every transaction takes them, so that two cannot deadlock on them.
+func keyLockIDs(keys []string) []int32 {
+	ids := make([]int32, len(keys))
+	for i, k := range keys {
+		ids[i] = keyLockID(k)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// keyed reports whether a task's key restricts it: a key, and Overlap skip or queue.
+func keyed(t *store.Task) bool { return t.TaskKey != "" && t.Overlap != store.OverlapAllow }
+
+const (
+	// keyLockSQL takes the advisory locks of the given ids, in array order
+	// (ascending), each held until the transaction ends.
+	keyLockSQL = `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k`
+
+	// holdersSQL returns, for the given keys, the lowest id of a task holding each:
+	// the ax_tasks_key_held index holds exactly the candidates.
+	holdersSQL = `SELECT t.task_key, min(t.id) FROM ax_tasks t
+		WHERE t.task_key = ANY($1::text[]) AND t.task_key <> '' AND t.status IN ('DISPATCHING', 'RUNNING')
+		GROUP BY t.task_key`
+
+	// keyedLockSQL locks the keyed tasks a Claim found due, in id order, and reads
+	// them as they are now: still SCHEDULED, and whether still due.
+	keyedLockSQL = `WITH ts AS (SELECT clock_timestamp() AS now)
+		SELECT t.id, t.due_at, t.task_key, t.overlap, t.due_at <= ts.now FROM ax_tasks t, ts
+		WHERE t.id = ANY($1::bigint[]) AND t.status || '' = 'SCHEDULED'
+		ORDER BY t.id FOR NO KEY UPDATE OF t`
+
+	// keyedClaimSQL claims the winners ResolveKeys chose. The NOT EXISTS repeats the
+	// rule inside the write: under the key's lock it holds unless a task with the key
+	// and Overlap allow was claimed meanwhile (allow tasks take no lock).
+	keyedClaimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+		c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid))
+		UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
+		FROM c, ts
+		WHERE t.id = c.id AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
+			AND NOT EXISTS (SELECT 1 FROM ax_tasks o
+				WHERE o.task_key = t.task_key AND o.task_key <> '' AND o.status IN ('DISPATCHING', 'RUNNING'))
+		RETURNING ` + taskCols
+
+	// keyedSkipSQL moves the losers with Overlap skip to SKIPPED, with the reason.
+	keyedSkipSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+		c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, reason))
+		UPDATE ax_tasks t SET status = 'SKIPPED', last_error = c.reason, finished_at = ts.now, updated_at = ts.now
+		FROM c, ts
+		WHERE t.id = c.id AND t.status || '' = 'SCHEDULED'
+		RETURNING ` + taskCols
+)
+
+// readHolders reads the rows of holdersSQL.
+func readHolders(br pgx.BatchResults) (map[string]int64, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	held := map[string]int64{}
+	for rows.Next() {
+		var key string
+		var id int64
+		if err := rows.Scan(&key, &id); err != nil {
+			return nil, err
+		}
+		held[key] = id
+	}
+	return held, rows.Err()
+}
+
+// readTasks reads the taskCols rows of one statement.
+func readTasks(br pgx.BatchResults, into *[]store.Task) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return err
+		}
+		*into = append(*into, *t)
+	}
+	return rows.Err()
+}
+
+// claimKeyed applies the overlap rule to the due keyed tasks that the claim
+// statement left SCHEDULED (candidates, in id order, with their execution ids), in
+// a transaction of its own: two round trips.
+//
+//	round 1: BEGIN; SET LOCAL; lock the keys (ascending lock ids); lock and re-read the
+//	         candidates (ascending ids); read the holders of their keys
+//	(Go)     store.ResolveKeys: one winner per free key, the others skipped or blocked
+//	round 2: claim the winners (… AND NOT EXISTS a holder); skip the skip losers; COMMIT
+//
+// It adds its outcomes to res.
+func (s *Store) claimKeyed(ctx context.Context, candidates []store.Claim, keys []string, res *store.ClaimResult) error {
+	eids := make(map[int64]string, len(candidates))
+	ids := make([]int64, len(candidates))
+	for i, c := range candidates {
+		ids[i] = c.ID
+		eids[c.ID] = c.ExecutionID
+	}
+	distinct := slices.Clone(keys)
+	slices.Sort(distinct)
+	distinct = slices.Compact(distinct)
+	locks := keyLockIDs(distinct)
+
+	var (
+		claimed, skipped []store.Task
+		notDue           []store.Due
+		blocked          []store.Blocked
+	)
+	err := s.steps(ctx, "claim", func(r round) error {
+		claimed, skipped, notDue, blocked = nil, nil, nil, nil
+		var due []store.Keyed
+		var holders map[string]int64
+		err := r(false, func(b *pgx.Batch) {
+			b.Queue(keyLockSQL, s.keyLock, locks)
+			chunks(ids, func(part []int64) { b.Queue(keyedLockSQL, part) })
+			b.Queue(holdersSQL, distinct)
+		}, func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			var err error
+			chunks(ids, func([]int64) {
+				if err != nil {
+					return
+				}
+				var rows pgx.Rows
+				if rows, err = br.Query(); err != nil {
+					return
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var (
+						k       store.Keyed
+						overlap string
+						isDue   bool
+					)
+					if err = rows.Scan(&k.ID, &k.DueAt, &k.TaskKey, &overlap, &isDue); err != nil {
+						return
+					}
+					k.DueAt, k.Overlap = k.DueAt.UTC(), store.OverlapPolicy(overlap)
+					if isDue {
+						due = append(due, k)
+					} else { // made SCHEDULED again, later, since the claim statement read it
+						notDue = append(notDue, store.Due{ID: k.ID, DueAt: k.DueAt})
+					}
+				}
+				err = rows.Err()
+			})
+			if err != nil {
+				return err
+			}
+			holders, err = readHolders(br)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		win, skip, block := store.ResolveKeys(due, holders)
+		for _, k := range block {
+			blocked = append(blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
+		}
+		if len(win)+len(skip) == 0 {
+			return nil // nothing to write: steps commits
+		}
+		return r(true, func(b *pgx.Batch) {
+			chunks(win, func(part []store.Keyed) {
+				wids, weids := make([]int64, len(part)), make([]string, len(part))
+				for i, k := range part {
+					wids[i], weids[i] = k.ID, eids[k.ID]
+				}
+				b.Queue(keyedClaimSQL, wids, weids)
+			})
+			chunks(skip, func(part []store.Keyed) {
+				sids, reasons := make([]int64, len(part)), make([]string, len(part))
+				for i, k := range part {
+					sids[i], reasons[i] = k.ID, store.SkipReason(k.TaskKey, k.Holder)
+				}
+				b.Queue(keyedSkipSQL, sids, reasons)
+			})
+		}, func(br pgx.BatchResults) error {
+			var err error
+			chunks(win, func([]store.Keyed) {
+				if err == nil {
+					err = readTasks(br, &claimed)
+				}
+			})
+			chunks(skip, func([]store.Keyed) {
+				if err == nil {
+					err = readTasks(br, &skipped)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			// A winner the UPDATE refused found its key taken by a task with Overlap
+			// allow, claimed without the lock since the holders were read. It is still
+			// SCHEDULED and due (its row is locked): report it blocked, so that the
+			// caller asks again and it is then skipped or claimed by the rule.
+			got := make(map[int64]bool, len(claimed))
+			for _, t := range claimed {
+				got[t.ID] = true
+			}
+			for _, k := range win {
+				if !got[k.ID] {
+					blocked = append(blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	res.Claimed = append(res.Claimed, claimed...)
+	res.Skipped = append(res.Skipped, skipped...)
+	res.NotDue = append(res.NotDue, notDue...)
+	res.Blocked = append(res.Blocked, blocked...)
+	return nil
+}
+
+// triggerKeyedSQL is Trigger's UPDATE for a keyed task, run under the key's lock:
+// it applies only while no other task holds the key.
+const triggerKeyedSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = $2,
+		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
+		finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.id = $1 AND t.status IN ('SCHEDULED', 'FAILED')
+		AND NOT EXISTS (SELECT 1 FROM ax_tasks o
+			WHERE o.task_key = t.task_key AND o.task_key <> '' AND o.status IN ('DISPATCHING', 'RUNNING'))
+	RETURNING ` + taskCols
+
+// triggerKeyed is Trigger for a task whose key restricts it: one transaction, one
+// round trip (BEGIN; SET LOCAL; lock the key; read its holder; the conditional
+// UPDATE; read the task; COMMIT). It returns the task, and whether it moved or
+// else the holder of its key, if any.
+func (s *Store) triggerKeyed(ctx context.Context, id int64, executionID, taskKey string) (t *store.Task, applied bool, holder int64, err error) {
+	err = s.tx(ctx, "trigger", func(b *pgx.Batch) {
+		b.Queue(keyLockSQL, s.keyLock, []int32{keyLockID(taskKey)})
+		b.Queue(holdersSQL, []string{taskKey})
+		b.Queue(triggerKeyedSQL, id, executionID)
+		b.Queue(`SELECT `+taskCols+` FROM ax_tasks t WHERE t.id = $1`, id)
+	}, func(br pgx.BatchResults) error {
+		t, applied, holder = nil, false, 0
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		held, err := readHolders(br)
+		if err != nil {
+			return err
+		}
+		holder = held[taskKey]
+		var moved []store.Task
+		if err := readTasks(br, &moved); err != nil {
+			return err
+		}
+		if len(moved) == 1 {
+			applied = true
+			t = &moved[0]
+			_, err := br.Exec() // the read: not needed
+			return err
+		}
+		var now []store.Task
+		if err := readTasks(br, &now); err != nil {
+			return err
+		}
+		if len(now) == 1 {
+			t = &now[0]
+		}
+		return nil
+	})
+	return t, applied, holder, err
+}
+
+// sortResult puts every list of a ClaimResult in id order.
+func sortResult(res *store.ClaimResult) {
+	byID := func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) }
+	slices.SortFunc(res.Claimed, byID)
+	slices.SortFunc(res.Skipped, byID)
+	slices.SortFunc(res.NotDue, func(a, b store.Due) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(res.Blocked, func(a, b store.Blocked) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// triggerOp names a Trigger call in errors.
+func triggerOp(id int64) string { return fmt.Sprintf("ax: postgres: trigger task %d", id) }
