@@ -50,12 +50,20 @@ type locked struct {
 	due     bool
 	dueAt   time.Time
 	now     time.Time
+	overlap store.OverlapPolicy // Claim only: skip or queue when the task's key rules, else empty
+	taskKey string              // Claim only, when its key rules
 }
 
 // lockRows locks the rows among ids whose status is status, in id order, and returns
-// them by id with the database time of the statement.
-func lockRows(ctx context.Context, tx *sql.Tx, status store.Status, ids []int64) (map[int64]*locked, time.Time, error) {
-	q := `SELECT id, COALESCE(execution_id, ''), attempt, dispatch_retries, due_at, due_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+// them by id with the database time of the statement. With keys (Claim) it also reads
+// the overlap policy and task key of the tasks whose key rules; both are NULL for the
+// others, which the driver hands over without allocating.
+func lockRows(ctx context.Context, tx *sql.Tx, status store.Status, ids []int64, keys bool) (map[int64]*locked, time.Time, error) {
+	cols := ""
+	if keys {
+		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL)`
+	}
+	q := `SELECT id, COALESCE(execution_id, ''), attempt, dispatch_retries, due_at, due_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)` + cols + `
 		FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + marks(len(ids)) + `) AND status = ? ORDER BY id FOR UPDATE`
 	rows, err := tx.QueryContext(ctx, q, append(int64s(ids), string(status))...)
 	if err != nil {
@@ -67,7 +75,13 @@ func lockRows(ctx context.Context, tx *sql.Tx, status store.Status, ids []int64)
 	for rows.Next() {
 		var id int64
 		l := &locked{}
-		if err := rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&l.now}); err != nil {
+		if keys {
+			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&l.now},
+				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey})
+		} else {
+			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&l.now})
+		}
+		if err != nil {
 			return nil, time.Time{}, err
 		}
 		now = l.now
@@ -91,7 +105,11 @@ func selectTasks(ctx context.Context, tx *sql.Tx, ids []int64) ([]store.Task, er
 	return scanTasks(rows)
 }
 
-// Claim moves due SCHEDULED tasks to DISPATCHING.
+// Claim moves due SCHEDULED tasks to DISPATCHING. Tasks without a key, or with
+// Overlap allow, are claimed chunk by chunk as they are locked; due tasks whose key
+// rules (skip, queue) are set aside and decided after every chunk is locked, under
+// their keys' locks (claimKeyed), so that a claim takes rows, then keys, always in
+// that order.
 func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := s.check("claim"); err != nil {
 		return nil, err
@@ -107,8 +125,11 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 		return res, nil
 	}
 	err := s.run(ctx, "claim", 0, func(tx *sql.Tx, _ int64) error {
-		res.Claimed, res.NotDue = res.Claimed[:0], res.NotDue[:0]
-		return chunks(len(uniq), func(lo, hi int) error {
+		*res = store.ClaimResult{}
+		var keyed []store.Keyed
+		var keyedExec map[int64]string
+		var last time.Time // the database time of the last chunk's lock
+		err := chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
 			ids := make([]int64, len(part))
 			for i, c := range part {
@@ -120,9 +141,12 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			//    be neither claimed nor reported not due, and the scheduler would
 			//    forget it. READ COMMITTED takes no gap locks, so the wait is for
 			//    those rows only, and ascending ids keep claims from deadlocking.
-			rows, now, err := lockRows(ctx, tx, store.Scheduled, ids)
+			rows, now, err := lockRows(ctx, tx, store.Scheduled, ids, true)
 			if err != nil {
 				return err
+			}
+			if !now.IsZero() {
+				last = now
 			}
 			var dueIDs []int64
 			var execs []any
@@ -130,11 +154,17 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 				l := rows[c.ID]
 				switch {
 				case l == nil:
-				case l.due:
+				case !l.due: // not due comes before the key rule
+					res.NotDue = append(res.NotDue, store.Due{ID: c.ID, DueAt: l.dueAt})
+				case l.overlap != "":
+					if keyedExec == nil {
+						keyedExec = map[int64]string{}
+					}
+					keyed = append(keyed, store.Keyed{ID: c.ID, DueAt: l.dueAt, TaskKey: l.taskKey, Overlap: l.overlap})
+					keyedExec[c.ID] = c.ExecutionID
+				default:
 					dueIDs = append(dueIDs, c.ID)
 					execs = append(execs, c.ExecutionID)
-				default:
-					res.NotDue = append(res.NotDue, store.Due{ID: c.ID, DueAt: l.dueAt})
 				}
 			}
 			if len(dueIDs) == 0 {
@@ -164,6 +194,10 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			}
 			return nil
 		})
+		if err != nil || len(keyed) == 0 {
+			return err
+		}
+		return claimKeyed(ctx, tx, keyed, keyedExec, last, res)
 	})
 	if err != nil {
 		return nil, err
@@ -209,7 +243,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 				execIDs = append(execIDs, starts[i].ExecutionID)
 			}
 			// 1. Lock the DISPATCHING rows.
-			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids)
+			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
 			if err != nil {
 				return err
 			}
@@ -326,7 +360,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return refs[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Running, ids)
+			rows, now, err := lockRows(ctx, tx, store.Running, ids, false)
 			if err != nil {
 				return err
 			}
@@ -408,7 +442,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return results[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Running, ids)
+			rows, now, err := lockRows(ctx, tx, store.Running, ids, false)
 			if err != nil {
 				return err
 			}
@@ -504,7 +538,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return requeues[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids)
+			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
 			if err != nil {
 				return err
 			}

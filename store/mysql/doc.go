@@ -20,6 +20,15 @@
 // DATETIME range (years 1000–9999) are checked before writing, so a non-strict
 // sql_mode cannot silently truncate a key.
 //
+// migrations/0002_task_keys.sql adds the task keys and the schedules: ax_tasks gains
+// task_key (≤ 500 bytes, empty without a key — what version 1 rows get), overlap
+// (empty, skip, queue or allow) and held_key, a VIRTUAL generated column that is task_key
+// while the row is DISPATCHING or RUNNING with a key and NULL otherwise, indexed as
+// ax_tasks_held_key; ax_task_keys holds the per-key lock rows (see "Task keys");
+// ax_schedules holds one row per schedule (name ≤ 200 bytes as the primary key, spec,
+// time_zone, overlap, misfire, payload, paused, next_fire_at, last_fire_at NULL before
+// the first fire, created_at, updated_at; DATETIME(6) UTC like every other time).
+//
 // # Migrations
 //
 // New applies the missing migrations under GET_LOCK('ax_migrate_<database>', 60 s) on
@@ -30,16 +39,21 @@
 // mid-migration leaves applied_at NULL and the next New resumes at the next statement;
 // every statement is written to be harmless when rerun (CREATE TABLE IF NOT EXISTS,
 // INSERT … ON DUPLICATE KEY UPDATE), since a crash can fall between a statement and
-// its step record. A database with a version this package does not know is refused
-// with store.ErrSchemaVersion.
+// its step record. MySQL 8 has no ALTER TABLE … ADD COLUMN IF NOT EXISTS, so an ALTER
+// only adds columns and keys, in one statement, which is atomic DDL on MySQL 8 and
+// MariaDB 10.6: when New resumes at an ALTER that had taken effect, the "duplicate
+// column" (1060) or "duplicate key name" (1061) it answers is taken as done — for the
+// statement it resumes at only. A database with a version this package does not know
+// is refused with store.ErrSchemaVersion.
 //
 // # Indexes
 //
 // MySQL has no partial indexes, so the SQLite driver's "WHERE status = …" indexes
 // become composites led by status: an equality on status then a range on the second
 // column is one index range scan in the order the queries want, with LIMIT stopping it
-// early. (A generated column non-NULL only while SCHEDULED would keep finished rows out
-// of the index; with status first they are simply never in the scanned range.)
+// early. (A generated column non-NULL only while SCHEDULED would not keep finished
+// rows out of the index — InnoDB indexes NULLs too; with status first they are simply
+// never in the scanned range.)
 //
 //	UNIQUE ax_tasks_name_key (name, key)            Lookup, Cancel, Insert's duplicate check
 //	ax_tasks_status_due (status, due_at, id)        window scan; Claim's rows come by primary key
@@ -47,32 +61,114 @@
 //	ax_tasks_status_heartbeat (status, heartbeat_at, id)    orphan scan (Stale RUNNING)
 //	ax_tasks_status_dispatched (status, dispatched_at, id)  stuck-claim scan (Stale DISPATCHING)
 //	ax_executions_task (task_id, started_at, id)    Executions
+//	ax_tasks_held_key (held_key)                    the holders of task keys (Claim, Trigger)
+//
+// ax_tasks_held_key stands in for the partial index on task_key of the DISPATCHING
+// and RUNNING rows with a key, which MySQL and MariaDB lack. InnoDB keeps an entry for
+// NULL too, but a row without a key has NULL for life: its transitions evaluate the
+// expression and leave the entry as it is, so the execution path of tasks without a
+// key never writes to this index (its cost is the entry written at insert). A lookup
+// by key reads holder entries only, however many finished occurrences the key has.
 //
 // EXPLAIN on MariaDB 10.11.19 with 100,000 tasks (70% SUCCEEDED, 10% RUNNING, 5%
-// DISPATCHING, 15% SCHEDULED; due times spread over two days), from TestExplain
-// (AX_MYSQL_EXPLAIN=1). "rows" is the optimizer's estimate for the whole range; the
-// LIMIT ends the scan early and no plan sorts:
+// DISPATCHING, 15% SCHEDULED; due times spread over two days; 20% are occurrences of
+// 100 schedules, with the schedule's name as task key, among them every DISPATCHING
+// task), from TestExplain (AX_MYSQL_EXPLAIN=1). "rows" is the optimizer's estimate for
+// the whole range; the LIMIT ends the scan early and no plan of the execution path
+// sorts:
 //
 //	window scan (from a cursor): due_at >= ? AND due_at < ? AND (due_at > ? OR id > ?) ORDER BY due_at, id LIMIT 1000
-//	  type=range key=ax_tasks_status_due key_len=26 rows=74 Extra=Using where; Using index
+//	  type=range key=ax_tasks_status_due key_len=26 rows=87 Extra=Using where; Using index
 //	window scan (overdue first): due_at < ? ORDER BY due_at, id LIMIT 1000
-//	  type=range key=ax_tasks_status_due key_len=26 rows=38912 Extra=Using where; Using index
+//	  type=range key=ax_tasks_status_due key_len=26 rows=49526 Extra=Using where; Using index
 //	claim, lock (200 ids): FORCE INDEX (PRIMARY) WHERE id IN (…) AND status = 'SCHEDULED' ORDER BY id FOR UPDATE
 //	  type=range key=PRIMARY key_len=8 rows=200 Extra=Using where
 //	claim, update (200 ids): UPDATE … FORCE INDEX (PRIMARY) … WHERE id IN (…) AND status = 'SCHEDULED' AND due_at <= ?
 //	  type=range key=PRIMARY key_len=8 rows=200 Extra=Using where
+//	key holders (10 keys): SELECT held_key, MIN(id) … WHERE held_key IN (…) GROUP BY held_key
+//	  type=range key=ax_tasks_held_key key_len=2003 rows=1 Extra=Using where; Using index for group-by
+//	keyed claim, update (200 ids, 10 keys): … AND task_key NOT IN (SELECT held_key FROM (<key holders>) AS held)
+//	  type=range key=PRIMARY key_len=8 rows=200 Extra=Using where
+//	  <derived3> type=ALL rows=2 Extra=Using where
+//	  type=range key=ax_tasks_held_key key_len=2003 rows=1 Extra=Using where; Using index for group-by
 //	refill, changed: status = 'SCHEDULED' AND seq > ? AND seq <= ? ORDER BY seq LIMIT 1000
 //	  type=range key=ax_tasks_status_seq key_len=26 rows=1000 Extra=Using index condition
 //	orphan scan: status = 'RUNNING' AND heartbeat_at < ? ORDER BY heartbeat_at, id LIMIT 100
-//	  type=range key=ax_tasks_status_heartbeat key_len=27 rows=5884 Extra=Using where; Using index
+//	  type=range key=ax_tasks_status_heartbeat key_len=27 rows=5882 Extra=Using where; Using index
 //	stuck-claim scan: status = 'DISPATCHING' AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT 100
-//	  type=range key=ax_tasks_status_dispatched key_len=27 rows=1471 Extra=Using where; Using index
+//	  type=range key=ax_tasks_status_dispatched key_len=27 rows=1470 Extra=Using where; Using index
 //	business key lookup: name = ? AND key = ?
 //	  type=const key=ax_tasks_name_key key_len=2804 ref=const,const rows=1 Extra=Using index
+//	a schedule's pending occurrences (PauseSchedule): name = ? AND task_key = ? AND status = 'SCHEDULED' ORDER BY id
+//	  type=ref key=ax_tasks_name_key key_len=802 ref=const rows=200 Extra=Using index condition; Using where; Using filesort
+//
+// The holder lookup is a loose index scan: one index dive per key, whatever the
+// number of holders (50 per key here, all DISPATCHING; the rule itself leaves at most
+// one task of a skip or queue key holding it). PauseSchedule, an operator's action,
+// reads every task of the schedule's name, finished ones included.
 //
 // The batched statements name FORCE INDEX (PRIMARY): given "id IN (…) AND status = ?"
 // an optimizer that prefers a status index would scan, and lock, every row in that
 // status.
+//
+// # Task keys
+//
+// A due task with a TaskKey and Overlap skip or queue is claimed only while no other
+// task with that key is DISPATCHING or RUNNING. InnoDB at READ COMMITTED takes no gap
+// locks, so "no row holds k" cannot be locked as such; a lock row per key stands in
+// for it. ax_task_keys(task_key PRIMARY KEY) keeps one small row per distinct task key
+// ever used (rows are never deleted: a key costs its own bytes once). Claim runs, in
+// its one transaction:
+//
+//  1. its usual locking SELECT of the SCHEDULED rows, chunk by chunk, ascending ids;
+//     tasks without a key rule (no key, or allow) go on the usual path — same
+//     statements, same count; a batch without keyed tasks costs nothing more
+//     (TestClaimStatements pins it);
+//  2. after the last chunk, for the due keyed tasks: SELECT … FROM ax_task_keys
+//     WHERE task_key IN (…) ORDER BY task_key FOR UPDATE, plus, for a key seen for
+//     the first time, a single-row INSERT … ON DUPLICATE KEY UPDATE task_key =
+//     task_key, which locks the row exclusively whether it inserts it or finds it
+//     (INSERT IGNORE would take a shared lock on a duplicate, and two claimers
+//     upgrading theirs deadlock);
+//  3. the holders, read after the lock is granted: SELECT held_key, MIN(id) … WHERE
+//     held_key IN (…) GROUP BY held_key. A plain read under READ COMMITTED sees the
+//     latest committed rows, so the previous holder of the lock's claim is visible;
+//  4. store.ResolveKeys picks, per free key, the first task in (DueAt, ID) order;
+//  5. the winners' UPDATE (the usual CAS, CASE id for the execution ids) with
+//     "AND task_key NOT IN (SELECT held_key FROM (SELECT held_key … WHERE held_key IN
+//     (…) GROUP BY held_key) AS held)": the check is part of the claiming write.
+//     MySQL refuses a subquery on the updated table (1093) unless it reads a
+//     materialised derived table, which the GROUP BY guarantees;
+//  6. the skip losers' UPDATE to SKIPPED (finished_at and updated_at the claim's
+//     database time, last_error store.SkipReason, execution id untouched); queue
+//     losers are left alone and reported Blocked; then one SELECT reads the changed
+//     rows back.
+//
+// Locks are taken rows first (ascending ids), then keys (ascending), in Claim and in
+// Trigger alike, so concurrent claimers queue instead of deadlocking; a deadlock that
+// still happens (a key created by two claimers at once) retries the transaction. The
+// lock row is held until commit, so the next claimer of the key reads this claim's
+// holder. Trigger on a task with a key rule takes the same path for its one task — its
+// row FOR UPDATE, the key's lock, the holder, the UPDATE with the same condition — and
+// refuses with store.KeyHeld while the key is held; other tasks trigger with today's
+// single UPDATE (now guarded by "overlap NOT IN ('skip', 'queue')").
+//
+// A task with Overlap allow takes no lock. It ignores the key, but it holds it while
+// it runs: a skip or queue task claimed while an allow task of its key is being
+// claimed by a concurrent transaction may run beside it.
+//
+// # Schedules
+//
+// RegisterSchedules locks the schedules' rows by name, inserts the new ones in one
+// multi-row INSERT (a concurrent registration of the same new name makes it retry) and
+// updates each existing one; all in one transaction. FireSchedule is one transaction:
+// UPDATE ax_schedules … WHERE name = ? AND next_fire_at = <Expect> AND NOT paused —
+// concurrent fires queue on the row and only the first finds Expect — then the
+// occurrences through Insert's own path (sequence numbers, duplicates answered
+// store.ErrDuplicate). PauseSchedule sets paused and cancels the SCHEDULED tasks whose
+// name and task key are the schedule's, by id in ascending chunks, in one transaction
+// that locks the schedule's row first, so a concurrent fire either commits before it
+// or finds the schedule paused.
 //
 // # Isolation
 //

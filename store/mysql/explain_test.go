@@ -30,6 +30,10 @@ func TestExplain(t *testing.T) {
 			k := lo + i
 			nts[i] = store.NewTask{Name: fmt.Sprintf("handler.%d", k%20), Key: fmt.Sprintf("key-%d", k),
 				DueAt: now.Add(time.Duration(k%2880-1440) * time.Minute), OwnerService: "bench"}
+			if k%5 == 0 { // 20% periodic occurrences of 100 schedules, among them every DISPATCHING task
+				nts[i].Name = fmt.Sprintf("sched.%d", (k/5)%100)
+				nts[i].TaskKey, nts[i].Overlap = nts[i].Name, store.OverlapSkip
+			}
 		}
 		if _, err := s.Insert(ctx, nts); err != nil {
 			t.Fatal(err)
@@ -54,6 +58,11 @@ func TestExplain(t *testing.T) {
 		ids = append(ids, fmt.Sprint(i))
 	}
 	in := strings.Join(ids, ",")
+	var names []string
+	for i := range 10 {
+		names = append(names, fmt.Sprintf("'sched.%d'", i*7))
+	}
+	keys := strings.Join(names, ",")
 	var out strings.Builder
 	fmt.Fprintf(&out, "%s, %d rows in ax_tasks\n", version, n)
 	for _, c := range []struct{ name, q string }{
@@ -66,6 +75,10 @@ func TestExplain(t *testing.T) {
 		{"refill: changed since a cursor", `SELECT id, due_at, seq FROM ax_tasks WHERE status = 'SCHEDULED' AND seq > 99000 AND seq <= 100000 ORDER BY seq LIMIT 1000`},
 		{"orphan scan", `SELECT id FROM ax_tasks WHERE status = 'RUNNING' AND heartbeat_at < '` + ts(-10*time.Hour) + `' ORDER BY heartbeat_at, id LIMIT 100`},
 		{"stuck-claim scan", `SELECT id FROM ax_tasks WHERE status = 'DISPATCHING' AND dispatched_at < '` + ts(-10*time.Hour) + `' ORDER BY dispatched_at, id LIMIT 100`},
+		{"key holders (10 keys)", `SELECT held_key, MIN(id) FROM ax_tasks WHERE held_key IN (` + keys + `) GROUP BY held_key`},
+		{"keyed claim: update (200 ids, 10 keys)", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) +
+			`' AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE held_key IN (` + keys + `) GROUP BY held_key) AS held)`},
+		{"schedule's pending occurrences (pause)", `SELECT id FROM ax_tasks WHERE name = 'sched.7' AND task_key = 'sched.7' AND status = 'SCHEDULED' ORDER BY id`},
 		{"business key lookup", "SELECT id FROM ax_tasks WHERE name = 'handler.7' AND `key` = 'key-4507'"},
 		{"executions of a task", `SELECT t.id FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id WHERE t.id = 4507 ORDER BY e.started_at, e.id`},
 	} {

@@ -1,6 +1,11 @@
 package mysql
 
-import "time"
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"time"
+)
 
 // Applied reports how many migrations the New behind s applied.
 func Applied(s *Store) int { return s.applied }
@@ -13,3 +18,17 @@ var Statements = statements
 
 // CheckVersion is checkVersion.
 var CheckVersion = checkVersion
+
+// MigrateTo migrates the database behind db up to version only, as an older ax
+// would have left it.
+func MigrateTo(db *sql.DB, version int) error {
+	ctx := context.Background()
+	s := &Store{db: db}
+	var dbName string
+	if err := db.QueryRowContext(ctx, `SELECT VERSION(), DATABASE()`).Scan(&s.version, &dbName); err != nil {
+		return err
+	}
+	s.mariaDB = strings.Contains(strings.ToLower(s.version), "mariadb")
+	_, err := s.migrate(ctx, dbName, version)
+	return err
+}

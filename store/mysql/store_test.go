@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -171,11 +173,141 @@ func TestMigrateResumesAfterCrash(t *testing.T) {
 	}
 }
 
+// Every migration statement is harmless to rerun: CREATE TABLE IF NOT EXISTS, an
+// upsert, or an ALTER TABLE that only adds columns and keys (a rerun answers
+// "duplicate column" or "duplicate key name", which migrate takes as done when it
+// resumes at that statement).
 func TestMigrationsIdempotentStatements(t *testing.T) {
-	for _, q := range mysql.Statements(mustRead(t, "migrations/0001_init.sql"), "utf8mb4_nopad_bin") {
-		u := strings.ToUpper(q)
-		if !strings.HasPrefix(u, "CREATE TABLE IF NOT EXISTS") && !strings.Contains(u, "ON DUPLICATE KEY UPDATE") {
-			t.Errorf("migration statement is not idempotent:\n%s", q)
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) != mysql.SchemaVersion() {
+		t.Fatalf("migrations/*.sql = %v, %v; want %d files", files, err, mysql.SchemaVersion())
+	}
+	for _, f := range files {
+		for _, q := range mysql.Statements(mustRead(t, f), "utf8mb4_nopad_bin") {
+			u := strings.ToUpper(q)
+			switch {
+			case strings.HasPrefix(u, "CREATE TABLE IF NOT EXISTS"), strings.Contains(u, "ON DUPLICATE KEY UPDATE"):
+			case strings.HasPrefix(u, "ALTER TABLE"):
+				for _, clause := range topLevelClauses(u) {
+					if !strings.HasPrefix(clause, "ADD COLUMN ") && !strings.HasPrefix(clause, "ADD KEY ") {
+						t.Errorf("%s: ALTER TABLE clause %q is neither ADD COLUMN nor ADD KEY", f, clause)
+					}
+				}
+			default:
+				t.Errorf("%s: migration statement is not idempotent:\n%s", f, q)
+			}
+		}
+	}
+}
+
+// topLevelClauses splits "ALTER TABLE t c1, c2, …" into its clauses, ignoring commas
+// inside parentheses.
+func topLevelClauses(alter string) []string {
+	fields := strings.Fields(alter)
+	body := strings.Join(fields[3:], " ") // after ALTER TABLE <name>
+	var out []string
+	depth, start := 0, 0
+	for i, r := range body {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(body[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(out, strings.TrimSpace(body[start:]))
+}
+
+// A database left at version 1 by an older ax migrates to the current version, and
+// its rows read as tasks without a key.
+func TestMigrateFromV1(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	db := rawDB(t, dsn)
+	if err := mysql.MigrateTo(db, 1); err != nil {
+		t.Fatalf("MigrateTo(1): %v", err)
+	}
+	// Rows as version 1 wrote them.
+	if _, err := db.Exec("INSERT INTO ax_tasks (name, `key`, payload, status, due_at, last_error, backoff, seq, execution_id, created_at, updated_at) VALUES " +
+		"('old', 'scheduled', 'p', 'SCHEDULED', UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, '', '', 1, NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))," +
+		"('old', 'running', 'p', 'RUNNING', UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, '', '', 2, 'exec-old', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))"); err != nil {
+		t.Fatal(err)
+	}
+	s := openDSN(t, dsn)
+	if got := mysql.Applied(s); got != mysql.SchemaVersion()-1 {
+		t.Errorf("Open(version 1 database) applied %d migrations, want %d", got, mysql.SchemaVersion()-1)
+	}
+	ctx := t.Context()
+	old, err := s.Lookup(ctx, "old", "scheduled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.TaskKey != "" || old.Overlap != "" {
+		t.Errorf("version 1 row: TaskKey, Overlap = %q, %q; want empty", old.TaskKey, old.Overlap)
+	}
+	if res, err := s.Claim(ctx, []store.Claim{{ID: old.ID, ExecutionID: "exec-1"}}); err != nil || len(res.Claimed) != 1 {
+		t.Errorf("Claim(version 1 row) = %+v, %v; want it claimed", res, err)
+	}
+	var held int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM ax_tasks WHERE held_key IS NOT NULL`).Scan(&held); err != nil || held != 0 {
+		t.Errorf("rows holding a key after migrating = %d, %v; want 0", held, err)
+	}
+	now, _ := s.Now(ctx)
+	nt := newTask("keyed", now)
+	nt.TaskKey, nt.Overlap = "old-key", store.OverlapSkip
+	ins, err := s.Insert(ctx, []store.NewTask{nt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Claim(ctx, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "exec-2"}}); err != nil || len(res.Claimed) != 1 {
+		t.Errorf("Claim(keyed task after migrating) = %+v, %v; want it claimed", res, err)
+	}
+	if _, err := s.RegisterSchedules(ctx, []store.ScheduleDef{{Name: "report", Spec: "@every 1m", TimeZone: "UTC",
+		Overlap: store.OverlapSkip, Misfire: store.MisfireFireOnce, NextFireAt: now}}); err != nil {
+		t.Errorf("RegisterSchedules after migrating: %v", err)
+	}
+}
+
+// A crash inside migration 2, after an ALTER TABLE took effect but before its step
+// was recorded: the next Open reruns that ALTER, takes its "duplicate" error as done,
+// and finishes.
+func TestMigrateResumesAlterAfterCrash(t *testing.T) {
+	t.Parallel()
+	for _, step := range []int{0, 1} {
+		dsn := servicetest.MySQLDSN(t)
+		s, err := mysql.Open(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		db := rawDB(t, dsn)
+		// Undo the statements after step+1 (the two CREATE TABLEs, and the second
+		// ALTER when the crash followed the first), then forget step+1.
+		undo := []string{`DROP TABLE ax_schedules`, `DROP TABLE ax_task_keys`}
+		if step == 0 {
+			undo = append(undo, `ALTER TABLE ax_tasks DROP COLUMN held_key`)
+		}
+		undo = append(undo, fmt.Sprintf(`UPDATE ax_schema_migrations SET step = %d, applied_at = NULL WHERE version = 2`, step))
+		for _, q := range undo {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err = mysql.Open(dsn)
+		if err != nil {
+			t.Fatalf("Open after a crash before step %d of migration 2 was recorded: %v", step+1, err)
+		}
+		defer s.Close()
+		if got := mysql.Applied(s); got != 1 {
+			t.Errorf("Open after the crash applied %d migrations, want 1", got)
+		}
+		if have, want, err := mysql.SchemaStatus(t.Context(), dsn); err != nil || have != want {
+			t.Errorf("SchemaStatus after the resumed migration = %d, %d, %v; want equal", have, want, err)
 		}
 	}
 }
@@ -415,14 +547,18 @@ func TestInsertLimits(t *testing.T) {
 	now, _ := s.Now(ctx)
 	ok := newTask(strings.Repeat("界", 500/3), now) // 498 bytes
 	ok.Name = strings.Repeat("n", 200)
+	ok.TaskKey, ok.Overlap = strings.Repeat("界", 500/3), store.OverlapQueue
 	if _, err := s.Insert(ctx, []store.NewTask{ok}); err != nil {
-		t.Errorf("Insert(name of 200 bytes, key of 498) error: %v", err)
+		t.Errorf("Insert(name of 200 bytes, key and task key of 498) error: %v", err)
 	}
 	for what, spoil := range map[string]func(*store.NewTask){
 		"name of 201 bytes": func(nt *store.NewTask) { nt.Name = strings.Repeat("n", 201) },
 		"key of 501 bytes":  func(nt *store.NewTask) { nt.Key = strings.Repeat("k", 501) },
 		"invalid UTF-8 key": func(nt *store.NewTask) { nt.Key = "\xff" },
 		"due in year 10000": func(nt *store.NewTask) { nt.DueAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
+		"task key of 501 bytes": func(nt *store.NewTask) {
+			nt.TaskKey, nt.Overlap = strings.Repeat("k", 501), store.OverlapSkip
+		},
 	} {
 		nt := newTask("x", now)
 		spoil(&nt)

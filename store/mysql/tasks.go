@@ -20,11 +20,12 @@ import (
 
 // Column limits, checked before writing (a non-strict sql_mode would truncate).
 const (
-	maxName   = 200 // bytes
-	maxKey    = 500 // bytes
-	maxOwner  = 200 // bytes
-	maxExecID = 100 // bytes
-	maxNode   = 200 // bytes
+	maxName    = 200 // bytes
+	maxKey     = 500 // bytes
+	maxOwner   = 200 // bytes
+	maxExecID  = 100 // bytes
+	maxNode    = 200 // bytes
+	maxTaskKey = 500 // bytes
 )
 
 // maxChunkBytes bounds the payload bytes of one multi-row INSERT, well under the
@@ -33,18 +34,24 @@ const maxChunkBytes = 4 << 20
 
 func validText(s string, limit int) bool { return len(s) <= limit && utf8.ValidString(s) }
 
-func validateNew(tasks []store.NewTask) error {
+// validateNew checks tasks as Insert does; op names the operation in the error
+// ("insert", "fire schedule \"report\"").
+func validateNew(op string, tasks []store.NewTask) error {
 	for i, nt := range tasks {
 		switch {
 		case nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero():
-			return fmt.Errorf("ax: mysql: insert: task %d: empty name, key or due time: %w", i, store.ErrInvalid)
-		case !validText(nt.Name, maxName) || !validText(nt.Key, maxKey) || !validText(nt.OwnerService, maxOwner):
-			return fmt.Errorf("ax: mysql: insert: task %d: name (≤ %d bytes), key (≤ %d) or owner (≤ %d) too long or not UTF-8: %w",
-				i, maxName, maxKey, maxOwner, store.ErrInvalid)
+			return fmt.Errorf("ax: mysql: %s: task %d: empty name, key or due time: %w", op, i, store.ErrInvalid)
+		case !validText(nt.Name, maxName) || !validText(nt.Key, maxKey) || !validText(nt.OwnerService, maxOwner) ||
+			!validText(nt.TaskKey, maxTaskKey):
+			return fmt.Errorf("ax: mysql: %s: task %d: name (≤ %d bytes), key (≤ %d), owner (≤ %d) or task key (≤ %d) too long or not UTF-8: %w",
+				op, i, maxName, maxKey, maxOwner, maxTaskKey, store.ErrInvalid)
 		case nt.DueAt.Before(minTime) || nt.DueAt.After(maxTime):
-			return fmt.Errorf("ax: mysql: insert: task %d: due time %v outside years 1000-9999: %w", i, nt.DueAt, store.ErrInvalid)
+			return fmt.Errorf("ax: mysql: %s: task %d: due time %v outside years 1000-9999: %w", op, i, nt.DueAt, store.ErrInvalid)
 		case nt.MaxRetry < math.MinInt32 || nt.MaxRetry > math.MaxInt32 || nt.Timeout < 0:
-			return fmt.Errorf("ax: mysql: insert: task %d: max retry or timeout out of range: %w", i, store.ErrInvalid)
+			return fmt.Errorf("ax: mysql: %s: task %d: max retry or timeout out of range: %w", op, i, store.ErrInvalid)
+		}
+		if err := store.CheckTaskKey(nt); err != nil {
+			return fmt.Errorf("ax: mysql: %s: task %d: %w", op, i, err)
 		}
 	}
 	return nil
@@ -55,7 +62,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	if err := s.check("insert"); err != nil {
 		return nil, err
 	}
-	if err := validateNew(tasks); err != nil {
+	if err := validateNew("insert", tasks); err != nil {
 		return nil, err
 	}
 	if len(tasks) == 0 {
@@ -83,7 +90,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	if !ok || stx == nil {
 		return nil, fmt.Errorf("ax: mysql: insert: transaction of type %T, want a *sql.Tx: %w", tx, store.ErrInvalid)
 	}
-	if err := validateNew(tasks); err != nil {
+	if err := validateNew("insert", tasks); err != nil {
 		return nil, err
 	}
 	var host, dbName sql.NullString
@@ -219,20 +226,20 @@ func insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, seq int64) (
 func insertRows(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, rows []int, seq int64) error {
 	var q strings.Builder
 	q.WriteString("INSERT INTO ax_tasks (name, `key`, payload, status, due_at, max_retry, owner_service, last_error, " +
-		"timeout_us, backoff, seq, created_at, updated_at) VALUES ")
-	args := make([]any, 0, 9*len(rows))
+		"timeout_us, backoff, seq, task_key, overlap, created_at, updated_at) VALUES ")
+	args := make([]any, 0, 11*len(rows))
 	for k, i := range rows {
 		if k > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString("(?,?,?,'SCHEDULED',?,?,?,'',?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
+		q.WriteString("(?,?,?,'SCHEDULED',?,?,?,'',?,?,?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
 		nt := tasks[i]
 		var payload any
 		if nt.Payload != nil {
 			payload = nt.Payload
 		}
 		args = append(args, nt.Name, nt.Key, payload, dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
-			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i))
+			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap))
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return err
@@ -384,21 +391,27 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return t, nil
 }
 
-// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now.
+// triggerSet is Trigger's transition. attempt is assigned first: MySQL evaluates
+// single-table SET clauses left to right, so it must read the old status.
+const triggerSet = `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'),
+	status = 'DISPATCHING', execution_id = ?, finished_at = NULL,
+	dispatched_at = UTC_TIMESTAMP(6), triggered_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
+	WHERE id = ? AND status IN ('SCHEDULED', 'FAILED')`
+
+// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task without a key,
+// or with Overlap allow, takes one UPDATE and one SELECT; a task whose key rules
+// (skip, queue) takes the key's lock first and is refused with store.KeyHeld while
+// another task holds the key (see the package doc, "Task keys").
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" || !validText(executionID, maxExecID) {
 		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
 	}
 	var t *store.Task
 	var sentinel error
+	var holder int64
 	err := s.run(ctx, "trigger", 0, func(tx *sql.Tx, _ int64) error {
-		t, sentinel = nil, nil
-		// attempt is assigned first: MySQL evaluates single-table SET clauses left to
-		// right, so it must read the old status.
-		res, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'),
-			status = 'DISPATCHING', execution_id = ?, finished_at = NULL,
-			dispatched_at = UTC_TIMESTAMP(6), triggered_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
-			WHERE id = ? AND status IN ('SCHEDULED', 'FAILED')`, executionID, id)
+		t, sentinel, holder = nil, nil, 0
+		res, err := tx.ExecContext(ctx, triggerSet+` AND overlap NOT IN ('skip', 'queue')`, executionID, id)
 		if err != nil {
 			return err
 		}
@@ -413,6 +426,14 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			return nil
 		case err != nil:
 			return err
+		case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && keyRules(t.Overlap):
+			t, holder, err = triggerKeyed(ctx, tx, id, t.TaskKey, executionID)
+			if err != nil {
+				return err
+			}
+			if t.Status != store.Dispatching || t.ExecutionID != executionID {
+				sentinel = store.ErrNotTriggerable
+			}
 		case n == 0:
 			sentinel = store.ErrNotTriggerable
 		}
@@ -421,8 +442,12 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	if err != nil {
 		return nil, err
 	}
-	if sentinel != nil {
-		return store.Refusal(fmt.Sprintf("ax: mysql: trigger task %d", id), t, sentinel)
+	op := fmt.Sprintf("ax: mysql: trigger task %d", id)
+	switch {
+	case holder != 0:
+		return store.KeyHeld(op, t, holder)
+	case sentinel != nil:
+		return store.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }

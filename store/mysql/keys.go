@@ -1,0 +1,255 @@
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"slices"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// Task keys (see the package doc, "Task keys"): a due task whose Overlap is skip or
+// queue is claimed only while no other task with its key is DISPATCHING or RUNNING.
+// Claim and Trigger decide it under the key's lock row in ax_task_keys, taken after
+// the task rows and in ascending key order, then read the holders through the
+// ax_tasks_held_key index and repeat the condition in the claiming UPDATE.
+
+// keyRules reports whether a task with this policy is subject to the key rule: a task
+// without a key has no policy, and allow ignores the key.
+func keyRules(p store.OverlapPolicy) bool {
+	return p == store.OverlapSkip || p == store.OverlapQueue
+}
+
+// lockKeys locks the ax_task_keys rows of keys (distinct, ascending), creating the
+// missing ones, and holds them until tx ends. Existing rows are locked by one
+// SELECT … FOR UPDATE per chunk, in key order. A key seen for the first time gets its
+// row from a single-row INSERT … ON DUPLICATE KEY UPDATE, which locks the row
+// exclusively whether it inserts it or finds it inserted meanwhile: INSERT IGNORE
+// would take a shared lock on a duplicate, and two claimers upgrading theirs would
+// deadlock; a multi-row ON DUPLICATE KEY UPDATE can drop rows on MariaDB (see the
+// package doc, "The execution path").
+func lockKeys(ctx context.Context, tx *sql.Tx, keys []string) error {
+	for lo := 0; lo < len(keys); lo += store.MaxBatch {
+		part := keys[lo:min(len(keys), lo+store.MaxBatch)]
+		rows, err := tx.QueryContext(ctx, `SELECT task_key FROM ax_task_keys WHERE task_key IN (`+marks(len(part))+`)
+			ORDER BY task_key FOR UPDATE`, texts(part)...)
+		if err != nil {
+			return err
+		}
+		found := make(map[string]bool, len(part))
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			found[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, k := range part {
+			if found[k] {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO ax_task_keys (task_key) VALUES (?)
+				ON DUPLICATE KEY UPDATE task_key = task_key`, k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// holders returns, for each of keys held by a DISPATCHING or RUNNING task, the lowest
+// id of such a task. It is a plain read: under READ COMMITTED it sees the latest
+// committed rows, so, run after lockKeys, it sees every claim of those keys made
+// before the lock was granted.
+func holders(ctx context.Context, tx *sql.Tx, keys []string) (map[string]int64, error) {
+	held := make(map[string]int64)
+	for lo := 0; lo < len(keys); lo += store.MaxBatch {
+		part := keys[lo:min(len(keys), lo+store.MaxBatch)]
+		rows, err := tx.QueryContext(ctx, `SELECT held_key, MIN(id) FROM ax_tasks WHERE held_key IN (`+marks(len(part))+`)
+			GROUP BY held_key`, texts(part)...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k string
+			var id int64
+			if err := rows.Scan(&k, &id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			held[k] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return held, nil
+}
+
+// unheld is the claiming UPDATE's key condition for n keys: the row's task key is
+// held by no DISPATCHING or RUNNING task. MySQL refuses a subquery on the table being
+// updated (error 1093) unless it reads a materialised derived table; GROUP BY keeps
+// the optimizer from merging it back into the outer query.
+func unheld(n int) string {
+	return ` AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE held_key IN (` + marks(n) +
+		`) GROUP BY held_key) AS held)`
+}
+
+// distinctKeys returns the task keys of keyed, once each, ascending: the order in
+// which they are locked.
+func distinctKeys(keyed []store.Keyed) []string {
+	keys := make([]string, len(keyed))
+	for i, k := range keyed {
+		keys[i] = k.TaskKey
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// claimKeyed decides the due SCHEDULED tasks of keyed, whose rows tx has locked and
+// whose Overlap is skip or queue: it locks their keys, reads the holders, lets
+// store.ResolveKeys pick a winner per free key, and writes the outcome — winners
+// DISPATCHING (the UPDATE repeats "no holder" in its WHERE clause), skip losers
+// SKIPPED with store.SkipReason, queue losers unchanged and reported Blocked. now is
+// the database time the rows were found due at; it stamps the changed rows.
+func claimKeyed(ctx context.Context, tx *sql.Tx, keyed []store.Keyed, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
+	keys := distinctKeys(keyed)
+	if err := lockKeys(ctx, tx, keys); err != nil {
+		return err
+	}
+	held, err := holders(ctx, tx, keys)
+	if err != nil {
+		return err
+	}
+	claim, skip, block := store.ResolveKeys(keyed, held)
+	ts := dt(now)
+	// Winners: one per free key, in id order.
+	err = chunks(len(claim), func(lo, hi int) error {
+		part := claim[lo:hi]
+		ids := make([]int64, len(part))
+		vals := make([]any, len(part))
+		for i, k := range part {
+			ids[i], vals[i] = k.ID, execs[k.ID]
+		}
+		keys := distinctKeys(part) // one winner per key: the winners' keys
+		execCase, args := caseID(ids, vals, "")
+		args = append(args, ts, ts)
+		args = append(args, int64s(ids)...)
+		args = append(args, ts)
+		args = append(args, texts(keys)...)
+		_, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING', execution_id = `+execCase+`,
+			dispatched_at = ?, updated_at = ?
+			WHERE id IN (`+marks(len(ids))+`) AND status = 'SCHEDULED' AND due_at <= ?`+unheld(len(keys)), args...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// Skip losers: SKIPPED, naming the task that holds (or just won) the key.
+	err = chunks(len(skip), func(lo, hi int) error {
+		part := skip[lo:hi]
+		ids := make([]int64, len(part))
+		reasons := make([]any, len(part))
+		for i, k := range part {
+			ids[i], reasons[i] = k.ID, store.SkipReason(k.TaskKey, k.Holder)
+		}
+		reasonCase, args := caseID(ids, reasons, "")
+		args = append([]any{ts, ts}, args...)
+		args = append(args, int64s(ids)...)
+		args = append(args, ts)
+		_, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'SKIPPED', finished_at = ?, updated_at = ?,
+			last_error = `+reasonCase+`
+			WHERE id IN (`+marks(len(ids))+`) AND status = 'SCHEDULED' AND due_at <= ?`, args...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// Read the changed rows back. A winner the UPDATE left SCHEDULED (a holder that
+	// slipped past the lock, which only a writer not taking it could cause) is
+	// reported Blocked: due, waiting for its key.
+	ids := make([]int64, 0, len(claim)+len(skip))
+	for _, k := range claim {
+		ids = append(ids, k.ID)
+	}
+	for _, k := range skip {
+		ids = append(ids, k.ID)
+	}
+	slices.Sort(ids)
+	err = chunks(len(ids), func(lo, hi int) error {
+		tasks, err := selectTasks(ctx, tx, ids[lo:hi])
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			switch t.Status {
+			case store.Dispatching:
+				res.Claimed = append(res.Claimed, t)
+			case store.Skipped:
+				res.Skipped = append(res.Skipped, t)
+			case store.Scheduled:
+				block = append(block, store.Keyed{ID: t.ID, DueAt: t.DueAt, TaskKey: t.TaskKey})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(block, func(a, b store.Keyed) int { return cmp.Compare(a.ID, b.ID) })
+	for _, k := range block {
+		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
+	}
+	return nil
+}
+
+// triggerKeyed is Trigger for a task whose key rules: it locks the task's row, then
+// its key, reads the key's holder and, if there is none, runs Trigger's transition
+// with "no holder" in its WHERE clause. It returns the task as it is then, and the
+// holder's id when the key was held (nothing changed).
+func triggerKeyed(ctx context.Context, tx *sql.Tx, id int64, taskKey, executionID string) (*store.Task, int64, error) {
+	// Rows before keys, as in Claim.
+	var locked int64
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM ax_tasks WHERE id = ? FOR UPDATE`, id).Scan(&locked); err != nil {
+		return nil, 0, err
+	}
+	if err := lockKeys(ctx, tx, []string{taskKey}); err != nil {
+		return nil, 0, err
+	}
+	held, err := holders(ctx, tx, []string{taskKey})
+	if err != nil {
+		return nil, 0, err
+	}
+	holder, busy := held[taskKey]
+	if !busy {
+		if _, err := tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1), executionID, id, taskKey); err != nil {
+			return nil, 0, err
+		}
+	}
+	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+	if err != nil {
+		return nil, 0, err
+	}
+	if busy && (t.Status == store.Scheduled || t.Status == store.Failed) {
+		return t, holder, nil
+	}
+	return t, 0, nil
+}
+
+// texts returns ss as query arguments.
+func texts(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
