@@ -78,7 +78,9 @@ type Store interface {
 	// write: concurrent Claims, in any number of processes, never leave two tasks of
 	// one key DISPATCHING or RUNNING. A task that loses is, by its policy, SKIPPED
 	// (FinishedAt set, LastError naming the key and the task holding it) or left
-	// SCHEDULED and reported Blocked.
+	// SCHEDULED and reported Blocked. A task with Overlap allow ignores the key and
+	// takes no lock for it: it counts as a holder once claimed, but a claim racing
+	// with it is not serialised, so one key should not mix allow with the others.
 	Claim(ctx context.Context, claims []Claim) (*ClaimResult, error)
 
 	// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now, bypassing
