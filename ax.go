@@ -71,6 +71,7 @@ const (
 	DefaultMaxPayload             = 1 << 20 // bytes
 	DefaultMaxRetry               = 5
 	DefaultTimeout                = 30 * time.Minute
+	DefaultMaxCatchUp             = 100
 )
 
 // Config configures a Scheduler. Zero fields take the documented defaults.
@@ -113,6 +114,9 @@ type Config struct {
 	// MaxPayload is the largest payload accepted, in bytes. Defaults to
 	// DefaultMaxPayload (1 MiB).
 	MaxPayload int
+	// MaxCatchUp bounds how many missed slots a MisfireCatchUp schedule fires after
+	// downtime: the most recent ones. Defaults to DefaultMaxCatchUp (100).
+	MaxCatchUp int
 	// Logger receives the scheduler's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -144,6 +148,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPayload == 0 {
 		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.MaxCatchUp == 0 {
+		c.MaxCatchUp = DefaultMaxCatchUp
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -185,6 +192,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxPayload < 0 {
 		bad("MaxPayload", "is negative (%d)", c.MaxPayload)
+	}
+	if c.MaxCatchUp < 0 {
+		bad("MaxCatchUp", "is negative (%d)", c.MaxCatchUp)
 	}
 	return errors.Join(errs...)
 }

@@ -29,11 +29,38 @@
 //
 // # Time fields
 //
-// All times are UTC and each has one meaning: CreatedAt (submitted), DueAt (when it
-// should run; a retry moves it to the retry's time), DispatchedAt (last claimed),
-// StartedAt (the last execution's handler start), HeartbeatAt (the running execution's
-// last sign of life), FinishedAt (reached SUCCEEDED, FAILED or CANCELLED), TriggeredAt
-// (last manual Trigger), UpdatedAt (last change of the row).
+// All times are UTC, are written by the store's clock or the scheduler's corrected
+// clock (see "Scheduling, in brief"), and each has one meaning:
+//
+//	CreatedAt     the task was submitted (or, for an occurrence, materialised)
+//	DueAt         when it should run; a business retry moves it to the retry's time;
+//	              for an occurrence, its slot
+//	DispatchedAt  the last claim: due, taken by a scheduler (SCHEDULED/FAILED → DISPATCHING)
+//	StartedAt     the last execution really began: recorded just before the handler
+//	              ran (DISPATCHING → RUNNING); StartedAt − DueAt is the lateness
+//	HeartbeatAt   the running execution's last sign of life (every HeartbeatInterval)
+//	FinishedAt    it reached SUCCEEDED, FAILED, CANCELLED or SKIPPED
+//	TriggeredAt   the last manual Trigger (operator compensation)
+//	UpdatedAt     the last change of the row
+//
+// Execution records (Executions) carry their own StartedAt, HeartbeatAt and
+// FinishedAt per attempt.
+//
+// # Periodic tasks
+//
+// Cron and Every register schedules before Start; Start stores them in the store's
+// schedules table (ax_schedules). The leader writes each occurrence as an ordinary
+// task a couple of seconds before its slot — Name the schedule's name, Key the slot
+// in RFC 3339 (UTC, e.g. "2026-11-29T10:02:00Z"), DueAt the slot, TaskKey the
+// schedule's name — and advances the stored schedule in the same transaction, by a
+// compare-and-set on its next slot, so that any number of schedulers sharing the
+// store, restarting or racing, write each occurrence once. A task key is a
+// mutual-exclusion key: the store's claim refuses to start a task while another with
+// its key is DISPATCHING or RUNNING, and applies the overlap policy instead
+// (OverlapSkip: SKIPPED with the reason; OverlapQueue: it waits; OverlapAllow: no
+// exclusion). One-off tasks get the same rule with WithTaskKey. Slots missed while no
+// scheduler ran follow the schedule's misfire policy. The README's "Periodic tasks"
+// section has the details, time zones and DST included.
 //
 // # Guarantees
 //

@@ -23,6 +23,9 @@ import (
 type executor struct {
 	s      *Scheduler
 	onDone func(n int) // leader-claimed tasks that are finished or gone
+	// onKeysFree is told the task keys that tasks of this process stopped holding
+	// (finished, retried later or handed back), so that tasks waiting for them start.
+	onKeysFree func(keys []string)
 
 	mu       sync.Mutex
 	pending  []dispatched          // claimed, waiting for a free slot
@@ -62,6 +65,7 @@ func newExecutor(s *Scheduler) *executor {
 	return &executor{
 		s:          s,
 		onDone:     func(int) {},
+		onKeysFree: func([]string) {},
 		running:    make(map[string]*execution),
 		free:       s.cfg.Concurrency,
 		wake:       make(chan struct{}, 1),
@@ -330,8 +334,12 @@ func (e *executor) finish(batch []*execution) {
 		}
 	}
 	leaderDone := 0
+	var freed []string
 	for i, x := range batch {
 		f := results[i]
+		if applied[i] && x.task.TaskKey != "" {
+			freed = append(freed, x.task.TaskKey)
+		}
 		attrs := append(taskAttrs(&x.task), slog.String("result", string(f.Status)))
 		switch {
 		case !applied[i]:
@@ -354,6 +362,9 @@ func (e *executor) finish(batch []*execution) {
 		if x.leader {
 			leaderDone++
 		}
+	}
+	if len(freed) > 0 {
+		e.onKeysFree(freed)
 	}
 	if leaderDone > 0 {
 		e.onDone(leaderDone)
@@ -449,8 +460,18 @@ func (e *executor) handBack(ds []dispatched, reason string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := s.st.Requeue(ctx, rq); err != nil {
+	applied, err := s.st.Requeue(ctx, rq)
+	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "ax: hand back claimed tasks failed; the inspector will", slog.Int("tasks", len(rq)), slog.Any("err", err))
+	}
+	var freed []string
+	for i, ok := range applied {
+		if ok && ds[i].task.TaskKey != "" {
+			freed = append(freed, ds[i].task.TaskKey)
+		}
+	}
+	if len(freed) > 0 {
+		e.onKeysFree(freed)
 	}
 	if leader > 0 {
 		e.onDone(leader)

@@ -33,6 +33,9 @@ type leader struct {
 
 	refillNow chan struct{} // a store notification: refill at once
 
+	blocked          map[string]map[int64]bool // task key → tasks waiting for it (under mu)
+	schedulesChanged chan struct{}             // re-read the schedules (pause, resume)
+
 	// inflight counts tasks this leader claimed (or is claiming) whose execution has
 	// not finished; the loop claims only while it is below maxInflight.
 	inflight    atomic.Int64
@@ -53,34 +56,44 @@ type leader struct {
 
 func newLeader(s *Scheduler, exec *executor) *leader {
 	l := &leader{
-		s:           s,
-		exec:        exec,
-		wake:        make(chan struct{}, 1),
-		refillNow:   make(chan struct{}, 1),
-		watched:     make(map[int64]*watchedTask),
-		claims:      make(chan []int64, 1),
-		maxInflight: int64(s.cfg.Concurrency + store.MaxBatch),
-		wheel:       wheel.New(s.cfg.Tick, s.cfg.Window+2*s.cfg.RefillInterval+time.Minute, s.clock.now()),
+		s:         s,
+		exec:      exec,
+		wake:      make(chan struct{}, 1),
+		refillNow: make(chan struct{}, 1),
+		watched:   make(map[int64]*watchedTask),
+		blocked:   make(map[string]map[int64]bool),
+
+		schedulesChanged: make(chan struct{}, 1),
+		claims:           make(chan []int64, 1),
+		maxInflight:      int64(s.cfg.Concurrency + store.MaxBatch),
+		wheel:            wheel.New(s.cfg.Tick, s.cfg.Window+2*s.cfg.RefillInterval+time.Minute, s.clock.now()),
 	}
 	exec.onDone = func(n int) {
 		l.inflight.Add(-int64(n))
 		l.signal()
 	}
+	exec.onKeysFree = l.unblock
 	return l
 }
 
-func (l *leader) start(ctx context.Context, wg *sync.WaitGroup) {
+func (l *leader) start(ctx context.Context, wg *sync.WaitGroup, schedules []store.Schedule) {
 	wg.Add(4)
 	go func() { defer wg.Done(); l.loop(ctx) }()
 	go func() { defer wg.Done(); l.claimer(ctx) }()
 	go func() { defer wg.Done(); l.refill(ctx) }()
 	go func() { defer wg.Done(); l.inspect(ctx) }()
-	if n, ok := l.s.st.(store.Notifier); ok {
+	if n, ok := l.s.st.(store.Notifier); ok && !l.s.hooks.noNotify {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.listen(ctx, n) }()
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); l.remeasure(ctx) }()
+	if !l.s.hooks.localClock {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.remeasure(ctx) }()
+	}
+	if len(schedules) > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.fireSchedules(ctx, schedules) }()
+	}
 }
 
 // clockInterval is how often the leader re-measures the store's clock offset, so
@@ -314,6 +327,13 @@ func (l *leader) claimer(ctx context.Context) {
 				l.add(res.NotDue...)
 			}
 			l.retryInvisible(ids, res)
+			l.settled(res)
+			if len(res.Blocked) > 0 {
+				l.block(res.Blocked)
+			}
+			for _, t := range res.Skipped {
+				log.LogAttrs(ctx, slog.LevelInfo, "ax: task skipped", append(taskAttrs(&t), slog.String("reason", t.LastError))...)
+			}
 			if l.afterClaim != nil {
 				l.afterClaim(res.Claimed)
 			}

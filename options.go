@@ -3,6 +3,8 @@ package ax
 import (
 	"fmt"
 	"time"
+
+	"github.com/axsched/ax/store"
 )
 
 // Option configures a handler (Handle, HandleFunc: the default for its tasks) or one
@@ -28,6 +30,10 @@ type options struct {
 	owner      *string
 	tx         any
 	hasTx      bool
+	taskKey    *string
+	overlap    *OverlapPolicy
+	misfire    *MisfirePolicy
+	loc        *time.Location
 	errs       []error
 }
 
@@ -115,5 +121,90 @@ func WithTx(tx any) Option {
 			return
 		}
 		o.tx, o.hasTx = tx, true
+	})
+}
+
+// WithTaskKey makes key a mutual-exclusion key for the task: while another task with
+// the same key is DISPATCHING or RUNNING, the task does not start; WithOverlap says
+// what it does instead (default OverlapQueue: it waits). The check is part of the
+// store's claiming write, so it holds across any number of schedulers. Per task
+// (Delay, At, SubmitMany); a schedule's occurrences always have the schedule's name
+// as their key. At most MaxKeyLen bytes.
+func WithTaskKey(key string) Option {
+	return optionFunc(func(o *options) {
+		if err := validText("TaskKey", key, MaxKeyLen); err != nil {
+			o.errs = append(o.errs, fmt.Errorf("ax: %w", err))
+			return
+		}
+		o.taskKey = &key
+	})
+}
+
+// OverlapPolicy says what a task with a task key does when it comes due while
+// another task with the same key is DISPATCHING or RUNNING.
+type OverlapPolicy = store.OverlapPolicy
+
+// The overlap policies (WithOverlap).
+const (
+	// OverlapSkip: the task becomes SKIPPED, with the reason (the key and the task
+	// holding it) in LastError. The default for schedules.
+	OverlapSkip = store.OverlapSkip
+	// OverlapQueue: the task waits, SCHEDULED, and starts as soon as the key is
+	// free; waiting tasks start one at a time in due order. The default for a task
+	// with WithTaskKey.
+	OverlapQueue = store.OverlapQueue
+	// OverlapAllow: the key is ignored; tasks run concurrently.
+	OverlapAllow = store.OverlapAllow
+)
+
+// WithOverlap sets the overlap policy of a schedule (Cron, Every) or of a task with
+// WithTaskKey.
+func WithOverlap(p OverlapPolicy) Option {
+	return optionFunc(func(o *options) {
+		if !p.Valid() {
+			o.invalid("Overlap", "%q is not OverlapSkip, OverlapQueue or OverlapAllow", p)
+			return
+		}
+		o.overlap = &p
+	})
+}
+
+// MisfirePolicy says what a schedule does with the slots it missed while no
+// scheduler was running.
+type MisfirePolicy = store.MisfirePolicy
+
+// The misfire policies (WithMisfire).
+const (
+	// MisfireFireOnce: the missed slots collapse into one occurrence, fired at once.
+	// The default.
+	MisfireFireOnce = store.MisfireFireOnce
+	// MisfireSkip: the missed slots are dropped; the schedule waits for its next
+	// slot.
+	MisfireSkip = store.MisfireSkip
+	// MisfireCatchUp: each missed slot fires, oldest first, up to Config.MaxCatchUp
+	// (default 100, the most recent ones).
+	MisfireCatchUp = store.MisfireCatchUp
+)
+
+// WithMisfire sets a schedule's misfire policy (Cron, Every).
+func WithMisfire(p MisfirePolicy) Option {
+	return optionFunc(func(o *options) {
+		if !p.Valid() {
+			o.invalid("Misfire", "%q is not MisfireFireOnce, MisfireSkip or MisfireCatchUp", p)
+			return
+		}
+		o.misfire = &p
+	})
+}
+
+// WithTimeZone sets the time zone a Cron spec is evaluated in (default UTC). It has
+// no meaning for Every, whose slots are fixed instants.
+func WithTimeZone(loc *time.Location) Option {
+	return optionFunc(func(o *options) {
+		if loc == nil {
+			o.invalid("TimeZone", "is nil")
+			return
+		}
+		o.loc = loc
 	})
 }

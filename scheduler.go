@@ -22,11 +22,12 @@ type Scheduler struct {
 	log   *slog.Logger
 	clock *clock
 
-	mu       sync.Mutex
-	handlers map[string]*handler
-	state    runState
-	run      *running // set while started
-	inserts  coalescer
+	mu        sync.Mutex
+	handlers  map[string]*handler
+	periodics map[string]*periodic // Cron, Every
+	state     runState
+	run       *running // set while started
+	inserts   coalescer
 
 	hooks testHooks
 }
@@ -35,6 +36,13 @@ type Scheduler struct {
 // start, for instance). Nil hooks are skipped.
 type testHooks struct {
 	afterClaim func([]store.Task) // on the claimer goroutine, before dispatch
+	// localClock: trust the local clock, never measure the store's. A synctest
+	// bubble's fake clock then drives scheduling against a real database, whose
+	// own clock is years ahead (so everything the bubble schedules is due for it).
+	localClock bool
+	// noNotify: do not listen to store notifications. A goroutine waiting on a
+	// socket keeps a synctest bubble's clock from advancing.
+	noNotify bool
 }
 
 type runState int
@@ -74,6 +82,8 @@ func New(cfg Config) (*Scheduler, error) {
 		log:      cfg.Logger,
 		clock:    newClock(),
 		handlers: make(map[string]*handler),
+
+		periodics: make(map[string]*periodic),
 	}, nil
 }
 
@@ -92,8 +102,11 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...Option) {
 	if len(o.errs) > 0 {
 		panic(errors.Join(o.errs...))
 	}
-	if o.hasPayload || o.owner != nil || o.hasTx {
-		panic(fmt.Sprintf("ax: Handle(%q): WithPayload, WithOwner and WithTx are per-task options", name))
+	if o.hasPayload || o.owner != nil || o.hasTx || o.taskKey != nil {
+		panic(fmt.Sprintf("ax: Handle(%q): WithPayload, WithOwner, WithTx and WithTaskKey are per-task options", name))
+	}
+	if o.overlap != nil || o.misfire != nil || o.loc != nil {
+		panic(fmt.Sprintf("ax: Handle(%q): WithOverlap, WithMisfire and WithTimeZone are options of a schedule (Cron, Every) or a task", name))
 	}
 	hd := &handler{h: h, maxRetry: DefaultMaxRetry, backoff: DefaultBackoff, timeout: DefaultTimeout}
 	if o.maxRetry != nil {
@@ -136,11 +149,17 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	case stateStopped:
 		return fmt.Errorf("ax: start: a stopped scheduler cannot start again, create a new one: %w", ErrNotRunning)
 	}
-	offset, rtt, err := s.clock.measure(ctx, s.st, 5)
-	if err != nil {
-		return fmt.Errorf("ax: start: read the store's clock: %w", err)
+	if !s.hooks.localClock {
+		offset, rtt, err := s.clock.measure(ctx, s.st, 5)
+		if err != nil {
+			return fmt.Errorf("ax: start: read the store's clock: %w", err)
+		}
+		s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
 	}
-	s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
+	rows, err := s.registerSchedules(ctx)
+	if err != nil {
+		return fmt.Errorf("ax: start: register schedules: %w", err)
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &running{cancel: cancel}
@@ -148,7 +167,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	r.leader = newLeader(s, r.exec)
 	r.leader.afterClaim = s.hooks.afterClaim
 	r.exec.start()
-	r.leader.start(runCtx, &r.wg)
+	r.leader.start(runCtx, &r.wg, rows)
 	s.run = r
 	s.state = stateStarted
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: scheduler started", slog.String("node", s.cfg.Node))

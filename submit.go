@@ -185,6 +185,12 @@ func (s *Scheduler) newTask(name, key string, due time.Time, o *options) (store.
 	if len(o.payload) > s.cfg.MaxPayload {
 		return store.NewTask{}, fmt.Errorf("Payload of %d bytes exceeds MaxPayload %d: %w", len(o.payload), s.cfg.MaxPayload, ErrInvalid)
 	}
+	if o.misfire != nil || o.loc != nil {
+		return store.NewTask{}, fmt.Errorf("WithMisfire and WithTimeZone are schedule options (Cron, Every), not task options: %w", ErrInvalid)
+	}
+	if o.overlap != nil && o.taskKey == nil {
+		return store.NewTask{}, fmt.Errorf("Overlap %q without WithTaskKey: %w", *o.overlap, ErrInvalid)
+	}
 	nt := store.NewTask{
 		Name: name, Key: key, Payload: o.payload, DueAt: due.UTC().Truncate(time.Microsecond),
 		MaxRetry: DefaultMaxRetry, OwnerService: s.cfg.OwnerService,
@@ -200,6 +206,12 @@ func (s *Scheduler) newTask(name, key string, due time.Time, o *options) (store.
 	}
 	if o.owner != nil {
 		nt.OwnerService = *o.owner
+	}
+	if o.taskKey != nil {
+		nt.TaskKey, nt.Overlap = *o.taskKey, OverlapQueue
+		if o.overlap != nil {
+			nt.Overlap = *o.overlap
+		}
 	}
 	if o.hasBackoff {
 		if nt.MaxRetry > maxStoredBackoff {

@@ -1,0 +1,298 @@
+package ax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/axsched/ax/internal/cronspec"
+	"github.com/axsched/ax/store"
+)
+
+// Schedule is a periodic task as stored (Scheduler.Schedules).
+type Schedule struct {
+	Name     string        // the schedule's name: its handler's name and its occurrences' task key
+	Spec     string        // the cron spec, or "@every <interval>" for Every
+	TimeZone string        // the IANA zone the spec is evaluated in, e.g. "UTC"
+	Overlap  OverlapPolicy // what an occurrence does while the previous one still runs
+	Misfire  MisfirePolicy // what the schedule does with slots missed while down
+	Paused   bool          // PauseSchedule: no occurrence is materialised until ResumeSchedule
+	// Dormant: stored, but not registered (Cron, Every) in this scheduler, so this
+	// scheduler does not fire it — typically a schedule removed from the code.
+	Dormant bool
+	// NextFireAt is the next slot not yet materialised as a task; occurrences are
+	// written a couple of seconds ahead of their slot.
+	NextFireAt time.Time
+	// LastFireAt is the slot of the last occurrence materialised; zero before the
+	// first.
+	LastFireAt time.Time
+}
+
+// periodic is a schedule registered in this process.
+type periodic struct {
+	name    string
+	spec    cronspec.Spec
+	loc     *time.Location
+	overlap OverlapPolicy
+	misfire MisfirePolicy
+	opts    *options // payload, retries, backoff, timeout, owner of each occurrence
+}
+
+// Cron registers a periodic task: the handler registered under name (Handle) runs at
+// every slot of spec, a cron expression with 5 fields (minute hour day-of-month
+// month day-of-week) or 6 (a leading seconds field), or a descriptor (@hourly,
+// @daily, @weekly, @monthly, @yearly, @every 2m). Options: WithTimeZone (default
+// UTC), WithOverlap (default OverlapSkip), WithMisfire (default MisfireFireOnce),
+// and for the occurrences WithPayload, WithMaxRetry, WithBackoff, WithTimeout,
+// WithOwner.
+//
+// Register schedules before Start; Start stores them (ax_schedules). Registering a
+// name again replaces its definition; a changed spec or time zone restarts the
+// schedule from its next slot. An invalid spec or option is ErrInvalid naming the
+// problem.
+func (s *Scheduler) Cron(name, spec string, opts ...Option) error {
+	sp, err := cronspec.Parse(spec)
+	if err != nil {
+		return fmt.Errorf("ax: cron %q: %w", name, err)
+	}
+	return s.register("cron", name, sp, opts)
+}
+
+// Every registers a periodic task that runs the handler registered under name at a
+// fixed interval: at the instants 1970-01-01T00:00:00Z + k×interval, so every node
+// and every restart agrees on the slots (Every(2*time.Minute) fires at :00, :02, …).
+// interval is at least a second and a whole number of seconds. Options as for
+// Cron, except WithTimeZone, which has no meaning here.
+func (s *Scheduler) Every(name string, interval time.Duration, opts ...Option) error {
+	sp, err := cronspec.Every(interval)
+	if err != nil {
+		return fmt.Errorf("ax: every %q: %w", name, err)
+	}
+	if o := collect(opts); o.loc != nil {
+		return fmt.Errorf("ax: every %q: WithTimeZone has no meaning for an interval: %w", name, ErrInvalid)
+	}
+	return s.register("every", name, sp, opts)
+}
+
+func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []Option) error {
+	if err := validName(name); err != nil {
+		return fmt.Errorf("ax: %s %q: %w", op, name, err)
+	}
+	o := collect(opts)
+	if len(o.errs) > 0 {
+		return fmt.Errorf("ax: %s %q: %w", op, name, errors.Join(o.errs...))
+	}
+	switch {
+	case o.hasTx:
+		return fmt.Errorf("ax: %s %q: WithTx is for one task, not a schedule: %w", op, name, ErrInvalid)
+	case o.taskKey != nil:
+		return fmt.Errorf("ax: %s %q: a schedule's task key is its name; WithTaskKey is for one-off tasks: %w", op, name, ErrInvalid)
+	case len(o.payload) > s.cfg.MaxPayload:
+		return fmt.Errorf("ax: %s %q: Payload of %d bytes exceeds MaxPayload %d: %w", op, name, len(o.payload), s.cfg.MaxPayload, ErrInvalid)
+	}
+	p := &periodic{name: name, spec: sp, loc: time.UTC, overlap: OverlapSkip, misfire: MisfireFireOnce, opts: o}
+	if o.loc != nil {
+		p.loc = o.loc
+	}
+	if o.overlap != nil {
+		p.overlap = *o.overlap
+	}
+	if o.misfire != nil {
+		p.misfire = *o.misfire
+	}
+	o.loc, o.overlap, o.misfire = nil, nil, nil // schedule options, not task options
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateNew {
+		return fmt.Errorf("ax: %s %q: register schedules before Start: %w", op, name, ErrInvalid)
+	}
+	s.periodics[name] = p
+	return nil
+}
+
+// registerSchedules stores the registered schedules (Start, which holds s.mu) and
+// returns the stored rows. A new schedule starts at its first slot after now.
+func (s *Scheduler) registerSchedules(ctx context.Context) ([]store.Schedule, error) {
+	if len(s.periodics) == 0 {
+		return nil, nil
+	}
+	ps := s.sortedPeriodics()
+	now := s.clock.now()
+	defs := make([]store.ScheduleDef, len(ps))
+	for i, p := range ps {
+		if s.handlers[p.name] == nil {
+			return nil, fmt.Errorf("schedule %q has no handler: register one with Handle: %w", p.name, ErrInvalid)
+		}
+		defs[i] = store.ScheduleDef{
+			Name: p.name, Spec: p.spec.String(), TimeZone: p.loc.String(), Overlap: p.overlap, Misfire: p.misfire,
+			Payload: p.opts.payload, NextFireAt: p.next(now),
+		}
+	}
+	return s.st.RegisterSchedules(ctx, defs)
+}
+
+// periodicList returns the registered schedules, by name.
+func (s *Scheduler) periodicList() []*periodic {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sortedPeriodics()
+}
+
+// sortedPeriodics returns the registered schedules by name (the order in which the
+// store locks their rows); the caller holds s.mu.
+func (s *Scheduler) sortedPeriodics() []*periodic {
+	ps := make([]*periodic, 0, len(s.periodics))
+	for _, p := range s.periodics {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b *periodic) int { return strings.Compare(a.name, b.name) })
+	return ps
+}
+
+// Schedules returns the stored schedules, by name, including dormant ones (stored
+// by an earlier version of the code, not registered here).
+func (s *Scheduler) Schedules(ctx context.Context) ([]Schedule, error) {
+	rows, err := s.st.Schedules(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ax: schedules: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Schedule, len(rows))
+	for i, r := range rows {
+		out[i] = Schedule{
+			Name: r.Name, Spec: r.Spec, TimeZone: r.TimeZone, Overlap: r.Overlap, Misfire: r.Misfire,
+			Paused: r.Paused, Dormant: s.periodics[r.Name] == nil, NextFireAt: r.NextFireAt, LastFireAt: r.LastFireAt,
+		}
+	}
+	return out, nil
+}
+
+// PauseSchedule stops a schedule from firing, on every scheduler sharing the store,
+// until ResumeSchedule; it survives restarts. Its occurrences already written and
+// not yet started are cancelled; one running is left to finish. An unknown name is
+// ErrNotFound.
+func (s *Scheduler) PauseSchedule(ctx context.Context, name string) error {
+	if _, err := s.st.PauseSchedule(ctx, name); err != nil {
+		return fmt.Errorf("ax: pause schedule %q: %w", name, err)
+	}
+	if r := s.current(); r != nil {
+		r.leader.reloadSchedules()
+	}
+	return nil
+}
+
+// ResumeSchedule lets a paused schedule fire again from its next slot after now: the
+// slots that passed while it was paused are not fired, whatever its misfire policy.
+// Resuming a schedule that is not paused does nothing. An unknown name is
+// ErrNotFound.
+func (s *Scheduler) ResumeSchedule(ctx context.Context, name string) error {
+	rows, err := s.st.Schedules(ctx)
+	if err != nil {
+		return fmt.Errorf("ax: resume schedule %q: %w", name, err)
+	}
+	i := slices.IndexFunc(rows, func(r store.Schedule) bool { return r.Name == name })
+	if i < 0 {
+		return fmt.Errorf("ax: resume schedule %q: %w", name, ErrNotFound)
+	}
+	p, err := storedPeriodic(&rows[i])
+	if err != nil {
+		return fmt.Errorf("ax: resume schedule %q: %w", name, err)
+	}
+	if _, err := s.st.ResumeSchedule(ctx, name, p.next(s.clock.now())); err != nil {
+		return fmt.Errorf("ax: resume schedule %q: %w", name, err)
+	}
+	if r := s.current(); r != nil {
+		r.leader.reloadSchedules()
+	}
+	return nil
+}
+
+// storedPeriodic rebuilds a schedule's timing from its row.
+func storedPeriodic(r *store.Schedule) (*periodic, error) {
+	sp, err := cronspec.Parse(r.Spec)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := time.LoadLocation(r.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("time zone %q: %v: %w", r.TimeZone, err, ErrInvalid)
+	}
+	return &periodic{name: r.Name, spec: sp, loc: loc}, nil
+}
+
+// neverAgain stands for "no slot left" (a spec like "0 0 30 2 *"): the store needs a
+// time, and this one is never reached.
+var neverAgain = maxDue
+
+// next returns the schedule's first slot strictly after t.
+func (p *periodic) next(t time.Time) time.Time {
+	n := p.spec.Next(t, p.loc)
+	if n.IsZero() || n.After(neverAgain) {
+		return neverAgain
+	}
+	return n
+}
+
+// misfireGrace is how late a slot may be materialised and still count as on time.
+// Occurrences are normally written fireAhead before their slot; a slot found more
+// than misfireGrace in the past was missed (the schedulers were down, or the
+// schedule paused), and the misfire policy decides.
+const (
+	fireAhead    = 2 * time.Second
+	misfireGrace = time.Second
+)
+
+// plan decides what to materialise when the schedule's next unmaterialised slot is
+// next and the time is now: the slots to fire, in order, and the new next slot (the
+// first after now+fireAhead). missed reports that next was already more than
+// misfireGrace in the past; the policy picks among the missed slots: FireOnce the
+// latest, Skip none, CatchUp the latest maxCatchUp.
+func (p *periodic) plan(next, now time.Time, maxCatchUp int) (slots []time.Time, missed bool, newNext time.Time) {
+	late := now.Add(-misfireGrace)
+	t := next
+	if t.Before(late) {
+		missed = true
+		switch p.misfire {
+		case MisfireFireOnce:
+			slots = p.lastSlots(next, late, 1)
+		case MisfireCatchUp:
+			slots = p.lastSlots(next, late, maxCatchUp)
+		}
+		t = p.next(late.Add(-time.Nanosecond))
+	}
+	horizon := now.Add(fireAhead)
+	for !t.After(horizon) && !t.Equal(neverAgain) {
+		slots = append(slots, t)
+		t = p.next(t)
+	}
+	return slots, missed, t
+}
+
+// lastSlots returns the latest keep slots in [from, before), oldest first. It looks
+// back from before over a doubling span, so its cost follows keep, not the length of
+// the outage.
+func (p *periodic) lastSlots(from, before time.Time, keep int) []time.Time {
+	if keep <= 0 {
+		return nil
+	}
+	for span := time.Minute; ; span *= 2 {
+		start := before.Add(-span)
+		if !start.After(from) {
+			start = from
+		}
+		var found []time.Time
+		for t := p.next(start.Add(-time.Nanosecond)); t.Before(before) && !t.Equal(neverAgain); t = p.next(t) {
+			found = append(found, t)
+			if len(found) > keep {
+				found = found[1:]
+			}
+		}
+		if len(found) >= keep || start.Equal(from) {
+			return found
+		}
+	}
+}
