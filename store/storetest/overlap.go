@@ -46,17 +46,10 @@ func (e *env) claimAll(ids ...int64) *store.ClaimResult {
 	return res
 }
 
-func claimedIDs(res *store.ClaimResult) []int64 {
-	ids := make([]int64, len(res.Claimed))
-	for i, t := range res.Claimed {
-		ids[i] = t.ID
-	}
-	return ids
-}
-
-func skippedIDs(res *store.ClaimResult) []int64 {
-	ids := make([]int64, len(res.Skipped))
-	for i, t := range res.Skipped {
+// taskIDs returns the ids of tasks, in order.
+func taskIDs(tasks []store.Task) []int64 {
+	ids := make([]int64, len(tasks))
+	for i, t := range tasks {
 		ids[i] = t.ID
 	}
 	return ids
@@ -186,10 +179,10 @@ func testOnePerKeyInOneClaim(e *env) {
 		e.keyed(base, "j", store.OverlapQueue),
 	)
 	res := e.claimAll(tasks[0].ID, tasks[1].ID, tasks[2].ID, tasks[3].ID, tasks[4].ID)
-	if got, want := claimedIDs(res), sortedIDs([]int64{tasks[2].ID, tasks[4].ID}); diff(want, got) != "" {
+	if got, want := taskIDs(res.Claimed), sortedIDs([]int64{tasks[2].ID, tasks[4].ID}); diff(want, got) != "" {
 		e.t.Errorf("Claimed = %v, want %v (the earliest due per key)", got, want)
 	}
-	if got, want := skippedIDs(res), []int64{tasks[0].ID}; diff(want, got) != "" {
+	if got, want := taskIDs(res.Skipped), []int64{tasks[0].ID}; diff(want, got) != "" {
 		e.t.Errorf("Skipped = %v, want %v", got, want)
 	}
 	if got, want := blockedIDs(res), sortedIDs([]int64{tasks[1].ID, tasks[3].ID}); diff(want, got) != "" {
@@ -235,7 +228,7 @@ func testOtherKeysFree(e *env) {
 		e.keyed(e.future(), "a", store.OverlapSkip), // not due: NotDue, not skipped
 	)
 	res := e.claimAll(tasks[0].ID, tasks[1].ID, tasks[2].ID)
-	if got, want := claimedIDs(res), []int64{tasks[0].ID, tasks[1].ID}; diff(want, got) != "" {
+	if got, want := taskIDs(res.Claimed), []int64{tasks[0].ID, tasks[1].ID}; diff(want, got) != "" {
 		e.t.Errorf("Claimed = %v, want %v", got, want)
 	}
 	if len(res.Skipped)+len(res.Blocked) != 0 || len(res.NotDue) != 1 || res.NotDue[0].ID != tasks[2].ID {
