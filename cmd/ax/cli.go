@@ -25,7 +25,7 @@ type command struct {
 
 // commands lists the subcommands in the order the usage shows them.
 var commands = []command{
-	{name: "demo", summary: "run the article's order-timeout scenario on embedded SQLite", run: runDemo},
+	{name: "demo", summary: "run the article's two cases (order timeout, payment reconciliation) on embedded SQLite", run: runDemo},
 	{name: "migrate", summary: "apply or show the schema migrations of a store", run: runMigrate},
 	{name: "bench", summary: "measure lateness and burst start time end to end on embedded SQLite", run: runBench},
 }

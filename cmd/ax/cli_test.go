@@ -36,7 +36,7 @@ func TestDemoSmoke(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("ax demo --orders 6 --scale fast: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout, stderr)
 	}
-	for _, want := range []string{"verify: OK", "summary: fired ", "early = 0"} {
+	for _, want := range []string{"verify: OK", "summary: fired ", "early = 0", "verify: OK: reconciliation", "max concurrent 1, no overlap"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("ax demo: stdout lacks %q:\n%s", want, stdout)
 		}

@@ -1,6 +1,6 @@
 // Command ax is the command-line tool of the ax scheduler.
 //
-//	ax demo [flags]    run the article's order-timeout scenario on embedded SQLite
+//	ax demo [flags]    run the article's two cases (order timeout, payment reconciliation) on embedded SQLite
 //
 // Run `ax help` for the list of commands and `ax help COMMAND` for a command's flags.
 // The exit status is 0 on success, 1 when a command fails and 2 on a usage error

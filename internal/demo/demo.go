@@ -1,5 +1,6 @@
-// Package demo is the scenario behind `ax demo`: the article's order-timeout case
-// (section 5.1) run end to end on an embedded SQLite store.
+// Package demo is the scenario behind `ax demo`: the article's two cases, the order
+// timeout (section 5.1) and the payment reconciliation (section 5.2), run end to end
+// at the same time on one scheduler and an embedded SQLite store.
 //
 // An order that is not paid within its timeout (the article's 30 minutes, scaled down
 // to seconds) is closed. Each order's close is a delayed task,
@@ -13,6 +14,27 @@
 // with s.Cancel and must never fire), and a few handlers fail transiently on their
 // first attempt and are retried. At the end the store is checked: every task ended
 // SUCCEEDED (or CANCELLED) and every order is closed or paid.
+//
+// Meanwhile a payment reconciliation runs every 2 seconds, a periodic task,
+//
+//	s.Every("payment.reconcile", 2*time.Second)
+//
+// whose slots are the instants 1970-01-01T00:00:00Z + k×2s. A run usually takes
+// 0.1s, but roughly every 4th one takes 5s. ax must never run two at once: with the
+// default overlap policy (ax.OverlapSkip) an occurrence that comes due while a run
+// still holds the schedule's task key becomes SKIPPED, and the first occurrence
+// after the slow run finished runs on time:
+//
+//	slot     0s    2s    4s    6s    8s
+//	run      [fast]
+//	               [---- slow: 5s ----]
+//	                     SKIP  SKIP  [run, on time]
+//
+// The demo watches each slot's task (s.Lookup) until it is terminal, then checks
+// that each slot SUCCEEDED or was SKIPPED, that the handler never saw two runs at
+// once, that a slow run made ax skip, and that the first slot after each slow run
+// started within 200ms of its slot. When the slots it observes are settled it
+// pauses the schedule (s.PauseSchedule); a later run on a kept database resumes it.
 //
 // The business data is an in-memory table; only the scheduler's state is in SQLite.
 package demo
@@ -88,21 +110,48 @@ type Config struct {
 	// Logger receives the scheduler's logs. Defaults to discarding them.
 	Logger *slog.Logger
 
+	// ReconcileEvery is the interval of the payment reconciliation (s.Every), run
+	// alongside the orders for about as long as they take: at least 1s, a whole
+	// number of milliseconds. Defaults to DefaultReconcileEvery (2s); negative
+	// disables the reconciliation.
+	ReconcileEvery time.Duration
+	// ReconcileSlowTook is how long a slow reconciliation run takes (a run usually
+	// takes 0.1s); longer than ReconcileEvery, so that slots come due while it runs.
+	// Which runs are slow follows from Seed: roughly every 4th, at least one.
+	// Defaults to 2.5×ReconcileEvery (5s).
+	ReconcileSlowTook time.Duration
+
 	// buggyHandler makes the handler report the first order it should close as
 	// closed without closing it, for the tests of the verification.
 	buggyHandler bool
+	// reconcileOverlap, when set, replaces the reconciliation's overlap policy, for
+	// the tests of the verification.
+	reconcileOverlap ax.OverlapPolicy
+	// reconcileOnTime bounds the lateness of the first reconciliation run after a
+	// slow one. Defaults to defaultReconcileOnTime (200ms); the tests, run with
+	// -race on busy machines, loosen it.
+	reconcileOnTime time.Duration
 }
 
-// Fast returns a Config that runs in about two seconds: timeouts of 0.3–1.2s,
-// retries after 200ms and a progress line every 250ms.
+// Fast returns a Config that runs in about five seconds: timeouts of 0.3–1.2s,
+// retries after 200ms, a progress line every 250ms, and a reconciliation every
+// second whose slow runs take 2.2s. As it serves tests, run with -race on busy
+// machines, the first reconciliation after a slow one may start 500ms late rather
+// than 200ms.
 func Fast() Config {
 	return Config{
-		MinTimeout:   300 * time.Millisecond,
-		MaxTimeout:   1200 * time.Millisecond,
-		RetryBackoff: 200 * time.Millisecond,
-		Progress:     250 * time.Millisecond,
+		MinTimeout:        300 * time.Millisecond,
+		MaxTimeout:        1200 * time.Millisecond,
+		RetryBackoff:      200 * time.Millisecond,
+		Progress:          250 * time.Millisecond,
+		ReconcileEvery:    time.Second,
+		ReconcileSlowTook: 2200 * time.Millisecond,
+		reconcileOnTime:   500 * time.Millisecond,
 	}
 }
+
+// reconciles reports whether the reconciliation runs (after withDefaults).
+func (c Config) reconciles() bool { return c.ReconcileEvery > 0 }
 
 func (c Config) withDefaults() Config {
 	if c.Orders == 0 {
@@ -132,8 +181,20 @@ func (c Config) withDefaults() Config {
 	if c.Progress == 0 {
 		c.Progress = DefaultProgress
 	}
+	if c.ReconcileEvery == 0 {
+		c.ReconcileEvery = DefaultReconcileEvery
+	}
+	if c.ReconcileSlowTook == 0 && c.reconciles() {
+		c.ReconcileSlowTook = c.ReconcileEvery * 5 / 2
+	}
+	if c.reconcileOnTime == 0 {
+		c.reconcileOnTime = defaultReconcileOnTime
+	}
 	if c.Wait == 0 {
 		c.Wait = c.MaxTimeout + 5*c.RetryBackoff + 15*time.Second
+		if c.reconciles() && c.ReconcileEvery >= time.Second {
+			c.Wait = max(c.Wait, reconcileSpan(c)+15*time.Second)
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -167,6 +228,17 @@ func (c Config) validate() error {
 	if c.Wait < 0 {
 		bad("Wait %v is negative", c.Wait)
 	}
+	if c.reconciles() {
+		switch {
+		case c.ReconcileEvery < time.Second:
+			bad("ReconcileEvery %v: at least 1s (s.Every)", c.ReconcileEvery)
+		case c.ReconcileEvery%time.Millisecond != 0:
+			bad("ReconcileEvery %v: not a whole number of milliseconds (s.Every)", c.ReconcileEvery)
+		}
+		if c.ReconcileSlowTook <= c.ReconcileEvery {
+			bad("ReconcileSlowTook %v must exceed ReconcileEvery %v, or no slot comes due during a slow run", c.ReconcileSlowTook, c.ReconcileEvery)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -191,14 +263,30 @@ type Summary struct {
 	CancelledFired int
 	// Early counts executions that started before the task's DueAt: must be 0.
 	Early int
-	// Stale counts executions for orders this run did not create (tasks left in a
-	// kept database by an earlier, interrupted run); they are ignored.
+	// Stale counts executions for orders this run did not create, and
+	// reconciliation runs of occurrences written before it started (tasks left in
+	// a kept database by an earlier, interrupted run); they are ignored.
 	Stale int
 
 	// Lateness of every execution: the handler's time.Now() minus the task's DueAt.
 	LatenessP50, LatenessP99, LatenessMax time.Duration
 
-	Elapsed time.Duration // from the first order to the last task settled
+	// The payment reconciliation; all zero when it is disabled.
+	ReconcileFrom    time.Time // the first slot observed: the first after Start
+	ReconcileSlots   int       // slots observed, from ReconcileFrom: each SUCCEEDED or SKIPPED
+	ReconcileRuns    int       // reconciliation runs in those slots
+	ReconcileSlow    int       // of which slow, longer than the interval
+	ReconcileSkipped int       // occurrences ax SKIPPED because a run held the task key
+	// ReconcileMaxConcurrent is the most reconciliation runs the handler saw at
+	// once: must be 1.
+	ReconcileMaxConcurrent int
+	// Lateness of every reconciliation run: its start minus its slot.
+	ReconcileLatenessP99, ReconcileLatenessMax time.Duration
+	// ReconcileAfterSlowLate is the largest lateness of the first run after a slow
+	// one: at most 200ms.
+	ReconcileAfterSlowLate time.Duration
+
+	Elapsed time.Duration // from the first order to the last task (or reconciliation slot) settled
 	DB      string        // the SQLite file
 	KeptDB  bool          // false: DB was a temporary file, removed
 }
@@ -261,6 +349,7 @@ type run struct {
 	out     *printer
 	due     map[string]time.Time // each task's due time, as returned by Delay
 	script  *script
+	rec     *reconciler // nil when the reconciliation is disabled
 	bugOnce atomic.Bool // buggyHandler struck
 }
 
@@ -268,7 +357,9 @@ type run struct {
 // a progress line every cfg.Progress, the verification and the summary. It returns an
 // error when the scenario could not run, did not finish within cfg.Wait, or ended in a
 // state it must not (a task not SUCCEEDED/CANCELLED, an order neither closed nor
-// paid, an early or cancelled execution); the Summary is filled as far as the run got.
+// paid, an early or cancelled execution, two reconciliation runs at once, a
+// reconciliation slot neither SUCCEEDED nor SKIPPED, a late run after a slow one);
+// the Summary is filled as far as the run got.
 func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -305,6 +396,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	r.tally.expected = cfg.Orders
 	backoff := cfg.RetryBackoff
 	s.HandleFunc(TaskName, r.closeOrder, ax.WithBackoff(func(int) time.Duration { return backoff }))
+	if cfg.reconciles() {
+		r.rec = newReconciler(r, newReconcilePlan(cfg))
+		if err := r.rec.register(); err != nil {
+			return sum, fmt.Errorf("demo: %w", err)
+		}
+	}
 
 	if err := s.Start(ctx); err != nil {
 		return sum, fmt.Errorf("demo: %w", err)
@@ -315,6 +412,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 			return nil
 		}
 		stopped = true
+		if r.rec != nil {
+			r.rec.end(ctx)
+		}
 		return stopScheduler(ctx, s)
 	}
 	defer func() {
@@ -323,8 +423,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 		}
 	}()
 
+	if r.rec != nil {
+		if err := r.rec.begin(ctx); err != nil {
+			return sum, fmt.Errorf("demo: %w", err)
+		}
+	}
 	r.header(sum)
 	start := r.out.start
+	if r.rec != nil {
+		r.rec.start(ctx)
+		defer r.rec.stop()
+	}
 	if err := r.createOrders(ctx); err != nil {
 		return sum, err
 	}
@@ -369,13 +478,20 @@ func (r *run) header(sum Summary) {
 	if sum.KeptDB {
 		where = "kept"
 	}
-	r.out.plain("ax demo — order timeout (article, section 5.1)")
+	title := "ax demo — order timeout (article, section 5.1)"
+	if r.rec != nil {
+		title += " and payment reconciliation (section 5.2)"
+	}
+	r.out.plain("%s", title)
 	r.out.plain("  store:    sqlite %s (%s)", sum.DB, where)
 	r.out.plain("  orders:   %d, each closed if unpaid after %s–%s (the article's 30 minutes, scaled down)",
 		cfg.Orders, secs(cfg.MinTimeout), secs(cfg.MaxTimeout))
 	r.out.plain("  task:     s.Delay(ctx, %q, orderID, timeout, ax.WithPayload(order))", TaskName)
 	r.out.plain("  script:   %d users pay in time, 1 cancels the order (s.Cancel), %d handlers fail once and retry after %s",
 		len(r.plan.payAt), len(r.plan.flaky), secs(cfg.RetryBackoff))
+	if r.rec != nil {
+		r.rec.header()
+	}
 	r.out.plain("")
 }
 
@@ -414,7 +530,11 @@ func (r *run) wait(ctx context.Context) error {
 		tick = t.C
 	}
 	done, scriptDone := r.tally.done, r.script.done
-	for done != nil || scriptDone != nil {
+	var recDone chan struct{}
+	if r.rec != nil {
+		recDone = r.rec.done
+	}
+	for done != nil || scriptDone != nil || recDone != nil {
 		select {
 		case <-done:
 			done = nil
@@ -423,8 +543,13 @@ func (r *run) wait(ctx context.Context) error {
 			if err := r.script.err; err != nil {
 				return err
 			}
+		case <-recDone:
+			recDone = nil
+			if err := r.rec.err; err != nil {
+				return err
+			}
 		case <-tick:
-			r.out.line("%s", r.tally.snapshot().progressLine())
+			r.out.line("%s", r.progressLine())
 		case <-ctx.Done():
 			return fmt.Errorf("demo: interrupted: %w", ctx.Err())
 		case <-deadline.C:
@@ -432,9 +557,19 @@ func (r *run) wait(ctx context.Context) error {
 		}
 	}
 	if tick != nil {
-		r.out.line("%s", r.tally.snapshot().progressLine())
+		r.out.line("%s", r.progressLine())
 	}
 	return nil
+}
+
+// progressLine is the tally's progress line, with the reconciliation's counts.
+func (r *run) progressLine() string {
+	line := r.tally.snapshot().progressLine()
+	if r.rec != nil {
+		runs, skipped := r.rec.counts()
+		line += fmt.Sprintf(" | reconcile runs %d skipped %d", runs, skipped)
+	}
+	return line
 }
 
 // pendingReport names the orders whose task has not settled, with its stored state.
@@ -452,7 +587,13 @@ func (r *run) pendingReport(ctx context.Context) string {
 			pending = append(pending, fmt.Sprintf("%s (task %s, attempt %d, last error %q)", id, t.Status, t.Attempt, t.LastError))
 		}
 	}
-	return fmt.Sprintf("%d orders pending: %s", len(pending), clip(pending, 10))
+	report := fmt.Sprintf("%d orders pending: %s", len(pending), clip(pending, 10))
+	if r.rec != nil {
+		if p := r.rec.pending(); len(p) > 0 {
+			report += fmt.Sprintf("; %d reconciliation slots pending: %s", len(p), clip(p, 10))
+		}
+	}
+	return report
 }
 
 // closeOrder is the handler of TaskName: check, then change.
@@ -546,6 +687,9 @@ func (r *run) fill(sum *Summary, elapsed time.Duration) {
 		sum.LatenessMax = lat[len(lat)-1]
 	}
 	sum.Elapsed = elapsed
+	if r.rec != nil {
+		r.rec.fill(sum)
+	}
 }
 
 // verify checks the store and the orders table: every task SUCCEEDED (CANCELLED for
@@ -631,6 +775,12 @@ func (r *run) verify(ctx context.Context, sum Summary) error {
 	if sum.AlreadyPaid != sum.Paid {
 		bad("already-paid %d, want the %d orders paid in time", sum.AlreadyPaid, sum.Paid)
 	}
+	recOK := ""
+	if r.rec != nil {
+		var recProblems []string
+		recProblems, recOK = r.rec.verify(sum)
+		problems = append(problems, recProblems...)
+	}
 	if len(problems) > 0 {
 		r.out.plain("")
 		r.out.plain("verify: FAILED")
@@ -642,6 +792,9 @@ func (r *run) verify(ctx context.Context, sum Summary) error {
 	r.out.plain("")
 	r.out.plain("verify: OK: %d tasks in the store as expected (%d SUCCEEDED, %d CANCELLED); %d orders closed, %d paid",
 		len(r.plan.ids), succeeded, cancelled, closedOrders, paidOrders)
+	if recOK != "" {
+		r.out.plain("verify: OK: %s", recOK)
+	}
 	return nil
 }
 
@@ -649,8 +802,15 @@ func (r *run) summary(sum Summary) {
 	r.out.plain("summary: fired %d | closed %d | already-paid %d | retried %d | cancelled %d | lateness p50 %s p99 %s max %s | early = %d",
 		sum.Fired, sum.Closed, sum.AlreadyPaid, sum.Retried, sum.Cancelled,
 		ms(sum.LatenessP50), ms(sum.LatenessP99), ms(sum.LatenessMax), sum.Early)
-	r.out.plain("  %d orders in %s; lateness is the handler's start minus the task's DueAt over %d executions (the article reports p99 within 200ms)",
-		sum.Orders, secs(sum.Elapsed), sum.Fired)
+	what := fmt.Sprintf("%d orders", sum.Orders)
+	if r.rec != nil {
+		what += fmt.Sprintf(" and %d reconciliation slots", sum.ReconcileSlots)
+	}
+	r.out.plain("  %s in %s; lateness is the handler's start minus the task's DueAt over %d executions (the article reports p99 within 200ms)",
+		what, secs(sum.Elapsed), sum.Fired)
+	if r.rec != nil {
+		r.rec.summary(sum)
+	}
 	if sum.KeptDB {
 		r.out.plain("  the tasks stay in %s", sum.DB)
 	}

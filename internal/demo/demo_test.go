@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,21 +15,27 @@ import (
 	"github.com/axsched/ax/store/sqlite"
 )
 
-// testConfig is a scenario that runs in about a second against a file in the test's
-// temp dir.
+// testConfig is a scenario that runs in about three seconds against a file in the
+// test's temp dir: the orders settle within two seconds, and the reconciliation
+// observes 4 slots a second apart, the first with a slow run of 1.5s. The run after
+// it may start 500ms late rather than 200ms: the tests run with -race, in parallel,
+// on machines busy with other tests.
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	return Config{
-		Orders:       8,
-		MinTimeout:   200 * time.Millisecond,
-		MaxTimeout:   600 * time.Millisecond,
-		Paid:         3,
-		Flaky:        2,
-		RetryBackoff: 100 * time.Millisecond,
-		Progress:     100 * time.Millisecond,
-		Wait:         20 * time.Second,
-		DB:           filepath.Join(t.TempDir(), "ax.db"),
-		Seed:         7,
+		Orders:            8,
+		MinTimeout:        500 * time.Millisecond,
+		MaxTimeout:        1500 * time.Millisecond,
+		Paid:              3,
+		Flaky:             2,
+		RetryBackoff:      100 * time.Millisecond,
+		Progress:          100 * time.Millisecond,
+		Wait:              20 * time.Second,
+		DB:                filepath.Join(t.TempDir(), "ax.db"),
+		Seed:              7,
+		ReconcileEvery:    time.Second,
+		ReconcileSlowTook: 1500 * time.Millisecond,
+		reconcileOnTime:   500 * time.Millisecond,
 	}
 }
 
@@ -79,6 +86,35 @@ func TestRun(t *testing.T) {
 		}
 	}
 
+	// The reconciliation: a slow run, the slots inside it skipped, never two runs.
+	recChecks := []struct {
+		what      string
+		got, want int
+	}{
+		{"ReconcileSlots", sum.ReconcileSlots, newReconcilePlan(cfg.withDefaults()).slots},
+		{"ReconcileRuns+ReconcileSkipped", sum.ReconcileRuns + sum.ReconcileSkipped, sum.ReconcileSlots},
+		{"ReconcileMaxConcurrent", sum.ReconcileMaxConcurrent, 1},
+	}
+	for _, c := range recChecks {
+		if c.got != c.want {
+			t.Errorf("Run(...).%s = %d, want %d", c.what, c.got, c.want)
+		}
+	}
+	if sum.ReconcileSlow == 0 || sum.ReconcileSkipped == 0 || sum.ReconcileRuns <= sum.ReconcileSlow {
+		t.Errorf("Run(...): reconcile runs %d, slow %d, skipped %d; want a slow run, a skip and a run after it",
+			sum.ReconcileRuns, sum.ReconcileSlow, sum.ReconcileSkipped)
+	}
+	if sum.ReconcileLatenessP99 < 0 || sum.ReconcileLatenessP99 > sum.ReconcileLatenessMax || sum.ReconcileAfterSlowLate > cfg.reconcileOnTime {
+		t.Errorf("reconcile lateness p99 %v, max %v, after a slow run %v: want 0 <= p99 <= max, after a slow run <= %v",
+			sum.ReconcileLatenessP99, sum.ReconcileLatenessMax, sum.ReconcileAfterSlowLate, cfg.reconcileOnTime)
+	}
+	for _, want := range []string{"a SLOW run", "SKIPPED by ax (task key \"payment.reconcile\" held by task", "the first run after the slow one",
+		"s.PauseSchedule", "verify: OK: reconciliation", "max concurrent 1, no overlap"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+
 	// The kept database says the same, read independently of Run.
 	st, err := sqlite.Open(cfg.DB)
 	if err != nil {
@@ -99,6 +135,37 @@ func TestRun(t *testing.T) {
 	if task.OwnerService != OwnerService {
 		t.Errorf("task OwnerService = %q, want %q", task.OwnerService, OwnerService)
 	}
+
+	// Each observed slot is a task keyed by its slot, SUCCEEDED or SKIPPED; the
+	// schedule is paused.
+	skipped := 0
+	for i := range sum.ReconcileSlots {
+		slot := sum.ReconcileFrom.Add(time.Duration(i) * cfg.ReconcileEvery)
+		task, err := st.Lookup(ctx, ReconcileName, slot.UTC().Format(time.RFC3339Nano))
+		if err != nil {
+			t.Fatalf("Lookup(reconcile slot %v): %v", slot, err)
+		}
+		switch task.Status {
+		case ax.Skipped:
+			skipped++
+			if !strings.Contains(task.LastError, `task key "payment.reconcile" held by task`) {
+				t.Errorf("reconcile slot %v: SKIPPED with LastError %q, want the key and its holder", slot, task.LastError)
+			}
+		case ax.Succeeded:
+		default:
+			t.Errorf("reconcile slot %v: task is %s, want SUCCEEDED or SKIPPED", slot, task.Status)
+		}
+		if !task.DueAt.Equal(slot) || task.TaskKey != ReconcileName {
+			t.Errorf("reconcile slot %v: task DueAt %v, TaskKey %q; want the slot and %q", slot, task.DueAt, task.TaskKey, ReconcileName)
+		}
+	}
+	if skipped != sum.ReconcileSkipped {
+		t.Errorf("reconcile: %d slots SKIPPED in the store, Run(...).ReconcileSkipped = %d", skipped, sum.ReconcileSkipped)
+	}
+	scheds, err := st.Schedules(ctx)
+	if err != nil || len(scheds) != 1 || scheds[0].Name != ReconcileName || !scheds[0].Paused {
+		t.Errorf("Schedules = %+v, %v; want %q, paused", scheds, err, ReconcileName)
+	}
 }
 
 func TestRunTemporaryDB(t *testing.T) {
@@ -106,10 +173,14 @@ func TestRunTemporaryDB(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.DB = ""
 	cfg.Progress = -1
+	cfg.ReconcileEvery = -1 // disabled
 	var out bytes.Buffer
 	sum, err := Run(context.Background(), cfg, &out)
 	if err != nil {
 		t.Fatalf("Run: %v\noutput:\n%s", err, out.String())
+	}
+	if sum.ReconcileSlots != 0 || sum.ReconcileRuns != 0 || strings.Contains(out.String(), "reconcil") {
+		t.Errorf("Run(ReconcileEvery < 0): %d slots, %d runs; want no reconciliation:\n%s", sum.ReconcileSlots, sum.ReconcileRuns, out.String())
 	}
 	if sum.KeptDB || sum.DB == "" {
 		t.Fatalf("Run(...) DB = %q, kept %v; want a temporary file", sum.DB, sum.KeptDB)
@@ -127,23 +198,25 @@ func TestRunTemporaryDB(t *testing.T) {
 func TestRunInterruptedThenKeptDB(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
+	cfg.ReconcileEvery = -1 // TestRunInterruptedDuringSlowRun interrupts it
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out bytes.Buffer
 	// Interrupt the first run as soon as its orders exist.
+	var cancelled time.Time
 	w := writerFunc(func(p []byte) (int, error) {
 		if bytes.Contains(p, []byte("orders; their close timeouts are scheduled")) {
+			cancelled = time.Now()
 			cancel()
 		}
 		return out.Write(p)
 	})
-	start := time.Now()
 	_, err := Run(ctx, cfg, w)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run(cancelled ctx) = %v, want context.Canceled\noutput:\n%s", err, out.String())
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Run(cancelled ctx) took %v, want it to return promptly", d)
+	if d := time.Since(cancelled); d > 3*time.Second {
+		t.Errorf("Run(cancelled ctx) returned %v after the cancel, want it to return promptly", d)
 	}
 
 	out.Reset()
@@ -159,10 +232,80 @@ func TestRunInterruptedThenKeptDB(t *testing.T) {
 	}
 }
 
+// A run interrupted during a slow reconciliation returns without waiting for it, and
+// leaves the schedule paused; the next run on the same file resumes it and verifies.
+func TestRunInterruptedDuringSlowRun(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.ReconcileSlowTook = 20 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	var cancelled time.Time
+	w := writerFunc(func(p []byte) (int, error) {
+		if bytes.Contains(p, []byte("a SLOW run")) {
+			cancelled = time.Now()
+			cancel()
+		}
+		return out.Write(p)
+	})
+	_, err := Run(ctx, cfg, w)
+	if !errors.Is(err, context.Canceled) || cancelled.IsZero() {
+		t.Fatalf("Run(cancelled during the slow run) = %v, want context.Canceled after a slow run started\noutput:\n%s", err, out.String())
+	}
+	if d := time.Since(cancelled); d > 3*time.Second {
+		t.Errorf("Run(cancelled during the slow run) returned %v after the cancel, want it to return promptly", d)
+	}
+
+	st, err := sqlite.Open(cfg.DB)
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	scheds, err := st.Schedules(context.Background())
+	st.Close()
+	if err != nil || len(scheds) != 1 || !scheds[0].Paused {
+		t.Errorf("after the interrupted run: Schedules = %+v, %v; want %q, paused", scheds, err, ReconcileName)
+	}
+
+	out.Reset()
+	cfg.ReconcileSlowTook = testConfig(t).ReconcileSlowTook
+	sum, err := Run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatalf("second Run on the same file: %v\noutput:\n%s", err, out.String())
+	}
+	if sum.ReconcileSkipped == 0 || sum.ReconcileMaxConcurrent != 1 {
+		t.Errorf("second Run: reconcile skipped %d, max concurrent %d; want > 0 and 1", sum.ReconcileSkipped, sum.ReconcileMaxConcurrent)
+	}
+}
+
+// The verification catches two reconciliation runs at once: with OverlapAllow, the
+// slots during the slow run are not skipped.
+func TestRunReconcileOverlapFails(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.ReconcileSlowTook = 2100 * time.Millisecond // slots 1 and 2 come due while it runs
+	cfg.MinTimeout, cfg.MaxTimeout = 2*time.Second, 3*time.Second
+	cfg.reconcileOverlap = ax.OverlapAllow
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), cfg, &out)
+	if err == nil || !strings.Contains(err.Error(), "reconciliation runs overlapped") {
+		t.Fatalf("Run(OverlapAllow) = %v, want a verify error about overlapping runs\noutput:\n%s", err, out.String())
+	}
+	if sum.ReconcileMaxConcurrent < 2 || sum.ReconcileSkipped != 0 {
+		t.Errorf("Run(OverlapAllow): max concurrent %d, skipped %d; want >= 2 and 0", sum.ReconcileMaxConcurrent, sum.ReconcileSkipped)
+	}
+	for _, want := range []string{"verify: FAILED", "slow reconciliation runs and no slot skipped"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("Run(OverlapAllow): output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // The verification catches a handler that reports an order closed without closing it.
 func TestRunVerifyFails(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
+	cfg.ReconcileEvery = -1 // TestRunReconcileOverlapFails breaks it
 	cfg.buggyHandler = true
 	var out bytes.Buffer
 	_, err := Run(context.Background(), cfg, &out)
@@ -183,6 +326,10 @@ func TestRunInvalidConfig(t *testing.T) {
 		{MinTimeout: -time.Second},
 		{MinTimeout: 2 * time.Second, MaxTimeout: time.Second},
 		{RetryBackoff: -time.Second},
+		{ReconcileEvery: 500 * time.Millisecond},
+		{ReconcileEvery: time.Second + time.Microsecond},
+		{ReconcileEvery: 2 * time.Second, ReconcileSlowTook: 2 * time.Second},
+		{ReconcileSlowTook: -time.Second},
 	} {
 		var out bytes.Buffer
 		if _, err := Run(context.Background(), cfg, &out); !errors.Is(err, ErrConfig) {
@@ -211,6 +358,33 @@ func TestPlanIsReproducible(t *testing.T) {
 		}
 		if d := a.timeout[id]; d < cfg.MinTimeout || d > cfg.MaxTimeout {
 			t.Errorf("newPlan: order %s timeout %v outside [%v, %v]", id, d, cfg.MinTimeout, cfg.MaxTimeout)
+		}
+	}
+}
+
+func TestReconcilePlan(t *testing.T) {
+	t.Parallel()
+	if got := newReconcilePlan(Config{}.withDefaults()).slots; got != 7 {
+		t.Errorf("newReconcilePlan(defaults).slots = %d, want 7: 2s apart over the orders' 13s", got)
+	}
+	for _, base := range []Config{{}, Fast(), testConfig(t)} {
+		for seed := range uint64(20) {
+			cfg := base
+			cfg.Seed = seed
+			cfg = cfg.withDefaults()
+			p, again := newReconcilePlan(cfg), newReconcilePlan(cfg)
+			if !slices.Equal(p.slow, again.slow) {
+				t.Errorf("newReconcilePlan(every %v, seed %d): slow %v, then %v; want equal plans", cfg.ReconcileEvery, seed, p.slow, again.slow)
+			}
+			if !slices.Contains(p.slow, true) {
+				t.Errorf("newReconcilePlan(every %v, seed %d): no slow run", cfg.ReconcileEvery, seed)
+			}
+			for i, slow := range p.slow {
+				if slow && i+freedAfter(p.slowTook, p.every, p.onTime) >= p.slots {
+					t.Errorf("newReconcilePlan(every %v, seed %d): slot %d is slow, but the slot after it is not among the %d observed",
+						cfg.ReconcileEvery, seed, i, p.slots)
+				}
+			}
 		}
 	}
 }
