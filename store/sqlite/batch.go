@@ -90,14 +90,46 @@ func (s *Store) batchExec(ctx context.Context, tx *sql.Tx, b *batchStmt, head, r
 	return r.Err()
 }
 
+// holding is the condition of a row holding its task key: in flight, with a key. It
+// is word for word the WHERE clause of the partial index ax_tasks_key_holder, which
+// SQLite uses only for a query whose WHERE contains it.
+const holding = `status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''`
+
+// keyFree is the overlap rule inside a claiming UPDATE of ax_tasks: no other row
+// holds the updated row's task key.
+const keyFree = `NOT EXISTS (SELECT 1 FROM ax_tasks o
+		WHERE o.task_key = ax_tasks.task_key AND o.status IN ('DISPATCHING', 'RUNNING') AND o.task_key <> '')`
+
 var (
+	// claimStmt claims the due tasks without a key (or with Overlap allow): the whole
+	// batch in one statement. A keyed skip or queue task is left for claimKeyed.
 	claimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
 		dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
+			AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow')
 		RETURNING ` + taskColumns}
-	notDueStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT id, due_at FROM ax_tasks
+	// missedStmt reads what claimStmt left SCHEDULED: not due, or keyed.
+	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT id, due_at, task_key, overlap FROM ax_tasks
 		WHERE status = 'SCHEDULED' AND id IN (VALUES %V%) ORDER BY id`}
+	// holdersStmt finds, per key, the lowest id holding it (ax_tasks_key_holder).
+	holdersStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT task_key, MIN(id) FROM ax_tasks
+		WHERE task_key IN (VALUES %V%) AND ` + holding + `
+		GROUP BY task_key`}
+	// keyedClaimStmt claims the winners of store.ResolveKeys, one per key, with the
+	// key's freedom re-checked in the claiming write itself.
+	keyedClaimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
+		dispatched_at = ?, updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
+			AND ` + keyFree + `
+		RETURNING ` + taskColumns}
+	// skipStmt ends the losers whose Overlap is skip.
+	skipStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'SKIPPED', last_error = c.column2,
+		finished_at = ?, updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED'
+		RETURNING ` + taskColumns}
 	recordStmt = &batchStmt{cols: 3, pad: []any{0, "", ""}, sql: `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
 		SELECT c.column2, t.id, t.attempt, c.column3, 'RUNNING', ?, ?
 		FROM (VALUES %V%) AS c
@@ -131,16 +163,18 @@ var (
 	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
 		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
 
-	insertStmt = &batchStmt{cols: 10, pad: []any{nil, nil, false, nil, 0, 0, "", 0, "", 0}, sql: `INSERT INTO ax_tasks
-		(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, created_at, updated_at)
+	insertStmt = &batchStmt{cols: 12, pad: []any{nil, nil, false, nil, 0, 0, "", 0, "", 0, "", ""}, sql: `INSERT INTO ax_tasks
+		(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, task_key, overlap,
+			created_at, updated_at)
 		SELECT c.column1, c.column2, CASE WHEN c.column3 THEN X'' ELSE c.column4 END, 'SCHEDULED', c.column5,
-			c.column6, c.column7, c.column8, c.column9, c.column10, ?, ?
+			c.column6, c.column7, c.column8, c.column9, c.column10, c.column11, c.column12, ?, ?
 		FROM (VALUES %V%) AS c
 		WHERE c.column1 IS NOT NULL
 		ON CONFLICT (name, key) DO NOTHING
 		RETURNING ` + taskColumns}
 
-	batchStmts = []*batchStmt{insertStmt, claimStmt, notDueStmt, recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
+	batchStmts = []*batchStmt{insertStmt, claimStmt, missedStmt, holdersStmt, keyedClaimStmt, skipStmt,
+		recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
 )
 
 // chunks calls f for consecutive chunks of at most store.MaxBatch of n items.
@@ -153,7 +187,11 @@ func chunks(n int, f func(lo, hi int) error) error {
 	return nil
 }
 
-// Claim moves due SCHEDULED tasks to DISPATCHING.
+// Claim moves due SCHEDULED tasks to DISPATCHING, applying the overlap rule to the
+// tasks with a key (see the package doc).
+//
+// A batch without keyed skip or queue tasks costs what it always has: one claiming
+// statement per chunk, and one read of the tasks it missed when it missed some.
 func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := store.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
@@ -161,9 +199,10 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
-		res.Claimed, res.NotDue = res.Claimed[:0], res.NotDue[:0]
+		res.Claimed, res.NotDue, res.Skipped, res.Blocked = res.Claimed[:0], res.NotDue[:0], nil, nil
+		var keyed []store.Keyed
 		ts := micros(now())
-		return chunks(len(uniq), func(lo, hi int) error {
+		err := chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
 			args := make([]any, 0, 2*len(part))
 			for _, c := range part {
@@ -192,26 +231,126 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 				}
 			}
 			res.Claimed = append(res.Claimed, claimed...)
-			rows, err = s.batch(ctx, tx, notDueStmt, nil, missed, nil)
+			rows, err = s.batch(ctx, tx, missedStmt, nil, missed, nil)
 			if err != nil {
 				return err
 			}
 			defer rows.Close()
 			for rows.Next() {
 				var id, due int64
-				if err := rows.Scan(&id, &due); err != nil {
+				var key, overlap string
+				if err := rows.Scan(&id, &due, &key, &overlap); err != nil {
 					return err
 				}
-				res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: fromMicros(due)})
+				switch {
+				case due > ts: // not due comes first: a keyed task is never skipped early
+					res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: fromMicros(due)})
+				case key != "" && store.OverlapPolicy(overlap) != store.OverlapAllow:
+					keyed = append(keyed, store.Keyed{ID: id, DueAt: fromMicros(due), TaskKey: key, Overlap: store.OverlapPolicy(overlap)})
+				}
 			}
 			return rows.Err()
 		})
+		if err != nil || len(keyed) == 0 {
+			return err
+		}
+		return s.claimKeyed(ctx, tx, ts, uniq, keyed, res)
 	})
 	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
 	return res, nil
+}
+
+// claimKeyed applies the overlap rule to the due keyed tasks of a Claim, in its
+// transaction: the writer lock serialises it with every other claim, trigger and
+// transition of every process, so the holders it reads stay the holders until it
+// commits. uniq are the Claim's requests, by id.
+func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, keyed []store.Keyed, res *store.ClaimResult) error {
+	keys := make([]any, 0, len(keyed))
+	seen := make(map[string]bool, len(keyed))
+	for _, k := range keyed {
+		if !seen[k.TaskKey] {
+			seen[k.TaskKey] = true
+			keys = append(keys, k.TaskKey)
+		}
+	}
+	holders := make(map[string]int64, len(keys))
+	err := chunks(len(keys), func(lo, hi int) error {
+		rows, err := s.batch(ctx, tx, holdersStmt, nil, keys[lo:hi], nil)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var key string
+			var id int64
+			if err := rows.Scan(&key, &id); err != nil {
+				return err
+			}
+			holders[key] = id
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return err
+	}
+	claim, skip, block := store.ResolveKeys(keyed, holders)
+
+	execs := make(map[int64]string, len(claim))
+	for _, k := range claim {
+		i, _ := slices.BinarySearchFunc(uniq, k.ID, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
+		execs[k.ID] = uniq[i].ExecutionID
+	}
+	err = chunks(len(claim), func(lo, hi int) error {
+		args := make([]any, 0, 2*(hi-lo))
+		for _, k := range claim[lo:hi] {
+			args = append(args, k.ID, execs[k.ID])
+		}
+		rows, err := s.batch(ctx, tx, keyedClaimStmt, []any{ts, ts}, args, []any{ts})
+		if err != nil {
+			return err
+		}
+		claimed, err := scanTasks(rows)
+		if err != nil {
+			return err
+		}
+		if len(claimed) != hi-lo { // the holders were read under the same lock
+			return fmt.Errorf("claimed %d of %d tasks whose keys were free", len(claimed), hi-lo)
+		}
+		res.Claimed = append(res.Claimed, claimed...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	err = chunks(len(skip), func(lo, hi int) error {
+		args := make([]any, 0, 2*(hi-lo))
+		for _, k := range skip[lo:hi] {
+			args = append(args, k.ID, store.SkipReason(k.TaskKey, k.Holder))
+		}
+		rows, err := s.batch(ctx, tx, skipStmt, []any{ts, ts}, args, nil)
+		if err != nil {
+			return err
+		}
+		skipped, err := scanTasks(rows)
+		if err != nil {
+			return err
+		}
+		res.Skipped = append(res.Skipped, skipped...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(res.Skipped, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+
+	for _, k := range block {
+		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
+	}
+	return nil
 }
 
 // Start records executions and moves their tasks to RUNNING.

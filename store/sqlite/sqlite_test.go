@@ -1,10 +1,16 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/sqlite"
@@ -68,5 +74,176 @@ func TestMigrations(t *testing.T) {
 	}
 	if _, err := sqlite.Open(path); !errors.Is(err, store.ErrSchemaVersion) {
 		t.Errorf("Open of a newer schema: %v, want ErrSchemaVersion", err)
+	}
+}
+
+func TestMigrateFromV1(t *testing.T) {
+	t.Parallel()
+	if v := sqlite.SchemaVersion(); v != 2 {
+		t.Fatalf("SchemaVersion() = %d, want 2", v)
+	}
+	path := filepath.Join(t.TempDir(), "ax.db")
+	if err := sqlite.MigrateTo(path, 1); err != nil {
+		t.Fatalf("MigrateTo(1): %v", err)
+	}
+	if have, _, err := sqlite.SchemaStatus(path); err != nil || have != 1 {
+		t.Fatalf("SchemaStatus after MigrateTo(1) = %d, %v; want 1", have, err)
+	}
+	// Rows as version 1 wrote them: one waiting, one running.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	past := time.Now().Add(-time.Hour).UnixMicro()
+	if _, err := db.Exec(`INSERT INTO ax_tasks (name, key, status, due_at, execution_id, created_at, updated_at)
+		VALUES ('v1', 'waiting', 'SCHEDULED', ?, NULL, ?, ?), ('v1', 'running', 'RUNNING', ?, 'exec-1', ?, ?)`,
+		past, past, past, past, past, past); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatalf("Open of a version 1 file: %v", err)
+	}
+	defer s.Close()
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 2 || want != 2 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 2, 2", have, want, err)
+	}
+	for _, name := range []string{"ax_tasks_key_holder", "ax_schedules"} {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = ?`, name).Scan(&n); err != nil || n != 1 {
+			t.Errorf("%s: %d in sqlite_master (%v), want 1", name, n, err)
+		}
+	}
+	ctx := t.Context()
+	for _, key := range []string{"waiting", "running"} {
+		old, err := s.Lookup(ctx, "v1", key)
+		if err != nil {
+			t.Fatalf("Lookup(v1, %s): %v", key, err)
+		}
+		if old.TaskKey != "" || old.Overlap != "" {
+			t.Errorf("version 1 task %s: TaskKey, Overlap = %q, %q; want empty", key, old.TaskKey, old.Overlap)
+		}
+	}
+	// Old and new rows work together: the old running task holds no key.
+	old, _ := s.Lookup(ctx, "v1", "waiting")
+	ins, err := s.Insert(ctx, []store.NewTask{{Name: "v2", Key: "keyed", DueAt: time.Now().Add(-time.Minute),
+		TaskKey: "k", Overlap: store.OverlapSkip}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, []store.Claim{{ID: old.ID, ExecutionID: "exec-2"}, {ID: ins[0].Task.ID, ExecutionID: "exec-3"}})
+	if err != nil || len(res.Claimed) != 2 {
+		t.Fatalf("Claim(v1 task, keyed task) = %+v, %v; want both claimed", res, err)
+	}
+	if sc, err := s.Schedules(ctx); err != nil || len(sc) != 0 {
+		t.Errorf("Schedules after migration = %+v, %v; want none", sc, err)
+	}
+}
+
+// TestOverlapAcrossStores claims, starts and finishes keyed tasks through two Stores
+// opened on one file, as two processes would, while a third connection watches the
+// table: the overlap rule rests on the file's write lock, not on anything inside one
+// Store, so no snapshot may show two tasks of a key in flight.
+func TestOverlapAcrossStores(t *testing.T) {
+	t.Parallel()
+	const keys, perKey, workers = 3, 20, 6
+	path := filepath.Join(t.TempDir(), "ax.db")
+	var stores [2]*sqlite.Store
+	for i := range stores {
+		s, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var nts []store.NewTask
+	for k := range keys {
+		for i := range perKey {
+			nts = append(nts, store.NewTask{Name: "across", Key: fmt.Sprintf("%d-%d", k, i),
+				DueAt: time.Now().Add(-time.Hour), TaskKey: fmt.Sprintf("key-%d", k), Overlap: store.OverlapQueue})
+		}
+	}
+	ins, err := stores[0].Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.Task.ID
+	}
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	watch := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		defer close(watch)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var key string
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT task_key, count(*) FROM ax_tasks
+				WHERE status IN ('DISPATCHING', 'RUNNING') AND task_key <> '' GROUP BY task_key HAVING count(*) > 1`).Scan(&key, &n)
+			if !errors.Is(err, sql.ErrNoRows) {
+				watch <- fmt.Errorf("key %q held by %d tasks at once (%v)", key, n, err)
+				return
+			}
+		}
+	}()
+
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			s := stores[w%2]
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for ctx.Err() == nil && done.Load() < int64(len(ids)) {
+				pick := make([]store.Claim, 1+rng.IntN(8))
+				for i := range pick {
+					pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: fmt.Sprintf("w%d-%d", w, rng.Uint64())}
+				}
+				res, err := s.Claim(ctx, pick)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, c := range res.Claimed {
+					if _, err := s.Start(ctx, []store.StartParams{{TaskID: c.ID, ExecutionID: c.ExecutionID}}); err != nil {
+						errs <- err
+						return
+					}
+					if ok, err := s.Finish(ctx, []store.Finish{{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}}); err != nil || !ok[0] {
+						errs <- fmt.Errorf("Finish = %v, %v", ok, err)
+						return
+					}
+					done.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := <-watch; err != nil {
+		t.Fatal(err)
+	}
+	if n := done.Load(); n != int64(len(ids)) {
+		t.Fatalf("%d of %d tasks ran before the deadline", n, len(ids))
 	}
 }

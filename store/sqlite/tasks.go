@@ -12,7 +12,7 @@ import (
 
 // Insert writes new SCHEDULED tasks in one transaction (see store.Store).
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
-	if err := validNew(tasks); err != nil {
+	if err := validNew("insert", tasks); err != nil {
 		return nil, err
 	}
 	out := make([]store.Inserted, len(tasks))
@@ -33,7 +33,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	if !ok || stx == nil {
 		return nil, fmt.Errorf("ax: sqlite: insert in transaction: %T is not a *sql.Tx: %w", tx, store.ErrInvalid)
 	}
-	if err := validNew(tasks); err != nil {
+	if err := validNew("insert in transaction", tasks); err != nil {
 		return nil, err
 	}
 	if s.closed.Load() {
@@ -46,10 +46,15 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	return out, nil
 }
 
-func validNew(tasks []store.NewTask) error {
-	for i := range tasks {
-		if tasks[i].Name == "" || tasks[i].Key == "" || tasks[i].DueAt.IsZero() {
-			return fmt.Errorf("ax: sqlite: insert: task %d: empty name, key or due time: %w", i, store.ErrInvalid)
+// validNew checks tasks as the contract asks of Insert; op names the caller in the
+// error.
+func validNew(op string, tasks []store.NewTask) error {
+	for i, nt := range tasks {
+		if nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero() {
+			return fmt.Errorf("ax: sqlite: %s: task %d: empty name, key or due time: %w", op, i, store.ErrInvalid)
+		}
+		if err := store.CheckTaskKey(nt); err != nil {
+			return fmt.Errorf("ax: sqlite: %s: task %d: %w", op, i, err)
 		}
 	}
 	return nil
@@ -67,7 +72,8 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, o
 		for i := lo; i < hi; i++ {
 			nt := tasks[i]
 			args = append(args, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt),
-				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i))
+				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i),
+				nt.TaskKey, string(nt.Overlap))
 		}
 		rows, err := s.batch(ctx, tx, insertStmt, []any{ts, ts}, args, nil)
 		if err != nil {
@@ -244,20 +250,32 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 	return res, s.wrap("refill", rows.Err())
 }
 
-// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now.
+const (
+	// triggerSQL triggers one task unless its key is held.
+	triggerSQL = `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = ?,
+		attempt = attempt + (CASE status WHEN 'FAILED' THEN 1 ELSE 0 END),
+		finished_at = NULL, dispatched_at = ?, triggered_at = ?, updated_at = ?
+		WHERE id = ? AND status IN ('SCHEDULED', 'FAILED')
+			AND (task_key = '' OR overlap = 'allow' OR ` + keyFree + `)
+		RETURNING ` + taskColumns
+	// holderSQL names the task holding one key (ax_tasks_key_holder).
+	holderSQL = `SELECT MIN(id) FROM ax_tasks WHERE task_key = ? AND ` + holding
+)
+
+// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task with a key
+// and Overlap skip or queue is refused, with store.KeyHeld, while another task holds
+// the key: the check is part of the UPDATE, under the writer lock Claim holds too.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("ax: sqlite: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
 	}
 	var t *store.Task
 	var sentinel error
+	var holder int64
 	err := s.write(ctx, "trigger", func(tx *sql.Tx) error {
 		ts := micros(now())
 		var err error
-		t, err = scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = ?,
-			attempt = attempt + (CASE status WHEN 'FAILED' THEN 1 ELSE 0 END),
-			finished_at = NULL, dispatched_at = ?, triggered_at = ?, updated_at = ?
-			WHERE id = ? AND status IN ('SCHEDULED', 'FAILED') RETURNING `+taskColumns, executionID, ts, ts, ts, id))
+		t, err = scanTask(tx.QueryRowContext(ctx, triggerSQL, executionID, ts, ts, ts, id))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -270,10 +288,25 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			return err
 		}
 		sentinel = store.ErrNotTriggerable
+		if t.Status != store.Scheduled && t.Status != store.Failed {
+			return nil
+		}
+		// Triggerable but not triggered: its key is held. Name the holder.
+		var h sql.NullInt64
+		if err := tx.QueryRowContext(ctx, holderSQL, t.TaskKey).Scan(&h); err != nil {
+			return err
+		}
+		if !h.Valid { // cannot happen: the UPDATE saw a holder under the same lock
+			return fmt.Errorf("task %d is %s with a free key %q but was not triggered", id, t.Status, t.TaskKey)
+		}
+		holder = h.Int64
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if holder != 0 {
+		return store.KeyHeld(fmt.Sprintf("ax: sqlite: trigger task %d", id), t, holder)
 	}
 	if sentinel != nil {
 		return store.Refusal(fmt.Sprintf("ax: sqlite: trigger task %d", id), t, sentinel)

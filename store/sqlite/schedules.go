@@ -1,0 +1,204 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// Schedules live in ax_schedules, one row per name (see migrations/0002_*.sql). Every
+// write is one IMMEDIATE transaction on the writer connection, so FireSchedule's
+// compare-and-set on next_fire_at and the occurrences it inserts commit together or
+// not at all, and two FireSchedule calls from one reading cannot both apply.
+
+const scheduleColumns = `name, spec, time_zone, overlap, misfire, payload, paused,
+	next_fire_at, last_fire_at, created_at, updated_at, payload IS NOT NULL`
+
+func scanSchedule(row scanner) (*store.Schedule, error) {
+	var (
+		sc                     store.Schedule
+		overlap, misfire       string
+		payload                []byte
+		next, created, updated int64
+		last                   sql.NullInt64
+		paused, hasPayload     bool
+	)
+	err := row.Scan(&sc.Name, &sc.Spec, &sc.TimeZone, &overlap, &misfire, &payload, &paused,
+		&next, &last, &created, &updated, &hasPayload)
+	if err != nil {
+		return nil, err
+	}
+	if hasPayload { // the driver reads a zero-length BLOB as nil
+		sc.Payload = append([]byte{}, payload...)
+	}
+	sc.Overlap, sc.Misfire, sc.Paused = store.OverlapPolicy(overlap), store.MisfirePolicy(misfire), paused
+	sc.NextFireAt, sc.LastFireAt = fromMicros(next), fromNull(last)
+	sc.CreatedAt, sc.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &sc, nil
+}
+
+// RegisterSchedules upserts schedule definitions in one transaction and returns the
+// stored schedules in input order (see store.Store). A schedule whose spec and time
+// zone are unchanged keeps its next_fire_at; every schedule keeps paused and
+// last_fire_at.
+func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
+	if err := store.CheckScheduleDefs(defs); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: register schedules: %w", err)
+	}
+	out := make([]store.Schedule, len(defs))
+	err := s.write(ctx, "register schedules", func(tx *sql.Tx) error {
+		// SET reads the row as it was, so next_fire_at compares the old spec.
+		upsert, err := tx.PrepareContext(ctx, `INSERT INTO ax_schedules
+			(name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, last_fire_at, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, CASE WHEN ? THEN X'' ELSE ? END, 0, ?, NULL, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET
+				next_fire_at = CASE WHEN spec = excluded.spec AND time_zone = excluded.time_zone
+					THEN next_fire_at ELSE excluded.next_fire_at END,
+				spec = excluded.spec, time_zone = excluded.time_zone,
+				overlap = excluded.overlap, misfire = excluded.misfire, payload = excluded.payload,
+				updated_at = excluded.updated_at
+			RETURNING `+scheduleColumns)
+		if err != nil {
+			return err
+		}
+		defer upsert.Close()
+		ts := micros(now())
+		for i, d := range defs {
+			sc, err := scanSchedule(upsert.QueryRowContext(ctx, d.Name, d.Spec, d.TimeZone, string(d.Overlap), string(d.Misfire),
+				d.Payload != nil && len(d.Payload) == 0, d.Payload, micros(d.NextFireAt), ts, ts))
+			if err != nil {
+				return err
+			}
+			out[i] = *sc
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Schedules returns every stored schedule, by name.
+func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules ORDER BY name`)
+	if err != nil {
+		return nil, s.wrap("list schedules", err)
+	}
+	defer rows.Close()
+	out := []store.Schedule{}
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, s.wrap("list schedules", err)
+		}
+		out = append(out, *sc)
+	}
+	return out, s.wrap("list schedules", rows.Err())
+}
+
+// PauseSchedule marks a schedule paused and cancels its SCHEDULED occurrences (tasks
+// whose name and task key are the schedule's name) in one transaction. Pausing a
+// paused schedule changes nothing. It returns store.ErrNotFound for an unknown name.
+func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+	var sc *store.Schedule
+	err := s.write(ctx, "pause schedule", func(tx *sql.Tx) error {
+		ts := micros(now())
+		var err error
+		sc, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 1, updated_at = ?
+			WHERE name = ? AND paused = 0 RETURNING `+scheduleColumns, ts, name))
+		if errors.Is(err, sql.ErrNoRows) { // paused already, or unknown
+			sc, err = scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE name = ?`, name))
+			if errors.Is(err, sql.ErrNoRows) {
+				sc = nil
+				return nil
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		// The occurrences: a range of ax_tasks_name_key.
+		_, err = tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', finished_at = ?, updated_at = ?
+			WHERE name = ? AND task_key = ? AND status = 'SCHEDULED'`, ts, ts, name, name)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sc == nil {
+		return nil, fmt.Errorf("ax: sqlite: pause schedule %q: %w", name, store.ErrNotFound)
+	}
+	return sc, nil
+}
+
+// ResumeSchedule clears a paused schedule's flag and sets its next fire time to next;
+// a schedule that is not paused is left alone. It returns the schedule, or
+// store.ErrNotFound; a zero next is store.ErrInvalid.
+func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
+	if next.IsZero() {
+		return nil, fmt.Errorf("ax: sqlite: resume schedule %q: zero next fire time: %w", name, store.ErrInvalid)
+	}
+	var sc *store.Schedule
+	err := s.write(ctx, "resume schedule", func(tx *sql.Tx) error {
+		var err error
+		sc, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 0, next_fire_at = ?, updated_at = ?
+			WHERE name = ? AND paused = 1 RETURNING `+scheduleColumns, micros(next), micros(now()), name))
+		if errors.Is(err, sql.ErrNoRows) { // not paused, or unknown
+			sc, err = scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE name = ?`, name))
+			if errors.Is(err, sql.ErrNoRows) {
+				sc = nil
+				return nil
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sc == nil {
+		return nil, fmt.Errorf("ax: sqlite: resume schedule %q: %w", name, store.ErrNotFound)
+	}
+	return sc, nil
+}
+
+// FireSchedule advances a schedule from p.Expect to p.Next and inserts its occurrences,
+// in one transaction, if the schedule exists, is not paused and its next fire time is
+// p.Expect; otherwise it writes nothing and Applied is false. The occurrences go
+// through Insert's own path: refill sequence numbers, and store.ErrDuplicate in their
+// result for an occurrence stored already.
+func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
+	if err := store.CheckFire(p); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: %w", err)
+	}
+	if err := validNew(fmt.Sprintf("fire schedule %q", p.Name), p.Tasks); err != nil {
+		return nil, err
+	}
+	res := &store.FireResult{}
+	err := s.write(ctx, "fire schedule", func(tx *sql.Tx) error {
+		res.Applied, res.Inserted = false, nil
+		var last any // NULL keeps last_fire_at
+		if !p.Last.IsZero() {
+			last = micros(p.Last)
+		}
+		ok, err := applied(tx.ExecContext(ctx, `UPDATE ax_schedules SET next_fire_at = ?,
+			last_fire_at = COALESCE(?, last_fire_at), updated_at = ?
+			WHERE name = ? AND next_fire_at = ? AND paused = 0`, micros(p.Next), last, micros(now()), p.Name, micros(p.Expect)))
+		if err != nil || !ok {
+			return err
+		}
+		res.Applied, res.Inserted = true, make([]store.Inserted, len(p.Tasks))
+		if len(p.Tasks) == 0 {
+			return nil
+		}
+		return s.insert(ctx, tx, p.Tasks, res.Inserted)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
