@@ -81,6 +81,11 @@ func testClose(e *env) {
 	}
 }
 
+// stuckAfter is how long the heavy concurrent tests may take before they are taken
+// for a deadlock: generous, because under -race on a busy two-core machine the
+// 10,000-task claim race alone takes about a minute on SQLite.
+const stuckAfter = 5 * time.Minute
+
 // wait waits for wg, failing the test if it takes longer than limit: a store that
 // deadlocks must not hang the suite.
 func (e *env) wait(wg *sync.WaitGroup, limit time.Duration, what string) {
@@ -278,7 +283,7 @@ func testClaimers(e *env) {
 			}
 		})
 	}
-	e.wait(&wg, time.Minute, "concurrent claimers")
+	e.wait(&wg, stuckAfter, "concurrent claimers")
 
 	winner := make(map[int64]string)
 	for w := range claimed {

@@ -326,7 +326,7 @@ func testKeyRace(e *env) {
 			}
 		}()
 	}
-	e.wait(&wg, time.Minute, "key race workers")
+	e.wait(&wg, stuckAfter, "key race workers")
 	close(errs)
 	for err := range errs {
 		e.t.Fatal(err)
