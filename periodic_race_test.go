@@ -114,3 +114,71 @@ func TestSchedulersRaceOnPostgres(t *testing.T) {
 		}
 	})
 }
+
+// TestOverlapAcrossSchedulers: two schedulers (as two processes) on each real
+// database share an every-second schedule whose runs take 2.5s. With OverlapSkip no
+// two runs ever overlap, on either scheduler, and the slots inside a run are SKIPPED;
+// the store's claim is the only thing the two schedulers share.
+func TestOverlapAcrossSchedulers(t *testing.T) {
+	for name, open := range realStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := open(t)
+			ctx := context.Background()
+			var mu sync.Mutex
+			active, maxActive, ran := 0, 0, 0
+			var scheds []*Scheduler
+			for _, node := range []string{"a", "b"} {
+				s, err := New(Config{Store: st, Node: node, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.HandleFunc("reconcile", func(ctx context.Context, task *Task) error {
+					mu.Lock()
+					active++
+					ran++
+					maxActive = max(maxActive, active)
+					mu.Unlock()
+					time.Sleep(2500 * time.Millisecond)
+					mu.Lock()
+					active--
+					mu.Unlock()
+					return nil
+				})
+				if err := s.Every("reconcile", time.Second); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				scheds = append(scheds, s)
+			}
+			first := time.Now().Truncate(time.Second).Add(2 * time.Second)
+			time.Sleep(time.Until(first.Add(6 * time.Second)))
+			for _, s := range scheds {
+				if err := s.Stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if maxActive != 1 {
+				t.Errorf("up to %d runs at once across the two schedulers, want 1", maxActive)
+			}
+			skipped := 0
+			for slot := first; slot.Before(first.Add(5 * time.Second)); slot = slot.Add(time.Second) {
+				task, err := st.Lookup(ctx, "reconcile", occurrenceKey(slot))
+				if err != nil {
+					t.Errorf("slot %v: %v", slot, err)
+					continue
+				}
+				if task.Status == Skipped {
+					skipped++
+				}
+			}
+			if skipped < 2 || ran < 2 {
+				t.Errorf("%d runs and %d skipped slots in 5s of 2.5s runs every second, want at least 2 of each", ran, skipped)
+			}
+		})
+	}
+}
