@@ -74,6 +74,10 @@ const (
 	DefaultMaxCatchUp             = 100
 )
 
+// maxCatchUp bounds Config.MaxCatchUp: the occurrences a catch-up writes go in one
+// transaction.
+const maxCatchUp = 10_000
+
 // Config configures a Scheduler. Zero fields take the documented defaults.
 type Config struct {
 	// Store holds the scheduler's state. Required.
@@ -115,7 +119,8 @@ type Config struct {
 	// DefaultMaxPayload (1 MiB).
 	MaxPayload int
 	// MaxCatchUp bounds how many missed slots a MisfireCatchUp schedule fires after
-	// downtime: the most recent ones. Defaults to DefaultMaxCatchUp (100).
+	// downtime: the most recent ones. Defaults to DefaultMaxCatchUp (100); at most
+	// 10,000.
 	MaxCatchUp int
 	// Logger receives the scheduler's logs. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -193,8 +198,8 @@ func (c Config) validate() error {
 	if c.MaxPayload < 0 {
 		bad("MaxPayload", "is negative (%d)", c.MaxPayload)
 	}
-	if c.MaxCatchUp < 0 {
-		bad("MaxCatchUp", "is negative (%d)", c.MaxCatchUp)
+	if c.MaxCatchUp < 0 || c.MaxCatchUp > maxCatchUp {
+		bad("MaxCatchUp", "%d is outside [0, %d]", c.MaxCatchUp, maxCatchUp)
 	}
 	return errors.Join(errs...)
 }

@@ -36,6 +36,7 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 	defer timer.Stop()
 	reload := false
 	lastLoad := time.Now()
+	mismatched := make(map[string]bool) // logged once per change
 	for {
 		select {
 		case <-ctx.Done():
@@ -67,6 +68,18 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 			if !ok || row.Paused {
 				continue
 			}
+			if row.Spec != p.spec.String() || row.TimeZone != p.loc.String() {
+				// Another version of the code registered it since (a rolling deploy):
+				// the last registration owns its timing; do not mix cadences.
+				if !mismatched[p.name] {
+					s.log.LogAttrs(ctx, slog.LevelWarn, "ax: schedule registered with another spec by another scheduler; not firing it here",
+						slog.String("schedule", p.name), slog.String("stored_spec", row.Spec), slog.String("stored_time_zone", row.TimeZone),
+						slog.String("spec", p.spec.String()), slog.String("time_zone", p.loc.String()))
+					mismatched[p.name] = true
+				}
+				continue
+			}
+			delete(mismatched, p.name)
 			now := s.clock.now()
 			if !row.NextFireAt.After(now.Add(fireAhead)) {
 				next, applied, err := l.fire(ctx, p, &row, now)
@@ -79,8 +92,10 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 					wait = min(wait, time.Second)
 					continue
 				case !applied:
-					// Another scheduler got there first, or the schedule was paused.
-					reload, wait = true, 0
+					// Another scheduler got there first, or the schedule was paused:
+					// re-read shortly (not at once: should the store keep refusing,
+					// this must not spin).
+					reload, wait = true, min(wait, 100*time.Millisecond)
 					continue
 				}
 				row.NextFireAt = next
@@ -96,14 +111,19 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 // It returns the schedule's new NextFireAt, and whether this call applied.
 func (l *leader) fire(ctx context.Context, p *periodic, row *store.Schedule, now time.Time) (time.Time, bool, error) {
 	s := l.s
-	slots, missed, next := p.plan(row.NextFireAt, now, s.cfg.MaxCatchUp)
+	slots, caught, next := p.plan(row.NextFireAt, now, s.misfireGrace(), s.cfg.MaxCatchUp)
+	missed := caught >= 0
 	tasks := make([]store.NewTask, len(slots))
 	for i, slot := range slots {
-		nt, err := s.newTask(p.name, occurrenceKey(slot), slot, p.opts)
+		nt, err := s.occurrence(p, slot)
 		if err != nil {
 			return time.Time{}, false, err
 		}
-		nt.TaskKey, nt.Overlap = p.name, p.overlap
+		if i < caught && p.misfire == MisfireCatchUp && nt.Overlap == OverlapSkip {
+			// Catching up means running each missed slot: they are all due at
+			// once, so under skip all but the first would be skipped. They queue.
+			nt.Overlap = OverlapQueue
+		}
 		tasks[i] = nt
 	}
 	fp := store.FireParams{Name: p.name, Expect: row.NextFireAt, Next: next, Tasks: tasks}
@@ -129,6 +149,34 @@ func (l *leader) fire(ctx context.Context, p *periodic, row *store.Schedule, now
 	return next, true, nil
 }
 
+// occurrence is the task of p's occurrence at slot.
+func (s *Scheduler) occurrence(p *periodic, slot time.Time) (store.NewTask, error) {
+	return s.occurrenceOf(s.handler(p.name), p, slot)
+}
+
+// occurrenceLocked is occurrence for a caller that holds s.mu.
+func (s *Scheduler) occurrenceLocked(p *periodic, slot time.Time) (store.NewTask, error) {
+	return s.occurrenceOf(s.handlers[p.name], p, slot)
+}
+
+func (s *Scheduler) occurrenceOf(hd *handler, p *periodic, slot time.Time) (store.NewTask, error) {
+	nt, err := s.buildTask(hd, p.name, occurrenceKey(slot), slot, p.opts)
+	if err != nil {
+		return store.NewTask{}, err
+	}
+	nt.TaskKey, nt.Overlap = p.name, p.overlap
+	return nt, nil
+}
+
+// misfireGrace is how late a slot may be materialised and still count as on time.
+// Occurrences are normally written fireAhead before their slot; a scheduler may see
+// a resume by another process, or recover from a store error, up to a refill
+// interval late. A slot found later than that was missed (the schedulers were down),
+// and the misfire policy decides.
+func (s *Scheduler) misfireGrace() time.Duration {
+	return max(time.Second, s.cfg.RefillInterval+fireAhead)
+}
+
 // occurrenceKey is the business key of a schedule's occurrence: its slot, so that
 // the (name, key) uniqueness of tasks makes each occurrence exist once.
 func occurrenceKey(slot time.Time) string {
@@ -137,37 +185,58 @@ func occurrenceKey(slot time.Time) string {
 
 // blockedRetry is how often the leader retries tasks waiting for a task key that a
 // task of another process holds; keys freed in this process retry them at once.
+// The tasks waiting for one key are retried together, in one claim, so that the
+// store starts the earliest.
 const blockedRetry = time.Second
 
-// block remembers tasks a claim left waiting for their key, and retries them after
-// blockedRetry.
-func (l *leader) block(bs []store.Blocked) {
-	retry := l.s.clock.now().Add(blockedRetry)
+// block remembers tasks a claim left waiting for their key, and schedules their
+// retry: with the others waiting for the key, or at once if a local holder freed the
+// key while the claim was in flight (after free number claimFrees).
+func (l *leader) block(bs []store.Blocked, claimFrees uint64) {
+	now := l.s.clock.now()
 	l.mu.Lock()
 	for _, b := range bs {
-		ids := l.blocked[b.TaskKey]
-		if ids == nil {
-			ids = make(map[int64]bool)
-			l.blocked[b.TaskKey] = ids
+		l.blocked[b.ID] = b.TaskKey
+		at, ok := l.keyRetry[b.TaskKey]
+		if !ok || !at.After(now) {
+			at = now.Add(blockedRetry)
+			l.keyRetry[b.TaskKey] = at
 		}
-		ids[b.ID] = true
-		l.incoming = append(l.incoming, store.Due{ID: b.ID, DueAt: retry})
+		if l.keyFreed[b.TaskKey] > claimFrees {
+			at = now
+		}
+		l.incoming = append(l.incoming, store.Due{ID: b.ID, DueAt: at})
 	}
 	l.mu.Unlock()
 	l.signal()
 }
 
-// unblock retries at once the tasks waiting for keys that were just freed here.
+// unblock retries at once, together, the tasks waiting for keys that were just freed
+// here.
 func (l *leader) unblock(keys []string) {
 	now := l.s.clock.now()
 	l.mu.Lock()
-	n := 0
+	freed := make(map[string]bool, len(keys))
+	l.frees++
 	for _, k := range keys {
-		for id := range l.blocked[k] {
+		freed[k] = true
+		l.keyFreed[k] = l.frees
+		delete(l.keyRetry, k)
+	}
+	n := 0
+	for id, k := range l.blocked {
+		if freed[k] {
 			l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
+			delete(l.blocked, id)
 			n++
 		}
-		delete(l.blocked, k)
+	}
+	if len(l.keyFreed) > 1024 { // only frees during a claim in flight matter (see block)
+		for k, n := range l.keyFreed {
+			if l.frees-n > 1024 {
+				delete(l.keyFreed, k)
+			}
+		}
 	}
 	l.mu.Unlock()
 	if n > 0 {
@@ -175,21 +244,15 @@ func (l *leader) unblock(keys []string) {
 	}
 }
 
-// settled forgets waiting tasks that a claim took or skipped.
-func (l *leader) settled(res *store.ClaimResult) {
+// settled forgets the waiting tasks a claim asked for: it took them, skipped them,
+// found them gone, or left them blocked again (block remembers those anew).
+func (l *leader) settled(ids []int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.blocked) == 0 {
 		return
 	}
-	for _, ts := range [][]store.Task{res.Claimed, res.Skipped} {
-		for _, t := range ts {
-			if ids := l.blocked[t.TaskKey]; ids != nil {
-				delete(ids, t.ID)
-				if len(ids) == 0 {
-					delete(l.blocked, t.TaskKey)
-				}
-			}
-		}
+	for _, id := range ids {
+		delete(l.blocked, id)
 	}
 }

@@ -33,8 +33,11 @@ type leader struct {
 
 	refillNow chan struct{} // a store notification: refill at once
 
-	blocked          map[string]map[int64]bool // task key → tasks waiting for it (under mu)
-	schedulesChanged chan struct{}             // re-read the schedules (pause, resume)
+	blocked          map[int64]string     // task id → the key it waits for (under mu)
+	keyRetry         map[string]time.Time // key → when the tasks waiting for it retry (under mu)
+	keyFreed         map[string]uint64    // key → the number of the last free of it here (under mu)
+	frees            uint64               // frees of keys by tasks here, counted (under mu)
+	schedulesChanged chan struct{}        // re-read the schedules (pause, resume)
 
 	// inflight counts tasks this leader claimed (or is claiming) whose execution has
 	// not finished; the loop claims only while it is below maxInflight.
@@ -61,7 +64,9 @@ func newLeader(s *Scheduler, exec *executor) *leader {
 		wake:      make(chan struct{}, 1),
 		refillNow: make(chan struct{}, 1),
 		watched:   make(map[int64]*watchedTask),
-		blocked:   make(map[string]map[int64]bool),
+		blocked:   make(map[int64]string),
+		keyRetry:  make(map[string]time.Time),
+		keyFreed:  make(map[string]uint64),
 
 		schedulesChanged: make(chan struct{}, 1),
 		claims:           make(chan []int64, 1),
@@ -171,12 +176,17 @@ func (l *leader) retryInvisible(ids []int64, res *store.ClaimResult) {
 	if len(l.watched) == 0 {
 		return
 	}
-	found := make(map[int64]bool, len(res.Claimed)+len(res.NotDue))
-	for _, t := range res.Claimed {
-		found[t.ID] = true
+	found := make(map[int64]bool, len(res.Claimed)+len(res.NotDue)+len(res.Skipped)+len(res.Blocked))
+	for _, ts := range [][]store.Task{res.Claimed, res.Skipped} {
+		for _, t := range ts {
+			found[t.ID] = true
+		}
 	}
 	for _, d := range res.NotDue {
 		found[d.ID] = true
+	}
+	for _, b := range res.Blocked {
+		found[b.ID] = true
 	}
 	now := l.s.clock.now()
 	for _, id := range ids {
@@ -301,6 +311,9 @@ func (l *leader) claimer(ctx context.Context) {
 		for i, id := range ids {
 			claims[i] = store.Claim{ID: id, ExecutionID: uuid.Must(uuid.NewV7()).String()}
 		}
+		l.mu.Lock()
+		claimFrees := l.frees
+		l.mu.Unlock()
 		res, err := l.s.st.Claim(ctx, claims)
 		if err != nil {
 			// The tasks are still SCHEDULED: try them again shortly.
@@ -327,9 +340,9 @@ func (l *leader) claimer(ctx context.Context) {
 				l.add(res.NotDue...)
 			}
 			l.retryInvisible(ids, res)
-			l.settled(res)
+			l.settled(ids)
 			if len(res.Blocked) > 0 {
-				l.block(res.Blocked)
+				l.block(res.Blocked, claimFrees)
 			}
 			for _, t := range res.Skipped {
 				log.LogAttrs(ctx, slog.LevelInfo, "ax: task skipped", append(taskAttrs(&t), slog.String("reason", t.LastError))...)

@@ -182,7 +182,8 @@ const (
 	// slot.
 	MisfireSkip = store.MisfireSkip
 	// MisfireCatchUp: each missed slot fires, oldest first, up to Config.MaxCatchUp
-	// (default 100, the most recent ones).
+	// (default 100, the most recent ones); they run one after another, even under
+	// OverlapSkip.
 	MisfireCatchUp = store.MisfireCatchUp
 )
 

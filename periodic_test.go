@@ -23,6 +23,13 @@ type runs struct {
 	maxActive int
 	starts    map[string]time.Time // by occurrence key
 	ends      map[string]time.Time
+	all       []started // every start, of any handler name
+}
+
+type started struct {
+	name string
+	slot time.Time // the occurrence's slot (its key)
+	at   time.Time
 }
 
 func newRuns() *runs {
@@ -36,6 +43,8 @@ func (r *runs) handler(took func(key string) time.Duration) ax.HandlerFunc {
 		r.active++
 		r.maxActive = max(r.maxActive, r.active)
 		r.starts[t.Key] = time.Now()
+		slot, _ := time.Parse(time.RFC3339Nano, t.Key)
+		r.all = append(r.all, started{name: t.Name, slot: slot, at: time.Now()})
 		r.mu.Unlock()
 		time.Sleep(took(t.Key))
 		r.mu.Lock()
@@ -248,21 +257,28 @@ func TestMisfire(t *testing.T) {
 	for _, tc := range []struct {
 		policy     ax.MisfirePolicy
 		maxCatchUp int
-		want       []int // minutes after t0 of the occurrences that ran after the restart
+		overlap    ax.OverlapPolicy // "" for the default, OverlapSkip
+		want       []int            // minutes after t0 of the occurrences that ran after the restart
 	}{
-		{ax.MisfireFireOnce, 0, []int{10, 12}},
-		{ax.MisfireSkip, 0, []int{12}},
-		{ax.MisfireCatchUp, 0, []int{2, 4, 6, 8, 10, 12}},
-		{ax.MisfireCatchUp, 3, []int{6, 8, 10, 12}},
+		{ax.MisfireFireOnce, 0, "", []int{10, 12}},
+		{ax.MisfireSkip, 0, "", []int{12}},
+		{ax.MisfireCatchUp, 0, ax.OverlapQueue, []int{2, 4, 6, 8, 10, 12}},
+		{ax.MisfireCatchUp, 3, ax.OverlapQueue, []int{6, 8, 10, 12}},
+		// Catching up runs each missed slot even under skip: they queue.
+		{ax.MisfireCatchUp, 0, "", []int{2, 4, 6, 8, 10, 12}},
 	} {
-		t.Run(fmt.Sprintf("%s/max%d", tc.policy, tc.maxCatchUp), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/max%d/%s", tc.policy, tc.maxCatchUp, tc.overlap), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := memory.New()
 				defer st.Close()
 				t0 := time.Now()
 				r := newRuns()
 				register := func(s *ax.Scheduler) error {
-					return s.Every("report", 2*time.Minute, ax.WithMisfire(tc.policy), ax.WithOverlap(ax.OverlapQueue))
+					opts := []ax.Option{ax.WithMisfire(tc.policy)}
+					if tc.overlap != "" {
+						opts = append(opts, ax.WithOverlap(tc.overlap))
+					}
+					return s.Every("report", 2*time.Minute, opts...)
 				}
 				quick := r.handler(func(string) time.Duration { return time.Second })
 				// Registered, then down from +30s to +11m.
@@ -347,7 +363,6 @@ func TestScheduleDefinitions(t *testing.T) {
 			got[1].Misfire != ax.MisfireCatchUp {
 			t.Fatalf("after restart, Schedules = %+v; want legacy dormant, report paused with the new spec", got)
 		}
-		legacyLast := got[0].LastFireAt
 		time.Sleep(2 * time.Minute)
 		resumed := time.Now()
 		if err := s.ResumeSchedule(ctx, "report"); err != nil {
@@ -359,29 +374,28 @@ func TestScheduleDefinitions(t *testing.T) {
 
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		for key, at := range r.starts {
-			slot, err := time.Parse(time.RFC3339Nano, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if at.Before(resumed) && slot.After(t0) && key != slotKey(legacyLast) && !strings.HasPrefix(key, "legacy") {
-				// Only "legacy" ran before the resume (every minute, until it went dormant).
-				if slot.Sub(t0)%time.Minute != 0 {
-					t.Errorf("occurrence %s ran at %v while report was paused", key, at.Sub(t0))
-				}
-			}
-			if at.After(resumed) && slot.Before(resumed) {
-				t.Errorf("occurrence %s, from before the resume, ran at %v: a resume must not fire missed slots", key, at.Sub(t0))
-			}
-		}
-		after := 0
-		for _, at := range r.starts {
-			if at.After(resumed) {
-				after++
+		restarted := resumed.Add(-2 * time.Minute)
+		reportRuns := 0
+		for _, run := range r.all {
+			switch {
+			case run.name == "legacy" && run.slot.After(restarted.Add(2*time.Second)):
+				t.Errorf("dormant legacy ran its slot +%v", run.slot.Sub(t0))
+			case run.name == "report" && run.at.Before(resumed):
+				t.Errorf("report ran its slot +%v at +%v, while paused", run.slot.Sub(t0), run.at.Sub(t0))
+			case run.name == "report" && run.slot.Before(resumed):
+				t.Errorf("report ran its slot +%v from before the resume: a resume must not fire missed slots", run.slot.Sub(t0))
+			case run.name == "report":
+				reportRuns++
 			}
 		}
-		if after != 2 {
-			t.Errorf("%d runs in the minute after the resume, want 2 (every 30s)", after)
+		if reportRuns != 2 {
+			t.Errorf("%d runs of report in the minute after the resume, want 2 (every 30s)", reportRuns)
+		}
+		if _, err := s.Lookup(ctx, "legacy", slotKey(restarted.Add(time.Minute))); !errors.Is(err, ax.ErrNotFound) {
+			t.Errorf("an occurrence of the dormant legacy schedule was written after the restart: %v", err)
+		}
+		if n := len(r.all) - reportRuns; n < 2 {
+			t.Errorf("legacy ran %d times in the 3 minutes it was registered, want at least 2", n)
 		}
 		if errors.Is(s.PauseSchedule(ctx, "nope"), ax.ErrNotFound) == false {
 			t.Errorf("PauseSchedule(unknown) is not ErrNotFound")
@@ -518,4 +532,46 @@ func TestCronAcrossDST(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Two schedulers registering one schedule with different specs (a rolling deploy):
+// the last to start owns its timing, and the other stops firing it rather than mix
+// the two cadences.
+func TestScheduleLastRegistrationWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		t0 := time.Now()
+		r := newRuns()
+		quick := r.handler(func(string) time.Duration { return 0 })
+		old := startScheduler(t, st, ax.Config{}, "sync", quick, func(s *ax.Scheduler) error { return s.Every("sync", 2*time.Second) })
+		time.Sleep(10 * time.Second)
+		deployed := time.Now()
+		updated := startScheduler(t, st, ax.Config{}, "sync", quick, func(s *ax.Scheduler) error { return s.Every("sync", 3*time.Second) })
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		stop(t, old)
+		stop(t, updated)
+
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		ran := map[time.Duration]int{}
+		for _, run := range r.all {
+			ran[run.slot.Sub(t0)]++
+		}
+		for at, n := range ran {
+			if n != 1 {
+				t.Errorf("slot +%v ran %d times", at, n)
+			}
+			// Occurrences written before the deploy (up to fireAhead) still run.
+			if at > deployed.Sub(t0)+2*time.Second && at%(3*time.Second) != 0 {
+				t.Errorf("slot +%v of the old spec ran after the new one was registered", at)
+			}
+		}
+		for at := 15 * time.Second; at <= 27*time.Second; at += 3 * time.Second {
+			if ran[at] != 1 {
+				t.Errorf("slot +%v of the new spec ran %d times, want once", at, ran[at])
+			}
+		}
+	})
 }

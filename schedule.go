@@ -126,6 +126,11 @@ func (s *Scheduler) registerSchedules(ctx context.Context) ([]store.Schedule, er
 		if s.handlers[p.name] == nil {
 			return nil, fmt.Errorf("schedule %q has no handler: register one with Handle: %w", p.name, ErrInvalid)
 		}
+		// An occurrence the options cannot make (a per-task backoff beyond its
+		// limit, say) fails here, not silently at every slot.
+		if _, err := s.occurrenceLocked(p, now); err != nil {
+			return nil, fmt.Errorf("schedule %q: %w", p.name, err)
+		}
 		defs[i] = store.ScheduleDef{
 			Name: p.name, Spec: p.spec.String(), TimeZone: p.loc.String(), Overlap: p.overlap, Misfire: p.misfire,
 			Payload: p.opts.payload, NextFireAt: p.next(now),
@@ -202,7 +207,14 @@ func (s *Scheduler) ResumeSchedule(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("ax: resume schedule %q: %w", name, err)
 	}
-	if _, err := s.st.ResumeSchedule(ctx, name, p.next(s.clock.now())); err != nil {
+	now := s.clock.now()
+	if s.current() == nil {
+		// Not started: the clock's offset to the store is not measured; ask the store.
+		if now, err = s.st.Now(ctx); err != nil {
+			return fmt.Errorf("ax: resume schedule %q: %w", name, err)
+		}
+	}
+	if _, err := s.st.ResumeSchedule(ctx, name, p.next(now)); err != nil {
 		return fmt.Errorf("ax: resume schedule %q: %w", name, err)
 	}
 	if r := s.current(); r != nil {
@@ -237,31 +249,27 @@ func (p *periodic) next(t time.Time) time.Time {
 	return n
 }
 
-// misfireGrace is how late a slot may be materialised and still count as on time.
-// Occurrences are normally written fireAhead before their slot; a slot found more
-// than misfireGrace in the past was missed (the schedulers were down, or the
-// schedule paused), and the misfire policy decides.
-const (
-	fireAhead    = 2 * time.Second
-	misfireGrace = time.Second
-)
+// fireAhead is how long before its slot an occurrence is written.
+const fireAhead = 2 * time.Second
 
 // plan decides what to materialise when the schedule's next unmaterialised slot is
 // next and the time is now: the slots to fire, in order, and the new next slot (the
-// first after now+fireAhead). missed reports that next was already more than
-// misfireGrace in the past; the policy picks among the missed slots: FireOnce the
-// latest, Skip none, CatchUp the latest maxCatchUp.
-func (p *periodic) plan(next, now time.Time, maxCatchUp int) (slots []time.Time, missed bool, newNext time.Time) {
-	late := now.Add(-misfireGrace)
+// first after now+fireAhead). Slots more than grace in the past were missed; the
+// policy picks among them: FireOnce the latest, Skip none, CatchUp the latest
+// maxCatchUp. caught is how many of the returned slots are missed ones, or -1 when
+// none was missed.
+func (p *periodic) plan(next, now time.Time, grace time.Duration, maxCatchUp int) (slots []time.Time, caught int, newNext time.Time) {
+	late := now.Add(-grace)
 	t := next
+	caught = -1
 	if t.Before(late) {
-		missed = true
 		switch p.misfire {
 		case MisfireFireOnce:
 			slots = p.lastSlots(next, late, 1)
 		case MisfireCatchUp:
 			slots = p.lastSlots(next, late, maxCatchUp)
 		}
+		caught = len(slots)
 		t = p.next(late.Add(-time.Nanosecond))
 	}
 	horizon := now.Add(fireAhead)
@@ -269,7 +277,7 @@ func (p *periodic) plan(next, now time.Time, maxCatchUp int) (slots []time.Time,
 		slots = append(slots, t)
 		t = p.next(t)
 	}
-	return slots, missed, t
+	return slots, caught, t
 }
 
 // lastSlots returns the latest keep slots in [from, before), oldest first. It looks
@@ -280,9 +288,9 @@ func (p *periodic) lastSlots(from, before time.Time, keep int) []time.Time {
 		return nil
 	}
 	for span := time.Minute; ; span *= 2 {
-		start := before.Add(-span)
-		if !start.After(from) {
-			start = from
+		start := from
+		if span < before.Sub(from) {
+			start = before.Add(-span)
 		}
 		var found []time.Time
 		for t := p.next(start.Add(-time.Nanosecond)); t.Before(before) && !t.Equal(neverAgain); t = p.next(t) {

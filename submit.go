@@ -173,6 +173,12 @@ func (s *Scheduler) schedule(inTx bool, res []store.Inserted) {
 // newTask validates a submission and resolves its options: per-task values win, then
 // the handler's defaults when it is registered here, then the package defaults.
 func (s *Scheduler) newTask(name, key string, due time.Time, o *options) (store.NewTask, error) {
+	return s.buildTask(s.handler(name), name, key, due, o)
+}
+
+// buildTask is newTask with the handler registered under name (nil if none) given:
+// for callers that hold s.mu.
+func (s *Scheduler) buildTask(hd *handler, name, key string, due time.Time, o *options) (store.NewTask, error) {
 	if err := validName(name); err != nil {
 		return store.NewTask{}, err
 	}
@@ -195,7 +201,7 @@ func (s *Scheduler) newTask(name, key string, due time.Time, o *options) (store.
 		Name: name, Key: key, Payload: o.payload, DueAt: due.UTC().Truncate(time.Microsecond),
 		MaxRetry: DefaultMaxRetry, OwnerService: s.cfg.OwnerService,
 	}
-	if hd := s.handler(name); hd != nil {
+	if hd != nil {
 		nt.MaxRetry = hd.maxRetry
 	}
 	if o.maxRetry != nil {
