@@ -44,25 +44,18 @@ func TestDuplicateDeliveryRunsOnce(t *testing.T) {
 	for range 3 { // the same execution delivered three times, as a retrying sender would
 		ex.dispatch([]store.Task{*claimed}, false)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, _ := st.Get(ctx, task.ID)
-		if got.Status == Succeeded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task is %s, want SUCCEEDED", got.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, st, task.ID, Succeeded, 10*time.Second)
 	// Let the duplicates reach the store: they are answered from the record.
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ex.mu.Lock()
 		idle := len(ex.pending) == 0 && ex.free == s.cfg.Concurrency
 		ex.mu.Unlock()
-		if idle || time.Now().After(deadline) {
+		if idle {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the duplicate deliveries were still pending after 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -153,8 +154,25 @@ func TestOverlapAcrossSchedulers(t *testing.T) {
 				}
 				scheds = append(scheds, s)
 			}
+			// Watch five slots from the first one surely after the start, until each
+			// has run or been skipped.
 			first := time.Now().Truncate(time.Second).Add(2 * time.Second)
-			time.Sleep(time.Until(first.Add(6 * time.Second)))
+			slots := make([]*Task, 5)
+			end := time.Now().Add(30 * time.Second)
+			for i := 0; i < len(slots); {
+				task, err := st.Lookup(ctx, "reconcile", occurrenceKey(first.Add(time.Duration(i)*time.Second)))
+				switch {
+				case err == nil && task.Status.Terminal():
+					slots[i] = task
+					i++
+					continue
+				case err != nil && !errors.Is(err, ErrNotFound):
+					t.Fatal(err)
+				case time.Now().After(end):
+					t.Fatalf("slot %d (+%ds) not settled after 30s: %v, %v", i, i, task, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			for _, s := range scheds {
 				if err := s.Stop(ctx); err != nil {
 					t.Fatal(err)
@@ -166,12 +184,7 @@ func TestOverlapAcrossSchedulers(t *testing.T) {
 				t.Errorf("up to %d runs at once across the two schedulers, want 1", maxActive)
 			}
 			skipped := 0
-			for slot := first; slot.Before(first.Add(5 * time.Second)); slot = slot.Add(time.Second) {
-				task, err := st.Lookup(ctx, "reconcile", occurrenceKey(slot))
-				if err != nil {
-					t.Errorf("slot %v: %v", slot, err)
-					continue
-				}
+			for _, task := range slots {
 				if task.Status == Skipped {
 					skipped++
 				}
