@@ -238,3 +238,25 @@ func dispatchBackoff(n int) time.Duration {
 	}
 	return min(d, 30*time.Second)
 }
+
+// handBackRequeue is the Requeue that returns a claimed, unstarted task to SCHEDULED as a
+// dispatch failure (or FAILED once dispatch retries are exhausted), retried after
+// the dispatch backoff.
+func (s *Scheduler) handBackRequeue(t *store.Task, reason string, now time.Time) store.Requeue {
+	return store.Requeue{
+		TaskID: t.ID, ExecutionID: t.ExecutionID, DueAt: now.Add(dispatchBackoff(t.DispatchRetries + 1)),
+		Error: "dispatch: " + reason, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
+	}
+}
+
+// freedKeys returns the task keys of the tasks whose write applied: a task that left
+// DISPATCHING or RUNNING no longer holds its key.
+func freedKeys(n int, task func(i int) *store.Task, applied []bool) []string {
+	var keys []string
+	for i := range n {
+		if i < len(applied) && applied[i] && task(i).TaskKey != "" {
+			keys = append(keys, task(i).TaskKey)
+		}
+	}
+	return keys
+}

@@ -334,12 +334,8 @@ func (e *executor) finish(batch []*execution) {
 		}
 	}
 	leaderDone := 0
-	var freed []string
 	for i, x := range batch {
 		f := results[i]
-		if applied[i] && x.task.TaskKey != "" {
-			freed = append(freed, x.task.TaskKey)
-		}
 		attrs := append(taskAttrs(&x.task), slog.String("result", string(f.Status)))
 		switch {
 		case !applied[i]:
@@ -363,7 +359,7 @@ func (e *executor) finish(batch []*execution) {
 			leaderDone++
 		}
 	}
-	if len(freed) > 0 {
+	if freed := freedKeys(len(batch), func(i int) *store.Task { return &batch[i].task }, applied); len(freed) > 0 {
 		e.onKeysFree(freed)
 	}
 	if leaderDone > 0 {
@@ -450,10 +446,7 @@ func (e *executor) handBack(ds []dispatched, reason string) {
 	rq := make([]store.Requeue, len(ds))
 	leader := 0
 	for i, d := range ds {
-		rq[i] = store.Requeue{
-			TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, DueAt: now.Add(dispatchBackoff(d.task.DispatchRetries + 1)),
-			Error: "dispatch: " + reason, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
-		}
+		rq[i] = s.handBackRequeue(&d.task, reason, now)
 		if d.leader {
 			leader++
 		}
@@ -464,13 +457,7 @@ func (e *executor) handBack(ds []dispatched, reason string) {
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "ax: hand back claimed tasks failed; the inspector will", slog.Int("tasks", len(rq)), slog.Any("err", err))
 	}
-	var freed []string
-	for i, ok := range applied {
-		if ok && ds[i].task.TaskKey != "" {
-			freed = append(freed, ds[i].task.TaskKey)
-		}
-	}
-	if len(freed) > 0 {
+	if freed := freedKeys(len(ds), func(i int) *store.Task { return &ds[i].task }, applied); len(freed) > 0 {
 		e.onKeysFree(freed)
 	}
 	if leader > 0 {

@@ -214,6 +214,9 @@ func (l *leader) block(bs []store.Blocked, claimFrees uint64) {
 // unblock retries at once, together, the tasks waiting for keys that were just freed
 // here.
 func (l *leader) unblock(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
 	now := l.s.clock.now()
 	l.mu.Lock()
 	freed := make(map[string]bool, len(keys))

@@ -68,6 +68,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 				l.add(store.Due{ID: results[i].TaskID, DueAt: results[i].DueAt})
 			}
 		}
+		l.unblock(freedKeys(len(orphans), func(i int) *store.Task { return &orphans[i] }, applied))
 		if len(orphans) < store.MaxBatch {
 			break
 		}
@@ -82,12 +83,9 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 			return nil
 		}
 		rq := make([]store.Requeue, len(stuck))
-		for i, t := range stuck {
-			rq[i] = store.Requeue{
-				TaskID: t.ID, ExecutionID: t.ExecutionID, DueAt: now.Add(dispatchBackoff(t.DispatchRetries + 1)),
-				Error:              fmt.Sprintf("dispatch: not started within %v of the claim", s.cfg.DispatchTimeout),
-				MaxDispatchRetries: s.cfg.MaxDispatchRetries,
-			}
+		reason := fmt.Sprintf("not started within %v of the claim", s.cfg.DispatchTimeout)
+		for i := range stuck {
+			rq[i] = s.handBackRequeue(&stuck[i], reason, now)
 		}
 		applied, err := s.st.Requeue(ctx, rq)
 		if err != nil {
@@ -99,6 +97,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 				l.add(store.Due{ID: rq[i].TaskID, DueAt: rq[i].DueAt})
 			}
 		}
+		l.unblock(freedKeys(len(stuck), func(i int) *store.Task { return &stuck[i] }, applied))
 		if len(stuck) < store.MaxBatch {
 			return nil
 		}
