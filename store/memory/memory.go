@@ -251,7 +251,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	}
 	r := s.rows[id]
 	if r.task.Status != store.Scheduled {
-		return copyTask(&r.task), fmt.Errorf("ax: cancel task %d in status %s: %w", id, r.task.Status, store.ErrNotCancellable)
+		return store.Refusal(fmt.Sprintf("ax: cancel task %q/%q", name, key), copyTask(&r.task), store.ErrNotCancellable)
 	}
 	now := s.now()
 	s.unschedule(r)
@@ -319,21 +319,14 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
 	defer s.mu.Unlock()
-	for _, c := range claims {
-		if c.ExecutionID == "" {
-			return nil, fmt.Errorf("ax: claim tasks: task %d: empty execution id: %w", c.ID, store.ErrInvalid)
-		}
+	if err := store.CheckClaims(claims); err != nil {
+		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
-	sorted := slices.Clone(claims)
-	slices.SortStableFunc(sorted, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
 	now := s.now()
 	res := &store.ClaimResult{}
 	var keyed []store.Keyed
 	execs := make(map[int64]string)
-	for i, c := range sorted {
-		if i > 0 && sorted[i-1].ID == c.ID {
-			continue
-		}
+	for _, c := range store.UniqueClaims(claims) {
 		r, ok := s.rows[c.ID]
 		if !ok || r.task.Status != store.Scheduled {
 			continue
@@ -342,7 +335,7 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			res.NotDue = append(res.NotDue, store.Due{ID: r.task.ID, DueAt: r.task.DueAt})
 			continue
 		}
-		if r.task.TaskKey != "" && r.task.Overlap != store.OverlapAllow {
+		if serialised(&r.task) {
 			keyed = append(keyed, store.Keyed{ID: r.task.ID, DueAt: r.task.DueAt, TaskKey: r.task.TaskKey, Overlap: r.task.Overlap})
 			execs[r.task.ID] = c.ExecutionID
 			continue
@@ -384,6 +377,10 @@ func (s *Store) dispatch(r *row, executionID string, now time.Time) {
 	r.task.UpdatedAt = now
 }
 
+// serialised reports whether t waits for its task key: it has one, and its Overlap is
+// skip or queue.
+func serialised(t *store.Task) bool { return t.TaskKey != "" && t.Overlap != store.OverlapAllow }
+
 // holders returns, for the task keys of keyed, the lowest id of a task DISPATCHING or
 // RUNNING with that key. The store keeps no index of keys: it scans, as a test store
 // may.
@@ -419,21 +416,21 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	if !ok {
 		return nil, fmt.Errorf("ax: trigger task %d: %w", id, store.ErrNotFound)
 	}
-	if r.task.TaskKey != "" && r.task.Overlap != store.OverlapAllow &&
-		(r.task.Status == store.Scheduled || r.task.Status == store.Failed) {
+	op := fmt.Sprintf("ax: trigger task %d", id)
+	if r.task.Status != store.Scheduled && r.task.Status != store.Failed {
+		return store.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
+	}
+	if serialised(&r.task) {
 		k := store.Keyed{ID: r.task.ID, TaskKey: r.task.TaskKey}
 		if holder, held := s.holders([]store.Keyed{k})[k.TaskKey]; held {
-			return store.KeyHeld(fmt.Sprintf("ax: trigger task %d", id), copyTask(&r.task), holder)
+			return store.KeyHeld(op, copyTask(&r.task), holder)
 		}
 	}
-	switch r.task.Status {
-	case store.Scheduled:
+	if r.task.Status == store.Scheduled {
 		s.unschedule(r)
-	case store.Failed:
+	} else {
 		r.task.Attempt++
 		r.task.FinishedAt = time.Time{}
-	default:
-		return copyTask(&r.task), fmt.Errorf("ax: trigger task %d in status %s: %w", id, r.task.Status, store.ErrNotTriggerable)
 	}
 	now := s.now()
 	r.task.Status = store.Dispatching
@@ -451,10 +448,8 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 		return nil, fmt.Errorf("ax: start executions: %w", err)
 	}
 	defer s.mu.Unlock()
-	for _, p := range starts {
-		if p.ExecutionID == "" {
-			return nil, fmt.Errorf("ax: start executions: task %d: empty execution id: %w", p.TaskID, store.ErrInvalid)
-		}
+	if err := store.CheckStarts(starts); err != nil {
+		return nil, fmt.Errorf("ax: start executions: %w", err)
 	}
 	now := s.now()
 	out := make([]store.StartResult, len(starts))
@@ -529,9 +524,12 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 		return nil, fmt.Errorf("ax: finish executions: %w", err)
 	}
 	defer s.mu.Unlock()
-	for _, f := range results {
-		if err := validFinish(f); err != nil {
-			return nil, fmt.Errorf("ax: finish executions: task %d: %w", f.TaskID, err)
+	if err := store.CheckFinishes(results); err != nil {
+		return nil, fmt.Errorf("ax: finish executions: %w", err)
+	}
+	for i, f := range results {
+		if f.Status == store.Scheduled && f.Attempt < 0 {
+			return nil, fmt.Errorf("ax: finish executions: result %d: retry with negative attempt %d: %w", i, f.Attempt, store.ErrInvalid)
 		}
 	}
 	now := s.now()
@@ -566,25 +564,6 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 		out[i] = true
 	}
 	return out, nil
-}
-
-func validFinish(f store.Finish) error {
-	if f.ExecutionID == "" {
-		return fmt.Errorf("empty execution id: %w", store.ErrInvalid)
-	}
-	switch f.Status {
-	case store.Succeeded, store.Failed:
-		return nil
-	case store.Scheduled:
-		if f.DueAt.IsZero() {
-			return fmt.Errorf("retry with a zero due time: %w", store.ErrInvalid)
-		}
-		if f.Attempt < 0 {
-			return fmt.Errorf("retry with negative attempt %d: %w", f.Attempt, store.ErrInvalid)
-		}
-		return nil
-	}
-	return fmt.Errorf("finish in status %q: %w", f.Status, store.ErrInvalid)
 }
 
 // Requeue hands back tasks that could not be dispatched. See [store.Store.Requeue]. A
