@@ -149,7 +149,8 @@ func CheckScheduleDefs(defs []ScheduleDef) error {
 }
 
 // CheckFire rejects what the contract calls invalid for FireSchedule: an empty name,
-// a zero Expect or Next. The tasks are checked as Insert checks them.
+// a zero Expect or Next. It does not look at the tasks: drivers check them as their
+// Insert does.
 func CheckFire(p FireParams) error {
 	if p.Name == "" || p.Expect.IsZero() || p.Next.IsZero() {
 		return fmt.Errorf("fire schedule %q: empty name, or zero expected or next fire time: %w", p.Name, ErrInvalid)
