@@ -18,8 +18,6 @@ package storetest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -28,6 +26,7 @@ import (
 	"github.com/axsched/ax/store"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/google/uuid"
 )
 
 // Run runs the conformance suite against the stores that open returns. Each subtest
@@ -113,15 +112,8 @@ var opts = cmp.Options{cmpopts.EquateApproxTime(precision), cmpopts.EquateEmpty(
 // diff reports the difference between want and got, or "".
 func diff(want, got any) string { return cmp.Diff(want, got, opts) }
 
-// newExecID returns a fresh execution id formatted like a UUIDv7.
-func newExecID() string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
-	rand.Read(b[6:])
-	b[6] = b[6]&0x0f | 0x70
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+// newExecID returns a fresh execution id, a UUIDv7 as the scheduler makes them.
+func newExecID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // now returns the store's time.
 func (e *env) now() time.Time {
