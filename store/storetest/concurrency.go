@@ -99,6 +99,29 @@ func (e *env) wait(wg *sync.WaitGroup, limit time.Duration, what string) {
 	}
 }
 
+// race runs work on n goroutines at once and waits for them as wait does; then it
+// fails the test with the errors the workers returned.
+func (e *env) race(n int, limit time.Duration, what string, work func(w int) error) {
+	e.t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range n {
+		wg.Go(func() {
+			if err := work(w); err != nil {
+				errs <- err
+			}
+		})
+	}
+	e.wait(&wg, limit, what)
+	close(errs)
+	for err := range errs {
+		e.t.Errorf("%s: %v", what, err)
+	}
+	if e.t.Failed() {
+		e.t.FailNow()
+	}
+}
+
 // seed returns a random seed and logs it, so that a failure can be replayed.
 func (e *env) seed() (seed uint64) {
 	seed = rand.Uint64()

@@ -232,24 +232,28 @@ func testInsertDuplicateInBatch(e *env) {
 	}
 }
 
-func testInsertInvalid(e *env) {
-	cases := map[string]func(*store.NewTask){
-		"empty name":    func(nt *store.NewTask) { nt.Name = "" },
-		"empty key":     func(nt *store.NewTask) { nt.Key = "" },
-		"zero due time": func(nt *store.NewTask) { nt.DueAt = time.Time{} },
-	}
+// insertInvalid inserts, for each case, a valid task and one the case spoils, and
+// checks that the store refuses both with ErrInvalid.
+func (e *env) insertInvalid(cases map[string]func(*store.NewTask)) {
+	e.t.Helper()
 	for name, spoil := range cases {
-		valid := e.newTask(e.past())
-		bad := e.newTask(e.past())
+		valid, bad := e.newTask(e.past()), e.newTask(e.past())
 		spoil(&bad)
-		res, err := e.s.Insert(e.ctx, []store.NewTask{valid, bad})
-		if !errors.Is(err, store.ErrInvalid) {
+		if res, err := e.s.Insert(e.ctx, []store.NewTask{valid, bad}); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("Insert(valid, %s) = %v, %v; want ErrInvalid", name, res, err)
 		}
 		if _, err := e.s.Lookup(e.ctx, valid.Name, valid.Key); !errors.Is(err, store.ErrNotFound) {
 			e.t.Errorf("after Insert(valid, %s) failed, Lookup(valid) error = %v, want ErrNotFound", name, err)
 		}
 	}
+}
+
+func testInsertInvalid(e *env) {
+	e.insertInvalid(map[string]func(*store.NewTask){
+		"empty name":    func(nt *store.NewTask) { nt.Name = "" },
+		"empty key":     func(nt *store.NewTask) { nt.Key = "" },
+		"zero due time": func(nt *store.NewTask) { nt.DueAt = time.Time{} },
+	})
 	res, err := e.s.Refill(e.ctx, store.RefillParams{AfterSeq: 0, To: e.future(), Limit: 10})
 	if err != nil {
 		e.t.Fatalf("Refill error: %v", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,21 +80,11 @@ func testKeyRoundTrip(e *env) {
 }
 
 func testKeyInvalid(e *env) {
-	cases := map[string]func(*store.NewTask){
+	e.insertInvalid(map[string]func(*store.NewTask){
 		"overlap without key": func(nt *store.NewTask) { nt.Overlap = store.OverlapSkip },
 		"key without overlap": func(nt *store.NewTask) { nt.TaskKey = "k" },
 		"unknown overlap":     func(nt *store.NewTask) { nt.TaskKey, nt.Overlap = "k", "sometimes" },
-	}
-	for name, spoil := range cases {
-		valid, bad := e.newTask(e.past()), e.newTask(e.past())
-		spoil(&bad)
-		if res, err := e.s.Insert(e.ctx, []store.NewTask{valid, bad}); !errors.Is(err, store.ErrInvalid) {
-			e.t.Errorf("Insert(valid, %s) = %v, %v; want ErrInvalid", name, res, err)
-		}
-		if _, err := e.s.Lookup(e.ctx, valid.Name, valid.Key); !errors.Is(err, store.ErrNotFound) {
-			e.t.Errorf("after Insert(valid, %s) failed, Lookup(valid) error = %v, want ErrNotFound", name, err)
-		}
-	}
+	})
 }
 
 // holding inserts a task with key and policy p and moves it to status (DISPATCHING
@@ -280,57 +269,40 @@ func testKeyRace(e *env) {
 	}
 	var active [keys]atomic.Int32
 	var violations, done atomic.Int64
-	rng := rand.New(rand.NewPCG(e.seed(), 0))
-	seeds := make([]uint64, workers)
-	for i := range seeds {
-		seeds[i] = rng.Uint64()
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seeds[w], 1))
-			for e.ctx.Err() == nil && done.Load() < int64(len(ids)) {
-				pick := make([]store.Claim, 1+rng.IntN(12))
-				for i := range pick {
-					pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: newExecID()}
-				}
-				res, err := e.s.Claim(e.ctx, pick)
-				if err != nil {
-					errs <- fmt.Errorf("Claim: %w", err)
-					return
-				}
-				done.Add(int64(len(res.Skipped)))
-				for _, t := range res.Claimed {
-					k := t.TaskKey[len("race-"):]
-					a := &active[k[0]-'0']
-					if a.Add(1) > 1 {
-						violations.Add(1)
-					}
-					if _, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: t.ID, ExecutionID: t.ExecutionID, Node: "race"}}); err != nil {
-						errs <- fmt.Errorf("Start: %w", err)
-						return
-					}
-					// Leave the key before the write that frees it, so that a claim
-					// it lets through cannot be counted while this one still is.
-					a.Add(-1)
-					ok, err := e.s.Finish(e.ctx, []store.Finish{{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded}})
-					if err != nil || !ok[0] {
-						errs <- fmt.Errorf("Finish = %v, %w", ok, err)
-						return
-					}
-					done.Add(1)
-				}
+	seed := e.seed()
+	e.race(workers, stuckAfter, "key race workers", func(w int) error {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		for e.ctx.Err() == nil && done.Load() < int64(len(ids)) {
+			pick := make([]store.Claim, 1+rng.IntN(12))
+			for i := range pick {
+				pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: newExecID()}
 			}
-		}()
-	}
-	e.wait(&wg, stuckAfter, "key race workers")
-	close(errs)
-	for err := range errs {
-		e.t.Fatal(err)
-	}
+			res, err := e.s.Claim(e.ctx, pick)
+			if err != nil {
+				return fmt.Errorf("Claim: %w", err)
+			}
+			done.Add(int64(len(res.Skipped)))
+			for _, t := range res.Claimed {
+				k := t.TaskKey[len("race-"):]
+				a := &active[k[0]-'0']
+				if a.Add(1) > 1 {
+					violations.Add(1)
+				}
+				if _, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: t.ID, ExecutionID: t.ExecutionID, Node: "race"}}); err != nil {
+					return fmt.Errorf("Start: %w", err)
+				}
+				// Leave the key before the write that frees it, so that a claim
+				// it lets through cannot be counted while this one still is.
+				a.Add(-1)
+				ok, err := e.s.Finish(e.ctx, []store.Finish{{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded}})
+				if err != nil || !ok[0] {
+					return fmt.Errorf("Finish = %v, %w", ok, err)
+				}
+				done.Add(1)
+			}
+		}
+		return nil
+	})
 	if n := violations.Load(); n != 0 {
 		e.t.Fatalf("%d claims found their key already held by a DISPATCHING or RUNNING task", n)
 	}

@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -359,32 +358,21 @@ func testFireRace(e *env) {
 	for round := range rounds {
 		slot := next.Add(time.Duration(round) * time.Second)
 		var applied atomic.Int32
-		var wg sync.WaitGroup
-		errs := make(chan error, workers)
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Each worker would write a different occurrence (as two schedulers
-				// that read the clock at different moments might).
-				nt := occurrence("race", slot)
-				nt.Key = fmt.Sprintf("%s/%d", nt.Key, w)
-				res, err := e.s.FireSchedule(e.ctx, store.FireParams{Name: "race", Expect: slot, Next: slot.Add(time.Second),
-					Last: slot, Tasks: []store.NewTask{nt}})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if res.Applied {
-					applied.Add(1)
-				}
-			}()
-		}
-		e.wait(&wg, 30*time.Second, "FireSchedule racers")
-		close(errs)
-		for err := range errs {
-			e.t.Fatalf("FireSchedule error: %v", err)
-		}
+		e.race(workers, 30*time.Second, "FireSchedule racers", func(w int) error {
+			// Each worker would write a different occurrence (as two schedulers
+			// that read the clock at different moments might).
+			nt := occurrence("race", slot)
+			nt.Key = fmt.Sprintf("%s/%d", nt.Key, w)
+			res, err := e.s.FireSchedule(e.ctx, store.FireParams{Name: "race", Expect: slot, Next: slot.Add(time.Second),
+				Last: slot, Tasks: []store.NewTask{nt}})
+			if err != nil {
+				return err
+			}
+			if res.Applied {
+				applied.Add(1)
+			}
+			return nil
+		})
 		if n := applied.Load(); n != 1 {
 			e.t.Fatalf("round %d: %d FireSchedule calls applied, want exactly 1", round, n)
 		}

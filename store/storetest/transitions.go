@@ -93,18 +93,27 @@ func testCancelScheduled(e *env) {
 	}
 }
 
-func testCancelRefused(e *env) {
-	for _, status := range []store.Status{store.Dispatching, store.Running, store.Succeeded, store.Failed, store.Cancelled} {
+// refused calls op on a fresh task in each status and checks that it answers sentinel
+// with the unchanged task, and changes nothing.
+func (e *env) refused(op string, sentinel error, statuses []store.Status, call func(*store.Task) (*store.Task, error)) {
+	e.t.Helper()
+	for _, status := range statuses {
 		before := e.inState(status)
-		got, err := e.s.Cancel(e.ctx, before.Name, before.Key)
-		if !errors.Is(err, store.ErrNotCancellable) {
-			e.t.Errorf("Cancel(%s task %d) error = %v, want ErrNotCancellable", status, before.ID, err)
+		got, err := call(before)
+		if !errors.Is(err, sentinel) {
+			e.t.Errorf("%s(%s task %d) error = %v, want %v", op, status, before.ID, err, sentinel)
 		}
 		if d := diff(before, got); d != "" {
-			e.t.Errorf("Cancel(%s task %d) did not return the unchanged task (-want +got):\n%s", status, before.ID, d)
+			e.t.Errorf("%s(%s task %d) did not return the unchanged task (-want +got):\n%s", op, status, before.ID, d)
 		}
-		e.unchanged("a refused Cancel", before)
+		e.unchanged("a refused "+op, before)
 	}
+}
+
+func testCancelRefused(e *env) {
+	e.refused("Cancel", store.ErrNotCancellable,
+		[]store.Status{store.Dispatching, store.Running, store.Succeeded, store.Failed, store.Cancelled},
+		func(t *store.Task) (*store.Task, error) { return e.s.Cancel(e.ctx, t.Name, t.Key) })
 }
 
 func testClaimDue(e *env) {
@@ -237,8 +246,11 @@ func testClaimInvalid(e *env) {
 	e.unchanged("an invalid Claim", b)
 }
 
-func testTriggerScheduled(e *env) {
-	before := e.scheduled(e.future())
+// trigger triggers before with a fresh execution id, checks the times Trigger stamps,
+// and returns the task it answered and what it should be: before, DISPATCHING with the
+// new execution id and those stamps.
+func (e *env) trigger(before *store.Task) (got *store.Task, want store.Task) {
+	e.t.Helper()
 	exec := newExecID()
 	lo := e.settle(before)
 	got, err := e.s.Trigger(e.ctx, before.ID, exec)
@@ -250,10 +262,16 @@ func testTriggerScheduled(e *env) {
 	e.stamped("Trigger: DispatchedAt", got.DispatchedAt, lo, hi)
 	e.stamped("Trigger: TriggeredAt", got.TriggeredAt, lo, hi)
 	e.stamped("Trigger: UpdatedAt", got.UpdatedAt, lo, hi)
-	want := *before
+	want = *before
 	want.Status = store.Dispatching
 	want.ExecutionID = exec
 	want.DispatchedAt, want.TriggeredAt, want.UpdatedAt = got.DispatchedAt, got.TriggeredAt, got.UpdatedAt
+	return got, want
+}
+
+func testTriggerScheduled(e *env) {
+	before := e.scheduled(e.future())
+	got, want := e.trigger(before)
 	if d := diff(&want, got); d != "" {
 		e.t.Errorf("Trigger(scheduled %d) mismatch (-want +got):\n%s", before.ID, d)
 	}
@@ -263,22 +281,8 @@ func testTriggerScheduled(e *env) {
 
 func testTriggerFailed(e *env) {
 	before := e.inState(store.Failed)
-	exec := newExecID()
-	lo := e.settle(before)
-	got, err := e.s.Trigger(e.ctx, before.ID, exec)
-	hi := e.now()
-	if err != nil {
-		e.t.Fatalf("Trigger(%d) error: %v", before.ID, err)
-	}
-	checkTask(e.t, "Trigger", got)
-	e.stamped("Trigger: DispatchedAt", got.DispatchedAt, lo, hi)
-	e.stamped("Trigger: TriggeredAt", got.TriggeredAt, lo, hi)
-	e.stamped("Trigger: UpdatedAt", got.UpdatedAt, lo, hi)
-	want := *before
-	want.Status = store.Dispatching
-	want.ExecutionID = exec
+	got, want := e.trigger(before)
 	want.Attempt = before.Attempt + 1
-	want.DispatchedAt, want.TriggeredAt, want.UpdatedAt = got.DispatchedAt, got.TriggeredAt, got.UpdatedAt
 	want.FinishedAt = got.FinishedAt // the contract does not say whether leaving FAILED clears it
 	if d := diff(&want, got); d != "" {
 		e.t.Errorf("Trigger(failed %d) mismatch (-want +got):\n%s", before.ID, d)
@@ -290,23 +294,15 @@ func testTriggerFailed(e *env) {
 		e.t.Errorf("Start after Trigger: Execution.Attempt = %d, want %d", started.Execution.Attempt, before.Attempt+1)
 	}
 	execs := e.executions(before.ID)
-	if len(execs) != 2 || execs[0].ID != before.ExecutionID || execs[1].ID != exec {
-		e.t.Errorf("Executions(%d) = %+v, want the failed execution %s then %s", before.ID, execs, before.ExecutionID, exec)
+	if len(execs) != 2 || execs[0].ID != before.ExecutionID || execs[1].ID != want.ExecutionID {
+		e.t.Errorf("Executions(%d) = %+v, want the failed execution %s then %s", before.ID, execs, before.ExecutionID, want.ExecutionID)
 	}
 }
 
 func testTriggerRefused(e *env) {
-	for _, status := range []store.Status{store.Dispatching, store.Running, store.Succeeded, store.Cancelled} {
-		before := e.inState(status)
-		got, err := e.s.Trigger(e.ctx, before.ID, newExecID())
-		if !errors.Is(err, store.ErrNotTriggerable) {
-			e.t.Errorf("Trigger(%s task %d) error = %v, want ErrNotTriggerable", status, before.ID, err)
-		}
-		if d := diff(before, got); d != "" {
-			e.t.Errorf("Trigger(%s task %d) did not return the unchanged task (-want +got):\n%s", status, before.ID, d)
-		}
-		e.unchanged("a refused Trigger", before)
-	}
+	e.refused("Trigger", store.ErrNotTriggerable,
+		[]store.Status{store.Dispatching, store.Running, store.Succeeded, store.Cancelled},
+		func(t *store.Task) (*store.Task, error) { return e.s.Trigger(e.ctx, t.ID, newExecID()) })
 }
 
 func testTriggerInvalid(e *env) {
@@ -848,8 +844,8 @@ func testStaleDispatching(e *env) {
 	d2 := e.inState(store.Dispatching)
 	cut := e.after(d2.DispatchedAt)
 	e.inState(store.Dispatching) // dispatched after the cut
-	e.checkStale(store.Dispatching, cut, 10, []*store.Task{e.get(d1.ID), e.get(d2.ID)})
-	e.checkStale(store.Dispatching, cut, 1, []*store.Task{e.get(d1.ID)})
+	e.checkStale(store.Dispatching, cut, 10, []*store.Task{d1, d2})
+	e.checkStale(store.Dispatching, cut, 1, []*store.Task{d1})
 }
 
 func (e *env) checkStale(status store.Status, before time.Time, limit int, want []*store.Task) {
