@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -49,7 +50,6 @@ type locked struct {
 	retries int
 	due     bool
 	dueAt   time.Time
-	now     time.Time
 	overlap store.OverlapPolicy // Claim only: skip or queue when the task's key rules, else empty
 	taskKey string              // Claim only, when its key rules
 }
@@ -76,22 +76,18 @@ func lockRows(ctx context.Context, tx *sql.Tx, status store.Status, ids []int64,
 		var id int64
 		l := &locked{}
 		if keys {
-			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&l.now},
+			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now},
 				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey})
 		} else {
-			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&l.now})
+			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now})
 		}
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		now = l.now
 		out[id] = l
 	}
 	if err := rows.Err(); err != nil {
 		return nil, time.Time{}, err
-	}
-	if now.IsZero() && len(out) == 0 {
-		return out, time.Time{}, nil
 	}
 	return out, now, nil
 }
@@ -114,9 +110,12 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	if err := s.check("claim"); err != nil {
 		return nil, err
 	}
+	if err := store.CheckClaims(claims); err != nil {
+		return nil, fmt.Errorf("ax: mysql: claim: %w", err)
+	}
 	for i, c := range claims {
-		if c.ExecutionID == "" || !validText(c.ExecutionID, maxExecID) {
-			return nil, fmt.Errorf("ax: mysql: claim: claim %d: empty or over-long execution id: %w", i, store.ErrInvalid)
+		if !validText(c.ExecutionID, maxExecID) {
+			return nil, fmt.Errorf("ax: mysql: claim: claim %d: execution id over %d bytes or not UTF-8: %w", i, maxExecID, store.ErrInvalid)
 		}
 	}
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
@@ -173,7 +172,6 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			// 2. The transition, with the per-row CAS.
 			ts := dt(now)
 			execCase, args := caseID(dueIDs, execs, "")
-			args = append([]any{}, args...)
 			args = append(args, ts, ts)
 			args = append(args, int64s(dueIDs)...)
 			args = append(args, ts)
@@ -210,9 +208,13 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 	if err := s.check("start"); err != nil {
 		return nil, err
 	}
+	if err := store.CheckStarts(starts); err != nil {
+		return nil, fmt.Errorf("ax: mysql: start: %w", err)
+	}
 	for i, sp := range starts {
-		if sp.ExecutionID == "" || !validText(sp.ExecutionID, maxExecID) || !validText(sp.Node, maxNode) {
-			return nil, fmt.Errorf("ax: mysql: start: execution %d: empty or over-long execution id or node: %w", i, store.ErrInvalid)
+		if !validText(sp.ExecutionID, maxExecID) || !validText(sp.Node, maxNode) {
+			return nil, fmt.Errorf("ax: mysql: start: execution %d: execution id (≤ %d bytes) or node (≤ %d) too long or not UTF-8: %w",
+				i, maxExecID, maxNode, store.ErrInvalid)
 		}
 	}
 	out := make([]store.StartResult, len(starts))
@@ -234,13 +236,10 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 		clear(out)
 		return chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
-			ids := make([]int64, 0, len(part))
-			execIDs := make([]any, 0, len(part))
-			for _, i := range part {
-				if len(ids) == 0 || ids[len(ids)-1] != starts[i].TaskID {
-					ids = append(ids, starts[i].TaskID)
-				}
-				execIDs = append(execIDs, starts[i].ExecutionID)
+			ids := uniqueIDs(part, func(i int) int64 { return starts[i].TaskID })
+			execIDs := make([]any, len(part))
+			for k, i := range part {
+				execIDs[k] = starts[i].ExecutionID
 			}
 			// 1. Lock the DISPATCHING rows.
 			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
@@ -280,13 +279,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 			}
 			started := map[int64]*store.Task{}
 			if len(runIDs) > 0 {
-				values := ""
-				for k := range runIDs {
-					if k > 0 {
-						values += ","
-					}
-					values += "(?,?,?,?,'RUNNING',?,?,'')"
-				}
+				values := strings.TrimSuffix(strings.Repeat("(?,?,?,?,'RUNNING',?,?,''),", len(runIDs)), ",")
 				if _, err := tx.ExecContext(ctx, `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at, error)
 					VALUES `+values, ins...); err != nil {
 					var me *mysql.MySQLError
@@ -418,13 +411,13 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 	}
 	retries := 0
 	for i, f := range results {
-		switch {
-		case f.Status == store.Scheduled && (f.DueAt.Before(minTime) || f.DueAt.After(maxTime)):
+		if f.Status != store.Scheduled {
+			continue
+		}
+		if !inRange(f.DueAt) {
 			return nil, fmt.Errorf("ax: mysql: finish: result %d: due time %v outside years 1000-9999: %w", i, f.DueAt, store.ErrInvalid)
 		}
-		if f.Status == store.Scheduled {
-			retries++
-		}
+		retries++
 	}
 	out := make([]bool, len(results))
 	// Only the first result of an execution can apply: drop repeats, which a
@@ -464,7 +457,11 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 				all = append(all, f.TaskID)
 				allExec = append(allExec, f.ExecutionID)
 				status = append(status, string(f.Status))
-				execStatus = append(execStatus, string(map[bool]store.Status{true: store.Succeeded, false: store.Failed}[f.Status == store.Succeeded]))
+				if f.Status == store.Succeeded {
+					execStatus = append(execStatus, string(store.Succeeded))
+				} else {
+					execStatus = append(execStatus, string(store.Failed))
+				}
 				execIDs = append(execIDs, f.ExecutionID)
 				execErr = append(execErr, f.Error)
 				switch f.Status {
@@ -500,20 +497,10 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 				return err
 			}
 			// Close the execution records.
-			var b, c string
-			var bargs, cargs []any
-			b, c = "CASE id", "CASE id"
-			for k, id := range execIDs {
-				b += " WHEN ? THEN ?"
-				c += " WHEN ? THEN ?"
-				bargs = append(bargs, id, execStatus[k])
-				cargs = append(cargs, id, execErr[k])
-			}
-			b += " END"
-			c += " END"
-			args = append(append(append([]any{}, bargs...), cargs...), ts)
-			args = append(args, execIDs...)
-			_, err = tx.ExecContext(ctx, `UPDATE ax_executions SET status = `+b+`, error = `+c+`, finished_at = ?
+			statusCase, sargs := caseID(execIDs, execStatus, "")
+			errCase, eargs := caseID(execIDs, execErr, "")
+			args = append(append(append(sargs, eargs...), ts), execIDs...)
+			_, err = tx.ExecContext(ctx, `UPDATE ax_executions SET status = `+statusCase+`, error = `+errCase+`, finished_at = ?
 				WHERE id IN (`+marks(len(execIDs))+`)`, args...)
 			return err
 		})

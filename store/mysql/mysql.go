@@ -527,6 +527,17 @@ var (
 
 func dt(t time.Time) string { return t.UTC().Format(timeLayout) }
 
+// inRange reports whether t fits a DATETIME column (years 1000-9999).
+func inRange(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }
+
+// nullPayload is a payload as a query argument: NULL for nil.
+func nullPayload(p []byte) any {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
 // clamp brings t into DATETIME's range.
 func clamp(t time.Time) time.Time {
 	if t.Before(minTime) {
@@ -659,8 +670,9 @@ func marks(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
-// caseID returns "CASE id WHEN ? THEN ? … ELSE els END" and its arguments.
-func caseID(ids []int64, vals []any, els string) (string, []any) {
+// caseID returns "CASE id WHEN ? THEN ? … ELSE els END" and its arguments; the ids
+// are task ids or execution ids.
+func caseID[ID any](ids []ID, vals []any, els string) (string, []any) {
 	var b strings.Builder
 	args := make([]any, 0, 2*len(ids))
 	b.WriteString("CASE id")

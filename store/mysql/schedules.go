@@ -40,17 +40,6 @@ func scanSchedule(row scanner) (*store.Schedule, error) {
 	return &sc, nil
 }
 
-// inRange reports whether t fits a DATETIME column (years 1000-9999).
-func inRange(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }
-
-// nullPayload is a payload as a query argument: NULL for nil, as in ax_tasks.
-func nullPayload(p []byte) any {
-	if p == nil {
-		return nil
-	}
-	return p
-}
-
 // RegisterSchedules upserts schedule definitions in one transaction and returns the
 // stored schedules in input order (see store.Store). The rows are locked by name,
 // ascending; new ones are written by one plain multi-row INSERT (a concurrent

@@ -45,7 +45,7 @@ func validateNew(op string, tasks []store.NewTask) error {
 			!validText(nt.TaskKey, maxTaskKey):
 			return fmt.Errorf("ax: mysql: %s: task %d: name (≤ %d bytes), key (≤ %d), owner (≤ %d) or task key (≤ %d) too long or not UTF-8: %w",
 				op, i, maxName, maxKey, maxOwner, maxTaskKey, store.ErrInvalid)
-		case nt.DueAt.Before(minTime) || nt.DueAt.After(maxTime):
+		case !inRange(nt.DueAt):
 			return fmt.Errorf("ax: mysql: %s: task %d: due time %v outside years 1000-9999: %w", op, i, nt.DueAt, store.ErrInvalid)
 		case nt.MaxRetry < math.MinInt32 || nt.MaxRetry > math.MaxInt32 || nt.Timeout < 0:
 			return fmt.Errorf("ax: mysql: %s: task %d: max retry or timeout out of range: %w", op, i, store.ErrInvalid)
@@ -234,11 +234,7 @@ func insertRows(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, rows []i
 		}
 		q.WriteString("(?,?,?,'SCHEDULED',?,?,?,'',?,?,?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
 		nt := tasks[i]
-		var payload any
-		if nt.Payload != nil {
-			payload = nt.Payload
-		}
-		args = append(args, nt.Name, nt.Key, payload, dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
+		args = append(args, nt.Name, nt.Key, nullPayload(nt.Payload), dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
 			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap))
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
