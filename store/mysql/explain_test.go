@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store"
 )
 
@@ -18,9 +17,7 @@ func TestExplain(t *testing.T) {
 	if os.Getenv("AX_MYSQL_EXPLAIN") != "1" {
 		t.Skip("set AX_MYSQL_EXPLAIN=1 to print the query plans")
 	}
-	dsn := servicetest.MySQLDSN(t)
-	s := openDSN(t, dsn)
-	db := rawDB(t, dsn)
+	s, db := openWithDB(t)
 	ctx := t.Context()
 	now, _ := s.Now(ctx)
 	const n = 100_000

@@ -156,18 +156,8 @@ func statements(t *testing.T, db *sql.DB) int {
 // Keyed tasks add the key lock, the holder read, their UPDATEs and their read-back.
 func TestClaimStatements(t *testing.T) {
 	t.Parallel()
-	cfg, err := gomysql.ParseDSN(servicetest.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.InterpolateParams = true
-	db := rawDB(t, cfg.FormatDSN())
+	s, db := newWithDB(t, func(cfg *gomysql.Config) { cfg.InterpolateParams = true })
 	db.SetMaxOpenConns(1)
-	s, err := mysql.New(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	ctx := t.Context()
 	now, _ := s.Now(ctx)
 	var nts []store.NewTask

@@ -12,12 +12,7 @@ import (
 // open returns a store on a fresh database of the test server.
 func open(t *testing.T) *mysql.Store {
 	t.Helper()
-	s, err := mysql.Open(servicetest.MySQLDSN(t))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() }) // ErrClosed when the test closed it already
-	return s
+	return openDSN(t, servicetest.MySQLDSN(t))
 }
 
 func TestStore(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/mysql"
 )
@@ -17,10 +16,8 @@ import (
 // commits and rollbacks: every committed task reaches Changed.
 func TestRefillConcurrentWriters(t *testing.T) {
 	t.Parallel()
-	dsn := servicetest.MySQLDSN(t)
-	s := openDSN(t, dsn)
+	s, db := openWithDB(t)
 	mysql.SetHoldGrace(s, 20*time.Millisecond) // reap rolled-back holds quickly
-	db := rawDB(t, dsn)
 	ctx := t.Context()
 	now, _ := s.Now(ctx)
 	run := 2 * time.Second

@@ -26,19 +26,48 @@ func TestStoreNew(t *testing.T) {
 		t.Skip("the suite runs once through Open in short mode")
 	}
 	storetest.Run(t, func(t *testing.T) store.Store {
-		cfg, err := gomysql.ParseDSN(servicetest.MySQLDSN(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.ParseTime = false
-		db := rawDB(t, cfg.FormatDSN())
-		s, err := mysql.New(db)
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s, _ := newWithDB(t, func(cfg *gomysql.Config) { cfg.ParseTime = false })
 		return s
 	})
+}
+
+// newWithDB returns a store made by New on a fresh database, through a pool of the
+// caller's own whose DSN edit adjusts, and that pool.
+func newWithDB(t *testing.T, edit func(*gomysql.Config)) (*mysql.Store, *sql.DB) {
+	t.Helper()
+	cfg, err := gomysql.ParseDSN(servicetest.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(cfg)
+	db := rawDB(t, cfg.FormatDSN())
+	s, err := mysql.New(db)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, db
+}
+
+// openWithDB returns a store made by Open on a fresh database, and a pool of its own
+// on that database, for the caller's transactions and raw statements.
+func openWithDB(t *testing.T) (*mysql.Store, *sql.DB) {
+	t.Helper()
+	dsn := servicetest.MySQLDSN(t)
+	return openDSN(t, dsn), rawDB(t, dsn)
+}
+
+// migrated returns a fresh database migrated by Open (the store closed again), and a
+// pool on it.
+func migrated(t *testing.T) (string, *sql.DB) {
+	t.Helper()
+	dsn := servicetest.MySQLDSN(t)
+	s, err := mysql.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return dsn, rawDB(t, dsn)
 }
 
 func rawDB(t *testing.T, dsn string) *sql.DB {
@@ -113,13 +142,7 @@ func TestMigrateConcurrent(t *testing.T) {
 
 func TestMigrateNewerSchema(t *testing.T) {
 	t.Parallel()
-	dsn := servicetest.MySQLDSN(t)
-	s, err := mysql.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	db := rawDB(t, dsn)
+	dsn, db := migrated(t)
 	if _, err := db.Exec(`INSERT INTO ax_schema_migrations (version, step, started_at, applied_at)
 		VALUES (999, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`); err != nil {
 		t.Fatal(err)
@@ -139,13 +162,7 @@ func TestMigrateNewerSchema(t *testing.T) {
 // migration's row records how far it got. The next Open finishes it.
 func TestMigrateResumesAfterCrash(t *testing.T) {
 	t.Parallel()
-	dsn := servicetest.MySQLDSN(t)
-	s, err := mysql.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	db := rawDB(t, dsn)
+	dsn, db := migrated(t)
 	// As if the process died after the statement creating ax_executions.
 	for _, q := range []string{
 		`DROP TABLE ax_seq_holds`, `DROP TABLE ax_counters`,
@@ -155,7 +172,7 @@ func TestMigrateResumesAfterCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err = mysql.Open(dsn)
+	s, err := mysql.Open(dsn)
 	if err != nil {
 		t.Fatalf("Open after an interrupted migration: %v", err)
 	}
@@ -279,13 +296,7 @@ func TestMigrateFromV1(t *testing.T) {
 func TestMigrateResumesAlterAfterCrash(t *testing.T) {
 	t.Parallel()
 	for _, step := range []int{0, 1} {
-		dsn := servicetest.MySQLDSN(t)
-		s, err := mysql.Open(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
-		db := rawDB(t, dsn)
+		dsn, db := migrated(t)
 		// Undo the statements after step+1 (the two CREATE TABLEs, and the second
 		// ALTER when the crash followed the first), then forget step+1.
 		undo := []string{`DROP TABLE ax_schedules`, `DROP TABLE ax_task_keys`}
@@ -298,7 +309,7 @@ func TestMigrateResumesAlterAfterCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s, err = mysql.Open(dsn)
+		s, err := mysql.Open(dsn)
 		if err != nil {
 			t.Fatalf("Open after a crash before step %d of migration 2 was recorded: %v", step+1, err)
 		}
@@ -336,9 +347,7 @@ func TestOpenUnreachable(t *testing.T) {
 
 func TestInsertTx(t *testing.T) {
 	t.Parallel()
-	dsn := servicetest.MySQLDSN(t)
-	s := openDSN(t, dsn)
-	db := rawDB(t, dsn)
+	s, db := openWithDB(t)
 	ctx := t.Context()
 	now, _ := s.Now(ctx)
 
@@ -436,9 +445,7 @@ func ids(ds []store.Due) []int64 {
 // task inserted in a transaction that commits after a later one still reaches Changed.
 func TestRefillOpenTransaction(t *testing.T) {
 	t.Parallel()
-	dsn := servicetest.MySQLDSN(t)
-	s := openDSN(t, dsn)
-	db := rawDB(t, dsn)
+	s, db := openWithDB(t)
 	ctx := t.Context()
 	now, _ := s.Now(ctx)
 	c0 := cursor(t, s)
@@ -482,10 +489,8 @@ func TestRefillOpenTransaction(t *testing.T) {
 // A rolled-back submit holds the cursor back for HoldGrace at most.
 func TestRefillRolledBackTransaction(t *testing.T) {
 	t.Parallel()
-	dsn := servicetest.MySQLDSN(t)
-	s := openDSN(t, dsn)
+	s, db := openWithDB(t)
 	mysql.SetHoldGrace(s, 200*time.Millisecond)
-	db := rawDB(t, dsn)
 	ctx := t.Context()
 	now, _ := s.Now(ctx)
 	c0 := cursor(t, s)
