@@ -250,31 +250,17 @@ func backoff(ctx context.Context, n int) error {
 // and must reset whatever it fills, because on a deadlock or a serialization failure
 // the whole transaction runs again. A statement that fails rolls back all of them.
 func (s *Store) tx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	return s.retry(ctx, op, func() error { return send(ctx, s.pool, true, true, queue, read) })
+}
+
+// retry runs once, and runs it again after a deadlock or a serialization failure,
+// up to maxAttempts times; the error is wrapped under op.
+func (s *Store) retry(ctx context.Context, op string, once func() error) error {
 	if err := s.check(op); err != nil {
 		return err
 	}
 	for attempt := 1; ; attempt++ {
-		b := &pgx.Batch{}
-		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-		// Plan every statement for its actual arrays: after five executions of a
-		// prepared statement PostgreSQL may switch to a generic plan, which for these
-		// unnest()/ANY($1) statements was three times slower (a 20-worker drain went
-		// from 4,500 to 1,600 tasks/s).
-		b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
-		queue(b)
-		b.Queue(`COMMIT`)
-		br := s.pool.SendBatch(ctx, b)
-		err := func() error {
-			for range 2 { // BEGIN, SET LOCAL
-				if _, err := br.Exec(); err != nil {
-					return err
-				}
-			}
-			return read(br)
-		}()
-		if cerr := br.Close(); err == nil { // Close runs what read left, COMMIT included
-			err = cerr
-		}
+		err := once()
 		if err == nil {
 			return nil
 		}
@@ -286,6 +272,45 @@ func (s *Store) tx(ctx context.Context, op string, queue func(b *pgx.Batch), rea
 		}
 		return s.wrap(op, err)
 	}
+}
+
+// batchSender is a pool or one of its connections.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// send sends one pipelined batch: when begin, first BEGIN and
+// SET LOCAL plan_cache_mode = force_custom_plan; then the statements queue adds;
+// when commit, last COMMIT. read consumes the results of queue's statements.
+func send(ctx context.Context, to batchSender, begin, commit bool, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	b := &pgx.Batch{}
+	if begin {
+		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+		// Plan every statement for its actual arrays: after five executions of a
+		// prepared statement PostgreSQL may switch to a generic plan, which for these
+		// unnest()/ANY($1) statements was three times slower (a 20-worker drain went
+		// from 4,500 to 1,600 tasks/s).
+		b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
+	}
+	queue(b)
+	if commit {
+		b.Queue(`COMMIT`)
+	}
+	br := to.SendBatch(ctx, b)
+	err := func() error {
+		if begin {
+			for range 2 { // BEGIN, SET LOCAL
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+		}
+		return read(br)
+	}()
+	if cerr := br.Close(); err == nil { // Close runs what read left, COMMIT included
+		err = cerr
+	}
+	return err
 }
 
 // round sends one pipelined batch of an interactive transaction (see steps) and
@@ -300,22 +325,7 @@ type round func(last bool, queue func(b *pgx.Batch), read func(br pgx.BatchResul
 // tx, the whole transaction runs again after a deadlock or a serialization failure,
 // so fn must reset whatever it fills.
 func (s *Store) steps(ctx context.Context, op string, fn func(r round) error) error {
-	if err := s.check(op); err != nil {
-		return err
-	}
-	for attempt := 1; ; attempt++ {
-		err := s.stepsOnce(ctx, fn)
-		if err == nil {
-			return nil
-		}
-		if retryable(err) && attempt < maxAttempts {
-			if berr := backoff(ctx, attempt); berr != nil {
-				return s.wrap(op, berr)
-			}
-			continue
-		}
-		return s.wrap(op, err)
-	}
+	return s.retry(ctx, op, func() error { return s.stepsOnce(ctx, fn) })
 }
 
 func (s *Store) stepsOnce(ctx context.Context, fn func(r round) error) error {
@@ -329,33 +339,9 @@ func (s *Store) stepsOnce(ctx context.Context, fn func(r round) error) error {
 		if ended {
 			return errors.New("transaction already committed")
 		}
-		b := &pgx.Batch{}
 		first := !open
-		if first {
-			b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-			b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`) // as in tx
-			open = true
-		}
-		queue(b)
-		if last {
-			b.Queue(`COMMIT`)
-			ended = true
-		}
-		br := conn.SendBatch(ctx, b)
-		err := func() error {
-			if first {
-				for range 2 { // BEGIN, SET LOCAL
-					if _, err := br.Exec(); err != nil {
-						return err
-					}
-				}
-			}
-			return read(br)
-		}()
-		if cerr := br.Close(); err == nil { // Close runs what read left, COMMIT included
-			err = cerr
-		}
-		return err
+		open, ended = true, last
+		return send(ctx, conn, first, last, queue, read)
 	}
 	err = fn(r)
 	if err == nil && open && !ended {
