@@ -127,6 +127,28 @@ func chunks[T any](items []T, f func(part []T)) {
 	}
 }
 
+// readChunks reads the results of the statements queued by chunks over n items,
+// one per chunk and in order, calling row on each of their rows.
+func readChunks(br pgx.BatchResults, n int, row func(rows pgx.Rows) error) error {
+	for lo := 0; lo < n; lo += store.MaxBatch {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := row(rows); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type ref struct {
 	id  int64
 	eid string
@@ -134,28 +156,14 @@ type ref struct {
 
 // readRefs reads the (id, execution_id) rows of one result per chunk of n items.
 func readRefs(br pgx.BatchResults, n int, into map[ref]int) error {
-	for lo := 0; lo < n; lo += store.MaxBatch {
-		if err := readRefSet(br, into); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func readRefSet(br pgx.BatchResults, into map[ref]int) error {
-	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return readChunks(br, n, func(rows pgx.Rows) error {
 		var r ref
 		if err := rows.Scan(&r.id, &r.eid); err != nil {
 			return err
 		}
 		into[r]++
-	}
-	return rows.Err()
+		return nil
+	})
 }
 
 // Claim moves due SCHEDULED tasks to DISPATCHING. Rows are locked in id order and
@@ -191,49 +199,32 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	}, func(br pgx.BatchResults) error {
 		res.Claimed, res.NotDue = nil, nil
 		keyedClaims, keys = nil, nil
-		var err error
-		chunks(uniq, func([]store.Claim) {
+		return readChunks(br, len(uniq), func(rows pgx.Rows) error {
+			var outcome int32
+			t, err := scanTask(rows, &outcome)
 			if err != nil {
-				return
+				return err
 			}
-			var rows pgx.Rows
-			if rows, err = br.Query(); err != nil {
-				return
+			switch outcome {
+			case claimClaimed:
+				res.Claimed = append(res.Claimed, *t)
+			case claimNotDue:
+				res.NotDue = append(res.NotDue, store.Due{ID: t.ID, DueAt: t.DueAt})
+			case claimKeyed:
+				i, _ := slices.BinarySearchFunc(uniq, t.ID, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
+				keyedClaims = append(keyedClaims, uniq[i])
+				keys = append(keys, t.TaskKey)
 			}
-			defer rows.Close()
-			for rows.Next() {
-				var outcome int32
-				t, serr := scanTask(rows, &outcome)
-				if serr != nil {
-					err = serr
-					return
-				}
-				switch outcome {
-				case claimClaimed:
-					res.Claimed = append(res.Claimed, *t)
-				case claimNotDue:
-					res.NotDue = append(res.NotDue, store.Due{ID: t.ID, DueAt: t.DueAt})
-				case claimKeyed:
-					i, _ := slices.BinarySearchFunc(uniq, t.ID, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
-					keyedClaims = append(keyedClaims, uniq[i])
-					keys = append(keys, t.TaskKey)
-				}
-			}
-			err = rows.Err()
+			return nil
 		})
-		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if len(keyedClaims) > 0 {
 		// The claim statement returns a chunk's rows in no particular order.
-		order := store.SortedOrder(len(keyedClaims), func(i int) int64 { return keyedClaims[i].ID })
-		sorted, sortedKeys := make([]store.Claim, len(order)), make([]string, len(order))
-		for k, i := range order {
-			sorted[k], sortedKeys[k] = keyedClaims[i], keys[i]
-		}
-		if err := s.claimKeyed(ctx, sorted, sortedKeys, res); err != nil {
+		slices.SortFunc(keyedClaims, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
+		if err := s.claimKeyed(ctx, keyedClaims, keys, res); err != nil {
 			return nil, err
 		}
 	}

@@ -110,26 +110,22 @@ func readHolders(br pgx.BatchResults) (map[string]int64, error) {
 	return held, rows.Err()
 }
 
-// readTasks reads the taskCols rows of one statement.
-func readTasks(br pgx.BatchResults, into *[]store.Task) error {
-	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
+// appendTask returns a row function for readChunks that appends taskCols rows to
+// into.
+func appendTask(into *[]store.Task) func(rows pgx.Rows) error {
+	return func(rows pgx.Rows) error {
 		t, err := scanTask(rows)
 		if err != nil {
 			return err
 		}
 		*into = append(*into, *t)
+		return nil
 	}
-	return rows.Err()
 }
 
 // claimKeyed applies the overlap rule to the due keyed tasks that the claim
-// statement left SCHEDULED (candidates, in id order, with their execution ids), in
-// a transaction of its own: two round trips.
+// statement left SCHEDULED (candidates, in id order, with their execution ids; keys,
+// their task keys in any order), in a transaction of its own: two round trips.
 //
 //	round 1: BEGIN; SET LOCAL; lock the keys (ascending lock ids); lock and re-read the
 //	         candidates (ascending ids); read the holders of their keys
@@ -166,33 +162,22 @@ func (s *Store) claimKeyed(ctx context.Context, candidates []store.Claim, keys [
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
-			var err error
-			chunks(ids, func([]int64) {
-				if err != nil {
-					return
+			err := readChunks(br, len(ids), func(rows pgx.Rows) error {
+				var (
+					k       store.Keyed
+					overlap string
+					isDue   bool
+				)
+				if err := rows.Scan(&k.ID, &k.DueAt, &k.TaskKey, &overlap, &isDue); err != nil {
+					return err
 				}
-				var rows pgx.Rows
-				if rows, err = br.Query(); err != nil {
-					return
+				k.DueAt, k.Overlap = k.DueAt.UTC(), store.OverlapPolicy(overlap)
+				if isDue {
+					due = append(due, k)
+				} else { // made SCHEDULED again, later, since the claim statement read it
+					notDue = append(notDue, store.Due{ID: k.ID, DueAt: k.DueAt})
 				}
-				defer rows.Close()
-				for rows.Next() {
-					var (
-						k       store.Keyed
-						overlap string
-						isDue   bool
-					)
-					if err = rows.Scan(&k.ID, &k.DueAt, &k.TaskKey, &overlap, &isDue); err != nil {
-						return
-					}
-					k.DueAt, k.Overlap = k.DueAt.UTC(), store.OverlapPolicy(overlap)
-					if isDue {
-						due = append(due, k)
-					} else { // made SCHEDULED again, later, since the claim statement read it
-						notDue = append(notDue, store.Due{ID: k.ID, DueAt: k.DueAt})
-					}
-				}
-				err = rows.Err()
+				return nil
 			})
 			if err != nil {
 				return err
@@ -226,18 +211,10 @@ func (s *Store) claimKeyed(ctx context.Context, candidates []store.Claim, keys [
 				b.Queue(keyedSkipSQL, sids, reasons)
 			})
 		}, func(br pgx.BatchResults) error {
-			var err error
-			chunks(win, func([]store.Keyed) {
-				if err == nil {
-					err = readTasks(br, &claimed)
-				}
-			})
-			chunks(skip, func([]store.Keyed) {
-				if err == nil {
-					err = readTasks(br, &skipped)
-				}
-			})
-			if err != nil {
+			if err := readChunks(br, len(win), appendTask(&claimed)); err != nil {
+				return err
+			}
+			if err := readChunks(br, len(skip), appendTask(&skipped)); err != nil {
 				return err
 			}
 			// A winner the UPDATE refused found its key taken by a task with Overlap
@@ -297,24 +274,8 @@ func (s *Store) triggerKeyed(ctx context.Context, id int64, executionID, taskKey
 			return err
 		}
 		holder = held[taskKey]
-		var moved []store.Task
-		if err := readTasks(br, &moved); err != nil {
-			return err
-		}
-		if len(moved) == 1 {
-			applied = true
-			t = &moved[0]
-			_, err := br.Exec() // the read: not needed
-			return err
-		}
-		var now []store.Task
-		if err := readTasks(br, &now); err != nil {
-			return err
-		}
-		if len(now) == 1 {
-			t = &now[0]
-		}
-		return nil
+		t, applied, err = readTransition(br)
+		return err
 	})
 	return t, applied, holder, err
 }

@@ -122,22 +122,13 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	}, func(br pgx.BatchResults) error {
 		clear(out)
 		byName := make(map[string]store.Schedule, len(defs))
-		var err error
-		chunks(order, func([]int) {
+		err := readChunks(br, len(order), func(rows pgx.Rows) error {
+			sc, err := scanSchedule(rows)
 			if err != nil {
-				return
+				return err
 			}
-			var rows pgx.Rows
-			if rows, err = br.Query(); err != nil {
-				return
-			}
-			var got []store.Schedule
-			if got, err = readSchedules(rows); err != nil {
-				return
-			}
-			for _, sc := range got {
-				byName[sc.Name] = sc
-			}
+			byName[sc.Name] = *sc
+			return nil
 		})
 		if err != nil {
 			return err

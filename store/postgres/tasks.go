@@ -98,12 +98,6 @@ func (in *insertion) reset() {
 	in.missing = in.missing[:0]
 }
 
-func (in *insertion) chunks(f func(part []int)) {
-	for lo := 0; lo < len(in.order); lo += store.MaxBatch {
-		f(in.order[lo:min(len(in.order), lo+store.MaxBatch)])
-	}
-}
-
 func (in *insertion) args(part []int) []any {
 	names, keys, payloads := make([]string, len(part)), make([]string, len(part)), make([][]byte, len(part))
 	dues, owners, backoffs := make([]time.Time, len(part)), make([]string, len(part)), make([]string, len(part))
@@ -125,7 +119,7 @@ func (in *insertion) args(part []int) []any {
 // lock and wake-up signal (publishSQL), then one insertSQL per chunk.
 func (in *insertion) queue(b *pgx.Batch, s *Store) {
 	b.Queue(publishSQL, s.lockKey, s.channel)
-	in.chunks(func(part []int) { b.Queue(insertSQL, in.args(part)...) })
+	chunks(in.order, func(part []int) { b.Queue(insertSQL, in.args(part)...) })
 }
 
 // read consumes the results of the statements queue added.
@@ -135,7 +129,7 @@ func (in *insertion) read(br pgx.BatchResults) error {
 		return err
 	}
 	var err error
-	in.chunks(func(part []int) {
+	chunks(in.order, func(part []int) {
 		if err != nil {
 			return
 		}
@@ -286,7 +280,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
 		return nil, s.wrap("insert tx", err)
 	}
-	in.chunks(func(part []int) {
+	chunks(in.order, func(part []int) {
 		if err == nil {
 			err = q.query(ctx, insertSQL, in.args(part), func(rows txRows) error { return in.collect(part, rows) })
 		}
@@ -467,24 +461,30 @@ func (s *Store) transition(ctx context.Context, op, update string, updArgs []any
 		b.Queue(update, updArgs...)
 		b.Queue(read, readArgs...)
 	}, func(br pgx.BatchResults) error {
-		t, applied = nil, false
 		var err error
-		t, err = scanTask(br.QueryRow())
-		if err == nil {
-			applied = true
-			_, err = br.Exec() // the read: not needed
-			return err
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		t, err = scanTask(br.QueryRow())
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
+		t, applied, err = readTransition(br)
 		return err
 	})
 	return t, applied, err
+}
+
+// readTransition reads the results of a conditional UPDATE … RETURNING taskCols and
+// of the fresh read of its row that follows it: the task moved, or else the task as
+// it is now (nil when there is none).
+func readTransition(br pgx.BatchResults) (t *store.Task, applied bool, err error) {
+	t, err = scanTask(br.QueryRow())
+	if err == nil {
+		_, err = br.Exec() // the read: not needed
+		return t, true, err
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, err
+	}
+	t, err = scanTask(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	return t, false, err
 }
 
 // Cancel moves a SCHEDULED task to CANCELLED.
@@ -498,9 +498,9 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	case err != nil:
 		return nil, err
 	case t == nil:
-		return nil, fmt.Errorf("ax: postgres: cancel %q/%q: %w", name, key, store.ErrNotFound)
+		return store.Refusal(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), nil, store.ErrNotFound)
 	case !ok:
-		return t, fmt.Errorf("ax: postgres: cancel %q/%q: task is %s: %w", name, key, t.Status, store.ErrNotCancellable)
+		return store.Refusal(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, store.ErrNotCancellable)
 	}
 	return t, nil
 }
@@ -531,9 +531,9 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	case err != nil:
 		return nil, err
 	case t == nil:
-		return nil, fmt.Errorf("%s: %w", triggerOp(id), store.ErrNotFound)
+		return store.Refusal(triggerOp(id), nil, store.ErrNotFound)
 	case !ok:
-		return t, fmt.Errorf("%s: task is %s: %w", triggerOp(id), t.Status, store.ErrNotTriggerable)
+		return store.Refusal(triggerOp(id), t, store.ErrNotTriggerable)
 	}
 	return t, nil
 }
