@@ -297,7 +297,9 @@ func TestInsertTx(t *testing.T) {
 			if err != nil || !errors.Is(res[0].Err, store.ErrDuplicate) || res[0].Task.ID != got.ID {
 				t.Errorf("InsertTx(existing) = %+v, %v; want ErrDuplicate with task %d", res, err, got.ID)
 			}
-			commit()
+			if err := commit(); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 	t.Run("InvalidKind", func(t *testing.T) {
@@ -415,22 +417,7 @@ func TestListen(t *testing.T) {
 			}
 		})
 	}()
-	// Listen is ready once its connection has LISTENed.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`+
-			` AND query LIKE '%'||$1||'%'`, st.Channel()).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Listen did not LISTEN within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitListeners(t, pool, st.Channel(), 1)
 
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -460,9 +447,10 @@ func TestListen(t *testing.T) {
 		t.Errorf("Listen after ctx ended = %v, want nil", err)
 	}
 
-	// Close ends a Listen with ErrClosed.
+	// Close ends a running Listen with ErrClosed.
+	waitListeners(t, pool, st.Channel(), 0)
 	go func() { listened <- st.Listen(context.Background(), func() {}) }()
-	time.Sleep(50 * time.Millisecond)
+	waitListeners(t, pool, st.Channel(), 1)
 	st.Close()
 	select {
 	case err := <-listened:
@@ -471,6 +459,25 @@ func TestListen(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Listen still running 10s after Close")
+	}
+}
+
+// waitListeners waits, up to 10s, until want sessions have LISTENed on channel.
+func waitListeners(t *testing.T, pool *pgxpool.Pool, channel string, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
+			"LISTEN "+pgx.Identifier{channel}.Sanitize()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions LISTEN on %s after 10s, want %d", n, channel, want)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -503,10 +510,11 @@ func TestClaimWaitsForLockedRow(t *testing.T) {
 		}
 		done <- r
 	}()
+	postgres.WaitBlocking(t, tx)
 	select {
 	case r := <-done:
 		t.Fatalf("Claim returned %+v while task %d was locked, want it to wait", r, b)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/axsched/ax/internal/servicetest"
@@ -99,10 +100,11 @@ func TestClaimWaitsForKeyLock(t *testing.T) {
 		}
 		done <- res
 	}()
+	waitBlocking(t, tx)
 	select {
 	case res := <-done:
 		t.Fatalf("Claim returned %+v while the key's lock was held, want it to wait", res)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	if _, err := tx.Exec(ctx, `UPDATE ax_tasks SET status = 'RUNNING', execution_id = 'e-holder' WHERE id = $1`, holder); err != nil {
 		t.Fatal(err)
@@ -117,5 +119,28 @@ func TestClaimWaitsForKeyLock(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Claim still waiting 10s after the key's lock was released")
+	}
+}
+
+// waitBlocking waits, up to 10s, until another session waits for a lock that tx
+// holds.
+func waitBlocking(t *testing.T, tx pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	pid := tx.Conn().PgConn().PID()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		// pg_locks, not pg_stat_activity, which a transaction reads once and keeps.
+		var blocked bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l
+			WHERE NOT l.granted AND $1::int4 = ANY(pg_blocking_pids(l.pid)))`, int32(pid)).Scan(&blocked); err != nil {
+			t.Fatalf("read the sessions blocked by %d: %v", pid, err)
+		}
+		if blocked {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session waited for a lock of session %d within 10s", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
