@@ -216,3 +216,22 @@ func SkipReason(taskKey string, holder int64) string {
 func KeyHeld(op string, t *Task, holder int64) (*Task, error) {
 	return t, fmt.Errorf("%s: task key %q held by task %d: %w", op, t.TaskKey, holder, ErrNotTriggerable)
 }
+
+// SchedulesInOrder returns stored, the rows a driver read back after
+// RegisterSchedules, in the order of defs, as the contract answers. A definition
+// without its row is an error: the upsert did not write it.
+func SchedulesInOrder(defs []ScheduleDef, stored []Schedule) ([]Schedule, error) {
+	byName := make(map[string]Schedule, len(stored))
+	for _, sc := range stored {
+		byName[sc.Name] = sc
+	}
+	out := make([]Schedule, len(defs))
+	for i, d := range defs {
+		sc, ok := byName[d.Name]
+		if !ok {
+			return nil, fmt.Errorf("schedule %q registered but not read back", d.Name)
+		}
+		out[i] = sc
+	}
+	return out, nil
+}

@@ -72,7 +72,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	for i, d := range sorted {
 		names[i] = d.Name
 	}
-	out := make([]store.Schedule, len(defs))
+	var out []store.Schedule
 	err := s.run(ctx, "register schedules", 0, func(tx *sql.Tx, _ int64) error {
 		// Lock the existing rows, in name order, and learn their timing.
 		type timing struct{ spec, zone string }
@@ -132,18 +132,8 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		if err != nil {
 			return err
 		}
-		byName := make(map[string]store.Schedule, len(stored))
-		for _, sc := range stored {
-			byName[sc.Name] = sc
-		}
-		for i, d := range defs {
-			sc, ok := byName[d.Name]
-			if !ok {
-				return fmt.Errorf("schedule %q not found after registering it", d.Name)
-			}
-			out[i] = sc
-		}
-		return nil
+		out, err = store.SchedulesInOrder(defs, stored)
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -105,7 +105,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(defs[a].Name, defs[b].Name) })
-	out := make([]store.Schedule, len(defs))
+	var out []store.Schedule
 	err := s.tx(ctx, "register schedules", func(b *pgx.Batch) {
 		chunks(order, func(part []int) {
 			names, specs, zones := make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
@@ -120,27 +120,20 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 			b.Queue(registerSQL, names, specs, zones, overlaps, misfires, payloads, nexts)
 		})
 	}, func(br pgx.BatchResults) error {
-		clear(out)
-		byName := make(map[string]store.Schedule, len(defs))
+		stored := make([]store.Schedule, 0, len(defs))
 		err := readChunks(br, len(order), func(rows pgx.Rows) error {
 			sc, err := scanSchedule(rows)
 			if err != nil {
 				return err
 			}
-			byName[sc.Name] = *sc
+			stored = append(stored, *sc)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		for i, d := range defs {
-			sc, ok := byName[d.Name]
-			if !ok {
-				return fmt.Errorf("schedule %q upserted but not returned", d.Name)
-			}
-			out[i] = sc
-		}
-		return nil
+		out, err = store.SchedulesInOrder(defs, stored)
+		return err
 	})
 	if err != nil {
 		return nil, err
