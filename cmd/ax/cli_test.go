@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/axsched/ax/internal/servicetest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/axsched/ax/internal/servicetest"
 )
 
 // TestMain lets the tests run this test binary as the ax command itself: with
@@ -150,6 +151,23 @@ func TestMigrateNetworkStores(t *testing.T) {
 			}
 			if code, stdout, _ := runAx(t, "migrate", "status", "--store", name, "--dsn", d); code != exitOK || !strings.Contains(stdout, "up to date") {
 				t.Errorf("migrate status after up: exit %d, %q", code, stdout)
+			}
+		})
+	}
+}
+
+// ax bench on the network stores: each run makes its own schema or database in the
+// server of --dsn and removes it after.
+func TestBenchNetworkStores(t *testing.T) {
+	for name, dsn := range map[string]func(testing.TB) string{"postgres": servicetest.PostgresDSN, "mysql": servicetest.MySQLDSN} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runAx(t, "bench", "--store", name, "--dsn", dsn(t), "--workload", "drain", "--tasks", "100", "--concurrency", "10", "--runs", "2")
+			if code != exitOK {
+				t.Fatalf("ax bench --store %s: exit %d\nstdout:\n%s\nstderr:\n%s", name, code, stdout, stderr)
+			}
+			if n := strings.Count(stdout, `"workload":"drain"`); n != 2 || !strings.Contains(stdout, `"store":"`+name+`"`) {
+				t.Errorf("ax bench --store %s --runs 2: %d drain results, want 2 of store %s:\n%s", name, n, name, stdout)
 			}
 		})
 	}

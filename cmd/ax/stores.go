@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,10 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	mysqldriver "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/freshdb"
 	"github.com/axsched/ax/store/mysql"
 	"github.com/axsched/ax/store/postgres"
 	"github.com/axsched/ax/store/sqlite"
@@ -57,72 +53,28 @@ var storeKinds = map[string]storeKind{
 		dbCPU:  selfCPU, // embedded: the database runs in this process
 	},
 	"postgres": {
-		open: func(ctx context.Context, dsn string) (ax.Store, error) { return postgres.Open(ctx, dsn) },
+		open: openPostgres,
 		fresh: func(ctx context.Context, dsn string) (ax.Store, func(), error) {
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			name := freshName()
-			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-				conn.Close(ctx)
-				return nil, nil, err
-			}
-			drop := func() {
-				conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
-				conn.Close(context.Background())
-			}
-			u, err := url.Parse(dsn)
-			if err != nil || u.Scheme == "" {
-				drop()
-				return nil, nil, fmt.Errorf("--dsn: want a postgres:// URL: %v", err)
-			}
-			q := u.Query()
-			q.Set("search_path", name)
-			u.RawQuery = q.Encode()
-			st, err := postgres.Open(ctx, u.String())
-			if err != nil {
-				drop()
-				return nil, nil, err
-			}
-			return st, func() { st.Close(); drop() }, nil
+			return freshStore(ctx, dsn, freshdb.CreatePostgresSchema, openPostgres)
 		},
 		status:     postgres.SchemaStatus,
 		dbCPU:      processCPU("postgres"),
-		defaultDSN: "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
+		defaultDSN: freshdb.DefaultPostgresDSN,
 	},
 	"mysql": {
-		open: func(ctx context.Context, dsn string) (ax.Store, error) { return mysql.Open(dsn) },
+		open: openMySQL,
 		fresh: func(ctx context.Context, dsn string) (ax.Store, func(), error) {
-			cfg, err := mysqldriver.ParseDSN(dsn)
-			if err != nil {
-				return nil, nil, fmt.Errorf("--dsn: %w", err)
-			}
-			admin := cfg.Clone()
-			admin.DBName = ""
-			db, err := sql.Open("mysql", admin.FormatDSN())
-			if err != nil {
-				return nil, nil, err
-			}
-			name := freshName()
-			if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
-				db.Close()
-				return nil, nil, err
-			}
-			drop := func() { db.ExecContext(context.Background(), "DROP DATABASE "+name); db.Close() }
-			cfg.DBName = name
-			st, err := mysql.Open(cfg.FormatDSN())
-			if err != nil {
-				drop()
-				return nil, nil, err
-			}
-			return st, func() { st.Close(); drop() }, nil
+			return freshStore(ctx, dsn, freshdb.CreateMySQLDatabase, openMySQL)
 		},
 		status:     mysql.SchemaStatus,
 		dbCPU:      processCPU("mariadbd", "mysqld"),
-		defaultDSN: "root@tcp(127.0.0.1:3306)/test",
+		defaultDSN: freshdb.DefaultMySQLDSN,
 	},
 }
+
+func openPostgres(ctx context.Context, dsn string) (ax.Store, error) { return postgres.Open(ctx, dsn) }
+
+func openMySQL(_ context.Context, dsn string) (ax.Store, error) { return mysql.Open(dsn) }
 
 func storeNames() string {
 	names := make([]string, 0, len(storeKinds))
@@ -141,11 +93,24 @@ func lookupStore(name string) (storeKind, error) {
 	return k, nil
 }
 
-// freshName returns a new schema or database name.
-func freshName() string {
+// freshStore creates a fresh schema or database in the server of base with create,
+// and opens a store there; drop closes the store and removes the place.
+func freshStore(ctx context.Context, base string,
+	create func(ctx context.Context, base, name string) (string, func(context.Context) error, error),
+	open func(ctx context.Context, dsn string) (ax.Store, error),
+) (st ax.Store, drop func(), err error) {
 	var b [6]byte
 	rand.Read(b[:])
-	return "ax_bench_" + hex.EncodeToString(b[:])
+	dsn, remove, err := create(ctx, base, "ax_bench_"+hex.EncodeToString(b[:]))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--dsn: %w", err)
+	}
+	removeBg := func() { remove(context.WithoutCancel(ctx)) }
+	if st, err = open(ctx, dsn); err != nil {
+		removeBg()
+		return nil, nil, err
+	}
+	return st, func() { st.Close(); removeBg() }, nil
 }
 
 // selfCPU is this process's CPU time, user and system.

@@ -5,13 +5,16 @@
 // AX_TEST_REDIS_ADDR (with the local defaults below). A test whose service cannot be
 // reached is skipped with a message saying so — unless AX_REQUIRE_SERVICES=1 (CI sets
 // it), and then it fails.
+//
+// The schemas and databases are made by package internal/freshdb, which `ax bench`
+// uses too.
 package servicetest
 
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -20,14 +23,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
+	"github.com/axsched/ax/internal/freshdb"
 )
 
 // Defaults when the environment variables are unset.
 const (
-	DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test"
+	DefaultPostgresDSN = freshdb.DefaultPostgresDSN
+	DefaultMySQLDSN    = freshdb.DefaultMySQLDSN
 	DefaultRedisAddr   = "127.0.0.1:6379"
 )
 
@@ -61,37 +63,18 @@ func PostgresDSN(t testing.TB) string {
 	base := env("AX_TEST_POSTGRES_DSN", DefaultPostgresDSN)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
+	dsn, drop, err := freshdb.CreatePostgresSchema(ctx, base, Name())
 	if err != nil {
-		unavailable(t, "PostgreSQL ("+redact(base)+")", err)
-	}
-	defer conn.Close(ctx)
-	schema := Name()
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
+		fail(t, "PostgreSQL ("+redact(base)+")", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
+		if err := drop(ctx); err != nil {
+			t.Error(err)
 		}
 	})
-	u, err := url.Parse(base)
-	if err != nil || u.Scheme == "" {
-		// A keyword/value DSN.
-		return base + " search_path=" + schema
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return dsn
 }
 
 // MySQLDSN creates a new, empty database on the test MySQL/MariaDB server, drops it
@@ -99,44 +82,30 @@ func PostgresDSN(t testing.TB) string {
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
 	base := env("AX_TEST_MYSQL_DSN", DefaultMySQLDSN)
-	cfg, err := mysql.ParseDSN(base)
-	if err != nil {
-		t.Fatalf("AX_TEST_MYSQL_DSN %q: %v", base, err)
-	}
-	admin := cfg.Clone()
-	admin.DBName = ""
-	db, err := sql.Open("mysql", admin.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		unavailable(t, "MySQL ("+cfg.Addr+")", err)
-	}
-	name := Name()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
+	dsn, drop, err := freshdb.CreateMySQLDatabase(ctx, base, Name())
+	if err != nil {
+		fail(t, "MySQL", err)
 	}
 	t.Cleanup(func() {
-		db, err := sql.Open("mysql", admin.FormatDSN())
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
+		if err := drop(ctx); err != nil {
+			t.Error(err)
 		}
 	})
-	c := cfg.Clone()
-	c.DBName = name
-	c.ParseTime = true
-	c.Loc = time.UTC
-	return c.FormatDSN()
+	return dsn
+}
+
+// fail skips or fails t (see unavailable) when err says the service is unreachable,
+// and fails it otherwise.
+func fail(t testing.TB, service string, err error) {
+	t.Helper()
+	if errors.Is(err, freshdb.ErrUnreachable) {
+		unavailable(t, service, err)
+	}
+	t.Fatal(err)
 }
 
 // RedisAddr checks that the test Redis answers and returns its address and a fresh
