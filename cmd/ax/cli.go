@@ -27,7 +27,7 @@ type command struct {
 var commands = []command{
 	{name: "demo", summary: "run the article's two cases (order timeout, payment reconciliation) on embedded SQLite", run: runDemo},
 	{name: "migrate", summary: "apply or show the schema migrations of a store", run: runMigrate},
-	{name: "bench", summary: "measure lateness and burst start time end to end on embedded SQLite", run: runBench},
+	{name: "bench", summary: "run an end-to-end workload (throughput, lateness, idle cost) against a store, from an empty schema", run: runBench},
 }
 
 // run dispatches args (without the program name) to a subcommand and returns the

@@ -1,6 +1,8 @@
 // Command ax is the command-line tool of the ax scheduler.
 //
-//	ax demo [flags]    run the article's two cases (order timeout, payment reconciliation) on embedded SQLite
+//	ax demo [flags]                 run the article's two cases (order timeout, payment reconciliation) on embedded SQLite
+//	ax migrate up|status [flags]    apply or show the schema migrations of a store
+//	ax bench [flags]                run an end-to-end workload against a store, from an empty schema
 //
 // Run `ax help` for the list of commands and `ax help COMMAND` for a command's flags.
 // The exit status is 0 on success, 1 when a command fails and 2 on a usage error

@@ -41,10 +41,6 @@ flags:
 		fmt.Fprintf(stderr, "ax migrate: %v\n", err)
 		return exitUsage
 	}
-	if kind.status == nil {
-		fmt.Fprintf(stderr, "ax migrate: --store %s: schema status is not available for this store yet\n", *storeName)
-		return exitFail
-	}
 	if action == "up" {
 		st, err := kind.open(ctx, *dsn)
 		if err != nil {
