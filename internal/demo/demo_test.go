@@ -199,27 +199,10 @@ func TestRunInterruptedThenKeptDB(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.ReconcileEvery = -1 // TestRunInterruptedDuringSlowRun interrupts it
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out bytes.Buffer
 	// Interrupt the first run as soon as its orders exist.
-	var cancelled time.Time
-	w := writerFunc(func(p []byte) (int, error) {
-		if bytes.Contains(p, []byte("orders; their close timeouts are scheduled")) {
-			cancelled = time.Now()
-			cancel()
-		}
-		return out.Write(p)
-	})
-	_, err := Run(ctx, cfg, w)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run(cancelled ctx) = %v, want context.Canceled\noutput:\n%s", err, out.String())
-	}
-	if d := time.Since(cancelled); d > 3*time.Second {
-		t.Errorf("Run(cancelled ctx) returned %v after the cancel, want it to return promptly", d)
-	}
+	runCancelledAt(t, cfg, "orders; their close timeouts are scheduled")
 
-	out.Reset()
+	var out bytes.Buffer
 	sum, err := Run(context.Background(), cfg, &out)
 	if err != nil {
 		t.Fatalf("second Run on the same file: %v\noutput:\n%s", err, out.String())
@@ -238,24 +221,7 @@ func TestRunInterruptedDuringSlowRun(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.ReconcileSlowTook = 20 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out bytes.Buffer
-	var cancelled time.Time
-	w := writerFunc(func(p []byte) (int, error) {
-		if bytes.Contains(p, []byte("a SLOW run")) {
-			cancelled = time.Now()
-			cancel()
-		}
-		return out.Write(p)
-	})
-	_, err := Run(ctx, cfg, w)
-	if !errors.Is(err, context.Canceled) || cancelled.IsZero() {
-		t.Fatalf("Run(cancelled during the slow run) = %v, want context.Canceled after a slow run started\noutput:\n%s", err, out.String())
-	}
-	if d := time.Since(cancelled); d > 3*time.Second {
-		t.Errorf("Run(cancelled during the slow run) returned %v after the cancel, want it to return promptly", d)
-	}
+	runCancelledAt(t, cfg, "a SLOW run")
 
 	st, err := sqlite.Open(cfg.DB)
 	if err != nil {
@@ -267,7 +233,7 @@ func TestRunInterruptedDuringSlowRun(t *testing.T) {
 		t.Errorf("after the interrupted run: Schedules = %+v, %v; want %q, paused", scheds, err, ReconcileName)
 	}
 
-	out.Reset()
+	var out bytes.Buffer
 	cfg.ReconcileSlowTook = testConfig(t).ReconcileSlowTook
 	sum, err := Run(context.Background(), cfg, &out)
 	if err != nil {
@@ -412,6 +378,30 @@ func TestPercentile(t *testing.T) {
 		if got := percentile(c.sorted, c.p); got != c.want {
 			t.Errorf("percentile(%v, %v) = %v, want %v", c.sorted, c.p, got, c.want)
 		}
+	}
+}
+
+// runCancelledAt runs cfg and cancels its context as soon as the output contains
+// marker; Run must then return context.Canceled, and promptly.
+func runCancelledAt(t *testing.T, cfg Config, marker string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	var cancelled time.Time
+	w := writerFunc(func(p []byte) (int, error) {
+		if cancelled.IsZero() && bytes.Contains(p, []byte(marker)) {
+			cancelled = time.Now()
+			cancel()
+		}
+		return out.Write(p)
+	})
+	_, err := Run(ctx, cfg, w)
+	if !errors.Is(err, context.Canceled) || cancelled.IsZero() {
+		t.Fatalf("Run(cancelled at %q) = %v, want context.Canceled after that line\noutput:\n%s", marker, err, out.String())
+	}
+	if d := time.Since(cancelled); d > 3*time.Second {
+		t.Errorf("Run(cancelled at %q) returned %v after the cancel, want it to return promptly", marker, d)
 	}
 }
 

@@ -179,7 +179,7 @@ func (rc *reconciler) begin(ctx context.Context) error {
 	rc.first = time.Unix(0, 0).Add((time.Since(time.Unix(0, 0))/every + 1) * every)
 	horizon := time.Now().Add(reconcileLeftoverHorizon)
 	for at := rc.first; !at.After(horizon); at = at.Add(every) {
-		t, err := rc.r.s.Lookup(ctx, ReconcileName, at.UTC().Format(time.RFC3339Nano))
+		t, err := rc.r.s.Lookup(ctx, ReconcileName, slotKey(at))
 		switch {
 		case errors.Is(err, ax.ErrNotFound):
 		case err != nil:
@@ -208,12 +208,9 @@ func (rc *reconciler) slotIndex(t time.Time) (int, bool) {
 // payments with the provider, and takes reconcileFastTook, or plan.slowTook in a
 // slow run.
 func (rc *reconciler) handle(ctx context.Context, t *ax.Task) error {
-	select { // an occurrence left by an earlier run may fire before begin returns
-	case <-rc.ready:
-	case <-ctx.Done():
-		return fmt.Errorf("reconcile: %w", ctx.Err())
-	case <-rc.quit:
-		return errors.New("reconcile: interrupted, the demo is stopping")
+	// An occurrence left by an earlier run may fire before begin returns.
+	if err := await(ctx, rc.quit, rc.ready); err != nil {
+		return err
 	}
 	started := time.Now()
 	rc.mu.Lock()
@@ -279,12 +276,8 @@ func (rc *reconciler) handle(ctx context.Context, t *ax.Task) error {
 
 	timer := time.NewTimer(took)
 	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		return fmt.Errorf("reconcile: %w", ctx.Err())
-	case <-rc.quit:
-		return errors.New("reconcile: interrupted, the demo is stopping")
+	if err := await(ctx, rc.quit, timer.C); err != nil {
+		return err
 	}
 	ended := time.Now()
 	rc.mu.Lock()
@@ -293,6 +286,22 @@ func (rc *reconciler) handle(ctx context.Context, t *ax.Task) error {
 	out.line("reconcile slot %s: run finished after %s", clock(slot), secs(ended.Sub(started)))
 	return nil
 }
+
+// await waits for ch, or returns the handler's error when ctx ends or quit is closed
+// (the demo is stopping) first.
+func await[T any](ctx context.Context, quit <-chan struct{}, ch <-chan T) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("reconcile: %w", ctx.Err())
+	case <-quit:
+		return errors.New("reconcile: interrupted, the demo is stopping")
+	}
+}
+
+// slotKey is the task key of the occurrence of the slot at t, as ax writes it.
+func slotKey(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // start starts the watch on its own goroutine.
 func (rc *reconciler) start(ctx context.Context) {
@@ -331,7 +340,7 @@ func (rc *reconciler) watch(ctx context.Context) {
 			if terminal {
 				continue
 			}
-			key := rc.slot(i).UTC().Format(time.RFC3339Nano) // the occurrence's key
+			key := slotKey(rc.slot(i))
 			t, err := rc.r.s.Lookup(ctx, ReconcileName, key)
 			switch {
 			case errors.Is(err, ax.ErrNotFound):

@@ -76,11 +76,10 @@ type snapshot struct {
 func (t *tally) snapshot() snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	settled := t.closed + t.alreadyPaid + t.alreadyClosed
 	return snapshot{
 		paid: t.paid, fired: t.fired, closed: t.closed, alreadyPaid: t.alreadyPaid, alreadyClosed: t.alreadyClosed,
 		failed: t.failed, retried: t.retried, cancelled: t.cancelled, cancelledFired: t.cancelledFired,
-		early: t.early, stale: t.stale, pending: max(t.expected-t.cancelled-settled, 0),
+		early: t.early, stale: t.stale, pending: max(t.pending(), 0),
 	}
 }
 
@@ -89,10 +88,15 @@ func (t *tally) settle(f func(t *tally)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f(t)
-	if !t.doneClosed && t.closed+t.alreadyPaid+t.alreadyClosed >= t.expected-t.cancelled {
+	if !t.doneClosed && t.pending() <= 0 {
 		t.doneClosed = true
 		close(t.done)
 	}
+}
+
+// pending is how many expected tasks have not settled; the caller holds mu.
+func (t *tally) pending() int {
+	return t.expected - t.cancelled - (t.closed + t.alreadyPaid + t.alreadyClosed)
 }
 
 func (t *tally) update(f func(t *tally)) {
