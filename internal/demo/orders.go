@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"sort"
 	"sync"
 	"time"
 )
@@ -63,16 +62,4 @@ func (o *orders) transition(id string, from, to orderStatus, reason string) bool
 	r.Status, r.Reason, r.Updated = to, reason, time.Now()
 	o.rows[id] = r
 	return true
-}
-
-// all returns every order, sorted by id.
-func (o *orders) all() []order {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := make([]order, 0, len(o.rows))
-	for _, r := range o.rows {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
 }
