@@ -58,9 +58,27 @@ func (s *Store) prepareBatches(ctx context.Context) error {
 	return nil
 }
 
-// batch runs b in tx with the arguments head, then rows (n rows of b.cols values,
-// padded up to the bucket), then tail.
+// batch runs b in tx, a transaction on the store's writer, through b's statement
+// prepared for the bucket, with the arguments of batchArgs.
 func (s *Store) batch(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows, tail []any) (*sql.Rows, error) {
+	i, args := batchArgs(b, head, rows, tail)
+	return tx.StmtContext(ctx, s.stmts[b][i]).QueryContext(ctx, args...)
+}
+
+// batchText is batch for a transaction of the caller's (InsertTx), on another
+// *sql.DB, to which the statements prepared on the writer do not apply: the SQL goes
+// as text.
+func (s *Store) batchText(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows, tail []any) (*sql.Rows, error) {
+	i, args := batchArgs(b, head, rows, tail)
+	return tx.QueryContext(ctx, strings.Replace(b.sql, "%V%", values(buckets[i], b.cols), 1), args...)
+}
+
+// batchFunc is batch or batchText.
+type batchFunc func(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows, tail []any) (*sql.Rows, error)
+
+// batchArgs returns the bucket of b for rows and its arguments: head, then rows (n
+// rows of b.cols values, padded up to the bucket), then tail.
+func batchArgs(b *batchStmt, head, rows, tail []any) (int, []any) {
 	n := len(rows) / b.cols
 	i := bucket(n)
 	args := make([]any, 0, len(head)+buckets[i]*b.cols+len(tail))
@@ -68,18 +86,8 @@ func (s *Store) batch(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows,
 	for range buckets[i] - n {
 		args = append(args, b.pad...)
 	}
-	args = append(args, tail...)
-	if s.foreign(ctx, tx) {
-		return tx.QueryContext(ctx, strings.Replace(b.sql, "%V%", values(buckets[i], b.cols), 1), args...)
-	}
-	return tx.StmtContext(ctx, s.stmts[b][i]).QueryContext(ctx, args...)
+	return i, append(args, tail...)
 }
-
-// foreignTx marks a context whose transaction is the caller's (InsertTx), on another
-// *sql.DB: the statements prepared on the store's writer do not apply to it.
-type foreignTx struct{}
-
-func (s *Store) foreign(ctx context.Context, tx *sql.Tx) bool { return ctx.Value(foreignTx{}) == tx }
 
 func (s *Store) batchExec(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows, tail []any) error {
 	r, err := s.batch(ctx, tx, b, head, rows, tail)
@@ -199,7 +207,6 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
-		res.Claimed, res.NotDue, res.Skipped, res.Blocked = res.Claimed[:0], res.NotDue[:0], nil, nil
 		var keyed []store.Keyed
 		ts := micros(now())
 		err := chunks(len(uniq), func(lo, hi int) error {
@@ -208,16 +215,12 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 			for _, c := range part {
 				args = append(args, c.ID, c.ExecutionID)
 			}
-			rows, err := s.batch(ctx, tx, claimStmt, []any{ts, ts}, args, []any{ts})
+			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, []any{ts, ts}, args, []any{ts}))
 			if err != nil {
 				return err
 			}
-			claimed, err := scanTasks(rows)
-			if err != nil {
-				return err
-			}
+			res.Claimed = append(res.Claimed, claimed...)
 			if len(claimed) == len(part) {
-				res.Claimed = append(res.Claimed, claimed...)
 				return nil
 			}
 			got := make(map[int64]bool, len(claimed))
@@ -230,8 +233,7 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 					missed = append(missed, c.ID)
 				}
 			}
-			res.Claimed = append(res.Claimed, claimed...)
-			rows, err = s.batch(ctx, tx, missedStmt, nil, missed, nil)
+			rows, err := s.batch(ctx, tx, missedStmt, nil, missed, nil)
 			if err != nil {
 				return err
 			}
@@ -298,21 +300,16 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	}
 	claim, skip, block := store.ResolveKeys(keyed, holders)
 
-	execs := make(map[int64]string, len(claim))
-	for _, k := range claim {
-		i, _ := slices.BinarySearchFunc(uniq, k.ID, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
-		execs[k.ID] = uniq[i].ExecutionID
+	execID := func(id int64) string { // uniq is sorted by id and holds every id of keyed
+		i, _ := slices.BinarySearchFunc(uniq, id, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
+		return uniq[i].ExecutionID
 	}
 	err = chunks(len(claim), func(lo, hi int) error {
 		args := make([]any, 0, 2*(hi-lo))
 		for _, k := range claim[lo:hi] {
-			args = append(args, k.ID, execs[k.ID])
+			args = append(args, k.ID, execID(k.ID))
 		}
-		rows, err := s.batch(ctx, tx, keyedClaimStmt, []any{ts, ts}, args, []any{ts})
-		if err != nil {
-			return err
-		}
-		claimed, err := scanTasks(rows)
+		claimed, err := scanTasks(s.batch(ctx, tx, keyedClaimStmt, []any{ts, ts}, args, []any{ts}))
 		if err != nil {
 			return err
 		}
@@ -331,11 +328,7 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 		for _, k := range skip[lo:hi] {
 			args = append(args, k.ID, store.SkipReason(k.TaskKey, k.Holder))
 		}
-		rows, err := s.batch(ctx, tx, skipStmt, []any{ts, ts}, args, nil)
-		if err != nil {
-			return err
-		}
-		skipped, err := scanTasks(rows)
+		skipped, err := scanTasks(s.batch(ctx, tx, skipStmt, []any{ts, ts}, args, nil))
 		if err != nil {
 			return err
 		}
@@ -361,7 +354,6 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 	out := make([]store.StartResult, len(starts))
 	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	err := s.write(ctx, "start", func(tx *sql.Tx) error {
-		clear(out)
 		ts := micros(now())
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
@@ -371,11 +363,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 			for _, i := range part {
 				args = append(args, starts[i].TaskID, starts[i].ExecutionID, starts[i].Node)
 			}
-			rows, err := s.batch(ctx, tx, recordStmt, []any{ts, ts}, args, nil)
-			if err != nil {
-				return err
-			}
-			inserted, err := scanStrings(rows)
+			inserted, err := scanStrings(s.batch(ctx, tx, recordStmt, []any{ts, ts}, args, nil))
 			if err != nil {
 				return err
 			}
@@ -388,11 +376,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 						args = append(args, starts[i].TaskID, starts[i].ExecutionID)
 					}
 				}
-				rows, err := s.batch(ctx, tx, runStmt, []any{ts, ts, ts}, args, nil)
-				if err != nil {
-					return err
-				}
-				started, err := scanTasks(rows)
+				started, err := scanTasks(s.batch(ctx, tx, runStmt, []any{ts, ts, ts}, args, nil))
 				if err != nil {
 					return err
 				}
@@ -413,16 +397,12 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 				if err != nil {
 					return err
 				}
-				defer rows.Close()
-				for rows.Next() {
-					e, err := scanExecution(rows)
-					if err != nil {
-						return err
-					}
-					recorded[e.ID] = e
-				}
-				if err := rows.Err(); err != nil {
+				execs, err := collect(rows, scanExecution)
+				if err != nil {
 					return err
+				}
+				for k := range execs {
+					recorded[execs[k].ID] = &execs[k]
 				}
 			}
 			for _, i := range part {
@@ -462,7 +442,6 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	out := make([]bool, len(refs))
 	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	err := s.write(ctx, "heartbeat", func(tx *sql.Tx) error {
-		clear(out)
 		ts := micros(now())
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
@@ -470,11 +449,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 			for _, i := range part {
 				args = append(args, refs[i].TaskID, refs[i].ExecutionID)
 			}
-			rows, err := s.batch(ctx, tx, heartbeatStmt, []any{ts}, args, nil)
-			if err != nil {
-				return err
-			}
-			alive, err := scanStrings(rows)
+			alive, err := scanStrings(s.batch(ctx, tx, heartbeatStmt, []any{ts}, args, nil))
 			if err != nil || len(alive) == 0 {
 				return err
 			}
@@ -509,14 +484,13 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 		seen[results[i].ExecutionID] = true
 		return dup
 	})
-	err := s.write(ctx, "finish", func(tx *sql.Tx) error {
-		clear(out)
-		retries := 0
-		for _, f := range results {
-			if f.Status == store.Scheduled {
-				retries++
-			}
+	retries := 0
+	for _, i := range order {
+		if results[i].Status == store.Scheduled {
+			retries++
 		}
+	}
+	err := s.write(ctx, "finish", func(tx *sql.Tx) error {
 		seq, err := nextSeq(ctx, tx, retries)
 		if err != nil {
 			return err
@@ -534,11 +508,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 				}
 				args = append(args, f.TaskID, f.ExecutionID, string(f.Status), f.Error, f.Attempt, due, sq)
 			}
-			rows, err := s.batch(ctx, tx, finishStmt, []any{ts, ts}, args, nil)
-			if err != nil {
-				return err
-			}
-			done, err := scanStrings(rows)
+			done, err := scanStrings(s.batch(ctx, tx, finishStmt, []any{ts, ts}, args, nil))
 			if err != nil || len(done) == 0 {
 				return err
 			}
@@ -565,20 +535,35 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 	return out, nil
 }
 
-func scanTasks(rows *sql.Rows) ([]store.Task, error) {
+// collect scans every row with scan and closes rows. No rows is an empty slice, not
+// nil.
+func collect[T any](rows *sql.Rows, scan func(scanner) (*T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []store.Task
+	out := []T{}
 	for rows.Next() {
-		t, err := scanTask(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, *t)
+		out = append(out, *v)
 	}
 	return out, rows.Err()
 }
 
-func scanStrings(rows *sql.Rows) (map[string]bool, error) {
+// scanTasks reads the tasks a query returns: scanTasks(tx.QueryContext(…)).
+func scanTasks(rows *sql.Rows, err error) ([]store.Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanTask)
+}
+
+// scanStrings reads the set of strings in a query's one column:
+// scanStrings(tx.QueryContext(…)).
+func scanStrings(rows *sql.Rows, err error) (map[string]bool, error) {
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
 	out := map[string]bool{}
 	for rows.Next() {

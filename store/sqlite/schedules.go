@@ -41,6 +41,15 @@ func scanSchedule(row scanner) (*store.Schedule, error) {
 	return &sc, nil
 }
 
+// lookupSchedule reads one schedule in tx; an unknown name is nil, not an error.
+func lookupSchedule(ctx context.Context, tx *sql.Tx, name string) (*store.Schedule, error) {
+	sc, err := scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return sc, err
+}
+
 // RegisterSchedules upserts schedule definitions in one transaction and returns the
 // stored schedules in input order (see store.Store). A schedule whose spec and time
 // zone are unchanged keeps its next_fire_at; every schedule keeps paused and
@@ -89,16 +98,8 @@ func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
 	if err != nil {
 		return nil, s.wrap("list schedules", err)
 	}
-	defer rows.Close()
-	out := []store.Schedule{}
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			return nil, s.wrap("list schedules", err)
-		}
-		out = append(out, *sc)
-	}
-	return out, s.wrap("list schedules", rows.Err())
+	out, err := collect(rows, scanSchedule)
+	return out, s.wrap("list schedules", err)
 }
 
 // PauseSchedule marks a schedule paused and cancels its SCHEDULED occurrences (tasks
@@ -112,11 +113,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 		sc, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 1, updated_at = ?
 			WHERE name = ? AND paused = 0 RETURNING `+scheduleColumns, ts, name))
 		if errors.Is(err, sql.ErrNoRows) { // paused already, or unknown
-			sc, err = scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE name = ?`, name))
-			if errors.Is(err, sql.ErrNoRows) {
-				sc = nil
-				return nil
-			}
+			sc, err = lookupSchedule(ctx, tx, name)
 			return err
 		}
 		if err != nil {
@@ -149,11 +146,7 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 		sc, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 0, next_fire_at = ?, updated_at = ?
 			WHERE name = ? AND paused = 1 RETURNING `+scheduleColumns, micros(next), micros(now()), name))
 		if errors.Is(err, sql.ErrNoRows) { // not paused, or unknown
-			sc, err = scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE name = ?`, name))
-			if errors.Is(err, sql.ErrNoRows) {
-				sc = nil
-				return nil
-			}
+			sc, err = lookupSchedule(ctx, tx, name)
 		}
 		return err
 	})
@@ -180,7 +173,6 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	}
 	res := &store.FireResult{}
 	err := s.write(ctx, "fire schedule", func(tx *sql.Tx) error {
-		res.Applied, res.Inserted = false, nil
 		var last any // NULL keeps last_fire_at
 		if !p.Last.IsZero() {
 			last = micros(p.Last)
@@ -192,10 +184,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 			return err
 		}
 		res.Applied, res.Inserted = true, make([]store.Inserted, len(p.Tasks))
-		if len(p.Tasks) == 0 {
-			return nil
-		}
-		return s.insert(ctx, tx, p.Tasks, res.Inserted)
+		return s.insert(ctx, tx, s.batch, p.Tasks, res.Inserted)
 	})
 	if err != nil {
 		return nil, err

@@ -117,7 +117,6 @@ var migrations embed.FS
 // Store is the SQLite implementation of store.Store. It is safe for concurrent use,
 // and several processes may open the same file.
 type Store struct {
-	path   string
 	w      *sql.DB // one connection; every transaction is IMMEDIATE
 	r      *sql.DB // read-only pool
 	closed atomic.Bool
@@ -139,7 +138,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: path, w: w}
+	s := &Store{w: w}
 	if err := s.migrate(context.Background(), SchemaVersion()); err != nil {
 		w.Close()
 		return nil, err
@@ -270,8 +269,12 @@ func (s *Store) wrap(op string, err error) error {
 	return fmt.Errorf("ax: sqlite: %s: %w", op, err)
 }
 
-// nextSeq reserves n sequence numbers and returns the first.
+// nextSeq reserves n sequence numbers and returns the first. Reserving none, as a
+// Finish without retries does, touches nothing.
 func nextSeq(ctx context.Context, tx *sql.Tx, n int) (int64, error) {
+	if n == 0 {
+		return 0, nil
+	}
 	var last int64
 	err := tx.QueryRowContext(ctx, `UPDATE ax_counters SET value = value + ? WHERE name = 'seq' RETURNING value`, n).Scan(&last)
 	return last - int64(n) + 1, err

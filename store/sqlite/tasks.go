@@ -16,7 +16,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		return nil, err
 	}
 	out := make([]store.Inserted, len(tasks))
-	err := s.write(ctx, "insert", func(tx *sql.Tx) error { return s.insert(ctx, tx, tasks, out) })
+	err := s.write(ctx, "insert", func(tx *sql.Tx) error { return s.insert(ctx, tx, s.batch, tasks, out) })
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 		return nil, fmt.Errorf("ax: sqlite: insert in transaction: %w", store.ErrClosed)
 	}
 	out := make([]store.Inserted, len(tasks))
-	if err := s.insert(context.WithValue(ctx, foreignTx{}, stx), stx, tasks, out); err != nil {
+	if err := s.insert(ctx, stx, s.batchText, tasks, out); err != nil {
 		return nil, s.wrap("insert in transaction", err)
 	}
 	return out, nil
@@ -60,8 +60,9 @@ func validNew(op string, tasks []store.NewTask) error {
 	return nil
 }
 
-func (s *Store) insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, out []store.Inserted) error {
-	clear(out)
+// insert writes tasks in tx and fills out, one result per task. run is s.batch on
+// the store's writer, s.batchText in a transaction of the caller's.
+func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []store.NewTask, out []store.Inserted) error {
 	seq, err := nextSeq(ctx, tx, len(tasks))
 	if err != nil {
 		return err
@@ -75,11 +76,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, o
 				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i),
 				nt.TaskKey, string(nt.Overlap))
 		}
-		rows, err := s.batch(ctx, tx, insertStmt, []any{ts, ts}, args, nil)
-		if err != nil {
-			return err
-		}
-		inserted, err := scanTasks(rows)
+		inserted, err := scanTasks(run(ctx, tx, insertStmt, []any{ts, ts}, args, nil))
 		if err != nil {
 			return err
 		}
@@ -140,16 +137,8 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 	if err != nil {
 		return nil, s.wrap("executions", err)
 	}
-	defer rows.Close()
-	out := []store.Execution{}
-	for rows.Next() {
-		e, err := scanExecution(rows)
-		if err != nil {
-			return nil, s.wrap("executions", err)
-		}
-		out = append(out, *e)
-	}
-	return out, s.wrap("executions", rows.Err())
+	out, err := collect(rows, scanExecution)
+	return out, s.wrap("executions", err)
 }
 
 // Cancel moves a SCHEDULED task to CANCELLED.
@@ -366,20 +355,8 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	default:
 		return nil, fmt.Errorf("ax: sqlite: stale %s tasks: %w", status, store.ErrInvalid)
 	}
-	rows, err := s.r.QueryContext(ctx, q, micros(before), limit)
-	if err != nil {
-		return nil, s.wrap("stale", err)
-	}
-	defer rows.Close()
-	var out []store.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, s.wrap("stale", err)
-		}
-		out = append(out, *t)
-	}
-	return out, s.wrap("stale", rows.Err())
+	out, err := scanTasks(s.r.QueryContext(ctx, q, micros(before), limit))
+	return out, s.wrap("stale", err)
 }
 
 func applied(res sql.Result, err error) (bool, error) {
