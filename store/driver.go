@@ -114,6 +114,16 @@ func Refusal(op string, t *Task, sentinel error) (*Task, error) {
 	return t, fmt.Errorf("%s: task is %s: %w", op, t.Status, sentinel)
 }
 
+// CheckNewTask rejects what the contract calls invalid for Insert whatever the
+// database: an empty name or key, a zero due time, a task key and overlap policy
+// that do not go together (CheckTaskKey). Drivers add their own limits.
+func CheckNewTask(nt NewTask) error {
+	if nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero() {
+		return fmt.Errorf("empty name, key or due time: %w", ErrInvalid)
+	}
+	return CheckTaskKey(nt)
+}
+
 // CheckTaskKey rejects a task key and overlap policy that do not go together: a
 // TaskKey needs a valid Overlap, and no TaskKey means no Overlap. Drivers add their
 // length limits.

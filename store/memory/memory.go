@@ -176,13 +176,10 @@ func (s *Store) insert(tasks []store.NewTask) []store.Inserted {
 }
 
 func validNewTask(nt store.NewTask) error {
+	if err := store.CheckNewTask(nt); err != nil {
+		return err
+	}
 	switch {
-	case nt.Name == "":
-		return fmt.Errorf("empty name: %w", store.ErrInvalid)
-	case nt.Key == "":
-		return fmt.Errorf("empty key: %w", store.ErrInvalid)
-	case nt.DueAt.IsZero():
-		return fmt.Errorf("zero due time: %w", store.ErrInvalid)
 	case nt.MaxRetry < 0:
 		return fmt.Errorf("negative max retry %d: %w", nt.MaxRetry, store.ErrInvalid)
 	case nt.Timeout < 0:
@@ -193,7 +190,7 @@ func validNewTask(nt store.NewTask) error {
 			return fmt.Errorf("negative backoff %v at %d: %w", d, i, store.ErrInvalid)
 		}
 	}
-	return store.CheckTaskKey(nt)
+	return nil
 }
 
 // Get returns the task with this id. See [store.Store.Get].

@@ -38,9 +38,10 @@ func validText(s string, limit int) bool { return len(s) <= limit && utf8.ValidS
 // ("insert", "fire schedule \"report\"").
 func validateNew(op string, tasks []store.NewTask) error {
 	for i, nt := range tasks {
+		if err := store.CheckNewTask(nt); err != nil {
+			return fmt.Errorf("ax: mysql: %s: task %d: %w", op, i, err)
+		}
 		switch {
-		case nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero():
-			return fmt.Errorf("ax: mysql: %s: task %d: empty name, key or due time: %w", op, i, store.ErrInvalid)
 		case !validText(nt.Name, maxName) || !validText(nt.Key, maxKey) || !validText(nt.OwnerService, maxOwner) ||
 			!validText(nt.TaskKey, maxTaskKey):
 			return fmt.Errorf("ax: mysql: %s: task %d: name (≤ %d bytes), key (≤ %d), owner (≤ %d) or task key (≤ %d) too long or not UTF-8: %w",
@@ -49,9 +50,6 @@ func validateNew(op string, tasks []store.NewTask) error {
 			return fmt.Errorf("ax: mysql: %s: task %d: due time %v outside years 1000-9999: %w", op, i, nt.DueAt, store.ErrInvalid)
 		case nt.MaxRetry < math.MinInt32 || nt.MaxRetry > math.MaxInt32 || nt.Timeout < 0:
 			return fmt.Errorf("ax: mysql: %s: task %d: max retry or timeout out of range: %w", op, i, store.ErrInvalid)
-		}
-		if err := store.CheckTaskKey(nt); err != nil {
-			return fmt.Errorf("ax: mysql: %s: task %d: %w", op, i, err)
 		}
 	}
 	return nil

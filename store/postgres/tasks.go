@@ -70,10 +70,7 @@ func checkTaskKey(taskKey string) error {
 
 func newInsertion(op string, tasks []store.NewTask) (*insertion, error) {
 	for i, nt := range tasks {
-		if nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero() {
-			return nil, fmt.Errorf("ax: postgres: %s: task %d: empty name, key or due time: %w", op, i, store.ErrInvalid)
-		}
-		if err := store.CheckTaskKey(nt); err != nil {
+		if err := store.CheckNewTask(nt); err != nil {
 			return nil, fmt.Errorf("ax: postgres: %s: task %d: %w", op, i, err)
 		}
 		if err := checkTaskKey(nt.TaskKey); err != nil {

@@ -50,10 +50,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 // error.
 func validNew(op string, tasks []store.NewTask) error {
 	for i, nt := range tasks {
-		if nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero() {
-			return fmt.Errorf("ax: sqlite: %s: task %d: empty name, key or due time: %w", op, i, store.ErrInvalid)
-		}
-		if err := store.CheckTaskKey(nt); err != nil {
+		if err := store.CheckNewTask(nt); err != nil {
 			return fmt.Errorf("ax: sqlite: %s: task %d: %w", op, i, err)
 		}
 	}
