@@ -72,6 +72,7 @@ const (
 	DefaultMaxRetry               = 5
 	DefaultTimeout                = 30 * time.Minute
 	DefaultMaxCatchUp             = 100
+	DefaultStatsInterval          = 15 * time.Second
 )
 
 // maxCatchUp bounds Config.MaxCatchUp: the occurrences a catch-up writes go in one
@@ -124,6 +125,13 @@ type Config struct {
 	MaxCatchUp int
 	// Logger receives the scheduler's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer receives the scheduler's events (see Observer), for metrics: package
+	// github.com/axsched/ax/metrics is one. Nil: no events.
+	Observer Observer
+	// StatsInterval is how often a scheduler with an Observer counts the tasks per
+	// status and the queue lag (one store query each time; never per scrape).
+	// Defaults to DefaultStatsInterval (15s).
+	StatsInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -145,6 +153,7 @@ func (c Config) withDefaults() Config {
 		def(&c.RefillInterval, DefaultNotifiedRefillInterval)
 	}
 	def(&c.RefillInterval, DefaultRefillInterval)
+	def(&c.StatsInterval, DefaultStatsInterval)
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
@@ -174,8 +183,9 @@ func (c Config) validate() error {
 	positive := map[string]time.Duration{
 		"Tick": c.Tick, "Window": c.Window, "HeartbeatInterval": c.HeartbeatInterval,
 		"OrphanAfter": c.OrphanAfter, "DispatchTimeout": c.DispatchTimeout, "RefillInterval": c.RefillInterval,
+		"StatsInterval": c.StatsInterval,
 	}
-	for _, name := range []string{"Tick", "Window", "HeartbeatInterval", "OrphanAfter", "DispatchTimeout", "RefillInterval"} {
+	for _, name := range []string{"Tick", "Window", "HeartbeatInterval", "OrphanAfter", "DispatchTimeout", "RefillInterval", "StatsInterval"} {
 		if positive[name] < 0 {
 			bad(name, "is negative (%v)", positive[name])
 		}
