@@ -73,6 +73,7 @@ const (
 	DefaultTimeout                = 30 * time.Minute
 	DefaultMaxCatchUp             = 100
 	DefaultStatsInterval          = 15 * time.Second
+	DefaultStoreTimeout           = 10 * time.Second
 )
 
 // maxCatchUp bounds Config.MaxCatchUp: the occurrences a catch-up writes go in one
@@ -123,6 +124,12 @@ type Config struct {
 	// downtime: the most recent ones. Defaults to DefaultMaxCatchUp (100); at most
 	// 10,000.
 	MaxCatchUp int
+	// StoreTimeout bounds each store call the scheduler makes on its own (claims,
+	// refills, starts, heartbeats, results, recovery, schedule firing); a call that
+	// takes longer fails and is retried as any failed call is. Calls made for the
+	// caller (Delay, Get, …) are bounded by the caller's context instead. Defaults to
+	// DefaultStoreTimeout (10s).
+	StoreTimeout time.Duration
 	// Logger receives the scheduler's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Observer receives the scheduler's events (see Observer), for metrics: package
@@ -154,6 +161,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.RefillInterval, DefaultRefillInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
+	def(&c.StoreTimeout, DefaultStoreTimeout)
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
@@ -183,9 +191,9 @@ func (c Config) validate() error {
 	positive := map[string]time.Duration{
 		"Tick": c.Tick, "Window": c.Window, "HeartbeatInterval": c.HeartbeatInterval,
 		"OrphanAfter": c.OrphanAfter, "DispatchTimeout": c.DispatchTimeout, "RefillInterval": c.RefillInterval,
-		"StatsInterval": c.StatsInterval,
+		"StatsInterval": c.StatsInterval, "StoreTimeout": c.StoreTimeout,
 	}
-	for _, name := range []string{"Tick", "Window", "HeartbeatInterval", "OrphanAfter", "DispatchTimeout", "RefillInterval", "StatsInterval"} {
+	for _, name := range []string{"Tick", "Window", "HeartbeatInterval", "OrphanAfter", "DispatchTimeout", "RefillInterval", "StatsInterval", "StoreTimeout"} {
 		if positive[name] < 0 {
 			bad(name, "is negative (%v)", positive[name])
 		}

@@ -36,12 +36,15 @@ type executor struct {
 
 	results  chan *execution
 	handlers sync.WaitGroup // running handler goroutines
-	loops    sync.WaitGroup // starter, finisher, heartbeater
 
 	base       context.Context // parent of handler contexts; cancelled on hard stop
 	cancelBase context.CancelFunc
-	quit       chan struct{} // closed when starter and heartbeater must end
+	quit       chan struct{} // closed when the starter must end (Stop)
 	finished   chan struct{} // closed when the finisher must drain and end
+	hbQuit     chan struct{} // closed when the heartbeater must end: after the results are written
+	abandon    chan struct{} // closed when Stop's context ends: write once more, retry no more
+	// closed when each loop has ended
+	starterDone, finisherDone, heartbeaterDone chan struct{}
 }
 
 type dispatched struct {
@@ -74,14 +77,19 @@ func newExecutor(s *Scheduler) *executor {
 		cancelBase: cancel,
 		quit:       make(chan struct{}),
 		finished:   make(chan struct{}),
+		hbQuit:     make(chan struct{}),
+		abandon:    make(chan struct{}),
+
+		starterDone:     make(chan struct{}),
+		finisherDone:    make(chan struct{}),
+		heartbeaterDone: make(chan struct{}),
 	}
 }
 
 func (e *executor) start() {
-	e.loops.Add(3)
-	go func() { defer e.loops.Done(); e.starter() }()
-	go func() { defer e.loops.Done(); e.finisher() }()
-	go func() { defer e.loops.Done(); e.heartbeater() }()
+	go func() { defer close(e.starterDone); e.starter() }()
+	go func() { defer close(e.finisherDone); e.finisher() }()
+	go func() { defer close(e.heartbeaterDone); e.heartbeater() }()
 }
 
 func (e *executor) signal() {
@@ -155,13 +163,16 @@ func (e *executor) startBatch(batch []dispatched) {
 	ambiguous := false // an earlier attempt failed: it may have committed
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
-		if res, err = s.st.Start(e.base, params); err == nil {
+		if res, err = s.kst.Start(context.Background(), params); err == nil {
 			break
 		}
 		ambiguous = true
 		// The tasks stay DISPATCHING in the store; if this goes on past
 		// DispatchTimeout the inspector hands them back and Start answers Lost.
 		s.log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
+		if errors.Is(err, store.ErrClosed) {
+			wait = 0 // nothing to wait for: hand them back, which fails too; recovery takes them
+		}
 		select {
 		case <-e.quit:
 			e.mu.Lock()
@@ -214,7 +225,7 @@ func (e *executor) ownStart(d dispatched, r store.StartResult) store.StartResult
 	if r.Execution == nil || r.Execution.Node != e.s.cfg.Node || r.Execution.Status != store.Running {
 		return r
 	}
-	t, err := e.s.st.Get(e.base, d.task.ID)
+	t, err := e.s.kst.Get(context.Background(), d.task.ID)
 	if err != nil || t.Status != store.Running || t.ExecutionID != d.task.ExecutionID {
 		return r
 	}
@@ -276,7 +287,10 @@ func call(ctx context.Context, h Handler, t *Task) (err error) {
 func (e *executor) report(x *execution, err error) {
 	x.once.Do(func() {
 		x.err = err
-		e.results <- x
+		select {
+		case e.results <- x:
+		case <-e.finisherDone: // abandoned at a hard stop: recovery takes it
+		}
 	})
 }
 
@@ -320,15 +334,20 @@ func (e *executor) finish(batch []*execution) {
 	var applied []bool
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
-		if applied, err = s.st.Finish(context.Background(), results); err == nil {
+		if applied, err = s.kst.Finish(context.Background(), results); err == nil {
 			break
 		}
 		// Keep the executions in the running set so that heartbeats keep them
-		// alive while the store is unreachable; give up only on a hard stop, when
-		// orphan recovery takes over.
+		// alive while the store is unreachable; give up when the store is closed or
+		// on a hard stop: orphan recovery takes over.
 		s.log.LogAttrs(context.Background(), slog.LevelError, "ax: record results failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
+		if errors.Is(err, store.ErrClosed) {
+			e.forget(batch)
+			return
+		}
 		select {
-		case <-e.base.Done():
+		case <-e.abandon:
+			e.forget(batch)
 			return
 		case <-time.After(wait):
 		}
@@ -365,6 +384,15 @@ func (e *executor) finish(batch []*execution) {
 	if leaderDone > 0 {
 		e.onDone(leaderDone)
 	}
+}
+
+// forget drops executions whose results could not be written: recovery takes them.
+func (e *executor) forget(batch []*execution) {
+	e.mu.Lock()
+	for _, x := range batch {
+		delete(e.running, x.task.ExecutionID)
+	}
+	e.mu.Unlock()
 }
 
 // outcome turns an execution's result into the task's next state: SUCCEEDED, a
@@ -409,7 +437,7 @@ func (e *executor) heartbeater() {
 	defer ticker.Stop()
 	for {
 		select {
-		case <-e.quit:
+		case <-e.hbQuit:
 			return
 		case <-ticker.C:
 		}
@@ -426,7 +454,7 @@ func (e *executor) heartbeater() {
 		for i, x := range xs {
 			refs[i] = store.ExecRef{TaskID: x.task.ID, ExecutionID: x.task.ExecutionID}
 		}
-		alive, err := e.s.st.Heartbeat(e.base, refs)
+		alive, err := e.s.kst.Heartbeat(context.Background(), refs)
 		if err != nil {
 			e.s.log.LogAttrs(e.base, slog.LevelError, "ax: heartbeat failed", slog.Int("executions", len(refs)), slog.Any("err", err))
 			continue
@@ -453,7 +481,7 @@ func (e *executor) handBack(ds []dispatched, reason string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	applied, err := s.st.Requeue(ctx, rq)
+	applied, err := s.kst.Requeue(ctx, rq)
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "ax: hand back claimed tasks failed; the inspector will", slog.Int("tasks", len(rq)), slog.Any("err", err))
 	}
@@ -465,8 +493,13 @@ func (e *executor) handBack(ds []dispatched, reason string) {
 	}
 }
 
-// stop ends the executor: no new starts, claimed tasks handed back, running handlers
-// awaited until ctx ends, then cancelled and given a second to return.
+// stop ends the executor, in the reverse order of the work: no new starts, claimed
+// tasks handed back, running handlers awaited and their results written — with
+// heartbeats going on until then, so that no other scheduler takes them for orphans
+// — then the heartbeats stop. All of it is bounded by ctx: when ctx ends first, the
+// handlers' contexts are cancelled, stop returns ctx.Err() at once, and in the
+// background the results of handlers that return within a second are written (one
+// attempt each); recovery takes whatever is left.
 func (e *executor) stop(ctx context.Context) error {
 	e.mu.Lock()
 	e.stopping = true
@@ -477,21 +510,47 @@ func (e *executor) stop(ctx context.Context) error {
 	if len(pending) > 0 {
 		e.handBack(pending, "scheduler stopping")
 	}
-	done := make(chan struct{})
-	go func() { e.handlers.Wait(); close(done) }()
-	var err error
+	handlers := make(chan struct{})
+	go func() {
+		<-e.starterDone // no handler is added after the starter ends
+		e.handlers.Wait()
+		close(handlers)
+	}()
 	select {
-	case <-done:
+	case <-handlers:
 	case <-ctx.Done():
-		err = ctx.Err()
-		e.cancelBase()
-		select {
-		case <-done:
-		case <-time.After(time.Second):
-		}
+		e.hardStop(handlers)
+		return ctx.Err()
 	}
 	close(e.finished)
-	e.loops.Wait()
+	select {
+	case <-e.finisherDone:
+	case <-ctx.Done():
+		e.hardStop(handlers)
+		return ctx.Err()
+	}
+	close(e.hbQuit)
+	<-e.heartbeaterDone // at most one heartbeat call in flight, bounded by StoreTimeout
 	e.cancelBase()
-	return err
+	return nil
+}
+
+// hardStop ends what stop could not wait for: it cancels the handlers, stops the
+// heartbeats and lets the finisher write, once, the results of the handlers that
+// return within a second; its goroutines end by themselves.
+func (e *executor) hardStop(handlers <-chan struct{}) {
+	e.cancelBase()
+	close(e.abandon)
+	close(e.hbQuit)
+	go func() {
+		select {
+		case <-handlers:
+		case <-time.After(time.Second):
+		}
+		select {
+		case <-e.finished:
+		default:
+			close(e.finished)
+		}
+	}()
 }

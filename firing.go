@@ -47,7 +47,7 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 		}
 		// Re-read now and then, to see pauses, resumes and other schedulers' progress.
 		if reload || time.Since(lastLoad) >= s.cfg.RefillInterval {
-			rows, err := s.st.Schedules(ctx)
+			rows, err := s.kst.Schedules(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -130,7 +130,7 @@ func (l *leader) fire(ctx context.Context, p *periodic, row *store.Schedule, now
 	if len(slots) > 0 {
 		fp.Last = slots[len(slots)-1]
 	}
-	res, err := s.st.FireSchedule(ctx, fp)
+	res, err := s.kst.FireSchedule(ctx, fp)
 	if err != nil || !res.Applied {
 		return time.Time{}, false, err
 	}

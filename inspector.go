@@ -41,7 +41,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 	s := l.s
 	for {
 		now := s.clock.now()
-		orphans, err := s.st.Stale(ctx, store.Running, now.Add(-s.cfg.OrphanAfter), store.MaxBatch)
+		orphans, err := s.kst.Stale(ctx, store.Running, now.Add(-s.cfg.OrphanAfter), store.MaxBatch)
 		if err != nil {
 			return fmt.Errorf("ax: find orphans: %w", err)
 		}
@@ -54,7 +54,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 			cause := fmt.Errorf("orphaned: no heartbeat since %s (node lost or stalled)", t.HeartbeatAt.Format(time.RFC3339Nano))
 			results[i] = s.outcome(t, cause, false, now)
 		}
-		applied, err := s.st.Finish(ctx, results)
+		applied, err := s.kst.Finish(ctx, results)
 		if err != nil {
 			return fmt.Errorf("ax: recover orphans: %w", err)
 		}
@@ -75,7 +75,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 	}
 	for {
 		now := s.clock.now()
-		stuck, err := s.st.Stale(ctx, store.Dispatching, now.Add(-s.cfg.DispatchTimeout), store.MaxBatch)
+		stuck, err := s.kst.Stale(ctx, store.Dispatching, now.Add(-s.cfg.DispatchTimeout), store.MaxBatch)
 		if err != nil {
 			return fmt.Errorf("ax: find stuck claims: %w", err)
 		}
@@ -87,7 +87,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 		for i := range stuck {
 			rq[i] = s.handBackRequeue(&stuck[i], reason, now)
 		}
-		applied, err := s.st.Requeue(ctx, rq)
+		applied, err := s.kst.Requeue(ctx, rq)
 		if err != nil {
 			return fmt.Errorf("ax: hand back stuck claims: %w", err)
 		}

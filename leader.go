@@ -114,7 +114,7 @@ func (l *leader) remeasure(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		offset, rtt, err := l.s.clock.measure(ctx, l.s.st, 5)
+		offset, rtt, err := l.s.clock.measure(ctx, l.s.kst, 5)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: measure the store's clock", slog.Any("err", err))
@@ -314,10 +314,15 @@ func (l *leader) claimer(ctx context.Context) {
 		l.mu.Lock()
 		claimFrees := l.frees
 		l.mu.Unlock()
-		res, err := l.s.st.Claim(ctx, claims)
+		// Not cancelled by Stop: a claim cut off halfway could commit unanswered and
+		// leave its tasks DISPATCHING until DispatchTimeout; answered, the tasks are
+		// handed back at once.
+		res, err := l.s.kst.Claim(context.WithoutCancel(ctx), claims)
 		if err != nil {
 			// The tasks are still SCHEDULED: try them again shortly.
-			log.LogAttrs(ctx, slog.LevelError, "ax: claim failed", slog.Int("tasks", len(ids)), slog.Any("err", err))
+			if ctx.Err() == nil {
+				log.LogAttrs(ctx, slog.LevelError, "ax: claim failed", slog.Int("tasks", len(ids)), slog.Any("err", err))
+			}
 			retry := l.s.clock.now().Add(time.Second)
 			dues := make([]store.Due, len(ids))
 			for i, id := range ids {
@@ -374,7 +379,7 @@ func (l *leader) refill(ctx context.Context) {
 			timer.Stop()
 		}
 		p.To = l.s.clock.now().Add(l.s.cfg.Window)
-		res, err := l.s.st.Refill(ctx, p)
+		res, err := l.s.kst.Refill(ctx, p)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.s.log.LogAttrs(ctx, slog.LevelError, "ax: refill failed", slog.Any("err", err))

@@ -113,13 +113,21 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []Option) e
 	return nil
 }
 
-// registerSchedules stores the registered schedules (Start, which holds s.mu) and
-// returns the stored rows. A new schedule starts at its first slot after now.
+// registerSchedules stores the registered schedules (Start) and returns the stored
+// rows. A new schedule starts at its first slot after now.
 func (s *Scheduler) registerSchedules(ctx context.Context) ([]store.Schedule, error) {
-	if len(s.periodics) == 0 {
-		return nil, nil
+	s.mu.Lock()
+	defs, err := s.scheduleDefsLocked(s.sortedPeriodics())
+	s.mu.Unlock()
+	if err != nil || len(defs) == 0 {
+		return nil, err
 	}
-	ps := s.sortedPeriodics()
+	return s.kst.RegisterSchedules(ctx, defs)
+}
+
+// scheduleDefsLocked turns registered schedules into the definitions the store keeps;
+// the caller holds s.mu.
+func (s *Scheduler) scheduleDefsLocked(ps []*periodic) ([]store.ScheduleDef, error) {
 	now := s.clock.now()
 	defs := make([]store.ScheduleDef, len(ps))
 	for i, p := range ps {
@@ -136,7 +144,7 @@ func (s *Scheduler) registerSchedules(ctx context.Context) ([]store.Schedule, er
 			Payload: p.opts.payload, NextFireAt: p.next(now),
 		}
 	}
-	return s.st.RegisterSchedules(ctx, defs)
+	return defs, nil
 }
 
 // periodicList returns the registered schedules, by name.

@@ -18,9 +18,15 @@ import (
 // for concurrent use.
 type Scheduler struct {
 	cfg   Config
-	st    Store
+	st    Store // for calls made for the caller, bounded by the caller's context
+	kst   Store // for the scheduler's own calls, each bounded by StoreTimeout
 	log   *slog.Logger
 	clock *clock
+	obs   *observerQueue // nil without Config.Observer
+
+	// lifecycle is held by Start and Stop while they run (a semaphore, not s.mu, so
+	// that Start's store I/O holds up no other method).
+	lifecycle chan struct{}
 
 	mu        sync.Mutex
 	handlers  map[string]*handler
@@ -48,7 +54,8 @@ type testHooks struct {
 type runState int
 
 const (
-	stateNew runState = iota
+	stateNew      runState = iota
+	stateStarting          // Start is doing its I/O
 	stateStarted
 	stateStopped
 )
@@ -77,11 +84,14 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Scheduler{
-		cfg:      cfg,
-		st:       cfg.Store,
-		log:      cfg.Logger,
-		clock:    newClock(),
-		handlers: make(map[string]*handler),
+		cfg:       cfg,
+		st:        cfg.Store,
+		kst:       boundedStore{Store: cfg.Store, timeout: cfg.StoreTimeout},
+		log:       cfg.Logger,
+		clock:     newClock(),
+		obs:       newObserverQueue(cfg.Observer),
+		lifecycle: make(chan struct{}, 1),
+		handlers:  make(map[string]*handler),
 
 		periodics: make(map[string]*periodic),
 	}, nil
@@ -137,58 +147,101 @@ func (s *Scheduler) handler(name string) *handler {
 	return s.handlers[name]
 }
 
-// Start measures the store's clock offset, loads the tasks due within the window and
-// starts scheduling and executing. ctx bounds the start-up work only; the scheduler
-// runs until Stop. A Scheduler starts once: after Stop, create a new one.
+// Start measures the store's clock offset, stores the registered schedules, loads the
+// tasks due within the window and starts scheduling and executing. ctx bounds the
+// start-up work only; the scheduler runs until Stop. Start holds no lock across its
+// store calls: other methods (Delay, Handle, Schedules, …) do not wait for it.
+//
+// A Scheduler starts once. Start on a started scheduler is an error that says it is
+// already started; after Stop, create a new Scheduler. Both errors wrap
+// ErrNotRunning.
 func (s *Scheduler) Start(ctx context.Context) error {
+	select {
+	case s.lifecycle <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("ax: start: %w", ctx.Err())
+	}
+	defer func() { <-s.lifecycle }()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch s.state {
 	case stateStarted:
+		s.mu.Unlock()
 		return fmt.Errorf("ax: start: already started: %w", ErrNotRunning)
 	case stateStopped:
-		return fmt.Errorf("ax: start: a stopped scheduler cannot start again, create a new one: %w", ErrNotRunning)
+		s.mu.Unlock()
+		return fmt.Errorf("ax: start: the scheduler was stopped and cannot start again; create a new one with New: %w", ErrNotRunning)
 	}
-	if !s.hooks.localClock {
-		offset, rtt, err := s.clock.measure(ctx, s.st, 5)
-		if err != nil {
-			return fmt.Errorf("ax: start: read the store's clock: %w", err)
-		}
-		s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
-	}
-	rows, err := s.registerSchedules(ctx)
-	if err != nil {
-		return fmt.Errorf("ax: start: register schedules: %w", err)
-	}
+	s.state = stateStarting
+	s.mu.Unlock()
 
+	rows, err := s.startIO(ctx)
+	if err != nil {
+		s.mu.Lock()
+		s.state = stateNew
+		s.mu.Unlock()
+		return err
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &running{cancel: cancel}
 	r.exec = newExecutor(s)
 	r.leader = newLeader(s, r.exec)
 	r.leader.afterClaim = s.hooks.afterClaim
-	r.exec.start()
-	r.leader.start(runCtx, &r.wg, rows)
+	s.obs.start()
+	s.mu.Lock()
 	s.run = r
 	s.state = stateStarted
+	s.mu.Unlock()
+	r.exec.start()
+	r.leader.start(runCtx, &r.wg, rows)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: scheduler started", slog.String("node", s.cfg.Node))
 	return nil
 }
 
-// Stop stops claiming tasks, hands back the ones claimed but not started, and waits
-// for running handlers until ctx ends. Handlers still running then see their context
-// cancelled; those that return within a second are recorded as released (their task
-// runs again without using a retry); the others stay RUNNING and are retried as
-// orphans after OrphanAfter. Stop returns ctx's error in that case, nil otherwise.
-func (s *Scheduler) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	if s.state != stateStarted {
-		s.mu.Unlock()
-		return fmt.Errorf("ax: stop: not started: %w", ErrNotRunning)
+// startIO is Start's store work: the clock, then the schedules.
+func (s *Scheduler) startIO(ctx context.Context) ([]store.Schedule, error) {
+	if !s.hooks.localClock {
+		offset, rtt, err := s.clock.measure(ctx, s.kst, 5)
+		if err != nil {
+			return nil, fmt.Errorf("ax: start: read the store's clock: %w", err)
+		}
+		s.obs.send(Event{Kind: EventClockOffset, At: s.clock.now(), Offset: offset})
+		s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
 	}
+	rows, err := s.registerSchedules(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ax: start: register schedules: %w", err)
+	}
+	return rows, nil
+}
+
+// Stop stops claiming tasks, hands back the ones claimed but not started, and waits
+// until the running handlers have returned and their results are written, or until
+// ctx ends. Meanwhile the executions it waits for are kept alive by heartbeats, so
+// that no other scheduler re-runs them. It returns nil when everything was written,
+// ctx.Err() when ctx ended first: then the handlers still running see their context
+// cancelled, and those that return within a second are recorded, in the background,
+// as released (their task runs again without using a retry). Whatever could not be
+// written (a handler that ignores its context, an unreachable store) is left to
+// recovery on any scheduler: an orphan after OrphanAfter, a stuck claim after
+// DispatchTimeout. Nothing is lost.
+//
+// Stop on a scheduler that is stopped, stopping or was never started returns nil at
+// once.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	select {
+	case s.lifecycle <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("ax: stop: %w", ctx.Err())
+	}
+	s.mu.Lock()
 	r := s.run
 	s.state = stateStopped
 	s.run = nil
 	s.mu.Unlock()
+	<-s.lifecycle
+	if r == nil {
+		return nil
+	}
 
 	r.cancel()
 	loops := make(chan struct{})
@@ -196,10 +249,11 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	select {
 	case <-loops:
 	case <-ctx.Done():
-		// A store call that ignores cancellation holds a loop; the executor still
+		// A loop is in a store call (bounded by StoreTimeout); the executor still
 		// stops within ctx, and the loop ends when its call returns.
 	}
 	err := r.exec.stop(ctx)
+	s.obs.close(ctx)
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: scheduler stopped", slog.String("node", s.cfg.Node))
 	if err != nil {
 		return fmt.Errorf("ax: stop: %w", err)
@@ -241,6 +295,9 @@ func (s *Scheduler) Executions(ctx context.Context, id int64) ([]Execution, erro
 // A task that is dispatching, running or finished is ErrNotCancellable; a missing
 // one ErrNotFound.
 func (s *Scheduler) Cancel(ctx context.Context, name, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ax: cancel %q/%q: %w", name, key, err)
+	}
 	if err := errors.Join(validName(name), validKey(key)); err != nil {
 		return fmt.Errorf("ax: cancel: %w", err)
 	}
@@ -260,6 +317,9 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string) error {
 // dispatching or running is ErrNotTriggerable. The scheduler must be started
 // (ErrNotRunning otherwise).
 func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ax: trigger task %d: %w", id, err)
+	}
 	if id <= 0 {
 		return fmt.Errorf("ax: trigger: id %d is not positive: %w", id, ErrInvalid)
 	}

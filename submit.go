@@ -37,6 +37,9 @@ const (
 // Concurrent Delay and At calls are coalesced into multi-row inserts; each returns
 // only when its own row is durable.
 func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration, opts ...Option) (*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("ax: delay %q/%q: %w", name, key, err)
+	}
 	if d < 0 {
 		return nil, fmt.Errorf("ax: delay %q/%q: delay %v is negative: %w", name, key, d, ErrInvalid)
 	}
@@ -50,6 +53,9 @@ func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration
 // the stored task, or the existing task with ErrDuplicate when (name, key) is taken.
 // With WithTx the task is written inside the caller's transaction.
 func (s *Scheduler) At(ctx context.Context, name, key string, at time.Time, opts ...Option) (*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("ax: at %q/%q: %w", name, key, err)
+	}
 	if err := validDue(at); err != nil {
 		return nil, fmt.Errorf("ax: at %q/%q: %w", name, key, err)
 	}
@@ -70,6 +76,9 @@ type Spec struct {
 // naming it and writes nothing. Specs whose (name, key) exists get the existing task
 // in their place, and the returned error wraps ErrDuplicate; the others are written.
 func (s *Scheduler) SubmitMany(ctx context.Context, specs []Spec, opts ...Option) ([]*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("ax: submit many: %w", err)
+	}
 	common := collect(opts)
 	nts := make([]store.NewTask, len(specs))
 	for i, sp := range specs {

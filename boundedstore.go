@@ -1,0 +1,99 @@
+package ax
+
+import (
+	"context"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// boundedStore gives every store call the scheduler makes on its own a timeout of its
+// own (Config.StoreTimeout), so that a store that stops answering holds no loop of
+// the scheduler's longer than that: the call fails, and the loop retries or, when
+// stopping, leaves the work to recovery.
+type boundedStore struct {
+	store.Store
+	timeout time.Duration
+}
+
+func (b boundedStore) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.timeout)
+}
+
+func (b boundedStore) Now(ctx context.Context) (time.Time, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Now(ctx)
+}
+
+func (b boundedStore) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Insert(ctx, tasks)
+}
+
+func (b boundedStore) Get(ctx context.Context, id int64) (*store.Task, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Get(ctx, id)
+}
+
+func (b boundedStore) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Refill(ctx, p)
+}
+
+func (b boundedStore) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Claim(ctx, claims)
+}
+
+func (b boundedStore) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Start(ctx, starts)
+}
+
+func (b boundedStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Heartbeat(ctx, refs)
+}
+
+func (b boundedStore) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Finish(ctx, results)
+}
+
+func (b boundedStore) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Requeue(ctx, requeues)
+}
+
+func (b boundedStore) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Stale(ctx, status, before, limit)
+}
+
+func (b boundedStore) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.RegisterSchedules(ctx, defs)
+}
+
+func (b boundedStore) Schedules(ctx context.Context) ([]store.Schedule, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Schedules(ctx)
+}
+
+func (b boundedStore) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.FireSchedule(ctx, p)
+}
