@@ -23,11 +23,11 @@ func TestSubmitMany(t *testing.T) {
 	start(t, s)
 	ctx := context.Background()
 	now := time.Now()
-	specs := make([]ax.Spec, 1000)
+	specs := make([]ax.TaskSpec, 1000)
 	for i := range specs {
-		specs[i] = ax.Spec{Name: "job", Key: fmt.Sprint(i), DueAt: now.Add(time.Duration(i%50) * 10 * time.Millisecond), Payload: []byte{byte(i)}}
+		specs[i] = ax.TaskSpec{Name: "job", Key: fmt.Sprint(i), DueAt: now.Add(time.Duration(i%50) * 10 * time.Millisecond), Payload: []byte{byte(i)}}
 	}
-	specs[7].Options = []ax.Option{ax.WithMaxRetry(9), ax.WithOwner("billing")}
+	specs[7].Options = []ax.TaskOption{ax.WithMaxRetry(9), ax.WithOwner("billing")}
 	tasks, err := s.SubmitMany(ctx, specs, ax.WithOwner("orders"))
 	if err != nil {
 		t.Fatalf("SubmitMany: %v", err)
@@ -46,20 +46,20 @@ func TestSubmitMany(t *testing.T) {
 	waitFor(t, 20*time.Second, "all tasks to run", func() bool { return rec.count() == len(specs) })
 
 	// Duplicates: the others are written, the error says so.
-	more := []ax.Spec{{Name: "job", Key: "0", DueAt: now}, {Name: "job", Key: "new", DueAt: now.Add(time.Hour)}}
+	more := []ax.TaskSpec{{Name: "job", Key: "0", DueAt: now}, {Name: "job", Key: "new", DueAt: now.Add(time.Hour)}}
 	got, err := s.SubmitMany(ctx, more)
 	if !errors.Is(err, ax.ErrDuplicate) || got[0].ID != tasks[0].ID || got[1].Key != "new" {
 		t.Errorf("SubmitMany with a duplicate = %v, %v; want the existing task 0, the new one, and ErrDuplicate", got, err)
 	}
 	// An invalid spec: nothing is written.
-	bad := []ax.Spec{{Name: "job", Key: "fine", DueAt: now}, {Name: "job", Key: "", DueAt: now}}
+	bad := []ax.TaskSpec{{Name: "job", Key: "fine", DueAt: now}, {Name: "job", Key: "", DueAt: now}}
 	if _, err := s.SubmitMany(ctx, bad); !errors.Is(err, ax.ErrInvalid) {
 		t.Errorf("SubmitMany with an empty key: %v, want ErrInvalid", err)
 	}
 	if _, err := s.Lookup(ctx, "job", "fine"); !errors.Is(err, ax.ErrNotFound) {
 		t.Errorf("an invalid batch wrote its valid spec: %v", err)
 	}
-	if _, err := s.SubmitMany(ctx, []ax.Spec{{Name: "job", Key: "nodue"}}); !errors.Is(err, ax.ErrInvalid) {
+	if _, err := s.SubmitMany(ctx, []ax.TaskSpec{{Name: "job", Key: "nodue"}}); !errors.Is(err, ax.ErrInvalid) {
 		t.Errorf("SubmitMany without DueAt: %v, want ErrInvalid", err)
 	}
 }

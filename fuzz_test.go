@@ -27,7 +27,7 @@ func FuzzSubmit(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, name, key string, payload []byte, d int64, useAt bool, retries int) {
 		before, lookErr := s.Lookup(ctx, name, key)
-		opts := []ax.Option{ax.WithPayload(payload), ax.WithMaxRetry(retries)}
+		opts := []ax.TaskOption{ax.WithPayload(payload), ax.WithMaxRetry(retries)}
 		var task *ax.Task
 		var err error
 		if useAt {

@@ -7,17 +7,72 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Option configures a handler (Handle, HandleFunc: the default for its tasks) or one
-// task (Delay, At: overrides the handler's default). Options that make no sense in a
-// place are rejected there: WithPayload on a handler panics, like an invalid
-// registration; a bad value on Delay/At returns ErrInvalid.
-type Option interface {
+// Options are typed by what they configure, so that an option given where it has no
+// meaning does not compile:
+//
+//	option         Handle  Delay, At, SubmitMany  Cron, Every
+//	WithMaxRetry     ✓            ✓                  ✓   (RunOption)
+//	WithBackoff      ✓            ✓                  ✓   (RunOption)
+//	WithTimeout      ✓            ✓                  ✓   (RunOption)
+//	WithPayload                   ✓                  ✓   (ContentOption)
+//	WithOwner                     ✓                  ✓   (ContentOption)
+//	WithOverlap                   ✓                  ✓   (ContentOption)
+//	WithTx                        ✓
+//	WithTaskKey                   ✓
+//	WithTimeZone                                     ✓   (Cron only)
+//	WithMisfire                                      ✓
+//
+// On a handler an option is the default for its tasks; on a task it overrides the
+// handler's default; on a schedule it applies to every occurrence. A bad value (a
+// negative MaxRetry, say) is ErrInvalid from the call that received it; on Handle,
+// which returns nothing, it panics, like an invalid registration.
+
+// HandlerOption configures a handler (Handle, HandleFunc): the defaults for its tasks.
+type HandlerOption interface {
 	apply(o *options)
+	handlerOption()
 }
 
-type optionFunc func(o *options)
+// TaskOption configures one task (Delay, At, SubmitMany, TaskSpec.Options).
+type TaskOption interface {
+	apply(o *options)
+	taskOption()
+}
 
-func (f optionFunc) apply(o *options) { f(o) }
+// ScheduleOption configures a schedule (Cron, Every) and its occurrences.
+type ScheduleOption interface {
+	apply(o *options)
+	scheduleOption()
+}
+
+// RunOption says how a task runs (retries, backoff, timeout). It is a HandlerOption,
+// a TaskOption and a ScheduleOption.
+type RunOption struct{ set func(o *options) }
+
+func (r RunOption) apply(o *options) { r.set(o) }
+func (RunOption) handlerOption()     {}
+func (RunOption) taskOption()        {}
+func (RunOption) scheduleOption()    {}
+
+// ContentOption says what a task carries (payload, owner, overlap policy). It is a
+// TaskOption and a ScheduleOption.
+type ContentOption struct{ set func(o *options) }
+
+func (c ContentOption) apply(o *options) { c.set(o) }
+func (ContentOption) taskOption()        {}
+func (ContentOption) scheduleOption()    {}
+
+// taskOnly is a TaskOption that nothing else takes.
+type taskOnly func(o *options)
+
+func (f taskOnly) apply(o *options) { f(o) }
+func (taskOnly) taskOption()        {}
+
+// scheduleOnly is a ScheduleOption that nothing else takes.
+type scheduleOnly func(o *options)
+
+func (f scheduleOnly) apply(o *options) { f(o) }
+func (scheduleOnly) scheduleOption()    {}
 
 // options collects what Options set; nil pointers mean "not given".
 type options struct {
@@ -37,75 +92,81 @@ type options struct {
 	errs       []error
 }
 
-func collect(opts []Option) *options {
+// collect applies opts, in order, to new options.
+func collect[O interface{ apply(*options) }](opts []O) *options {
 	o := &options{}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(o)
-		}
-	}
+	add(o, opts)
 	return o
 }
 
+// add applies opts, in order; nil ones are skipped.
+func add[O interface{ apply(*options) }](o *options, opts []O) {
+	for _, opt := range opts {
+		if any(opt) != nil {
+			opt.apply(o)
+		}
+	}
+}
+
 func (o *options) invalid(field, format string, args ...any) {
-	o.errs = append(o.errs, fmt.Errorf("ax: %s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalid))
+	o.errs = append(o.errs, fmt.Errorf("%s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalid))
 }
 
 // WithPayload attaches bytes to a task; the handler reads them from Task.Payload.
 // At most Config.MaxPayload bytes (default 1 MiB). Per task only.
-func WithPayload(p []byte) Option {
-	return optionFunc(func(o *options) {
+func WithPayload(p []byte) ContentOption {
+	return ContentOption{func(o *options) {
 		o.payload = append([]byte(nil), p...)
 		if p != nil && len(p) == 0 {
 			o.payload = []byte{}
 		}
 		o.hasPayload = true
-	})
+	}}
 }
 
 // WithMaxRetry sets how many business retries follow a failed first attempt
 // (default DefaultMaxRetry, 5); 0 means run once. Negative is invalid.
-func WithMaxRetry(n int) Option {
-	return optionFunc(func(o *options) {
+func WithMaxRetry(n int) RunOption {
+	return RunOption{func(o *options) {
 		if n < 0 {
 			o.invalid("MaxRetry", "is negative (%d)", n)
 			return
 		}
 		o.maxRetry = &n
-	})
+	}}
 }
 
 // WithBackoff sets the delay before business retry n (n = 1 for the first retry).
 // On a handler it applies to all its tasks; on a task the delays for its MaxRetry
 // retries are computed when it is submitted and stored with it, so they hold on any
 // node. Default DefaultBackoff. A negative delay counts as zero.
-func WithBackoff(f func(attempt int) time.Duration) Option {
-	return optionFunc(func(o *options) {
+func WithBackoff(f func(attempt int) time.Duration) RunOption {
+	return RunOption{func(o *options) {
 		if f == nil {
 			o.invalid("Backoff", "is nil")
 			return
 		}
 		o.backoff, o.hasBackoff = f, true
-	})
+	}}
 }
 
 // WithTimeout sets the handler's deadline per execution (default DefaultTimeout,
 // 30m). When it passes, the attempt counts as a business failure at once, even if the
 // handler ignores its context. Zero or negative is invalid.
-func WithTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) {
+func WithTimeout(d time.Duration) RunOption {
+	return RunOption{func(o *options) {
 		if d <= 0 {
 			o.invalid("Timeout", "must be positive (%v)", d)
 			return
 		}
 		o.timeout = &d
-	})
+	}}
 }
 
 // WithOwner records which service submitted the task (owner_service), overriding
 // Config.OwnerService. Per task only.
-func WithOwner(service string) Option {
-	return optionFunc(func(o *options) { o.owner = &service })
+func WithOwner(service string) ContentOption {
+	return ContentOption{func(o *options) { o.owner = &service }}
 }
 
 // WithTx writes the task (Delay, At, SubmitMany) inside tx, a transaction the caller
@@ -114,8 +175,8 @@ func WithOwner(service string) Option {
 // committed, it runs on time (a task already due runs right after the commit). tx is
 // a *sql.Tx on the store's database for every SQL store, or a pgx.Tx on PostgreSQL;
 // anything else, or a store that cannot join a caller's transaction, is ErrInvalid.
-func WithTx(tx any) Option {
-	return optionFunc(func(o *options) {
+func WithTx(tx any) TaskOption {
+	return taskOnly(func(o *options) {
 		if tx == nil {
 			o.invalid("Tx", "is nil")
 			return
@@ -130,10 +191,10 @@ func WithTx(tx any) Option {
 // store's claiming write, so it holds across any number of schedulers. Per task
 // (Delay, At, SubmitMany); a schedule's occurrences always have the schedule's name
 // as their key. At most MaxKeyLen bytes.
-func WithTaskKey(key string) Option {
-	return optionFunc(func(o *options) {
+func WithTaskKey(key string) TaskOption {
+	return taskOnly(func(o *options) {
 		if err := validText("TaskKey", key, MaxKeyLen); err != nil {
-			o.errs = append(o.errs, fmt.Errorf("ax: %w", err))
+			o.errs = append(o.errs, err)
 			return
 		}
 		o.taskKey = &key
@@ -159,14 +220,14 @@ const (
 
 // WithOverlap sets the overlap policy of a schedule (Cron, Every) or of a task with
 // WithTaskKey.
-func WithOverlap(p OverlapPolicy) Option {
-	return optionFunc(func(o *options) {
+func WithOverlap(p OverlapPolicy) ContentOption {
+	return ContentOption{func(o *options) {
 		if !p.Valid() {
 			o.invalid("Overlap", "%q is not OverlapSkip, OverlapQueue or OverlapAllow", p)
 			return
 		}
 		o.overlap = &p
-	})
+	}}
 }
 
 // MisfirePolicy says what a schedule does with the slots it missed while no
@@ -188,8 +249,8 @@ const (
 )
 
 // WithMisfire sets a schedule's misfire policy (Cron, Every).
-func WithMisfire(p MisfirePolicy) Option {
-	return optionFunc(func(o *options) {
+func WithMisfire(p MisfirePolicy) ScheduleOption {
+	return scheduleOnly(func(o *options) {
 		if !p.Valid() {
 			o.invalid("Misfire", "%q is not MisfireFireOnce, MisfireSkip or MisfireCatchUp", p)
 			return
@@ -200,8 +261,8 @@ func WithMisfire(p MisfirePolicy) Option {
 
 // WithTimeZone sets the time zone a Cron spec is evaluated in (default UTC). It has
 // no meaning for Every, whose slots are fixed instants.
-func WithTimeZone(loc *time.Location) Option {
-	return optionFunc(func(o *options) {
+func WithTimeZone(loc *time.Location) ScheduleOption {
+	return scheduleOnly(func(o *options) {
 		if loc == nil {
 			o.invalid("TimeZone", "is nil")
 			return

@@ -274,7 +274,7 @@ func TestMisfire(t *testing.T) {
 				t0 := time.Now()
 				r := newRuns()
 				register := func(s *ax.Scheduler) error {
-					opts := []ax.Option{ax.WithMisfire(tc.policy)}
+					opts := []ax.ScheduleOption{ax.WithMisfire(tc.policy)}
 					if tc.overlap != "" {
 						opts = append(opts, ax.WithOverlap(tc.overlap))
 					}
@@ -433,8 +433,6 @@ func TestScheduleInvalid(t *testing.T) {
 		"short interval":      {func() error { return s.Every("job", 500*time.Millisecond) }, "500ms"},
 		"fractional interval": {func() error { return s.Every("job", 1500*time.Millisecond) }, "whole number of seconds"},
 		"zone on interval":    {func() error { return s.Every("job", time.Minute, ax.WithTimeZone(time.UTC)) }, "TimeZone"},
-		"task key":            {func() error { return s.Every("job", time.Minute, ax.WithTaskKey("k")) }, "task key"},
-		"tx":                  {func() error { return s.Every("job", time.Minute, ax.WithTx(struct{}{})) }, "WithTx"},
 		"unknown overlap":     {func() error { return s.Every("job", time.Minute, ax.WithOverlap("sometimes")) }, "Overlap"},
 		"unknown misfire":     {func() error { return s.Every("job", time.Minute, ax.WithMisfire("never")) }, "Misfire"},
 		"nil zone":            {func() error { return s.Cron("job", "@daily", ax.WithTimeZone(nil)) }, "TimeZone"},
@@ -443,10 +441,6 @@ func TestScheduleInvalid(t *testing.T) {
 			_, err := s.Delay(context.Background(), "job", "k", 0, ax.WithOverlap(ax.OverlapSkip))
 			return err
 		}, "WithTaskKey"},
-		"misfire on a task": {func() error {
-			_, err := s.Delay(context.Background(), "job", "k", 0, ax.WithMisfire(ax.MisfireSkip))
-			return err
-		}, "schedule options"},
 		"empty task key": {func() error { _, err := s.Delay(context.Background(), "job", "k", 0, ax.WithTaskKey("")); return err }, "TaskKey"},
 	} {
 		err := tc.call()
@@ -477,12 +471,6 @@ func TestScheduleInvalid(t *testing.T) {
 	if err := s2.Start(ctx); !errors.Is(err, ax.ErrInvalid) || !strings.Contains(err.Error(), "orphan") {
 		t.Errorf("Start with a schedule without handler: error = %v, want ErrInvalid naming it", err)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Errorf("Handle with WithOverlap did not panic")
-		}
-	}()
-	s2.HandleFunc("x", func(context.Context, *ax.Task) error { return nil }, ax.WithOverlap(ax.OverlapSkip))
 }
 
 // A daily 02:30 job, end to end through the scheduler, across the DST changes of

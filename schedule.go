@@ -53,7 +53,7 @@ type periodic struct {
 // name again replaces its definition; a changed spec or time zone restarts the
 // schedule from its next slot. An invalid spec or option is ErrInvalid naming the
 // problem.
-func (s *Scheduler) Cron(name, spec string, opts ...Option) error {
+func (s *Scheduler) Cron(name, spec string, opts ...ScheduleOption) error {
 	sp, err := cronspec.Parse(spec)
 	if err != nil {
 		return fmt.Errorf("ax: cron %q: %w", name, err)
@@ -66,7 +66,7 @@ func (s *Scheduler) Cron(name, spec string, opts ...Option) error {
 // and every restart agrees on the slots (Every(2*time.Minute) fires at :00, :02, …).
 // interval is at least a second and a whole number of seconds. Options as for
 // Cron, except WithTimeZone, which has no meaning here.
-func (s *Scheduler) Every(name string, interval time.Duration, opts ...Option) error {
+func (s *Scheduler) Every(name string, interval time.Duration, opts ...ScheduleOption) error {
 	sp, err := cronspec.Every(interval)
 	if err != nil {
 		return fmt.Errorf("ax: every %q: %w", name, err)
@@ -77,7 +77,7 @@ func (s *Scheduler) Every(name string, interval time.Duration, opts ...Option) e
 	return s.register("every", name, sp, opts)
 }
 
-func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []Option) error {
+func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleOption) error {
 	if err := validName(name); err != nil {
 		return fmt.Errorf("ax: %s %q: %w", op, name, err)
 	}
@@ -85,12 +85,7 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []Option) e
 	if len(o.errs) > 0 {
 		return fmt.Errorf("ax: %s %q: %w", op, name, errors.Join(o.errs...))
 	}
-	switch {
-	case o.hasTx:
-		return fmt.Errorf("ax: %s %q: WithTx is for one task, not a schedule: %w", op, name, ErrInvalid)
-	case o.taskKey != nil:
-		return fmt.Errorf("ax: %s %q: a schedule's task key is its name; WithTaskKey is for one-off tasks: %w", op, name, ErrInvalid)
-	case len(o.payload) > s.cfg.MaxPayload:
+	if len(o.payload) > s.cfg.MaxPayload {
 		return fmt.Errorf("ax: %s %q: Payload of %d bytes exceeds MaxPayload %d: %w", op, name, len(o.payload), s.cfg.MaxPayload, ErrInvalid)
 	}
 	p := &periodic{name: name, spec: sp, loc: time.UTC, overlap: OverlapSkip, misfire: MisfireFireOnce, opts: o}

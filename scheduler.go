@@ -98,25 +98,19 @@ func New(cfg Config) (*Scheduler, error) {
 }
 
 // Handle registers h for tasks named name, with opts as the defaults for those tasks
-// (WithMaxRetry, WithBackoff, WithTimeout). Registering a name twice replaces the
-// handler. An empty name, a nil handler or a per-task option panics, like
-// http.Handle: these are programming errors.
-func (s *Scheduler) Handle(name string, h Handler, opts ...Option) {
+// (WithMaxRetry, WithBackoff, WithTimeout). It may be called before or after Start;
+// registering a name twice replaces the handler. An empty name, a nil handler or an
+// invalid option value panics, like http.Handle: these are programming errors.
+func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	if err := validName(name); err != nil {
-		panic(err)
+		panic(fmt.Errorf("ax: handle: %w", err))
 	}
 	if h == nil {
 		panic(fmt.Sprintf("ax: Handle(%q): nil handler", name))
 	}
 	o := collect(opts)
 	if len(o.errs) > 0 {
-		panic(errors.Join(o.errs...))
-	}
-	if o.hasPayload || o.owner != nil || o.hasTx || o.taskKey != nil {
-		panic(fmt.Sprintf("ax: Handle(%q): WithPayload, WithOwner, WithTx and WithTaskKey are per-task options", name))
-	}
-	if o.overlap != nil || o.misfire != nil || o.loc != nil {
-		panic(fmt.Sprintf("ax: Handle(%q): WithOverlap, WithMisfire and WithTimeZone are options of a schedule (Cron, Every) or a task", name))
+		panic(fmt.Errorf("ax: handle %q: %w", name, errors.Join(o.errs...)))
 	}
 	hd := &handler{h: h, maxRetry: DefaultMaxRetry, backoff: DefaultBackoff, timeout: DefaultTimeout}
 	if o.maxRetry != nil {
@@ -134,7 +128,7 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...Option) {
 }
 
 // HandleFunc registers f for tasks named name; see Handle.
-func (s *Scheduler) HandleFunc(name string, f func(ctx context.Context, t *Task) error, opts ...Option) {
+func (s *Scheduler) HandleFunc(name string, f func(ctx context.Context, t *Task) error, opts ...HandlerOption) {
 	if f == nil {
 		panic(fmt.Sprintf("ax: HandleFunc(%q): nil func", name))
 	}

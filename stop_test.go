@@ -279,10 +279,10 @@ func TestCleanStopUnderLoadLogsNoError(t *testing.T) {
 	if err := s.Start(ctx0); err != nil {
 		t.Fatal(err)
 	}
-	specs := make([]ax.Spec, 3000)
+	specs := make([]ax.TaskSpec, 3000)
 	now := time.Now()
 	for i := range specs {
-		specs[i] = ax.Spec{Name: "job", Key: "k" + strconv.Itoa(i), DueAt: now.Add(time.Duration(i) * time.Millisecond)}
+		specs[i] = ax.TaskSpec{Name: "job", Key: "k" + strconv.Itoa(i), DueAt: now.Add(time.Duration(i) * time.Millisecond)}
 	}
 	if _, err := s.SubmitMany(ctx0, specs); err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestCallsWithADoneContextWriteNothing(t *testing.T) {
 		if _, err := s.At(c.ctx, "job", "at-"+c.name, time.Now()); !errors.Is(err, c.want) {
 			t.Errorf("At(%s ctx) = %v, want %v", c.name, err, c.want)
 		}
-		if _, err := s.SubmitMany(c.ctx, []ax.Spec{{Name: "job", Key: "many-" + c.name, DueAt: time.Now()}}); !errors.Is(err, c.want) {
+		if _, err := s.SubmitMany(c.ctx, []ax.TaskSpec{{Name: "job", Key: "many-" + c.name, DueAt: time.Now()}}); !errors.Is(err, c.want) {
 			t.Errorf("SubmitMany(%s ctx) = %v, want %v", c.name, err, c.want)
 		}
 		if err := s.Cancel(c.ctx, "job", "existing"); !errors.Is(err, c.want) {

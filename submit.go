@@ -36,7 +36,7 @@ const (
 //
 // Concurrent Delay and At calls are coalesced into multi-row inserts; each returns
 // only when its own row is durable.
-func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration, opts ...Option) (*Task, error) {
+func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration, opts ...TaskOption) (*Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ax: delay %q/%q: %w", name, key, err)
 	}
@@ -52,7 +52,7 @@ func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration
 // At submits a task to run at a time; a time in the past runs it at once. It returns
 // the stored task, or the existing task with ErrDuplicate when (name, key) is taken.
 // With WithTx the task is written inside the caller's transaction.
-func (s *Scheduler) At(ctx context.Context, name, key string, at time.Time, opts ...Option) (*Task, error) {
+func (s *Scheduler) At(ctx context.Context, name, key string, at time.Time, opts ...TaskOption) (*Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ax: at %q/%q: %w", name, key, err)
 	}
@@ -62,12 +62,12 @@ func (s *Scheduler) At(ctx context.Context, name, key string, at time.Time, opts
 	return s.submit(ctx, "at", name, key, at, opts)
 }
 
-// Spec is one task for SubmitMany.
-type Spec struct {
+// TaskSpec is one task for SubmitMany.
+type TaskSpec struct {
 	Name, Key string
 	DueAt     time.Time
-	Payload   []byte   // overrides a WithPayload among the options when not nil
-	Options   []Option // per-task options, applied after SubmitMany's
+	Payload   []byte       // overrides a WithPayload among the options when not nil
+	Options   []TaskOption // per-task options, applied after SubmitMany's
 }
 
 // SubmitMany submits many tasks in one store transaction (or in the caller's, with
@@ -75,7 +75,7 @@ type Spec struct {
 // returns one task per spec, in order. If any spec is invalid it returns ErrInvalid
 // naming it and writes nothing. Specs whose (name, key) exists get the existing task
 // in their place, and the returned error wraps ErrDuplicate; the others are written.
-func (s *Scheduler) SubmitMany(ctx context.Context, specs []Spec, opts ...Option) ([]*Task, error) {
+func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...TaskOption) ([]*Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ax: submit many: %w", err)
 	}
@@ -83,11 +83,7 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []Spec, opts ...Option
 	nts := make([]store.NewTask, len(specs))
 	for i, sp := range specs {
 		o := collect(opts)
-		for _, opt := range sp.Options {
-			if opt != nil {
-				opt.apply(o)
-			}
-		}
+		add(o, sp.Options)
 		if sp.Payload != nil {
 			o.payload, o.hasPayload = sp.Payload, true
 		}
@@ -124,7 +120,7 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []Spec, opts ...Option
 	return out, nil
 }
 
-func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.Time, opts []Option) (*Task, error) {
+func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.Time, opts []TaskOption) (*Task, error) {
 	o := collect(opts)
 	nt, err := s.newTask(name, key, due, o)
 	if err != nil {
@@ -199,9 +195,6 @@ func (s *Scheduler) buildTask(hd *handler, name, key string, due time.Time, o *o
 	}
 	if len(o.payload) > s.cfg.MaxPayload {
 		return store.NewTask{}, fmt.Errorf("Payload of %d bytes exceeds MaxPayload %d: %w", len(o.payload), s.cfg.MaxPayload, ErrInvalid)
-	}
-	if o.misfire != nil || o.loc != nil {
-		return store.NewTask{}, fmt.Errorf("WithMisfire and WithTimeZone are schedule options (Cron, Every), not task options: %w", ErrInvalid)
 	}
 	if o.overlap != nil && o.taskKey == nil {
 		return store.NewTask{}, fmt.Errorf("Overlap %q without WithTaskKey: %w", *o.overlap, ErrInvalid)

@@ -194,7 +194,7 @@ func TestWithTxRejectsWhatTheStoreCannotUse(t *testing.T) {
 	t.Parallel()
 	s := newScheduler(t, openSQLite(t), nil)
 	ctx := context.Background()
-	for name, opt := range map[string]ax.Option{"nil": ax.WithTx(nil), "string": ax.WithTx("not a tx")} {
+	for name, opt := range map[string]ax.TaskOption{"nil": ax.WithTx(nil), "string": ax.WithTx("not a tx")} {
 		if _, err := s.Delay(ctx, "job", "k", 0, opt); !errors.Is(err, ax.ErrInvalid) {
 			t.Errorf("WithTx(%s): %v, want ErrInvalid", name, err)
 		}

@@ -125,9 +125,9 @@ func EnqueueBatch(ctx context.Context, env Env, n int) (Result, error) {
 	due := time.Now().Add(time.Hour)
 	start := time.Now()
 	for i := 0; i < n; i += 1000 {
-		specs := make([]ax.Spec, 0, 1000)
+		specs := make([]ax.TaskSpec, 0, 1000)
 		for j := i; j < min(n, i+1000); j++ {
-			specs = append(specs, ax.Spec{Name: "bench.noop", Key: fmt.Sprint(j), DueAt: due})
+			specs = append(specs, ax.TaskSpec{Name: "bench.noop", Key: fmt.Sprint(j), DueAt: due})
 		}
 		if _, err := s.SubmitMany(ctx, specs); err != nil {
 			return Result{}, err

@@ -154,7 +154,7 @@ func newReconciler(r *run, plan *reconcilePlan) *reconciler {
 // register registers the handler and the schedule (before Start).
 func (rc *reconciler) register() error {
 	rc.r.s.HandleFunc(ReconcileName, rc.handle)
-	var opts []ax.Option
+	var opts []ax.ScheduleOption
 	if p := rc.r.cfg.reconcileOverlap; p != "" {
 		opts = append(opts, ax.WithOverlap(p))
 	}
