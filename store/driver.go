@@ -168,6 +168,18 @@ func CheckFire(p FireParams) error {
 	return nil
 }
 
+// NewTaskStats returns the TaskStats of an empty table: every status counted zero, no
+// OldestDue. Drivers add their counts to it, so that a status without tasks is
+// present as the contract asks.
+func NewTaskStats() *TaskStats {
+	statuses := Statuses()
+	st := &TaskStats{Counts: make(map[Status]int64, len(statuses))}
+	for _, s := range statuses {
+		st.Counts[s] = 0
+	}
+	return st
+}
+
 // Keyed is a due SCHEDULED task with a task key whose Overlap is skip or queue, as a
 // Claim found it.
 type Keyed struct {

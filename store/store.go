@@ -137,6 +137,15 @@ type Store interface {
 	// name. Pausing a paused schedule changes nothing.
 	PauseSchedule(ctx context.Context, name string) (*Schedule, error)
 
+	// DeleteSchedule removes the schedule and cancels its occurrences still SCHEDULED
+	// (tasks whose Name and TaskKey are the schedule's name: CANCELLED, FinishedAt
+	// set, as PauseSchedule leaves them), in one transaction, and returns how many it
+	// cancelled. Occurrences DISPATCHING or RUNNING are left to finish. It returns
+	// ErrNotFound for an unknown name and ErrInvalid for an empty one. Once it
+	// returns, FireSchedule of the name does not apply, and RegisterSchedules of the
+	// name creates a new schedule, at its NextFireAt and not paused.
+	DeleteSchedule(ctx context.Context, name string) (cancelled int, err error)
+
 	// ResumeSchedule clears a paused schedule's flag and sets its NextFireAt to next,
 	// so that slots missed while paused are not fired; a schedule that is not paused
 	// is left alone. It returns the schedule, or ErrNotFound.
@@ -150,8 +159,23 @@ type Store interface {
 	// got there first, or an operator paused it.
 	FireSchedule(ctx context.Context, p FireParams) (*FireResult, error)
 
+	// TaskStats counts the tasks in each status and finds the oldest SCHEDULED task
+	// due at or before now (see [TaskStats]), as of one moment where the database
+	// allows. It only reads: it takes no write lock and blocks no writer. Its cost
+	// grows with the table (the counts read every row), so it is for metrics
+	// scraped every few seconds, not for the execution path. A zero now is ErrInvalid.
+	TaskStats(ctx context.Context, now time.Time) (*TaskStats, error)
+
 	// Close releases the store's resources. Calls after Close return ErrClosed.
 	Close() error
+}
+
+// TaskStats is a summary of the task table, for metrics.
+type TaskStats struct {
+	Counts map[Status]int64 // tasks per status; every Status is present, zero included
+	// OldestDue is the DueAt of the oldest SCHEDULED task due at or before now
+	// (due, not yet claimed); zero when there is none.
+	OldestDue time.Time
 }
 
 // Inserted is the result of inserting one task.

@@ -54,6 +54,12 @@ func (s Status) Valid() bool {
 	return false
 }
 
+// Statuses returns every state, in the order of the state machine: SCHEDULED first,
+// then the states a task moves through, then the terminal ones.
+func Statuses() []Status {
+	return []Status{Scheduled, Dispatching, Running, Succeeded, Failed, Cancelled, Skipped}
+}
+
 // Terminal reports whether no automatic transition leaves s.
 func (s Status) Terminal() bool {
 	return s == Succeeded || s == Failed || s == Cancelled || s == Skipped

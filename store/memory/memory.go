@@ -644,6 +644,27 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	return out, nil
 }
 
+// TaskStats counts the tasks per status and finds the oldest due SCHEDULED task. See
+// [store.Store.TaskStats]. It scans every row, as a test store may; the oldest due
+// task is the head of the window.
+func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: task stats: %w", err)
+	}
+	defer s.mu.Unlock()
+	if now.IsZero() {
+		return nil, fmt.Errorf("ax: task stats: zero time: %w", store.ErrInvalid)
+	}
+	st := store.NewTaskStats()
+	for _, r := range s.rows {
+		st.Counts[r.task.Status]++
+	}
+	if len(s.window) > 0 && !s.window[0].at.After(now) {
+		st.OldestDue = s.window[0].at
+	}
+	return st, nil
+}
+
 // Close marks the store closed and drops its contents. Every call after Close,
 // including another Close, returns ErrClosed.
 func (s *Store) Close() error {
@@ -746,14 +767,40 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 	}
 	now := s.now()
 	sc.Paused, sc.UpdatedAt = true, now
+	s.cancelOccurrences(name, now)
+	c := copySchedule(sc)
+	return &c, nil
+}
+
+// DeleteSchedule removes a schedule and cancels its pending occurrences. See
+// [store.Store.DeleteSchedule].
+func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, fmt.Errorf("ax: delete schedule %q: %w", name, err)
+	}
+	defer s.mu.Unlock()
+	if name == "" {
+		return 0, fmt.Errorf("ax: delete schedule: empty name: %w", store.ErrInvalid)
+	}
+	if _, ok := s.schedules[name]; !ok {
+		return 0, fmt.Errorf("ax: delete schedule %q: %w", name, store.ErrNotFound)
+	}
+	delete(s.schedules, name)
+	return s.cancelOccurrences(name, s.now()), nil
+}
+
+// cancelOccurrences cancels the SCHEDULED occurrences of schedule name at now and
+// returns how many; the caller holds s.mu.
+func (s *Store) cancelOccurrences(name string, now time.Time) int {
+	n := 0
 	for _, r := range s.rows {
 		if t := &r.task; t.Status == store.Scheduled && t.Name == name && t.TaskKey == name {
 			s.unschedule(r)
 			t.Status, t.FinishedAt, t.UpdatedAt = store.Cancelled, now, now
+			n++
 		}
 	}
-	c := copySchedule(sc)
-	return &c, nil
+	return n
 }
 
 // ResumeSchedule resumes a paused schedule at next. See [store.Store.ResumeSchedule].

@@ -99,13 +99,20 @@
 //	  type=range key=ax_tasks_status_dispatched key_len=27 rows=1470 Extra=Using where; Using index
 //	business key lookup: name = ? AND key = ?
 //	  type=const key=ax_tasks_name_key key_len=2804 ref=const,const rows=1 Extra=Using index
-//	a schedule's pending occurrences (PauseSchedule): name = ? AND task_key = ? AND status = 'SCHEDULED' ORDER BY id
+//	a schedule's pending occurrences (PauseSchedule, DeleteSchedule): name = ? AND task_key = ? AND status = 'SCHEDULED' ORDER BY id
 //	  type=ref key=ax_tasks_name_key key_len=802 ref=const rows=200 Extra=Using index condition; Using where; Using filesort
+//	task stats: SELECT status, COUNT(*), (SELECT MIN(due_at) … WHERE status = 'SCHEDULED' AND due_at <= ?) … GROUP BY status
+//	  type=index key=ax_tasks_status_seq key_len=26 rows=97605 Extra=Using index
+//	  (subquery) Extra=Select tables optimized away
 //
 // The holder lookup is a loose index scan: one index dive per key, whatever the
 // number of holders (50 per key here, all DISPATCHING; the rule itself leaves at most
-// one task of a skip or queue key holding it). PauseSchedule, an operator's action,
-// reads every task of the schedule's name, finished ones included.
+// one task of a skip or queue key holding it). PauseSchedule and DeleteSchedule, an
+// operator's actions, read every task of the schedule's name, finished ones included.
+// TaskStats is one statement, one round trip and one read view: the counts read the
+// whole of the narrowest index led by status (every row, but not the rows
+// themselves), and the optimizer answers the MIN from ax_tasks_status_due alone,
+// one index dive, before the statement runs. It is for metrics at scrape intervals.
 //
 // The batched statements name FORCE INDEX (PRIMARY): given "id IN (…) AND status = ?"
 // an optimizer that prefers a status index would scan, and lock, every row in that
@@ -168,7 +175,9 @@
 // store.ErrDuplicate). PauseSchedule sets paused and cancels the SCHEDULED tasks whose
 // name and task key are the schedule's, by id in ascending chunks, in one transaction
 // that locks the schedule's row first, so a concurrent fire either commits before it
-// or finds the schedule paused.
+// or finds the schedule paused. DeleteSchedule is the same transaction with a DELETE
+// of the row in place of the UPDATE: a concurrent fire commits before it or finds no
+// row.
 //
 // # Isolation
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/mysql"
 )
 
 // TestExplain loads 100k tasks and prints the plans of the store's hot queries, for
@@ -76,6 +77,7 @@ func TestExplain(t *testing.T) {
 		{"keyed claim: update (200 ids, 10 keys)", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) +
 			`' AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE held_key IN (` + keys + `) GROUP BY held_key) AS held)`},
 		{"schedule's pending occurrences (pause)", `SELECT id FROM ax_tasks WHERE name = 'sched.7' AND task_key = 'sched.7' AND status = 'SCHEDULED' ORDER BY id`},
+		{"task stats", strings.Replace(mysql.TaskStatsSQL, "?", "'"+ts(0)+"'", 1)},
 		{"business key lookup", "SELECT id FROM ax_tasks WHERE name = 'handler.7' AND `key` = 'key-4507'"},
 		{"executions of a task", `SELECT t.id FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id WHERE t.id = 4507 ORDER BY e.started_at, e.id`},
 	} {

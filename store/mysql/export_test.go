@@ -32,3 +32,6 @@ func MigrateTo(db *sql.DB, version int) error {
 	_, err := s.migrate(ctx, dbName, version)
 	return err
 }
+
+// TaskStatsSQL is TaskStats's statement, for TestExplain.
+const TaskStatsSQL = taskStatsSQL

@@ -205,7 +205,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 			return err
 		}
 		if n == 1 {
-			if err := cancelOccurrences(ctx, tx, name); err != nil {
+			if _, err := cancelOccurrences(ctx, tx, name); err != nil {
 				return err
 			}
 		}
@@ -221,33 +221,79 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 	return sc, nil
 }
 
-// cancelOccurrences cancels the SCHEDULED tasks whose name and task key are name.
-func cancelOccurrences(ctx context.Context, tx *sql.Tx, name string) error {
+// cancelOccurrences cancels the SCHEDULED tasks whose name and task key are name and
+// returns how many.
+func cancelOccurrences(ctx context.Context, tx *sql.Tx, name string) (int64, error) {
 	rows, err := tx.QueryContext(ctx, "SELECT id FROM ax_tasks WHERE name = ? AND task_key = ? AND status = 'SCHEDULED' ORDER BY id", name, name)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return err
+			return 0, err
 		}
 		ids = append(ids, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	return chunks(len(ids), func(lo, hi int) error {
+	var cancelled int64
+	err = chunks(len(ids), func(lo, hi int) error {
 		part := ids[lo:hi]
 		args := append(int64s(part), name, name)
-		_, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'CANCELLED',
+		res, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'CANCELLED',
 			finished_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
 			WHERE id IN (`+marks(len(part))+`) AND name = ? AND task_key = ? AND status = 'SCHEDULED'`, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		cancelled += n
 		return err
 	})
+	return cancelled, err
+}
+
+// DeleteSchedule deletes a schedule's row and cancels its SCHEDULED occurrences in one
+// transaction, and returns how many it cancelled (see store.Store). The DELETE locks
+// the schedule's row first, as PauseSchedule's UPDATE does, so a concurrent
+// FireSchedule either commits its occurrences before the occurrences are read (and
+// they are cancelled) or finds no row. An unknown name is store.ErrNotFound, an empty
+// one store.ErrInvalid.
+func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
+	if err := s.check("delete schedule"); err != nil {
+		return 0, err
+	}
+	if name == "" {
+		return 0, fmt.Errorf("ax: mysql: delete schedule: empty name: %w", store.ErrInvalid)
+	}
+	var found bool
+	var cancelled int64
+	err := s.run(ctx, "delete schedule", 0, func(tx *sql.Tx, _ int64) error {
+		found, cancelled = false, 0
+		res, err := tx.ExecContext(ctx, `DELETE FROM ax_schedules WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n == 0 {
+			return err
+		}
+		found = true
+		cancelled, err = cancelOccurrences(ctx, tx, name)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("ax: mysql: delete schedule %q: %w", name, store.ErrNotFound)
+	}
+	return int(cancelled), nil
 }
 
 // ResumeSchedule clears a paused schedule's flag and sets its next fire time to next;

@@ -629,3 +629,41 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	tasks, err := scanTasks(rows)
 	return tasks, s.wrap("stale", err)
 }
+
+// taskStatsSQL counts the tasks per status and, in an uncorrelated subquery run once,
+// reads the oldest due SCHEDULED task: a MIN over the (status, due_at) range of
+// ax_tasks_status_due, which the optimizer answers from the index alone (see doc.go).
+const taskStatsSQL = `SELECT status, COUNT(*),
+	(SELECT MIN(due_at) FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at <= ?)
+	FROM ax_tasks GROUP BY status`
+
+// TaskStats counts the tasks per status and finds the oldest due SCHEDULED task, in
+// one statement: one round trip and one read view (see store.Store). The counts read
+// a whole index. A zero now is store.ErrInvalid; one outside years 1000-9999 is
+// clamped.
+func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
+	if err := s.check("task stats"); err != nil {
+		return nil, err
+	}
+	if now.IsZero() {
+		return nil, fmt.Errorf("ax: mysql: task stats: zero time: %w", store.ErrInvalid)
+	}
+	rows, err := s.db.QueryContext(ctx, taskStatsSQL, dt(clamp(now)))
+	if err != nil {
+		return nil, s.wrap("task stats", err)
+	}
+	defer rows.Close()
+	st := store.NewTaskStats()
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n, dbTime{&st.OldestDue}); err != nil {
+			return nil, s.wrap("task stats", err)
+		}
+		st.Counts[store.Status(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("task stats", err)
+	}
+	return st, nil
+}

@@ -44,7 +44,8 @@
 //
 //	ax_tasks_pkey              (id)                                     Get, and every batch: id = ANY($1)
 //	ax_tasks_name_key          UNIQUE (name, key)                       the business key: Lookup, Cancel, Insert's ON CONFLICT
-//	ax_tasks_scheduled_due     (due_at, id) WHERE status = 'SCHEDULED'  the window scan (Refill.Entered) and the claim's "due" test
+//	ax_tasks_scheduled_due     (due_at, id) WHERE status = 'SCHEDULED'  the window scan (Refill.Entered), the claim's "due" test,
+//	                                                                    TaskStats's oldest due task
 //	ax_tasks_scheduled_seq     (seq) WHERE status = 'SCHEDULED'         the incremental refill (Refill.Changed)
 //	ax_tasks_running_heartbeat (heartbeat_at, id) WHERE status = 'RUNNING'          the orphan scan (Stale RUNNING)
 //	ax_tasks_dispatching_since (dispatched_at, id) WHERE status = 'DISPATCHING'     the stuck-claim scan (Stale DISPATCHING)
@@ -127,9 +128,30 @@
 //	  Index Cond: ((name = 'order.close'::text) AND (key = 'order-4242'::text))
 //	  Buffers: shared hit=4
 //
+//	-- task stats: TaskStats(now) → 4 statuses present; the counts read the table, the oldest due task one index entry
+//	HashAggregate (actual time=28.005..28.008 rows=4 loops=1)
+//	  Group Key: t.status
+//	  InitPlan 2 (returns $1)
+//	    ->  Result (actual time=0.026..0.027 rows=1 loops=1)
+//	          InitPlan 1 (returns $0)
+//	            ->  Limit (actual time=0.023..0.024 rows=1 loops=1)
+//	                  ->  Index Only Scan using ax_tasks_scheduled_due on ax_tasks o (actual time=0.021..0.022 rows=1 loops=1)
+//	                        Index Cond: ((due_at IS NOT NULL) AND (due_at <= '2026-12-01 08:48:54.337162+00'))
+//	                        Buffers: shared hit=4
+//	  ->  Seq Scan on ax_tasks t (actual time=0.005..13.580 rows=100000 loops=1)
+//	        Buffers: shared hit=3577
+//
 // The pkey scan with id = ANY returns rows in id order, so LockRows locks them in
 // ascending id order without a Sort; the One-Time Filter runs the locking CTE to the
 // end before the UPDATE reads its first row (see the execution path, below).
+//
+// TaskStats (the last plan) is one statement — SELECT t.status, count(*), (SELECT min(o.due_at)
+// FROM ax_tasks o WHERE o.status = 'SCHEDULED' AND o.due_at <= $1) FROM ax_tasks t
+// GROUP BY t.status — so one round trip and one snapshot. The uncorrelated subquery
+// is an InitPlan run once, and min() becomes a LIMIT 1 on the due index; the counts
+// are a sequential scan, no index serving all seven statuses (the terminal ones have
+// none), so its cost grows with the table, finished rows included: about 30 ms for
+// 100k rows here. It is for metrics at scrape intervals, not the execution path.
 //
 // # Autovacuum
 //
@@ -233,7 +255,10 @@
 // sets paused and then, in a statement of its own so that its snapshot includes the
 // occurrences of a fire that committed while it waited for the row, cancels the
 // SCHEDULED tasks whose name and task_key are the schedule's name (locked in id
-// order). Schedule names, like task keys, are at most 500 bytes.
+// order). DeleteSchedule does the same with a DELETE of the row in place of the
+// UPDATE: a fire that waited for the row then finds none and does not apply, and the
+// occurrences of one that committed first are cancelled. Schedule names, like task
+// keys, are at most 500 bytes.
 //
 // # The refill cursor
 //

@@ -226,6 +226,45 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 	return sc, nil
 }
 
+// deleteScheduleSQL deletes a schedule's row, locking it like pauseSQL.
+const deleteScheduleSQL = `DELETE FROM ax_schedules s WHERE s.name = $1`
+
+// DeleteSchedule deletes a schedule's row and cancels its occurrences still
+// SCHEDULED, in one transaction, and returns how many it cancelled (see
+// store.Store). Like PauseSchedule it takes two round trips, and for the same
+// reason: the cancellation's snapshot, taken after the row lock was granted, sees
+// the occurrences of a FireSchedule that committed while the delete waited for it.
+// An unknown name is store.ErrNotFound, an empty one store.ErrInvalid.
+func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
+	if name == "" {
+		return 0, fmt.Errorf("ax: postgres: delete schedule: empty name: %w", store.ErrInvalid)
+	}
+	var deleted bool
+	var cancelled int64
+	err := s.steps(ctx, "delete schedule", func(r round) error {
+		deleted, cancelled = false, 0
+		if err := r(false, func(b *pgx.Batch) { b.Queue(deleteScheduleSQL, name) }, func(br pgx.BatchResults) error {
+			tag, err := br.Exec()
+			deleted = tag.RowsAffected() == 1
+			return err
+		}); err != nil || !deleted {
+			return err // unknown: steps commits a transaction that wrote nothing
+		}
+		return r(true, func(b *pgx.Batch) { b.Queue(cancelOccurrencesSQL, name) }, func(br pgx.BatchResults) error {
+			tag, err := br.Exec()
+			cancelled = tag.RowsAffected()
+			return err
+		})
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case !deleted:
+		return 0, fmt.Errorf("ax: postgres: delete schedule %q: %w", name, store.ErrNotFound)
+	}
+	return int(cancelled), nil
+}
+
 // ResumeSchedule clears a paused schedule's flag and sets its NextFireAt to next; a
 // schedule that is not paused is left alone (see store.Store). A zero next is
 // store.ErrInvalid.

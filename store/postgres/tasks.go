@@ -563,3 +563,42 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	}
 	return out, nil
 }
+
+// taskStatsSQL counts the tasks per status and, in an uncorrelated subquery that
+// PostgreSQL runs once as an InitPlan, reads the oldest due SCHEDULED task from the
+// head of ax_tasks_scheduled_due (see doc.go, "Indexes").
+const taskStatsSQL = `SELECT t.status, count(*),
+	(SELECT min(o.due_at) FROM ax_tasks o WHERE o.status = 'SCHEDULED' AND o.due_at <= $1)
+	FROM ax_tasks t GROUP BY t.status`
+
+// TaskStats counts the tasks per status and finds the oldest due SCHEDULED task, in
+// one statement: one round trip and one snapshot (see store.Store). The counts read
+// the whole table. A zero now is store.ErrInvalid.
+func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
+	if err := s.check("task stats"); err != nil {
+		return nil, err
+	}
+	if now.IsZero() {
+		return nil, fmt.Errorf("ax: postgres: task stats: zero time: %w", store.ErrInvalid)
+	}
+	rows, err := s.pool.Query(ctx, taskStatsSQL, now)
+	if err != nil {
+		return nil, s.wrap("task stats", err)
+	}
+	defer rows.Close()
+	st := store.NewTaskStats()
+	for rows.Next() {
+		var status string
+		var n int64
+		var oldest sql.NullTime
+		if err := rows.Scan(&status, &n, &oldest); err != nil {
+			return nil, s.wrap("task stats", err)
+		}
+		st.Counts[store.Status(status)] = n
+		st.OldestDue = fromNull(oldest)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("task stats", err)
+	}
+	return st, nil
+}

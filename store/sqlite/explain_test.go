@@ -9,7 +9,8 @@ import (
 // TestExplain pins the plans of the overlap rule's lookups: SQLite uses a partial
 // index only for a query whose WHERE clause contains the index's, so a reworded
 // condition would silently fall back to a scan of every DISPATCHING and RUNNING row.
-// It also pins the claim of tasks without a key to the primary key, and nothing else.
+// It also pins the claim of tasks without a key to the primary key, and nothing else,
+// and TaskStats's oldest due time to the partial due index, read once.
 func TestExplain(t *testing.T) {
 	t.Parallel()
 	s, err := Open(filepath.Join(t.TempDir(), "ax.db"))
@@ -32,6 +33,8 @@ func TestExplain(t *testing.T) {
 		{"claim without keys", batch(claimStmt), []string{pk}, []string{"SCAN ax_tasks", "SUBQUERY", "ax_tasks_key_holder"}},
 		{"trigger", triggerSQL, []string{pk, "SEARCH o " + holder}, []string{"SCAN ax_tasks", "SCAN o"}},
 		{"holder lookup (Trigger)", holderSQL, []string{"SEARCH ax_tasks " + holder}, []string{"SCAN ax_tasks"}},
+		{"task stats", taskStatsSQL, []string{"SEARCH ax_tasks USING COVERING INDEX ax_tasks_scheduled_due (due_at<?)"},
+			[]string{"CORRELATED"}},
 	} {
 		rows, err := s.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+c.sql, make([]any, strings.Count(c.sql, "?"))...)
 		if err != nil {

@@ -119,9 +119,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 		if err != nil {
 			return err
 		}
-		// The occurrences: a range of ax_tasks_name_key.
-		_, err = tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', finished_at = ?, updated_at = ?
-			WHERE name = ? AND task_key = ? AND status = 'SCHEDULED'`, ts, ts, name, name)
+		_, err = cancelOccurrences(ctx, tx, name, ts)
 		return err
 	})
 	if err != nil {
@@ -131,6 +129,44 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 		return nil, fmt.Errorf("ax: sqlite: pause schedule %q: %w", name, store.ErrNotFound)
 	}
 	return sc, nil
+}
+
+// cancelOccurrences cancels, at ts, the SCHEDULED tasks whose name and task key are
+// name — a range of ax_tasks_name_key — and returns how many.
+func cancelOccurrences(ctx context.Context, tx *sql.Tx, name string, ts int64) (int64, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', finished_at = ?, updated_at = ?
+		WHERE name = ? AND task_key = ? AND status = 'SCHEDULED'`, ts, ts, name, name)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// DeleteSchedule deletes a schedule's row and cancels its SCHEDULED occurrences in
+// one transaction, and returns how many it cancelled (see store.Store). An unknown
+// name is store.ErrNotFound, an empty one store.ErrInvalid.
+func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
+	if name == "" {
+		return 0, fmt.Errorf("ax: sqlite: delete schedule: empty name: %w", store.ErrInvalid)
+	}
+	var found bool
+	var cancelled int64
+	err := s.write(ctx, "delete schedule", func(tx *sql.Tx) error {
+		var err error
+		found, err = applied(tx.ExecContext(ctx, `DELETE FROM ax_schedules WHERE name = ?`, name))
+		if err != nil || !found {
+			return err
+		}
+		cancelled, err = cancelOccurrences(ctx, tx, name, micros(now()))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("ax: sqlite: delete schedule %q: %w", name, store.ErrNotFound)
+	}
+	return int(cancelled), nil
 }
 
 // ResumeSchedule clears a paused schedule's flag and sets its next fire time to next;

@@ -88,7 +88,26 @@
 // sequence numbers like any inserted task; of several schedulers firing from one
 // reading, exactly one changes the row. PauseSchedule cancels the schedule's
 // SCHEDULED occurrences (name and task_key = the schedule's name, a range of the
-// business-key index) in the transaction that sets paused.
+// business-key index) in the transaction that sets paused; DeleteSchedule cancels
+// them with the same statement in the transaction that deletes the row, so a fire
+// either commits before it (and its occurrences are cancelled) or finds no row.
+//
+// # Task stats
+//
+// TaskStats is one statement on the read pool, so it never waits for the writer and
+// its counts and oldest due time come from one snapshot:
+//
+//	SELECT status, count(*),
+//	    (SELECT min(due_at) FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at <= ?)
+//	FROM ax_tasks GROUP BY status
+//
+// The counts read every row; the scalar subquery runs once, on the partial due
+// index. TestExplain pins it:
+//
+//	SCAN ax_tasks
+//	USE TEMP B-TREE FOR GROUP BY
+//	SCALAR SUBQUERY 1
+//	SEARCH ax_tasks USING COVERING INDEX ax_tasks_scheduled_due (due_at<?)
 package sqlite
 
 import (

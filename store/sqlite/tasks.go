@@ -170,6 +170,42 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return t, nil
 }
 
+// taskStatsSQL counts the tasks per status and, in a scalar subquery evaluated once,
+// reads the oldest due SCHEDULED task: a MIN over ax_tasks_scheduled_due, which SQLite
+// uses because the subquery's WHERE contains the index's (see TestExplain).
+const taskStatsSQL = `SELECT status, count(*),
+	(SELECT min(due_at) FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at <= ?)
+	FROM ax_tasks GROUP BY status`
+
+// TaskStats counts the tasks per status and finds the oldest due SCHEDULED task, in
+// one statement on the read pool (one snapshot; no write lock). See store.Store. A
+// zero now is store.ErrInvalid.
+func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
+	if now.IsZero() {
+		return nil, fmt.Errorf("ax: sqlite: task stats: zero time: %w", store.ErrInvalid)
+	}
+	rows, err := s.r.QueryContext(ctx, taskStatsSQL, micros(now))
+	if err != nil {
+		return nil, s.wrap("task stats", err)
+	}
+	defer rows.Close()
+	st := store.NewTaskStats()
+	for rows.Next() {
+		var status string
+		var n int64
+		var oldest sql.NullInt64
+		if err := rows.Scan(&status, &n, &oldest); err != nil {
+			return nil, s.wrap("task stats", err)
+		}
+		st.Counts[store.Status(status)] = n
+		st.OldestDue = fromNull(oldest)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("task stats", err)
+	}
+	return st, nil
+}
+
 // Refill reads changed and newly windowed SCHEDULED tasks (see store.RefillParams).
 func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
 	if p.Limit <= 0 {

@@ -67,6 +67,8 @@ func testClose(e *env) {
 		},
 		"Schedules":      func() error { _, err := s.Schedules(ctx); return err },
 		"PauseSchedule":  func() error { _, err := s.PauseSchedule(ctx, "s"); return err },
+		"DeleteSchedule": func() error { _, err := s.DeleteSchedule(ctx, "s"); return err },
+		"TaskStats":      func() error { _, err := s.TaskStats(ctx, time.Now()); return err },
 		"ResumeSchedule": func() error { _, err := s.ResumeSchedule(ctx, "s", time.Now()); return err },
 		"FireSchedule": func() error {
 			_, err := s.FireSchedule(ctx, store.FireParams{Name: "s", Expect: time.Now(), Next: time.Now()})

@@ -24,6 +24,7 @@ var readTests = []test{
 	{"Now", testNow},
 	{"Missing", testReadMissing},
 	{"NoExecutions", testNoExecutions},
+	{"TaskStats", testTaskStats},
 }
 
 func testInsertRoundTrip(e *env) {
@@ -387,5 +388,65 @@ func testNoExecutions(e *env) {
 		if got := e.executions(task.ID); len(got) != 0 {
 			e.t.Errorf("Executions(%d) of a %s task = %+v, want none", task.ID, status, got)
 		}
+	}
+}
+
+// taskStats calls TaskStats and fails on error.
+func (e *env) taskStats(now time.Time) *store.TaskStats {
+	e.t.Helper()
+	st, err := e.s.TaskStats(e.ctx, now)
+	if err != nil {
+		e.t.Fatalf("TaskStats(%v) error: %v", now, err)
+	}
+	if st == nil || st.OldestDue.Location() != time.UTC {
+		e.t.Fatalf("TaskStats(%v) = %+v, want stats with a UTC OldestDue", now, st)
+	}
+	return st
+}
+
+// counts returns a TaskStats.Counts with every status zero but those given.
+func counts(n map[store.Status]int64) map[store.Status]int64 {
+	out := make(map[store.Status]int64)
+	for _, s := range store.Statuses() {
+		out[s] = n[s]
+	}
+	return out
+}
+
+func testTaskStats(e *env) {
+	empty := &store.TaskStats{Counts: counts(nil)}
+	if d := diff(empty, e.taskStats(e.now())); d != "" {
+		e.t.Errorf("TaskStats of an empty store (-want +got):\n%s", d)
+	}
+
+	oldest := e.scheduled(e.now().Add(-2 * time.Hour))   // the oldest due task
+	e.scheduled(e.past())                                // due, later
+	e.scheduled(e.future())                              // not due
+	e.claim(e.scheduled(e.now().Add(-3 * time.Hour)).ID) // due before the oldest, but claimed
+	for _, status := range []store.Status{store.Running, store.Running, store.Succeeded, store.Failed, store.Cancelled} {
+		e.inState(status)
+	}
+	holder := e.holding("stats", store.OverlapSkip, store.Dispatching)
+	late := e.insert(e.keyed(e.past(), "stats", store.OverlapSkip))[0]
+	if res := e.claimAll(late.ID); len(res.Skipped) != 1 {
+		e.t.Fatalf("Claim of a skip task while task %d holds its key = %+v, want it skipped", holder.ID, res)
+	}
+	want := &store.TaskStats{
+		Counts: counts(map[store.Status]int64{store.Scheduled: 3, store.Dispatching: 2, store.Running: 2,
+			store.Succeeded: 1, store.Failed: 1, store.Cancelled: 1, store.Skipped: 1}),
+		OldestDue: oldest.DueAt,
+	}
+	for name, now := range map[string]time.Time{"now": e.now(), "the oldest due time": oldest.DueAt} {
+		if d := diff(want, e.taskStats(now)); d != "" {
+			e.t.Errorf("TaskStats at %s (-want +got):\n%s", name, d)
+		}
+	}
+	// Before the oldest due time nothing is due; the counts stay.
+	want.OldestDue = time.Time{}
+	if d := diff(want, e.taskStats(oldest.DueAt.Add(-time.Millisecond))); d != "" {
+		e.t.Errorf("TaskStats before anything is due (-want +got):\n%s", d)
+	}
+	if st, err := e.s.TaskStats(e.ctx, time.Time{}); !errors.Is(err, store.ErrInvalid) {
+		e.t.Errorf("TaskStats(zero time) = %+v, %v; want ErrInvalid", st, err)
 	}
 }

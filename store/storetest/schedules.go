@@ -19,7 +19,10 @@ var scheduleTests = []test{
 	{"FireInvalid", testFireInvalid},
 	{"PauseResume", testPauseResume},
 	{"PauseUnknown", testPauseUnknown},
+	{"Delete", testDeleteSchedule},
+	{"DeleteUnknown", testDeleteUnknown},
 	{"FireRace", testFireRace},
+	{"DeleteRace", testDeleteRace},
 }
 
 // def returns a valid schedule definition starting at next.
@@ -349,6 +352,91 @@ func testPauseUnknown(e *env) {
 	}
 }
 
+func testDeleteSchedule(e *env) {
+	next := e.future().Truncate(time.Second)
+	e.register(def("report", next), def("other", next))
+	res := e.fire(store.FireParams{Name: "report", Expect: next, Next: next.Add(4 * time.Second), Last: next.Add(2 * time.Second),
+		Tasks: []store.NewTask{occurrence("report", next), occurrence("report", next.Add(2*time.Second))}})
+	overdue := e.insert(occurrence("report", e.past().Truncate(time.Second)))[0] // pending, and due
+	running := e.claim(e.insert(occurrence("report", e.past().Add(-time.Hour).Truncate(time.Second)))[0].ID)
+	e.start(running)
+	running = e.get(running.ID) // an earlier occurrence, RUNNING
+	others := e.fire(store.FireParams{Name: "other", Expect: next, Next: next.Add(2 * time.Second), Last: next,
+		Tasks: []store.NewTask{occurrence("other", next)}}) // another schedule's occurrence: untouched
+	sameName := e.newTask(e.future()) // the schedule's handler, no task key: untouched
+	sameName.Name = "report"
+	plain := e.insert(sameName)[0]
+	pending := []*store.Task{res.Inserted[0].Task, res.Inserted[1].Task, overdue}
+
+	lo := e.settle(plain)
+	n, err := e.s.DeleteSchedule(e.ctx, "report")
+	hi := e.now()
+	if err != nil || n != len(pending) {
+		e.t.Fatalf("DeleteSchedule(report) = %d, %v; want %d cancelled", n, err, len(pending))
+	}
+	for _, p := range pending {
+		got := e.get(p.ID)
+		if got.Status != store.Cancelled {
+			e.t.Errorf("pending occurrence %d is %s after DeleteSchedule, want CANCELLED", got.ID, got.Status)
+		}
+		e.stamped("FinishedAt of a cancelled occurrence", got.FinishedAt, lo, hi)
+		e.stamped("UpdatedAt of a cancelled occurrence", got.UpdatedAt, lo, hi)
+	}
+	e.unchanged("DeleteSchedule (running occurrence)", running)
+	e.unchanged("DeleteSchedule (another schedule's occurrence)", others.Inserted[0].Task)
+	e.unchanged("DeleteSchedule (a task of the handler without the key)", plain)
+	all, err := e.s.Schedules(e.ctx)
+	if err != nil {
+		e.t.Fatalf("Schedules error: %v", err)
+	}
+	if len(all) != 1 || all[0].Name != "other" {
+		e.t.Errorf("Schedules after DeleteSchedule(report) = %+v, want other only", all)
+	}
+	if n, err := e.s.DeleteSchedule(e.ctx, "report"); !errors.Is(err, store.ErrNotFound) || n != 0 {
+		e.t.Errorf("DeleteSchedule twice = %d, %v; want 0, ErrNotFound", n, err)
+	}
+	// A deleted schedule does not fire.
+	if res := e.fire(store.FireParams{Name: "report", Expect: next.Add(4 * time.Second), Next: next.Add(6 * time.Second),
+		Tasks: []store.NewTask{occurrence("report", next.Add(4*time.Second))}}); res.Applied {
+		e.t.Errorf("FireSchedule after DeleteSchedule = %+v, want not applied", res)
+	}
+
+	// Registered again, it is new: its own NextFireAt, no LastFireAt, not paused.
+	again := next.Add(time.Hour)
+	lo = e.now()
+	got := e.register(def("report", again))[0]
+	e.stamped("CreatedAt of the schedule registered again", got.CreatedAt, lo, e.now())
+	if !got.NextFireAt.Equal(again) || !got.LastFireAt.IsZero() || got.Paused {
+		e.t.Errorf("registered after DeleteSchedule = %+v; want NextFireAt %v, no LastFireAt, not paused", got, again)
+	}
+	if d := diff(got, e.schedule("report")); d != "" {
+		e.t.Errorf("Schedules differs from RegisterSchedules (-register +list):\n%s", d)
+	}
+	// Also when the deleted schedule was paused, which left nothing to cancel.
+	if _, err := e.s.PauseSchedule(e.ctx, "report"); err != nil {
+		e.t.Fatalf("PauseSchedule error: %v", err)
+	}
+	if n, err := e.s.DeleteSchedule(e.ctx, "report"); err != nil || n != 0 {
+		e.t.Fatalf("DeleteSchedule of a paused schedule = %d, %v; want 0 cancelled", n, err)
+	}
+	if got := e.register(def("report", again))[0]; got.Paused {
+		e.t.Errorf("registered after deleting a paused schedule = %+v, want not paused", got)
+	}
+}
+
+func testDeleteUnknown(e *env) {
+	e.register(def("report", e.future()))
+	task := e.insert(occurrence("nope", e.future().Truncate(time.Second)))[0] // "occurrence" of no schedule
+	if n, err := e.s.DeleteSchedule(e.ctx, "nope"); !errors.Is(err, store.ErrNotFound) || n != 0 {
+		e.t.Errorf("DeleteSchedule(unknown) = %d, %v; want 0, ErrNotFound", n, err)
+	}
+	if n, err := e.s.DeleteSchedule(e.ctx, ""); !errors.Is(err, store.ErrInvalid) || n != 0 {
+		e.t.Errorf("DeleteSchedule(\"\") = %d, %v; want 0, ErrInvalid", n, err)
+	}
+	e.unchanged("DeleteSchedule(unknown)", task)
+	e.schedule("report")
+}
+
 // testFireRace has workers fire the same schedule from the same reading: exactly one
 // may apply, and only its occurrences exist.
 func testFireRace(e *env) {
@@ -384,6 +472,50 @@ func testFireRace(e *env) {
 		}
 		if found != 1 {
 			e.t.Fatalf("round %d: %d occurrences stored, want 1", round, found)
+		}
+	}
+}
+
+// testDeleteRace has workers fire a schedule while another deletes it: a fire applies
+// only before the delete, whose count then includes its occurrence, and afterwards no
+// occurrence is left SCHEDULED.
+func testDeleteRace(e *env) {
+	const firers, rounds = 4, 10
+	slot := e.now().Add(-time.Minute).Truncate(time.Second)
+	for round := range rounds {
+		name := fmt.Sprintf("race-%d", round)
+		e.register(def(name, slot))
+		var applied atomic.Int32
+		var cancelled int
+		e.race(firers+1, 30*time.Second, "FireSchedule and DeleteSchedule racers", func(w int) error {
+			if w == firers {
+				var err error
+				cancelled, err = e.s.DeleteSchedule(e.ctx, name)
+				return err
+			}
+			nt := occurrence(name, slot)
+			nt.Key = fmt.Sprintf("%s/%d", nt.Key, w)
+			res, err := e.s.FireSchedule(e.ctx, store.FireParams{Name: name, Expect: slot, Next: slot.Add(time.Second),
+				Last: slot, Tasks: []store.NewTask{nt}})
+			if err != nil {
+				return err
+			}
+			if res.Applied {
+				applied.Add(1)
+			}
+			return nil
+		})
+		if a := int(applied.Load()); a > 1 || cancelled != a {
+			e.t.Fatalf("round %d: %d FireSchedule calls applied, DeleteSchedule cancelled %d; want at most 1 and as many", round, a, cancelled)
+		}
+		for w := range firers {
+			task, err := e.s.Lookup(e.ctx, name, fmt.Sprintf("%s/%d", slot.Format(time.RFC3339Nano), w))
+			if err == nil && task.Status != store.Cancelled {
+				e.t.Fatalf("round %d: occurrence %d is %s after DeleteSchedule, want CANCELLED", round, task.ID, task.Status)
+			}
+		}
+		if _, err := e.s.PauseSchedule(e.ctx, name); !errors.Is(err, store.ErrNotFound) {
+			e.t.Fatalf("round %d: PauseSchedule after DeleteSchedule: error %v, want ErrNotFound", round, err)
 		}
 	}
 }
