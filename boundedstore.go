@@ -97,3 +97,9 @@ func (b boundedStore) FireSchedule(ctx context.Context, p store.FireParams) (*st
 	defer cancel()
 	return b.Store.FireSchedule(ctx, p)
 }
+
+func (b boundedStore) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.TaskStats(ctx, now)
+}

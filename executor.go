@@ -32,6 +32,7 @@ type executor struct {
 	running  map[string]*execution // by execution id, until its result is written
 	free     int                   // handler slots
 	stopping bool
+	warned   map[string]time.Time // name → last WARN for a task without a handler
 	wake     chan struct{}
 
 	results  chan *execution
@@ -60,7 +61,10 @@ type execution struct {
 	cancel   context.CancelFunc
 	once     sync.Once
 	err      error // the handler's result
-	released bool  // interrupted by Stop: run again without using a retry
+	outcome  Outcome
+	begin    time.Time // the handler's start, with the monotonic reading
+	ran      time.Duration
+	released bool // interrupted by Stop: run again without using a retry
 }
 
 func newExecutor(s *Scheduler) *executor {
@@ -70,6 +74,7 @@ func newExecutor(s *Scheduler) *executor {
 		onDone:     func(int) {},
 		onKeysFree: func([]string) {},
 		running:    make(map[string]*execution),
+		warned:     make(map[string]time.Time),
 		free:       s.cfg.Concurrency,
 		wake:       make(chan struct{}, 1),
 		results:    make(chan *execution, 4*s.cfg.Concurrency),
@@ -111,7 +116,7 @@ func (e *executor) dispatch(tasks []store.Task, leader bool) {
 		for i, t := range tasks {
 			ds[i] = dispatched{task: t, leader: leader}
 		}
-		e.handBack(ds, "scheduler stopping")
+		e.handBack(ds, DispatchStopping, "scheduler stopping")
 		return
 	}
 	var unroutable []dispatched
@@ -126,7 +131,8 @@ func (e *executor) dispatch(tasks []store.Task, leader bool) {
 	e.signal()
 	for _, d := range unroutable {
 		// A dispatch failure, not a business one: the handler may be deployed later.
-		e.handBack([]dispatched{d}, fmt.Sprintf("no executor has a handler for %q", d.task.Name))
+		e.unhandled(d.task.Name)
+		e.handBack([]dispatched{d}, DispatchNoHandler, fmt.Sprintf("no executor has a handler for %q", d.task.Name))
 	}
 }
 
@@ -178,7 +184,7 @@ func (e *executor) startBatch(batch []dispatched) {
 			e.mu.Lock()
 			e.free += len(batch)
 			e.mu.Unlock()
-			e.handBack(batch, "scheduler stopping")
+			e.handBack(batch, DispatchStopping, "scheduler stopping")
 			return
 		case <-time.After(wait):
 		}
@@ -200,6 +206,7 @@ func (e *executor) startBatch(batch []dispatched) {
 		}
 		x := &execution{task: *r.Task, leader: d.leader}
 		x.ctx, x.cancel = context.WithCancel(e.base)
+		s.observeStart(&x.task)
 		e.mu.Lock()
 		e.running[x.task.ExecutionID] = x
 		e.mu.Unlock()
@@ -214,6 +221,24 @@ func (e *executor) startBatch(batch []dispatched) {
 	}
 	if gone > 0 {
 		e.onDone(gone)
+	}
+}
+
+// unhandled reports a task that came due under a name without a handler here: a WARN
+// log at most once a minute per name, and an event each time.
+func (e *executor) unhandled(name string) {
+	s := e.s
+	now := time.Now()
+	e.mu.Lock()
+	last, seen := e.warned[name]
+	if !seen || now.Sub(last) >= time.Minute {
+		e.warned[name] = now
+	}
+	e.mu.Unlock()
+	s.obs.send(Event{Kind: EventUnhandled, At: s.clock.now(), Name: name})
+	if !seen || now.Sub(last) >= time.Minute {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: a task came due under a name no handler is registered for here; it is handed back as a dispatch failure (register one with Handle)",
+			slog.String("name", name))
 	}
 }
 
@@ -262,31 +287,38 @@ func (e *executor) run(x *execution) {
 	defer x.cancel()
 	ctx, cancel := context.WithTimeout(x.ctx, timeout)
 	defer cancel()
+	x.begin = time.Now()
 	timer := time.AfterFunc(timeout, func() {
-		e.report(x, fmt.Errorf("timeout: handler still running after %v", timeout))
+		e.report(x, fmt.Errorf("timeout: handler still running after %v", timeout), OutcomeTimedOut)
 	})
 	defer timer.Stop()
 	task := *t // the handler gets its own copy
-	err := call(ctx, hd.h, &task)
-	if err != nil && errors.Is(e.base.Err(), context.Canceled) {
-		x.released = true
+	err, panicked := call(ctx, hd.h, &task)
+	outcome := OutcomeSucceeded
+	switch {
+	case panicked:
+		outcome = OutcomePanicked
+	case err != nil && errors.Is(e.base.Err(), context.Canceled):
+		x.released, outcome = true, OutcomeReleased
+	case err != nil:
+		outcome = OutcomeFailed
 	}
-	e.report(x, err)
+	e.report(x, err, outcome)
 }
 
 // call runs the handler, turning a panic into an error that keeps the stack.
-func call(ctx context.Context, h Handler, t *Task) (err error) {
+func call(ctx context.Context, h Handler, t *Task) (err error, panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			err, panicked = fmt.Errorf("panic: %v\n%s", r, debug.Stack()), true
 		}
 	}()
-	return h.Handle(ctx, t)
+	return h.Handle(ctx, t), false
 }
 
-func (e *executor) report(x *execution, err error) {
+func (e *executor) report(x *execution, err error, outcome Outcome) {
 	x.once.Do(func() {
-		x.err = err
+		x.err, x.outcome, x.ran = err, outcome, time.Since(x.begin)
 		select {
 		case e.results <- x:
 		case <-e.finisherDone: // abandoned at a hard stop: recovery takes it
@@ -365,6 +397,12 @@ func (e *executor) finish(batch []*execution) {
 			s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: task will be retried", append(attrs, slog.Time("due_at", f.DueAt), slog.String("err", f.Error))...)
 		default:
 			s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: task failed", append(attrs, slog.String("err", f.Error))...)
+		}
+		if applied[i] {
+			s.obs.send(Event{Kind: EventFinished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
+			if f.Status == store.Scheduled && !x.released {
+				s.obs.send(Event{Kind: EventRetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
+			}
 		}
 		if applied[i] && f.Status == store.Scheduled {
 			if r := s.current(); r != nil {
@@ -467,8 +505,9 @@ func (e *executor) heartbeater() {
 	}
 }
 
-// handBack returns claimed, unstarted tasks to SCHEDULED as a dispatch failure.
-func (e *executor) handBack(ds []dispatched, reason string) {
+// handBack returns claimed, unstarted tasks to SCHEDULED as a dispatch failure: code
+// is the observer's reason (DispatchNoHandler, …), reason the task's LastError.
+func (e *executor) handBack(ds []dispatched, code, reason string) {
 	s := e.s
 	now := s.clock.now()
 	rq := make([]store.Requeue, len(ds))
@@ -478,6 +517,7 @@ func (e *executor) handBack(ds []dispatched, reason string) {
 		if d.leader {
 			leader++
 		}
+		s.obs.send(Event{Kind: EventDispatchFailed, At: now, Name: d.task.Name, Reason: code})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -508,7 +548,7 @@ func (e *executor) stop(ctx context.Context) error {
 	e.mu.Unlock()
 	close(e.quit)
 	if len(pending) > 0 {
-		e.handBack(pending, "scheduler stopping")
+		e.handBack(pending, DispatchStopping, "scheduler stopping")
 	}
 	handlers := make(chan struct{})
 	go func() {

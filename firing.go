@@ -139,6 +139,8 @@ func (l *leader) fire(ctx context.Context, p *periodic, row *store.Schedule, now
 			slog.String("schedule", p.name), slog.Time("missed_since", row.NextFireAt),
 			slog.String("misfire", string(p.misfire)), slog.Int("fired", len(slots)))
 	}
+	l.observeFire(p, row.NextFireAt, now, len(slots), caught, next)
+	s.observeSubmitted(res.Inserted)
 	dues := make([]store.Due, 0, len(res.Inserted))
 	for _, in := range res.Inserted {
 		if in.Err == nil {
@@ -258,4 +260,33 @@ func (l *leader) settled(ids []int64) {
 	for _, id := range ids {
 		delete(l.blocked, id)
 	}
+}
+
+// maxMisfireCount bounds how many dropped slots one outage reports to the observer:
+// counting them walks the schedule.
+const maxMisfireCount = 10_000
+
+// observeFire reports a fire: on-time slots dispatched, missed ones fired (caught up)
+// and missed ones dropped (misfired).
+func (l *leader) observeFire(p *periodic, from, now time.Time, fired, caught int, next time.Time) {
+	s := l.s
+	if s.obs == nil {
+		return
+	}
+	onTime := fired
+	if caught >= 0 {
+		onTime = fired - caught
+		missed := 0
+		late := now.Add(-s.misfireGrace())
+		for t := from; t.Before(late) && !t.Equal(neverAgain) && missed < maxMisfireCount; t = p.next(t) {
+			missed++
+		}
+		if caught > 0 {
+			s.obs.send(Event{Kind: EventScheduleFired, At: now, Schedule: p.name, Result: ScheduleCaughtUp, Count: caught, Due: next})
+		}
+		if missed > caught {
+			s.obs.send(Event{Kind: EventScheduleFired, At: now, Schedule: p.name, Result: ScheduleMisfired, Count: missed - caught, Due: next})
+		}
+	}
+	s.obs.send(Event{Kind: EventScheduleFired, At: now, Schedule: p.name, Result: ScheduleDispatched, Count: onTime, Due: next})
 }

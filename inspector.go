@@ -64,7 +64,11 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 			}
 			s.log.LogAttrs(ctx, slog.LevelWarn, "ax: orphaned execution recovered",
 				append(taskAttrs(&orphans[i]), slog.String("result", string(results[i].Status)))...)
+			name := orphans[i].Name
+			s.obs.send(Event{Kind: EventOrphanRecovered, At: now, Name: name})
+			s.obs.send(Event{Kind: EventFinished, At: now, Name: name, Outcome: OutcomeOrphaned})
 			if results[i].Status == store.Scheduled {
+				s.obs.send(Event{Kind: EventRetryScheduled, At: now, Name: name, Due: results[i].DueAt})
 				l.add(store.Due{ID: results[i].TaskID, DueAt: results[i].DueAt})
 			}
 		}
@@ -94,6 +98,8 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 		for i, ok := range applied {
 			if ok {
 				s.log.LogAttrs(ctx, slog.LevelWarn, "ax: stuck claim handed back", taskAttrs(&stuck[i])...)
+				s.obs.send(Event{Kind: EventStuckClaimHandedBack, At: now, Name: stuck[i].Name})
+				s.obs.send(Event{Kind: EventDispatchFailed, At: now, Name: stuck[i].Name, Reason: DispatchStuck})
 				l.add(store.Due{ID: rq[i].TaskID, DueAt: rq[i].DueAt})
 			}
 		}

@@ -99,6 +99,37 @@ func (l *leader) start(ctx context.Context, wg *sync.WaitGroup, schedules []stor
 		wg.Add(1)
 		go func() { defer wg.Done(); l.fireSchedules(ctx, schedules) }()
 	}
+	if l.s.obs != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.stats(ctx) }()
+	}
+}
+
+// stats reports the task table's summary to the observer every StatsInterval: one
+// store query each time, whatever the number of scrapes.
+func (l *leader) stats(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		now := l.s.clock.now()
+		st, err := l.s.kst.TaskStats(ctx, now)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: count tasks for the observer", slog.Any("err", err))
+		case err == nil:
+			e := Event{Kind: EventTaskCounts, At: now, Counts: st.Counts}
+			if !st.OldestDue.IsZero() {
+				e.Lag = max(now.Sub(st.OldestDue), 0)
+			}
+			l.s.obs.send(e)
+		}
+		timer.Reset(l.s.cfg.StatsInterval)
+	}
 }
 
 // clockInterval is how often the leader re-measures the store's clock offset, so
@@ -121,6 +152,7 @@ func (l *leader) remeasure(ctx context.Context) {
 			}
 			continue
 		}
+		l.s.obs.send(Event{Kind: EventClockOffset, At: l.s.clock.now(), Offset: offset})
 		l.s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
 	}
 }
@@ -232,6 +264,7 @@ func (l *leader) loop(ctx context.Context) {
 	defer timer.Stop()
 	var in []store.Due
 	var rm []int64
+	var lastSize time.Time
 	for {
 		l.mu.Lock()
 		in, l.incoming = l.incoming, in[:0]
@@ -263,6 +296,10 @@ func (l *leader) loop(ctx context.Context) {
 			l.ready = append(l.ready, e.ID)
 		}
 		l.claim()
+		if l.s.obs != nil && time.Since(lastSize) >= time.Second {
+			lastSize = time.Now()
+			l.s.obs.send(Event{Kind: EventWheelSize, At: now, Count: l.wheel.Len()})
+		}
 
 		sleep := time.Hour
 		if next, ok := l.wheel.Next(); ok {
@@ -349,8 +386,14 @@ func (l *leader) claimer(ctx context.Context) {
 			if len(res.Blocked) > 0 {
 				l.block(res.Blocked, claimFrees)
 			}
+			l.s.observeClaim(res.Claimed)
 			for _, t := range res.Skipped {
 				log.LogAttrs(ctx, slog.LevelInfo, "ax: task skipped", append(taskAttrs(&t), slog.String("reason", t.LastError))...)
+				e := Event{Kind: EventSkipped, At: l.s.clock.now(), Name: t.Name}
+				if t.TaskKey == t.Name { // a schedule's occurrence
+					e.Schedule = t.Name
+				}
+				l.s.obs.send(e)
 			}
 			if l.afterClaim != nil {
 				l.afterClaim(res.Claimed)

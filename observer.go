@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/axsched/ax/store"
 )
 
 // Observer receives the scheduler's events, for metrics and tracing (package
@@ -29,14 +31,16 @@ const (
 	// schedule's occurrences).
 	EventSubmitted EventKind = iota + 1
 	// EventClaimed: a task was claimed for dispatch. Name, Due, Lateness (claim −
-	// due, by the store's stamps; zero for a manual Trigger).
+	// due, by the store's stamps), Manual (a Trigger: Lateness is zero and means
+	// nothing).
 	EventClaimed
 	// EventStarted: a handler started. Name, Due, Lateness (start − due, by the
-	// store's stamps; zero for a manual Trigger), Early (it started before Due: a
-	// broken guarantee, which must never happen).
+	// store's stamps), Manual (as for EventClaimed), Early (it started before Due
+	// without a Trigger: a broken guarantee, which must never happen).
 	EventStarted
 	// EventFinished: an execution ended and its result was written. Name, Outcome,
-	// Duration (the handler's run time).
+	// Duration (the handler's run time; zero for OutcomeOrphaned, whose run time is
+	// not known).
 	EventFinished
 	// EventDispatchFailed: a claimed task could not be started and was handed back.
 	// Name, Reason (one of the DispatchReason values).
@@ -60,9 +64,9 @@ const (
 	EventClockOffset
 	// EventWheelSize: tasks held in the timing wheel. Count.
 	EventWheelSize
-	// EventTaskCounts: the task table, summarised (at most every
-	// Config.StatsInterval). Counts (tasks per status), Lag (age of the oldest due
-	// task not yet claimed; zero when none is waiting).
+	// EventTaskCounts: the task table, summarised (every Config.StatsInterval).
+	// Counts (tasks per status; complete: every Status is present, zero included),
+	// Lag (age of the oldest due task not yet claimed; zero when none is waiting).
 	EventTaskCounts
 	// EventUnhandled: a task came due under a name that no handler is registered for
 	// in this scheduler. Name.
@@ -127,6 +131,7 @@ type Event struct {
 	Result   string
 	Due      time.Time
 	Lateness time.Duration
+	Manual   bool
 	Early    bool
 	Duration time.Duration
 	Offset   time.Duration
@@ -232,5 +237,61 @@ func (q *observerQueue) close(ctx context.Context) {
 	select {
 	case <-q.done:
 	case <-ctx.Done():
+	}
+}
+
+// manual reports whether the task's current execution was a manual Trigger: Trigger
+// stamps TriggeredAt and DispatchedAt with the same time.
+func manual(t *store.Task) bool {
+	return !t.TriggeredAt.IsZero() && t.TriggeredAt.Equal(t.DispatchedAt)
+}
+
+// observeClaim reports claimed tasks.
+func (s *Scheduler) observeClaim(ts []store.Task) {
+	if s.obs == nil {
+		return
+	}
+	now := s.clock.now()
+	for i := range ts {
+		t := &ts[i]
+		e := Event{Kind: EventClaimed, At: now, Name: t.Name, Due: t.DueAt, Manual: manual(t)}
+		if !e.Manual {
+			e.Lateness = t.DispatchedAt.Sub(t.DueAt)
+		}
+		s.obs.send(e)
+	}
+}
+
+// observeStart reports a started execution.
+func (s *Scheduler) observeStart(t *store.Task) {
+	if s.obs == nil {
+		return
+	}
+	e := Event{Kind: EventStarted, At: s.clock.now(), Name: t.Name, Due: t.DueAt, Manual: manual(t)}
+	if !e.Manual {
+		e.Lateness = t.StartedAt.Sub(t.DueAt)
+		e.Early = e.Lateness < 0
+	}
+	s.obs.send(e)
+}
+
+// observeSubmitted reports written tasks, one event per name.
+func (s *Scheduler) observeSubmitted(res []store.Inserted) {
+	if s.obs == nil {
+		return
+	}
+	now := s.clock.now()
+	for i := 0; i < len(res); {
+		if res[i].Err != nil {
+			i++
+			continue
+		}
+		name, n := res[i].Task.Name, 0
+		for ; i < len(res) && (res[i].Err != nil || res[i].Task.Name == name); i++ {
+			if res[i].Err == nil {
+				n++
+			}
+		}
+		s.obs.send(Event{Kind: EventSubmitted, At: now, Name: name, Count: n})
 	}
 }

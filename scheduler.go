@@ -330,6 +330,7 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 		return err
 	}
 	r.leader.remove(id)
+	s.observeClaim([]store.Task{*t})
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", taskAttrs(t)...)
 	r.exec.dispatch([]store.Task{*t}, false)
 	return nil

@@ -161,6 +161,7 @@ func (s *Scheduler) insert(ctx context.Context, o *options, nts []store.NewTask)
 // caller's transaction is not visible until the commit: the leader keeps trying its
 // claim for a while once it is due.
 func (s *Scheduler) schedule(inTx bool, res []store.Inserted) {
+	s.observeSubmitted(res)
 	r := s.current()
 	if r == nil {
 		return
