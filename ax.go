@@ -12,13 +12,6 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Task is one persisted task. Times are UTC; a zero time means "not set". See the
-// package documentation for what each time field means.
-type Task = store.Task
-
-// Execution is one attempt to run a task, identified by its execution id.
-type Execution = store.Execution
-
 // Status is the state of a task; it prints as SCHEDULED, DISPATCHING, ….
 type Status = store.Status
 
@@ -35,24 +28,6 @@ const (
 
 // Store is where ax keeps its state: store/sqlite (embedded), or another driver.
 type Store = store.Store
-
-// Errors returned by the scheduler. Test them with errors.Is.
-var (
-	// ErrDuplicate: a task with this name and key exists; the existing task is
-	// returned with it.
-	ErrDuplicate = store.ErrDuplicate
-	// ErrNotFound: no such task.
-	ErrNotFound = store.ErrNotFound
-	// ErrInvalid: bad input (the message names the field); nothing was changed.
-	ErrInvalid = store.ErrInvalid
-	// ErrNotCancellable: only a SCHEDULED task can be cancelled.
-	ErrNotCancellable = store.ErrNotCancellable
-	// ErrNotTriggerable: only a SCHEDULED or FAILED task can be triggered.
-	ErrNotTriggerable = store.ErrNotTriggerable
-	// ErrNotRunning: the call needs a started scheduler (Trigger), or Start/Stop was
-	// called in the wrong state.
-	ErrNotRunning = errors.New("ax: scheduler not running")
-)
 
 // Defaults for the zero fields of Config and for task options.
 const (
@@ -183,7 +158,7 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("ax: config: %s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalid))
+		errs = append(errs, errorf("ax: config: %s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalid))
 	}
 	if c.Store == nil {
 		bad("Store", "is required")

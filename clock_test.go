@@ -164,7 +164,7 @@ func waitFor(t *testing.T, st Store, id int64, status Status, limit time.Duratio
 			t.Fatal(err)
 		}
 		if got.Status == status {
-			return got
+			return taskOf(got)
 		}
 		if time.Now().After(end) {
 			t.Fatalf("task %d is %s after %v, want %s", id, got.Status, limit, status)

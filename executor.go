@@ -293,7 +293,7 @@ func (e *executor) run(x *execution) {
 	})
 	defer timer.Stop()
 	task := *t // the handler gets its own copy
-	err, panicked := call(ctx, hd.h, &task)
+	err, panicked := call(ctx, hd.h, taskOf(&task))
 	outcome := OutcomeSucceeded
 	switch {
 	case panicked:
@@ -437,7 +437,7 @@ func (e *executor) forget(batch []*execution) {
 // business retry (SCHEDULED, Attempt+1, after the backoff), FAILED when retries are
 // exhausted, or, for an execution released at shutdown, SCHEDULED now without using a
 // retry.
-func (s *Scheduler) outcome(t *Task, err error, released bool, now time.Time) store.Finish {
+func (s *Scheduler) outcome(t *store.Task, err error, released bool, now time.Time) store.Finish {
 	f := store.Finish{TaskID: t.ID, ExecutionID: t.ExecutionID}
 	switch {
 	case err == nil:
@@ -457,7 +457,7 @@ func (s *Scheduler) outcome(t *Task, err error, released bool, now time.Time) st
 
 // backoff is the delay before business retry n of t: the delays stored with the task,
 // else its handler's, else DefaultBackoff.
-func (s *Scheduler) backoff(t *Task, n int) time.Duration {
+func (s *Scheduler) backoff(t *store.Task, n int) time.Duration {
 	if n-1 < len(t.Backoff) {
 		return t.Backoff[n-1]
 	}

@@ -43,7 +43,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 		now := s.clock.now()
 		orphans, err := s.kst.Stale(ctx, store.Running, now.Add(-s.cfg.OrphanAfter), store.MaxBatch)
 		if err != nil {
-			return fmt.Errorf("ax: find orphans: %w", err)
+			return errorf("ax: find orphans: %w", err)
 		}
 		if len(orphans) == 0 {
 			break
@@ -56,7 +56,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 		}
 		applied, err := s.kst.Finish(ctx, results)
 		if err != nil {
-			return fmt.Errorf("ax: recover orphans: %w", err)
+			return errorf("ax: recover orphans: %w", err)
 		}
 		for i, ok := range applied {
 			if !ok {
@@ -81,7 +81,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 		now := s.clock.now()
 		stuck, err := s.kst.Stale(ctx, store.Dispatching, now.Add(-s.cfg.DispatchTimeout), store.MaxBatch)
 		if err != nil {
-			return fmt.Errorf("ax: find stuck claims: %w", err)
+			return errorf("ax: find stuck claims: %w", err)
 		}
 		if len(stuck) == 0 {
 			return nil
@@ -93,7 +93,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 		}
 		applied, err := s.kst.Requeue(ctx, rq)
 		if err != nil {
-			return fmt.Errorf("ax: hand back stuck claims: %w", err)
+			return errorf("ax: hand back stuck claims: %w", err)
 		}
 		for i, ok := range applied {
 			if ok {

@@ -163,7 +163,7 @@ func TestOverlapAcrossSchedulers(t *testing.T) {
 				task, err := st.Lookup(ctx, "reconcile", occurrenceKey(first.Add(time.Duration(i)*time.Second)))
 				switch {
 				case err == nil && task.Status.Terminal():
-					slots[i] = task
+					slots[i] = taskOf(task)
 					i++
 					continue
 				case err != nil && !errors.Is(err, ErrNotFound):

@@ -56,7 +56,7 @@ type periodic struct {
 func (s *Scheduler) Cron(name, spec string, opts ...ScheduleOption) error {
 	sp, err := cronspec.Parse(spec)
 	if err != nil {
-		return fmt.Errorf("ax: cron %q: %w", name, err)
+		return errorf("ax: cron %q: %w", name, err)
 	}
 	return s.register("cron", name, sp, opts)
 }
@@ -69,24 +69,24 @@ func (s *Scheduler) Cron(name, spec string, opts ...ScheduleOption) error {
 func (s *Scheduler) Every(name string, interval time.Duration, opts ...ScheduleOption) error {
 	sp, err := cronspec.Every(interval)
 	if err != nil {
-		return fmt.Errorf("ax: every %q: %w", name, err)
+		return errorf("ax: every %q: %w", name, err)
 	}
 	if o := collect(opts); o.loc != nil {
-		return fmt.Errorf("ax: every %q: WithTimeZone has no meaning for an interval: %w", name, ErrInvalid)
+		return errorf("ax: every %q: WithTimeZone has no meaning for an interval: %w", name, ErrInvalid)
 	}
 	return s.register("every", name, sp, opts)
 }
 
 func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleOption) error {
 	if err := validName(name); err != nil {
-		return fmt.Errorf("ax: %s %q: %w", op, name, err)
+		return errorf("ax: %s %q: %w", op, name, err)
 	}
 	o := collect(opts)
 	if len(o.errs) > 0 {
-		return fmt.Errorf("ax: %s %q: %w", op, name, errors.Join(o.errs...))
+		return errorf("ax: %s %q: %w", op, name, errors.Join(o.errs...))
 	}
 	if len(o.payload) > s.cfg.MaxPayload {
-		return fmt.Errorf("ax: %s %q: Payload of %d bytes exceeds MaxPayload %d: %w", op, name, len(o.payload), s.cfg.MaxPayload, ErrInvalid)
+		return errorf("ax: %s %q: Payload of %d bytes exceeds MaxPayload %d: %w", op, name, len(o.payload), s.cfg.MaxPayload, ErrInvalid)
 	}
 	p := &periodic{name: name, spec: sp, loc: time.UTC, overlap: OverlapSkip, misfire: MisfireFireOnce, opts: o}
 	if o.loc != nil {
@@ -102,7 +102,7 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleO
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != stateNew {
-		return fmt.Errorf("ax: %s %q: register schedules before Start: %w", op, name, ErrInvalid)
+		return errorf("ax: %s %q: register schedules before Start: %w", op, name, ErrInvalid)
 	}
 	s.periodics[name] = p
 	return nil
@@ -165,7 +165,7 @@ func (s *Scheduler) sortedPeriodics() []*periodic {
 func (s *Scheduler) Schedules(ctx context.Context) ([]Schedule, error) {
 	rows, err := s.st.Schedules(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("ax: schedules: %w", err)
+		return nil, errorf("ax: schedules: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -185,7 +185,7 @@ func (s *Scheduler) Schedules(ctx context.Context) ([]Schedule, error) {
 // ErrNotFound.
 func (s *Scheduler) PauseSchedule(ctx context.Context, name string) error {
 	if _, err := s.st.PauseSchedule(ctx, name); err != nil {
-		return fmt.Errorf("ax: pause schedule %q: %w", name, err)
+		return errorf("ax: pause schedule %q: %w", name, err)
 	}
 	if r := s.current(); r != nil {
 		r.leader.reloadSchedules()
@@ -200,25 +200,25 @@ func (s *Scheduler) PauseSchedule(ctx context.Context, name string) error {
 func (s *Scheduler) ResumeSchedule(ctx context.Context, name string) error {
 	rows, err := s.st.Schedules(ctx)
 	if err != nil {
-		return fmt.Errorf("ax: resume schedule %q: %w", name, err)
+		return errorf("ax: resume schedule %q: %w", name, err)
 	}
 	i := slices.IndexFunc(rows, func(r store.Schedule) bool { return r.Name == name })
 	if i < 0 {
-		return fmt.Errorf("ax: resume schedule %q: %w", name, ErrNotFound)
+		return errorf("ax: resume schedule %q: %w", name, ErrNotFound)
 	}
 	p, err := storedPeriodic(&rows[i])
 	if err != nil {
-		return fmt.Errorf("ax: resume schedule %q: %w", name, err)
+		return errorf("ax: resume schedule %q: %w", name, err)
 	}
 	now := s.clock.now()
 	if s.current() == nil {
 		// Not started: the clock's offset to the store is not measured; ask the store.
 		if now, err = s.st.Now(ctx); err != nil {
-			return fmt.Errorf("ax: resume schedule %q: %w", name, err)
+			return errorf("ax: resume schedule %q: %w", name, err)
 		}
 	}
 	if _, err := s.st.ResumeSchedule(ctx, name, p.next(now)); err != nil {
-		return fmt.Errorf("ax: resume schedule %q: %w", name, err)
+		return errorf("ax: resume schedule %q: %w", name, err)
 	}
 	if r := s.current(); r != nil {
 		r.leader.reloadSchedules()

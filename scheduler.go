@@ -103,14 +103,14 @@ func New(cfg Config) (*Scheduler, error) {
 // invalid option value panics, like http.Handle: these are programming errors.
 func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	if err := validName(name); err != nil {
-		panic(fmt.Errorf("ax: handle: %w", err))
+		panic(errorf("ax: handle: %w", err))
 	}
 	if h == nil {
 		panic(fmt.Sprintf("ax: Handle(%q): nil handler", name))
 	}
 	o := collect(opts)
 	if len(o.errs) > 0 {
-		panic(fmt.Errorf("ax: handle %q: %w", name, errors.Join(o.errs...)))
+		panic(errorf("ax: handle %q: %w", name, errors.Join(o.errs...)))
 	}
 	hd := &handler{h: h, maxRetry: DefaultMaxRetry, backoff: DefaultBackoff, timeout: DefaultTimeout}
 	if o.maxRetry != nil {
@@ -153,17 +153,17 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	select {
 	case s.lifecycle <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("ax: start: %w", ctx.Err())
+		return errorf("ax: start: %w", ctx.Err())
 	}
 	defer func() { <-s.lifecycle }()
 	s.mu.Lock()
 	switch s.state {
 	case stateStarted:
 		s.mu.Unlock()
-		return fmt.Errorf("ax: start: already started: %w", ErrNotRunning)
+		return errorf("ax: start: already started: %w", ErrNotRunning)
 	case stateStopped:
 		s.mu.Unlock()
-		return fmt.Errorf("ax: start: the scheduler was stopped and cannot start again; create a new one with New: %w", ErrNotRunning)
+		return errorf("ax: start: the scheduler was stopped and cannot start again; create a new one with New: %w", ErrNotRunning)
 	}
 	s.state = stateStarting
 	s.mu.Unlock()
@@ -196,14 +196,14 @@ func (s *Scheduler) startIO(ctx context.Context) ([]store.Schedule, error) {
 	if !s.hooks.localClock {
 		offset, rtt, err := s.clock.measure(ctx, s.kst, 5)
 		if err != nil {
-			return nil, fmt.Errorf("ax: start: read the store's clock: %w", err)
+			return nil, errorf("ax: start: read the store's clock: %w", err)
 		}
 		s.obs.send(Event{Kind: EventClockOffset, At: s.clock.now(), Offset: offset})
 		s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
 	}
 	rows, err := s.registerSchedules(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("ax: start: register schedules: %w", err)
+		return nil, errorf("ax: start: register schedules: %w", err)
 	}
 	return rows, nil
 }
@@ -225,7 +225,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	select {
 	case s.lifecycle <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("ax: stop: %w", ctx.Err())
+		return errorf("ax: stop: %w", ctx.Err())
 	}
 	s.mu.Lock()
 	r := s.run
@@ -250,7 +250,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.obs.close(ctx)
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: scheduler stopped", slog.String("node", s.cfg.Node))
 	if err != nil {
-		return fmt.Errorf("ax: stop: %w", err)
+		return errorf("ax: stop: %w", err)
 	}
 	return nil
 }
@@ -264,25 +264,37 @@ func (s *Scheduler) current() *running {
 // Get returns the task with this id, or ErrNotFound.
 func (s *Scheduler) Get(ctx context.Context, id int64) (*Task, error) {
 	if id <= 0 {
-		return nil, fmt.Errorf("ax: get: id %d is not positive: %w", id, ErrInvalid)
+		return nil, errorf("ax: get task %d: id is not positive: %w", id, ErrInvalid)
 	}
-	return s.st.Get(ctx, id)
+	t, err := s.st.Get(ctx, id)
+	if err != nil {
+		return nil, errorf("ax: get task %d: %w", id, err)
+	}
+	return taskOf(t), nil
 }
 
 // Lookup returns the task with this name and key, or ErrNotFound.
 func (s *Scheduler) Lookup(ctx context.Context, name, key string) (*Task, error) {
 	if err := errors.Join(validName(name), validKey(key)); err != nil {
-		return nil, fmt.Errorf("ax: lookup: %w", err)
+		return nil, errorf("ax: lookup %q/%q: %w", name, key, err)
 	}
-	return s.st.Lookup(ctx, name, key)
+	t, err := s.st.Lookup(ctx, name, key)
+	if err != nil {
+		return nil, errorf("ax: lookup %q/%q: %w", name, key, err)
+	}
+	return taskOf(t), nil
 }
 
 // Executions returns the task's executions, oldest first, or ErrNotFound.
 func (s *Scheduler) Executions(ctx context.Context, id int64) ([]Execution, error) {
 	if id <= 0 {
-		return nil, fmt.Errorf("ax: executions: id %d is not positive: %w", id, ErrInvalid)
+		return nil, errorf("ax: executions of task %d: id is not positive: %w", id, ErrInvalid)
 	}
-	return s.st.Executions(ctx, id)
+	es, err := s.st.Executions(ctx, id)
+	if err != nil {
+		return nil, errorf("ax: executions of task %d: %w", id, err)
+	}
+	return executionsOf(es), nil
 }
 
 // Cancel cancels the SCHEDULED task (name, key): it becomes CANCELLED and never runs.
@@ -290,14 +302,18 @@ func (s *Scheduler) Executions(ctx context.Context, id int64) ([]Execution, erro
 // one ErrNotFound.
 func (s *Scheduler) Cancel(ctx context.Context, name, key string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ax: cancel %q/%q: %w", name, key, err)
+		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
 	if err := errors.Join(validName(name), validKey(key)); err != nil {
-		return fmt.Errorf("ax: cancel: %w", err)
+		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
 	t, err := s.st.Cancel(ctx, name, key)
 	if err != nil {
-		return err
+		op := fmt.Sprintf("cancel %q/%q", name, key)
+		if t != nil && errors.Is(err, ErrNotCancellable) {
+			return &TaskStateError{Op: op, Task: taskOf(t), Err: err}
+		}
+		return errorf("ax: %s: %w", op, err)
 	}
 	if r := s.current(); r != nil {
 		r.leader.remove(t.ID)
@@ -312,22 +328,26 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string) error {
 // (ErrNotRunning otherwise).
 func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ax: trigger task %d: %w", id, err)
+		return errorf("ax: trigger task %d: %w", id, err)
 	}
 	if id <= 0 {
-		return fmt.Errorf("ax: trigger: id %d is not positive: %w", id, ErrInvalid)
+		return errorf("ax: trigger task %d: id is not positive: %w", id, ErrInvalid)
 	}
 	r := s.current()
 	if r == nil {
-		return fmt.Errorf("ax: trigger task %d: %w", id, ErrNotRunning)
+		return errorf("ax: trigger task %d: %w", id, ErrNotRunning)
 	}
 	execID, err := uuid.NewV7()
 	if err != nil {
-		return fmt.Errorf("ax: trigger task %d: %w", id, err)
+		return errorf("ax: trigger task %d: %w", id, err)
 	}
 	t, err := s.st.Trigger(ctx, id, execID.String())
 	if err != nil {
-		return err
+		op := fmt.Sprintf("trigger task %d", id)
+		if t != nil && errors.Is(err, ErrNotTriggerable) {
+			return &TaskStateError{Op: op, Task: taskOf(t), Err: err}
+		}
+		return errorf("ax: %s: %w", op, err)
 	}
 	r.leader.remove(id)
 	s.observeClaim([]store.Task{*t})
@@ -336,7 +356,7 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 	return nil
 }
 
-func taskAttrs(t *Task) []slog.Attr {
+func taskAttrs(t *store.Task) []slog.Attr {
 	return []slog.Attr{
 		slog.Int64("task_id", t.ID), slog.String("execution_id", t.ExecutionID),
 		slog.String("name", t.Name), slog.String("key", t.Key), slog.Int("attempt", t.Attempt),

@@ -152,7 +152,7 @@ func TestStopHonoursItsContext(t *testing.T) {
 		synctest.Wait() // the background write ends by itself
 		st.failFinish.Store(false)
 
-		got, _ := mem.Get(ctx, task.ID)
+		got, _ := s.Get(ctx, task.ID)
 		if got.Status != ax.Running {
 			t.Fatalf("unrecorded execution left %s, want RUNNING for recovery", got.Status)
 		}

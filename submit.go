@@ -38,13 +38,13 @@ const (
 // only when its own row is durable.
 func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration, opts ...TaskOption) (*Task, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("ax: delay %q/%q: %w", name, key, err)
+		return nil, errorf("ax: delay %q/%q: %w", name, key, err)
 	}
 	if d < 0 {
-		return nil, fmt.Errorf("ax: delay %q/%q: delay %v is negative: %w", name, key, d, ErrInvalid)
+		return nil, errorf("ax: delay %q/%q: delay %v is negative: %w", name, key, d, ErrInvalid)
 	}
 	if d > maxAhead {
-		return nil, fmt.Errorf("ax: delay %q/%q: delay %v is beyond %v: %w", name, key, d, maxAhead, ErrInvalid)
+		return nil, errorf("ax: delay %q/%q: delay %v is beyond %v: %w", name, key, d, maxAhead, ErrInvalid)
 	}
 	return s.submit(ctx, "delay", name, key, s.clock.now().Add(d), opts)
 }
@@ -54,10 +54,10 @@ func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration
 // With WithTx the task is written inside the caller's transaction.
 func (s *Scheduler) At(ctx context.Context, name, key string, at time.Time, opts ...TaskOption) (*Task, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("ax: at %q/%q: %w", name, key, err)
+		return nil, errorf("ax: at %q/%q: %w", name, key, err)
 	}
 	if err := validDue(at); err != nil {
-		return nil, fmt.Errorf("ax: at %q/%q: %w", name, key, err)
+		return nil, errorf("ax: at %q/%q: %w", name, key, err)
 	}
 	return s.submit(ctx, "at", name, key, at, opts)
 }
@@ -77,7 +77,7 @@ type TaskSpec struct {
 // in their place, and the returned error wraps ErrDuplicate; the others are written.
 func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...TaskOption) ([]*Task, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("ax: submit many: %w", err)
+		return nil, errorf("ax: submit many: %w", err)
 	}
 	common := collect(opts)
 	nts := make([]store.NewTask, len(specs))
@@ -95,7 +95,7 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...Ta
 			nts[i], err = s.newTask(sp.Name, sp.Key, sp.DueAt, o)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("ax: submit many: spec %d (%q/%q): %w", i, sp.Name, sp.Key, err)
+			return nil, errorf("ax: submit many: spec %d (%q/%q): %w", i, sp.Name, sp.Key, err)
 		}
 	}
 	if len(nts) == 0 {
@@ -103,19 +103,19 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...Ta
 	}
 	res, err := s.insert(ctx, common, nts)
 	if err != nil {
-		return nil, fmt.Errorf("ax: submit many: %w", err)
+		return nil, errorf("ax: submit many: %w", err)
 	}
 	out := make([]*Task, len(res))
 	dups := 0
 	for i, r := range res {
-		out[i] = r.Task
+		out[i] = taskOf(r.Task)
 		if r.Err != nil {
 			dups++
 		}
 	}
 	s.schedule(common.hasTx, res)
 	if dups > 0 {
-		return out, fmt.Errorf("ax: submit many: %d of %d tasks exist: %w", dups, len(res), ErrDuplicate)
+		return out, errorf("ax: submit many: %d of %d tasks exist: %w", dups, len(res), ErrDuplicate)
 	}
 	return out, nil
 }
@@ -124,7 +124,7 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 	o := collect(opts)
 	nt, err := s.newTask(name, key, due, o)
 	if err != nil {
-		return nil, fmt.Errorf("ax: %s %q/%q: %w", op, name, key, err)
+		return nil, errorf("ax: %s %q/%q: %w", op, name, key, err)
 	}
 	var r store.Inserted
 	if o.hasTx {
@@ -136,13 +136,13 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 		r, err = s.inserts.insert(ctx, s.st, nt)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ax: %s %q/%q: %w", op, name, key, err)
+		return nil, errorf("ax: %s %q/%q: %w", op, name, key, err)
 	}
 	if r.Err != nil {
-		return r.Task, fmt.Errorf("ax: %s %q/%q: task %d exists: %w", op, name, key, r.Task.ID, r.Err)
+		return taskOf(r.Task), &TaskStateError{Op: fmt.Sprintf("%s %q/%q", op, name, key), Task: taskOf(r.Task), Err: r.Err}
 	}
 	s.schedule(o.hasTx, []store.Inserted{r})
-	return r.Task, nil
+	return taskOf(r.Task), nil
 }
 
 // insert writes tasks in the store's transaction, or in the caller's with WithTx.

@@ -7,22 +7,23 @@ import (
 )
 
 // Sentinel errors. Drivers map backend errors onto these (wrapped with %w), so callers
-// test them with errors.Is whatever the database.
+// test them with errors.Is whatever the database. Their texts carry no "ax:" prefix:
+// the message that wraps one says which operation failed, once.
 var (
 	// ErrDuplicate: a task with this name and key already exists.
-	ErrDuplicate = errors.New("ax: duplicate task")
+	ErrDuplicate = errors.New("duplicate task")
 	// ErrNotFound: no such task.
-	ErrNotFound = errors.New("ax: task not found")
+	ErrNotFound = errors.New("not found")
 	// ErrInvalid: the input is malformed; nothing was changed.
-	ErrInvalid = errors.New("ax: invalid input")
+	ErrInvalid = errors.New("invalid input")
 	// ErrNotCancellable: the task is not SCHEDULED, so it cannot be cancelled.
-	ErrNotCancellable = errors.New("ax: task not cancellable")
+	ErrNotCancellable = errors.New("not cancellable")
 	// ErrNotTriggerable: the task is neither SCHEDULED nor FAILED, so it cannot be triggered.
-	ErrNotTriggerable = errors.New("ax: task not triggerable")
+	ErrNotTriggerable = errors.New("not triggerable")
 	// ErrClosed: the store was closed.
-	ErrClosed = errors.New("ax: store closed")
+	ErrClosed = errors.New("store closed")
 	// ErrSchemaVersion: the database was migrated by a newer ax than this one.
-	ErrSchemaVersion = errors.New("ax: database schema is newer than this ax")
+	ErrSchemaVersion = errors.New("database schema is newer than this ax")
 )
 
 // Store holds ax's durable state. Implementations must be safe for concurrent use by

@@ -454,12 +454,12 @@ func TestParseInvalid(t *testing.T) {
 		spec string
 		want string // a part of the message
 	}{
-		{"", `ax: cron spec "": empty spec: ax: invalid input`},
+		{"", `ax: cron spec "": empty spec: invalid input`},
 		{" \t\n", "empty spec"},
 		{"CRON_TZ=Europe/Berlin 0 3 * * *", "time zone prefix CRON_TZ= is not supported: the time zone is given separately"},
 		{"TZ=UTC * * * * *", "time zone prefix TZ= is not supported: the time zone is given separately"},
 		{"TZ=UTC", "time zone prefix TZ= is not supported"},
-		{"61 * * * *", `ax: cron spec "61 * * * *": minute field: end of range (61) above maximum (59): 61: ax: invalid input`},
+		{"61 * * * *", `ax: cron spec "61 * * * *": minute field: end of range (61) above maximum (59): 61: invalid input`},
 		{"60 * * * * *", "second field: end of range (60) above maximum (59)"},
 		{"0 60 * * * *", "minute field: end of range (60) above maximum (59)"},
 		{"* 24 * * *", "hour field: end of range (24) above maximum (23)"},
@@ -501,8 +501,8 @@ func TestParseInvalid(t *testing.T) {
 		d    time.Duration
 		want string
 	}{
-		{-time.Minute, "ax: interval -1m0s is negative: ax: invalid input"},
-		{0, "ax: interval 0s is below the minimum of 1s: ax: invalid input"},
+		{-time.Minute, "ax: interval -1m0s is negative: invalid input"},
+		{0, "ax: interval 0s is below the minimum of 1s: invalid input"},
 		{999 * time.Millisecond, "interval 999ms is below the minimum of 1s"},
 		{2500 * time.Millisecond, "interval 2.5s is not a whole number of seconds"},
 	} {

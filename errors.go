@@ -1,0 +1,89 @@
+package ax
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/axsched/ax/store"
+)
+
+// Errors returned by the scheduler. Test them with errors.Is; every error the
+// Scheduler returns reads "ax: <operation>: <what failed and why>", with one "ax:"
+// prefix.
+var (
+	// ErrDuplicate: a task with this name and key exists; the existing task is
+	// returned with it, and errors.As gives a *TaskStateError holding it.
+	ErrDuplicate = store.ErrDuplicate
+	// ErrNotFound: no such task or schedule.
+	ErrNotFound = store.ErrNotFound
+	// ErrInvalid: bad input (the message names the field); nothing was changed.
+	ErrInvalid = store.ErrInvalid
+	// ErrNotCancellable: only a SCHEDULED task can be cancelled; errors.As gives a
+	// *TaskStateError holding the task as it is.
+	ErrNotCancellable = store.ErrNotCancellable
+	// ErrNotTriggerable: only a SCHEDULED or FAILED task whose task key is free can
+	// be triggered; errors.As gives a *TaskStateError holding the task as it is.
+	ErrNotTriggerable = store.ErrNotTriggerable
+	// ErrNotRunning: the call needs a started scheduler (Trigger), or Start was
+	// called on a started or stopped scheduler.
+	ErrNotRunning = errors.New("scheduler not running")
+)
+
+// TaskStateError is the error of a call that the state of an existing task refused:
+// ErrDuplicate (Delay, At: a task with this name and key exists), ErrNotCancellable
+// (Cancel) or ErrNotTriggerable (Trigger). errors.Is matches the sentinel; errors.As
+// gives the task, for its ID and Status.
+type TaskStateError struct {
+	Op   string // the operation, e.g. `cancel "order.close"/"42"`
+	Task *Task  // the task as stored when the call was refused
+	Err  error  // wraps the sentinel, with the store's reason
+}
+
+// Error says what was refused and why, e.g. `ax: cancel "job"/"42": task 7 is
+// RUNNING: not cancellable`.
+func (e *TaskStateError) Error() string {
+	if errors.Is(e.Err, ErrDuplicate) {
+		return fmt.Sprintf("ax: %s: task %d exists (%s)", e.Op, e.Task.ID, e.Task.Status)
+	}
+	return fmt.Sprintf("ax: %s: task %d is %s: %s", e.Op, e.Task.ID, e.Task.Status, unprefixed{e.Err})
+}
+
+// Unwrap returns Err.
+func (e *TaskStateError) Unwrap() error { return e.Err }
+
+// errorf is fmt.Errorf for the Scheduler's messages: the errors among args lose a
+// leading "ax: " of their own (a driver's, a cronspec's), so that the message has one
+// prefix, and a store's not-found or closed error reads as just that, since the
+// driver's message would name the operation again. Wrapping with %w is unchanged:
+// errors.Is and errors.As see the originals.
+func errorf(format string, args ...any) error {
+	for i, a := range args {
+		if err, ok := a.(error); ok && err != nil {
+			args[i] = unprefixed{terse(err)}
+		}
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// terse returns err, or, when it is a store's ErrNotFound or ErrClosed, an error
+// that reads as the sentinel alone and wraps err.
+func terse(err error) error {
+	for _, sentinel := range []error{ErrNotFound, store.ErrClosed} {
+		if err != sentinel && errors.Is(err, sentinel) {
+			return sentinelOnly{sentinel: sentinel, err: err}
+		}
+	}
+	return err
+}
+
+type sentinelOnly struct{ sentinel, err error }
+
+func (s sentinelOnly) Error() string { return s.sentinel.Error() }
+func (s sentinelOnly) Unwrap() error { return s.err }
+
+// unprefixed is an error whose message drops the leading "ax: " of the one it wraps.
+type unprefixed struct{ err error }
+
+func (u unprefixed) Error() string { return strings.TrimPrefix(u.err.Error(), "ax: ") }
+func (u unprefixed) Unwrap() error { return u.err }
