@@ -19,9 +19,10 @@
 // ids, keys, attempts or payloads.
 //
 //	metric                                   labels              from
-//	ax_task_lateness_seconds                 name                handler start − due (histogram)
-//	ax_task_dispatch_lateness_seconds        name                claim − due (histogram)
-//	ax_task_duration_seconds                 name, outcome       the handler's run time (histogram)
+//	ax_task_lateness_seconds                 name                handler start − due (histogram; not for a Trigger)
+//	ax_task_dispatch_lateness_seconds        name                claim − due (histogram; not for a Trigger)
+//	ax_task_duration_seconds                 name, outcome       the handler's run time (histogram; not for
+//	                                                             orphaned executions, whose run time is unknown)
 //	ax_task_executions_total                 name, outcome       executions ended: succeeded, failed, panicked,
 //	                                                             timed_out, released, orphaned
 //	ax_task_dispatch_failures_total          name, reason        claimed tasks handed back unstarted: no_handler,
@@ -46,6 +47,13 @@
 // 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900,
 // 3600 (and +Inf). A lateness below zero, an early start, is recorded as 0 and
 // counted in ax_early_starts_total.
+//
+// A manual Trigger (ax.Event.Manual) runs a task now, whatever its due time: its
+// claim and start are in neither lateness histogram, nor in ax_early_starts_total,
+// so that the histograms' counts are the scheduled claims and starts; its execution
+// counts in ax_task_executions_total and ax_task_duration_seconds as any other. An
+// orphaned execution counts in ax_task_executions_total{outcome="orphaned"} but has no
+// ax_task_duration_seconds sample: how long it ran is not known.
 //
 // The metrics without labels are exported from New on, at 0. A labelled series
 // appears at its first event, except that a task name's ax_task_executions_total

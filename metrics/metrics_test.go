@@ -122,9 +122,12 @@ func events() []ax.Event {
 		{Kind: ax.EventStarted, Name: "a", Lateness: 7 * time.Millisecond},                                  // le 0.01
 		{Kind: ax.EventStarted, Name: "a", Lateness: -time.Millisecond, Early: true},                        // recorded as 0: le 0.001; one early start
 		{Kind: ax.EventStarted, Name: "b", Lateness: 2 * time.Hour},                                         // le 3600
+		{Kind: ax.EventClaimed, Name: "a", Manual: true},                                                    // a Trigger: no lateness
+		{Kind: ax.EventStarted, Name: "a", Manual: true, Lateness: -time.Hour, Early: true},                 // nor an early start
 		{Kind: ax.EventFinished, Name: "a", Outcome: ax.OutcomeSucceeded, Duration: 200 * time.Millisecond}, // le 0.25
 		{Kind: ax.EventFinished, Name: "a", Outcome: ax.OutcomeFailed, Duration: time.Second},               // le 1
 		{Kind: ax.EventFinished, Name: "a", Outcome: ax.OutcomeFailed, Duration: 4000 * time.Second},        // +Inf
+		{Kind: ax.EventFinished, Name: "a", Outcome: ax.OutcomeOrphaned},                                    // counted, no duration
 		{Kind: ax.EventRetryScheduled, Name: "a", Due: at},
 		{Kind: ax.EventRetryScheduled, Name: "a", Due: at},
 		{Kind: ax.EventDispatchFailed, Name: "b", Reason: ax.DispatchStuck},
@@ -171,6 +174,7 @@ func TestObserveSeries(t *testing.T) {
 
 		`ax_task_executions_total{name="a",outcome="succeeded"}`:         "1",
 		`ax_task_executions_total{name="a",outcome="failed"}`:            "2",
+		`ax_task_executions_total{name="a",outcome="orphaned"}`:          "1",
 		`ax_task_duration_seconds_count{name="a",outcome="succeeded"}`:   "1",
 		`ax_task_duration_seconds_sum{name="a",outcome="succeeded"}`:     "0.2",
 		`ax_task_duration_seconds_buckets{name="a",outcome="succeeded"}`: "0.25:1",
@@ -209,6 +213,37 @@ func TestObserveSeries(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, samples(t, reg)); diff != "" {
 		t.Errorf("series after the events (-want +got):\n%s", diff)
+	}
+}
+
+// A manual Trigger's claim and start admit the name but feed no lateness histogram
+// and no early start; an orphaned execution counts but has no duration sample.
+func TestManualAndOrphanedEvents(t *testing.T) {
+	t.Parallel()
+	m, reg := setup(t)
+	for _, e := range []ax.Event{
+		{Kind: ax.EventClaimed, Name: "m", Manual: true},
+		{Kind: ax.EventStarted, Name: "m", Manual: true},
+		{Kind: ax.EventStarted, Name: "m", Manual: true, Lateness: -time.Minute, Early: true},
+		{Kind: ax.EventFinished, Name: "m", Outcome: ax.OutcomeSucceeded, Duration: 20 * time.Millisecond},
+		{Kind: ax.EventFinished, Name: "o", Outcome: ax.OutcomeOrphaned},
+		{Kind: ax.EventFinished, Name: "o", Outcome: ax.OutcomeOrphaned},
+	} {
+		m.Observe(e)
+	}
+	want := unlabelled()
+	admitted(want, "m", "o")
+	for k, v := range map[string]string{
+		`ax_task_executions_total{name="m",outcome="succeeded"}`:         "1",
+		`ax_task_duration_seconds_count{name="m",outcome="succeeded"}`:   "1",
+		`ax_task_duration_seconds_sum{name="m",outcome="succeeded"}`:     "0.02",
+		`ax_task_duration_seconds_buckets{name="m",outcome="succeeded"}`: "0.025:1",
+		`ax_task_executions_total{name="o",outcome="orphaned"}`:          "2",
+	} {
+		want[k] = v
+	}
+	if diff := cmp.Diff(want, samples(t, reg)); diff != "" {
+		t.Errorf("series after manual and orphaned events (-want +got):\n%s", diff)
 	}
 }
 

@@ -180,8 +180,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 }
 
 // Observe records e. It allocates nothing for a name already admitted and a series
-// already created. An EventScheduleFired with a zero Due leaves the schedule's
-// next-fire gauge as it was; unknown event kinds only count their Dropped events.
+// already created. A manual Trigger's EventClaimed and EventStarted (Manual) admit
+// the name but feed neither lateness histogram nor ax_early_starts_total; an
+// EventFinished with OutcomeOrphaned counts in ax_task_executions_total but not in
+// ax_task_duration_seconds, its run time being unknown. An EventScheduleFired with a
+// zero Due leaves the schedule's next-fire gauge as it was; unknown event kinds only
+// count their Dropped events.
 func (o *Observer) Observe(e ax.Event) {
 	if e.Dropped > 0 {
 		o.dropped.Add(float64(e.Dropped))
@@ -194,12 +198,18 @@ func (o *Observer) Observe(e ax.Event) {
 		}
 	case ax.EventClaimed:
 		s := o.names.get(e.Name)
+		if e.Manual {
+			return // a Trigger: its lateness means nothing
+		}
 		s.dispatchLateness.get(func() prometheus.Observer { return o.dispatchLateness.WithLabelValues(s.name) }).Observe(seconds(e.Lateness))
 	case ax.EventStarted:
+		s := o.names.get(e.Name)
+		if e.Manual {
+			return // a Trigger runs before its due time by design: neither late nor early
+		}
 		if e.Early {
 			o.earlyStarts.Inc()
 		}
-		s := o.names.get(e.Name)
 		s.lateness.get(func() prometheus.Observer { return o.lateness.WithLabelValues(s.name) }).Observe(seconds(e.Lateness))
 	case ax.EventFinished:
 		s := o.names.get(e.Name)
@@ -210,6 +220,9 @@ func (o *Observer) Observe(e ax.Event) {
 			return
 		}
 		s.executions[i].get(func() prometheus.Counter { return o.executions.WithLabelValues(s.name, string(e.Outcome)) }).Inc()
+		if e.Outcome == ax.OutcomeOrphaned {
+			return // its run time is not known: a zero would drag the histogram down
+		}
 		s.duration[i].get(func() prometheus.Observer { return o.duration.WithLabelValues(s.name, string(e.Outcome)) }).Observe(seconds(e.Duration))
 	case ax.EventDispatchFailed:
 		s := o.names.get(e.Name)
