@@ -48,7 +48,7 @@
 //
 // # Periodic tasks
 //
-// Cron and Every register schedules before Start; Start stores them in the store's
+// Cron and Every register schedules, before or after Start; they are stored in the store's
 // schedules table (ax_schedules). The leader writes each occurrence as an ordinary
 // task a couple of seconds before its slot — Name the schedule's name, Key the slot
 // in RFC 3339 (UTC, e.g. "2026-11-29T10:02:00Z"), DueAt the slot, TaskKey the

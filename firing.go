@@ -45,6 +45,15 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 		case <-l.schedulesChanged:
 			reload = true
 		}
+		if reload {
+			ps = s.periodicList() // registered or deleted since
+		}
+		if len(ps) == 0 {
+			// Nothing registered here: nothing to read until Cron or Every.
+			reload = false
+			timer.Reset(time.Hour)
+			continue
+		}
 		// Re-read now and then, to see pauses, resumes and other schedulers' progress.
 		if reload || time.Since(lastLoad) >= s.cfg.RefillInterval {
 			rows, err := s.kst.Schedules(ctx)
@@ -61,6 +70,7 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 				cur[r.Name] = r
 			}
 			reload, lastLoad = false, time.Now()
+			ps = s.periodicList()
 		}
 		wait := s.cfg.RefillInterval
 		for _, p := range ps {

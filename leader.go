@@ -95,10 +95,8 @@ func (l *leader) start(ctx context.Context, wg *sync.WaitGroup, schedules []stor
 		wg.Add(1)
 		go func() { defer wg.Done(); l.remeasure(ctx) }()
 	}
-	if len(schedules) > 0 {
-		wg.Add(1)
-		go func() { defer wg.Done(); l.fireSchedules(ctx, schedules) }()
-	}
+	wg.Add(1)
+	go func() { defer wg.Done(); l.fireSchedules(ctx, schedules) }()
 	if l.s.obs != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.stats(ctx) }()

@@ -455,8 +455,11 @@ func TestScheduleInvalid(t *testing.T) {
 	if got, err := s.Schedules(ctx); err != nil || len(got) != 0 {
 		t.Errorf("after invalid registrations, Schedules = %+v, %v; want none", got, err)
 	}
-	if err := s.Every("job", time.Minute); !errors.Is(err, ax.ErrInvalid) {
-		t.Errorf("Every after Start: error = %v, want ErrInvalid", err)
+	if err := s.Every("nohandler", time.Minute); !errors.Is(err, ax.ErrInvalid) || !strings.Contains(err.Error(), "no handler") {
+		t.Errorf("Every after Start without a handler: error = %v, want ErrInvalid saying so", err)
+	}
+	if got, err := s.Schedules(ctx); err != nil || len(got) != 0 {
+		t.Errorf("after a refused registration, Schedules = %+v, %v; want none", got, err)
 	}
 	stop(t, s)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -47,25 +48,95 @@ type periodic struct {
 // @daily, @weekly, @monthly, @yearly, @every 2m). Options: WithTimeZone (default
 // UTC), WithOverlap (default OverlapSkip), WithMisfire (default MisfireFireOnce),
 // and for the occurrences WithPayload, WithMaxRetry, WithBackoff, WithTimeout,
-// WithOwner.
+// WithOwner. NextFireTimes previews the slots.
 //
-// Register schedules before Start; Start stores them (ax_schedules). Registering a
-// name again replaces its definition; a changed spec or time zone restarts the
-// schedule from its next slot. An invalid spec or option is ErrInvalid naming the
-// problem.
+// Cron may be called before or after Start. Before, Start stores the schedule
+// (ax_schedules); after, Cron stores it at once (within Config.StoreTimeout) and it
+// fires from its next slot. A new schedule's first slot is the first strictly after
+// the moment it is stored: a slot exactly then does not fire. Registering a name
+// again replaces its definition; a changed spec or time zone restarts the schedule
+// from its next slot. The handler must be registered first when the scheduler is
+// started (Start checks it otherwise). An invalid spec or option, a spec no date
+// satisfies ("0 0 30 2 *") or a time zone without an IANA name (time.FixedZone) is
+// ErrInvalid naming the problem, and registers nothing.
 func (s *Scheduler) Cron(name, spec string, opts ...ScheduleOption) error {
-	sp, err := cronspec.Parse(spec)
+	sp, err := parseCron(spec)
 	if err != nil {
 		return errorf("ax: cron %q: %w", name, err)
 	}
 	return s.register("cron", name, sp, opts)
 }
 
+// parseCron parses a Cron spec, refusing one that never fires.
+func parseCron(spec string) (cronspec.Spec, error) {
+	sp, err := cronspec.Parse(spec)
+	if err != nil {
+		return cronspec.Spec{}, err
+	}
+	if sp.Never() {
+		return cronspec.Spec{}, errorf("cron spec %q: no date satisfies it: %w", spec, ErrInvalid)
+	}
+	return sp, nil
+}
+
+// NextFireTimes returns the next n fire times of a Cron spec strictly after from,
+// in loc (nil means UTC), by the rules the scheduler fires by (time zones and DST
+// as the README's "Periodic tasks" describes). The times are in UTC. It needs no
+// scheduler: use it to preview or test a spec. A spec Cron would refuse is
+// ErrInvalid; n outside [1, 10000] too.
+func NextFireTimes(spec string, loc *time.Location, from time.Time, n int) ([]time.Time, error) {
+	if n < 1 || n > 10_000 {
+		return nil, errorf("ax: next fire times of %q: n %d is outside [1, 10000]: %w", spec, n, ErrInvalid)
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	sp, err := parseCron(spec)
+	if err == nil {
+		err = validZone(loc)
+	}
+	if err != nil {
+		return nil, errorf("ax: next fire times of %q: %w", spec, err)
+	}
+	p := &periodic{spec: sp, loc: loc}
+	out := make([]time.Time, 0, n)
+	for t := p.next(from); len(out) < n && !t.Equal(neverAgain); t = p.next(t) {
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// validZone refuses a time zone that cannot be stored by name and restored the same:
+// time.FixedZone's names ("IST") are not IANA names, and time.Local differs from
+// host to host.
+func validZone(loc *time.Location) error {
+	name := loc.String()
+	if loc == time.Local || name == "Local" {
+		return fmt.Errorf("TimeZone Local is this host's zone, which other hosts may not share: load an IANA zone with time.LoadLocation: %w", ErrInvalid)
+	}
+	stored, err := time.LoadLocation(name)
+	if err != nil {
+		return fmt.Errorf("TimeZone %q is not an IANA zone name (a time.FixedZone?), so it could not be restored: load one with time.LoadLocation: %w", name, ErrInvalid)
+	}
+	// A fixed zone may share its name with an IANA zone whose offsets differ
+	// (FixedZone("CET", 3600) has no summer time): compare a few years of offsets.
+	t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range 20 * 12 {
+		_, a := t.In(loc).Zone()
+		_, b := t.In(stored).Zone()
+		if a != b {
+			return fmt.Errorf("TimeZone %q differs from the IANA zone of that name (a time.FixedZone?), so it could not be restored: load one with time.LoadLocation: %w", name, ErrInvalid)
+		}
+		t = t.AddDate(0, 1, 0)
+	}
+	return nil
+}
+
 // Every registers a periodic task that runs the handler registered under name at a
 // fixed interval: at the instants 1970-01-01T00:00:00Z + k×interval, so every node
 // and every restart agrees on the slots (Every(2*time.Minute) fires at :00, :02, …).
-// interval is at least a second and a whole number of seconds. Options as for
-// Cron, except WithTimeZone, which has no meaning here.
+// interval is at least a second and a whole number of seconds. Options and
+// registration as for Cron, except WithTimeZone, which has no meaning here.
 func (s *Scheduler) Every(name string, interval time.Duration, opts ...ScheduleOption) error {
 	sp, err := cronspec.Every(interval)
 	if err != nil {
@@ -90,6 +161,9 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleO
 	}
 	p := &periodic{name: name, spec: sp, loc: time.UTC, overlap: OverlapSkip, misfire: MisfireFireOnce, opts: o}
 	if o.loc != nil {
+		if err := validZone(o.loc); err != nil {
+			return errorf("ax: %s %q: %w", op, name, err)
+		}
 		p.loc = o.loc
 	}
 	if o.overlap != nil {
@@ -100,11 +174,58 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleO
 	}
 	o.loc, o.overlap, o.misfire = nil, nil, nil // schedule options, not task options
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state != stateNew {
-		return errorf("ax: %s %q: register schedules before Start: %w", op, name, ErrInvalid)
+	if s.state == stateStopped {
+		s.mu.Unlock()
+		return errorf("ax: %s %q: the scheduler is stopped: %w", op, name, ErrNotRunning)
 	}
+	if s.state == stateNew {
+		s.periodics[name] = p
+		s.mu.Unlock()
+		return nil
+	}
+	// Started (or starting): store it now.
+	defs, err := s.scheduleDefsLocked([]*periodic{p})
+	s.mu.Unlock()
+	if err != nil {
+		return errorf("ax: %s %q: %w", op, name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+	defer cancel()
+	if _, err := s.kst.RegisterSchedules(ctx, defs); err != nil {
+		return errorf("ax: %s %q: store the schedule: %w", op, name, err)
+	}
+	s.mu.Lock()
 	s.periodics[name] = p
+	s.mu.Unlock()
+	if r := s.current(); r != nil {
+		r.leader.reloadSchedules()
+	}
+	return nil
+}
+
+// DeleteSchedule removes a stored schedule and cancels its occurrences not yet
+// started (one running is left to finish): the way to retire a schedule, a dormant
+// one especially. A scheduler that still registers it (Cron, Every) stores it again
+// at its next Start; this scheduler forgets it at once. An unknown name is
+// ErrNotFound.
+func (s *Scheduler) DeleteSchedule(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return errorf("ax: delete schedule %q: %w", name, err)
+	}
+	if err := validName(name); err != nil {
+		return errorf("ax: delete schedule %q: %w", name, err)
+	}
+	cancelled, err := s.st.DeleteSchedule(ctx, name)
+	if err != nil {
+		return errorf("ax: delete schedule %q: %w", name, err)
+	}
+	s.mu.Lock()
+	delete(s.periodics, name)
+	s.mu.Unlock()
+	if r := s.current(); r != nil {
+		r.leader.reloadSchedules()
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: schedule deleted", slog.String("schedule", name), slog.Int("occurrences_cancelled", cancelled))
 	return nil
 }
 

@@ -150,6 +150,10 @@ func checkInterval(d time.Duration) string {
 // String, e.g. "@every 1h30m0s".
 func (s Spec) String() string { return s.text }
 
+// Never reports whether no date satisfies the spec (e.g. "0 0 30 2 *"): Next always
+// returns the zero time.
+func (s Spec) Never() bool { return s.never }
+
 // Interval returns the interval of an interval spec ([Every], "@every"), and 0 for a
 // cron expression or descriptor.
 func (s Spec) Interval() time.Duration { return s.interval }
