@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store/memory"
 	"github.com/axsched/ax/store/mysql"
@@ -37,7 +38,7 @@ func TestClockSkew(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					s.clock = newClockSkewed(localSkew)
+					s.clock = clock.NewSkewed(localSkew)
 					s.HandleFunc("job", func(ctx context.Context, task *Task) error {
 						mu.Lock()
 						lateness[task.Key] = dbNow().Sub(task.DueAt)
@@ -110,7 +111,7 @@ func TestClockSkewRealStores(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s.clock = newClockSkewed(skew)
+				s.clock = clock.NewSkewed(skew)
 				s.HandleFunc("job", func(context.Context, *Task) error { return nil })
 				if err := s.Start(ctx); err != nil {
 					t.Fatal(err)

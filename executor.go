@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/store"
 )
 
@@ -61,7 +62,7 @@ type execution struct {
 	cancel   context.CancelFunc
 	once     sync.Once
 	err      error // the handler's result
-	outcome  Outcome
+	outcome  string
 	begin    time.Time // the handler's start, with the monotonic reading
 	ran      time.Duration
 	released bool // interrupted by Stop: run again without using a retry
@@ -116,7 +117,7 @@ func (e *executor) dispatch(tasks []store.Task, leader bool) {
 		for i, t := range tasks {
 			ds[i] = dispatched{task: t, leader: leader}
 		}
-		e.handBack(ds, DispatchStopping, "scheduler stopping")
+		e.handBack(ds, observe.Stopping, "scheduler stopping")
 		return
 	}
 	var unroutable []dispatched
@@ -132,7 +133,7 @@ func (e *executor) dispatch(tasks []store.Task, leader bool) {
 	for _, d := range unroutable {
 		// A dispatch failure, not a business one: the handler may be deployed later.
 		e.unhandled(d.task.Name)
-		e.handBack([]dispatched{d}, DispatchNoHandler, fmt.Sprintf("no executor has a handler for %q", d.task.Name))
+		e.handBack([]dispatched{d}, observe.NoHandler, fmt.Sprintf("no executor has a handler for %q", d.task.Name))
 	}
 }
 
@@ -184,7 +185,7 @@ func (e *executor) startBatch(batch []dispatched) {
 			e.mu.Lock()
 			e.free += len(batch)
 			e.mu.Unlock()
-			e.handBack(batch, DispatchStopping, "scheduler stopping")
+			e.handBack(batch, observe.Stopping, "scheduler stopping")
 			return
 		case <-time.After(wait):
 		}
@@ -206,7 +207,7 @@ func (e *executor) startBatch(batch []dispatched) {
 		}
 		x := &execution{task: *r.Task, leader: d.leader}
 		x.ctx, x.cancel = context.WithCancel(e.base)
-		s.observeStart(&x.task)
+		s.obs.Started(s.clock.Now(), &x.task)
 		e.mu.Lock()
 		e.running[x.task.ExecutionID] = x
 		e.mu.Unlock()
@@ -235,7 +236,7 @@ func (e *executor) unhandled(name string) {
 		e.warned[name] = now
 	}
 	e.mu.Unlock()
-	s.obs.send(Event{Kind: EventUnhandled, At: s.clock.now(), Name: name})
+	s.obs.Send(observe.Event{Kind: observe.Unhandled, At: s.clock.Now(), Name: name})
 	if !seen || now.Sub(last) >= time.Minute {
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: a task came due under a name no handler is registered for here; it is handed back as a dispatch failure (register one with Handle)",
 			slog.String("name", name))
@@ -289,19 +290,19 @@ func (e *executor) run(x *execution) {
 	defer cancel()
 	x.begin = time.Now()
 	timer := time.AfterFunc(timeout, func() {
-		e.report(x, fmt.Errorf("timeout: handler still running after %v", timeout), OutcomeTimedOut)
+		e.report(x, fmt.Errorf("timeout: handler still running after %v", timeout), observe.TimedOut)
 	})
 	defer timer.Stop()
 	task := *t // the handler gets its own copy
 	err, panicked := call(ctx, hd.h, taskOf(&task))
-	outcome := OutcomeSucceeded
+	outcome := observe.Succeeded
 	switch {
 	case panicked:
-		outcome = OutcomePanicked
+		outcome = observe.Panicked
 	case err != nil && errors.Is(e.base.Err(), context.Canceled):
-		x.released, outcome = true, OutcomeReleased
+		x.released, outcome = true, observe.Released
 	case err != nil:
-		outcome = OutcomeFailed
+		outcome = observe.Failed
 	}
 	e.report(x, err, outcome)
 }
@@ -316,7 +317,7 @@ func call(ctx context.Context, h Handler, t *Task) (err error, panicked bool) {
 	return h.Handle(ctx, t), false
 }
 
-func (e *executor) report(x *execution, err error, outcome Outcome) {
+func (e *executor) report(x *execution, err error, outcome string) {
 	x.once.Do(func() {
 		x.err, x.outcome, x.ran = err, outcome, time.Since(x.begin)
 		select {
@@ -358,7 +359,7 @@ func (e *executor) finisher() {
 
 func (e *executor) finish(batch []*execution) {
 	s := e.s
-	now := s.clock.now()
+	now := s.clock.Now()
 	results := make([]store.Finish, len(batch))
 	for i, x := range batch {
 		results[i] = s.outcome(&x.task, x.err, x.released, now)
@@ -399,9 +400,9 @@ func (e *executor) finish(batch []*execution) {
 			s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: task failed", append(attrs, slog.String("err", f.Error))...)
 		}
 		if applied[i] {
-			s.obs.send(Event{Kind: EventFinished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
+			s.obs.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
 			if f.Status == store.Scheduled && !x.released {
-				s.obs.send(Event{Kind: EventRetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
+				s.obs.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
 			}
 		}
 		if applied[i] && f.Status == store.Scheduled {
@@ -506,10 +507,10 @@ func (e *executor) heartbeater() {
 }
 
 // handBack returns claimed, unstarted tasks to SCHEDULED as a dispatch failure: code
-// is the observer's reason (DispatchNoHandler, …), reason the task's LastError.
+// is the observer's reason (observe.NoHandler, …), reason the task's LastError.
 func (e *executor) handBack(ds []dispatched, code, reason string) {
 	s := e.s
-	now := s.clock.now()
+	now := s.clock.Now()
 	rq := make([]store.Requeue, len(ds))
 	leader := 0
 	for i, d := range ds {
@@ -517,7 +518,7 @@ func (e *executor) handBack(ds []dispatched, code, reason string) {
 		if d.leader {
 			leader++
 		}
-		s.obs.send(Event{Kind: EventDispatchFailed, At: now, Name: d.task.Name, Reason: code})
+		s.obs.Send(observe.Event{Kind: observe.DispatchFailed, At: now, Name: d.task.Name, Reason: code})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -548,7 +549,7 @@ func (e *executor) stop(ctx context.Context) error {
 	e.mu.Unlock()
 	close(e.quit)
 	if len(pending) > 0 {
-		e.handBack(pending, DispatchStopping, "scheduler stopping")
+		e.handBack(pending, observe.Stopping, "scheduler stopping")
 	}
 	handlers := make(chan struct{})
 	go func() {

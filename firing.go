@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/store"
 )
 
@@ -90,7 +91,7 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 				continue
 			}
 			delete(mismatched, p.name)
-			now := s.clock.now()
+			now := s.clock.Now()
 			if !row.NextFireAt.After(now.Add(fireAhead)) {
 				next, applied, err := l.fire(ctx, p, &row, now)
 				switch {
@@ -111,7 +112,7 @@ func (l *leader) fireSchedules(ctx context.Context, rows []store.Schedule) {
 				row.NextFireAt = next
 				cur[p.name] = row
 			}
-			wait = min(wait, row.NextFireAt.Sub(s.clock.now())-fireAhead)
+			wait = min(wait, row.NextFireAt.Sub(s.clock.Now())-fireAhead)
 		}
 		timer.Reset(max(wait, 0))
 	}
@@ -150,7 +151,7 @@ func (l *leader) fire(ctx context.Context, p *periodic, row *store.Schedule, now
 			slog.String("misfire", string(p.misfire)), slog.Int("fired", len(slots)))
 	}
 	l.observeFire(p, row.NextFireAt, now, len(slots), caught, next)
-	s.observeSubmitted(res.Inserted)
+	s.obs.Submitted(s.clock.Now(), res.Inserted)
 	dues := make([]store.Due, 0, len(res.Inserted))
 	for _, in := range res.Inserted {
 		if in.Err == nil {
@@ -205,7 +206,7 @@ const blockedRetry = time.Second
 // retry: with the others waiting for the key, or at once if a local holder freed the
 // key while the claim was in flight (after free number claimFrees).
 func (l *leader) block(bs []store.Blocked, claimFrees uint64) {
-	now := l.s.clock.now()
+	now := l.s.clock.Now()
 	l.mu.Lock()
 	for _, b := range bs {
 		l.blocked[b.ID] = b.TaskKey
@@ -229,7 +230,7 @@ func (l *leader) unblock(keys []string) {
 	if len(keys) == 0 {
 		return
 	}
-	now := l.s.clock.now()
+	now := l.s.clock.Now()
 	l.mu.Lock()
 	freed := make(map[string]bool, len(keys))
 	l.frees++
@@ -292,11 +293,11 @@ func (l *leader) observeFire(p *periodic, from, now time.Time, fired, caught int
 			missed++
 		}
 		if caught > 0 {
-			s.obs.send(Event{Kind: EventScheduleFired, At: now, Schedule: p.name, Result: ScheduleCaughtUp, Count: caught, Due: next})
+			s.obs.Send(observe.Event{Kind: observe.ScheduleFired, At: now, Schedule: p.name, Result: observe.CaughtUp, Count: caught, Due: next})
 		}
 		if missed > caught {
-			s.obs.send(Event{Kind: EventScheduleFired, At: now, Schedule: p.name, Result: ScheduleMisfired, Count: missed - caught, Due: next})
+			s.obs.Send(observe.Event{Kind: observe.ScheduleFired, At: now, Schedule: p.name, Result: observe.Misfired, Count: missed - caught, Due: next})
 		}
 	}
-	s.obs.send(Event{Kind: EventScheduleFired, At: now, Schedule: p.name, Result: ScheduleDispatched, Count: onTime, Due: next})
+	s.obs.Send(observe.Event{Kind: observe.ScheduleFired, At: now, Schedule: p.name, Result: observe.Dispatched, Count: onTime, Due: next})
 }

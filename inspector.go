@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/store"
 )
 
@@ -40,7 +41,7 @@ func (l *leader) inspect(ctx context.Context) {
 func (l *leader) inspectOnce(ctx context.Context) error {
 	s := l.s
 	for {
-		now := s.clock.now()
+		now := s.clock.Now()
 		orphans, err := s.kst.Stale(ctx, store.Running, now.Add(-s.cfg.OrphanAfter), store.MaxBatch)
 		if err != nil {
 			return errorf("ax: find orphans: %w", err)
@@ -65,10 +66,10 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "ax: orphaned execution recovered",
 				append(taskAttrs(&orphans[i]), slog.String("result", string(results[i].Status)))...)
 			name := orphans[i].Name
-			s.obs.send(Event{Kind: EventOrphanRecovered, At: now, Name: name})
-			s.obs.send(Event{Kind: EventFinished, At: now, Name: name, Outcome: OutcomeOrphaned})
+			s.obs.Send(observe.Event{Kind: observe.OrphanRecovered, At: now, Name: name})
+			s.obs.Send(observe.Event{Kind: observe.Finished, At: now, Name: name, Outcome: observe.Orphaned})
 			if results[i].Status == store.Scheduled {
-				s.obs.send(Event{Kind: EventRetryScheduled, At: now, Name: name, Due: results[i].DueAt})
+				s.obs.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: name, Due: results[i].DueAt})
 				l.add(store.Due{ID: results[i].TaskID, DueAt: results[i].DueAt})
 			}
 		}
@@ -78,7 +79,7 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 		}
 	}
 	for {
-		now := s.clock.now()
+		now := s.clock.Now()
 		stuck, err := s.kst.Stale(ctx, store.Dispatching, now.Add(-s.cfg.DispatchTimeout), store.MaxBatch)
 		if err != nil {
 			return errorf("ax: find stuck claims: %w", err)
@@ -98,8 +99,8 @@ func (l *leader) inspectOnce(ctx context.Context) error {
 		for i, ok := range applied {
 			if ok {
 				s.log.LogAttrs(ctx, slog.LevelWarn, "ax: stuck claim handed back", taskAttrs(&stuck[i])...)
-				s.obs.send(Event{Kind: EventStuckClaimHandedBack, At: now, Name: stuck[i].Name})
-				s.obs.send(Event{Kind: EventDispatchFailed, At: now, Name: stuck[i].Name, Reason: DispatchStuck})
+				s.obs.Send(observe.Event{Kind: observe.StuckClaimHandedBack, At: now, Name: stuck[i].Name})
+				s.obs.Send(observe.Event{Kind: observe.DispatchFailed, At: now, Name: stuck[i].Name, Reason: observe.Stuck})
 				l.add(store.Due{ID: rq[i].TaskID, DueAt: rq[i].DueAt})
 			}
 		}

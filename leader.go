@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/axsched/ax/internal/wheel"
+	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/store"
 )
 
@@ -71,7 +72,7 @@ func newLeader(s *Scheduler, exec *executor) *leader {
 		schedulesChanged: make(chan struct{}, 1),
 		claims:           make(chan []int64, 1),
 		maxInflight:      int64(s.cfg.Concurrency + store.MaxBatch),
-		wheel:            wheel.New(s.cfg.Tick, s.cfg.Window+2*s.cfg.RefillInterval+time.Minute, s.clock.now()),
+		wheel:            wheel.New(s.cfg.Tick, s.cfg.Window+2*s.cfg.RefillInterval+time.Minute, s.clock.Now()),
 	}
 	exec.onDone = func(n int) {
 		l.inflight.Add(-int64(n))
@@ -114,17 +115,17 @@ func (l *leader) stats(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
-		now := l.s.clock.now()
+		now := l.s.clock.Now()
 		st, err := l.s.kst.TaskStats(ctx, now)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: count tasks for the observer", slog.Any("err", err))
 		case err == nil:
-			e := Event{Kind: EventTaskCounts, At: now, Counts: st.Counts}
+			e := observe.Event{Kind: observe.TaskCounts, At: now, Counts: st.Counts}
 			if !st.OldestDue.IsZero() {
 				e.Lag = max(now.Sub(st.OldestDue), 0)
 			}
-			l.s.obs.send(e)
+			l.s.obs.Send(e)
 		}
 		timer.Reset(l.s.cfg.StatsInterval)
 	}
@@ -143,14 +144,14 @@ func (l *leader) remeasure(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		offset, rtt, err := l.s.clock.measure(ctx, l.s.kst, 5)
+		offset, rtt, err := l.s.clock.Measure(ctx, l.s.kst, 5)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: measure the store's clock", slog.Any("err", err))
 			}
 			continue
 		}
-		l.s.obs.send(Event{Kind: EventClockOffset, At: l.s.clock.now(), Offset: offset})
+		l.s.obs.Send(observe.Event{Kind: observe.ClockOffset, At: l.s.clock.Now(), Offset: offset})
 		l.s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
 	}
 }
@@ -218,7 +219,7 @@ func (l *leader) retryInvisible(ids []int64, res *store.ClaimResult) {
 	for _, b := range res.Blocked {
 		found[b.ID] = true
 	}
-	now := l.s.clock.now()
+	now := l.s.clock.Now()
 	for _, id := range ids {
 		w := l.watched[id]
 		switch {
@@ -271,7 +272,7 @@ func (l *leader) loop(ctx context.Context) {
 		for _, id := range rm {
 			l.wheel.Remove(id)
 		}
-		now := l.s.clock.now()
+		now := l.s.clock.Now()
 		horizon := now.Add(l.s.cfg.Window)
 		if len(l.overflow) > 0 {
 			in = append(in, l.overflow...)
@@ -296,12 +297,12 @@ func (l *leader) loop(ctx context.Context) {
 		l.claim()
 		if l.s.obs != nil && time.Since(lastSize) >= time.Second {
 			lastSize = time.Now()
-			l.s.obs.send(Event{Kind: EventWheelSize, At: now, Count: l.wheel.Len()})
+			l.s.obs.Send(observe.Event{Kind: observe.WheelSize, At: now, Count: l.wheel.Len()})
 		}
 
 		sleep := time.Hour
 		if next, ok := l.wheel.Next(); ok {
-			sleep = max(next.Sub(l.s.clock.now()), 0)
+			sleep = max(next.Sub(l.s.clock.Now()), 0)
 		}
 		if len(l.overflow) > 0 {
 			sleep = min(sleep, l.s.cfg.RefillInterval)
@@ -358,7 +359,7 @@ func (l *leader) claimer(ctx context.Context) {
 			if ctx.Err() == nil {
 				log.LogAttrs(ctx, slog.LevelError, "ax: claim failed", slog.Int("tasks", len(ids)), slog.Any("err", err))
 			}
-			retry := l.s.clock.now().Add(time.Second)
+			retry := l.s.clock.Now().Add(time.Second)
 			dues := make([]store.Due, len(ids))
 			for i, id := range ids {
 				dues[i] = store.Due{ID: id, DueAt: retry}
@@ -371,7 +372,7 @@ func (l *leader) claimer(ctx context.Context) {
 				// Due by our clock, not yet by the store's: try again at its due time,
 				// but no sooner than a tick from now, so that a clock offset not yet
 				// measured cannot turn into a loop of claims.
-				soonest := l.s.clock.now().Add(l.s.cfg.Tick)
+				soonest := l.s.clock.Now().Add(l.s.cfg.Tick)
 				for i := range res.NotDue {
 					if res.NotDue[i].DueAt.Before(soonest) {
 						res.NotDue[i].DueAt = soonest
@@ -384,14 +385,14 @@ func (l *leader) claimer(ctx context.Context) {
 			if len(res.Blocked) > 0 {
 				l.block(res.Blocked, claimFrees)
 			}
-			l.s.observeClaim(res.Claimed)
+			l.s.obs.Claimed(l.s.clock.Now(), res.Claimed)
 			for _, t := range res.Skipped {
 				log.LogAttrs(ctx, slog.LevelInfo, "ax: task skipped", append(taskAttrs(&t), slog.String("reason", t.LastError))...)
-				e := Event{Kind: EventSkipped, At: l.s.clock.now(), Name: t.Name}
+				e := observe.Event{Kind: observe.Skipped, At: l.s.clock.Now(), Name: t.Name}
 				if t.TaskKey == t.Name { // a schedule's occurrence
 					e.Schedule = t.Name
 				}
-				l.s.obs.send(e)
+				l.s.obs.Send(e)
 			}
 			if l.afterClaim != nil {
 				l.afterClaim(res.Claimed)
@@ -419,7 +420,7 @@ func (l *leader) refill(ctx context.Context) {
 		case <-l.refillNow:
 			timer.Stop()
 		}
-		p.To = l.s.clock.now().Add(l.s.cfg.Window)
+		p.To = l.s.clock.Now().Add(l.s.cfg.Window)
 		res, err := l.s.kst.Refill(ctx, p)
 		if err != nil {
 			if ctx.Err() == nil {

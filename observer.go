@@ -1,12 +1,9 @@
 package ax
 
 import (
-	"context"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/internal/observe"
 )
 
 // Observer receives the scheduler's events, for metrics and tracing (package
@@ -29,48 +26,48 @@ type EventKind int
 const (
 	// EventSubmitted: Count tasks named Name were written (Delay, At, SubmitMany, a
 	// schedule's occurrences).
-	EventSubmitted EventKind = iota + 1
+	EventSubmitted = EventKind(observe.Submitted)
 	// EventClaimed: a task was claimed for dispatch. Name, Due, Lateness (claim −
 	// due, by the store's stamps), Manual (a Trigger: Lateness is zero and means
 	// nothing).
-	EventClaimed
+	EventClaimed = EventKind(observe.Claimed)
 	// EventStarted: a handler started. Name, Due, Lateness (start − due, by the
 	// store's stamps), Manual (as for EventClaimed), Early (it started before Due
 	// without a Trigger: a broken guarantee, which must never happen).
-	EventStarted
+	EventStarted = EventKind(observe.Started)
 	// EventFinished: an execution ended and its result was written. Name, Outcome,
 	// Duration (the handler's run time; zero for OutcomeOrphaned, whose run time is
 	// not known).
-	EventFinished
+	EventFinished = EventKind(observe.Finished)
 	// EventDispatchFailed: a claimed task could not be started and was handed back.
 	// Name, Reason (one of the DispatchReason values).
-	EventDispatchFailed
+	EventDispatchFailed = EventKind(observe.DispatchFailed)
 	// EventRetryScheduled: a failed execution will be retried (business retry).
 	// Name, Due (the retry's due time).
-	EventRetryScheduled
+	EventRetryScheduled = EventKind(observe.RetryScheduled)
 	// EventOrphanRecovered: a RUNNING task without heartbeats was recovered. Name.
-	EventOrphanRecovered
+	EventOrphanRecovered = EventKind(observe.OrphanRecovered)
 	// EventStuckClaimHandedBack: a task claimed but never started was handed back.
 	// Name.
-	EventStuckClaimHandedBack
+	EventStuckClaimHandedBack = EventKind(observe.StuckClaimHandedBack)
 	// EventSkipped: a task was SKIPPED because its task key was held. Name, and
 	// Schedule when it is a schedule's occurrence.
-	EventSkipped
+	EventSkipped = EventKind(observe.Skipped)
 	// EventScheduleFired: a schedule's slots were materialised. Schedule, Result
 	// (ScheduleDispatched, ScheduleMisfired, ScheduleCaughtUp), Count (slots with
 	// that result), Due (the schedule's next slot after these).
-	EventScheduleFired
+	EventScheduleFired = EventKind(observe.ScheduleFired)
 	// EventClockOffset: the store's clock was measured. Offset (store − local).
-	EventClockOffset
+	EventClockOffset = EventKind(observe.ClockOffset)
 	// EventWheelSize: tasks held in the timing wheel. Count.
-	EventWheelSize
+	EventWheelSize = EventKind(observe.WheelSize)
 	// EventTaskCounts: the task table, summarised (every Config.StatsInterval).
 	// Counts (tasks per status; complete: every Status is present, zero included),
 	// Lag (age of the oldest due task not yet claimed; zero when none is waiting).
-	EventTaskCounts
+	EventTaskCounts = EventKind(observe.TaskCounts)
 	// EventUnhandled: a task came due under a name that no handler is registered for
 	// in this scheduler. Name.
-	EventUnhandled
+	EventUnhandled = EventKind(observe.Unhandled)
 )
 
 var eventKindNames = [...]string{
@@ -94,29 +91,29 @@ type Outcome string
 
 // The outcomes of an execution.
 const (
-	OutcomeSucceeded Outcome = "succeeded" // the handler returned nil
-	OutcomeFailed    Outcome = "failed"    // the handler returned an error
-	OutcomePanicked  Outcome = "panicked"  // the handler panicked
-	OutcomeTimedOut  Outcome = "timed_out" // the handler ran past its timeout
-	OutcomeReleased  Outcome = "released"  // Stop interrupted it; it runs again without using a retry
-	OutcomeOrphaned  Outcome = "orphaned"  // its executor stopped heartbeating; counted as a failure
+	OutcomeSucceeded Outcome = observe.Succeeded // the handler returned nil
+	OutcomeFailed    Outcome = observe.Failed    // the handler returned an error
+	OutcomePanicked  Outcome = observe.Panicked  // the handler panicked
+	OutcomeTimedOut  Outcome = observe.TimedOut // the handler ran past its timeout
+	OutcomeReleased  Outcome = observe.Released  // Stop interrupted it; it runs again without using a retry
+	OutcomeOrphaned  Outcome = observe.Orphaned  // its executor stopped heartbeating; counted as a failure
 )
 
 // The reasons of EventDispatchFailed.
 const (
-	DispatchNoHandler = "no_handler" // no handler registered for the name
-	DispatchStopping  = "stopping"   // the scheduler was stopping
-	DispatchStuck     = "stuck"      // not started within DispatchTimeout of the claim
+	DispatchNoHandler = observe.NoHandler // no handler registered for the name
+	DispatchStopping  = observe.Stopping   // the scheduler was stopping
+	DispatchStuck     = observe.Stuck      // not started within DispatchTimeout of the claim
 )
 
 // The results of EventScheduleFired.
 const (
-	ScheduleDispatched = "dispatched" // an occurrence written for its slot, on time
-	ScheduleMisfired   = "misfired"   // missed slots dropped by the misfire policy
-	ScheduleCaughtUp   = "caught_up"  // missed slots fired late by the misfire policy
+	ScheduleDispatched = observe.Dispatched // an occurrence written for its slot, on time
+	ScheduleMisfired   = observe.Misfired   // missed slots dropped by the misfire policy
+	ScheduleCaughtUp   = observe.CaughtUp  // missed slots fired late by the misfire policy
 	// ScheduleSkippedOverlap is the result of an occurrence SKIPPED by its overlap
 	// policy; it is reported as EventSkipped with Schedule set.
-	ScheduleSkippedOverlap = "skipped_overlap"
+	ScheduleSkippedOverlap = observe.SkippedOverlap
 )
 
 // Event is one thing the scheduler did. Fields that do not apply to its Kind are
@@ -143,155 +140,19 @@ type Event struct {
 	Dropped int
 }
 
-// observerQueue is the bounded queue between the kernel and the Observer: send never
-// blocks; one goroutine, from Start to Stop, delivers. Events sent before Start wait
-// for it; events sent after Stop are dropped.
-type observerQueue struct {
-	o       Observer
-	mu      sync.Mutex
-	buf     []Event
-	closed  bool
-	wake    chan struct{}
-	dropped atomic.Int64
-	done    chan struct{}
-	stop    chan struct{}
-	started atomic.Bool
-}
-
-const observerQueueSize = 4096
-
-func newObserverQueue(o Observer) *observerQueue {
+// newObserverQueue returns the queue that delivers the kernel's events to o, or nil
+// without an observer.
+func newObserverQueue(o Observer) *observe.Queue {
 	if o == nil {
 		return nil
 	}
-	return &observerQueue{o: o, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
+	return observe.NewQueue(func(e observe.Event) { o.Observe(eventOf(e)) })
 }
 
-// start starts delivering.
-func (q *observerQueue) start() {
-	if q != nil && q.started.CompareAndSwap(false, true) {
-		go q.deliver()
-	}
-}
-
-// send queues e. A nil queue (no Observer) does nothing.
-func (q *observerQueue) send(e Event) {
-	if q == nil {
-		return
-	}
-	q.mu.Lock()
-	if q.closed || len(q.buf) >= observerQueueSize {
-		q.mu.Unlock()
-		q.dropped.Add(1)
-		return
-	}
-	q.buf = append(q.buf, e)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *observerQueue) deliver() {
-	defer close(q.done)
-	var batch []Event
-	for {
-		q.mu.Lock()
-		batch, q.buf = q.buf, batch[:0]
-		q.mu.Unlock()
-		for i := range batch {
-			batch[i].Dropped = int(q.dropped.Swap(0))
-			q.o.Observe(batch[i])
-			batch[i] = Event{}
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		select {
-		case <-q.wake:
-		case <-q.stop:
-			q.mu.Lock()
-			empty := len(q.buf) == 0
-			q.mu.Unlock()
-			if empty {
-				return
-			}
-		}
-	}
-}
-
-// close delivers what is queued, until ctx ends, and ends the delivering goroutine.
-// Events sent after close are dropped.
-func (q *observerQueue) close(ctx context.Context) {
-	if q == nil || !q.started.Load() {
-		return
-	}
-	q.mu.Lock()
-	already := q.closed
-	q.closed = true
-	q.mu.Unlock()
-	if !already {
-		close(q.stop)
-	}
-	select {
-	case <-q.done:
-	case <-ctx.Done():
-	}
-}
-
-// manual reports whether the task's current execution was a manual Trigger: Trigger
-// stamps TriggeredAt and DispatchedAt with the same time.
-func manual(t *store.Task) bool {
-	return !t.TriggeredAt.IsZero() && t.TriggeredAt.Equal(t.DispatchedAt)
-}
-
-// observeClaim reports claimed tasks.
-func (s *Scheduler) observeClaim(ts []store.Task) {
-	if s.obs == nil {
-		return
-	}
-	now := s.clock.now()
-	for i := range ts {
-		t := &ts[i]
-		e := Event{Kind: EventClaimed, At: now, Name: t.Name, Due: t.DueAt, Manual: manual(t)}
-		if !e.Manual {
-			e.Lateness = t.DispatchedAt.Sub(t.DueAt)
-		}
-		s.obs.send(e)
-	}
-}
-
-// observeStart reports a started execution.
-func (s *Scheduler) observeStart(t *store.Task) {
-	if s.obs == nil {
-		return
-	}
-	e := Event{Kind: EventStarted, At: s.clock.now(), Name: t.Name, Due: t.DueAt, Manual: manual(t)}
-	if !e.Manual {
-		e.Lateness = t.StartedAt.Sub(t.DueAt)
-		e.Early = e.Lateness < 0
-	}
-	s.obs.send(e)
-}
-
-// observeSubmitted reports written tasks, one event per name.
-func (s *Scheduler) observeSubmitted(res []store.Inserted) {
-	if s.obs == nil {
-		return
-	}
-	now := s.clock.now()
-	for i := 0; i < len(res); {
-		if res[i].Err != nil {
-			i++
-			continue
-		}
-		name, n := res[i].Task.Name, 0
-		for ; i < len(res) && (res[i].Err != nil || res[i].Task.Name == name); i++ {
-			if res[i].Err == nil {
-				n++
-			}
-		}
-		s.obs.send(Event{Kind: EventSubmitted, At: now, Name: name, Count: n})
+func eventOf(e observe.Event) Event {
+	return Event{
+		Kind: EventKind(e.Kind), At: e.At, Name: e.Name, Schedule: e.Schedule, Outcome: Outcome(e.Outcome),
+		Reason: e.Reason, Result: e.Result, Due: e.Due, Lateness: e.Lateness, Manual: e.Manual, Early: e.Early,
+		Duration: e.Duration, Offset: e.Offset, Lag: e.Lag, Count: e.Count, Counts: e.Counts, Dropped: e.Dropped,
 	}
 }

@@ -244,7 +244,7 @@ func (s *Scheduler) registerSchedules(ctx context.Context) ([]store.Schedule, er
 // scheduleDefsLocked turns registered schedules into the definitions the store keeps;
 // the caller holds s.mu.
 func (s *Scheduler) scheduleDefsLocked(ps []*periodic) ([]store.ScheduleDef, error) {
-	now := s.clock.now()
+	now := s.clock.Now()
 	defs := make([]store.ScheduleDef, len(ps))
 	for i, p := range ps {
 		if s.handlers[p.name] == nil {
@@ -331,7 +331,7 @@ func (s *Scheduler) ResumeSchedule(ctx context.Context, name string) error {
 	if err != nil {
 		return errorf("ax: resume schedule %q: %w", name, err)
 	}
-	now := s.clock.now()
+	now := s.clock.Now()
 	if s.current() == nil {
 		// Not started: the clock's offset to the store is not measured; ask the store.
 		if now, err = s.st.Now(ctx); err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/store"
 )
 
@@ -21,8 +23,8 @@ type Scheduler struct {
 	st    Store // for calls made for the caller, bounded by the caller's context
 	kst   Store // for the scheduler's own calls, each bounded by StoreTimeout
 	log   *slog.Logger
-	clock *clock
-	obs   *observerQueue // nil without Config.Observer
+	clock *clock.Clock
+	obs   *observe.Queue // nil without Config.Observer
 
 	// lifecycle is held by Start and Stop while they run (a semaphore, not s.mu, so
 	// that Start's store I/O holds up no other method).
@@ -88,7 +90,7 @@ func New(cfg Config) (*Scheduler, error) {
 		st:        cfg.Store,
 		kst:       boundedStore{Store: cfg.Store, timeout: cfg.StoreTimeout},
 		log:       cfg.Logger,
-		clock:     newClock(),
+		clock:     clock.New(),
 		obs:       newObserverQueue(cfg.Observer),
 		lifecycle: make(chan struct{}, 1),
 		handlers:  make(map[string]*handler),
@@ -180,7 +182,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	r.exec = newExecutor(s)
 	r.leader = newLeader(s, r.exec)
 	r.leader.afterClaim = s.hooks.afterClaim
-	s.obs.start()
+	s.obs.Start()
 	s.mu.Lock()
 	s.run = r
 	s.state = stateStarted
@@ -194,11 +196,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // startIO is Start's store work: the clock, then the schedules.
 func (s *Scheduler) startIO(ctx context.Context) ([]store.Schedule, error) {
 	if !s.hooks.localClock {
-		offset, rtt, err := s.clock.measure(ctx, s.kst, 5)
+		offset, rtt, err := s.clock.Measure(ctx, s.kst, 5)
 		if err != nil {
 			return nil, errorf("ax: start: read the store's clock: %w", err)
 		}
-		s.obs.send(Event{Kind: EventClockOffset, At: s.clock.now(), Offset: offset})
+		s.obs.Send(observe.Event{Kind: observe.ClockOffset, At: s.clock.Now(), Offset: offset})
 		s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
 	}
 	rows, err := s.registerSchedules(ctx)
@@ -247,7 +249,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		// stops within ctx, and the loop ends when its call returns.
 	}
 	err := r.exec.stop(ctx)
-	s.obs.close(ctx)
+	s.obs.Close(ctx)
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: scheduler stopped", slog.String("node", s.cfg.Node))
 	if err != nil {
 		return errorf("ax: stop: %w", err)
@@ -350,7 +352,7 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 		return errorf("ax: %s: %w", op, err)
 	}
 	r.leader.remove(id)
-	s.observeClaim([]store.Task{*t})
+	s.obs.Claimed(s.clock.Now(), []store.Task{*t})
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", taskAttrs(t)...)
 	r.exec.dispatch([]store.Task{*t}, false)
 	return nil

@@ -46,7 +46,7 @@ func (s *Scheduler) Delay(ctx context.Context, name, key string, d time.Duration
 	if d > maxAhead {
 		return nil, errorf("ax: delay %q/%q: delay %v is beyond %v: %w", name, key, d, maxAhead, ErrInvalid)
 	}
-	return s.submit(ctx, "delay", name, key, s.clock.now().Add(d), opts)
+	return s.submit(ctx, "delay", name, key, s.clock.Now().Add(d), opts)
 }
 
 // At submits a task to run at a time; a time in the past runs it at once. It returns
@@ -161,7 +161,7 @@ func (s *Scheduler) insert(ctx context.Context, o *options, nts []store.NewTask)
 // caller's transaction is not visible until the commit: the leader keeps trying its
 // claim for a while once it is due.
 func (s *Scheduler) schedule(inTx bool, res []store.Inserted) {
-	s.observeSubmitted(res)
+	s.obs.Submitted(s.clock.Now(), res)
 	r := s.current()
 	if r == nil {
 		return

@@ -1,0 +1,62 @@
+// Package clock is the scheduler's notion of the store's time: the local monotonic
+// clock, read as wall time at construction plus the elapsed monotonic duration,
+// corrected by the measured offset between the store's clock and the local one. A
+// step of the local wall clock (NTP, an operator) does not move it; a re-measured
+// offset does. Every due decision in the scheduler reads this clock.
+package clock
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// Clock is safe for concurrent use.
+type Clock struct {
+	base   time.Time    // time.Now() at construction, with its monotonic reading
+	wall   time.Time    // base without the monotonic reading
+	offset atomic.Int64 // store minus local, in nanoseconds
+}
+
+// New returns a clock that reads the local time until Measure corrects it.
+func New() *Clock { return NewSkewed(0) }
+
+// NewSkewed is a clock whose local wall time is off by skew, as on a host whose clock
+// is wrong: tests use it to run schedulers "on" different hosts.
+func NewSkewed(skew time.Duration) *Clock {
+	now := time.Now()
+	return &Clock{base: now, wall: now.Round(0).Add(skew)}
+}
+
+// Now returns the corrected current time. It has no monotonic reading: compare it
+// only with times from the store or from Now.
+func (c *Clock) Now() time.Time {
+	return c.wall.Add(time.Since(c.base) + time.Duration(c.offset.Load()))
+}
+
+// Source is a clock to measure against: the store's Now.
+type Source interface {
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// Measure samples src a few times and corrects the clock by the offset of the sample
+// with the lowest round trip, taken at its midpoint. It returns the clock's offset
+// after the correction and that round trip.
+func (c *Clock) Measure(ctx context.Context, src Source, samples int) (offset, rtt time.Duration, err error) {
+	best := time.Duration(-1)
+	for range samples {
+		t0 := c.Now()
+		m0 := time.Now()
+		db, err := src.Now(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		r := time.Since(m0)
+		if best < 0 || r < best {
+			best = r
+			offset = db.Sub(t0.Add(r / 2))
+		}
+	}
+	c.offset.Add(int64(offset))
+	return time.Duration(c.offset.Load()), best, nil
+}

@@ -1,0 +1,235 @@
+// Package observe carries the kernel's events to an observer: the event, as the
+// machinery fills it in, and the bounded queue between the machinery and the one
+// goroutine that delivers. Package ax turns each event into its public ax.Event.
+//
+// Send never blocks and never does I/O, so any part of the kernel may report, the
+// scheduling loop included; when the queue is full the event is dropped and counted
+// in the next one delivered. A nil *Queue (no observer) takes every call and does
+// nothing.
+package observe
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// Kind says what an Event reports; package ax documents each.
+type Kind int
+
+// The kinds, in the order of ax's EventKind constants.
+const (
+	Submitted Kind = iota + 1
+	Claimed
+	Started
+	Finished
+	DispatchFailed
+	RetryScheduled
+	OrphanRecovered
+	StuckClaimHandedBack
+	Skipped
+	ScheduleFired
+	ClockOffset
+	WheelSize
+	TaskCounts
+	Unhandled
+)
+
+// Outcomes of Finished.
+const (
+	Succeeded = "succeeded"
+	Failed    = "failed"
+	Panicked  = "panicked"
+	TimedOut  = "timed_out"
+	Released  = "released"
+	Orphaned  = "orphaned"
+)
+
+// Reasons of DispatchFailed.
+const (
+	NoHandler = "no_handler"
+	Stopping  = "stopping"
+	Stuck     = "stuck"
+)
+
+// Results of ScheduleFired, and of a skipped occurrence.
+const (
+	Dispatched     = "dispatched"
+	Misfired       = "misfired"
+	CaughtUp       = "caught_up"
+	SkippedOverlap = "skipped_overlap"
+)
+
+// Event is one thing the kernel did; ax.Event documents the fields.
+type Event struct {
+	Kind     Kind
+	At       time.Time
+	Name     string
+	Schedule string
+	Outcome  string
+	Reason   string
+	Result   string
+	Due      time.Time
+	Lateness time.Duration
+	Manual   bool
+	Early    bool
+	Duration time.Duration
+	Offset   time.Duration
+	Lag      time.Duration
+	Count    int
+	Counts   map[store.Status]int64
+	Dropped  int
+}
+
+// Queue is the bounded queue between the kernel and the observer: Send never blocks;
+// one goroutine, from Start to Close, delivers. Events sent before Start wait for
+// it; events sent after Close are dropped.
+type Queue struct {
+	deliver func(Event)
+	mu      sync.Mutex
+	buf     []Event
+	closed  bool
+	wake    chan struct{}
+	dropped atomic.Int64
+	done    chan struct{}
+	stop    chan struct{}
+	started atomic.Bool
+}
+
+// Size is how many events the queue holds.
+const Size = 4096
+
+// NewQueue returns a queue that hands each event to deliver, in order, on one
+// goroutine.
+func NewQueue(deliver func(Event)) *Queue {
+	return &Queue{deliver: deliver, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
+}
+
+// Start starts delivering.
+func (q *Queue) Start() {
+	if q != nil && q.started.CompareAndSwap(false, true) {
+		go q.run()
+	}
+}
+
+// Send queues e.
+func (q *Queue) Send(e Event) {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	if q.closed || len(q.buf) >= Size {
+		q.mu.Unlock()
+		q.dropped.Add(1)
+		return
+	}
+	q.buf = append(q.buf, e)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *Queue) run() {
+	defer close(q.done)
+	var batch []Event
+	for {
+		q.mu.Lock()
+		batch, q.buf = q.buf, batch[:0]
+		q.mu.Unlock()
+		for i := range batch {
+			batch[i].Dropped = int(q.dropped.Swap(0))
+			q.deliver(batch[i])
+			batch[i] = Event{}
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-q.wake:
+		case <-q.stop:
+			q.mu.Lock()
+			empty := len(q.buf) == 0
+			q.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+	}
+}
+
+// Close delivers what is queued, until ctx ends, and ends the delivering goroutine.
+func (q *Queue) Close(ctx context.Context) {
+	if q == nil || !q.started.Load() {
+		return
+	}
+	q.mu.Lock()
+	already := q.closed
+	q.closed = true
+	q.mu.Unlock()
+	if !already {
+		close(q.stop)
+	}
+	select {
+	case <-q.done:
+	case <-ctx.Done():
+	}
+}
+
+// manual reports whether the task's current execution was a manual Trigger: Trigger
+// stamps TriggeredAt and DispatchedAt with the same time.
+func manual(t *store.Task) bool {
+	return !t.TriggeredAt.IsZero() && t.TriggeredAt.Equal(t.DispatchedAt)
+}
+
+// Claimed reports claimed tasks.
+func (q *Queue) Claimed(now time.Time, ts []store.Task) {
+	if q == nil {
+		return
+	}
+	for i := range ts {
+		t := &ts[i]
+		e := Event{Kind: Claimed, At: now, Name: t.Name, Due: t.DueAt, Manual: manual(t)}
+		if !e.Manual {
+			e.Lateness = t.DispatchedAt.Sub(t.DueAt)
+		}
+		q.Send(e)
+	}
+}
+
+// Started reports a started execution.
+func (q *Queue) Started(now time.Time, t *store.Task) {
+	if q == nil {
+		return
+	}
+	e := Event{Kind: Started, At: now, Name: t.Name, Due: t.DueAt, Manual: manual(t)}
+	if !e.Manual {
+		e.Lateness = t.StartedAt.Sub(t.DueAt)
+		e.Early = e.Lateness < 0
+	}
+	q.Send(e)
+}
+
+// Submitted reports written tasks, one event per run of one name.
+func (q *Queue) Submitted(now time.Time, res []store.Inserted) {
+	if q == nil {
+		return
+	}
+	for i := 0; i < len(res); {
+		if res[i].Err != nil {
+			i++
+			continue
+		}
+		name, n := res[i].Task.Name, 0
+		for ; i < len(res) && (res[i].Err != nil || res[i].Task.Name == name); i++ {
+			if res[i].Err == nil {
+				n++
+			}
+		}
+		q.Send(Event{Kind: Submitted, At: now, Name: name, Count: n})
+	}
+}
