@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/axsched/ax/internal/wheel"
 	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/internal/wheel"
 	"github.com/axsched/ax/store"
 )
 

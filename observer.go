@@ -94,7 +94,7 @@ const (
 	OutcomeSucceeded Outcome = observe.Succeeded // the handler returned nil
 	OutcomeFailed    Outcome = observe.Failed    // the handler returned an error
 	OutcomePanicked  Outcome = observe.Panicked  // the handler panicked
-	OutcomeTimedOut  Outcome = observe.TimedOut // the handler ran past its timeout
+	OutcomeTimedOut  Outcome = observe.TimedOut  // the handler ran past its timeout
 	OutcomeReleased  Outcome = observe.Released  // Stop interrupted it; it runs again without using a retry
 	OutcomeOrphaned  Outcome = observe.Orphaned  // its executor stopped heartbeating; counted as a failure
 )
@@ -102,15 +102,15 @@ const (
 // The reasons of EventDispatchFailed.
 const (
 	DispatchNoHandler = observe.NoHandler // no handler registered for the name
-	DispatchStopping  = observe.Stopping   // the scheduler was stopping
-	DispatchStuck     = observe.Stuck      // not started within DispatchTimeout of the claim
+	DispatchStopping  = observe.Stopping  // the scheduler was stopping
+	DispatchStuck     = observe.Stuck     // not started within DispatchTimeout of the claim
 )
 
 // The results of EventScheduleFired.
 const (
 	ScheduleDispatched = observe.Dispatched // an occurrence written for its slot, on time
 	ScheduleMisfired   = observe.Misfired   // missed slots dropped by the misfire policy
-	ScheduleCaughtUp   = observe.CaughtUp  // missed slots fired late by the misfire policy
+	ScheduleCaughtUp   = observe.CaughtUp   // missed slots fired late by the misfire policy
 	// ScheduleSkippedOverlap is the result of an occurrence SKIPPED by its overlap
 	// policy; it is reported as EventSkipped with Schedule set.
 	ScheduleSkippedOverlap = observe.SkippedOverlap
