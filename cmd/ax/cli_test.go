@@ -31,13 +31,16 @@ func runAx(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
+// TestDemoSmoke runs the demo with --metrics (TestBinary runs it without);
+// internal/demo's tests scrape the metrics.
 func TestDemoSmoke(t *testing.T) {
 	t.Parallel()
-	code, stdout, stderr := runAx(t, "demo", "--orders", "6", "--scale", "fast")
+	code, stdout, stderr := runAx(t, "demo", "--orders", "6", "--scale", "fast", "--metrics", "127.0.0.1:0")
 	if code != exitOK {
-		t.Fatalf("ax demo --orders 6 --scale fast: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout, stderr)
+		t.Fatalf("ax demo --orders 6 --scale fast --metrics 127.0.0.1:0: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout, stderr)
 	}
-	for _, want := range []string{"verify: OK", "summary: fired ", "early = 0", "verify: OK: reconciliation", "max concurrent 1, no overlap"} {
+	for _, want := range []string{"verify: OK", "summary: fired ", "early = 0", "verify: OK: reconciliation", "max concurrent 1, no overlap",
+		"  metrics:  Prometheus metrics at http://127.0.0.1:"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("ax demo: stdout lacks %q:\n%s", want, stdout)
 		}
@@ -89,6 +92,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
 		{[]string{"demo", "--scale", "slow"}, `--scale "slow": want normal or fast`},
 		{[]string{"demo", "--orders", "2"}, "need at least 3"},
+		{[]string{"demo", "--metrics", "9090"}, `Metrics "9090": want HOST:PORT`},
 	} {
 		code, stdout, stderr := runAx(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {

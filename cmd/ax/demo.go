@@ -25,6 +25,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	scale := fs.String("scale", "normal", "time scale, `normal|fast`: timeouts of 3–12s and a reconciliation every 2s (about 15s in all), or 0.3–1.2s and every 1s (about 5s)")
 	db := fs.String("db", "", "keep the scheduler's tasks in the SQLite file `PATH` (default: a temporary file, removed at the end)")
 	seed := fs.Uint64("seed", 1, "seed `N` of the scenario: the timeouts, who pays, whose handler fails once, which reconciliations are slow")
+	metricsAddr := fs.String("metrics", "", "serve the scheduler's Prometheus metrics at /metrics on `ADDR` (HOST:PORT, e.g. 127.0.0.1:9090) while the demo runs (default: off)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: ax demo [flags]
 
@@ -55,7 +56,7 @@ flags:
 		return exitUsage
 	}
 	cfg := mk()
-	cfg.Orders, cfg.DB, cfg.Seed = *orders, *db, *seed
+	cfg.Orders, cfg.DB, cfg.Seed, cfg.Metrics = *orders, *db, *seed, *metricsAddr
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if _, err := demo.Run(ctx, cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "ax: %v\n", err)

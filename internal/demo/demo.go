@@ -47,6 +47,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,6 +110,10 @@ type Config struct {
 	Seed uint64
 	// Logger receives the scheduler's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Metrics, when set, is an address, HOST:PORT (port 0 picks a free one), on
+	// which the scheduler's Prometheus metrics (package metrics) are served at
+	// /metrics while the demo runs. Empty: no metrics.
+	Metrics string
 
 	// ReconcileEvery is the interval of the payment reconciliation (s.Every), run
 	// alongside the orders for about as long as they take: at least 1s, a whole
@@ -131,6 +136,10 @@ type Config struct {
 	// slow one. Defaults to defaultReconcileOnTime (200ms); the tests, run with
 	// -race on busy machines, loosen it.
 	reconcileOnTime time.Duration
+	// beforeMetricsClose, when set, is called with the /metrics URL once the
+	// scheduler has stopped (every event recorded), before the server stops: the
+	// tests scrape it there.
+	beforeMetricsClose func(url string)
 }
 
 // Fast returns a Config that runs in about five seconds: timeouts of 0.3–1.2s,
@@ -227,6 +236,11 @@ func (c Config) validate() error {
 	}
 	if c.Wait < 0 {
 		bad("Wait %v is negative", c.Wait)
+	}
+	if c.Metrics != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics); err != nil {
+			bad("Metrics %q: want HOST:PORT, e.g. 127.0.0.1:9090 (%v)", c.Metrics, err)
+		}
 	}
 	if c.reconciles() {
 		switch {
@@ -350,6 +364,7 @@ type run struct {
 	due     map[string]time.Time // each task's due time, as returned by Delay
 	script  *script
 	rec     *reconciler // nil when the reconciliation is disabled
+	metrics string      // the /metrics URL; empty without Config.Metrics
 	bugOnce atomic.Bool // buggyHandler struck
 }
 
@@ -364,6 +379,26 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return sum, err
+	}
+
+	var obs ax.Observer // nil without cfg.Metrics
+	metricsURL := ""
+	if cfg.Metrics != "" {
+		ms, merr := serveMetrics(cfg.Metrics) // not err: the deferred close sets Run's
+		if merr != nil {
+			return sum, fmt.Errorf("demo: %w", merr)
+		}
+		// Registered first, so run last: after the scheduler stopped, when every
+		// event is recorded.
+		defer func() {
+			if cfg.beforeMetricsClose != nil {
+				cfg.beforeMetricsClose(ms.url)
+			}
+			if cerr := ms.close(); cerr != nil && err == nil {
+				err = fmt.Errorf("demo: %w", cerr)
+			}
+		}()
+		obs, metricsURL = ms.obs, ms.url
 	}
 
 	sum.DB, sum.KeptDB = cfg.DB, cfg.DB != ""
@@ -381,7 +416,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	}
 	defer st.Close()
 
-	s, err := ax.New(ax.Config{Store: st, OwnerService: OwnerService, Logger: cfg.Logger})
+	axCfg := ax.Config{Store: st, OwnerService: OwnerService, Logger: cfg.Logger}
+	if obs != nil {
+		// The run lasts seconds: count the tasks per status (ax_tasks) every second,
+		// not every ax.DefaultStatsInterval.
+		axCfg.Observer, axCfg.StatsInterval = obs, metricsStatsInterval
+	}
+	s, err := ax.New(axCfg)
 	if err != nil {
 		return sum, fmt.Errorf("demo: %w", err)
 	}
@@ -391,6 +432,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 		tally: &tally{done: make(chan struct{})},
 		out:   &printer{out: out, start: time.Now()},
 		due:   make(map[string]time.Time),
+
+		metrics: metricsURL,
 	}
 	defer r.out.close()
 	r.tally.expected = cfg.Orders
@@ -484,6 +527,9 @@ func (r *run) header(sum Summary) {
 	}
 	r.out.plain("%s", title)
 	r.out.plain("  store:    sqlite %s (%s)", sum.DB, where)
+	if r.metrics != "" {
+		r.out.plain("  metrics:  Prometheus metrics at %s while the demo runs", r.metrics)
+	}
 	r.out.plain("  orders:   %d, each closed if unpaid after %s–%s (the article's 30 minutes, scaled down)",
 		cfg.Orders, secs(cfg.MinTimeout), secs(cfg.MaxTimeout))
 	r.out.plain("  task:     s.Delay(ctx, %q, orderID, timeout, ax.WithPayload(order))", TaskName)

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -283,6 +286,63 @@ func TestRunVerifyFails(t *testing.T) {
 	}
 }
 
+// With Metrics, the scheduler's metrics are served while the demo runs: scraped once
+// the scheduler stopped, they count every execution; after Run, nothing listens.
+func TestRunServesMetrics(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.ReconcileEvery = -1 // the orders alone: shorter
+	cfg.Metrics = "127.0.0.1:0"
+	var url, scraped string
+	var scrapeErr error
+	cfg.beforeMetricsClose = func(u string) {
+		url = u
+		scraped, scrapeErr = scrape(u)
+	}
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), cfg, &out); err != nil {
+		t.Fatalf("Run: %v\noutput:\n%s", err, out.String())
+	}
+	if url == "" || scrapeErr != nil {
+		t.Fatalf("scrape %q during the run: %v", url, scrapeErr)
+	}
+	if want := "  metrics:  Prometheus metrics at " + url + " while the demo runs\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+	// Every order but the cancelled one succeeds once; the flaky ones fail once first.
+	for _, want := range []string{
+		fmt.Sprintf("ax_task_executions_total{name=%q,outcome=\"succeeded\"} %d\n", TaskName, cfg.Orders-1),
+		fmt.Sprintf("ax_task_executions_total{name=%q,outcome=\"failed\"} %d\n", TaskName, cfg.Flaky),
+		fmt.Sprintf("ax_tasks_submitted_total{name=%q} %d\n", TaskName, cfg.Orders),
+		"ax_early_starts_total 0\n",
+	} {
+		if !strings.Contains(scraped, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, scraped)
+		}
+	}
+	if _, err := scrape(url); err == nil {
+		t.Errorf("scrape %s after Run: served, want the server stopped", url)
+	}
+}
+
+// scrape GETs url and returns the body of a 200 answer.
+func scrape(url string) (string, error) {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), nil
+}
+
 func TestRunInvalidConfig(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []Config{
@@ -296,6 +356,7 @@ func TestRunInvalidConfig(t *testing.T) {
 		{ReconcileEvery: time.Second + time.Microsecond},
 		{ReconcileEvery: 2 * time.Second, ReconcileSlowTook: 2 * time.Second},
 		{ReconcileSlowTook: -time.Second},
+		{Metrics: "9090"},
 	} {
 		var out bytes.Buffer
 		if _, err := Run(context.Background(), cfg, &out); !errors.Is(err, ErrConfig) {
