@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/store"
 )
 
@@ -214,42 +215,4 @@ func (f HandlerFunc) Handle(ctx context.Context, t *Task) error { return f(ctx, 
 
 // DefaultBackoff is the delay before business retry n (n = 1 for the first retry):
 // 5s × 5^(n−1), that is 5s, 25s, 125s, 625s, 3125s, … capped at 24h.
-func DefaultBackoff(n int) time.Duration {
-	d := 5 * time.Second
-	for i := 1; i < n && d < 24*time.Hour; i++ {
-		d *= 5
-	}
-	return min(d, 24*time.Hour)
-}
-
-// dispatchBackoff is the short delay before dispatch retry n: 100ms × 2^(n−1), capped
-// at 30s.
-func dispatchBackoff(n int) time.Duration {
-	d := 100 * time.Millisecond
-	for i := 1; i < n && d < 30*time.Second; i++ {
-		d *= 2
-	}
-	return min(d, 30*time.Second)
-}
-
-// handBackRequeue is the Requeue that returns a claimed, unstarted task to SCHEDULED as a
-// dispatch failure (or FAILED once dispatch retries are exhausted), retried after
-// the dispatch backoff.
-func (s *Scheduler) handBackRequeue(t *store.Task, reason string, now time.Time) store.Requeue {
-	return store.Requeue{
-		TaskID: t.ID, ExecutionID: t.ExecutionID, DueAt: now.Add(dispatchBackoff(t.DispatchRetries + 1)),
-		Error: "dispatch: " + reason, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
-	}
-}
-
-// freedKeys returns the task keys of the tasks whose write applied: a task that left
-// DISPATCHING or RUNNING no longer holds its key.
-func freedKeys(n int, task func(i int) *store.Task, applied []bool) []string {
-	var keys []string
-	for i := range n {
-		if i < len(applied) && applied[i] && task(i).TaskKey != "" {
-			keys = append(keys, task(i).TaskKey)
-		}
-	}
-	return keys
-}
+func DefaultBackoff(n int) time.Duration { return execute.DefaultBackoff(n) }

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/axsched/ax/internal/periodic"
 	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store/postgres"
 )
@@ -97,7 +98,7 @@ func TestSchedulersRaceOnPostgres(t *testing.T) {
 		slots := 0
 		for slot := t0.Add(every); slot.Before(end.Add(-2 * time.Second)); slot = slot.Add(every) {
 			slots++
-			if n := runs[occurrenceKey(slot)]; n != 1 {
+			if n := runs[periodic.OccurrenceKey(slot)]; n != 1 {
 				t.Errorf("occurrence at +%v ran %d times, want once", slot.Sub(t0), n)
 			}
 		}
@@ -160,7 +161,7 @@ func TestOverlapAcrossSchedulers(t *testing.T) {
 			slots := make([]*Task, 5)
 			end := time.Now().Add(30 * time.Second)
 			for i := 0; i < len(slots); {
-				task, err := st.Lookup(ctx, "reconcile", occurrenceKey(first.Add(time.Duration(i)*time.Second)))
+				task, err := st.Lookup(ctx, "reconcile", periodic.OccurrenceKey(first.Add(time.Duration(i)*time.Second)))
 				switch {
 				case err == nil && task.Status.Terminal():
 					slots[i] = taskOf(task)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/internal/cronspec"
+	"github.com/axsched/ax/internal/periodic"
 	"github.com/axsched/ax/store"
 )
 
@@ -32,14 +33,11 @@ type Schedule struct {
 	LastFireAt time.Time
 }
 
-// periodic is a schedule registered in this process.
-type periodic struct {
-	name    string
-	spec    cronspec.Spec
-	loc     *time.Location
-	overlap OverlapPolicy
-	misfire MisfirePolicy
-	opts    *options // payload, retries, backoff, timeout, owner of each occurrence
+// registered is a schedule registered in this process: its timing and policies, and
+// the options of each occurrence (payload, retries, backoff, timeout, owner).
+type registered struct {
+	*periodic.Schedule
+	opts *options
 }
 
 // Cron registers a periodic task: the handler registered under name (Handle) runs at
@@ -98,9 +96,9 @@ func NextFireTimes(spec string, loc *time.Location, from time.Time, n int) ([]ti
 	if err != nil {
 		return nil, errorf("ax: next fire times of %q: %w", spec, err)
 	}
-	p := &periodic{spec: sp, loc: loc}
+	p := &periodic.Schedule{Spec: sp, Loc: loc}
 	out := make([]time.Time, 0, n)
-	for t := p.next(from); len(out) < n && !t.Equal(neverAgain); t = p.next(t) {
+	for t := p.Next(from); len(out) < n && !t.Equal(periodic.Never); t = p.Next(t) {
 		out = append(out, t)
 	}
 	return out, nil
@@ -159,18 +157,18 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleO
 	if len(o.payload) > s.cfg.MaxPayload {
 		return errorf("ax: %s %q: Payload of %d bytes exceeds MaxPayload %d: %w", op, name, len(o.payload), s.cfg.MaxPayload, ErrInvalid)
 	}
-	p := &periodic{name: name, spec: sp, loc: time.UTC, overlap: OverlapSkip, misfire: MisfireFireOnce, opts: o}
+	p := &registered{Schedule: &periodic.Schedule{Name: name, Spec: sp, Loc: time.UTC, Overlap: OverlapSkip, Misfire: MisfireFireOnce}, opts: o}
 	if o.loc != nil {
 		if err := validZone(o.loc); err != nil {
 			return errorf("ax: %s %q: %w", op, name, err)
 		}
-		p.loc = o.loc
+		p.Loc = o.loc
 	}
 	if o.overlap != nil {
-		p.overlap = *o.overlap
+		p.Overlap = *o.overlap
 	}
 	if o.misfire != nil {
-		p.misfire = *o.misfire
+		p.Misfire = *o.misfire
 	}
 	o.loc, o.overlap, o.misfire = nil, nil, nil // schedule options, not task options
 	s.mu.Lock()
@@ -184,7 +182,7 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleO
 		return nil
 	}
 	// Started (or starting): store it now.
-	defs, err := s.scheduleDefsLocked([]*periodic{p})
+	defs, err := s.scheduleDefsLocked([]*registered{p})
 	s.mu.Unlock()
 	if err != nil {
 		return errorf("ax: %s %q: %w", op, name, err)
@@ -198,7 +196,7 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleO
 	s.periodics[name] = p
 	s.mu.Unlock()
 	if r := s.current(); r != nil {
-		r.leader.reloadSchedules()
+		r.reloadSchedules()
 	}
 	return nil
 }
@@ -223,7 +221,7 @@ func (s *Scheduler) DeleteSchedule(ctx context.Context, name string) error {
 	delete(s.periodics, name)
 	s.mu.Unlock()
 	if r := s.current(); r != nil {
-		r.leader.reloadSchedules()
+		r.reloadSchedules()
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: schedule deleted", slog.String("schedule", name), slog.Int("occurrences_cancelled", cancelled))
 	return nil
@@ -243,41 +241,66 @@ func (s *Scheduler) registerSchedules(ctx context.Context) ([]store.Schedule, er
 
 // scheduleDefsLocked turns registered schedules into the definitions the store keeps;
 // the caller holds s.mu.
-func (s *Scheduler) scheduleDefsLocked(ps []*periodic) ([]store.ScheduleDef, error) {
+func (s *Scheduler) scheduleDefsLocked(ps []*registered) ([]store.ScheduleDef, error) {
 	now := s.clock.Now()
 	defs := make([]store.ScheduleDef, len(ps))
 	for i, p := range ps {
-		if s.handlers[p.name] == nil {
-			return nil, fmt.Errorf("schedule %q has no handler: register one with Handle: %w", p.name, ErrInvalid)
+		if s.handlers[p.Name] == nil {
+			return nil, fmt.Errorf("schedule %q has no handler: register one with Handle: %w", p.Name, ErrInvalid)
 		}
 		// An occurrence the options cannot make (a per-task backoff beyond its
 		// limit, say) fails here, not silently at every slot.
-		if _, err := s.occurrenceLocked(p, now); err != nil {
-			return nil, fmt.Errorf("schedule %q: %w", p.name, err)
+		if _, err := s.occurrenceOf(s.handlers[p.Name], p, now); err != nil {
+			return nil, fmt.Errorf("schedule %q: %w", p.Name, err)
 		}
 		defs[i] = store.ScheduleDef{
-			Name: p.name, Spec: p.spec.String(), TimeZone: p.loc.String(), Overlap: p.overlap, Misfire: p.misfire,
-			Payload: p.opts.payload, NextFireAt: p.next(now),
+			Name: p.Name, Spec: p.Spec.String(), TimeZone: p.Loc.String(), Overlap: p.Overlap, Misfire: p.Misfire,
+			Payload: p.opts.payload, NextFireAt: p.Next(now),
 		}
 	}
 	return defs, nil
 }
 
-// periodicList returns the registered schedules, by name.
-func (s *Scheduler) periodicList() []*periodic {
+// periodicList returns the timing of the registered schedules, by name.
+func (s *Scheduler) periodicList() []*periodic.Schedule {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sortedPeriodics()
+	rs := s.sortedPeriodics()
+	ps := make([]*periodic.Schedule, len(rs))
+	for i, r := range rs {
+		ps[i] = r.Schedule
+	}
+	return ps
+}
+
+// occurrence is the task of p's occurrence at slot (for periodic.Fire).
+func (s *Scheduler) occurrence(p *periodic.Schedule, slot time.Time) (store.NewTask, error) {
+	s.mu.Lock()
+	r, hd := s.periodics[p.Name], s.handlers[p.Name]
+	s.mu.Unlock()
+	if r == nil {
+		return store.NewTask{}, fmt.Errorf("schedule %q was deleted: %w", p.Name, ErrNotFound)
+	}
+	return s.occurrenceOf(hd, r, slot)
+}
+
+func (s *Scheduler) occurrenceOf(hd *handler, p *registered, slot time.Time) (store.NewTask, error) {
+	nt, err := s.buildTask(hd, p.Name, periodic.OccurrenceKey(slot), slot, p.opts)
+	if err != nil {
+		return store.NewTask{}, err
+	}
+	nt.TaskKey, nt.Overlap = p.Name, p.Overlap
+	return nt, nil
 }
 
 // sortedPeriodics returns the registered schedules by name (the order in which the
 // store locks their rows); the caller holds s.mu.
-func (s *Scheduler) sortedPeriodics() []*periodic {
-	ps := make([]*periodic, 0, len(s.periodics))
+func (s *Scheduler) sortedPeriodics() []*registered {
+	ps := make([]*registered, 0, len(s.periodics))
 	for _, p := range s.periodics {
 		ps = append(ps, p)
 	}
-	slices.SortFunc(ps, func(a, b *periodic) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(ps, func(a, b *registered) int { return strings.Compare(a.Name, b.Name) })
 	return ps
 }
 
@@ -309,7 +332,7 @@ func (s *Scheduler) PauseSchedule(ctx context.Context, name string) error {
 		return errorf("ax: pause schedule %q: %w", name, err)
 	}
 	if r := s.current(); r != nil {
-		r.leader.reloadSchedules()
+		r.reloadSchedules()
 	}
 	return nil
 }
@@ -338,17 +361,17 @@ func (s *Scheduler) ResumeSchedule(ctx context.Context, name string) error {
 			return errorf("ax: resume schedule %q: %w", name, err)
 		}
 	}
-	if _, err := s.st.ResumeSchedule(ctx, name, p.next(now)); err != nil {
+	if _, err := s.st.ResumeSchedule(ctx, name, p.Next(now)); err != nil {
 		return errorf("ax: resume schedule %q: %w", name, err)
 	}
 	if r := s.current(); r != nil {
-		r.leader.reloadSchedules()
+		r.reloadSchedules()
 	}
 	return nil
 }
 
 // storedPeriodic rebuilds a schedule's timing from its row.
-func storedPeriodic(r *store.Schedule) (*periodic, error) {
+func storedPeriodic(r *store.Schedule) (*periodic.Schedule, error) {
 	sp, err := cronspec.Parse(r.Spec)
 	if err != nil {
 		return nil, err
@@ -357,74 +380,5 @@ func storedPeriodic(r *store.Schedule) (*periodic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("time zone %q: %v: %w", r.TimeZone, err, ErrInvalid)
 	}
-	return &periodic{name: r.Name, spec: sp, loc: loc}, nil
-}
-
-// neverAgain stands for "no slot left" (a spec like "0 0 30 2 *"): the store needs a
-// time, and this one is never reached.
-var neverAgain = maxDue
-
-// next returns the schedule's first slot strictly after t.
-func (p *periodic) next(t time.Time) time.Time {
-	n := p.spec.Next(t, p.loc)
-	if n.IsZero() || n.After(neverAgain) {
-		return neverAgain
-	}
-	return n
-}
-
-// fireAhead is how long before its slot an occurrence is written.
-const fireAhead = 2 * time.Second
-
-// plan decides what to materialise when the schedule's next unmaterialised slot is
-// next and the time is now: the slots to fire, in order, and the new next slot (the
-// first after now+fireAhead). Slots more than grace in the past were missed; the
-// policy picks among them: FireOnce the latest, Skip none, CatchUp the latest
-// maxCatchUp. caught is how many of the returned slots are missed ones, or -1 when
-// none was missed.
-func (p *periodic) plan(next, now time.Time, grace time.Duration, maxCatchUp int) (slots []time.Time, caught int, newNext time.Time) {
-	late := now.Add(-grace)
-	t := next
-	caught = -1
-	if t.Before(late) {
-		switch p.misfire {
-		case MisfireFireOnce:
-			slots = p.lastSlots(next, late, 1)
-		case MisfireCatchUp:
-			slots = p.lastSlots(next, late, maxCatchUp)
-		}
-		caught = len(slots)
-		t = p.next(late.Add(-time.Nanosecond))
-	}
-	horizon := now.Add(fireAhead)
-	for !t.After(horizon) && !t.Equal(neverAgain) {
-		slots = append(slots, t)
-		t = p.next(t)
-	}
-	return slots, caught, t
-}
-
-// lastSlots returns the latest keep slots in [from, before), oldest first. It looks
-// back from before over a doubling span, so its cost follows keep, not the length of
-// the outage.
-func (p *periodic) lastSlots(from, before time.Time, keep int) []time.Time {
-	if keep <= 0 {
-		return nil
-	}
-	for span := time.Minute; ; span *= 2 {
-		start := from
-		if span < before.Sub(from) {
-			start = before.Add(-span)
-		}
-		var found []time.Time
-		for t := p.next(start.Add(-time.Nanosecond)); t.Before(before) && !t.Equal(neverAgain); t = p.next(t) {
-			found = append(found, t)
-			if len(found) > keep {
-				found = found[1:]
-			}
-		}
-		if len(found) >= keep || start.Equal(from) {
-			return found
-		}
-	}
+	return &periodic.Schedule{Name: r.Name, Spec: sp, Loc: loc}, nil
 }

@@ -11,7 +11,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/internal/dispatch"
+	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/internal/periodic"
+	"github.com/axsched/ax/internal/recovery"
 	"github.com/axsched/ax/store"
 )
 
@@ -32,7 +36,7 @@ type Scheduler struct {
 
 	mu        sync.Mutex
 	handlers  map[string]*handler
-	periodics map[string]*periodic // Cron, Every
+	periodics map[string]*registered // Cron, Every
 	state     runState
 	run       *running // set while started
 	inserts   coalescer
@@ -62,20 +66,29 @@ const (
 	stateStopped
 )
 
-// handler is a registered handler and its defaults for its tasks.
+// handler is a registered handler, its defaults for its tasks, and what the
+// executor runs.
 type handler struct {
-	h        Handler
 	maxRetry int
-	backoff  func(attempt int) time.Duration
-	timeout  time.Duration
+	exec     *execute.Handler // Run, Timeout, Backoff
 }
 
-// running holds the goroutines of a started scheduler.
+// running holds the parts of a started scheduler.
 type running struct {
-	cancel context.CancelFunc // stops the leader, refill and inspector
+	cancel context.CancelFunc // ends the scheduling loop, recovery and firing
 	wg     sync.WaitGroup
-	leader *leader
-	exec   *executor
+	loop   *dispatch.Loop
+	exec   *execute.Executor
+	reload chan struct{} // re-read the schedules now
+}
+
+// reloadSchedules makes the firing re-read the schedules now (registered, paused,
+// resumed, deleted).
+func (r *running) reloadSchedules() {
+	select {
+	case r.reload <- struct{}{}:
+	default:
+	}
 }
 
 // New returns a Scheduler for cfg. Zero fields take their defaults; a bad field is
@@ -95,7 +108,7 @@ func New(cfg Config) (*Scheduler, error) {
 		lifecycle: make(chan struct{}, 1),
 		handlers:  make(map[string]*handler),
 
-		periodics: make(map[string]*periodic),
+		periodics: make(map[string]*registered),
 	}, nil
 }
 
@@ -114,15 +127,18 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	if len(o.errs) > 0 {
 		panic(errorf("ax: handle %q: %w", name, errors.Join(o.errs...)))
 	}
-	hd := &handler{h: h, maxRetry: DefaultMaxRetry, backoff: DefaultBackoff, timeout: DefaultTimeout}
+	hd := &handler{maxRetry: DefaultMaxRetry, exec: &execute.Handler{
+		Run:     func(ctx context.Context, t *store.Task) error { return h.Handle(ctx, taskOf(t)) },
+		Timeout: DefaultTimeout, Backoff: DefaultBackoff,
+	}}
 	if o.maxRetry != nil {
 		hd.maxRetry = *o.maxRetry
 	}
 	if o.hasBackoff {
-		hd.backoff = o.backoff
+		hd.exec.Backoff = o.backoff
 	}
 	if o.timeout != nil {
-		hd.timeout = *o.timeout
+		hd.exec.Timeout = *o.timeout
 	}
 	s.mu.Lock()
 	s.handlers[name] = hd
@@ -141,6 +157,14 @@ func (s *Scheduler) handler(name string) *handler {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.handlers[name]
+}
+
+// execHandler is the executor's handler lookup.
+func (s *Scheduler) execHandler(name string) *execute.Handler {
+	if hd := s.handler(name); hd != nil {
+		return hd.exec
+	}
+	return nil
 }
 
 // Start measures the store's clock offset, stores the registered schedules, loads the
@@ -178,19 +202,92 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &running{cancel: cancel}
-	r.exec = newExecutor(s)
-	r.leader = newLeader(s, r.exec)
-	r.leader.afterClaim = s.hooks.afterClaim
+	r := s.assemble(cancel)
 	s.obs.Start()
 	s.mu.Lock()
 	s.run = r
 	s.state = stateStarted
 	s.mu.Unlock()
-	r.exec.start()
-	r.leader.start(runCtx, &r.wg, rows)
+	r.exec.Start()
+	s.runParts(runCtx, r, rows)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: scheduler started", slog.String("node", s.cfg.Node))
 	return nil
+}
+
+// assemble builds the parts of a started scheduler, each given what it needs: the
+// executor runs what the scheduling loop claims, and tells it what finished.
+func (s *Scheduler) assemble(cancel context.CancelFunc) *running {
+	r := &running{cancel: cancel, reload: make(chan struct{}, 1)}
+	r.exec = execute.New(execute.Config{
+		Store: s.kst, Clock: s.clock, Log: s.log, Observe: s.obs,
+		Node: s.cfg.Node, Concurrency: s.cfg.Concurrency,
+		HeartbeatInterval: s.cfg.HeartbeatInterval, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
+		Handler:    s.execHandler,
+		OnDone:     func(n int) { r.loop.Done(n) },
+		OnKeysFree: func(keys []string) { r.loop.Unblock(keys) },
+		OnRetry:    func(d store.Due) { r.loop.Add(d) },
+	})
+	var notifier store.Notifier
+	if n, ok := s.st.(store.Notifier); ok && !s.hooks.noNotify {
+		notifier = n
+	}
+	r.loop = dispatch.New(dispatch.Config{
+		Store: s.kst, Notifier: notifier, Clock: s.clock, Log: s.log, Observe: s.obs, Executor: r.exec,
+		Tick: s.cfg.Tick, Window: s.cfg.Window, RefillInterval: s.cfg.RefillInterval,
+		Capacity:   s.cfg.Concurrency + store.MaxBatch,
+		AfterClaim: s.hooks.afterClaim,
+	})
+	return r
+}
+
+// clockInterval is how often the store's clock offset is re-measured, so that drift
+// between the hosts' clocks does not accumulate.
+const clockInterval = time.Minute
+
+// runParts starts the scheduling loop, recovery, schedule firing, the clock's
+// re-measurement and the task counts for the observer; all end with ctx.
+func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Schedule) {
+	r.loop.Run(ctx, &r.wg)
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		recovery.Run(ctx, recovery.Config{
+			Store: s.kst, Clock: s.clock, Log: s.log, Observe: s.obs,
+			OrphanAfter: s.cfg.OrphanAfter, DispatchTimeout: s.cfg.DispatchTimeout, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
+			Backoff:   func(t *store.Task, n int) time.Duration { return execute.RetryDelay(t, n, s.execHandler) },
+			Requeued:  r.loop.Add,
+			KeysFreed: r.loop.Unblock,
+		})
+	}()
+	go func() {
+		defer r.wg.Done()
+		periodic.Fire(ctx, periodic.Config{
+			Store: s.kst, Clock: s.clock, Log: s.log, Observe: s.obs,
+			RefillInterval: s.cfg.RefillInterval, MaxCatchUp: s.cfg.MaxCatchUp,
+			Registered: s.periodicList, Occurrence: s.occurrence, Fired: r.loop.Add, Reload: r.reload,
+		}, rows)
+	}()
+	if !s.hooks.localClock {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			s.clock.Follow(ctx, s.kst, clockInterval, func(offset, rtt time.Duration, err error) {
+				if err != nil {
+					s.log.LogAttrs(ctx, slog.LevelWarn, "ax: measure the store's clock", slog.Any("err", err))
+					return
+				}
+				s.obs.Send(observe.Event{Kind: observe.ClockOffset, At: s.clock.Now(), Offset: offset})
+				s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
+			})
+		}()
+	}
+	if s.obs != nil {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log)
+		}()
+	}
 }
 
 // startIO is Start's store work: the clock, then the schedules.
@@ -248,7 +345,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		// A loop is in a store call (bounded by StoreTimeout); the executor still
 		// stops within ctx, and the loop ends when its call returns.
 	}
-	err := r.exec.stop(ctx)
+	err := r.exec.Stop(ctx)
 	s.obs.Close(ctx)
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: scheduler stopped", slog.String("node", s.cfg.Node))
 	if err != nil {
@@ -318,7 +415,7 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string) error {
 		return errorf("ax: %s: %w", op, err)
 	}
 	if r := s.current(); r != nil {
-		r.leader.remove(t.ID)
+		r.loop.Remove(t.ID)
 	}
 	return nil
 }
@@ -351,17 +448,9 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 		}
 		return errorf("ax: %s: %w", op, err)
 	}
-	r.leader.remove(id)
+	r.loop.Remove(id)
 	s.obs.Claimed(s.clock.Now(), []store.Task{*t})
-	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", taskAttrs(t)...)
-	r.exec.dispatch([]store.Task{*t}, false)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", observe.TaskAttrs(t)...)
+	r.exec.Dispatch([]store.Task{*t}, false)
 	return nil
-}
-
-func taskAttrs(t *store.Task) []slog.Attr {
-	return []slog.Attr{
-		slog.Int64("task_id", t.ID), slog.String("execution_id", t.ExecutionID),
-		slog.String("name", t.Name), slog.String("key", t.Key), slog.Int("attempt", t.Attempt),
-		slog.String("owner_service", t.OwnerService),
-	}
 }

@@ -169,9 +169,9 @@ func (s *Scheduler) schedule(inTx bool, res []store.Inserted) {
 	for _, in := range res {
 		if in.Err == nil {
 			if inTx {
-				r.leader.watch(in.Task.ID, in.Task.DueAt)
+				r.loop.Watch(in.Task.ID, in.Task.DueAt)
 			}
-			r.leader.add(store.Due{ID: in.Task.ID, DueAt: in.Task.DueAt})
+			r.loop.Add(store.Due{ID: in.Task.ID, DueAt: in.Task.DueAt})
 		}
 	}
 }

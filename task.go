@@ -104,14 +104,6 @@ var (
 
 func taskOf(t *store.Task) *Task { return (*Task)(t) }
 
-func tasksOf(ts []*store.Task) []*Task {
-	out := make([]*Task, len(ts))
-	for i, t := range ts {
-		out[i] = taskOf(t)
-	}
-	return out
-}
-
 func executionsOf(es []store.Execution) []Execution {
 	out := make([]Execution, len(es))
 	for i := range es {

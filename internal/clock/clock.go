@@ -60,3 +60,22 @@ func (c *Clock) Measure(ctx context.Context, src Source, samples int) (offset, r
 	c.offset.Add(int64(offset))
 	return time.Duration(c.offset.Load()), best, nil
 }
+
+// Follow re-measures the clock against src every interval until ctx ends, so that
+// drift between the hosts' clocks does not accumulate; measured is told each result.
+func (c *Clock) Follow(ctx context.Context, src Source, every time.Duration, measured func(offset, rtt time.Duration, err error)) {
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		offset, rtt, err := c.Measure(ctx, src, 5)
+		if ctx.Err() != nil {
+			return
+		}
+		measured(offset, rtt, err)
+	}
+}

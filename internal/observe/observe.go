@@ -10,6 +10,7 @@ package observe
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,5 +232,49 @@ func (q *Queue) Submitted(now time.Time, res []store.Inserted) {
 			}
 		}
 		q.Send(Event{Kind: Submitted, At: now, Name: name, Count: n})
+	}
+}
+
+// TaskAttrs are the log attributes of a task.
+func TaskAttrs(t *store.Task) []slog.Attr {
+	return []slog.Attr{
+		slog.Int64("task_id", t.ID), slog.String("execution_id", t.ExecutionID),
+		slog.String("name", t.Name), slog.String("key", t.Key), slog.Int("attempt", t.Attempt),
+		slog.String("owner_service", t.OwnerService),
+	}
+}
+
+// Counter is where the task counts come from: the store.
+type Counter interface {
+	TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error)
+}
+
+// ReportCounts sends TaskCounts every interval until ctx ends, at once first: one
+// store query each time, however often the observer's readers look.
+func (q *Queue) ReportCounts(ctx context.Context, src Counter, now func() time.Time, every time.Duration, log *slog.Logger) {
+	if q == nil {
+		return
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		t := now()
+		st, err := src.TaskStats(ctx, t)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.LogAttrs(ctx, slog.LevelWarn, "ax: count tasks for the observer", slog.Any("err", err))
+		case err == nil:
+			e := Event{Kind: TaskCounts, At: t, Counts: st.Counts}
+			if !st.OldestDue.IsZero() {
+				e.Lag = max(t.Sub(st.OldestDue), 0)
+			}
+			q.Send(e)
+		}
+		timer.Reset(every)
 	}
 }

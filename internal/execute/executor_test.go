@@ -1,4 +1,4 @@
-package ax
+package execute
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/sqlite"
 )
@@ -21,35 +24,47 @@ func TestDuplicateDeliveryRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	s, err := New(Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var runs atomic.Int32
-	s.HandleFunc("job", func(ctx context.Context, t *Task) error { runs.Add(1); return nil })
 	ctx := context.Background()
-	task, err := s.Delay(ctx, "job", "k", time.Hour)
+	ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(time.Hour), MaxRetry: 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(ctx)
+	task := ins[0].Task
+	var runs atomic.Int32
+	const concurrency = 4
+	ex := New(Config{
+		Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Node: "test", Concurrency: concurrency, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
+		Handler: func(name string) *Handler {
+			return &Handler{Run: func(context.Context, *store.Task) error { runs.Add(1); return nil }, Timeout: time.Minute}
+		},
+	})
+	ex.Start()
+	defer ex.Stop(ctx)
 	claimed, err := st.Trigger(ctx, task.ID, "01900000-0000-7000-8000-000000000001")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := s.current().exec
 	for range 3 { // the same execution delivered three times, as a retrying sender would
-		ex.dispatch([]store.Task{*claimed}, false)
+		ex.Dispatch([]store.Task{*claimed}, false)
 	}
-	waitFor(t, st, task.ID, Succeeded, 10*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		got, err := st.Get(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == store.Succeeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task is %s after 10s, want SUCCEEDED", got.Status)
+		}
+	}
 	// Let the duplicates reach the store: they are answered from the record.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ex.mu.Lock()
-		idle := len(ex.pending) == 0 && ex.free == s.cfg.Concurrency
+		idle := len(ex.pending) == 0 && ex.free == concurrency
 		ex.mu.Unlock()
 		if idle {
 			break
@@ -66,4 +81,8 @@ func TestDuplicateDeliveryRunsOnce(t *testing.T) {
 	if len(execs) != 1 {
 		t.Errorf("%d execution records, want 1", len(execs))
 	}
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }

@@ -1,4 +1,19 @@
-package ax
+// Package dispatch is the scheduling loop: it keeps the tasks due within the window
+// in a timing wheel and claims them when they are due, then hands the claimed tasks
+// to the executor. One goroutine (loop) owns the wheel and never does I/O; refill,
+// claims and store notifications run on their own goroutines and talk to it through
+// the incoming queue and the wake channel.
+//
+//	refill ──┐                       ┌──► claimer ──► executor
+//	submit ──┼─► incoming ─► loop ───┤
+//	claimer ─┘   (mutex)   (wheel)   └──◄ wake (capacity freed, claim done)
+//
+// It also holds the task-key waits: tasks a claim left Blocked because another task
+// with their key was running are retried together, at once when a holder here frees
+// the key, else every second. Every claim is a conditional write, so any number of
+// loops may share a store; the loop's own bookkeeping (the wheel, in-flight counts)
+// is an optimisation that a stale entry cannot break.
+package dispatch
 
 import (
 	"context"
@@ -9,22 +24,42 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/internal/wheel"
 	"github.com/axsched/ax/store"
 )
 
-// leader schedules: it keeps the tasks due within the window in a timing wheel and
-// claims them when they are due. One goroutine (loop) owns the wheel and never does
-// I/O; refill, claim and inspection run on their own goroutines and talk to it
-// through the incoming queue and the wake channel.
-//
-//	refill ──┐                       ┌──► claimer ──► executor
-//	submit ──┼─► incoming ─► loop ───┤
-//	claimer ─┘   (mutex)   (wheel)   └──◄ wake (capacity freed, claim done)
-type leader struct {
-	s    *Scheduler
-	exec *executor
+// Executor takes the tasks the loop claimed.
+type Executor interface {
+	// Dispatch takes claimed tasks; it must not block. Each one counts against the
+	// loop's capacity until the executor calls Loop.Done for it.
+	Dispatch(tasks []store.Task, claimed bool)
+}
+
+// Config is what a Loop needs.
+type Config struct {
+	Store    store.Store    // each call bounded by a timeout of its own
+	Notifier store.Notifier // the store's change notifications; nil: refill on the interval only
+	Clock    *clock.Clock
+	Log      *slog.Logger
+	Observe  *observe.Queue
+	Executor Executor
+
+	Tick           time.Duration // the wheel's resolution
+	Window         time.Duration // how far ahead tasks are kept in the wheel
+	RefillInterval time.Duration // how often the store is read for changes
+	Capacity       int           // tasks claimed and not finished, at most
+
+	// AfterClaim, when set, sees each claim's tasks before dispatch (tests).
+	AfterClaim func([]store.Task)
+}
+
+// Loop is the scheduling loop. Its methods are safe for concurrent use and never
+// block.
+type Loop struct {
+	cfg  Config
+	exec Executor
 
 	mu       sync.Mutex
 	incoming []store.Due            // to add to the wheel
@@ -34,13 +69,12 @@ type leader struct {
 
 	refillNow chan struct{} // a store notification: refill at once
 
-	blocked          map[int64]string     // task id → the key it waits for (under mu)
-	keyRetry         map[string]time.Time // key → when the tasks waiting for it retry (under mu)
-	keyFreed         map[string]uint64    // key → the number of the last free of it here (under mu)
-	frees            uint64               // frees of keys by tasks here, counted (under mu)
-	schedulesChanged chan struct{}        // re-read the schedules (pause, resume)
+	blocked  map[int64]string     // task id → the key it waits for (under mu)
+	keyRetry map[string]time.Time // key → when the tasks waiting for it retry (under mu)
+	keyFreed map[string]uint64    // key → the number of the last free of it here (under mu)
+	frees    uint64               // frees of keys by tasks here, counted (under mu)
 
-	// inflight counts tasks this leader claimed (or is claiming) whose execution has
+	// inflight counts tasks this loop claimed (or is claiming) whose execution has
 	// not finished; the loop claims only while it is below maxInflight.
 	inflight    atomic.Int64
 	maxInflight int64
@@ -53,15 +87,13 @@ type leader struct {
 	head     int
 	overflow []store.Due
 	expired  []wheel.Entry
-
-	// test hooks
-	afterClaim func([]store.Task)
 }
 
-func newLeader(s *Scheduler, exec *executor) *leader {
-	l := &leader{
-		s:         s,
-		exec:      exec,
+// New returns a loop for cfg; Run runs it.
+func New(cfg Config) *Loop {
+	return &Loop{
+		cfg:       cfg,
+		exec:      cfg.Executor,
 		wake:      make(chan struct{}, 1),
 		refillNow: make(chan struct{}, 1),
 		watched:   make(map[int64]*watchedTask),
@@ -69,97 +101,35 @@ func newLeader(s *Scheduler, exec *executor) *leader {
 		keyRetry:  make(map[string]time.Time),
 		keyFreed:  make(map[string]uint64),
 
-		schedulesChanged: make(chan struct{}, 1),
-		claims:           make(chan []int64, 1),
-		maxInflight:      int64(s.cfg.Concurrency + store.MaxBatch),
-		wheel:            wheel.New(s.cfg.Tick, s.cfg.Window+2*s.cfg.RefillInterval+time.Minute, s.clock.Now()),
+		claims:      make(chan []int64, 1),
+		maxInflight: int64(cfg.Capacity),
+		wheel:       wheel.New(cfg.Tick, cfg.Window+2*cfg.RefillInterval+time.Minute, cfg.Clock.Now()),
 	}
-	exec.onDone = func(n int) {
-		l.inflight.Add(-int64(n))
-		l.signal()
-	}
-	exec.onKeysFree = l.unblock
-	return l
 }
 
-func (l *leader) start(ctx context.Context, wg *sync.WaitGroup, schedules []store.Schedule) {
-	wg.Add(4)
+// Run starts the loop's goroutines, counted in wg; they end when ctx ends.
+func (l *Loop) Run(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(3)
 	go func() { defer wg.Done(); l.loop(ctx) }()
 	go func() { defer wg.Done(); l.claimer(ctx) }()
 	go func() { defer wg.Done(); l.refill(ctx) }()
-	go func() { defer wg.Done(); l.inspect(ctx) }()
-	if n, ok := l.s.st.(store.Notifier); ok && !l.s.hooks.noNotify {
+	if l.cfg.Notifier != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); l.listen(ctx, n) }()
-	}
-	if !l.s.hooks.localClock {
-		wg.Add(1)
-		go func() { defer wg.Done(); l.remeasure(ctx) }()
-	}
-	wg.Add(1)
-	go func() { defer wg.Done(); l.fireSchedules(ctx, schedules) }()
-	if l.s.obs != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); l.stats(ctx) }()
+		go func() { defer wg.Done(); l.listen(ctx, l.cfg.Notifier) }()
 	}
 }
 
-// stats reports the task table's summary to the observer every StatsInterval: one
-// store query each time, whatever the number of scrapes.
-func (l *leader) stats(ctx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		now := l.s.clock.Now()
-		st, err := l.s.kst.TaskStats(ctx, now)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: count tasks for the observer", slog.Any("err", err))
-		case err == nil:
-			e := observe.Event{Kind: observe.TaskCounts, At: now, Counts: st.Counts}
-			if !st.OldestDue.IsZero() {
-				e.Lag = max(now.Sub(st.OldestDue), 0)
-			}
-			l.s.obs.Send(e)
-		}
-		timer.Reset(l.s.cfg.StatsInterval)
-	}
-}
-
-// clockInterval is how often the leader re-measures the store's clock offset, so
-// that drift between the hosts' clocks does not accumulate.
-const clockInterval = time.Minute
-
-func (l *leader) remeasure(ctx context.Context) {
-	ticker := time.NewTicker(clockInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		offset, rtt, err := l.s.clock.Measure(ctx, l.s.kst, 5)
-		if err != nil {
-			if ctx.Err() == nil {
-				l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: measure the store's clock", slog.Any("err", err))
-			}
-			continue
-		}
-		l.s.obs.Send(observe.Event{Kind: observe.ClockOffset, At: l.s.clock.Now(), Offset: offset})
-		l.s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
-	}
+// Done tells the loop that n tasks it claimed are finished or gone: capacity to
+// claim more.
+func (l *Loop) Done(n int) {
+	l.inflight.Add(-int64(n))
+	l.signal()
 }
 
 // listen turns the store's change notifications into immediate refills, so that a
 // task committed by another process (or in a caller's transaction) is in the wheel
 // at once rather than a refill interval later.
-func (l *leader) listen(ctx context.Context, n store.Notifier) {
+func (l *Loop) listen(ctx context.Context, n store.Notifier) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
 		err := n.Listen(ctx, func() {
 			select {
@@ -170,7 +140,7 @@ func (l *leader) listen(ctx context.Context, n store.Notifier) {
 		if ctx.Err() != nil {
 			return
 		}
-		l.s.log.LogAttrs(ctx, slog.LevelWarn, "ax: store notifications lost; refilling on the interval meanwhile", slog.Any("err", err))
+		l.cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: store notifications lost; refilling on the interval meanwhile", slog.Any("err", err))
 		select {
 		case <-ctx.Done():
 			return
@@ -193,7 +163,9 @@ const (
 	txWatchBackoff = 100 * time.Millisecond
 )
 
-func (l *leader) watch(id int64, due time.Time) {
+// Watch marks a task written in a caller's transaction: its claim is retried
+// until it is visible (see watchedTask).
+func (l *Loop) Watch(id int64, due time.Time) {
 	l.mu.Lock()
 	l.watched[id] = &watchedTask{due: due, backoff: 5 * time.Millisecond}
 	l.mu.Unlock()
@@ -201,7 +173,7 @@ func (l *leader) watch(id int64, due time.Time) {
 
 // retryInvisible re-adds watched tasks that a claim did not find, and forgets the
 // ones it found.
-func (l *leader) retryInvisible(ids []int64, res *store.ClaimResult) {
+func (l *Loop) retryInvisible(ids []int64, res *store.ClaimResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.watched) == 0 {
@@ -219,7 +191,7 @@ func (l *leader) retryInvisible(ids []int64, res *store.ClaimResult) {
 	for _, b := range res.Blocked {
 		found[b.ID] = true
 	}
-	now := l.s.clock.Now()
+	now := l.cfg.Clock.Now()
 	for _, id := range ids {
 		w := l.watched[id]
 		switch {
@@ -233,24 +205,24 @@ func (l *leader) retryInvisible(ids []int64, res *store.ClaimResult) {
 	}
 }
 
-func (l *leader) signal() {
+func (l *Loop) signal() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
 	}
 }
 
-// add queues tasks for the wheel. It never blocks.
-func (l *leader) add(dues ...store.Due) {
+// Add queues tasks for the wheel.
+func (l *Loop) Add(dues ...store.Due) {
 	l.mu.Lock()
 	l.incoming = append(l.incoming, dues...)
 	l.mu.Unlock()
 	l.signal()
 }
 
-// remove takes a task out of the wheel (it was cancelled or triggered). Removing is
+// Remove takes a task out of the wheel (it was cancelled or triggered). Removing is
 // an optimisation only: a stale entry's claim simply fails.
-func (l *leader) remove(id int64) {
+func (l *Loop) Remove(id int64) {
 	l.mu.Lock()
 	l.removed = append(l.removed, id)
 	delete(l.watched, id)
@@ -258,7 +230,7 @@ func (l *leader) remove(id int64) {
 	l.signal()
 }
 
-func (l *leader) loop(ctx context.Context) {
+func (l *Loop) loop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var in []store.Due
@@ -272,8 +244,8 @@ func (l *leader) loop(ctx context.Context) {
 		for _, id := range rm {
 			l.wheel.Remove(id)
 		}
-		now := l.s.clock.Now()
-		horizon := now.Add(l.s.cfg.Window)
+		now := l.cfg.Clock.Now()
+		horizon := now.Add(l.cfg.Window)
 		if len(l.overflow) > 0 {
 			in = append(in, l.overflow...)
 			l.overflow = l.overflow[:0]
@@ -295,17 +267,17 @@ func (l *leader) loop(ctx context.Context) {
 			l.ready = append(l.ready, e.ID)
 		}
 		l.claim()
-		if l.s.obs != nil && time.Since(lastSize) >= time.Second {
+		if l.cfg.Observe != nil && time.Since(lastSize) >= time.Second {
 			lastSize = time.Now()
-			l.s.obs.Send(observe.Event{Kind: observe.WheelSize, At: now, Count: l.wheel.Len()})
+			l.cfg.Observe.Send(observe.Event{Kind: observe.WheelSize, At: now, Count: l.wheel.Len()})
 		}
 
 		sleep := time.Hour
 		if next, ok := l.wheel.Next(); ok {
-			sleep = max(next.Sub(l.s.clock.Now()), 0)
+			sleep = max(next.Sub(l.cfg.Clock.Now()), 0)
 		}
 		if len(l.overflow) > 0 {
-			sleep = min(sleep, l.s.cfg.RefillInterval)
+			sleep = min(sleep, l.cfg.RefillInterval)
 		}
 		timer.Reset(sleep)
 		select {
@@ -319,7 +291,7 @@ func (l *leader) loop(ctx context.Context) {
 
 // claim hands the claimer the next batch of due tasks, if it is idle and there is
 // capacity.
-func (l *leader) claim() {
+func (l *Loop) claim() {
 	if len(l.ready) == l.head || l.claiming.Load() {
 		return
 	}
@@ -334,8 +306,8 @@ func (l *leader) claim() {
 	l.claims <- batch
 }
 
-func (l *leader) claimer(ctx context.Context) {
-	log := l.s.log
+func (l *Loop) claimer(ctx context.Context) {
+	log := l.cfg.Log
 	for {
 		var ids []int64
 		select {
@@ -353,18 +325,18 @@ func (l *leader) claimer(ctx context.Context) {
 		// Not cancelled by Stop: a claim cut off halfway could commit unanswered and
 		// leave its tasks DISPATCHING until DispatchTimeout; answered, the tasks are
 		// handed back at once.
-		res, err := l.s.kst.Claim(context.WithoutCancel(ctx), claims)
+		res, err := l.cfg.Store.Claim(context.WithoutCancel(ctx), claims)
 		if err != nil {
 			// The tasks are still SCHEDULED: try them again shortly.
 			if ctx.Err() == nil {
 				log.LogAttrs(ctx, slog.LevelError, "ax: claim failed", slog.Int("tasks", len(ids)), slog.Any("err", err))
 			}
-			retry := l.s.clock.Now().Add(time.Second)
+			retry := l.cfg.Clock.Now().Add(time.Second)
 			dues := make([]store.Due, len(ids))
 			for i, id := range ids {
 				dues[i] = store.Due{ID: id, DueAt: retry}
 			}
-			l.add(dues...)
+			l.Add(dues...)
 			l.inflight.Add(-int64(len(ids)))
 		} else {
 			l.inflight.Add(-int64(len(ids) - len(res.Claimed)))
@@ -372,32 +344,32 @@ func (l *leader) claimer(ctx context.Context) {
 				// Due by our clock, not yet by the store's: try again at its due time,
 				// but no sooner than a tick from now, so that a clock offset not yet
 				// measured cannot turn into a loop of claims.
-				soonest := l.s.clock.Now().Add(l.s.cfg.Tick)
+				soonest := l.cfg.Clock.Now().Add(l.cfg.Tick)
 				for i := range res.NotDue {
 					if res.NotDue[i].DueAt.Before(soonest) {
 						res.NotDue[i].DueAt = soonest
 					}
 				}
-				l.add(res.NotDue...)
+				l.Add(res.NotDue...)
 			}
 			l.retryInvisible(ids, res)
 			l.settled(ids)
 			if len(res.Blocked) > 0 {
 				l.block(res.Blocked, claimFrees)
 			}
-			l.s.obs.Claimed(l.s.clock.Now(), res.Claimed)
+			l.cfg.Observe.Claimed(l.cfg.Clock.Now(), res.Claimed)
 			for _, t := range res.Skipped {
-				log.LogAttrs(ctx, slog.LevelInfo, "ax: task skipped", append(taskAttrs(&t), slog.String("reason", t.LastError))...)
-				e := observe.Event{Kind: observe.Skipped, At: l.s.clock.Now(), Name: t.Name}
+				log.LogAttrs(ctx, slog.LevelInfo, "ax: task skipped", append(observe.TaskAttrs(&t), slog.String("reason", t.LastError))...)
+				e := observe.Event{Kind: observe.Skipped, At: l.cfg.Clock.Now(), Name: t.Name}
 				if t.TaskKey == t.Name { // a schedule's occurrence
 					e.Schedule = t.Name
 				}
-				l.s.obs.Send(e)
+				l.cfg.Observe.Send(e)
 			}
-			if l.afterClaim != nil {
-				l.afterClaim(res.Claimed)
+			if l.cfg.AfterClaim != nil {
+				l.cfg.AfterClaim(res.Claimed)
 			}
-			l.exec.dispatch(res.Claimed, true)
+			l.exec.Dispatch(res.Claimed, true)
 		}
 		l.claiming.Store(false)
 		l.signal()
@@ -408,7 +380,7 @@ func (l *leader) claimer(ctx context.Context) {
 // every RefillInterval, starting with everything due within the window (overdue
 // first). Each read is at most refillBatch rows; when one is full the next follows
 // at once.
-func (l *leader) refill(ctx context.Context) {
+func (l *Loop) refill(ctx context.Context) {
 	p := store.RefillParams{AfterSeq: -1, Limit: refillBatch}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -420,13 +392,13 @@ func (l *leader) refill(ctx context.Context) {
 		case <-l.refillNow:
 			timer.Stop()
 		}
-		p.To = l.s.clock.Now().Add(l.s.cfg.Window)
-		res, err := l.s.kst.Refill(ctx, p)
+		p.To = l.cfg.Clock.Now().Add(l.cfg.Window)
+		res, err := l.cfg.Store.Refill(ctx, p)
 		if err != nil {
 			if ctx.Err() == nil {
-				l.s.log.LogAttrs(ctx, slog.LevelError, "ax: refill failed", slog.Any("err", err))
+				l.cfg.Log.LogAttrs(ctx, slog.LevelError, "ax: refill failed", slog.Any("err", err))
 			}
-			timer.Reset(l.s.cfg.RefillInterval)
+			timer.Reset(l.cfg.RefillInterval)
 			continue
 		}
 		p.AfterSeq = res.Seq
@@ -444,9 +416,86 @@ func (l *leader) refill(ctx context.Context) {
 		if res.More {
 			timer.Reset(0)
 		} else {
-			timer.Reset(l.s.cfg.RefillInterval)
+			timer.Reset(l.cfg.RefillInterval)
 		}
 	}
 }
 
 const refillBatch = 10_000
+
+// blockedRetry is how often the loop retries tasks waiting for a task key that a
+// task of another process holds; keys freed in this process retry them at once.
+// The tasks waiting for one key are retried together, in one claim, so that the
+// store starts the earliest.
+const blockedRetry = time.Second
+
+// block remembers tasks a claim left waiting for their key, and schedules their
+// retry: with the others waiting for the key, or at once if a local holder freed the
+// key while the claim was in flight (after free number claimFrees).
+func (l *Loop) block(bs []store.Blocked, claimFrees uint64) {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	for _, b := range bs {
+		l.blocked[b.ID] = b.TaskKey
+		at, ok := l.keyRetry[b.TaskKey]
+		if !ok || !at.After(now) {
+			at = now.Add(blockedRetry)
+			l.keyRetry[b.TaskKey] = at
+		}
+		if l.keyFreed[b.TaskKey] > claimFrees {
+			at = now
+		}
+		l.incoming = append(l.incoming, store.Due{ID: b.ID, DueAt: at})
+	}
+	l.mu.Unlock()
+	l.signal()
+}
+
+// Unblock retries at once, together, the tasks waiting for keys that were just freed
+// here.
+func (l *Loop) Unblock(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	freed := make(map[string]bool, len(keys))
+	l.frees++
+	for _, k := range keys {
+		freed[k] = true
+		l.keyFreed[k] = l.frees
+		delete(l.keyRetry, k)
+	}
+	n := 0
+	for id, k := range l.blocked {
+		if freed[k] {
+			l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
+			delete(l.blocked, id)
+			n++
+		}
+	}
+	if len(l.keyFreed) > 1024 { // only frees during a claim in flight matter (see block)
+		for k, n := range l.keyFreed {
+			if l.frees-n > 1024 {
+				delete(l.keyFreed, k)
+			}
+		}
+	}
+	l.mu.Unlock()
+	if n > 0 {
+		l.signal()
+	}
+}
+
+// settled forgets the waiting tasks a claim asked for: it took them, skipped them,
+// found them gone, or left them blocked again (block remembers those anew).
+func (l *Loop) settled(ids []int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.blocked) == 0 {
+		return
+	}
+	for _, id := range ids {
+		delete(l.blocked, id)
+	}
+}

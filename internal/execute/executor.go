@@ -1,4 +1,4 @@
-package ax
+package execute
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// executor runs handlers for claimed tasks in this process. For each batch it first
+// Executor runs handlers for claimed tasks in this process. For each batch it first
 // records the executions and moves the tasks to RUNNING in one store call, then
 // starts the handlers; results and heartbeats are written in batches too, by one
 // goroutine each, so that the number of store calls per task falls as load rises.
@@ -21,12 +21,8 @@ import (
 //	dispatch ─► pending ─► starter ──Start──► handlers ─► results ─► finisher ──Finish──►
 //	                                             ▲
 //	                               heartbeater ──┘ (Heartbeat every HeartbeatInterval)
-type executor struct {
-	s      *Scheduler
-	onDone func(n int) // leader-claimed tasks that are finished or gone
-	// onKeysFree is told the task keys that tasks of this process stopped holding
-	// (finished, retried later or handed back), so that tasks waiting for them start.
-	onKeysFree func(keys []string)
+type Executor struct {
+	cfg Config
 
 	mu       sync.Mutex
 	pending  []dispatched          // claimed, waiting for a free slot
@@ -50,14 +46,14 @@ type executor struct {
 }
 
 type dispatched struct {
-	task   store.Task
-	leader bool // claimed by the leader (counted in its inflight)
+	task    store.Task
+	claimed bool // claimed by the scheduling loop (counted in its in-flight tasks)
 }
 
 // execution is one running handler.
 type execution struct {
 	task     store.Task
-	leader   bool
+	claimed  bool
 	ctx      context.Context // the handler's context, without its deadline
 	cancel   context.CancelFunc
 	once     sync.Once
@@ -68,17 +64,25 @@ type execution struct {
 	released bool // interrupted by Stop: run again without using a retry
 }
 
-func newExecutor(s *Scheduler) *executor {
+// New returns an executor for cfg; Start starts it.
+func New(cfg Config) *Executor {
+	if cfg.OnDone == nil {
+		cfg.OnDone = func(int) {}
+	}
+	if cfg.OnKeysFree == nil {
+		cfg.OnKeysFree = func([]string) {}
+	}
+	if cfg.OnRetry == nil {
+		cfg.OnRetry = func(store.Due) {}
+	}
 	base, cancel := context.WithCancel(context.Background())
-	return &executor{
-		s:          s,
-		onDone:     func(int) {},
-		onKeysFree: func([]string) {},
+	return &Executor{
+		cfg:        cfg,
 		running:    make(map[string]*execution),
 		warned:     make(map[string]time.Time),
-		free:       s.cfg.Concurrency,
+		free:       cfg.Concurrency,
 		wake:       make(chan struct{}, 1),
-		results:    make(chan *execution, 4*s.cfg.Concurrency),
+		results:    make(chan *execution, 4*cfg.Concurrency),
 		base:       base,
 		cancelBase: cancel,
 		quit:       make(chan struct{}),
@@ -92,21 +96,23 @@ func newExecutor(s *Scheduler) *executor {
 	}
 }
 
-func (e *executor) start() {
+// Start starts the executor's goroutines.
+func (e *Executor) Start() {
 	go func() { defer close(e.starterDone); e.starter() }()
 	go func() { defer close(e.finisherDone); e.finisher() }()
 	go func() { defer close(e.heartbeaterDone); e.heartbeater() }()
 }
 
-func (e *executor) signal() {
+func (e *Executor) signal() {
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
 }
 
-// dispatch accepts claimed tasks. It never blocks.
-func (e *executor) dispatch(tasks []store.Task, leader bool) {
+// Dispatch accepts claimed tasks; claimed says the scheduling loop claimed them (and
+// counts them until OnDone). It never blocks.
+func (e *Executor) Dispatch(tasks []store.Task, claimed bool) {
 	if len(tasks) == 0 {
 		return
 	}
@@ -115,18 +121,18 @@ func (e *executor) dispatch(tasks []store.Task, leader bool) {
 		e.mu.Unlock()
 		ds := make([]dispatched, len(tasks))
 		for i, t := range tasks {
-			ds[i] = dispatched{task: t, leader: leader}
+			ds[i] = dispatched{task: t, claimed: claimed}
 		}
 		e.handBack(ds, observe.Stopping, "scheduler stopping")
 		return
 	}
 	var unroutable []dispatched
 	for _, t := range tasks {
-		if e.s.handler(t.Name) == nil {
-			unroutable = append(unroutable, dispatched{task: t, leader: leader})
+		if e.cfg.Handler(t.Name) == nil {
+			unroutable = append(unroutable, dispatched{task: t, claimed: claimed})
 			continue
 		}
-		e.pending = append(e.pending, dispatched{task: t, leader: leader})
+		e.pending = append(e.pending, dispatched{task: t, claimed: claimed})
 	}
 	e.mu.Unlock()
 	e.signal()
@@ -137,7 +143,7 @@ func (e *executor) dispatch(tasks []store.Task, leader bool) {
 	}
 }
 
-func (e *executor) starter() {
+func (e *Executor) starter() {
 	for {
 		e.mu.Lock()
 		n := min(len(e.pending), e.free, store.MaxBatch)
@@ -160,23 +166,22 @@ func (e *executor) starter() {
 	}
 }
 
-func (e *executor) startBatch(batch []dispatched) {
-	s := e.s
+func (e *Executor) startBatch(batch []dispatched) {
 	params := make([]store.StartParams, len(batch))
 	for i, d := range batch {
-		params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: s.cfg.Node}
+		params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: e.cfg.Node}
 	}
 	var res []store.StartResult
 	ambiguous := false // an earlier attempt failed: it may have committed
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
-		if res, err = s.kst.Start(context.Background(), params); err == nil {
+		if res, err = e.cfg.Store.Start(context.Background(), params); err == nil {
 			break
 		}
 		ambiguous = true
 		// The tasks stay DISPATCHING in the store; if this goes on past
 		// DispatchTimeout the inspector hands them back and Start answers Lost.
-		s.log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
+		e.cfg.Log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
 		if errors.Is(err, store.ErrClosed) {
 			wait = 0 // nothing to wait for: hand them back, which fails too; recovery takes them
 		}
@@ -198,16 +203,16 @@ func (e *executor) startBatch(batch []dispatched) {
 			res[i] = r
 		}
 		if r.Outcome != store.Started {
-			s.log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not started", append(taskAttrs(&d.task),
+			e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not started", append(observe.TaskAttrs(&d.task),
 				slog.String("reason", map[store.StartOutcome]string{store.Duplicate: "duplicate delivery", store.Lost: "task moved on"}[r.Outcome]))...)
-			if d.leader {
+			if d.claimed {
 				gone++
 			}
 			continue
 		}
-		x := &execution{task: *r.Task, leader: d.leader}
+		x := &execution{task: *r.Task, claimed: d.claimed}
 		x.ctx, x.cancel = context.WithCancel(e.base)
-		s.obs.Started(s.clock.Now(), &x.task)
+		e.cfg.Observe.Started(e.cfg.Clock.Now(), &x.task)
 		e.mu.Lock()
 		e.running[x.task.ExecutionID] = x
 		e.mu.Unlock()
@@ -221,14 +226,13 @@ func (e *executor) startBatch(batch []dispatched) {
 		e.signal()
 	}
 	if gone > 0 {
-		e.onDone(gone)
+		e.cfg.OnDone(gone)
 	}
 }
 
 // unhandled reports a task that came due under a name without a handler here: a WARN
 // log at most once a minute per name, and an event each time.
-func (e *executor) unhandled(name string) {
-	s := e.s
+func (e *Executor) unhandled(name string) {
 	now := time.Now()
 	e.mu.Lock()
 	last, seen := e.warned[name]
@@ -236,9 +240,9 @@ func (e *executor) unhandled(name string) {
 		e.warned[name] = now
 	}
 	e.mu.Unlock()
-	s.obs.Send(observe.Event{Kind: observe.Unhandled, At: s.clock.Now(), Name: name})
+	e.cfg.Observe.Send(observe.Event{Kind: observe.Unhandled, At: e.cfg.Clock.Now(), Name: name})
 	if !seen || now.Sub(last) >= time.Minute {
-		s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: a task came due under a name no handler is registered for here; it is handed back as a dispatch failure (register one with Handle)",
+		e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: a task came due under a name no handler is registered for here; it is handed back as a dispatch failure (register one with Handle)",
 			slog.String("name", name))
 	}
 }
@@ -247,11 +251,11 @@ func (e *executor) unhandled(name string) {
 // node's own, the earlier attempt committed but its answer was lost on the way back,
 // and the handler has not run — run it now rather than leave the task to orphan
 // recovery.
-func (e *executor) ownStart(d dispatched, r store.StartResult) store.StartResult {
-	if r.Execution == nil || r.Execution.Node != e.s.cfg.Node || r.Execution.Status != store.Running {
+func (e *Executor) ownStart(d dispatched, r store.StartResult) store.StartResult {
+	if r.Execution == nil || r.Execution.Node != e.cfg.Node || r.Execution.Status != store.Running {
 		return r
 	}
-	t, err := e.s.kst.Get(context.Background(), d.task.ID)
+	t, err := e.cfg.Store.Get(context.Background(), d.task.ID)
 	if err != nil || t.Status != store.Running || t.ExecutionID != d.task.ExecutionID {
 		return r
 	}
@@ -270,7 +274,7 @@ func countStarted(res []store.StartResult) int {
 
 // run calls the handler. The result is reported once: when the handler returns, or
 // when its deadline passes, whichever is first.
-func (e *executor) run(x *execution) {
+func (e *Executor) run(x *execution) {
 	defer e.handlers.Done()
 	defer func() {
 		e.mu.Lock()
@@ -278,10 +282,9 @@ func (e *executor) run(x *execution) {
 		e.mu.Unlock()
 		e.signal()
 	}()
-	s := e.s
 	t := &x.task
-	hd := s.handler(t.Name) // dispatch checked it is registered; handlers are never removed
-	timeout := hd.timeout
+	hd := e.cfg.Handler(t.Name) // dispatch checked it is registered; handlers are never removed
+	timeout := hd.Timeout
 	if t.Timeout > 0 {
 		timeout = t.Timeout
 	}
@@ -294,7 +297,7 @@ func (e *executor) run(x *execution) {
 	})
 	defer timer.Stop()
 	task := *t // the handler gets its own copy
-	err, panicked := call(ctx, hd.h, taskOf(&task))
+	err, panicked := call(ctx, hd.Run, &task)
 	outcome := observe.Succeeded
 	switch {
 	case panicked:
@@ -308,16 +311,16 @@ func (e *executor) run(x *execution) {
 }
 
 // call runs the handler, turning a panic into an error that keeps the stack.
-func call(ctx context.Context, h Handler, t *Task) (err error, panicked bool) {
+func call(ctx context.Context, run func(context.Context, *store.Task) error, t *store.Task) (err error, panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			err, panicked = fmt.Errorf("panic: %v\n%s", r, debug.Stack()), true
 		}
 	}()
-	return h.Handle(ctx, t), false
+	return run(ctx, t), false
 }
 
-func (e *executor) report(x *execution, err error, outcome string) {
+func (e *Executor) report(x *execution, err error, outcome string) {
 	x.once.Do(func() {
 		x.err, x.outcome, x.ran = err, outcome, time.Since(x.begin)
 		select {
@@ -329,7 +332,7 @@ func (e *executor) report(x *execution, err error, outcome string) {
 
 // finisher writes results in batches: it takes what has queued up while the previous
 // write was in flight, up to MaxBatch.
-func (e *executor) finisher() {
+func (e *Executor) finisher() {
 	batch := make([]*execution, 0, store.MaxBatch)
 	for {
 		batch = batch[:0]
@@ -357,23 +360,22 @@ func (e *executor) finisher() {
 	}
 }
 
-func (e *executor) finish(batch []*execution) {
-	s := e.s
-	now := s.clock.Now()
+func (e *Executor) finish(batch []*execution) {
+	now := e.cfg.Clock.Now()
 	results := make([]store.Finish, len(batch))
 	for i, x := range batch {
-		results[i] = s.outcome(&x.task, x.err, x.released, now)
+		results[i] = Result(&x.task, x.err, x.released, now, e.backoff)
 	}
 	var applied []bool
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
-		if applied, err = s.kst.Finish(context.Background(), results); err == nil {
+		if applied, err = e.cfg.Store.Finish(context.Background(), results); err == nil {
 			break
 		}
 		// Keep the executions in the running set so that heartbeats keep them
 		// alive while the store is unreachable; give up when the store is closed or
 		// on a hard stop: orphan recovery takes over.
-		s.log.LogAttrs(context.Background(), slog.LevelError, "ax: record results failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
+		e.cfg.Log.LogAttrs(context.Background(), slog.LevelError, "ax: record results failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
 		if errors.Is(err, store.ErrClosed) {
 			e.forget(batch)
 			return
@@ -385,48 +387,46 @@ func (e *executor) finish(batch []*execution) {
 		case <-time.After(wait):
 		}
 	}
-	leaderDone := 0
+	loopDone := 0
 	for i, x := range batch {
 		f := results[i]
-		attrs := append(taskAttrs(&x.task), slog.String("result", string(f.Status)))
+		attrs := append(observe.TaskAttrs(&x.task), slog.String("result", string(f.Status)))
 		switch {
 		case !applied[i]:
-			s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: result discarded, execution superseded", attrs...)
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: result discarded, execution superseded", attrs...)
 		case f.Status == store.Succeeded:
-			s.log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task succeeded", attrs...)
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task succeeded", attrs...)
 		case f.Status == store.Scheduled:
-			s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: task will be retried", append(attrs, slog.Time("due_at", f.DueAt), slog.String("err", f.Error))...)
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelInfo, "ax: task will be retried", append(attrs, slog.Time("due_at", f.DueAt), slog.String("err", f.Error))...)
 		default:
-			s.log.LogAttrs(context.Background(), slog.LevelWarn, "ax: task failed", append(attrs, slog.String("err", f.Error))...)
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: task failed", append(attrs, slog.String("err", f.Error))...)
 		}
 		if applied[i] {
-			s.obs.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
+			e.cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
 			if f.Status == store.Scheduled && !x.released {
-				s.obs.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
+				e.cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
 			}
 		}
 		if applied[i] && f.Status == store.Scheduled {
-			if r := s.current(); r != nil {
-				r.leader.add(store.Due{ID: f.TaskID, DueAt: f.DueAt})
-			}
+			e.cfg.OnRetry(store.Due{ID: f.TaskID, DueAt: f.DueAt})
 		}
 		e.mu.Lock()
 		delete(e.running, x.task.ExecutionID)
 		e.mu.Unlock()
-		if x.leader {
-			leaderDone++
+		if x.claimed {
+			loopDone++
 		}
 	}
-	if freed := freedKeys(len(batch), func(i int) *store.Task { return &batch[i].task }, applied); len(freed) > 0 {
-		e.onKeysFree(freed)
+	if freed := FreedKeys(len(batch), func(i int) *store.Task { return &batch[i].task }, applied); len(freed) > 0 {
+		e.cfg.OnKeysFree(freed)
 	}
-	if leaderDone > 0 {
-		e.onDone(leaderDone)
+	if loopDone > 0 {
+		e.cfg.OnDone(loopDone)
 	}
 }
 
 // forget drops executions whose results could not be written: recovery takes them.
-func (e *executor) forget(batch []*execution) {
+func (e *Executor) forget(batch []*execution) {
 	e.mu.Lock()
 	for _, x := range batch {
 		delete(e.running, x.task.ExecutionID)
@@ -434,11 +434,11 @@ func (e *executor) forget(batch []*execution) {
 	e.mu.Unlock()
 }
 
-// outcome turns an execution's result into the task's next state: SUCCEEDED, a
-// business retry (SCHEDULED, Attempt+1, after the backoff), FAILED when retries are
-// exhausted, or, for an execution released at shutdown, SCHEDULED now without using a
-// retry.
-func (s *Scheduler) outcome(t *store.Task, err error, released bool, now time.Time) store.Finish {
+// Result turns an execution's result into the task's next state: SUCCEEDED, a
+// business retry (SCHEDULED, Attempt+1, after backoff(t, Attempt+1)), FAILED when
+// retries are exhausted, or, for an execution released at shutdown, SCHEDULED now
+// without using a retry.
+func Result(t *store.Task, err error, released bool, now time.Time, backoff func(t *store.Task, n int) time.Duration) store.Finish {
 	f := store.Finish{TaskID: t.ID, ExecutionID: t.ExecutionID}
 	switch {
 	case err == nil:
@@ -451,19 +451,23 @@ func (s *Scheduler) outcome(t *store.Task, err error, released bool, now time.Ti
 	default:
 		next := t.Attempt + 1
 		f.Status, f.Attempt, f.Error = store.Scheduled, next, err.Error()
-		f.DueAt = now.Add(s.backoff(t, next))
+		f.DueAt = now.Add(backoff(t, next))
 	}
 	return f
 }
 
-// backoff is the delay before business retry n of t: the delays stored with the task,
-// else its handler's, else DefaultBackoff.
-func (s *Scheduler) backoff(t *store.Task, n int) time.Duration {
+func (e *Executor) backoff(t *store.Task, n int) time.Duration {
+	return RetryDelay(t, n, e.cfg.Handler)
+}
+
+// RetryDelay is the delay before business retry n of t: the delays stored with the
+// task, else its handler's (looked up by handler), else DefaultBackoff.
+func RetryDelay(t *store.Task, n int, handler func(name string) *Handler) time.Duration {
 	if n-1 < len(t.Backoff) {
 		return t.Backoff[n-1]
 	}
-	if hd := s.handler(t.Name); hd != nil {
-		return max(hd.backoff(n), 0)
+	if hd := handler(t.Name); hd != nil && hd.Backoff != nil {
+		return max(hd.Backoff(n), 0)
 	}
 	return DefaultBackoff(n)
 }
@@ -471,8 +475,8 @@ func (s *Scheduler) backoff(t *store.Task, n int) time.Duration {
 // heartbeater stamps every running execution alive each HeartbeatInterval, in one
 // batched call, and cancels the handlers whose task has moved on (orphaned by
 // another node, for instance): their results would be discarded anyway.
-func (e *executor) heartbeater() {
-	ticker := time.NewTicker(e.s.cfg.HeartbeatInterval)
+func (e *Executor) heartbeater() {
+	ticker := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer ticker.Stop()
 	for {
 		select {
@@ -493,9 +497,9 @@ func (e *executor) heartbeater() {
 		for i, x := range xs {
 			refs[i] = store.ExecRef{TaskID: x.task.ID, ExecutionID: x.task.ExecutionID}
 		}
-		alive, err := e.s.kst.Heartbeat(context.Background(), refs)
+		alive, err := e.cfg.Store.Heartbeat(context.Background(), refs)
 		if err != nil {
-			e.s.log.LogAttrs(e.base, slog.LevelError, "ax: heartbeat failed", slog.Int("executions", len(refs)), slog.Any("err", err))
+			e.cfg.Log.LogAttrs(e.base, slog.LevelError, "ax: heartbeat failed", slog.Int("executions", len(refs)), slog.Any("err", err))
 			continue
 		}
 		for i, ok := range alive {
@@ -508,40 +512,44 @@ func (e *executor) heartbeater() {
 
 // handBack returns claimed, unstarted tasks to SCHEDULED as a dispatch failure: code
 // is the observer's reason (observe.NoHandler, …), reason the task's LastError.
-func (e *executor) handBack(ds []dispatched, code, reason string) {
-	s := e.s
-	now := s.clock.Now()
+func (e *Executor) handBack(ds []dispatched, code, reason string) {
+	now := e.cfg.Clock.Now()
 	rq := make([]store.Requeue, len(ds))
-	leader := 0
+	claimed := 0
 	for i, d := range ds {
-		rq[i] = s.handBackRequeue(&d.task, reason, now)
-		if d.leader {
-			leader++
+		rq[i] = HandBack(&d.task, reason, now, e.cfg.MaxDispatchRetries)
+		if d.claimed {
+			claimed++
 		}
-		s.obs.Send(observe.Event{Kind: observe.DispatchFailed, At: now, Name: d.task.Name, Reason: code})
+		e.cfg.Observe.Send(observe.Event{Kind: observe.DispatchFailed, At: now, Name: d.task.Name, Reason: code})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	applied, err := s.kst.Requeue(ctx, rq)
+	applied, err := e.cfg.Store.Requeue(ctx, rq)
 	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelError, "ax: hand back claimed tasks failed; the inspector will", slog.Int("tasks", len(rq)), slog.Any("err", err))
+		e.cfg.Log.LogAttrs(ctx, slog.LevelError, "ax: hand back claimed tasks failed; recovery will", slog.Int("tasks", len(rq)), slog.Any("err", err))
 	}
-	if freed := freedKeys(len(ds), func(i int) *store.Task { return &ds[i].task }, applied); len(freed) > 0 {
-		e.onKeysFree(freed)
+	for i, ok := range applied {
+		if ok && ds[i].task.DispatchRetries < e.cfg.MaxDispatchRetries { // SCHEDULED again: back in line at its dispatch backoff, not a refill later
+			e.cfg.OnRetry(store.Due{ID: rq[i].TaskID, DueAt: rq[i].DueAt})
+		}
 	}
-	if leader > 0 {
-		e.onDone(leader)
+	if freed := FreedKeys(len(ds), func(i int) *store.Task { return &ds[i].task }, applied); len(freed) > 0 {
+		e.cfg.OnKeysFree(freed)
+	}
+	if claimed > 0 {
+		e.cfg.OnDone(claimed)
 	}
 }
 
-// stop ends the executor, in the reverse order of the work: no new starts, claimed
+// Stop ends the executor, in the reverse order of the work: no new starts, claimed
 // tasks handed back, running handlers awaited and their results written — with
 // heartbeats going on until then, so that no other scheduler takes them for orphans
 // — then the heartbeats stop. All of it is bounded by ctx: when ctx ends first, the
 // handlers' contexts are cancelled, stop returns ctx.Err() at once, and in the
 // background the results of handlers that return within a second are written (one
 // attempt each); recovery takes whatever is left.
-func (e *executor) stop(ctx context.Context) error {
+func (e *Executor) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	e.stopping = true
 	pending := e.pending
@@ -579,7 +587,7 @@ func (e *executor) stop(ctx context.Context) error {
 // hardStop ends what stop could not wait for: it cancels the handlers, stops the
 // heartbeats and lets the finisher write, once, the results of the handlers that
 // return within a second; its goroutines end by themselves.
-func (e *executor) hardStop(handlers <-chan struct{}) {
+func (e *Executor) hardStop(handlers <-chan struct{}) {
 	e.cancelBase()
 	close(e.abandon)
 	close(e.hbQuit)

@@ -1,0 +1,94 @@
+// Package execute runs handlers for the tasks the scheduling loop claims: it records
+// each execution before the handler runs (DISPATCHING → RUNNING), keeps running
+// executions alive with heartbeats, and writes the results, all in batched store
+// calls; and it holds the rules that turn a result into the task's next state
+// (Result, RetryDelay) and a failed hand-off into a dispatch retry (HandBack), which
+// recovery applies too.
+//
+// Its dependencies come in Config: the store (each call bounded by the caller), the
+// clock, the handler lookup, and the hooks by which it tells the scheduling loop what
+// finished (OnDone), which task keys are free (OnKeysFree) and what was rescheduled
+// (OnRetry). Stop is graceful within its context: heartbeats go on until the results
+// they protect are written.
+package execute
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/store"
+)
+
+// Handler is what the executor runs for a task name.
+type Handler struct {
+	Run     func(ctx context.Context, t *store.Task) error // its own copy of the task
+	Timeout time.Duration                                  // the default deadline of an execution
+	Backoff func(attempt int) time.Duration                // the delay before business retry n
+}
+
+// Config is what an Executor needs.
+type Config struct {
+	Store              store.Store // each call bounded by a timeout of its own
+	Clock              *clock.Clock
+	Log                *slog.Logger
+	Observe            *observe.Queue // nil: no events
+	Node               string         // recorded in each execution
+	Concurrency        int            // handlers running at once
+	HeartbeatInterval  time.Duration
+	MaxDispatchRetries int
+	// Handler returns the handler registered for name, or nil.
+	Handler func(name string) *Handler
+	// OnDone is told how many tasks claimed by the loop are finished or gone.
+	OnDone func(n int)
+	// OnKeysFree is told the task keys that tasks of this process stopped holding
+	// (finished, retried later or handed back), so that tasks waiting for them start.
+	OnKeysFree func(keys []string)
+	// OnRetry is told of a task rescheduled here: by its result (a retry, a
+	// release) or handed back (a dispatch retry).
+	OnRetry func(store.Due)
+}
+
+// DefaultBackoff is the delay before business retry n (n = 1 for the first retry):
+// 5s × 5^(n−1), that is 5s, 25s, 125s, 625s, 3125s, … capped at 24h.
+func DefaultBackoff(n int) time.Duration {
+	d := 5 * time.Second
+	for i := 1; i < n && d < 24*time.Hour; i++ {
+		d *= 5
+	}
+	return min(d, 24*time.Hour)
+}
+
+// dispatchBackoff is the short delay before dispatch retry n: 100ms × 2^(n−1), capped
+// at 30s.
+func dispatchBackoff(n int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < n && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Second)
+}
+
+// HandBack is the Requeue that returns a claimed, unstarted task to SCHEDULED as a
+// dispatch failure (or FAILED once dispatch retries are exhausted), retried after the
+// dispatch backoff.
+func HandBack(t *store.Task, reason string, now time.Time, maxDispatchRetries int) store.Requeue {
+	return store.Requeue{
+		TaskID: t.ID, ExecutionID: t.ExecutionID, DueAt: now.Add(dispatchBackoff(t.DispatchRetries + 1)),
+		Error: "dispatch: " + reason, MaxDispatchRetries: maxDispatchRetries,
+	}
+}
+
+// FreedKeys returns the task keys of the tasks whose write applied: a task that left
+// DISPATCHING or RUNNING no longer holds its key.
+func FreedKeys(n int, task func(i int) *store.Task, applied []bool) []string {
+	var keys []string
+	for i := range n {
+		if i < len(applied) && applied[i] && task(i).TaskKey != "" {
+			keys = append(keys, task(i).TaskKey)
+		}
+	}
+	return keys
+}
