@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/axsched/ax/internal/bench"
+	"github.com/axsched/ax/cmd/ax/internal/bench"
 )
 
 // workloads are the values of `ax bench --workload`, with their default task counts.

@@ -8,7 +8,7 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/axsched/ax/internal/demo"
+	"github.com/axsched/ax/cmd/ax/internal/demo"
 )
 
 // demoScales are the values of `ax demo --scale`.
