@@ -1,0 +1,69 @@
+package clock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeSource is a clock off by skew whose answers take rtt to come back, half each
+// way.
+type fakeSource struct {
+	skew time.Duration
+	rtt  []time.Duration
+	n    int
+	err  error
+}
+
+func (f *fakeSource) Now(ctx context.Context) (time.Time, error) {
+	if f.err != nil {
+		return time.Time{}, f.err
+	}
+	rtt := f.rtt[f.n%len(f.rtt)]
+	f.n++
+	time.Sleep(rtt / 2)
+	t := time.Now().Add(f.skew)
+	time.Sleep(rtt / 2)
+	return t, nil
+}
+
+// Measure keeps the lowest-round-trip sample, taken at its midpoint, and Now follows
+// the corrected clock without a monotonic reading.
+func TestMeasure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New()
+		src := &fakeSource{skew: 30 * time.Second, rtt: []time.Duration{40 * time.Millisecond, 2 * time.Millisecond, 90 * time.Millisecond}}
+		offset, rtt, err := c.Measure(context.Background(), src, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if offset != 30*time.Second || rtt != 2*time.Millisecond {
+			t.Errorf("Measure = %v, rtt %v; want 30s, 2ms", offset, rtt)
+		}
+		if d := c.Now().Sub(time.Now().Add(30 * time.Second)); d != 0 {
+			t.Errorf("Now is %v off the store's clock, want 0", d)
+		}
+		if c.Now().Round(0) != c.Now() {
+			t.Error("Now carries a monotonic reading")
+		}
+		src.err = errors.New("down")
+		if _, _, err := c.Measure(context.Background(), src, 3); !errors.Is(err, src.err) {
+			t.Errorf("Measure against a failing source = %v, want its error", err)
+		}
+	})
+}
+
+// A clock skewed like a wrong host's reads the store's time once measured.
+func TestSkewedClockMeasuresBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewSkewed(-45 * time.Second)
+		if _, _, err := c.Measure(context.Background(), &fakeSource{rtt: []time.Duration{0}}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if d := c.Now().Sub(time.Now()); d != 0 {
+			t.Errorf("a host 45s slow reads %v off the store after Measure, want 0", d)
+		}
+	})
+}
