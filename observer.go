@@ -25,7 +25,8 @@ type EventKind int
 // The events. Each lists the Event fields it sets besides Kind and At.
 const (
 	// EventSubmitted: Count tasks named Name were written (Delay, At, SubmitMany, a
-	// schedule's occurrences).
+	// schedule's occurrences). A task written in a caller's transaction (WithTx) is
+	// counted when written, whether or not the transaction commits.
 	EventSubmitted = EventKind(observe.Submitted)
 	// EventClaimed: a task was claimed for dispatch. Name, Due, Lateness (claim −
 	// due, by the store's stamps), Manual (a Trigger: Lateness is zero and means
@@ -66,7 +67,8 @@ const (
 	// Lag (age of the oldest due task not yet claimed; zero when none is waiting).
 	EventTaskCounts = EventKind(observe.TaskCounts)
 	// EventUnhandled: a task came due under a name that no handler is registered for
-	// in this scheduler. Name.
+	// in this scheduler, and was handed back (each time: a task that keeps coming due
+	// counts once per hand-back). Name.
 	EventUnhandled = EventKind(observe.Unhandled)
 )
 

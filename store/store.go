@@ -85,8 +85,9 @@ type Store interface {
 	Claim(ctx context.Context, claims []Claim) (*ClaimResult, error)
 
 	// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now, bypassing
-	// DueAt, with a new execution id; it sets DispatchedAt and TriggeredAt. From
-	// FAILED, Attempt grows by one. It returns ErrNotFound, or the unchanged task
+	// DueAt, with a new execution id; it sets DispatchedAt and TriggeredAt to one
+	// and the same time, so that a triggered execution can be told from a claimed
+	// one. From FAILED, Attempt grows by one. It returns ErrNotFound, or the unchanged task
 	// with ErrNotTriggerable — also when the task's key is held (Overlap skip or
 	// queue, as in Claim), with an error naming the task holding it.
 	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)

@@ -261,6 +261,9 @@ func (e *env) trigger(before *store.Task) (got *store.Task, want store.Task) {
 	checkTask(e.t, "Trigger", got)
 	e.stamped("Trigger: DispatchedAt", got.DispatchedAt, lo, hi)
 	e.stamped("Trigger: TriggeredAt", got.TriggeredAt, lo, hi)
+	if !got.TriggeredAt.Equal(got.DispatchedAt) {
+		e.t.Errorf("Trigger: TriggeredAt %v and DispatchedAt %v differ; want one and the same stamp", got.TriggeredAt, got.DispatchedAt)
+	}
 	e.stamped("Trigger: UpdatedAt", got.UpdatedAt, lo, hi)
 	want = *before
 	want.Status = store.Dispatching
