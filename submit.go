@@ -157,8 +157,8 @@ func (s *Scheduler) insert(ctx context.Context, o *options, nts []store.NewTask)
 	return txs.InsertTx(ctx, o.tx, nts)
 }
 
-// schedule hands newly written tasks to a running leader's wheel. A task written in a
-// caller's transaction is not visible until the commit: the leader keeps trying its
+// schedule hands newly written tasks to a running scheduler's wheel. A task written in a
+// caller's transaction is not visible until the commit: the scheduling loop keeps trying its
 // claim for a while once it is due.
 func (s *Scheduler) schedule(inTx bool, res []store.Inserted) {
 	s.obs.Submitted(s.clock.Now(), res)

@@ -34,7 +34,7 @@ type Status string
 // The states of a task.
 const (
 	Scheduled   Status = "SCHEDULED"   // persisted, waiting for DueAt
-	Dispatching Status = "DISPATCHING" // claimed by the leader, being handed to an executor
+	Dispatching Status = "DISPATCHING" // claimed by a scheduler, being handed to an executor
 	Running     Status = "RUNNING"     // an executor recorded the execution and runs the handler
 	Succeeded   Status = "SUCCEEDED"   // done
 	Failed      Status = "FAILED"      // retries exhausted; only an operator moves it on

@@ -180,17 +180,21 @@ func (e *Executor) startBatch(batch []dispatched) {
 		}
 		ambiguous = true
 		// The tasks stay DISPATCHING in the store; if this goes on past
-		// DispatchTimeout the inspector hands them back and Start answers Lost.
+		// DispatchTimeout recovery hands them back and Start answers Lost.
 		e.cfg.Log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
-		if errors.Is(err, store.ErrClosed) {
-			wait = 0 // nothing to wait for: hand them back, which fails too; recovery takes them
-		}
-		select {
-		case <-e.quit:
+		giveUp := func(reason string) {
 			e.mu.Lock()
 			e.free += len(batch)
 			e.mu.Unlock()
-			e.handBack(batch, observe.Stopping, "scheduler stopping")
+			e.handBack(batch, observe.Stopping, reason)
+		}
+		if errors.Is(err, store.ErrClosed) {
+			giveUp("store closed") // no retry can succeed; recovery takes them
+			return
+		}
+		select {
+		case <-e.quit:
+			giveUp("scheduler stopping")
 			return
 		case <-time.After(wait):
 		}

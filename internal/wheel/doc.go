@@ -1,6 +1,6 @@
 // Package wheel implements a hierarchical timing wheel (Varghese & Lauck):
 // the in-memory index that makes "which tasks are due now" cheap for the
-// leader's scheduling loop (DESIGN.md §3).
+// scheduling loop (internal/dispatch).
 //
 // It is a pure data structure. It reads no clock, starts no goroutine and
 // takes no lock; the one goroutine that owns it passes the time explicitly:

@@ -1,7 +1,7 @@
 // Package mysql is ax's store on MySQL 8.0.17+ or MariaDB 10.6+ (go-sql-driver/mysql), for
 // replicas that share one database. It implements store.Store and store.TxStore; it
 // has no store.Notifier (MySQL has no LISTEN/NOTIFY): other replicas' submits reach the
-// leader through its periodic refill.
+// other schedulers through their periodic refill.
 //
 //	s, err := mysql.Open("ax:secret@tcp(db:3306)/ax") // owns its pool; Close closes it
 //	s, err := mysql.New(db)                            // on the caller's *sql.DB
@@ -222,7 +222,8 @@
 // Claim does not use SKIP LOCKED: a row held by a transaction that leaves it
 // SCHEDULED (a refused Cancel, a claim that rolls back on a deadlock) would be neither
 // claimed nor reported not due, and the scheduler would drop it. At READ COMMITTED the
-// wait is for the batch's own rows only; there is one leader claiming.
+// wait is for the batch's own rows only; schedulers that claim the same rows at once
+// wait for each other, and the loser finds them no longer SCHEDULED.
 //
 // Insert is a plain multi-row INSERT per chunk, rows ordered by (name, key) so that
 // concurrent inserts take the unique index in one order. Not INSERT IGNORE (it turns

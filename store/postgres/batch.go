@@ -169,7 +169,7 @@ func readRefs(br pgx.BatchResults, n int, into map[ref]int) error {
 // Claim moves due SCHEDULED tasks to DISPATCHING. Rows are locked in id order and
 // waited for, not skipped: a row another transaction holds is claimed if it is still
 // SCHEDULED and due when that transaction ends (a skipped row would be neither
-// claimed nor NotDue, and the leader would drop a due task).
+// claimed nor NotDue, and the scheduler would drop a due task).
 //
 // Tasks whose key restricts them (a TaskKey with Overlap skip or queue) are left
 // alone by the claim statement and then go through claimKeyed, in a second

@@ -186,8 +186,8 @@
 // count the planner guesses as 1, produced nested loops that rescanned it once per
 // row (200 × 200 comparisons, 30 ms a batch on a fresh table). Claim waits for a locked row rather than SKIP LOCKED: a
 // skipped row would be reported neither claimed nor NotDue, and if its holder rolled
-// back, the leader would have dropped a due task from its wheel. (With one leader,
-// claims rarely meet; Cancel and Trigger hold a row for one statement.) Start moves
+// back, the scheduler would have dropped a due task from its wheel. (Claims of
+// several schedulers meet only on the rows due at once; Cancel and Trigger hold a row for one statement.) Start moves
 // to RUNNING the tasks DISPATCHING with the given execution id whose id is not yet
 // recorded, and records exactly those executions in the same statement; the others
 // are read back as Duplicate (recorded) or Lost. Finish drops repeated
@@ -312,7 +312,7 @@
 // take effect when the caller commits. Anything else is store.ErrInvalid. A statement
 // that fails aborts the caller's transaction, which the caller then rolls back. Keep
 // such transactions short: while one is open, the refill cursor cannot pass its
-// stamps (other changes still reach the leader, re-read until it ends).
+// stamps (other changes still reach the schedulers, re-read until it ends).
 //
 // # Wake-ups
 //
@@ -321,6 +321,6 @@
 // when the transaction commits, not before, folds repeats within one transaction into
 // one, and drops it on rollback. Listen takes a connection out of the pool for itself,
 // LISTENs, and calls f per notification until its context ends or the store closes;
-// the leader refills at once instead of waiting for its next periodic refill, which
+// each scheduler refills at once instead of waiting for its next periodic refill, which
 // remains the guarantee.
 package postgres

@@ -24,7 +24,7 @@
 // Indexes (see migrations/0001_init.sql): the business key (name, key) is unique;
 // partial indexes on SCHEDULED rows make the window scan and the claim a range scan on
 // (due_at, id) and the incremental refill a range scan on seq; partial indexes on
-// RUNNING and DISPATCHING rows serve the inspector. Version 2 adds
+// RUNNING and DISPATCHING rows serve recovery. Version 2 adds
 // ax_tasks_key_holder on the in-flight tasks with a key, and nothing else:
 //
 //	CREATE INDEX ax_tasks_key_holder ON ax_tasks (task_key)
