@@ -1,0 +1,250 @@
+package ax_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+	_ "time/tzdata" // the time zones of the examples, even where the system has none
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store/memory"
+	"github.com/axsched/ax/store/sqlite"
+)
+
+// The quick start: a handler, a scheduler started on a store, a task submitted to run
+// at once. Stop waits for the handler and writes its result.
+func ExampleNew() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{
+		Store:        memory.New(), // sqlite.Open("ax.db") in a service
+		OwnerService: "order-service",
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	s.HandleFunc("order.close.timeout", func(ctx context.Context, t *ax.Task) error {
+		fmt.Printf("closing order %s\n", t.Key)
+		close(done)
+		return nil
+	})
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	t, err := s.Delay(ctx, "order.close.timeout", "42", 0)
+	if err != nil {
+		panic(err)
+	}
+	<-done
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	t, err = s.Get(ctx, t.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(t.Name, t.Key, t.Status, t.OwnerService)
+	// Output:
+	// closing order 42
+	// order.close.timeout 42 SUCCEEDED order-service
+}
+
+// An order closed if it is still unpaid after its timeout: the handler fails once
+// and is retried; the timeout of an order paid in time is cancelled.
+func ExampleScheduler_Delay() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	s.HandleFunc("order.close.timeout", func(ctx context.Context, t *ax.Task) error {
+		if t.Attempt == 0 {
+			return errors.New("orders service unavailable") // a business failure: retried
+		}
+		close(done)
+		return nil
+	}, ax.WithBackoff(func(int) time.Duration { return 0 })) // retry at once
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	unpaid, err := s.Delay(ctx, "order.close.timeout", "42", 0, ax.WithPayload([]byte(`{"amount":1999}`)))
+	if err != nil {
+		panic(err)
+	}
+	paid, err := s.Delay(ctx, "order.close.timeout", "43", 30*time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	if err := s.Cancel(ctx, "order.close.timeout", "43"); err != nil { // paid in time
+		panic(err)
+	}
+	<-done
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	for _, id := range []int64{unpaid.ID, paid.ID} {
+		t, err := s.Get(ctx, id)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("order %s: %s, attempt %d, last error %q\n", t.Key, t.Status, t.Attempt, t.LastError)
+	}
+	// Output:
+	// order 42: SUCCEEDED, attempt 1, last error "orders service unavailable"
+	// order 43: CANCELLED, attempt 0, last error ""
+}
+
+// A daily job at 02:30 Tokyo time. Start stores the schedule, which every scheduler
+// on the store then fires once per slot.
+func ExampleScheduler_Cron() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		panic(err)
+	}
+	s.HandleFunc("report.daily", func(ctx context.Context, t *ax.Task) error {
+		return nil // t.Key is the slot, e.g. "2026-11-29T17:30:00Z"
+	})
+	if err := s.Cron("report.daily", "30 2 * * *", ax.WithTimeZone(tokyo), ax.WithMisfire(ax.MisfireSkip)); err != nil {
+		panic(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer s.Stop(ctx)
+	list, err := s.Schedules(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, sc := range list {
+		fmt.Println(sc.Name, sc.Spec, sc.TimeZone, sc.Overlap, sc.Misfire)
+		fmt.Println("next:", sc.NextFireAt.In(tokyo).Format("15:04 MST"))
+	}
+	// Output:
+	// report.daily 30 2 * * * Asia/Tokyo skip skip
+	// next: 02:30 JST
+}
+
+// Creating an order and scheduling its timeout in one transaction, on SQLite: rolled
+// back, the task never existed.
+func ExampleWithTx() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ax-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "app.db")
+	st, err := sqlite.Open(path)
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	// The application's own handle on the same file; a *sql.Tx on it joins WithTx.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY)`); err != nil {
+		panic(err)
+	}
+	s, err := ax.New(ax.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	createOrder := func(order string, commit bool) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() // a no-op after Commit
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orders VALUES (?)`, order); err != nil {
+			return err
+		}
+		if _, err := s.Delay(ctx, "order.close.timeout", order, 30*time.Minute, ax.WithTx(tx)); err != nil {
+			return err
+		}
+		if !commit {
+			return nil // rolled back: neither the order nor its timeout ever existed
+		}
+		return tx.Commit()
+	}
+	if err := errors.Join(createOrder("42", true), createOrder("43", false)); err != nil {
+		panic(err)
+	}
+	t, err := s.Lookup(ctx, "order.close.timeout", "42")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("order 42:", t.Status)
+	_, err = s.Lookup(ctx, "order.close.timeout", "43")
+	fmt.Println("order 43:", err)
+	// Output:
+	// order 42: SCHEDULED
+	// order 43: ax: lookup "order.close.timeout"/"43": not found
+}
+
+// Many tasks in one transaction; one whose (name, key) exists gets the existing task
+// in its place, and the error wraps ErrDuplicate.
+func ExampleScheduler_SubmitMany() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	first, err := s.Delay(ctx, "invoice.send", "A-1", time.Hour)
+	if err != nil {
+		panic(err)
+	}
+	at := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	tasks, err := s.SubmitMany(ctx, []ax.TaskSpec{
+		{Name: "invoice.send", Key: "A-1", DueAt: at},
+		{Name: "invoice.send", Key: "A-2", DueAt: at, Payload: []byte("A-2.pdf")},
+		{Name: "invoice.send", Key: "A-3", DueAt: at.Add(time.Minute), Options: []ax.TaskOption{ax.WithMaxRetry(1)}},
+	}, ax.WithMaxRetry(3))
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, ax.ErrDuplicate))
+	for _, t := range tasks {
+		fmt.Printf("%s: existing %t, MaxRetry %d, payload %q\n", t.Key, t.ID == first.ID, t.MaxRetry, t.Payload)
+	}
+	// Output:
+	// ax: submit many: 1 of 3 tasks exist: duplicate task
+	// true
+	// A-1: existing true, MaxRetry 5, payload ""
+	// A-2: existing false, MaxRetry 3, payload "A-2.pdf"
+	// A-3: existing false, MaxRetry 1, payload ""
+}
+
+// The fire times of a daily 02:30 job in Berlin around the spring-forward day, when
+// 02:30 does not exist: it fires once, at the jump to 03:00.
+func ExampleNextFireTimes() {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		panic(err)
+	}
+	from := time.Date(2026, 3, 28, 0, 0, 0, 0, time.UTC)
+	times, err := ax.NextFireTimes("30 2 * * *", berlin, from, 3)
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range times {
+		fmt.Println(t.Format(time.RFC3339), t.In(berlin).Format("Mon 15:04 MST"))
+	}
+	// Output:
+	// 2026-03-28T01:30:00Z Sat 02:30 CET
+	// 2026-03-29T01:00:00Z Sun 03:00 CEST
+	// 2026-03-30T00:30:00Z Mon 02:30 CEST
+}
