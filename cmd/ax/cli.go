@@ -25,7 +25,7 @@ type command struct {
 
 // commands lists the subcommands in the order the usage shows them.
 var commands = []command{
-	{name: "demo", summary: "run the article's two cases (order timeout, payment reconciliation) on embedded SQLite", run: runDemo},
+	{name: "demo", summary: "close unpaid orders after a timeout and reconcile payments every 2s, on embedded SQLite", run: runDemo},
 	{name: "migrate", summary: "apply or show the schema migrations of a store", run: runMigrate},
 	{name: "bench", summary: "run an end-to-end workload (throughput, lateness, idle cost) against a store, from an empty schema", run: runBench},
 }

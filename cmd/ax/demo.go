@@ -29,14 +29,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: ax demo [flags]
 
-Runs the article's two cases at the same time on one scheduler and embedded SQLite.
-Order timeout (section 5.1): orders are created with a close timeout (s.Delay), some
-are paid in time, one is cancelled (s.Cancel), a few handlers fail once and are
-retried. Payment reconciliation (section 5.2): a periodic task (s.Every) every 2s
-whose runs sometimes take 5s; ax never runs two at once, skips the slots that come
-due during a slow run (SKIPPED), and runs the next slot after it on time. Then the
-store is checked and a summary printed. Scheduler warnings go to stderr. Exit
-status 1 if a check fails.
+Runs two cases at the same time on one scheduler and embedded SQLite.
+Order timeout: orders are created with a close timeout (s.Delay) and closed if
+still unpaid when it fires; some are paid in time, one is cancelled (s.Cancel), a
+few handlers fail once and are retried. Payment reconciliation: a periodic task
+(s.Every) every 2s whose runs sometimes take 5s; ax never runs two at once, skips
+the slots that come due during a slow run (SKIPPED), and runs the next slot after
+it on time. Then the store is checked and a summary printed. Scheduler warnings go
+to stderr. Exit status 1 if a check fails.
 
 flags:
 `)

@@ -1,6 +1,6 @@
 // Command ax is the command-line tool of the ax scheduler.
 //
-//	ax demo [flags]                 run the article's two cases (order timeout, payment reconciliation) on embedded SQLite
+//	ax demo [flags]                 close unpaid orders after a timeout and reconcile payments every 2s, on embedded SQLite
 //	ax migrate up|status [flags]    apply or show the schema migrations of a store
 //	ax bench [flags]                run an end-to-end workload against a store, from an empty schema
 //

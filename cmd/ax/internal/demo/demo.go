@@ -521,16 +521,16 @@ func (r *run) header(sum Summary) {
 	if sum.KeptDB {
 		where = "kept"
 	}
-	title := "ax demo — order timeout (article, section 5.1)"
+	title := "ax demo — order timeout"
 	if r.rec != nil {
-		title += " and payment reconciliation (section 5.2)"
+		title += " and payment reconciliation"
 	}
 	r.out.plain("%s", title)
 	r.out.plain("  store:    sqlite %s (%s)", sum.DB, where)
 	if r.metrics != "" {
 		r.out.plain("  metrics:  Prometheus metrics at %s while the demo runs", r.metrics)
 	}
-	r.out.plain("  orders:   %d, each closed if unpaid after %s–%s (the article's 30 minutes, scaled down)",
+	r.out.plain("  orders:   %d, each closed if unpaid after %s–%s (30 minutes in a shop, scaled down)",
 		cfg.Orders, secs(cfg.MinTimeout), secs(cfg.MaxTimeout))
 	r.out.plain("  task:     s.Delay(ctx, %q, orderID, timeout, ax.WithPayload(order))", TaskName)
 	r.out.plain("  script:   %d users pay in time, 1 cancels the order (s.Cancel), %d handlers fail once and retry after %s",
@@ -852,7 +852,7 @@ func (r *run) summary(sum Summary) {
 	if r.rec != nil {
 		what += fmt.Sprintf(" and %d reconciliation slots", sum.ReconcileSlots)
 	}
-	r.out.plain("  %s in %s; lateness is the handler's start minus the task's DueAt over %d executions (the article reports p99 within 200ms)",
+	r.out.plain("  %s in %s; lateness is the handler's start minus the task's DueAt over %d executions (target: p99 within 200ms)",
 		what, secs(sum.Elapsed), sum.Fired)
 	if r.rec != nil {
 		r.rec.summary(sum)
