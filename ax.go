@@ -101,10 +101,11 @@ type Config struct {
 	// 10,000.
 	MaxCatchUp int
 	// StoreTimeout bounds each store call the scheduler makes on its own (claims,
-	// refills, starts, heartbeats, results, recovery, schedule firing); a call that
-	// takes longer fails and is retried as any failed call is. Calls made for the
-	// caller (Delay, Get, …) are bounded by the caller's context instead. Defaults to
-	// DefaultStoreTimeout (10s).
+	// refills, starts, heartbeats, results, recovery, schedule firing, and the
+	// multi-row insert that carries several callers' Delay and At); a call that takes
+	// longer fails and is retried as any failed call is. Other calls made for the
+	// caller (Get, Cancel, SubmitMany, …) are bounded by the caller's context instead.
+	// Defaults to DefaultStoreTimeout (10s).
 	StoreTimeout time.Duration
 	// Logger receives the scheduler's logs. Defaults to slog.Default().
 	Logger *slog.Logger

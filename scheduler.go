@@ -13,9 +13,11 @@ import (
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/dispatch"
 	"github.com/axsched/ax/internal/execute"
+	"github.com/axsched/ax/internal/insert"
 	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/internal/periodic"
 	"github.com/axsched/ax/internal/recovery"
+	"github.com/axsched/ax/internal/storecall"
 	"github.com/axsched/ax/store"
 )
 
@@ -39,7 +41,7 @@ type Scheduler struct {
 	periodics map[string]*registered // Cron, Every
 	state     runState
 	run       *running // set while started
-	inserts   coalescer
+	inserts   insert.Coalescer
 
 	hooks testHooks
 }
@@ -101,7 +103,7 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		cfg:       cfg,
 		st:        cfg.Store,
-		kst:       boundedStore{Store: cfg.Store, timeout: cfg.StoreTimeout},
+		kst:       storecall.Bounded(cfg.Store, cfg.StoreTimeout),
 		log:       cfg.Logger,
 		clock:     clock.New(),
 		obs:       newObserverQueue(cfg.Observer),

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -133,7 +131,7 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 			r = res[0]
 		}
 	} else {
-		r, err = s.inserts.insert(ctx, s.st, nt)
+		r, err = s.inserts.Insert(ctx, s.kst, nt)
 	}
 	if err != nil {
 		return nil, errorf("ax: %s %q/%q: %w", op, name, key, err)
@@ -261,85 +259,4 @@ func validText(field, v string, limit int) error {
 		return fmt.Errorf("%s contains a NUL byte: %w", field, ErrInvalid)
 	}
 	return nil
-}
-
-// coalescer turns concurrent single inserts into multi-row ones (group commit): the
-// first caller to find no insert in flight writes everything queued, again and again
-// until the queue is empty; the others wait for their own result. No goroutine of its
-// own, so it works whether or not the scheduler is started.
-type coalescer struct {
-	mu      sync.Mutex
-	queue   []*insertReq
-	writing bool
-}
-
-type insertReq struct {
-	task store.NewTask
-	res  store.Inserted
-	err  error
-	done chan struct{}
-}
-
-// maxCoalesced bounds one multi-row insert.
-const maxCoalesced = 1000
-
-func (c *coalescer) insert(ctx context.Context, st Store, nt store.NewTask) (store.Inserted, error) {
-	req := &insertReq{task: nt, done: make(chan struct{})}
-	c.mu.Lock()
-	c.queue = append(c.queue, req)
-	if c.writing {
-		c.mu.Unlock()
-		select {
-		case <-req.done:
-			return req.res, req.err
-		case <-ctx.Done():
-			// The row may still be written by the batch in flight, as with any
-			// cancelled call whose commit was under way.
-			return store.Inserted{}, ctx.Err()
-		}
-	}
-	c.writing = true
-	for {
-		n := min(len(c.queue), maxCoalesced)
-		batch := c.queue[:n:n]
-		c.queue = c.queue[n:]
-		c.mu.Unlock()
-
-		nts := make([]store.NewTask, len(batch))
-		for i, r := range batch {
-			nts[i] = r.task
-		}
-		// Written on behalf of every caller in the batch: not cancelled with ours.
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		res, err := st.Insert(wctx, nts)
-		cancel()
-		for i, r := range batch {
-			if err != nil {
-				r.err = err
-			} else {
-				r.res = res[i]
-			}
-			close(r.done)
-		}
-
-		// The callers just answered are about to submit again: let them queue
-		// before looking, or the next batch holds one row and the one after the
-		// rest. Yield until the queue stops growing (a few yields at most).
-		for i, last := 0, -1; i < len(batch); i++ {
-			runtime.Gosched()
-			c.mu.Lock()
-			n := len(c.queue)
-			c.mu.Unlock()
-			if n == last {
-				break
-			}
-			last = n
-		}
-		c.mu.Lock()
-		if len(c.queue) == 0 {
-			c.writing = false
-			c.mu.Unlock()
-			return req.res, req.err
-		}
-	}
 }

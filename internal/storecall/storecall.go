@@ -1,4 +1,5 @@
-package ax
+// Package storecall bounds the store calls the scheduler makes on its own.
+package storecall
 
 import (
 	"context"
@@ -7,10 +8,14 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// boundedStore gives every store call the scheduler makes on its own a timeout of its
-// own (Config.StoreTimeout), so that a store that stops answering holds no loop of
-// the scheduler's longer than that: the call fails, and the loop retries or, when
-// stopping, leaves the work to recovery.
+// Bounded returns st with every call given a timeout of its own, so that a store that
+// stops answering holds no loop of the scheduler's longer than that: the call fails,
+// and the loop retries or, when stopping, leaves the work to recovery. Calls not
+// listed here (Listen, Close, the caller's own) pass through unchanged.
+func Bounded(st store.Store, timeout time.Duration) store.Store {
+	return boundedStore{Store: st, timeout: timeout}
+}
+
 type boundedStore struct {
 	store.Store
 	timeout time.Duration
