@@ -111,7 +111,8 @@ func (e *Executor) signal() {
 }
 
 // Dispatch accepts claimed tasks; claimed says the scheduling loop claimed them (and
-// counts them until OnDone). It never blocks.
+// counts them until OnDone). It does not wait for handlers; it calls the store only
+// to hand back, in one batch, what it cannot take (no handler, stopping).
 func (e *Executor) Dispatch(tasks []store.Task, claimed bool) {
 	if len(tasks) == 0 {
 		return
@@ -136,10 +137,14 @@ func (e *Executor) Dispatch(tasks []store.Task, claimed bool) {
 	}
 	e.mu.Unlock()
 	e.signal()
-	for _, d := range unroutable {
+	if len(unroutable) > 0 {
 		// A dispatch failure, not a business one: the handler may be deployed later.
-		e.unhandled(d.task.Name)
-		e.handBack([]dispatched{d}, observe.NoHandler, fmt.Sprintf("no executor has a handler for %q", d.task.Name))
+		for _, d := range unroutable {
+			e.unhandled(d.task.Name)
+		}
+		e.handBackEach(unroutable, observe.NoHandler, func(d dispatched) string {
+			return fmt.Sprintf("no executor has a handler for %q", d.task.Name)
+		})
 	}
 }
 
@@ -515,13 +520,18 @@ func (e *Executor) heartbeater() {
 }
 
 // handBack returns claimed, unstarted tasks to SCHEDULED as a dispatch failure: code
-// is the observer's reason (observe.NoHandler, …), reason the task's LastError.
+// is the observer's reason (observe.NoHandler, …), reason the tasks' LastError.
 func (e *Executor) handBack(ds []dispatched, code, reason string) {
+	e.handBackEach(ds, code, func(dispatched) string { return reason })
+}
+
+// handBackEach is handBack with a LastError of each task's own, in one store call.
+func (e *Executor) handBackEach(ds []dispatched, code string, reason func(dispatched) string) {
 	now := e.cfg.Clock.Now()
 	rq := make([]store.Requeue, len(ds))
 	claimed := 0
 	for i, d := range ds {
-		rq[i] = HandBack(&d.task, reason, now, e.cfg.MaxDispatchRetries)
+		rq[i] = HandBack(&d.task, reason(d), now, e.cfg.MaxDispatchRetries)
 		if d.claimed {
 			claimed++
 		}
