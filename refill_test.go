@@ -3,66 +3,13 @@ package ax_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/storecount"
 	"github.com/axsched/ax/store"
 )
-
-// countingStore counts the calls a scheduler makes and the rows its refills return.
-type countingStore struct {
-	ax.Store
-	mu         sync.Mutex
-	calls      map[string]int
-	refillRows int
-}
-
-func (c *countingStore) count(method string, rows int) {
-	c.mu.Lock()
-	c.calls[method]++
-	c.refillRows += rows
-	c.mu.Unlock()
-}
-
-func (c *countingStore) snapshot() (map[string]int, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := make(map[string]int, len(c.calls))
-	for k, v := range c.calls {
-		m[k] = v
-	}
-	return m, c.refillRows
-}
-
-func (c *countingStore) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
-	r, err := c.Store.Refill(ctx, p)
-	if err == nil {
-		c.count("Refill", len(r.Changed)+len(r.Entered))
-	}
-	return r, err
-}
-
-func (c *countingStore) Now(ctx context.Context) (time.Time, error) {
-	c.count("Now", 0)
-	return c.Store.Now(ctx)
-}
-
-func (c *countingStore) Stale(ctx context.Context, s store.Status, before time.Time, limit int) ([]store.Task, error) {
-	c.count("Stale", 0)
-	return c.Store.Stale(ctx, s, before, limit)
-}
-
-func (c *countingStore) Claim(ctx context.Context, cl []store.Claim) (*store.ClaimResult, error) {
-	c.count("Claim", 0)
-	return c.Store.Claim(ctx, cl)
-}
-
-func (c *countingStore) Get(ctx context.Context, id int64) (*store.Task, error) {
-	c.count("Get", 0)
-	return c.Store.Get(ctx, id)
-}
 
 // TestIdleRefillDoesNotGrowWithPendingTasks: with tasks pending an hour ahead and
 // nothing due, each refill interval costs the store one small query that returns
@@ -87,35 +34,35 @@ func TestIdleRefillDoesNotGrowWithPendingTasks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		cs := &countingStore{Store: st, calls: map[string]int{}}
+		cs := storecount.New(st)
 		const interval = 20 * time.Millisecond
 		s := newScheduler(t, cs, func(c *ax.Config) { c.RefillInterval = interval })
 		s.HandleFunc("job", func(ctx context.Context, t *ax.Task) error { return nil })
 		start(t, s)
 		// Let the initial load finish, then watch a quiet stretch.
-		waitFor(t, 10*time.Second, "the first refill", func() bool { m, _ := cs.snapshot(); return m["Refill"] >= 2 })
-		before, rowsBefore := cs.snapshot()
+		waitFor(t, 10*time.Second, "the first refill", func() bool { return cs.Snapshot().Calls["Refill"] >= 2 })
+		before := cs.Snapshot()
 		t0 := time.Now()
-		waitFor(t, 10*time.Second, "50 refills", func() bool { m, _ := cs.snapshot(); return m["Refill"]-before["Refill"] >= 50 })
+		waitFor(t, 10*time.Second, "50 refills", func() bool { return cs.Snapshot().Calls["Refill"]-before.Calls["Refill"] >= 50 })
 		elapsed := time.Since(t0)
-		after, rowsAfter := cs.snapshot()
+		after := cs.Snapshot()
 
-		refills := after["Refill"] - before["Refill"]
+		refills := after.Calls["Refill"] - before.Calls["Refill"]
 		if max := int(elapsed/interval) + 2; refills > max {
 			t.Errorf("n=%d: %d refills in %v, want at most one per %v (%d)", n, refills, elapsed, interval, max)
 		}
-		if rows := rowsAfter - rowsBefore; rows != 0 {
+		if rows := after.RefillRows - before.RefillRows; rows != 0 {
 			t.Errorf("n=%d: idle refills returned %d rows, want 0", n, rows)
 		}
 		for _, m := range []string{"Claim", "Get"} {
-			if d := after[m] - before[m]; d != 0 {
+			if d := after.Calls[m] - before.Calls[m]; d != 0 {
 				t.Errorf("n=%d: %d %s calls while idle, want 0", n, d, m)
 			}
 		}
 		others := 0
-		for m, c := range after {
+		for m, c := range after.Calls {
 			if m != "Refill" {
-				others += c - before[m]
+				others += c - before.Calls[m]
 			}
 		}
 		perInterval[n] = float64(refills+others) / float64(refills)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
-	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/internal/storecount"
 	"github.com/axsched/ax/store/memory"
 )
 
@@ -80,45 +80,22 @@ func TestStopNeverCausesARerun(t *testing.T) {
 	})
 }
 
-// faultStore wraps a store: Finish fails while failFinish is set, and the first Now
-// blocks until unblock is closed (when it is not nil).
-type faultStore struct {
-	ax.Store
-	failFinish atomic.Bool
-	finishes   atomic.Int32
-	unblock    chan struct{}
-	once       sync.Once
-	blocked    chan struct{} // closed when the first Now is blocked
-}
-
-func (f *faultStore) Now(ctx context.Context) (time.Time, error) {
-	if f.unblock != nil {
-		first := false
-		f.once.Do(func() { first = true })
-		if first {
-			close(f.blocked)
-			<-f.unblock
-		}
-	}
-	return f.Store.Now(ctx)
-}
-
-func (f *faultStore) Finish(ctx context.Context, r []store.Finish) ([]bool, error) {
-	if f.failFinish.Load() {
-		f.finishes.Add(1)
-		<-ctx.Done() // an unreachable database: the call hangs until its timeout
-		return nil, ctx.Err()
-	}
-	return f.Store.Finish(ctx, r)
-}
-
 // Stop returns ctx.Err() by its deadline when the store cannot take the results; the
 // execution it could not record is recovered as an orphan and run again — not lost.
 func TestStopHonoursItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.New()
 		defer mem.Close()
-		st := &faultStore{Store: mem}
+		// Finish fails while failFinish is set.
+		st := storecount.New(mem)
+		var failFinish atomic.Bool
+		st.Before = func(ctx context.Context, method string) error {
+			if method == "Finish" && failFinish.Load() {
+				<-ctx.Done() // an unreachable database: the call hangs until its timeout
+				return ctx.Err()
+			}
+			return nil
+		}
 		ctx := context.Background()
 		s, err := ax.New(ax.Config{Store: st, Logger: quietLogger()})
 		if err != nil {
@@ -134,7 +111,7 @@ func TestStopHonoursItsContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		st.failFinish.Store(true)
+		failFinish.Store(true)
 		close(release) // the handler returns; its result cannot be written
 		stopCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
@@ -146,11 +123,11 @@ func TestStopHonoursItsContext(t *testing.T) {
 		if took := time.Since(t0); took > 3*time.Second {
 			t.Errorf("Stop returned after %v, past its 3s deadline", took)
 		}
-		if st.finishes.Load() == 0 {
+		if st.Snapshot().Calls["Finish"] == 0 {
 			t.Fatal("the result was never offered to the store")
 		}
 		synctest.Wait() // the background write ends by itself
-		st.failFinish.Store(false)
+		failFinish.Store(false)
 
 		got, _ := s.Get(ctx, task.ID)
 		if got.Status != ax.Running {
@@ -181,12 +158,22 @@ func TestStopHonoursItsContext(t *testing.T) {
 // Start does its store I/O without a lock: a slow Start holds up no other method.
 func TestStartHoldsNoLock(t *testing.T) {
 	t.Parallel()
-	st := &faultStore{Store: openSQLite(t), unblock: make(chan struct{}), blocked: make(chan struct{})}
+	// The first Now, Start's, blocks until unblock is closed.
+	st := storecount.New(openSQLite(t))
+	blocked, unblock := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	st.Before = func(ctx context.Context, method string) error {
+		if method == "Now" && first.CompareAndSwap(false, true) {
+			close(blocked)
+			<-unblock
+		}
+		return nil
+	}
 	s := newScheduler(t, st, nil)
 	ctx := context.Background()
 	started := make(chan error, 1)
 	go func() { started <- s.Start(ctx) }()
-	<-st.blocked
+	<-blocked
 
 	done := make(chan struct{})
 	go func() {
@@ -207,7 +194,7 @@ func TestStartHoldsNoLock(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Delay, Handle or Schedules waited for a blocked Start")
 	}
-	close(st.unblock)
+	close(unblock)
 	if err := <-started; err != nil {
 		t.Fatalf("Start: %v", err)
 	}

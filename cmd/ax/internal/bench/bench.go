@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/storecount"
 	"github.com/axsched/ax/store"
 )
 
@@ -283,15 +284,10 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 	if err := insertAll(ctx, env.Store, "bench.noop", dues); err != nil {
 		return Result{}, err
 	}
-	cs := &countingStore{Store: env.Store}
-	var counted ax.Store = cs
-	if n, ok := env.Store.(store.Notifier); ok { // keep the scheduler's view of the store
-		counted = struct {
-			*countingStore
-			store.Notifier
-		}{cs, n}
-	}
-	s, err := ax.New(ax.Config{Store: counted, Logger: quiet(), OwnerService: "ax-bench"})
+	cs := storecount.New(env.Store)
+	// WithOptionalInterfaces keeps the scheduler's view of the store (PostgreSQL's
+	// notifications): the idle cost measured is the one a user sees.
+	s, err := ax.New(ax.Config{Store: cs.WithOptionalInterfaces(), Logger: quiet(), OwnerService: "ax-bench"})
 	if err != nil {
 		return Result{}, err
 	}
@@ -305,7 +301,7 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
-	calls0 := cs.calls.Load()
+	calls0 := cs.Snapshot().Total()
 	var cpu0 time.Duration
 	if env.DBCPU != nil {
 		if cpu0, err = env.DBCPU(); err != nil {
@@ -320,7 +316,7 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 	}
 	elapsed := time.Since(start)
 	r := Result{Workload: "idle", Store: env.Name, Tasks: n, Elapsed: elapsed,
-		CallsPerSec: float64(cs.calls.Load()-calls0) / elapsed.Seconds()}
+		CallsPerSec: float64(cs.Snapshot().Total()-calls0) / elapsed.Seconds()}
 	if env.DBCPU != nil {
 		cpu1, err := env.DBCPU()
 		if err != nil {
@@ -329,35 +325,4 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 		r.DBCPU = cpu1 - cpu0
 	}
 	return r, nil
-}
-
-// countingStore counts every call the scheduler makes to the store.
-type countingStore struct {
-	ax.Store
-	calls atomic.Int64
-}
-
-func (c *countingStore) Now(ctx context.Context) (time.Time, error) {
-	c.calls.Add(1)
-	return c.Store.Now(ctx)
-}
-
-func (c *countingStore) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
-	c.calls.Add(1)
-	return c.Store.Refill(ctx, p)
-}
-
-func (c *countingStore) Claim(ctx context.Context, cl []store.Claim) (*store.ClaimResult, error) {
-	c.calls.Add(1)
-	return c.Store.Claim(ctx, cl)
-}
-
-func (c *countingStore) Stale(ctx context.Context, s store.Status, before time.Time, limit int) ([]store.Task, error) {
-	c.calls.Add(1)
-	return c.Store.Stale(ctx, s, before, limit)
-}
-
-func (c *countingStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
-	c.calls.Add(1)
-	return c.Store.Heartbeat(ctx, refs)
 }
