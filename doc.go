@@ -25,7 +25,7 @@
 //	SUCCEEDED    done                                            —
 //	FAILED       business or dispatch retries exhausted          DISPATCHING (Trigger)
 //	CANCELLED    cancelled before it ran                         —
-//	SKIPPED      a periodic occurrence skipped (overlap)         —
+//	SKIPPED      skipped by OverlapSkip: its task key was held   —
 //
 // # Time fields
 //
@@ -49,7 +49,7 @@
 // # Periodic tasks
 //
 // Cron and Every register schedules, before or after Start; they are stored in the store's
-// schedules table (ax_schedules). The leader writes each occurrence as an ordinary
+// schedules table (ax_schedules). A scheduler writes each occurrence as an ordinary
 // task a couple of seconds before its slot — Name the schedule's name, Key the slot
 // in RFC 3339 (UTC, e.g. "2026-11-29T10:02:00Z"), DueAt the slot, TaskKey the
 // schedule's name — and advances the stored schedule in the same transaction, by a
@@ -78,6 +78,13 @@
 //     for Config.OrphanAfter is counted as a failed attempt and retried; a task claimed
 //     but not started within Config.DispatchTimeout is handed back. A SUCCEEDED task
 //     never runs again.
+//   - Several schedulers may share a store. Each runs the whole scheduling loop
+//     (refill, claims, recovery, schedule firing) and they race through conditional
+//     writes, so a due task is claimed by one of them and an occurrence is written
+//     once. There is no elected leader and no fencing yet: a process that stalls past
+//     OrphanAfter and resumes can finish an execution already re-run by recovery; its
+//     result is discarded, its side effects are not — hence handlers idempotent on
+//     the execution id or the business key.
 //
 // # Retries
 //
@@ -108,6 +115,28 @@
 // goroutines and are written in batches, so the store calls per task fall as load
 // rises.
 //
-// Stop stops claiming, hands back claimed tasks that have not started, and waits for
-// running handlers until its context ends; see Scheduler.Stop.
+// # Lifecycle
+//
+// Handle, Cron and Every may be called before or after Start. Start measures the
+// store's clock, stores the schedules and starts the loops; a Scheduler starts once
+// (Start again, or after Stop, wraps ErrNotRunning). Stop stops claiming, hands back
+// claimed tasks that have not started, and waits for the running handlers and their
+// results, heartbeating them meanwhile so that no other scheduler takes them for
+// orphans. When its context ends first it returns ctx.Err(): the handlers' contexts
+// are cancelled, those that return within a second are released (they run again
+// without using a retry), and whatever could not be written is left to recovery
+// (see Scheduler.Stop).
+// Stop on a stopped or never started scheduler returns nil. Each store call the
+// scheduler makes on its own is bounded by Config.StoreTimeout. A task due under a
+// name with no handler registered here is handed back as a dispatch failure, logged
+// at WARN at most once a minute per name.
+//
+// # Errors and events
+//
+// Errors read "ax: <operation>: <cause>"; test them with errors.Is against ErrDuplicate,
+// ErrNotFound, ErrInvalid, ErrNotCancellable, ErrNotTriggerable and ErrNotRunning, and
+// use errors.As with *TaskStateError for the task that refused a Delay, At, Cancel or
+// Trigger. Config.Observer receives the scheduler's events (Event) off the scheduling
+// path, for metrics: package github.com/axsched/ax/metrics exports them to
+// Prometheus.
 package ax

@@ -65,9 +65,9 @@ func (s Status) Terminal() bool {
 	return s == Succeeded || s == Failed || s == Cancelled || s == Skipped
 }
 
-// MaxBatch is the largest number of rows a single batched statement touches
-// (DESIGN.md §4): batches are split into chunks of at most MaxBatch ids, sorted
-// ascending, so concurrent batches cannot deadlock.
+// MaxBatch is the largest number of rows a single batched statement touches (claims,
+// starts, heartbeats, results): batches are split into chunks of at most MaxBatch
+// ids, sorted ascending, so concurrent batches cannot deadlock.
 const MaxBatch = 200
 
 // Task is one persisted task: a row of ax_tasks. Times are UTC; a zero time means

@@ -159,7 +159,7 @@
 // heartbeats, finish) and leaves the partial indexes when it leaves a state, so dead
 // index entries pile up exactly where the window scan and the claim start reading;
 // they once made an empty due-window scan 70× slower (7.3 ms against 0.1 ms after a
-// VACUUM, DESIGN.md §11). The table is therefore created with
+// VACUUM). The table is therefore created with
 //
 //	fillfactor = 80                          -- room for new row versions on the same page
 //	autovacuum_vacuum_scale_factor = 0.01    -- vacuum after 1% of the rows changed…
