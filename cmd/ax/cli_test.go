@@ -10,17 +10,21 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/axsched/ax/internal/servicetest"
 )
 
 // TestMain lets the tests run this test binary as the ax command itself: with
-// AX_TEST_MAIN=1 it calls main, which exits with the command's status.
+// AX_TEST_MAIN=1 it calls main, which exits with the command's status. Otherwise
+// it runs the tests, and every command they run in-process must leave no goroutine
+// behind.
 func TestMain(m *testing.M) {
 	if os.Getenv("AX_TEST_MAIN") == "1" {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // runAx runs the command in-process and returns its exit status, stdout and stderr.
