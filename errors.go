@@ -3,6 +3,7 @@ package ax
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/axsched/ax/store"
@@ -40,14 +41,31 @@ type TaskStateError struct {
 	Err  error  // wraps the sentinel, with the store's reason
 }
 
-// Error says what was refused and why, e.g. `ax: cancel "job"/"42": task 7 is
-// RUNNING: not cancellable`.
+// Error says what was refused and why, once, e.g. `ax: cancel "job"/"42": task 7 is
+// RUNNING: not cancellable`, or `ax: trigger task 7: task 7 is SCHEDULED: task key
+// "account-42" held by task 6: not triggerable`.
 func (e *TaskStateError) Error() string {
-	if errors.Is(e.Err, ErrDuplicate) {
-		return fmt.Sprintf("ax: %s: task %d exists (%s)", e.Op, e.Task.ID, e.Task.Status)
+	msg := fmt.Sprintf("ax: %s: task %d is %s", e.Op, e.Task.ID, e.Task.Status)
+	for _, sentinel := range []error{ErrDuplicate, ErrNotCancellable, ErrNotTriggerable} {
+		if !errors.Is(e.Err, sentinel) {
+			continue
+		}
+		if sentinel == ErrDuplicate {
+			return fmt.Sprintf("ax: %s: task %d exists (%s)", e.Op, e.Task.ID, e.Task.Status)
+		}
+		// The store's message names its operation again; keep only why, when it is
+		// more than the status (a held task key).
+		if held := heldKey.FindString(e.Err.Error()); held != "" {
+			msg += ": " + held
+		}
+		return msg + ": " + sentinel.Error()
 	}
-	return fmt.Sprintf("ax: %s: task %d is %s: %s", e.Op, e.Task.ID, e.Task.Status, unprefixed{e.Err})
+	return msg + ": " + unprefixed{e.Err}.Error()
 }
+
+// heldKey finds the reason a store gives for refusing a task whose key is held (see
+// store.KeyHeld).
+var heldKey = regexp.MustCompile(`task key ".*" held by task \d+`)
 
 // Unwrap returns Err.
 func (e *TaskStateError) Unwrap() error { return e.Err }

@@ -110,3 +110,31 @@ func TestTaskStateErrors(t *testing.T) {
 		oncePrefixed(t, c.what, c.err, c.msg)
 	}
 }
+
+// A Trigger refused because the task's key is held says which task holds it, once.
+func TestTriggerRefusedByAHeldKey(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, openSQLite(t), nil)
+	release := make(chan struct{})
+	s.HandleFunc("job", func(context.Context, *ax.Task) error { <-release; return nil })
+	start(t, s)
+	defer close(release)
+	ctx := context.Background()
+	holder, err := s.Delay(ctx, "job", "holder", 0, ax.WithTaskKey("account-42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := s.Delay(ctx, "job", "waiting", time.Hour, ax.WithTaskKey("account-42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, s, holder.ID, ax.Running, 10*time.Second)
+	err = s.Trigger(ctx, waiting.ID)
+	var se *ax.TaskStateError
+	if !errors.Is(err, ax.ErrNotTriggerable) || !errors.As(err, &se) || se.Task.ID != waiting.ID {
+		t.Fatalf("Trigger with the key held: %v, want a TaskStateError for task %d", err, waiting.ID)
+	}
+	id := strconv.FormatInt(waiting.ID, 10)
+	oncePrefixed(t, "Trigger with the key held", err, `ax: trigger task `+id+`: task `+id+` is SCHEDULED: task key "account-42" held by task `+
+		strconv.FormatInt(holder.ID, 10)+`: not triggerable`)
+}
