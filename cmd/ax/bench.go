@@ -8,7 +8,10 @@ import (
 	"io"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/axsched/ax/cmd/ax/internal/bench"
+	"github.com/axsched/ax/metrics"
 )
 
 // workloads are the values of `ax bench --workload`, with their default task counts.
@@ -48,6 +51,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tasks := fs.Int("tasks", 0, "number of tasks `N` (default: the workload's)")
 	concurrency := fs.Int("concurrency", 100, "drain: handlers running at once (`C`)")
 	runs := fs.Int("runs", 1, "repeat the workload `N` times, each on an empty schema")
+	withMetrics := fs.Bool("metrics", false, "feed the scheduler's events to Prometheus metrics (package metrics), to measure their cost")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: ax bench [flags]\n\nRuns an end-to-end workload against a store, from an empty schema each run, and\nprints a line and a JSON line per run. Workloads:\n")
 		for _, w := range workloads {
@@ -89,7 +93,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
 			return exitFail
 		}
-		r, err := workloads[w].run(ctx, bench.Env{Store: st, Name: *storeName, DBCPU: kind.dbCPU}, n, *concurrency)
+		env := bench.Env{Store: st, Name: *storeName, DBCPU: kind.dbCPU}
+		if *withMetrics {
+			m, err := metrics.New(prometheus.NewRegistry())
+			if err != nil {
+				drop()
+				fmt.Fprintf(stderr, "ax bench: %v\n", err)
+				return exitFail
+			}
+			env.Observer = m
+		}
+		r, err := workloads[w].run(ctx, env, n, *concurrency)
 		drop()
 		if err != nil {
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)

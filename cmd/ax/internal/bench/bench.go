@@ -64,12 +64,15 @@ type Env struct {
 	Name  string // the store's name in results: sqlite, postgres, mysql
 	// DBCPU, when set, returns the CPU time the database server has used so far.
 	DBCPU func() (time.Duration, error)
+	// Observer, when set, receives the scheduler's events (ax bench --metrics), so
+	// that a run measures their cost.
+	Observer ax.Observer
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newScheduler(env Env, concurrency int) (*ax.Scheduler, error) {
-	return ax.New(ax.Config{Store: env.Store, Logger: quiet(), OwnerService: "ax-bench", Concurrency: concurrency})
+	return ax.New(ax.Config{Store: env.Store, Logger: quiet(), OwnerService: "ax-bench", Concurrency: concurrency, Observer: env.Observer})
 }
 
 // insertAll writes tasks straight to the store in batches of 1,000, so that
