@@ -102,7 +102,7 @@ func stop(t *testing.T, s *ax.Scheduler) {
 	}
 }
 
-// The article's reconciliation case: every 2s, and a run sometimes takes 5s. With
+// The reconciliation case: every 2s, and a run sometimes takes 5s. With
 // OverlapSkip (the default) two runs never overlap, the slots inside a long run are
 // SKIPPED with the reason, and the first slot after it runs on time.
 func TestEveryOverlapSkip(t *testing.T) {

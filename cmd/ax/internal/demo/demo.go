@@ -1,8 +1,8 @@
-// Package demo is the scenario behind `ax demo`: the article's two cases, the order
-// timeout (section 5.1) and the payment reconciliation (section 5.2), run end to end
-// at the same time on one scheduler and an embedded SQLite store.
+// Package demo is the scenario behind `ax demo`: two cases, an unpaid order closed
+// after its timeout and a payment reconciliation every 2 seconds, run end to end at
+// the same time on one scheduler and an embedded SQLite store.
 //
-// An order that is not paid within its timeout (the article's 30 minutes, scaled down
+// An order that is not paid within its timeout (30 minutes in a real shop, scaled down
 // to seconds) is closed. Each order's close is a delayed task,
 //
 //	s.Delay(ctx, "order.close.timeout", orderID, timeout, ax.WithPayload(…))
@@ -60,7 +60,7 @@ import (
 	"github.com/axsched/ax/store/sqlite"
 )
 
-// TaskName is the handler name of the order close timeout, as in the article.
+// TaskName is the handler name of the order close timeout.
 const TaskName = "order.close.timeout"
 
 // OwnerService is the owner_service recorded on the demo's tasks.
@@ -84,8 +84,8 @@ var ErrConfig = errors.New("invalid config")
 type Config struct {
 	// Orders is how many orders are created, at least 3. Defaults to DefaultOrders (40).
 	Orders int
-	// MinTimeout and MaxTimeout bound each order's payment timeout (the article's 30
-	// minutes); timeouts are spread uniformly between them. Default DefaultMinTimeout
+	// MinTimeout and MaxTimeout bound each order's payment timeout (30 minutes in a
+	// real shop); timeouts are spread uniformly between them. Default DefaultMinTimeout
 	// (3s) and DefaultMaxTimeout (12s).
 	MinTimeout, MaxTimeout time.Duration
 	// Paid is how many users pay before their timeout. Defaults to 40% of Orders;

@@ -18,8 +18,7 @@ import (
 // and the task key of its occurrences.
 const ReconcileName = "payment.reconcile"
 
-// DefaultReconcileEvery is the default interval of the payment reconciliation, as in
-// the article.
+// DefaultReconcileEvery is the default interval of the payment reconciliation.
 const DefaultReconcileEvery = 2 * time.Second
 
 const (
@@ -30,7 +29,7 @@ const (
 	// a run may still be skipped.
 	reconcileSettle = 100 * time.Millisecond
 	// defaultReconcileOnTime bounds the lateness of the first run after a slow one:
-	// the article's 200ms (Config.reconcileOnTime).
+	// 200ms (Config.reconcileOnTime).
 	defaultReconcileOnTime = 200 * time.Millisecond
 	// reconcilePoll is how often the demo reads the occurrences whose slot passed.
 	reconcilePoll = 50 * time.Millisecond
