@@ -68,6 +68,7 @@ func TestSubmitMany(t *testing.T) {
 // results are written for many tasks per call: the store calls per task fall well
 // below one per step.
 func TestWritesAreBatchedUnderLoad(t *testing.T) {
+	t.Parallel()
 	for name, open := range everyStore {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -98,6 +98,7 @@ func TestClockSkew(t *testing.T) {
 // that clock (StartedAt is stamped by the database), and nothing starts late beyond
 // the lateness target.
 func TestClockSkewRealStores(t *testing.T) {
+	t.Parallel()
 	for name, open := range realStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

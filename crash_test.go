@@ -94,6 +94,7 @@ func TestCrashChild(t *testing.T) {
 }
 
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}

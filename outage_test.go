@@ -56,6 +56,7 @@ var outageStores = map[string]func(t *testing.T) (ax.Store, *servicetest.Proxy){
 // tasks are falling due. Calls made during the cut fail with an error; once it is
 // restored the scheduler resumes on its own, and every task runs exactly once.
 func TestDatabaseOutage(t *testing.T) {
+	t.Parallel()
 	for name, open := range outageStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

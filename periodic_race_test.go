@@ -24,6 +24,7 @@ import (
 // (localClock) instead of measuring PostgreSQL's clock, which stays real and so
 // years ahead: every slot of the bubble is long due for the database.
 func TestSchedulersRaceOnPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := servicetest.PostgresDSN(t)
 	ctx := context.Background()
 	st0, err := postgres.Open(ctx, dsn) // migrate outside the bubble
@@ -122,6 +123,7 @@ func TestSchedulersRaceOnPostgres(t *testing.T) {
 // two runs ever overlap, on either scheduler, and the slots inside a run are SKIPPED;
 // the store's claim is the only thing the two schedulers share.
 func TestOverlapAcrossSchedulers(t *testing.T) {
+	t.Parallel()
 	for name, open := range realStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -117,6 +117,7 @@ func sqlBegin(t *testing.T, driver, dsn string) func(context.Context) appTx {
 }
 
 func TestWithTxRollbackMeansTheTaskNeverExisted(t *testing.T) {
+	t.Parallel()
 	for name, open := range txStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -155,6 +156,7 @@ func TestWithTxRollbackMeansTheTaskNeverExisted(t *testing.T) {
 // A task due in 100 ms whose transaction commits after a second fires right after
 // the commit. The refill interval is an hour, so only the commit can bring it.
 func TestWithTxCommittedLateFiresAfterCommit(t *testing.T) {
+	t.Parallel()
 	for name, open := range txStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
