@@ -2,11 +2,11 @@ package ax
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/axsched/ax/internal/execute"
@@ -160,7 +160,7 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, errorf("ax: config: %s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalid))
+		errs = append(errs, fmt.Errorf("%s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalid))
 	}
 	if c.Store == nil {
 		bad("Store", "is required")
@@ -196,8 +196,24 @@ func (c Config) validate() error {
 	if c.MaxCatchUp < 0 || c.MaxCatchUp > maxCatchUp {
 		bad("MaxCatchUp", "%d is outside [0, %d]", c.MaxCatchUp, maxCatchUp)
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("ax: config: %w", configErrors(errs))
 }
+
+// configErrors reads as its errors joined by "; ", and unwraps to each.
+type configErrors []error
+
+func (c configErrors) Error() string {
+	msgs := make([]string, len(c))
+	for i, err := range c {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (c configErrors) Unwrap() []error { return c }
 
 // Handler runs tasks. Handle is called once per execution; it may be called again
 // for the same task (a retry, or a re-run after a crash) with a new execution id, so

@@ -31,6 +31,12 @@ var (
 	ErrNotRunning = errors.New("scheduler not running")
 )
 
+// lifecycleError is an ErrNotRunning that reads as its own message only ("already
+// started"), not as the sentinel's text too.
+func lifecycleError(msg string) error {
+	return sentinelOnly{sentinel: errors.New(msg), err: ErrNotRunning}
+}
+
 // TaskStateError is the error of a call that the state of an existing task refused:
 // ErrDuplicate (Delay, At: a task with this name and key exists), ErrNotCancellable
 // (Cancel) or ErrNotTriggerable (Trigger). errors.Is matches the sentinel; errors.As
@@ -42,7 +48,7 @@ type TaskStateError struct {
 }
 
 // Error says what was refused and why, once, e.g. `ax: cancel "job"/"42": task 7 is
-// RUNNING: not cancellable`, or `ax: trigger task 7: task 7 is SCHEDULED: task key
+// RUNNING: not cancellable`, or `ax: trigger: task 7 is SCHEDULED: task key
 // "account-42" held by task 6: not triggerable`.
 func (e *TaskStateError) Error() string {
 	msg := fmt.Sprintf("ax: %s: task %d is %s", e.Op, e.Task.ID, e.Task.Status)

@@ -98,7 +98,7 @@ func TestTaskStateErrors(t *testing.T) {
 		{"Cancel of a running task", s.Cancel(ctx, "job", "running"),
 			ax.ErrNotCancellable, ax.Running, `ax: cancel "job"/"running": task ` + strconv.FormatInt(running.ID, 10) + ` is RUNNING: `},
 		{"Trigger of a running task", s.Trigger(ctx, running.ID),
-			ax.ErrNotTriggerable, ax.Running, `ax: trigger task ` + strconv.FormatInt(running.ID, 10) + `: task ` + strconv.FormatInt(running.ID, 10) + ` is RUNNING: `},
+			ax.ErrNotTriggerable, ax.Running, `ax: trigger: task ` + strconv.FormatInt(running.ID, 10) + ` is RUNNING: not triggerable`},
 	} {
 		if !errors.Is(c.err, c.sentinel) {
 			t.Errorf("%s: %v, want %v", c.what, c.err, c.sentinel)
@@ -135,6 +135,6 @@ func TestTriggerRefusedByAHeldKey(t *testing.T) {
 		t.Fatalf("Trigger with the key held: %v, want a TaskStateError for task %d", err, waiting.ID)
 	}
 	id := strconv.FormatInt(waiting.ID, 10)
-	oncePrefixed(t, "Trigger with the key held", err, `ax: trigger task `+id+`: task `+id+` is SCHEDULED: task key "account-42" held by task `+
+	oncePrefixed(t, "Trigger with the key held", err, `ax: trigger: task `+id+` is SCHEDULED: task key "account-42" held by task `+
 		strconv.FormatInt(holder.ID, 10)+`: not triggerable`)
 }

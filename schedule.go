@@ -174,7 +174,7 @@ func (s *Scheduler) register(op, name string, sp cronspec.Spec, opts []ScheduleO
 	s.mu.Lock()
 	if s.state == stateStopped {
 		s.mu.Unlock()
-		return errorf("ax: %s %q: the scheduler is stopped: %w", op, name, ErrNotRunning)
+		return errorf("ax: %s %q: %w", op, name, lifecycleError("the scheduler is stopped"))
 	}
 	if s.state == stateNew {
 		s.periodics[name] = p

@@ -188,10 +188,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	switch s.state {
 	case stateStarted:
 		s.mu.Unlock()
-		return errorf("ax: start: already started: %w", ErrNotRunning)
+		return errorf("ax: start: %w", lifecycleError("already started"))
 	case stateStopped:
 		s.mu.Unlock()
-		return errorf("ax: start: the scheduler was stopped and cannot start again; create a new one with New: %w", ErrNotRunning)
+		return errorf("ax: start: %w", lifecycleError("the scheduler was stopped and cannot start again; create a new one with New"))
 	}
 	s.state = stateStarting
 	s.mu.Unlock()
@@ -339,6 +339,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	}
 
 	r.cancel()
+	r.exec.Quiesce() // no new starts while the loops wind down
 	loops := make(chan struct{})
 	go func() { r.wg.Wait(); close(loops) }()
 	select {
@@ -436,7 +437,7 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 	}
 	r := s.current()
 	if r == nil {
-		return errorf("ax: trigger task %d: %w", id, ErrNotRunning)
+		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is not started"))
 	}
 	execID, err := uuid.NewV7()
 	if err != nil {
@@ -444,7 +445,7 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 	}
 	t, err := s.st.Trigger(ctx, id, execID.String())
 	if err != nil {
-		op := fmt.Sprintf("trigger task %d", id)
+		op := "trigger"
 		if t != nil && errors.Is(err, ErrNotTriggerable) {
 			return &TaskStateError{Op: op, Task: taskOf(t), Err: err}
 		}
@@ -453,6 +454,8 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 	r.loop.Remove(id)
 	s.obs.Claimed(s.clock.Now(), []store.Task{*t})
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", observe.TaskAttrs(t)...)
-	r.exec.Dispatch([]store.Task{*t}, false)
+	if !r.exec.Dispatch([]store.Task{*t}, false) {
+		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is stopping; the task was handed back and runs when a scheduler claims it"))
+	}
 	return nil
 }

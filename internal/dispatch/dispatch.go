@@ -32,9 +32,10 @@ import (
 
 // Executor takes the tasks the loop claimed.
 type Executor interface {
-	// Dispatch takes claimed tasks; it must not block. Each one counts against the
-	// loop's capacity until the executor calls Loop.Done for it.
-	Dispatch(tasks []store.Task, claimed bool)
+	// Dispatch takes claimed tasks; it must not wait for them to run. Each one
+	// counts against the loop's capacity until the executor calls Loop.Done for it.
+	// It reports whether it took them (false: it handed them back, stopping).
+	Dispatch(tasks []store.Task, claimed bool) (accepted bool)
 }
 
 // Config is what a Loop needs.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/axsched/ax/internal/observe"
@@ -41,6 +42,9 @@ type Executor struct {
 	finished   chan struct{} // closed when the finisher must drain and end
 	hbQuit     chan struct{} // closed when the heartbeater must end: after the results are written
 	abandon    chan struct{} // closed when Stop's context ends: write once more, retry no more
+	handedBack chan struct{} // closed when Quiesce has handed back the pending tasks
+	quiesce    sync.Once
+	unwritten  atomic.Int64 // results and hand-backs that could not be written
 	// closed when each loop has ended
 	starterDone, finisherDone, heartbeaterDone chan struct{}
 }
@@ -89,6 +93,7 @@ func New(cfg Config) *Executor {
 		finished:   make(chan struct{}),
 		hbQuit:     make(chan struct{}),
 		abandon:    make(chan struct{}),
+		handedBack: make(chan struct{}),
 
 		starterDone:     make(chan struct{}),
 		finisherDone:    make(chan struct{}),
@@ -112,10 +117,11 @@ func (e *Executor) signal() {
 
 // Dispatch accepts claimed tasks; claimed says the scheduling loop claimed them (and
 // counts them until OnDone). It does not wait for handlers; it calls the store only
-// to hand back, in one batch, what it cannot take (no handler, stopping).
-func (e *Executor) Dispatch(tasks []store.Task, claimed bool) {
+// to hand back, in one batch, what it cannot take (no handler, stopping). It returns
+// false when the executor is stopping: everything was handed back.
+func (e *Executor) Dispatch(tasks []store.Task, claimed bool) (accepted bool) {
 	if len(tasks) == 0 {
-		return
+		return true
 	}
 	e.mu.Lock()
 	if e.stopping {
@@ -125,7 +131,7 @@ func (e *Executor) Dispatch(tasks []store.Task, claimed bool) {
 			ds[i] = dispatched{task: t, claimed: claimed}
 		}
 		e.handBack(ds, observe.Stopping, "scheduler stopping")
-		return
+		return false
 	}
 	var unroutable []dispatched
 	for _, t := range tasks {
@@ -146,6 +152,7 @@ func (e *Executor) Dispatch(tasks []store.Task, claimed bool) {
 			return fmt.Sprintf("no executor has a handler for %q", d.task.Name)
 		})
 	}
+	return true
 }
 
 func (e *Executor) starter() {
@@ -376,11 +383,16 @@ func (e *Executor) finish(batch []*execution) {
 		results[i] = Result(&x.task, x.err, x.released, now, e.backoff)
 	}
 	var applied []bool
+	ambiguous := false // an earlier attempt failed: it may have committed
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
 		if applied, err = e.cfg.Store.Finish(context.Background(), results); err == nil {
+			if ambiguous {
+				e.ownFinish(results, applied)
+			}
 			break
 		}
+		ambiguous = true
 		// Keep the executions in the running set so that heartbeats keep them
 		// alive while the store is unreachable; give up when the store is closed or
 		// on a hard stop: orphan recovery takes over.
@@ -434,8 +446,26 @@ func (e *Executor) finish(batch []*execution) {
 	}
 }
 
+// ownFinish resolves the results a retried Finish answers as not applied: if the
+// task holds this execution's outcome already, the earlier attempt committed but its
+// answer was lost on the way back. (Recovery writes an orphan's outcome under the
+// same execution id, but never SUCCEEDED, and with its own LastError.)
+func (e *Executor) ownFinish(results []store.Finish, applied []bool) {
+	for i, f := range results {
+		if applied[i] {
+			continue
+		}
+		t, err := e.cfg.Store.Get(context.Background(), f.TaskID)
+		if err == nil && t.ExecutionID == f.ExecutionID && t.Status == f.Status &&
+			(f.Status == store.Succeeded || t.LastError == f.Error) {
+			applied[i] = true
+		}
+	}
+}
+
 // forget drops executions whose results could not be written: recovery takes them.
 func (e *Executor) forget(batch []*execution) {
+	e.unwritten.Add(int64(len(batch)))
 	e.mu.Lock()
 	for _, x := range batch {
 		delete(e.running, x.task.ExecutionID)
@@ -542,6 +572,7 @@ func (e *Executor) handBackEach(ds []dispatched, code string, reason func(dispat
 	applied, err := e.cfg.Store.Requeue(ctx, rq)
 	if err != nil {
 		e.cfg.Log.LogAttrs(ctx, slog.LevelError, "ax: hand back claimed tasks failed; recovery will", slog.Int("tasks", len(rq)), slog.Any("err", err))
+		e.unwritten.Add(int64(len(rq)))
 	}
 	for i, ok := range applied {
 		if ok && ds[i].task.DispatchRetries < e.cfg.MaxDispatchRetries { // SCHEDULED again: back in line at its dispatch backoff, not a refill later
@@ -564,38 +595,63 @@ func (e *Executor) handBackEach(ds []dispatched, code string, reason func(dispat
 // background the results of handlers that return within a second are written (one
 // attempt each); recovery takes whatever is left.
 func (e *Executor) Stop(ctx context.Context) error {
-	e.mu.Lock()
-	e.stopping = true
-	pending := e.pending
-	e.pending = nil
-	e.mu.Unlock()
-	close(e.quit)
-	if len(pending) > 0 {
-		e.handBack(pending, observe.Stopping, "scheduler stopping")
-	}
+	e.Quiesce()
 	handlers := make(chan struct{})
 	go func() {
 		<-e.starterDone // no handler is added after the starter ends
 		e.handlers.Wait()
 		close(handlers)
 	}()
-	select {
-	case <-handlers:
-	case <-ctx.Done():
+	done := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !done(e.handedBack) || !done(handlers) {
 		e.hardStop(handlers)
 		return ctx.Err()
 	}
 	close(e.finished)
-	select {
-	case <-e.finisherDone:
-	case <-ctx.Done():
+	if !done(e.finisherDone) {
 		e.hardStop(handlers)
 		return ctx.Err()
 	}
 	close(e.hbQuit)
-	<-e.heartbeaterDone // at most one heartbeat call in flight, bounded by StoreTimeout
+	// Everything is written; a heartbeat call still in flight ends by itself
+	// (StoreTimeout) and need not be waited for past ctx.
+	ended := done(e.heartbeaterDone)
 	e.cancelBase()
+	if !ended {
+		return ctx.Err()
+	}
+	if n := e.unwritten.Load(); n > 0 {
+		return fmt.Errorf("%d results or hand-backs could not be written; recovery takes them", n)
+	}
 	return nil
+}
+
+// Quiesce stops starting tasks: the claimed ones not started are handed back, in the
+// background (Stop waits for it within its context), and whatever is dispatched from
+// now on is handed back at once. Running handlers go on. Stop quiesces first;
+// calling Quiesce earlier stops new starts while the scheduling loop winds down.
+func (e *Executor) Quiesce() {
+	e.quiesce.Do(func() {
+		e.mu.Lock()
+		e.stopping = true
+		pending := e.pending
+		e.pending = nil
+		e.mu.Unlock()
+		close(e.quit)
+		go func() {
+			defer close(e.handedBack)
+			if len(pending) > 0 {
+				e.handBack(pending, observe.Stopping, "scheduler stopping")
+			}
+		}()
+	})
 }
 
 // hardStop ends what stop could not wait for: it cancels the handlers, stops the

@@ -1,10 +1,14 @@
 package execute
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,4 +89,89 @@ func TestDuplicateDeliveryRunsOnce(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+// lostAnswerStore commits the first Finish and then reports it failed, as a network
+// store does when the connection drops during COMMIT.
+type lostAnswerStore struct {
+	store.Store
+	lost atomic.Bool
+}
+
+func (s *lostAnswerStore) Finish(ctx context.Context, r []store.Finish) ([]bool, error) {
+	applied, err := s.Store.Finish(ctx, r)
+	if err == nil && s.lost.CompareAndSwap(false, true) {
+		return nil, errors.New("connection reset during commit")
+	}
+	return applied, err
+}
+
+// A result whose first write committed unanswered is recognised on the retry as this
+// execution's own: the task's key is freed and the loop is told it finished, instead
+// of the result being taken for superseded.
+func TestFinishAnswerLost(t *testing.T) {
+	t.Parallel()
+	sq, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	st := &lostAnswerStore{Store: sq}
+	ctx := context.Background()
+	ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(time.Hour), MaxRetry: 5, TaskKey: "account-1", Overlap: store.OverlapQueue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	freed := make(chan []string, 1)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	ex := New(Config{
+		Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil)),
+		Node: "test", Concurrency: 1, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
+		Handler: func(string) *Handler {
+			return &Handler{Run: func(context.Context, *store.Task) error { return nil }, Timeout: time.Minute}
+		},
+		OnDone:     func(n int) { done <- n },
+		OnKeysFree: func(keys []string) { freed <- keys },
+	})
+	ex.Start()
+	defer ex.Stop(ctx)
+	claimed, err := st.Trigger(ctx, ins[0].Task.ID, "01900000-0000-7000-8000-000000000002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex.Dispatch([]store.Task{*claimed}, true)
+	select {
+	case n := <-done:
+		if n != 1 {
+			t.Errorf("OnDone(%d), want 1", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the loop was never told the task finished")
+	}
+	select {
+	case keys := <-freed:
+		if len(keys) != 1 || keys[0] != "account-1" {
+			t.Errorf("keys freed %v, want [account-1]", keys)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the task's key was never freed: the committed result was taken for superseded")
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if strings.Contains(logs.String(), "superseded") {
+		t.Errorf("the lost answer was taken for a superseded result:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -30,6 +30,10 @@ type insertReq struct {
 // maxCoalesced bounds one multi-row insert.
 const maxCoalesced = 1000
 
+// Insert writes nt, in one multi-row insert with the others queued meanwhile, and
+// returns when its own row is durable. A caller whose ctx ends while its row still
+// waits in the queue leaves with ctx.Err() and nothing written; once its row is in a
+// batch being written, it waits for that write (bounded by st) and gets its result.
 func (c *Coalescer) Insert(ctx context.Context, st store.Store, nt store.NewTask) (store.Inserted, error) {
 	req := &insertReq{task: nt, done: make(chan struct{})}
 	c.mu.Lock()
@@ -40,10 +44,18 @@ func (c *Coalescer) Insert(ctx context.Context, st store.Store, nt store.NewTask
 		case <-req.done:
 			return req.res, req.err
 		case <-ctx.Done():
-			// The row may still be written by the batch in flight, as with any
-			// cancelled call whose commit was under way.
-			return store.Inserted{}, ctx.Err()
 		}
+		c.mu.Lock()
+		for i, r := range c.queue {
+			if r == req { // not taken yet: withdraw it
+				c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
+				c.mu.Unlock()
+				return store.Inserted{}, ctx.Err()
+			}
+		}
+		c.mu.Unlock()
+		<-req.done // in the batch being written: its outcome is the caller's
+		return req.res, req.err
 	}
 	c.writing = true
 	for {

@@ -13,6 +13,7 @@ package periodic
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -41,7 +42,8 @@ type Config struct {
 	MaxCatchUp     int
 	// Registered returns the schedules registered here, by name.
 	Registered func() []*Schedule
-	// Occurrence builds the task of p's occurrence at slot.
+	// Occurrence builds the task of p's occurrence at slot; store.ErrNotFound when p
+	// is no longer registered.
 	Occurrence func(p *Schedule, slot time.Time) (store.NewTask, error)
 	// Fired is told the occurrences written, for the scheduling loop.
 	Fired func(dues ...store.Due)
@@ -120,6 +122,10 @@ func Fire(ctx context.Context, cfg Config, rows []store.Schedule) {
 			if !row.NextFireAt.After(now.Add(FireAhead)) {
 				next, applied, err := fire(ctx, cfg, p, &row, now)
 				switch {
+				case err != nil && errors.Is(err, store.ErrNotFound):
+					// Deleted here (DeleteSchedule) since the list was read.
+					reload, wait = true, min(wait, 100*time.Millisecond)
+					continue
 				case err != nil:
 					if ctx.Err() != nil {
 						return
