@@ -240,6 +240,32 @@ func TestCronTimeZones(t *testing.T) {
 	if h, m, _ := got[0].NextFireAt.In(kolkata).Clock(); h != 9 || m != 0 {
 		t.Errorf("next fire %v is %02d:%02d in Kolkata, want 09:00", got[0].NextFireAt, h, m)
 	}
+	// Restart: a new scheduler that does not register it (it is dormant there)
+	// pauses and resumes it from the stored zone alone, and one that registers it
+	// again keeps its timing.
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dormant := newScheduler(t, st, nil)
+	if err := dormant.PauseSchedule(ctx, "report"); err != nil {
+		t.Fatal(err)
+	}
+	if err := dormant.ResumeSchedule(ctx, "report"); err != nil {
+		t.Fatalf("ResumeSchedule from the stored zone after a restart: %v", err)
+	}
+	again := newScheduler(t, st, nil)
+	again.HandleFunc("report", func(context.Context, *ax.Task) error { return nil })
+	if err := again.Cron("report", "0 9 * * *", ax.WithTimeZone(kolkata)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, again)
+	got, err = again.Schedules(ctx)
+	if err != nil || len(got) != 1 || got[0].TimeZone != "Asia/Kolkata" || got[0].Paused || got[0].Dormant {
+		t.Fatalf("after restart, Schedules = %+v, %v; want report in Asia/Kolkata, running", got, err)
+	}
+	if h, m, _ := got[0].NextFireAt.In(kolkata).Clock(); h != 9 || m != 0 {
+		t.Errorf("after restart, next fire %v is %02d:%02d in Kolkata, want 09:00", got[0].NextFireAt, h, m)
+	}
 }
 
 func TestNextFireTimes(t *testing.T) {

@@ -334,3 +334,62 @@ func TestCallsWithADoneContextWriteNothing(t *testing.T) {
 		t.Errorf("existing task after cancelled Cancel/Trigger: %+v, %v; want SCHEDULED, never triggered", got, err)
 	}
 }
+
+// Stop keeps to its deadline in the steps around the handlers too: handing back the
+// claimed tasks that never started, and the last heartbeat call.
+func TestStopHonoursItsContextInEveryStep(t *testing.T) {
+	for _, hang := range []string{"Requeue", "Heartbeat"} {
+		t.Run(hang, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.New()
+				defer mem.Close()
+				st := storecount.New(mem)
+				var hanging atomic.Bool
+				st.Before = func(ctx context.Context, method string) error {
+					if method == hang && hanging.Load() {
+						<-ctx.Done() // an unreachable database, until the call's timeout
+						return ctx.Err()
+					}
+					return nil
+				}
+				ctx := context.Background()
+				s, err := ax.New(ax.Config{Store: st, Logger: quietLogger(), Concurrency: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				run := 100 * time.Millisecond // Requeue: the others wait behind it
+				if hang == "Heartbeat" {
+					run = 12 * time.Second // past the first heartbeat, at 10s
+				}
+				s.HandleFunc("job", func(ctx context.Context, task *ax.Task) error { time.Sleep(run); return nil })
+				if err := s.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for _, key := range []string{"a", "b", "c", "d"} {
+					if _, err := s.Delay(ctx, "job", key, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				synctest.Wait() // one runs, the others are claimed and pending
+				hanging.Store(true)
+				if hang == "Heartbeat" {
+					time.Sleep(11 * time.Second) // a heartbeat call is in flight, hanging
+				}
+				stopCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				t0 := time.Now()
+				err = s.Stop(stopCtx)
+				if took := time.Since(t0); took > 2*time.Second {
+					t.Errorf("Stop returned after %v with %s hanging, past its 2s deadline", took, hang)
+				}
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Stop with %s hanging: %v, want DeadlineExceeded", hang, err)
+				}
+				// The hanging calls end with their own timeouts (the bubble's clock
+				// stands still once this function returns, so wait for them here).
+				time.Sleep(ax.DefaultStoreTimeout + 5*time.Second)
+				synctest.Wait()
+			})
+		})
+	}
+}

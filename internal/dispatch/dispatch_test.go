@@ -1,0 +1,156 @@
+package dispatch
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is an Executor that keeps what it is given, and when.
+type recorder struct {
+	mu   sync.Mutex
+	got  []store.Task
+	when []time.Time
+}
+
+func (r *recorder) Dispatch(ts []store.Task, claimed bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range ts {
+		r.got = append(r.got, t)
+		r.when = append(r.when, time.Now())
+	}
+	return true
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+func newLoop(st store.Store, exec Executor, capacity int) *Loop {
+	return New(Config{
+		Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Executor: exec,
+		Tick: 10 * time.Millisecond, Window: time.Minute, RefillInterval: time.Second, Capacity: capacity,
+	})
+}
+
+// Tasks are claimed at their due time, never before and within a tick, whether the
+// refill finds them or Add brings them; no more than Capacity are out at once, and
+// Done makes room for the rest.
+func TestClaimsOnTimeWithinCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		t0 := time.Now()
+		var nts []store.NewTask
+		for i, d := range []time.Duration{time.Second, 2 * time.Second, 2 * time.Second, 3 * time.Second} {
+			nts = append(nts, store.NewTask{Name: "job", Key: string(rune('a' + i)), DueAt: t0.Add(d), MaxRetry: 1})
+		}
+		if _, err := st.Insert(ctx, nts); err != nil { // found by the first refill
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		l := newLoop(st, rec, 2)
+		var wg sync.WaitGroup
+		l.Run(ctx, &wg)
+		late, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "late", DueAt: t0.Add(1500 * time.Millisecond), MaxRetry: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Add(store.Due{ID: late[0].Task.ID, DueAt: late[0].Task.DueAt}) // as Delay does
+
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := rec.count(); n != 2 {
+			t.Fatalf("%d tasks dispatched with capacity 2 and none done, want 2", n)
+		}
+		l.Done(2)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		l.Done(2)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.got) != 5 {
+			t.Fatalf("%d tasks dispatched, want all 5", len(rec.got))
+		}
+		for i, task := range rec.got {
+			if rec.when[i].Before(task.DueAt) {
+				t.Errorf("task %s dispatched at %v, before its due time %v", task.Key, rec.when[i], task.DueAt)
+			}
+			if i < 2 && rec.when[i].Sub(task.DueAt) > 10*time.Millisecond {
+				t.Errorf("task %s dispatched %v after its due time, more than a tick", task.Key, rec.when[i].Sub(task.DueAt))
+			}
+			if task.Status != store.Dispatching || task.ExecutionID == "" {
+				t.Errorf("task %s dispatched as %s with execution %q, want DISPATCHING with an id", task.Key, task.Status, task.ExecutionID)
+			}
+		}
+		if rec.got[0].Key != "a" || rec.got[1].Key != "late" {
+			t.Errorf("first two dispatched %s, %s; want a (due +1s) then late (+1.5s)", rec.got[0].Key, rec.got[1].Key)
+		}
+	})
+}
+
+// A task whose key is held waits (Blocked) and is claimed at once when the holder
+// frees the key here.
+func TestBlockedTaskStartsWhenItsKeyIsFreed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		now := time.Now()
+		ins, err := st.Insert(ctx, []store.NewTask{
+			{Name: "job", Key: "holder", DueAt: now, MaxRetry: 1, TaskKey: "k", Overlap: store.OverlapQueue},
+			{Name: "job", Key: "waiter", DueAt: now.Add(time.Second), MaxRetry: 1, TaskKey: "k", Overlap: store.OverlapQueue},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		l := newLoop(st, rec, 10)
+		var wg sync.WaitGroup
+		l.Run(ctx, &wg)
+		time.Sleep(3 * time.Second) // the waiter is due, but the holder holds k
+		synctest.Wait()
+		if n := rec.count(); n != 1 {
+			t.Fatalf("%d dispatched while the key is held, want the holder only", n)
+		}
+		holder := rec.got[0]
+		if _, err := st.Requeue(ctx, []store.Requeue{{TaskID: holder.ID, ExecutionID: holder.ExecutionID, DueAt: now.Add(time.Hour), Error: "x", MaxDispatchRetries: 5}}); err != nil {
+			t.Fatal(err)
+		}
+		freedAt := time.Now()
+		l.Unblock([]string{"k"})
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.got) != 2 || rec.got[1].ID != ins[1].Task.ID {
+			t.Fatalf("dispatched %d tasks, want the waiter second", len(rec.got))
+		}
+		if d := rec.when[1].Sub(freedAt); d > 20*time.Millisecond {
+			t.Errorf("the waiter was claimed %v after its key was freed, want at once (not the 1s retry)", d)
+		}
+	})
+}

@@ -1,0 +1,106 @@
+package recovery
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/internal/execute"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// An execution whose heartbeats stopped is a failed attempt, retried after the
+// backoff; a claim never started is handed back as a dispatch failure. Both come
+// back to the loop (Requeued) and free their task keys (KeysFreed).
+func TestOrphansAndStuckClaims(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx := context.Background()
+		due := time.Now()
+		ins, err := st.Insert(ctx, []store.NewTask{
+			{Name: "job", Key: "orphan", DueAt: due, MaxRetry: 3, TaskKey: "k1", Overlap: store.OverlapQueue},
+			{Name: "job", Key: "stuck", DueAt: due, MaxRetry: 3},
+			{Name: "job", Key: "fine", DueAt: due, MaxRetry: 3},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphan, stuck, fine := ins[0].Task, ins[1].Task, ins[2].Task
+		if _, err := st.Claim(ctx, []store.Claim{
+			{ID: orphan.ID, ExecutionID: "01900000-0000-7000-8000-00000000000a"},
+			{ID: stuck.ID, ExecutionID: "01900000-0000-7000-8000-00000000000b"},
+			{ID: fine.ID, ExecutionID: "01900000-0000-7000-8000-00000000000c"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Start(ctx, []store.StartParams{
+			{TaskID: orphan.ID, ExecutionID: "01900000-0000-7000-8000-00000000000a", Node: "gone"},
+			{TaskID: fine.ID, ExecutionID: "01900000-0000-7000-8000-00000000000c", Node: "alive"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var requeued []store.Due
+		var freed []string
+		cfg := Config{
+			Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			OrphanAfter: time.Minute, DispatchTimeout: 30 * time.Second, MaxDispatchRetries: 5,
+			Backoff:   func(t *store.Task, n int) time.Duration { return execute.DefaultBackoff(n) },
+			Requeued:  func(d ...store.Due) { mu.Lock(); requeued = append(requeued, d...); mu.Unlock() },
+			KeysFreed: func(k []string) { mu.Lock(); freed = append(freed, k...); mu.Unlock() },
+		}
+		// Before the deadlines nothing is stale.
+		time.Sleep(20 * time.Second)
+		if err := Once(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if len(requeued) != 0 {
+			t.Fatalf("recovered %v before any deadline", requeued)
+		}
+		// The fine one keeps heartbeating; the orphan does not.
+		time.Sleep(50 * time.Second)
+		if _, err := st.Heartbeat(ctx, []store.ExecRef{{TaskID: fine.ID, ExecutionID: "01900000-0000-7000-8000-00000000000c"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); Run(runCtx, cfg) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+
+		got := map[string]*store.Task{}
+		for _, task := range []*store.Task{orphan, stuck, fine} {
+			if got[task.Key], err = st.Get(ctx, task.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if o := got["orphan"]; o.Status != store.Scheduled || o.Attempt != 1 || o.DispatchRetries != 0 {
+			t.Errorf("orphan: %s attempt %d dispatch retries %d; want SCHEDULED, attempt 1, 0", o.Status, o.Attempt, o.DispatchRetries)
+		}
+		if s := got["stuck"]; s.Status != store.Scheduled || s.Attempt != 0 || s.DispatchRetries != 1 {
+			t.Errorf("stuck: %s attempt %d dispatch retries %d; want SCHEDULED, attempt 0, 1", s.Status, s.Attempt, s.DispatchRetries)
+		}
+		if f := got["fine"]; f.Status != store.Running {
+			t.Errorf("fine: %s, want RUNNING (it heartbeats)", f.Status)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(requeued) != 2 || len(freed) != 1 || freed[0] != "k1" {
+			t.Errorf("requeued %v, freed %v; want the orphan and the stuck claim, and key k1", requeued, freed)
+		}
+	})
+}
