@@ -39,44 +39,6 @@ func (l *eventLog) count(kind ax.EventKind, name string) int {
 	return n
 }
 
-// warnCounter is a slog handler that keeps the messages of WARN records and their
-// "name" attribute.
-type warnCounter struct {
-	mu    sync.Mutex
-	warns []string
-}
-
-func (h *warnCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (h *warnCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *warnCounter) WithGroup(string) slog.Handler            { return h }
-func (h *warnCounter) Handle(_ context.Context, r slog.Record) error {
-	if r.Level == slog.LevelWarn {
-		msg := r.Message
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "name" {
-				msg += " name=" + a.Value.String()
-			}
-			return true
-		})
-		h.mu.Lock()
-		h.warns = append(h.warns, msg)
-		h.mu.Unlock()
-	}
-	return nil
-}
-
-func (h *warnCounter) matching(sub string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, w := range h.warns {
-		if strings.Contains(w, sub) {
-			n++
-		}
-	}
-	return n
-}
-
 // Handlers and schedules registered after Start work: a schedule is stored at once
 // and fires from its next slot; a task that came due before its handler existed is
 // reported (a WARN at most once a minute per name, an event each time) and runs once
@@ -86,7 +48,7 @@ func TestRegistrationAfterStart(t *testing.T) {
 		st := memory.New()
 		defer st.Close()
 		events := &eventLog{}
-		warns := &warnCounter{}
+		warns := &logCapture{}
 		s, err := ax.New(ax.Config{Store: st, Logger: slog.New(warns), Observer: events})
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +65,7 @@ func TestRegistrationAfterStart(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second) // several dispatch retries (100ms, 200ms, …)
 		synctest.Wait()
-		if n := warns.matching("name=late.handler"); n != 1 {
+		if n := len(warns.matching(slog.LevelWarn, "name=late.handler")); n != 1 {
 			t.Errorf("%d WARNs naming late.handler in 3s, want exactly 1 (at most one a minute)", n)
 		}
 		unhandled := events.count(ax.EventUnhandled, "late.handler")
