@@ -180,7 +180,8 @@ func describeParseError(text string, err error) string {
 	}
 	for i, f := range fields {
 		if _, ferr := checks[i].parser.Parse("1 " + f); ferr != nil {
-			return fmt.Sprintf("%s field: %v", checks[i].name, ferr)
+			// robfig ends some messages with the field again ("…(59): 61").
+			return fmt.Sprintf("%s field: %s", checks[i].name, strings.TrimSuffix(ferr.Error(), ": "+f))
 		}
 	}
 	return err.Error()

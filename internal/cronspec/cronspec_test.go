@@ -459,7 +459,7 @@ func TestParseInvalid(t *testing.T) {
 		{"CRON_TZ=Europe/Berlin 0 3 * * *", "time zone prefix CRON_TZ= is not supported: the time zone is given separately"},
 		{"TZ=UTC * * * * *", "time zone prefix TZ= is not supported: the time zone is given separately"},
 		{"TZ=UTC", "time zone prefix TZ= is not supported"},
-		{"61 * * * *", `ax: cron spec "61 * * * *": minute field: end of range (61) above maximum (59): 61: invalid input`},
+		{"61 * * * *", `ax: cron spec "61 * * * *": minute field: end of range (61) above maximum (59): invalid input`},
 		{"60 * * * * *", "second field: end of range (60) above maximum (59)"},
 		{"0 60 * * * *", "minute field: end of range (60) above maximum (59)"},
 		{"* 24 * * *", "hour field: end of range (24) above maximum (23)"},
