@@ -1,0 +1,62 @@
+package elect
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Elector chooses one leader among the candidates of one election (one namespace of one
+// backend). Its methods are safe for concurrent use.
+type Elector interface {
+	// Campaign blocks until candidate holds the lease, or until ctx ends (it then returns
+	// ctx.Err()). ctx bounds the wait only: the returned Lease stays held, renewed in the
+	// background, until Resign, or until a renewal cannot be confirmed in time — then
+	// Lease.Context is cancelled before the lease can have expired in the backend. Values of
+	// ctx are carried into Lease.Context. candidate names the holder in State.Holder; two
+	// campaigns with the same name are still distinct holders.
+	Campaign(ctx context.Context, candidate string) (Lease, error)
+
+	// Leader reports the current holder, its token and the lease's remaining time. A zero
+	// State.Holder means that nobody holds the lease.
+	Leader(ctx context.Context) (State, error)
+}
+
+// Lease is leadership held by one campaign. Its methods are safe for concurrent use.
+type Lease interface {
+	// Token returns the fencing token: strictly greater than the token of every earlier
+	// holder of the same election, within the limits the backend's package documents.
+	Token() int64
+
+	// Context returns a context cancelled when leadership is lost (context.Cause is ErrLost)
+	// or resigned (context.Cause is ErrResigned). Every leader-only goroutine should run
+	// under it.
+	Context() context.Context
+
+	// Resign cancels Context, stops the renewals and releases the lease with a
+	// compare-and-delete, so that a waiting candidate may acquire it at once. It returns
+	// ErrLost if the lease had already been lost (nothing is released then: a newer holder's
+	// lease is never touched). Calls after the first return the first call's result, except
+	// that a call whose ctx ended before the release could complete returns ctx.Err() and
+	// may be retried.
+	Resign(ctx context.Context) error
+}
+
+// State is a snapshot of an election.
+type State struct {
+	// Holder is the candidate name of the current holder; empty when nobody holds the lease.
+	Holder string
+	// Token is the holder's fencing token; zero when nobody holds the lease.
+	Token int64
+	// Remaining is the time until the lease expires unless renewed, as the backend counts it.
+	Remaining time.Duration
+}
+
+var (
+	// ErrLost is the cause of a Lease's Context when its renewal could not be confirmed in
+	// time or the backend no longer records it as the holder; Resign returns it then too.
+	ErrLost = errors.New("ax: leadership lost")
+
+	// ErrResigned is the cause of a Lease's Context after Resign.
+	ErrResigned = errors.New("ax: leadership resigned")
+)

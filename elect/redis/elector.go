@@ -1,0 +1,356 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/axsched/ax/elect"
+)
+
+// Elector is an elect.Elector backed by Redis. Create it with New; it is safe for concurrent
+// use and starts no goroutine of its own (each held Lease runs one renewer until it ends).
+type Elector struct {
+	client     goredis.UniversalClient
+	keys       []string // lease key, epoch key
+	channel    string   // release notifications
+	namespace  string
+	ttl        time.Duration
+	ttlMS      int64
+	renewEvery time.Duration
+	retryEvery time.Duration
+	margin     time.Duration
+	poll       time.Duration
+	log        *slog.Logger
+
+	// floor is the highest token this Elector has issued or seen; its next token exceeds it
+	// even if Redis lost the epoch key.
+	floor atomic.Int64
+}
+
+var _ elect.Elector = (*Elector)(nil)
+
+// minWait is the shortest pause between two acquire attempts.
+const minWait = 2 * time.Millisecond
+
+// New returns an Elector of the election named by WithNamespace, with its lease at key
+// <prefix>leader:<namespace> and its epoch at {<prefix>leader:<namespace>}:epoch (one hash
+// slot, so Redis Cluster works; prefix and namespace must not contain braces then). It
+// panics if an option is invalid (a TTL below MinTTL, an empty namespace).
+func New(client goredis.UniversalClient, opts ...Option) *Elector {
+	c := config{prefix: DefaultKeyPrefix, namespace: DefaultNamespace, ttl: DefaultTTL}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		panic(err)
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	key := c.prefix + "leader:" + c.namespace
+	e := &Elector{
+		client:     client,
+		keys:       []string{key, "{" + key + "}:epoch"},
+		channel:    "{" + key + "}:released",
+		namespace:  c.namespace,
+		ttl:        c.ttl,
+		ttlMS:      c.ttl.Milliseconds(),
+		renewEvery: c.ttl / 3,
+		retryEvery: max(c.ttl/20, 5*time.Millisecond),
+		margin:     max(c.ttl/10, 5*time.Millisecond),
+		poll:       min(MaxPollInterval, c.ttl/2),
+		log:        c.logger.With("namespace", c.namespace),
+	}
+	return e
+}
+
+// observe raises the token floor to tok.
+func (e *Elector) observe(tok int64) {
+	for {
+		cur := e.floor.Load()
+		if tok <= cur || e.floor.CompareAndSwap(cur, tok) {
+			return
+		}
+	}
+}
+
+// parseValue splits a lease value "<token> <id> <candidate>".
+func parseValue(v string) (tok int64, candidate string, err error) {
+	parts := strings.SplitN(v, " ", 3)
+	if len(parts) != 3 {
+		return 0, "", fmt.Errorf("ax: redis elector: malformed lease value %q", v)
+	}
+	tok, err = strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("ax: redis elector: malformed lease value %q", v)
+	}
+	return tok, parts[2], nil
+}
+
+// Leader reports the current holder. It raises this Elector's token floor to the holder's
+// token.
+func (e *Elector) Leader(ctx context.Context) (elect.State, error) {
+	res, err := leaderScript.Run(ctx, e.client, e.keys[:1]).Slice()
+	if err != nil {
+		return elect.State{}, fmt.Errorf("ax: redis elector: read leader: %w", err)
+	}
+	v, _ := res[0].(string)
+	pttl, _ := res[1].(int64)
+	if v == "" {
+		return elect.State{}, nil
+	}
+	tok, cand, err := parseValue(v)
+	if err != nil {
+		return elect.State{}, err
+	}
+	e.observe(tok)
+	return elect.State{Holder: cand, Token: tok, Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+}
+
+// Campaign blocks until candidate holds the lease or ctx ends. Between attempts it waits
+// until the current lease's PTTL runs out, at most the fallback poll (min(5s, TTL/2)), and
+// wakes early when the holder resigns (a PUBLISH from the release script).
+func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Subscribe before the first attempt, so that a release after a failed attempt is heard.
+	var released <-chan *goredis.Message
+	ps := e.client.Subscribe(ctx, e.channel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		e.log.WarnContext(ctx, "ax: redis elector: subscribe to releases failed; polling", "candidate", candidate, "err", err)
+	} else {
+		released = ps.Channel(goredis.WithChannelSize(1))
+	}
+
+	id := candidateID()
+	timer := time.NewTimer(0)
+	<-timer.C
+	defer timer.Stop()
+	for {
+		start := time.Now()
+		res, err := acquireScript.Run(ctx, e.client, e.keys, id+" "+candidate, e.ttlMS, e.floor.Load()).Slice()
+		wait := e.poll
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			e.log.WarnContext(ctx, "ax: redis elector: acquire failed", "candidate", candidate, "err", err)
+		case len(res) >= 3 && res[0] == int64(1):
+			tok, _ := res[1].(int64)
+			val, _ := res[2].(string)
+			e.observe(tok)
+			return e.newLease(ctx, candidate, tok, val, start), nil
+		case len(res) == 4:
+			if pttl, _ := res[1].(int64); pttl >= 0 {
+				wait = min(wait, time.Duration(pttl)*time.Millisecond)
+			}
+			if v, _ := res[2].(string); v != "" {
+				if tok, _, err := parseValue(v); err == nil {
+					e.observe(tok)
+				}
+			}
+			if s, _ := res[3].(string); s != "" {
+				if tok, err := strconv.ParseInt(s, 10, 64); err == nil {
+					e.observe(tok)
+				}
+			}
+		default:
+			return nil, fmt.Errorf("ax: redis elector: acquire: unexpected reply %v", res)
+		}
+		timer.Reset(max(wait, minWait))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+		case _, ok := <-released:
+			if !ok {
+				released = nil
+			}
+			if !timer.Stop() {
+				<-timer.C
+			}
+		}
+	}
+}
+
+// candidateID makes each campaign's lease value unique, so that two electors using the same
+// candidate name cannot renew or release each other's lease.
+func candidateID() string { return rand.Text()[:16] }
+
+// lease is one held leadership and its renewer.
+type lease struct {
+	e         *Elector
+	candidate string
+	token     int64
+	value     string
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	stop      chan struct{} // closed by Resign
+	done      chan struct{} // closed when the renewer returns
+
+	mu       sync.Mutex
+	deadline time.Time   // monotonic; lost when not extended by then
+	expiry   *time.Timer // fires at deadline
+	ended    bool        // lost or resigned
+	lost     bool
+
+	resignOnce sync.Mutex
+	resigned   bool
+	resignErr  error
+}
+
+func (e *Elector) newLease(ctx context.Context, candidate string, tok int64, val string, start time.Time) *lease {
+	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	l := &lease{
+		e: e, candidate: candidate, token: tok, value: val,
+		ctx: lctx, cancel: cancel,
+		stop: make(chan struct{}), done: make(chan struct{}),
+		deadline: start.Add(e.ttl - e.margin),
+	}
+	l.mu.Lock()
+	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.mu.Unlock()
+	go l.renew(start)
+	return l
+}
+
+func (l *lease) Token() int64             { return l.token }
+func (l *lease) Context() context.Context { return l.ctx }
+
+// expire runs at the deadline: unless a renewal moved it, the lease is lost.
+func (l *lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	if d := time.Until(l.deadline); d > 0 {
+		l.expiry.Reset(d)
+		return
+	}
+	l.endLocked(true)
+	l.e.log.Warn("ax: redis elector: leadership lost: renewal not confirmed in time", "candidate", l.candidate, "token", l.token)
+}
+
+// endLocked ends the lease with cause ErrLost or ErrResigned; l.mu is held.
+func (l *lease) endLocked(lost bool) {
+	if l.ended {
+		return
+	}
+	l.ended, l.lost = true, lost
+	l.expiry.Stop()
+	if lost {
+		l.cancel(elect.ErrLost)
+	} else {
+		l.cancel(elect.ErrResigned)
+	}
+}
+
+// extend moves the deadline after a renewal whose request started at start.
+func (l *lease) extend(start time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	if d := start.Add(l.e.ttl - l.e.margin); d.After(l.deadline) {
+		l.deadline = d
+	}
+}
+
+func (l *lease) currentDeadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// renew renews the lease every TTL/3 with compare-and-pexpire, retrying failed requests
+// every TTL/20 until the deadline.
+func (l *lease) renew(last time.Time) {
+	defer close(l.done)
+	e := l.e
+	timer := time.NewTimer(time.Until(last.Add(e.renewEvery)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.stop:
+			return
+		case <-timer.C:
+		}
+		start := time.Now()
+		rctx, cancel := context.WithDeadline(l.ctx, l.currentDeadline())
+		n, err := renewScript.Run(rctx, e.client, e.keys[:1], l.value, e.ttlMS).Int64()
+		cancel()
+		switch {
+		case l.ctx.Err() != nil:
+			return
+		case err == nil && n == 1:
+			l.extend(start)
+			timer.Reset(time.Until(start.Add(e.renewEvery)))
+		case err == nil:
+			l.mu.Lock()
+			l.endLocked(true)
+			l.mu.Unlock()
+			e.log.Warn("ax: redis elector: leadership lost: lease no longer held", "candidate", l.candidate, "token", l.token)
+			return
+		default:
+			e.log.Warn("ax: redis elector: renew failed", "candidate", l.candidate, "token", l.token, "err", err)
+			timer.Reset(e.retryEvery)
+		}
+	}
+}
+
+// Resign ends the lease and releases it with compare-and-delete.
+func (l *lease) Resign(ctx context.Context) error {
+	l.resignOnce.Lock()
+	defer l.resignOnce.Unlock()
+	if l.resigned {
+		return l.resignErr
+	}
+	l.mu.Lock()
+	wasLost := l.ended && l.lost
+	l.endLocked(false) // stop acting as leader before letting go
+	l.mu.Unlock()
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if wasLost {
+		l.resigned, l.resignErr = true, elect.ErrLost
+		return elect.ErrLost
+	}
+	n, err := releaseScript.Run(ctx, l.e.client, l.e.keys[:1], l.value, l.e.channel).Int64()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("ax: redis elector: release: %w", err)
+	}
+	l.resigned = true
+	if n == 0 {
+		l.resignErr = elect.ErrLost
+	}
+	return l.resignErr
+}

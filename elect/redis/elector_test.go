@@ -1,0 +1,193 @@
+package redis_test
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/elect/electtest"
+	"github.com/axsched/ax/elect/redis"
+)
+
+// Databases: the conformance suite, whose data-loss case runs FLUSHDB, owns dbSuite; every
+// other test shares dbShared under its own key prefix. No test uses FLUSHALL.
+const (
+	dbSuite  = 15
+	dbShared = 14
+)
+
+func addr() string {
+	if a := os.Getenv("AX_TEST_REDIS_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:6379"
+}
+
+// newClient returns a client of database db, skipping the test when Redis is unreachable
+// (failing instead when AX_REQUIRE_SERVICES=1).
+func newClient(t *testing.T, db int, hooks ...goredis.Hook) *goredis.Client {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr(), DB: db})
+	for _, h := range hooks {
+		c.AddHook(h)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		if os.Getenv("AX_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("Redis at %s unreachable and AX_REQUIRE_SERVICES=1: %v", addr(), err)
+		}
+		t.Skipf("Redis at %s unreachable (set AX_TEST_REDIS_ADDR; AX_REQUIRE_SERVICES=1 fails instead): %v", addr(), err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// uniquePrefix isolates a test's keys in a shared database.
+func uniquePrefix(t *testing.T) string {
+	return "axtest:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8] + ":"
+}
+
+// freezer blocks every command of one client while frozen: a frozen process.
+type freezer struct {
+	mu     sync.Mutex
+	thawed chan struct{} // nil when not frozen
+}
+
+func (f *freezer) freeze() (thaw func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan struct{})
+	f.thawed = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.thawed = nil
+			f.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+func (f *freezer) wait(ctx context.Context) error {
+	f.mu.Lock()
+	ch := f.thawed
+	f.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *freezer) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (f *freezer) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := f.wait(ctx); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *freezer) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if err := f.wait(ctx); err != nil {
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	admin := newClient(t, dbSuite)
+	var (
+		mu         sync.Mutex
+		freezers   = map[elect.Elector]*freezer{}
+		namespaces = map[string]string{}
+	)
+	electtest.Run(t, electtest.Harness{
+		New: func(t *testing.T, ttl time.Duration) elect.Elector {
+			mu.Lock()
+			ns, ok := namespaces[t.Name()]
+			if !ok {
+				ns = strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8]
+				namespaces[t.Name()] = ns
+			}
+			mu.Unlock()
+			f := &freezer{}
+			e := redis.New(newClient(t, dbSuite, f), redis.WithKeyPrefix("axtest:"), redis.WithNamespace(ns), redis.WithTTL(ttl))
+			mu.Lock()
+			freezers[e] = f
+			mu.Unlock()
+			return e
+		},
+		Freeze: func(e elect.Elector) func() {
+			mu.Lock()
+			defer mu.Unlock()
+			return freezers[e].freeze()
+		},
+		LoseData: func(t *testing.T) {
+			if err := admin.FlushDB(context.Background()).Err(); err != nil {
+				t.Fatalf("FLUSHDB: %v", err)
+			}
+		},
+	})
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, dbShared)
+	prefix := uniquePrefix(t)
+	e := redis.New(c, redis.WithKeyPrefix(prefix), redis.WithNamespace("orders"), redis.WithTTL(time.Second))
+	ctx := context.Background()
+	l, err := e.Campaign(ctx, "node-1")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	defer l.Resign(ctx)
+	key := prefix + "leader:orders"
+	v, err := c.Get(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	if want := "1 "; !strings.HasPrefix(v, want) || !strings.HasSuffix(v, " node-1") {
+		t.Fatalf("GET %s = %q, want \"1 <id> node-1\"", key, v)
+	}
+	pttl, err := c.PTTL(ctx, key).Result()
+	if err != nil || pttl <= 0 || pttl > time.Second {
+		t.Fatalf("PTTL %s = %v, %v, want in (0, 1s]", key, pttl, err)
+	}
+	epoch, err := c.Get(ctx, "{"+key+"}:epoch").Int64()
+	if err != nil || epoch != l.Token() {
+		t.Fatalf("GET epoch = %d, %v, want %d", epoch, err, l.Token())
+	}
+}
+
+func TestNewRejectsShortTTL(t *testing.T) {
+	t.Parallel()
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("New(WithTTL(10ms)) did not panic")
+		}
+	}()
+	c := goredis.NewClient(&goredis.Options{Addr: addr()})
+	defer c.Close()
+	redis.New(c, redis.WithTTL(10*time.Millisecond))
+}
