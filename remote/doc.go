@@ -1,0 +1,78 @@
+// Package remote is the authentication layer of ax's executor protocol: the elected
+// leader dispatches claimed tasks to executors on other replicas over HTTP/JSON, and
+// every dispatch request is signed with the cluster secret and verified before the
+// executor reads it.
+//
+//	leader                                   executor
+//	Signer.Sign(req, body, token, now) ──▶   Verifier.Middleware ──▶ dispatch handler
+//	                                          │ 401 unsigned, forged, stale, replayed
+//	                                          │ 413 body over the bound
+//	                                          └ 503 nonce cache full
+//
+// # Headers
+//
+// A signed request carries four headers, each exactly once:
+//
+//	Ax-Timestamp  signing time, Unix milliseconds, decimal           1767225600000
+//	Ax-Nonce      128 random bits, 32 lowercase hex digits, per request
+//	Ax-Token      the leader's fencing token, positive decimal int64  42
+//	Ax-Signature  HMAC-SHA256(secret, canonical string), 64 lowercase hex digits
+//
+// # Canonical string
+//
+// The signature is the HMAC-SHA256, keyed with the cluster secret, of these six fields
+// joined by "\n" (a single line feed, no trailing one):
+//
+//	method        "POST", as sent ("GET" for an empty http.Request.Method)
+//	path          URL.EscapedPath() ("/" if empty), then "?" and URL.RawQuery if there is a query
+//	timestamp     the Ax-Timestamp value
+//	nonce         the Ax-Nonce value
+//	token         the Ax-Token value
+//	body hash     hex(SHA-256(body)), lowercase; for an empty body e3b0c442…b855
+//
+// For example, a POST of {"id":1} to /ax/v1/dispatch:
+//
+//	POST\n/ax/v1/dispatch\n1767225600000\n00112233445566778899aabbccddeeff\n42\n<hex sha256 of {"id":1}>
+//
+// The nonce and token are signed so that neither can be swapped onto another request.
+// The verifier accepts each of these values only in the canonical form above (no sign,
+// no leading zeros, exact digit counts), so one signature has one reading.
+//
+// # What the verifier refuses
+//
+// Verifier.Verify refuses, in this order: a missing header (ErrUnsigned); a malformed
+// or repeated header or a signature that does not match (ErrBadSignature); a timestamp
+// more than the window (DefaultWindow, 30 s) behind or ahead of its clock (ErrStale); a
+// nonce it has accepted before (ErrReplayed). Signatures are compared in constant time
+// (hmac.Equal). Middleware answers each refusal 401 with the sentinel's text and logs
+// it at WARN with the detail; it never logs the signature or the body.
+//
+// # Nonce cache
+//
+// Together, the window and the nonce cache make a request good once. A replay inside
+// the window is refused because its nonce is remembered; a replay after it is refused
+// as stale. A nonce is remembered until its request's timestamp plus the window plus a
+// margin of 5 s (for a wall clock stepped back a little), then evicted, earliest expiry
+// first. Memory is bounded: the cache holds at most WithNonceCapacity nonces
+// (DefaultNonceCapacity, 262,144, about 20 MiB). When it is full of unexpired nonces the
+// verifier does not forget one, which would let that request be replayed: it refuses
+// new requests with ErrNonceCacheFull, answered 503 with Retry-After, until nonces
+// expire. Only requests with a good signature reach the cache, so filling it needs the
+// secret. The cache lives in one process: a restarted executor forgets its nonces, so a
+// request captured within the last window could be replayed to it once.
+//
+// # Scope
+//
+// The signature covers neither the Host header nor the other headers: a request signed
+// for one executor verifies at another that shares the secret, once per executor, within
+// the window. So the dispatch body should name its target executor, and an executor
+// should refuse work addressed to another (the dispatch layer's duty, not this one's). The token is authenticated, not judged: the
+// executor compares it with the highest token it has seen to refuse a stale leader.
+//
+// # Listening
+//
+// Without a cluster secret the executor endpoint serves only on loopback: ListenGuard
+// refuses any other address with ErrInsecureListen. The health endpoint,
+// /ax/v1/health, is unsigned and served apart from dispatch, outside Middleware and
+// any queue of tasks, so a busy executor still answers it.
+package remote

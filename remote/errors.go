@@ -1,0 +1,30 @@
+package remote
+
+import "errors"
+
+// Errors of the remote protocol. Test them with errors.Is; the errors this package
+// returns read "ax: remote: <operation or sentinel>: <detail>".
+var (
+	// ErrNoSecret: the cluster secret is empty.
+	ErrNoSecret = errors.New("no cluster secret")
+	// ErrWeakSecret: the cluster secret is shorter than MinSecretLen bytes.
+	ErrWeakSecret = errors.New("cluster secret too short")
+	// ErrUnsigned: the request lacks one or more of the Ax-* headers.
+	ErrUnsigned = errors.New("unsigned request")
+	// ErrBadSignature: a header is malformed or repeated, or the signature does not
+	// match the request (forged, tampered with, or signed with another secret).
+	ErrBadSignature = errors.New("bad signature")
+	// ErrStale: the request's timestamp is further than the window from the verifier's
+	// clock, behind or ahead.
+	ErrStale = errors.New("stale request")
+	// ErrReplayed: the verifier accepted a request with this nonce before, within the
+	// window.
+	ErrReplayed = errors.New("replayed request")
+	// ErrNonceCacheFull: the verifier remembers as many unexpired nonces as its
+	// capacity allows, so it refuses new requests until some expire rather than forget
+	// one and let its replay through. The middleware answers 503.
+	ErrNonceCacheFull = errors.New("nonce cache full")
+	// ErrInsecureListen: ListenGuard refused an address that is not loopback because
+	// there is no cluster secret.
+	ErrInsecureListen = errors.New("refusing to serve without a cluster secret on a non-loopback address")
+)
