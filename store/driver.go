@@ -257,3 +257,16 @@ func SchedulesInOrder(defs []ScheduleDef, stored []Schedule) ([]Schedule, error)
 	}
 	return out, nil
 }
+
+// CheckLease validates AcquireLease's and RenewLease's arguments (ErrInvalid).
+func CheckLease(namespace, holder string, ttl time.Duration) error {
+	switch {
+	case namespace == "":
+		return fmt.Errorf("empty lease namespace: %w", ErrInvalid)
+	case holder == "":
+		return fmt.Errorf("empty lease holder: %w", ErrInvalid)
+	case ttl < time.Microsecond:
+		return fmt.Errorf("lease TTL %v below 1µs: %w", ttl, ErrInvalid)
+	}
+	return nil
+}

@@ -320,3 +320,40 @@ type Notifier interface {
 	// caller re-Listens after an error.
 	Listen(ctx context.Context, f func()) error
 }
+
+// Leaser is implemented by stores that can hold a leader lease per namespace
+// (elect/sqllease): one row of ax_leader per namespace with holder, epoch and expires_at,
+// changed only by conditional writes in the store's own clock ([Store.Now]), so that the
+// holders' clocks never decide who leads.
+//
+// The epoch is the fencing token: it never decreases and is never reused. AcquireLease
+// raises it by one atomically with the change of holder; ReleaseLease keeps it.
+type Leaser interface {
+	// AcquireLease takes the namespace's lease for holder for ttl if it is free or
+	// expired (expires_at <= now), raising the epoch by one: it returns the lease, with
+	// the new epoch and Remaining = ttl, and true. If a lease is live (another holder's,
+	// or holder's own) it changes nothing and returns that lease and false. ttl must be
+	// positive and holder non-empty, else ErrInvalid.
+	AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (LeaseInfo, bool, error)
+
+	// RenewLease sets the expiry of holder's live lease of that epoch to now + ttl; false
+	// when the lease is not, or no longer, holder's of that epoch or has expired.
+	RenewLease(ctx context.Context, namespace, holder string, epoch int64, ttl time.Duration) (bool, error)
+
+	// ReleaseLease ends holder's live lease of that epoch (it expires now, the epoch is
+	// kept), so that the next AcquireLease succeeds at once; false when it is not holder's.
+	ReleaseLease(ctx context.Context, namespace, holder string, epoch int64) (bool, error)
+
+	// Lease reads the namespace's lease: the zero LeaseInfo when none was ever taken, and
+	// Remaining <= 0 when it expired or was released (Holder and Epoch are the last ones).
+	Lease(ctx context.Context, namespace string) (LeaseInfo, error)
+}
+
+// LeaseInfo is one namespace's lease as a Leaser records it.
+type LeaseInfo struct {
+	Holder string
+	Epoch  int64
+	// Remaining is the time until expires_at by the store's clock; <= 0 when the lease
+	// has expired or was released.
+	Remaining time.Duration
+}

@@ -43,6 +43,7 @@ type Store struct {
 	skew    time.Duration               // WithClockSkew
 
 	schedules map[string]*store.Schedule
+	leases    map[string]*leaseRow // by namespace (lease.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,6 +78,7 @@ func New(opts ...Option) *Store {
 		execs: make(map[string]*store.Execution),
 
 		schedules: make(map[string]*store.Schedule),
+		leases:    make(map[string]*leaseRow),
 	}
 	for _, o := range opts {
 		o(s)

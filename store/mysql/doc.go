@@ -27,7 +27,9 @@
 // ax_tasks_held_key; ax_task_keys holds the per-key lock rows (see "Task keys");
 // ax_schedules holds one row per schedule (name ≤ 200 bytes as the primary key, spec,
 // time_zone, overlap, misfire, payload, paused, next_fire_at, last_fire_at NULL before
-// the first fire, created_at, updated_at; DATETIME(6) UTC like every other time).
+// the first fire, created_at, updated_at; DATETIME(6) UTC like every other time);
+// ax_leader holds one row per election namespace (primary key; holder, epoch, expires_at,
+// updated_at), the lease of elect/sqllease (store.Leaser), in UTC_TIMESTAMP(6).
 //
 // # Migrations
 //

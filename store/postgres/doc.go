@@ -31,6 +31,9 @@
 //     last_fire_at (NULL before the first occurrence), created_at, updated_at;
 //     timestamptz like every time here. See Schedules, below.
 //   - ax_seq: the sequence the refill stamps come from.
+//   - ax_leader: one row per election namespace (primary key): holder, epoch (the
+//     fencing token), expires_at, updated_at — the lease of elect/sqllease (store.Leaser),
+//     changed only by conditional writes in clock_timestamp().
 //   - ax_schema_migrations: the applied versions.
 //
 // Times the store stamps (created_at, dispatched_at, started_at, heartbeat_at,

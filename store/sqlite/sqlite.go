@@ -92,6 +92,14 @@
 // them with the same statement in the transaction that deletes the row, so a fire
 // either commits before it (and its occurrences are cancelled) or finds no row.
 //
+// # Leader lease
+//
+// ax_leader (migrations/0003_leader.sql) holds one row per election namespace: holder,
+// epoch (the fencing token), expires_at, updated_at, in microseconds of this process's
+// clock. AcquireLease is one UPSERT ... WHERE expires_at <= now RETURNING epoch in the
+// writer's transaction, raising the epoch with the holder; renew and release are UPDATEs
+// conditioned on holder and epoch (store.Leaser, elect/sqllease).
+//
 // # Task stats
 //
 // TaskStats is one statement on the read pool, so it never waits for the writer and

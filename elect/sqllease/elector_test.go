@@ -1,0 +1,244 @@
+package sqllease_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/elect/electtest"
+	"github.com/axsched/ax/elect/sqllease"
+	"github.com/axsched/ax/internal/servicetest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memory"
+	"github.com/axsched/ax/store/mysql"
+	"github.com/axsched/ax/store/postgres"
+	"github.com/axsched/ax/store/sqlite"
+)
+
+// The conformance suite runs on every SQL store. Each case of the suite gets its own
+// database (a temp file, a schema, a database), opened once for all its electors, so that
+// they compete for one ax_leader row. The suite's data-loss case does not apply: the
+// database is the source of truth, there is no second copy of the epoch to lose, so
+// LoseData stays nil and the case is skipped.
+
+func TestConformanceSQLite(t *testing.T) {
+	t.Parallel()
+	run(t, func(t *testing.T) store.Store {
+		s, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
+		if err != nil {
+			t.Fatalf("sqlite.Open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestConformancePostgres(t *testing.T) {
+	t.Parallel()
+	run(t, func(t *testing.T) store.Store {
+		s, err := postgres.Open(context.Background(), servicetest.PostgresDSN(t))
+		if err != nil {
+			t.Fatalf("postgres.Open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestConformanceMySQL(t *testing.T) {
+	t.Parallel()
+	run(t, func(t *testing.T) store.Store {
+		s, err := mysql.Open(servicetest.MySQLDSN(t))
+		if err != nil {
+			t.Fatalf("mysql.Open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestConformanceMemory(t *testing.T) {
+	t.Parallel()
+	run(t, func(t *testing.T) store.Store { return memory.New() })
+}
+
+// run runs electtest with one store per case, opened by open on the case's first elector.
+func run(t *testing.T, open func(t *testing.T) store.Store) {
+	var (
+		mu       sync.Mutex
+		stores   = map[string]store.Store{}
+		freezers = map[elect.Elector]*freezer{}
+	)
+	electtest.Run(t, electtest.Harness{
+		New: func(t *testing.T, ttl time.Duration) elect.Elector {
+			mu.Lock()
+			s, ok := stores[t.Name()]
+			mu.Unlock()
+			if !ok {
+				s = open(t)
+				mu.Lock()
+				stores[t.Name()] = s
+				mu.Unlock()
+			}
+			f := &freezer{Store: s, leaser: s.(store.Leaser)}
+			e, err := sqllease.New(f, sqllease.WithTTL(ttl))
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			mu.Lock()
+			freezers[e] = f
+			mu.Unlock()
+			return e
+		},
+		Freeze: func(e elect.Elector) func() {
+			mu.Lock()
+			defer mu.Unlock()
+			return freezers[e].freeze()
+		},
+	})
+}
+
+// freezer is a store whose Leaser calls block while it is frozen: a frozen process, whose
+// renewals do not reach the database. A blocked call ends when its context does.
+type freezer struct {
+	store.Store
+	leaser store.Leaser
+
+	mu     sync.Mutex
+	thawed chan struct{} // nil when not frozen
+}
+
+var _ store.Leaser = (*freezer)(nil)
+
+func (f *freezer) freeze() (thaw func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan struct{})
+	f.thawed = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.thawed = nil
+			f.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+func (f *freezer) wait(ctx context.Context) error {
+	f.mu.Lock()
+	ch := f.thawed
+	f.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *freezer) AcquireLease(ctx context.Context, ns, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
+	if err := f.wait(ctx); err != nil {
+		return store.LeaseInfo{}, false, err
+	}
+	return f.leaser.AcquireLease(ctx, ns, holder, ttl)
+}
+
+func (f *freezer) RenewLease(ctx context.Context, ns, holder string, epoch int64, ttl time.Duration) (bool, error) {
+	if err := f.wait(ctx); err != nil {
+		return false, err
+	}
+	return f.leaser.RenewLease(ctx, ns, holder, epoch, ttl)
+}
+
+func (f *freezer) ReleaseLease(ctx context.Context, ns, holder string, epoch int64) (bool, error) {
+	if err := f.wait(ctx); err != nil {
+		return false, err
+	}
+	return f.leaser.ReleaseLease(ctx, ns, holder, epoch)
+}
+
+func (f *freezer) Lease(ctx context.Context, ns string) (store.LeaseInfo, error) {
+	if err := f.wait(ctx); err != nil {
+		return store.LeaseInfo{}, err
+	}
+	return f.leaser.Lease(ctx, ns)
+}
+
+// notLeaser hides the Leaser methods of a store.
+type notLeaser struct{ store.Store }
+
+func TestNewRejects(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		st   store.Store
+		opts []sqllease.Option
+	}{
+		{"not a Leaser", notLeaser{memory.New()}, nil},
+		{"short TTL", memory.New(), []sqllease.Option{sqllease.WithTTL(10 * time.Millisecond)}},
+		{"empty namespace", memory.New(), []sqllease.Option{sqllease.WithNamespace("")}},
+	} {
+		if e, err := sqllease.New(c.st, c.opts...); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("New(%s) = %v, %v; want ErrInvalid", c.name, e, err)
+		}
+	}
+}
+
+// TestLeaseRow checks what a held lease looks like in the store: the holder names the
+// candidate after a per-campaign id, the epoch is the token, and namespaces are apart.
+func TestLeaseRow(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	orders, err := sqllease.New(s, sqllease.WithNamespace("orders"), sqllease.WithTTL(time.Second))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	other, err := sqllease.New(s, sqllease.WithNamespace("other"), sqllease.WithTTL(time.Second))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	l, err := orders.Campaign(ctx, "node-1")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	lo, err := other.Campaign(ctx, "node-2") // another namespace: not blocked
+	if err != nil {
+		t.Fatalf("Campaign(other namespace): %v", err)
+	}
+	info, err := s.Lease(ctx, "orders")
+	if err != nil {
+		t.Fatalf("Lease: %v", err)
+	}
+	if len(info.Holder) != len("0123456789abcdef node-1") || info.Holder[16:] != " node-1" || info.Epoch != l.Token() ||
+		info.Remaining <= 0 || info.Remaining > time.Second {
+		t.Fatalf("Lease(orders) = %+v, want holder \"<16 chars> node-1\", epoch %d, remaining in (0, 1s]", info, l.Token())
+	}
+	if st, err := orders.Leader(ctx); err != nil || st.Holder != "node-1" || st.Token != l.Token() {
+		t.Fatalf("Leader = %+v, %v; want node-1, token %d", st, err, l.Token())
+	}
+	for _, x := range []elect.Lease{l, lo} {
+		if err := x.Resign(ctx); err != nil {
+			t.Fatalf("Resign: %v", err)
+		}
+	}
+	if info, err := s.Lease(ctx, "orders"); err != nil || info.Epoch != l.Token() || info.Remaining > 0 {
+		t.Fatalf("Lease after Resign = %+v, %v; want epoch %d kept, remaining <= 0", info, err, l.Token())
+	}
+	if st, err := orders.Leader(ctx); err != nil || st != (elect.State{}) {
+		t.Fatalf("Leader after Resign = %+v, %v; want zero", st, err)
+	}
+}

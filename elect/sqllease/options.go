@@ -1,0 +1,52 @@
+package sqllease
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+const (
+	// DefaultNamespace is the election's name when WithNamespace is not given.
+	DefaultNamespace = "default"
+	// DefaultTTL is the lease's time to live.
+	DefaultTTL = 10 * time.Second
+	// MinTTL is the shortest TTL New accepts. Every SQL store keeps expires_at to the
+	// microsecond, so the TTL is exact to 1µs.
+	MinTTL = 100 * time.Millisecond
+	// MaxPollInterval bounds how long a standby waits between two acquire attempts; the
+	// bound is also at most TTL/2.
+	MaxPollInterval = 5 * time.Second
+)
+
+// Option configures an Elector.
+type Option func(*config)
+
+type config struct {
+	namespace string
+	ttl       time.Duration
+	logger    *slog.Logger
+}
+
+// WithNamespace names the election (the namespace column of ax_leader); electors of
+// different namespaces do not compete. Defaults to DefaultNamespace.
+func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
+
+// WithTTL sets the lease's time to live; the holder renews every TTL/3. Defaults to
+// DefaultTTL; New refuses a TTL below MinTTL.
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+
+// WithLogger sets the logger for renew failures and lost leases. Defaults to slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+func (c *config) validate() error {
+	if c.ttl < MinTTL {
+		return fmt.Errorf("ax: sql lease: TTL %v below the minimum %v: %w", c.ttl, MinTTL, store.ErrInvalid)
+	}
+	if c.namespace == "" {
+		return fmt.Errorf("ax: sql lease: empty namespace: %w", store.ErrInvalid)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// Leases live in ax_leader, one row per namespace (see migrations/0003_leader.sql), in
+// the database's clock. AcquireLease is one transaction: it makes sure the row exists
+// (an expired placeholder of epoch 0), locks it with SELECT ... FOR UPDATE, and takes the
+// lease only if it has expired, so concurrent acquires serialise on the row and exactly
+// one raises the epoch. Renew and release are single conditional UPDATEs.
+
+var _ store.Leaser = (*Store)(nil)
+
+// AcquireLease takes the namespace's lease if it is free or expired. See [store.Leaser].
+func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
+	if err := store.CheckLease(namespace, holder, ttl); err != nil {
+		return store.LeaseInfo{}, false, fmt.Errorf("ax: mysql: acquire lease: %w", err)
+	}
+	var (
+		info store.LeaseInfo
+		won  bool
+	)
+	err := s.run(ctx, "acquire lease", 0, func(tx *sql.Tx, _ int64) error {
+		info, won = store.LeaseInfo{}, false
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at)
+			VALUES (?, '', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
+			ON DUPLICATE KEY UPDATE namespace = namespace`, namespace); err != nil {
+			return err
+		}
+		var us int64
+		if err := tx.QueryRowContext(ctx, `SELECT holder, epoch, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+			FROM ax_leader WHERE namespace = ? FOR UPDATE`, namespace).Scan(&info.Holder, &info.Epoch, &us); err != nil {
+			return err
+		}
+		if us > 0 {
+			info.Remaining = time.Duration(us) * time.Microsecond
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE ax_leader SET holder = ?, epoch = epoch + 1,
+			expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6)
+			WHERE namespace = ?`, holder, ttl.Microseconds(), namespace); err != nil {
+			return err
+		}
+		info = store.LeaseInfo{Holder: holder, Epoch: info.Epoch + 1, Remaining: ttl.Truncate(time.Microsecond)}
+		won = true
+		return nil
+	})
+	if err != nil {
+		return store.LeaseInfo{}, false, err
+	}
+	return info, won, nil
+}
+
+// RenewLease extends holder's live lease of that epoch to now + ttl. See [store.Leaser].
+func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch int64, ttl time.Duration) (bool, error) {
+	if err := store.CheckLease(namespace, holder, ttl); err != nil {
+		return false, fmt.Errorf("ax: mysql: renew lease: %w", err)
+	}
+	return s.leaseUpdate(ctx, "renew lease", `UPDATE ax_leader
+		SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6)
+		WHERE namespace = ? AND holder = ? AND epoch = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		ttl.Microseconds(), namespace, holder, epoch)
+}
+
+// ReleaseLease makes holder's live lease of that epoch expire now. See [store.Leaser].
+func (s *Store) ReleaseLease(ctx context.Context, namespace, holder string, epoch int64) (bool, error) {
+	return s.leaseUpdate(ctx, "release lease", `UPDATE ax_leader
+		SET expires_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
+		WHERE namespace = ? AND holder = ? AND epoch = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		namespace, holder, epoch)
+}
+
+func (s *Store) leaseUpdate(ctx context.Context, op, q string, args ...any) (bool, error) {
+	if err := s.check(op); err != nil {
+		return false, err
+	}
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, s.wrap(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, s.wrap(op, err)
+	}
+	return n == 1, nil
+}
+
+// Lease reads the namespace's lease. See [store.Leaser].
+func (s *Store) Lease(ctx context.Context, namespace string) (store.LeaseInfo, error) {
+	if err := s.check("read lease"); err != nil {
+		return store.LeaseInfo{}, err
+	}
+	var (
+		info store.LeaseInfo
+		us   int64
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT holder, epoch, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+		FROM ax_leader WHERE namespace = ?`, namespace).Scan(&info.Holder, &info.Epoch, &us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.LeaseInfo{}, nil
+	}
+	if err != nil {
+		return store.LeaseInfo{}, s.wrap("read lease", err)
+	}
+	if info.Epoch == 0 { // the placeholder of an acquire that is under way
+		return store.LeaseInfo{}, nil
+	}
+	info.Remaining = time.Duration(us) * time.Microsecond
+	return info, nil
+}
