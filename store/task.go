@@ -224,10 +224,15 @@ type FireParams struct {
 	Next   time.Time // its new NextFireAt: the first slot not materialised by this call
 	Last   time.Time // its new LastFireAt; zero leaves it unchanged
 	Tasks  []NewTask // the occurrences
+	// Spec and TimeZone, when Spec is set, are the definition the caller planned
+	// with: the call applies only if the stored schedule still has them, so that a
+	// scheduler that has not yet seen a re-registration with another spec cannot
+	// advance the schedule by the old one (their slots may coincide with Expect).
+	Spec, TimeZone string
 }
 
 // FireResult is the answer to FireSchedule.
 type FireResult struct {
-	Applied  bool       // false: NextFireAt was not Expect, or the schedule is paused or gone; nothing was written
+	Applied  bool       // false: NextFireAt was not Expect, the spec was not Spec, or the schedule is paused or gone; nothing was written
 	Inserted []Inserted // one per FireParams.Tasks when Applied, as Insert answers
 }

@@ -167,7 +167,7 @@ func fire(ctx context.Context, cfg Config, p *Schedule, row *store.Schedule, now
 		}
 		tasks[i] = nt
 	}
-	fp := store.FireParams{Name: p.Name, Expect: row.NextFireAt, Next: next, Tasks: tasks}
+	fp := store.FireParams{Name: p.Name, Expect: row.NextFireAt, Next: next, Tasks: tasks, Spec: p.Spec.String(), TimeZone: p.Loc.String()}
 	if len(slots) > 0 {
 		fp.Last = slots[len(slots)-1]
 	}

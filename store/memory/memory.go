@@ -841,7 +841,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		}
 	}
 	sc, ok := s.schedules[p.Name]
-	if !ok || sc.Paused || !sc.NextFireAt.Equal(p.Expect) {
+	if !ok || sc.Paused || !sc.NextFireAt.Equal(p.Expect) || (p.Spec != "" && (sc.Spec != p.Spec || sc.TimeZone != p.TimeZone)) {
 		return &store.FireResult{}, nil
 	}
 	sc.NextFireAt, sc.UpdatedAt = utc(p.Next), s.now()

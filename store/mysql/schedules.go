@@ -353,7 +353,8 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	err := s.run(ctx, op, len(p.Tasks), func(tx *sql.Tx, seq int64) error {
 		*res = store.FireResult{}
 		r, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET next_fire_at = ?, last_fire_at = COALESCE(?, last_fire_at),
-			updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND next_fire_at = ? AND NOT paused`, dt(p.Next), last, p.Name, dt(p.Expect))
+			updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND next_fire_at = ? AND NOT paused
+			AND (? = '' OR (spec = ? AND time_zone = ?))`, dt(p.Next), last, p.Name, dt(p.Expect), p.Spec, p.Spec, p.TimeZone)
 		if err != nil {
 			return err
 		}

@@ -299,7 +299,8 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 // call left it, does not apply.
 const fireSQL = `UPDATE ax_schedules s SET next_fire_at = $3, last_fire_at = COALESCE($4::timestamptz, s.last_fire_at),
 		updated_at = clock_timestamp()
-	WHERE s.name = $1 AND s.next_fire_at = $2 AND NOT s.paused`
+	WHERE s.name = $1 AND s.next_fire_at = $2 AND NOT s.paused
+		AND ($5 = '' OR (s.spec = $5 AND s.time_zone = $6))`
 
 // FireSchedule advances a schedule and inserts its occurrences, in one transaction
 // (see store.Store): the compare-and-set on next_fire_at, then, only if it applied,
@@ -321,7 +322,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	res := &store.FireResult{}
 	err = s.steps(ctx, "fire schedule", func(r round) error {
 		res.Applied = false
-		if err := r(len(in.tasks) == 0, func(b *pgx.Batch) { b.Queue(fireSQL, p.Name, p.Expect, p.Next, last) },
+		if err := r(len(in.tasks) == 0, func(b *pgx.Batch) { b.Queue(fireSQL, p.Name, p.Expect, p.Next, last, p.Spec, p.TimeZone) },
 			func(br pgx.BatchResults) error {
 				tag, err := br.Exec()
 				res.Applied = tag.RowsAffected() == 1

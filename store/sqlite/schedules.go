@@ -215,7 +215,8 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		}
 		ok, err := applied(tx.ExecContext(ctx, `UPDATE ax_schedules SET next_fire_at = ?,
 			last_fire_at = COALESCE(?, last_fire_at), updated_at = ?
-			WHERE name = ? AND next_fire_at = ? AND paused = 0`, micros(p.Next), last, micros(now()), p.Name, micros(p.Expect)))
+			WHERE name = ? AND next_fire_at = ? AND paused = 0
+			AND (? = '' OR (spec = ? AND time_zone = ?))`, micros(p.Next), last, micros(now()), p.Name, micros(p.Expect), p.Spec, p.Spec, p.TimeZone))
 		if err != nil || !ok {
 			return err
 		}

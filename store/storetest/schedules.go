@@ -234,6 +234,9 @@ func testFireStale(e *env) {
 	for name, p := range map[string]store.FireParams{
 		"stale expect":     {Name: "report", Expect: next.Add(-time.Second), Next: next.Add(time.Second)},
 		"unknown schedule": {Name: "nope", Expect: next, Next: next.Add(time.Second)},
+		// A scheduler planning with the spec it registered before another replaced it.
+		"stale spec":      {Name: "report", Expect: next, Next: next.Add(time.Second), Spec: "@every 3s", TimeZone: "UTC"},
+		"stale time zone": {Name: "report", Expect: next, Next: next.Add(time.Second), Spec: "*/2 * * * * *", TimeZone: "Europe/Berlin"},
 	} {
 		p.Tasks = []store.NewTask{occurrence(p.Name, next)}
 		res := e.fire(p)
@@ -246,6 +249,11 @@ func testFireStale(e *env) {
 	}
 	if got := e.schedule("report"); !got.NextFireAt.Equal(next) {
 		e.t.Errorf("NextFireAt = %v after stale fires, want %v", got.NextFireAt, next)
+	}
+	// The stored spec and zone, given, apply.
+	if res := e.fire(store.FireParams{Name: "report", Expect: next, Next: next.Add(2 * time.Second), Spec: "*/2 * * * * *", TimeZone: "UTC",
+		Tasks: []store.NewTask{occurrence("report", next)}}); !res.Applied {
+		e.t.Errorf("FireSchedule with the stored spec and zone = %+v, want applied", res)
 	}
 }
 
