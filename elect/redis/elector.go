@@ -7,29 +7,27 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/elect/internal/held"
 )
 
 // Elector is an elect.Elector backed by Redis. Create it with New; it is safe for concurrent
 // use and starts no goroutine of its own (each held Lease runs one renewer until it ends).
 type Elector struct {
-	client     goredis.UniversalClient
-	keys       []string // lease key, epoch key
-	channel    string   // release notifications
-	namespace  string
-	ttl        time.Duration
-	ttlMS      int64
-	renewEvery time.Duration
-	retryEvery time.Duration
-	margin     time.Duration
-	poll       time.Duration
-	log        *slog.Logger
+	client    goredis.UniversalClient
+	keys      []string // lease key, epoch key
+	channel   string   // release notifications
+	namespace string
+	ttl       time.Duration
+	ttlMS     int64
+	timing    held.Timing
+	poll      time.Duration
+	log       *slog.Logger
 
 	// floor is the highest token this Elector has issued or seen; its next token exceeds it
 	// even if Redis lost the epoch key.
@@ -58,17 +56,15 @@ func New(client goredis.UniversalClient, opts ...Option) *Elector {
 	}
 	key := c.prefix + "leader:" + c.namespace
 	e := &Elector{
-		client:     client,
-		keys:       []string{key, "{" + key + "}:epoch"},
-		channel:    "{" + key + "}:released",
-		namespace:  c.namespace,
-		ttl:        c.ttl,
-		ttlMS:      c.ttl.Milliseconds(),
-		renewEvery: c.ttl / 3,
-		retryEvery: max(c.ttl/20, 5*time.Millisecond),
-		margin:     max(c.ttl/10, 5*time.Millisecond),
-		poll:       min(MaxPollInterval, c.ttl/2),
-		log:        c.logger.With("namespace", c.namespace),
+		client:    client,
+		keys:      []string{key, "{" + key + "}:epoch"},
+		channel:   "{" + key + "}:released",
+		namespace: c.namespace,
+		ttl:       c.ttl,
+		ttlMS:     c.ttl.Milliseconds(),
+		timing:    held.NewTiming(c.ttl),
+		poll:      min(MaxPollInterval, c.ttl/2),
+		log:       c.logger.With("namespace", c.namespace),
 	}
 	return e
 }
@@ -191,166 +187,16 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 // candidate name cannot renew or release each other's lease.
 func candidateID() string { return rand.Text()[:16] }
 
-// lease is one held leadership and its renewer.
-type lease struct {
-	e         *Elector
-	candidate string
-	token     int64
-	value     string
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	stop      chan struct{} // closed by Resign
-	done      chan struct{} // closed when the renewer returns
-
-	mu       sync.Mutex
-	deadline time.Time   // monotonic; lost when not extended by then
-	expiry   *time.Timer // fires at deadline
-	ended    bool        // lost or resigned
-	lost     bool
-
-	resignOnce sync.Mutex
-	resigned   bool
-	resignErr  error
-}
-
-func (e *Elector) newLease(ctx context.Context, candidate string, tok int64, val string, start time.Time) *lease {
-	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	l := &lease{
-		e: e, candidate: candidate, token: tok, value: val,
-		ctx: lctx, cancel: cancel,
-		stop: make(chan struct{}), done: make(chan struct{}),
-		deadline: start.Add(e.ttl - e.margin),
-	}
-	l.mu.Lock()
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
-	l.mu.Unlock()
-	go l.renew(start)
-	return l
-}
-
-func (l *lease) Token() int64             { return l.token }
-func (l *lease) Context() context.Context { return l.ctx }
-
-// expire runs at the deadline: unless a renewal moved it, the lease is lost.
-func (l *lease) expire() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ended {
-		return
-	}
-	if d := time.Until(l.deadline); d > 0 {
-		l.expiry.Reset(d)
-		return
-	}
-	l.endLocked(true)
-	l.e.log.Warn("ax: redis elector: leadership lost: renewal not confirmed in time", "candidate", l.candidate, "token", l.token)
-}
-
-// endLocked ends the lease with cause ErrLost or ErrResigned; l.mu is held.
-func (l *lease) endLocked(lost bool) {
-	if l.ended {
-		return
-	}
-	l.ended, l.lost = true, lost
-	l.expiry.Stop()
-	if lost {
-		l.cancel(elect.ErrLost)
-	} else {
-		l.cancel(elect.ErrResigned)
-	}
-}
-
-// extend moves the deadline after a renewal whose request started at start.
-func (l *lease) extend(start time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ended {
-		return
-	}
-	if d := start.Add(l.e.ttl - l.e.margin); d.After(l.deadline) {
-		l.deadline = d
-	}
-}
-
-func (l *lease) currentDeadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
-}
-
-// renew renews the lease every TTL/3 with compare-and-pexpire, retrying failed requests
-// every TTL/20 until the deadline.
-func (l *lease) renew(last time.Time) {
-	defer close(l.done)
-	e := l.e
-	timer := time.NewTimer(time.Until(last.Add(e.renewEvery)))
-	defer timer.Stop()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-l.stop:
-			return
-		case <-timer.C:
-		}
-		start := time.Now()
-		rctx, cancel := context.WithDeadline(l.ctx, l.currentDeadline())
-		n, err := renewScript.Run(rctx, e.client, e.keys[:1], l.value, e.ttlMS).Int64()
-		cancel()
-		switch {
-		case l.ctx.Err() != nil:
-			return
-		case err == nil && n == 1:
-			l.extend(start)
-			timer.Reset(time.Until(start.Add(e.renewEvery)))
-		case err == nil:
-			l.mu.Lock()
-			l.endLocked(true)
-			l.mu.Unlock()
-			e.log.Warn("ax: redis elector: leadership lost: lease no longer held", "candidate", l.candidate, "token", l.token)
-			return
-		default:
-			e.log.Warn("ax: redis elector: renew failed", "candidate", l.candidate, "token", l.token, "err", err)
-			timer.Reset(e.retryEvery)
-		}
-	}
-}
-
-// Resign ends the lease and releases it with compare-and-delete.
-func (l *lease) Resign(ctx context.Context) error {
-	l.resignOnce.Lock()
-	defer l.resignOnce.Unlock()
-	if l.resigned {
-		return l.resignErr
-	}
-	l.mu.Lock()
-	wasLost := l.ended && l.lost
-	l.endLocked(false) // stop acting as leader before letting go
-	l.mu.Unlock()
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if wasLost {
-		l.resigned, l.resignErr = true, elect.ErrLost
-		return elect.ErrLost
-	}
-	n, err := releaseScript.Run(ctx, l.e.client, l.e.keys[:1], l.value, l.e.channel).Int64()
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("ax: redis elector: release: %w", err)
-	}
-	l.resigned = true
-	if n == 0 {
-		l.resignErr = elect.ErrLost
-	}
-	return l.resignErr
+// newLease keeps the lease won by a request that started at start.
+func (e *Elector) newLease(ctx context.Context, candidate string, tok int64, val string, start time.Time) elect.Lease {
+	return held.Start(ctx, "redis elector", e.log, e.timing, held.Backend{
+		Renew: func(ctx context.Context) (bool, error) {
+			n, err := renewScript.Run(ctx, e.client, e.keys[:1], val, e.ttlMS).Int64()
+			return n == 1, err
+		},
+		Release: func(ctx context.Context) (bool, error) {
+			n, err := releaseScript.Run(ctx, e.client, e.keys[:1], val, e.channel).Int64()
+			return n != 0, err
+		},
+	}, candidate, tok, start)
 }
