@@ -3,7 +3,6 @@ package ax
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/axsched/ax/store"
@@ -61,17 +60,14 @@ func (e *TaskStateError) Error() string {
 		}
 		// The store's message names its operation again; keep only why, when it is
 		// more than the status (a held task key).
-		if held := heldKey.FindString(e.Err.Error()); held != "" {
-			msg += ": " + held
+		var held *store.KeyHeldError
+		if errors.As(e.Err, &held) {
+			return msg + ": " + held.Error()
 		}
 		return msg + ": " + sentinel.Error()
 	}
 	return msg + ": " + unprefixed{e.Err}.Error()
 }
-
-// heldKey finds the reason a store gives for refusing a task whose key is held (see
-// store.KeyHeld).
-var heldKey = regexp.MustCompile(`task key ".*" held by task \d+`)
 
 // Unwrap returns Err.
 func (e *TaskStateError) Unwrap() error { return e.Err }

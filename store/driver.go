@@ -233,11 +233,25 @@ func SkipReason(taskKey string, holder int64) string {
 	return fmt.Sprintf("skipped: task key %q held by task %d", taskKey, holder)
 }
 
-// KeyHeld is the error Trigger returns, wrapping ErrNotTriggerable, when the task's
-// key is held by another task.
+// KeyHeld is the error Trigger returns when the task's key is held by another task:
+// a *KeyHeldError under op, wrapping ErrNotTriggerable.
 func KeyHeld(op string, t *Task, holder int64) (*Task, error) {
-	return t, fmt.Errorf("%s: task key %q held by task %d: %w", op, t.TaskKey, holder, ErrNotTriggerable)
+	return t, fmt.Errorf("%s: %w", op, &KeyHeldError{TaskKey: t.TaskKey, Holder: holder})
 }
+
+// KeyHeldError says which task holds the key of a task that Trigger refused; it
+// wraps ErrNotTriggerable.
+type KeyHeldError struct {
+	TaskKey string
+	Holder  int64 // the task holding the key
+}
+
+func (e *KeyHeldError) Error() string {
+	return fmt.Sprintf("task key %q held by task %d: %v", e.TaskKey, e.Holder, ErrNotTriggerable)
+}
+
+// Unwrap returns ErrNotTriggerable.
+func (e *KeyHeldError) Unwrap() error { return ErrNotTriggerable }
 
 // SchedulesInOrder returns stored, the rows a driver read back after
 // RegisterSchedules, in the order of defs, as the contract answers. A definition

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -231,8 +230,9 @@ func testTriggerWhileHeld(e *env) {
 		holder := e.holding(key, p, store.Running)
 		other := e.insert(e.keyed(e.future(), key, p))[0]
 		got, err := e.s.Trigger(e.ctx, other.ID, newExecID())
-		if !errors.Is(err, store.ErrNotTriggerable) || !strings.Contains(err.Error(), fmt.Sprint(holder.ID)) {
-			e.t.Errorf("Trigger(%s task while key held) error = %v; want ErrNotTriggerable naming task %d", p, err, holder.ID)
+		var held *store.KeyHeldError
+		if !errors.Is(err, store.ErrNotTriggerable) || !errors.As(err, &held) || held.Holder != holder.ID || held.TaskKey != key {
+			e.t.Errorf("Trigger(%s task while key held) error = %v; want a KeyHeldError naming task %d and key %q", p, err, holder.ID, key)
 		}
 		if got == nil || got.ID != other.ID {
 			e.t.Errorf("Trigger refused: task = %+v, want the unchanged task", got)
