@@ -85,6 +85,7 @@ func TestTaskStateErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, s, running.ID, ax.Running, 10*time.Second)
+	oncePrefixed(t, "Trigger of a missing task", s.Trigger(ctx, 999999), "ax: trigger task 999999: not found")
 
 	for _, c := range []struct {
 		what     string

@@ -278,8 +278,7 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 					s.log.LogAttrs(ctx, slog.LevelWarn, "ax: measure the store's clock", slog.Any("err", err))
 					return
 				}
-				s.obs.Send(observe.Event{Kind: observe.ClockOffset, At: s.clock.Now(), Offset: offset})
-				s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
+				s.clockMeasured(ctx, offset, rtt)
 			})
 		}()
 	}
@@ -292,6 +291,12 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 	}
 }
 
+// clockMeasured reports a measurement of the store's clock.
+func (s *Scheduler) clockMeasured(ctx context.Context, offset, rtt time.Duration) {
+	s.obs.Send(observe.Event{Kind: observe.ClockOffset, At: s.clock.Now(), Offset: offset})
+	s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
+}
+
 // startIO is Start's store work: the clock, then the schedules.
 func (s *Scheduler) startIO(ctx context.Context) ([]store.Schedule, error) {
 	if !s.hooks.localClock {
@@ -299,8 +304,7 @@ func (s *Scheduler) startIO(ctx context.Context) ([]store.Schedule, error) {
 		if err != nil {
 			return nil, errorf("ax: start: read the store's clock: %w", err)
 		}
-		s.obs.Send(observe.Event{Kind: observe.ClockOffset, At: s.clock.Now(), Offset: offset})
-		s.log.LogAttrs(ctx, slog.LevelDebug, "ax: clock measured", slog.Duration("offset", offset), slog.Duration("rtt", rtt))
+		s.clockMeasured(ctx, offset, rtt)
 	}
 	rows, err := s.registerSchedules(ctx)
 	if err != nil {
@@ -445,11 +449,10 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 	}
 	t, err := s.st.Trigger(ctx, id, execID.String())
 	if err != nil {
-		op := "trigger"
 		if t != nil && errors.Is(err, ErrNotTriggerable) {
-			return &TaskStateError{Op: op, Task: taskOf(t), Err: err}
+			return &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err} // it names the task
 		}
-		return errorf("ax: %s: %w", op, err)
+		return errorf("ax: trigger task %d: %w", id, err)
 	}
 	r.loop.Remove(id)
 	s.obs.Claimed(s.clock.Now(), []store.Task{*t})
