@@ -56,17 +56,20 @@ type dispatched struct {
 
 // execution is one running handler.
 type execution struct {
-	task     store.Task
-	claimed  bool
-	ctx      context.Context // the handler's context, without its deadline
-	cancel   context.CancelFunc
-	once     sync.Once
-	err      error // the handler's result
-	outcome  string
-	begin    time.Time // the handler's start, with the monotonic reading
-	ran      time.Duration
-	released bool // interrupted by Stop: run again without using a retry
+	task    store.Task
+	claimed bool
+	ctx     context.Context // the handler's context, without its deadline
+	cancel  context.CancelFunc
+	once    sync.Once
+	err     error // the handler's result
+	outcome string
+	begin   time.Time // the handler's start, with the monotonic reading
+	ran     time.Duration
 }
+
+// released reports whether Stop interrupted the execution: it runs again without
+// using a retry.
+func (x *execution) released() bool { return x.outcome == observe.Released }
 
 // New returns an executor for cfg; Start starts it.
 func New(cfg Config) *Executor {
@@ -252,12 +255,13 @@ func (e *Executor) unhandled(name string) {
 	now := time.Now()
 	e.mu.Lock()
 	last, seen := e.warned[name]
-	if !seen || now.Sub(last) >= time.Minute {
+	warn := !seen || now.Sub(last) >= time.Minute
+	if warn {
 		e.warned[name] = now
 	}
 	e.mu.Unlock()
 	e.cfg.Observe.Send(observe.Event{Kind: observe.Unhandled, At: e.cfg.Clock.Now(), Name: name})
-	if !seen || now.Sub(last) >= time.Minute {
+	if warn {
 		e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: a task came due under a name no handler is registered for here; it is handed back as a dispatch failure (register one with Handle)",
 			slog.String("name", name))
 	}
@@ -319,7 +323,7 @@ func (e *Executor) run(x *execution) {
 	case panicked:
 		outcome = observe.Panicked
 	case err != nil && errors.Is(e.base.Err(), context.Canceled):
-		x.released, outcome = true, observe.Released
+		outcome = observe.Released
 	case err != nil:
 		outcome = observe.Failed
 	}
@@ -380,7 +384,7 @@ func (e *Executor) finish(batch []*execution) {
 	now := e.cfg.Clock.Now()
 	results := make([]store.Finish, len(batch))
 	for i, x := range batch {
-		results[i] = Result(&x.task, x.err, x.released, now, e.backoff)
+		results[i] = Result(&x.task, x.err, x.released(), now, e.backoff)
 	}
 	var applied []bool
 	ambiguous := false // an earlier attempt failed: it may have committed
@@ -424,7 +428,7 @@ func (e *Executor) finish(batch []*execution) {
 		}
 		if applied[i] {
 			e.cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
-			if f.Status == store.Scheduled && !x.released {
+			if f.Status == store.Scheduled && !x.released() {
 				e.cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
 			}
 		}
