@@ -8,7 +8,7 @@ import "sync"
 type nonceCache struct {
 	mu       sync.Mutex
 	capacity int
-	seen     map[[16]byte]int64
+	seen     map[[16]byte]struct{}
 	byExpiry []nonceEntry // min-heap on expiry
 }
 
@@ -18,7 +18,7 @@ type nonceEntry struct {
 }
 
 func newNonceCache(capacity int) *nonceCache {
-	return &nonceCache{capacity: capacity, seen: make(map[[16]byte]int64)}
+	return &nonceCache{capacity: capacity, seen: make(map[[16]byte]struct{})}
 }
 
 // add records nonce until expiry. It returns ErrReplayed if nonce is remembered, and
@@ -37,7 +37,7 @@ func (c *nonceCache) add(nonce [16]byte, expiry, now int64) error {
 	if len(c.seen) >= c.capacity {
 		return ErrNonceCacheFull
 	}
-	c.seen[nonce] = expiry
+	c.seen[nonce] = struct{}{}
 	c.push(nonceEntry{expiry: expiry, nonce: nonce})
 	return nil
 }
