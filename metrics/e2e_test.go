@@ -287,12 +287,3 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 }
-
-// sum adds fs in order, in float64, as a histogram sums its samples.
-func sum(fs ...float64) float64 {
-	var t float64
-	for _, f := range fs {
-		t += f
-	}
-	return t
-}

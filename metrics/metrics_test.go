@@ -465,6 +465,31 @@ func TestObserveConcurrently(t *testing.T) {
 	}
 }
 
+// TestObserveAdmittedNameAllocatesNothing pins the package doc's claim: once a name is
+// admitted and its series exist, Observe allocates nothing.
+// Not parallel: AllocsPerRun counts every goroutine's allocations.
+func TestObserveAdmittedNameAllocatesNothing(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	for _, e := range []ax.Event{
+		{Kind: ax.EventSubmitted, Name: "order.close", Count: 1},
+		{Kind: ax.EventClaimed, Name: "order.close", Lateness: 3 * time.Millisecond},
+		{Kind: ax.EventStarted, Name: "order.close", Lateness: 3 * time.Millisecond},
+		{Kind: ax.EventFinished, Name: "order.close", Outcome: ax.OutcomeSucceeded, Duration: 20 * time.Millisecond},
+		{Kind: ax.EventFinished, Name: "order.close", Outcome: ax.OutcomeOrphaned},
+		{Kind: ax.EventDispatchFailed, Name: "order.close", Reason: ax.DispatchStuck},
+		{Kind: ax.EventRetryScheduled, Name: "order.close", Due: at},
+		{Kind: ax.EventSkipped, Name: "order.close"},
+		{Kind: ax.EventUnhandled, Name: "order.close"},
+		{Kind: ax.EventScheduleFired, Schedule: "nightly", Result: ax.ScheduleDispatched, Count: 1, Due: at},
+	} {
+		m, _ := setup(t, metrics.WithMaxNames(1))
+		m.Observe(e) // admits the name and creates its series
+		if n := testing.AllocsPerRun(100, func() { m.Observe(e) }); n != 0 {
+			t.Errorf("Observe(%+v) of an admitted name: %v allocations per call, want 0", e, n)
+		}
+	}
+}
+
 func BenchmarkObserve(b *testing.B) {
 	cases := []struct {
 		name string

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -140,6 +141,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 			"Handlers started before their task's due time: a broken guarantee, must stay 0."),
 		dropped: counter("ax_observer_events_dropped_total",
 			"Scheduler events dropped because the Observer's queue was full."),
+		statuses: []ax.Status{ax.Scheduled, ax.Dispatching, ax.Running, ax.Succeeded, ax.Failed, ax.Cancelled, ax.Skipped},
 	}
 	o.names = newNameSet(cfg.maxNames, o.newNameSeries)
 	o.schedules = newNameSet(cfg.maxNames, func(name string) *scheduleSeries { return &scheduleSeries{name: name} })
@@ -283,15 +285,8 @@ func (o *Observer) scheduleFired(schedule, result string, n int) {
 func (o *Observer) taskCounts(counts map[ax.Status]int64) {
 	o.statusMu.Lock()
 	defer o.statusMu.Unlock()
-	if o.statuses == nil {
-		o.statuses = []ax.Status{ax.Scheduled, ax.Dispatching, ax.Running, ax.Succeeded, ax.Failed, ax.Cancelled, ax.Skipped}
-	}
 	for st := range counts {
-		known := false
-		for _, k := range o.statuses {
-			known = known || k == st
-		}
-		if !known {
+		if !slices.Contains(o.statuses, st) {
 			o.statuses = append(o.statuses, st)
 		}
 	}
