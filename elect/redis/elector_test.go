@@ -2,8 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"crypto/rand"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/elect/electtest"
 	"github.com/axsched/ax/elect/redis"
+	"github.com/axsched/ax/internal/servicetest"
 )
 
 // Databases: the conformance suite, whose data-loss case runs FLUSHDB, owns dbSuite; every
@@ -23,37 +22,18 @@ const (
 	dbShared = 14
 )
 
-func addr() string {
-	if a := os.Getenv("AX_TEST_REDIS_ADDR"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6379"
-}
-
-// newClient returns a client of database db, skipping the test when Redis is unreachable
-// (failing instead when AX_REQUIRE_SERVICES=1).
-func newClient(t *testing.T, db int, hooks ...goredis.Hook) *goredis.Client {
+// newClient returns a client of database db of the test Redis, and a fresh key prefix for
+// the test; servicetest.RedisAddr skips the test when Redis is unreachable (failing instead
+// when AX_REQUIRE_SERVICES=1).
+func newClient(t *testing.T, db int, hooks ...goredis.Hook) (c *goredis.Client, prefix string) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr(), DB: db})
+	addr, prefix := servicetest.RedisAddr(t)
+	c = goredis.NewClient(&goredis.Options{Addr: addr, DB: db})
 	for _, h := range hooks {
 		c.AddHook(h)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		if os.Getenv("AX_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("Redis at %s unreachable and AX_REQUIRE_SERVICES=1: %v", addr(), err)
-		}
-		t.Skipf("Redis at %s unreachable (set AX_TEST_REDIS_ADDR; AX_REQUIRE_SERVICES=1 fails instead): %v", addr(), err)
-	}
 	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// uniquePrefix isolates a test's keys in a shared database.
-func uniquePrefix(t *testing.T) string {
-	return "axtest:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8] + ":"
+	return c, prefix
 }
 
 // freezer blocks every command of one client while frozen: a frozen process.
@@ -116,23 +96,25 @@ func (f *freezer) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	admin := newClient(t, dbSuite)
+	admin, _ := newClient(t, dbSuite)
 	var (
-		mu         sync.Mutex
-		freezers   = map[elect.Elector]*freezer{}
-		namespaces = map[string]string{}
+		mu       sync.Mutex
+		freezers = map[elect.Elector]*freezer{}
+		prefixes = map[string]string{} // per case: its electors share one key
 	)
 	electtest.Run(t, electtest.Harness{
 		New: func(t *testing.T, ttl time.Duration) elect.Elector {
+			f := &freezer{}
+			c, prefix := newClient(t, dbSuite, f)
 			mu.Lock()
-			ns, ok := namespaces[t.Name()]
-			if !ok {
-				ns = strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8]
-				namespaces[t.Name()] = ns
+			if p, ok := prefixes[t.Name()]; ok {
+				prefix = p
+			} else {
+				prefixes[t.Name()] = prefix
 			}
 			mu.Unlock()
-			f := &freezer{}
-			e := redis.New(newClient(t, dbSuite, f), redis.WithKeyPrefix("axtest:"), redis.WithNamespace(ns), redis.WithTTL(ttl))
+			ns := strings.ReplaceAll(t.Name(), "/", ":")
+			e := redis.New(c, redis.WithKeyPrefix(prefix), redis.WithNamespace(ns), redis.WithTTL(ttl))
 			mu.Lock()
 			freezers[e] = f
 			mu.Unlock()
@@ -153,8 +135,7 @@ func TestConformance(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, dbShared)
-	prefix := uniquePrefix(t)
+	c, prefix := newClient(t, dbShared)
 	e := redis.New(c, redis.WithKeyPrefix(prefix), redis.WithNamespace("orders"), redis.WithTTL(time.Second))
 	ctx := context.Background()
 	l, err := e.Campaign(ctx, "node-1")
@@ -187,7 +168,7 @@ func TestNewRejectsShortTTL(t *testing.T) {
 			t.Fatal("New(WithTTL(10ms)) did not panic")
 		}
 	}()
-	c := goredis.NewClient(&goredis.Options{Addr: addr()})
+	c := goredis.NewClient(&goredis.Options{Addr: servicetest.DefaultRedisAddr}) // never dialled
 	defer c.Close()
 	redis.New(c, redis.WithTTL(10*time.Millisecond))
 }
