@@ -26,8 +26,8 @@ type Harness struct {
 
 	// Freeze, when set, makes e stop talking to its backend until the returned func is
 	// called: a frozen process, whose renewals do not reach the backend. Requests already
-	// blocked should end when their context does. Without it the expiry and frozen-holder
-	// cases are skipped.
+	// blocked should end when their context does (a Freezer behind e's connection does
+	// both). Without it the expiry and frozen-holder cases are skipped.
 	Freeze func(e elect.Elector) (thaw func())
 
 	// LoseData, when set, makes the backend forget the state of t's election (Redis: FLUSHDB

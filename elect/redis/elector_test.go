@@ -37,47 +37,13 @@ func newClient(t *testing.T, db int, hooks ...goredis.Hook) (c *goredis.Client, 
 }
 
 // freezer blocks every command of one client while frozen: a frozen process.
-type freezer struct {
-	mu     sync.Mutex
-	thawed chan struct{} // nil when not frozen
-}
-
-func (f *freezer) freeze() (thaw func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan struct{})
-	f.thawed = ch
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			f.mu.Lock()
-			f.thawed = nil
-			f.mu.Unlock()
-			close(ch)
-		})
-	}
-}
-
-func (f *freezer) wait(ctx context.Context) error {
-	f.mu.Lock()
-	ch := f.thawed
-	f.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+type freezer struct{ electtest.Freezer }
 
 func (f *freezer) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
 func (f *freezer) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if err := f.wait(ctx); err != nil {
+		if err := f.Wait(ctx); err != nil {
 			cmd.SetErr(err)
 			return err
 		}
@@ -87,7 +53,7 @@ func (f *freezer) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 
 func (f *freezer) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		if err := f.wait(ctx); err != nil {
+		if err := f.Wait(ctx); err != nil {
 			return err
 		}
 		return next(ctx, cmds)
@@ -123,7 +89,7 @@ func TestConformance(t *testing.T) {
 		Freeze: func(e elect.Elector) func() {
 			mu.Lock()
 			defer mu.Unlock()
-			return freezers[e].freeze()
+			return freezers[e].Freeze()
 		},
 		LoseData: func(t *testing.T) {
 			if err := admin.FlushDB(context.Background()).Err(); err != nil {

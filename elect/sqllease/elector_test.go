@@ -97,7 +97,7 @@ func run(t *testing.T, open func(t *testing.T) store.Store) {
 		Freeze: func(e elect.Elector) func() {
 			mu.Lock()
 			defer mu.Unlock()
-			return freezers[e].freeze()
+			return freezers[e].Freeze()
 		},
 	})
 }
@@ -108,66 +108,34 @@ type freezer struct {
 	store.Store
 	leaser store.Leaser
 
-	mu     sync.Mutex
-	thawed chan struct{} // nil when not frozen
+	electtest.Freezer
 }
 
 var _ store.Leaser = (*freezer)(nil)
 
-func (f *freezer) freeze() (thaw func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan struct{})
-	f.thawed = ch
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			f.mu.Lock()
-			f.thawed = nil
-			f.mu.Unlock()
-			close(ch)
-		})
-	}
-}
-
-func (f *freezer) wait(ctx context.Context) error {
-	f.mu.Lock()
-	ch := f.thawed
-	f.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func (f *freezer) AcquireLease(ctx context.Context, ns, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
-	if err := f.wait(ctx); err != nil {
+	if err := f.Wait(ctx); err != nil {
 		return store.LeaseInfo{}, false, err
 	}
 	return f.leaser.AcquireLease(ctx, ns, holder, ttl)
 }
 
 func (f *freezer) RenewLease(ctx context.Context, ns, holder string, epoch int64, ttl time.Duration) (bool, error) {
-	if err := f.wait(ctx); err != nil {
+	if err := f.Wait(ctx); err != nil {
 		return false, err
 	}
 	return f.leaser.RenewLease(ctx, ns, holder, epoch, ttl)
 }
 
 func (f *freezer) ReleaseLease(ctx context.Context, ns, holder string, epoch int64) (bool, error) {
-	if err := f.wait(ctx); err != nil {
+	if err := f.Wait(ctx); err != nil {
 		return false, err
 	}
 	return f.leaser.ReleaseLease(ctx, ns, holder, epoch)
 }
 
 func (f *freezer) Lease(ctx context.Context, ns string) (store.LeaseInfo, error) {
-	if err := f.wait(ctx); err != nil {
+	if err := f.Wait(ctx); err != nil {
 		return store.LeaseInfo{}, err
 	}
 	return f.leaser.Lease(ctx, ns)
