@@ -49,10 +49,7 @@ func TestRegistrationAfterStart(t *testing.T) {
 		defer st.Close()
 		events := &eventLog{}
 		warns := &logCapture{}
-		s, err := ax.New(ax.Config{Store: st, Logger: slog.New(warns), Observer: events})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newScheduler(t, st, func(c *ax.Config) { c.Logger, c.Observer = slog.New(warns), events })
 		ctx := context.Background()
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -104,12 +101,13 @@ func TestRegistrationAfterStart(t *testing.T) {
 			}
 		}
 		mu.Unlock()
-		task, _ := s.Get(ctx, early.ID)
+		task := mustGet(t, s, early.ID)
 		if task.Status != ax.Succeeded || lateRuns.Load() != 1 {
 			t.Errorf("task submitted before its handler: %s, %d runs; want SUCCEEDED once", task.Status, lateRuns.Load())
 		}
 
-		// Deleting the schedule stops it, and cancels its pending occurrence.
+		// Deleting the schedule stops it (TestDeleteDormantSchedule checks the
+		// pending occurrence).
 		if err := s.DeleteSchedule(ctx, "tick"); err != nil {
 			t.Fatalf("DeleteSchedule: %v", err)
 		}
@@ -130,38 +128,50 @@ func TestRegistrationAfterStart(t *testing.T) {
 		if err := s.DeleteSchedule(ctx, "tick"); !errors.Is(err, ax.ErrNotFound) {
 			t.Errorf("DeleteSchedule twice: %v, want ErrNotFound", err)
 		}
-		if err := s.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		stop(t, s)
 	})
 }
 
 // DeleteSchedule retires a dormant schedule: one stored by an earlier version of the
-// code and registered by nobody now. Its pending occurrence is cancelled.
+// code and registered by nobody now. Its occurrence already written and not yet run
+// is cancelled.
 func TestDeleteDormantSchedule(t *testing.T) {
-	t.Parallel()
-	st := openSQLite(t)
-	ctx := context.Background()
-	old := newScheduler(t, st, nil)
-	old.HandleFunc("legacy", func(context.Context, *ax.Task) error { return nil })
-	if err := old.Cron("legacy", "0 3 * * *"); err != nil {
-		t.Fatal(err)
-	}
-	start(t, old)
-	if err := old.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := newScheduler(t, st, nil)
-	got, err := s.Schedules(ctx)
-	if err != nil || len(got) != 1 || !got[0].Dormant {
-		t.Fatalf("Schedules = %+v, %v; want legacy, dormant", got, err)
-	}
-	if err := s.DeleteSchedule(ctx, "legacy"); err != nil {
-		t.Fatalf("DeleteSchedule of a dormant schedule: %v", err)
-	}
-	if got, err := s.Schedules(ctx); err != nil || len(got) != 0 {
-		t.Errorf("after DeleteSchedule: %+v, %v; want none", got, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx := context.Background()
+		t0 := time.Now() // a slot of every 10s; the first to fire is +10s
+		old := newScheduler(t, st, nil)
+		old.HandleFunc("legacy", func(context.Context, *ax.Task) error { return nil })
+		if err := old.Every("legacy", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(9 * time.Second) // the +10s occurrence is written, not yet due
+		synctest.Wait()
+		stop(t, old)
+		pending, err := old.Lookup(ctx, "legacy", slotKey(t0.Add(10*time.Second)))
+		if err != nil || pending.Status != ax.Scheduled {
+			t.Fatalf("occurrence before the delete: %+v, %v; want SCHEDULED", pending, err)
+		}
+
+		s := newScheduler(t, st, nil)
+		got, err := s.Schedules(ctx)
+		if err != nil || len(got) != 1 || !got[0].Dormant {
+			t.Fatalf("Schedules = %+v, %v; want legacy, dormant", got, err)
+		}
+		if err := s.DeleteSchedule(ctx, "legacy"); err != nil {
+			t.Fatalf("DeleteSchedule of a dormant schedule: %v", err)
+		}
+		if got, err := s.Schedules(ctx); err != nil || len(got) != 0 {
+			t.Errorf("after DeleteSchedule: %+v, %v; want none", got, err)
+		}
+		if got := mustGet(t, s, pending.ID); got.Status != ax.Cancelled {
+			t.Errorf("the pending occurrence after DeleteSchedule is %s, want CANCELLED", got.Status)
+		}
+	})
 }
 
 // A zone without an IANA name cannot be stored and restored, so Cron refuses it; an
@@ -205,7 +215,7 @@ func TestCronTimeZones(t *testing.T) {
 	// Restart: a new scheduler that does not register it (it is dormant there)
 	// pauses and resumes it from the stored zone alone, and one that registers it
 	// again keeps its timing.
-	if err := s.Stop(ctx); err != nil {
+	if err := s.Stop(ctx); err != nil { // start's cleanup would stop it only at the end
 		t.Fatal(err)
 	}
 	dormant := newScheduler(t, st, nil)

@@ -42,6 +42,16 @@ func newScheduler(t testing.TB, st ax.Store, mod func(*ax.Config)) *ax.Scheduler
 	return s
 }
 
+// mustGet returns the task, failing the test if it cannot be read.
+func mustGet(t testing.TB, s *ax.Scheduler, id int64) *ax.Task {
+	t.Helper()
+	got, err := s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get(%d): %v", id, err)
+	}
+	return got
+}
+
 func start(t testing.TB, s *ax.Scheduler) {
 	t.Helper()
 	if err := s.Start(context.Background()); err != nil {

@@ -38,10 +38,7 @@ func TestStopNeverCausesARerun(t *testing.T) {
 			return nil
 		}
 		newSched := func() *ax.Scheduler {
-			s, err := ax.New(ax.Config{Store: st, Logger: quietLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newScheduler(t, st, nil)
 			s.HandleFunc("report", handler)
 			return s
 		}
@@ -74,9 +71,7 @@ func TestStopNeverCausesARerun(t *testing.T) {
 			t.Errorf("task %s, handler ran %d times (overlapping: %v), %d executions; want SUCCEEDED, once, 1",
 				got.Status, runs.Load(), overlapped.Load() == 1, len(execs))
 		}
-		if err := b.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		stop(t, b)
 	})
 }
 
@@ -84,23 +79,9 @@ func TestStopNeverCausesARerun(t *testing.T) {
 // execution it could not record is recovered as an orphan and run again — not lost.
 func TestStopHonoursItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memory.New()
-		defer mem.Close()
-		// Finish fails while failFinish is set.
-		st := storecount.New(mem)
-		var failFinish atomic.Bool
-		st.Before = func(ctx context.Context, method string) error {
-			if method == "Finish" && failFinish.Load() {
-				<-ctx.Done() // an unreachable database: the call hangs until its timeout
-				return ctx.Err()
-			}
-			return nil
-		}
+		st, failFinish := hangingStore(t, "Finish")
 		ctx := context.Background()
-		s, err := ax.New(ax.Config{Store: st, Logger: quietLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newScheduler(t, st, nil)
 		release := make(chan struct{})
 		s.HandleFunc("job", func(ctx context.Context, task *ax.Task) error { <-release; return nil })
 		if err := s.Start(ctx); err != nil {
@@ -126,17 +107,12 @@ func TestStopHonoursItsContext(t *testing.T) {
 		if st.Snapshot().Calls["Finish"] == 0 {
 			t.Fatal("the result was never offered to the store")
 		}
-		synctest.Wait() // the background write ends by itself
 		failFinish.Store(false)
 
-		got, _ := s.Get(ctx, task.ID)
-		if got.Status != ax.Running {
+		if got := mustGet(t, s, task.ID); got.Status != ax.Running {
 			t.Fatalf("unrecorded execution left %s, want RUNNING for recovery", got.Status)
 		}
-		s2, err := ax.New(ax.Config{Store: st, Logger: quietLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s2 := newScheduler(t, st, nil)
 		var runs atomic.Int32
 		s2.HandleFunc("job", func(ctx context.Context, task *ax.Task) error { runs.Add(1); return nil })
 		if err := s2.Start(ctx); err != nil {
@@ -144,15 +120,30 @@ func TestStopHonoursItsContext(t *testing.T) {
 		}
 		time.Sleep(ax.DefaultOrphanAfter + ax.DefaultBackoff(1) + time.Minute)
 		synctest.Wait()
-		got, _ = s2.Get(ctx, task.ID)
+		got := mustGet(t, s2, task.ID)
 		if got.Status != ax.Succeeded || runs.Load() != 1 || got.Attempt != 1 {
 			t.Errorf("after recovery: %s, %d runs, attempt %d; want SUCCEEDED, 1, attempt 1 (the lost result counts as a failed attempt)",
 				got.Status, runs.Load(), got.Attempt)
 		}
-		if err := s2.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		stop(t, s2)
 	})
+}
+
+// hangingStore is a memory store whose calls to method hang, as on an unreachable
+// database, until their context ends, while the returned flag is set.
+func hangingStore(t *testing.T, method string) (*storecount.Store, *atomic.Bool) {
+	mem := memory.New()
+	t.Cleanup(func() { mem.Close() })
+	st := storecount.New(mem)
+	var hanging atomic.Bool
+	st.Before = func(ctx context.Context, m string) error {
+		if m == method && hanging.Load() {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+	return st, &hanging
 }
 
 // Start does its store I/O without a lock: a slow Start holds up no other method.
@@ -173,7 +164,11 @@ func TestStartHoldsNoLock(t *testing.T) {
 	ctx := context.Background()
 	started := make(chan error, 1)
 	go func() { started <- s.Start(ctx) }()
-	<-blocked
+	select {
+	case <-blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start never called the store's Now")
+	}
 
 	done := make(chan struct{})
 	go func() {
@@ -195,8 +190,13 @@ func TestStartHoldsNoLock(t *testing.T) {
 		t.Fatal("Delay, Handle or Schedules waited for a blocked Start")
 	}
 	close(unblock)
-	if err := <-started; err != nil {
-		t.Fatalf("Start: %v", err)
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start did not return once its store call was unblocked")
 	}
 	task, err := s.Lookup(ctx, "job", "during-start")
 	if err != nil {
@@ -352,22 +352,9 @@ func TestStopHonoursItsContextInEveryStep(t *testing.T) {
 	for _, hang := range []string{"Requeue", "Heartbeat"} {
 		t.Run(hang, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				mem := memory.New()
-				defer mem.Close()
-				st := storecount.New(mem)
-				var hanging atomic.Bool
-				st.Before = func(ctx context.Context, method string) error {
-					if method == hang && hanging.Load() {
-						<-ctx.Done() // an unreachable database, until the call's timeout
-						return ctx.Err()
-					}
-					return nil
-				}
+				st, hanging := hangingStore(t, hang)
 				ctx := context.Background()
-				s, err := ax.New(ax.Config{Store: st, Logger: quietLogger(), Concurrency: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := newScheduler(t, st, func(c *ax.Config) { c.Concurrency = 1 })
 				run := 100 * time.Millisecond // Requeue: the others wait behind it
 				if hang == "Heartbeat" {
 					run = 12 * time.Second // past the first heartbeat, at 10s
@@ -389,7 +376,7 @@ func TestStopHonoursItsContextInEveryStep(t *testing.T) {
 				stopCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				defer cancel()
 				t0 := time.Now()
-				err = s.Stop(stopCtx)
+				err := s.Stop(stopCtx)
 				if took := time.Since(t0); took > 2*time.Second {
 					t.Errorf("Stop returned after %v with %s hanging, past its 2s deadline", took, hang)
 				}
