@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -19,15 +18,13 @@ import (
 // Elector is an elect.Elector backed by Redis. Create it with New; it is safe for concurrent
 // use and starts no goroutine of its own (each held Lease runs one renewer until it ends).
 type Elector struct {
-	client    goredis.UniversalClient
-	keys      []string // lease key, epoch key
-	channel   string   // release notifications
-	namespace string
-	ttl       time.Duration
-	ttlMS     int64
-	timing    held.Timing
-	poll      time.Duration
-	log       *slog.Logger
+	client  goredis.UniversalClient
+	keys    []string // lease key, epoch key
+	channel string   // release notifications
+	ttlMS   int64
+	timing  held.Timing
+	poll    time.Duration
+	log     *slog.Logger
 
 	// floor is the highest token this Elector has issued or seen; its next token exceeds it
 	// even if Redis lost the epoch key.
@@ -56,15 +53,13 @@ func New(client goredis.UniversalClient, opts ...Option) *Elector {
 	}
 	key := c.prefix + "leader:" + c.namespace
 	e := &Elector{
-		client:    client,
-		keys:      []string{key, "{" + key + "}:epoch"},
-		channel:   "{" + key + "}:released",
-		namespace: c.namespace,
-		ttl:       c.ttl,
-		ttlMS:     c.ttl.Milliseconds(),
-		timing:    held.NewTiming(c.ttl),
-		poll:      min(MaxPollInterval, c.ttl/2),
-		log:       c.logger.With("namespace", c.namespace),
+		client:  client,
+		keys:    []string{key, "{" + key + "}:epoch"},
+		channel: "{" + key + "}:released",
+		ttlMS:   c.ttl.Milliseconds(),
+		timing:  held.NewTiming(c.ttl),
+		poll:    min(MaxPollInterval, c.ttl/2),
+		log:     c.logger.With("namespace", c.namespace),
 	}
 	return e
 }
@@ -132,10 +127,7 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 		released = ps.Channel(goredis.WithChannelSize(1))
 	}
 
-	id := candidateID()
-	timer := time.NewTimer(0)
-	<-timer.C
-	defer timer.Stop()
+	id := held.CampaignID()
 	for {
 		start := time.Now()
 		res, err := acquireScript.Run(ctx, e.client, e.keys, id+" "+candidate, e.ttlMS, e.floor.Load()).Slice()
@@ -167,25 +159,15 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 		default:
 			return nil, fmt.Errorf("ax: redis elector: acquire: unexpected reply %v", res)
 		}
-		timer.Reset(max(wait, minWait))
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-		case _, ok := <-released:
-			if !ok {
-				released = nil
-			}
-			if !timer.Stop() {
-				<-timer.C
-			}
+		closed, err := held.Pause(ctx, max(wait, minWait), released)
+		if err != nil {
+			return nil, err
+		}
+		if closed {
+			released = nil // no more releases to hear: poll
 		}
 	}
 }
-
-// candidateID makes each campaign's lease value unique, so that two electors using the same
-// candidate name cannot renew or release each other's lease.
-func candidateID() string { return rand.Text()[:16] }
 
 // newLease keeps the lease won by a request that started at start.
 func (e *Elector) newLease(ctx context.Context, candidate string, tok int64, val string, start time.Time) elect.Lease {

@@ -2,7 +2,6 @@ package sqllease
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -78,10 +77,6 @@ func (e *Elector) wake() {
 	e.released = make(chan struct{})
 }
 
-// holderValue makes each campaign's holder unique, so that two electors using the same
-// candidate name cannot renew or release each other's lease.
-func holderValue(candidate string) string { return rand.Text()[:16] + " " + candidate }
-
 // candidateOf returns the candidate part of a holder value.
 func candidateOf(holder string) string {
 	_, cand, _ := strings.Cut(holder, " ")
@@ -107,10 +102,7 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	holder := holderValue(candidate)
-	timer := time.NewTimer(0)
-	<-timer.C
-	defer timer.Stop()
+	holder := held.CampaignID() + " " + candidate
 	for {
 		released := e.releases() // before the attempt, so that a release after it is heard
 		start := time.Now()
@@ -134,15 +126,8 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 		default:
 			wait = min(wait, max(info.Remaining, 0))
 		}
-		timer.Reset(max(wait, minWait))
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-		case <-released:
-			if !timer.Stop() {
-				<-timer.C
-			}
+		if _, err := held.Pause(ctx, max(wait, minWait), released); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -8,6 +8,7 @@ package held
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -212,4 +213,25 @@ func (l *Lease) Resign(ctx context.Context) error {
 		l.backend.Released()
 	}
 	return l.resignErr
+}
+
+// CampaignID returns a random id, 16 characters, that makes one campaign's lease value
+// unique, so that two electors using the same candidate name cannot renew or release
+// each other's lease.
+func CampaignID() string { return rand.Text()[:16] }
+
+// Pause waits between two acquire attempts of a campaign: until d has passed, wake
+// yields or is closed, or ctx ends, and then it returns ctx.Err(). wakeClosed reports
+// that wake was closed (a nil wake never wakes).
+func Pause[T any](ctx context.Context, d time.Duration, wake <-chan T) (wakeClosed bool, err error) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-timer.C:
+		return false, nil
+	case _, ok := <-wake:
+		return !ok, nil
+	}
 }
