@@ -82,6 +82,9 @@ func TestClaimsOnTimeWithinCapacity(t *testing.T) {
 		l.Done(2)
 		time.Sleep(time.Second)
 		synctest.Wait()
+		if n := rec.count(); n != 4 {
+			t.Fatalf("%d tasks dispatched after 2 were done, want 4: Done makes room for exactly as many", n)
+		}
 		l.Done(2)
 		time.Sleep(time.Second)
 		synctest.Wait()

@@ -20,14 +20,30 @@ import (
 	"github.com/axsched/ax/store/sqlite"
 )
 
-// A second delivery of the same execution id must not run the handler again.
-func TestDuplicateDeliveryRunsOnce(t *testing.T) {
-	t.Parallel()
+func openSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+	}
+}
+
+// A second delivery of the same execution id must not run the handler again.
+func TestDuplicateDeliveryRunsOnce(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
 	ctx := context.Background()
 	ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(time.Hour), MaxRetry: 5}})
 	if err != nil {
@@ -52,32 +68,19 @@ func TestDuplicateDeliveryRunsOnce(t *testing.T) {
 	for range 3 { // the same execution delivered three times, as a retrying sender would
 		ex.Dispatch([]store.Task{*claimed}, false)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitFor(t, 10*time.Second, "the task to succeed", func() bool {
 		got, err := st.Get(ctx, task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status == store.Succeeded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task is %s after 10s, want SUCCEEDED", got.Status)
-		}
-	}
+		return got.Status == store.Succeeded
+	})
 	// Let the duplicates reach the store: they are answered from the record.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitFor(t, 5*time.Second, "the duplicate deliveries to be answered", func() bool {
 		ex.mu.Lock()
-		idle := len(ex.pending) == 0 && ex.free == concurrency
-		ex.mu.Unlock()
-		if idle {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the duplicate deliveries were still pending after 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer ex.mu.Unlock()
+		return len(ex.pending) == 0 && ex.free == concurrency
+	})
 	if n := runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times for one execution id, want 1", n)
 	}
@@ -111,12 +114,7 @@ func (s *lostAnswerStore) Finish(ctx context.Context, r []store.Finish) ([]bool,
 // of the result being taken for superseded.
 func TestFinishAnswerLost(t *testing.T) {
 	t.Parallel()
-	sq, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sq.Close()
-	st := &lostAnswerStore{Store: sq}
+	st := &lostAnswerStore{Store: openSQLite(t)}
 	ctx := context.Background()
 	ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(time.Hour), MaxRetry: 5, TaskKey: "account-1", Overlap: store.OverlapQueue}})
 	if err != nil {

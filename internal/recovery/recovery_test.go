@@ -74,6 +74,7 @@ func TestOrphansAndStuckClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Second)
+		recoveredAt := cfg.Clock.Now()
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { defer close(done); Run(runCtx, cfg) }()
@@ -88,19 +89,31 @@ func TestOrphansAndStuckClaims(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if o := got["orphan"]; o.Status != store.Scheduled || o.Attempt != 1 || o.DispatchRetries != 0 {
-			t.Errorf("orphan: %s attempt %d dispatch retries %d; want SCHEDULED, attempt 1, 0", o.Status, o.Attempt, o.DispatchRetries)
+		// The orphan retries after the business backoff, the stuck claim after the
+		// first dispatch backoff (100ms).
+		near := func(got, want time.Time) bool { d := got.Sub(want); return d >= 0 && d < time.Second }
+		if o := got["orphan"]; o.Status != store.Scheduled || o.Attempt != 1 || o.DispatchRetries != 0 ||
+			!near(o.DueAt, recoveredAt.Add(execute.DefaultBackoff(1))) {
+			t.Errorf("orphan: %s attempt %d dispatch retries %d due %v; want SCHEDULED, attempt 1, 0, due %v",
+				o.Status, o.Attempt, o.DispatchRetries, o.DueAt, recoveredAt.Add(execute.DefaultBackoff(1)))
 		}
-		if s := got["stuck"]; s.Status != store.Scheduled || s.Attempt != 0 || s.DispatchRetries != 1 {
-			t.Errorf("stuck: %s attempt %d dispatch retries %d; want SCHEDULED, attempt 0, 1", s.Status, s.Attempt, s.DispatchRetries)
+		if s := got["stuck"]; s.Status != store.Scheduled || s.Attempt != 0 || s.DispatchRetries != 1 ||
+			!near(s.DueAt, recoveredAt.Add(100*time.Millisecond)) {
+			t.Errorf("stuck: %s attempt %d dispatch retries %d due %v; want SCHEDULED, attempt 0, 1, due %v",
+				s.Status, s.Attempt, s.DispatchRetries, s.DueAt, recoveredAt.Add(100*time.Millisecond))
 		}
 		if f := got["fine"]; f.Status != store.Running {
 			t.Errorf("fine: %s, want RUNNING (it heartbeats)", f.Status)
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(requeued) != 2 || len(freed) != 1 || freed[0] != "k1" {
-			t.Errorf("requeued %v, freed %v; want the orphan and the stuck claim, and key k1", requeued, freed)
+		back := map[int64]time.Time{}
+		for _, d := range requeued {
+			back[d.ID] = d.DueAt
+		}
+		if len(requeued) != 2 || !back[orphan.ID].Equal(got["orphan"].DueAt) || !back[stuck.ID].Equal(got["stuck"].DueAt) ||
+			len(freed) != 1 || freed[0] != "k1" {
+			t.Errorf("requeued %v, freed %v; want the orphan and the stuck claim at their new due times, and key k1", requeued, freed)
 		}
 	})
 }
