@@ -11,12 +11,21 @@ import (
 )
 
 // Leases live in ax_leader, one row per namespace (see migrations/0003_leader.sql), in
-// the database's clock. AcquireLease is one transaction: it makes sure the row exists
-// (an expired placeholder of epoch 0), locks it with SELECT ... FOR UPDATE, and takes the
-// lease only if it has expired, so concurrent acquires serialise on the row and exactly
-// one raises the epoch. Renew and release are single conditional UPDATEs.
+// the database's clock. AcquireLease is one transaction: it inserts the lease itself at
+// epoch 1 (INSERT … ON DUPLICATE KEY UPDATE namespace = namespace, which locks the row
+// exclusively whether it inserts it or finds it); one affected row means the namespace
+// had none and this call won. Otherwise it reads the locked row with SELECT … FOR
+// UPDATE and takes the lease only if it has expired, so concurrent acquires serialise
+// on the row and exactly one raises the epoch. Renew and release are single conditional
+// UPDATEs. A duplicate that changes nothing counts as 0 rows only without the
+// CLIENT_FOUND_ROWS flag: Open turns it off and New refuses a pool that sets it.
 
 var _ store.Leaser = (*Store)(nil)
+
+// leaseSQL reads a namespace's lease: holder, epoch and the microseconds left by the
+// database's clock.
+const leaseSQL = `SELECT holder, epoch, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+	FROM ax_leader WHERE namespace = ?`
 
 // AcquireLease takes the namespace's lease if it is free or expired. See [store.Leaser].
 func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
@@ -29,14 +38,23 @@ func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl 
 	)
 	err := s.run(ctx, "acquire lease", 0, func(tx *sql.Tx, _ int64) error {
 		info, won = store.LeaseInfo{}, false
-		if _, err := tx.ExecContext(ctx, `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at)
-			VALUES (?, '', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
-			ON DUPLICATE KEY UPDATE namespace = namespace`, namespace); err != nil {
+		res, err := tx.ExecContext(ctx, `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at)
+			VALUES (?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6))
+			ON DUPLICATE KEY UPDATE namespace = namespace`, namespace, holder, ttl.Microseconds())
+		if err != nil {
 			return err
 		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 { // inserted: the namespace had no lease
+			info = store.LeaseInfo{Holder: holder, Epoch: 1, Remaining: ttl.Truncate(time.Microsecond)}
+			won = true
+			return nil
+		}
 		var us int64
-		if err := tx.QueryRowContext(ctx, `SELECT holder, epoch, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
-			FROM ax_leader WHERE namespace = ? FOR UPDATE`, namespace).Scan(&info.Holder, &info.Epoch, &us); err != nil {
+		if err := tx.QueryRowContext(ctx, leaseSQL+` FOR UPDATE`, namespace).Scan(&info.Holder, &info.Epoch, &us); err != nil {
 			return err
 		}
 		if us > 0 {
@@ -101,16 +119,12 @@ func (s *Store) Lease(ctx context.Context, namespace string) (store.LeaseInfo, e
 		info store.LeaseInfo
 		us   int64
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT holder, epoch, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
-		FROM ax_leader WHERE namespace = ?`, namespace).Scan(&info.Holder, &info.Epoch, &us)
+	err := s.db.QueryRowContext(ctx, leaseSQL, namespace).Scan(&info.Holder, &info.Epoch, &us)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.LeaseInfo{}, nil
 	}
 	if err != nil {
 		return store.LeaseInfo{}, s.wrap("read lease", err)
-	}
-	if info.Epoch == 0 { // the placeholder of an acquire that is under way
-		return store.LeaseInfo{}, nil
 	}
 	info.Remaining = time.Duration(us) * time.Microsecond
 	return info, nil

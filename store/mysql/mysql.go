@@ -60,8 +60,9 @@ var (
 // "user:pass@tcp(host:3306)/ax"), migrates its schema and returns the store; Close
 // closes the pool. Open sets what the store needs on every session: parseTime, UTC,
 // time_zone '+00:00', READ COMMITTED (transaction_isolation on MySQL, tx_isolation on
-// MariaDB before 11.1) and client-side parameter interpolation (one round trip per
-// statement; safe because the connection charset is utf8mb4).
+// MariaDB before 11.1), client-side parameter interpolation (one round trip per
+// statement; safe because the connection charset is utf8mb4) and clientFoundRows off
+// (rows affected count changed rows, not matched ones).
 func Open(dsn string) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -73,6 +74,7 @@ func Open(dsn string) (*Store, error) {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
+	cfg.ClientFoundRows = false // AcquireLease tells an insert from a duplicate by the rows affected
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
@@ -128,7 +130,9 @@ func openConfig(cfg *mysql.Config) (*sql.DB, error) {
 // starting at once migrate it exactly once) and returns a store on it. The caller owns
 // db: Close does not close it. db's sessions may run at any isolation level; the store
 // sets READ COMMITTED on each of its transactions. Times are read correctly whatever
-// parseTime says, provided loc is UTC (the driver's default).
+// parseTime says, provided loc is UTC (the driver's default). db must not set
+// clientFoundRows (the driver's default is off): New refuses it with store.ErrInvalid,
+// since rows affected must count changed rows, not matched ones.
 func New(db *sql.DB) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("ax: mysql: new: nil *sql.DB: %w", store.ErrInvalid)
@@ -161,7 +165,29 @@ func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
 		return nil, err
 	}
 	s.applied = n
+	if !sessionRC {
+		if err := checkChangedRows(ctx, db); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// checkChangedRows refuses a pool whose sessions report matched rows as affected
+// (clientFoundRows): an UPDATE that sets a row to its current values must count 0.
+func checkChangedRows(ctx context.Context, db *sql.DB) error {
+	res, err := db.ExecContext(ctx, `UPDATE ax_schema_migrations SET version = version WHERE version = 1`)
+	if err != nil {
+		return fmt.Errorf("ax: mysql: connect: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("ax: mysql: connect: %w", err)
+	}
+	if n != 0 {
+		return fmt.Errorf("ax: mysql: connect: the pool sets clientFoundRows; the store needs rows affected to count changed rows: %w", store.ErrInvalid)
+	}
+	return nil
 }
 
 // checkVersion refuses servers without FOR UPDATE SKIP LOCKED (MySQL 8.0.1, MariaDB

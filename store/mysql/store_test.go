@@ -591,6 +591,31 @@ func TestNewOwnsNothing(t *testing.T) {
 	}
 }
 
+// AcquireLease tells the insert of a namespace's first lease from a duplicate by the
+// rows affected, which clientFoundRows would make 1 for both: Open turns it off
+// whatever the DSN says, and New refuses a pool that sets it.
+func TestClientFoundRows(t *testing.T) {
+	t.Parallel()
+	cfg, err := gomysql.ParseDSN(servicetest.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientFoundRows = true
+	s := openDSN(t, cfg.FormatDSN())
+	ctx := t.Context()
+	if _, ok, err := s.AcquireLease(ctx, "ns", "a", time.Minute); err != nil || !ok {
+		t.Fatalf("AcquireLease(free) = %v, %v; want true", ok, err)
+	}
+	for _, h := range []string{"b", "a"} {
+		if info, ok, err := s.AcquireLease(ctx, "ns", h, time.Minute); err != nil || ok || info.Holder != "a" || info.Epoch != 1 {
+			t.Fatalf("AcquireLease(%q, live lease of a) with clientFoundRows in the DSN = %+v, %v, %v; want a, epoch 1, false", h, info, ok, err)
+		}
+	}
+	if _, err := mysql.New(rawDB(t, cfg.FormatDSN())); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("New(pool with clientFoundRows) error = %v, want ErrInvalid", err)
+	}
+}
+
 func TestCheckVersion(t *testing.T) {
 	for _, c := range []struct {
 		version string
