@@ -8,9 +8,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store/memory"
 )
 
 // Options shared by several targets work on each of them.
@@ -28,9 +30,41 @@ func TestSharedOptionsWorkOnEveryTarget(t *testing.T) {
 	if task.MaxRetry != 3 || task.Timeout != 2*time.Minute || len(task.Backoff) != 3 {
 		t.Errorf("Delay with shared options: MaxRetry %d, Timeout %v, %d stored delays; want 3, 2m, 3", task.MaxRetry, task.Timeout, len(task.Backoff))
 	}
-	if err := s.Every("job", time.Hour, ax.WithMaxRetry(2), backoff, ax.WithTimeout(time.Minute), ax.WithPayload([]byte("p"))); err != nil {
-		t.Errorf("Every with shared options: %v", err)
+	// Without options of its own, a task takes the handler's MaxRetry (its timeout
+	// and backoff stay the handler's, applied when it runs: retry_test checks those).
+	plain, err := s.Delay(ctx, "job", "plain", time.Hour)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if plain.MaxRetry != 7 || plain.Timeout != 0 || len(plain.Backoff) != 0 {
+		t.Errorf("Delay without options: MaxRetry %d, Timeout %v, %d stored delays; want the handler's 7, 0, 0", plain.MaxRetry, plain.Timeout, len(plain.Backoff))
+	}
+
+	// A schedule's occurrences carry its options.
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		t0 := time.Now() // a slot of every 10s
+		s := newScheduler(t, st, nil)
+		s.HandleFunc("job", func(context.Context, *ax.Task) error { return nil })
+		if err := s.Every("job", 10*time.Second, ax.WithMaxRetry(2), backoff, ax.WithTimeout(time.Minute), ax.WithPayload([]byte("p"))); err != nil {
+			t.Fatalf("Every with shared options: %v", err)
+		}
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(9 * time.Second) // the +10s occurrence is written
+		synctest.Wait()
+		occ, err := s.Lookup(context.Background(), "job", slotKey(t0.Add(10*time.Second)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if occ.MaxRetry != 2 || occ.Timeout != time.Minute || len(occ.Backoff) != 2 || string(occ.Payload) != "p" {
+			t.Errorf("occurrence: MaxRetry %d, Timeout %v, %d stored delays, payload %q; want 2, 1m, 2, \"p\"",
+				occ.MaxRetry, occ.Timeout, len(occ.Backoff), occ.Payload)
+		}
+		stop(t, s)
+	})
 }
 
 // Each misuse in testdata/misuse fails to compile, with the compiler naming the
