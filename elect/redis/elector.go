@@ -124,7 +124,10 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 		}
 		e.log.WarnContext(ctx, "ax: redis elector: subscribe to releases failed; polling", "candidate", candidate, "err", err)
 	} else {
-		released = ps.Channel(goredis.WithChannelSize(1))
+		// One buffered message is a pending wake-up, all a waiting campaign needs: drop any
+		// further one at once rather than keep go-redis's receiving goroutine blocked on the
+		// full channel (by default for a minute) after Campaign has returned.
+		released = ps.Channel(goredis.WithChannelSize(1), goredis.WithChannelSendTimeout(time.Millisecond))
 	}
 
 	id := held.CampaignID()
