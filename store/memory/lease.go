@@ -23,6 +23,16 @@ func (r *leaseRow) info(now time.Time) store.LeaseInfo {
 	return store.LeaseInfo{Holder: r.holder, Epoch: r.epoch, Remaining: r.expiresAt.Sub(now)}
 }
 
+// live returns holder's lease of that epoch if it is live at now, else nil. s.mu must be
+// held.
+func (s *Store) live(namespace, holder string, epoch int64, now time.Time) *leaseRow {
+	r, ok := s.leases[namespace]
+	if !ok || r.holder != holder || r.epoch != epoch || !r.expiresAt.After(now) {
+		return nil
+	}
+	return r
+}
+
 // AcquireLease takes the namespace's lease if it is free or expired. See [store.Leaser].
 func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
 	if err := store.CheckLease(namespace, holder, ttl); err != nil {
@@ -54,8 +64,8 @@ func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch 
 	}
 	defer s.mu.Unlock()
 	now := s.now()
-	r, ok := s.leases[namespace]
-	if !ok || r.holder != holder || r.epoch != epoch || !r.expiresAt.After(now) {
+	r := s.live(namespace, holder, epoch, now)
+	if r == nil {
 		return false, nil
 	}
 	r.expiresAt = now.Add(ttl)
@@ -69,8 +79,8 @@ func (s *Store) ReleaseLease(ctx context.Context, namespace, holder string, epoc
 	}
 	defer s.mu.Unlock()
 	now := s.now()
-	r, ok := s.leases[namespace]
-	if !ok || r.holder != holder || r.epoch != epoch || !r.expiresAt.After(now) {
+	r := s.live(namespace, holder, epoch, now)
+	if r == nil {
 		return false, nil
 	}
 	r.expiresAt = now

@@ -56,7 +56,18 @@ func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch 
 	if err := store.CheckLease(namespace, holder, ttl); err != nil {
 		return false, fmt.Errorf("ax: postgres: renew lease: %w", err)
 	}
-	if err := s.check("renew lease"); err != nil {
+	return s.leaseUpdate(ctx, "renew lease", namespace, holder, epoch, ttl)
+}
+
+// ReleaseLease makes holder's live lease of that epoch expire now. See [store.Leaser].
+func (s *Store) ReleaseLease(ctx context.Context, namespace, holder string, epoch int64) (bool, error) {
+	return s.leaseUpdate(ctx, "release lease", namespace, holder, epoch, 0)
+}
+
+// leaseUpdate sets the expiry of holder's live lease of that epoch to now + ttl and
+// reports whether there was such a lease.
+func (s *Store) leaseUpdate(ctx context.Context, op, namespace, holder string, epoch int64, ttl time.Duration) (bool, error) {
+	if err := s.check(op); err != nil {
 		return false, err
 	}
 	tag, err := s.pool.Exec(ctx, `WITH ts AS (SELECT clock_timestamp() AS now)
@@ -64,22 +75,7 @@ func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch 
 		FROM ts WHERE namespace = $1 AND holder = $2 AND epoch = $3 AND expires_at > ts.now`,
 		namespace, holder, epoch, ttl.Microseconds())
 	if err != nil {
-		return false, s.wrap("renew lease", err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
-// ReleaseLease makes holder's live lease of that epoch expire now. See [store.Leaser].
-func (s *Store) ReleaseLease(ctx context.Context, namespace, holder string, epoch int64) (bool, error) {
-	if err := s.check("release lease"); err != nil {
-		return false, err
-	}
-	tag, err := s.pool.Exec(ctx, `WITH ts AS (SELECT clock_timestamp() AS now)
-		UPDATE ax_leader SET expires_at = ts.now, updated_at = ts.now
-		FROM ts WHERE namespace = $1 AND holder = $2 AND epoch = $3 AND expires_at > ts.now`,
-		namespace, holder, epoch)
-	if err != nil {
-		return false, s.wrap("release lease", err)
+		return false, s.wrap(op, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }

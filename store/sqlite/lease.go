@@ -16,6 +16,9 @@ import (
 
 var _ store.Leaser = (*Store)(nil)
 
+// leaseSQL reads a namespace's lease: holder, epoch and expires_at in microseconds.
+const leaseSQL = `SELECT holder, epoch, expires_at FROM ax_leader WHERE namespace = ?`
+
 // AcquireLease takes the namespace's lease if it is free or expired. See [store.Leaser].
 func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
 	if err := store.CheckLease(namespace, holder, ttl); err != nil {
@@ -42,7 +45,7 @@ func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl 
 			return err
 		}
 		var expires int64
-		if err := tx.QueryRowContext(ctx, `SELECT holder, epoch, expires_at FROM ax_leader WHERE namespace = ?`, namespace).
+		if err := tx.QueryRowContext(ctx, leaseSQL, namespace).
 			Scan(&info.Holder, &info.Epoch, &expires); err != nil {
 			return err
 		}
@@ -57,29 +60,23 @@ func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch 
 	if err := store.CheckLease(namespace, holder, ttl); err != nil {
 		return false, fmt.Errorf("ax: sqlite: renew lease: %w", err)
 	}
-	var n int64
-	err := s.write(ctx, "renew lease", func(tx *sql.Tx) error {
-		ts := micros(now())
-		res, err := tx.ExecContext(ctx, `UPDATE ax_leader SET expires_at = ?, updated_at = ?
-			WHERE namespace = ? AND holder = ? AND epoch = ? AND expires_at > ?`,
-			ts+ttl.Microseconds(), ts, namespace, holder, epoch, ts)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return n == 1, err
+	return s.leaseUpdate(ctx, "renew lease", namespace, holder, epoch, ttl)
 }
 
 // ReleaseLease makes holder's live lease of that epoch expire now. See [store.Leaser].
 func (s *Store) ReleaseLease(ctx context.Context, namespace, holder string, epoch int64) (bool, error) {
+	return s.leaseUpdate(ctx, "release lease", namespace, holder, epoch, 0)
+}
+
+// leaseUpdate sets the expiry of holder's live lease of that epoch to now + ttl and
+// reports whether there was such a lease.
+func (s *Store) leaseUpdate(ctx context.Context, op, namespace, holder string, epoch int64, ttl time.Duration) (bool, error) {
 	var n int64
-	err := s.write(ctx, "release lease", func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx *sql.Tx) error {
 		ts := micros(now())
 		res, err := tx.ExecContext(ctx, `UPDATE ax_leader SET expires_at = ?, updated_at = ?
 			WHERE namespace = ? AND holder = ? AND epoch = ? AND expires_at > ?`,
-			ts, ts, namespace, holder, epoch, ts)
+			ts+ttl.Microseconds(), ts, namespace, holder, epoch, ts)
 		if err != nil {
 			return err
 		}
@@ -98,7 +95,7 @@ func (s *Store) Lease(ctx context.Context, namespace string) (store.LeaseInfo, e
 		info    store.LeaseInfo
 		expires int64
 	)
-	err := s.r.QueryRowContext(ctx, `SELECT holder, epoch, expires_at FROM ax_leader WHERE namespace = ?`, namespace).
+	err := s.r.QueryRowContext(ctx, leaseSQL, namespace).
 		Scan(&info.Holder, &info.Epoch, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.LeaseInfo{}, nil
