@@ -10,11 +10,13 @@ import (
 // backend). Its methods are safe for concurrent use.
 type Elector interface {
 	// Campaign blocks until candidate holds the lease, or until ctx ends (it then returns
-	// ctx.Err()). ctx bounds the wait only: the returned Lease stays held, renewed in the
-	// background, until Resign, or until a renewal cannot be confirmed in time — then
-	// Lease.Context is cancelled before the lease can have expired in the backend. Values of
-	// ctx are carried into Lease.Context. candidate names the holder in State.Holder; two
-	// campaigns with the same name are still distinct holders.
+	// ctx.Err()). ctx bounds the wait only: an acquire request that wins as ctx ends still
+	// returns its Lease (rather than leave it held, unrenewed, in the backend), and the
+	// returned Lease stays held, renewed in the background, until Resign, or until a
+	// renewal cannot be confirmed in time — then Lease.Context is cancelled before the
+	// lease can have expired in the backend. Values of ctx are carried into Lease.Context.
+	// candidate names the holder in State.Holder; two campaigns with the same name are
+	// still distinct holders.
 	Campaign(ctx context.Context, candidate string) (Lease, error)
 
 	// Leader reports the current holder, its token and the lease's remaining time. A zero

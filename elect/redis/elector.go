@@ -109,7 +109,8 @@ func (e *Elector) Leader(ctx context.Context) (elect.State, error) {
 
 // Campaign blocks until candidate holds the lease or ctx ends. Between attempts it waits
 // until the current lease's PTTL runs out, at most the fallback poll (min(5s, TTL/2)), and
-// wakes early when the holder resigns (a PUBLISH from the release script).
+// wakes early when the holder resigns (a PUBLISH from the release script). An attempt
+// that wins returns the lease even if ctx ended while it was under way.
 func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -134,17 +135,21 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 	for {
 		start := time.Now()
 		res, err := acquireScript.Run(ctx, e.client, e.keys, id+" "+candidate, e.ttlMS, e.floor.Load()).Slice()
-		wait := e.poll
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case err != nil:
-			e.log.WarnContext(ctx, "ax: redis elector: acquire failed", "candidate", candidate, "err", err)
-		case len(res) >= 3 && res[0] == int64(1):
+		if err == nil && len(res) >= 3 && res[0] == int64(1) {
+			// Won, even if ctx ended during the request: ctx bounds the wait only, and a
+			// lease left unrenewed in Redis would stall the election for a TTL.
 			tok, _ := res[1].(int64)
 			val, _ := res[2].(string)
 			e.observe(tok)
 			return e.newLease(ctx, candidate, tok, val, start), nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		wait := e.poll
+		switch {
+		case err != nil:
+			e.log.WarnContext(ctx, "ax: redis elector: acquire failed", "candidate", candidate, "err", err)
 		case len(res) == 4:
 			if pttl, _ := res[1].(int64); pttl >= 0 {
 				wait = min(wait, time.Duration(pttl)*time.Millisecond)

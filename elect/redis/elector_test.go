@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -137,4 +138,76 @@ func TestNewRejectsShortTTL(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: servicetest.DefaultRedisAddr}) // never dialled
 	defer c.Close()
 	redis.New(c, redis.WithTTL(10*time.Millisecond))
+}
+
+// acquireHook lets a test act on the replies to one client's acquire script (the only
+// script the Elector runs on two keys): after sees each reply and may replace its error.
+type acquireHook struct {
+	after func(ctx context.Context, cmd goredis.Cmder, err error) error
+}
+
+func (h acquireHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h acquireHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if a := cmd.Args(); len(a) > 2 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && fmt.Sprint(a[2]) == "2" {
+			err = h.after(ctx, cmd, err)
+		}
+		return err
+	}
+}
+
+func (h acquireHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// acquired reports whether cmd is a successful acquire: a reply {1, token, value}.
+func acquired(cmd goredis.Cmder, err error) bool {
+	if err != nil {
+		return false
+	}
+	c, ok := cmd.(*goredis.Cmd)
+	if !ok {
+		return false
+	}
+	res, err := c.Slice()
+	return err == nil && len(res) == 3 && res[0] == int64(1)
+}
+
+// TestCampaignKeepsLeaseWonAsCtxEnds: a lease won by the request during which Campaign's ctx
+// ended is returned, not left in Redis unrenewed for a TTL (ctx bounds the wait only).
+func TestCampaignKeepsLeaseWonAsCtxEnds(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, prefix := newClient(t, dbShared, acquireHook{after: func(_ context.Context, cmd goredis.Cmder, err error) error {
+		if acquired(cmd, err) {
+			cancel() // ctx ends as the winning reply comes back
+		}
+		return err
+	}})
+	e := redis.New(c, redis.WithKeyPrefix(prefix), redis.WithTTL(ttl))
+	l, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("Campaign whose ctx ended as it won = %v, want the lease", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the hook did not cancel Campaign's ctx")
+	}
+	if l.Context().Err() != nil {
+		t.Fatalf("lease context done: %v", context.Cause(l.Context()))
+	}
+	bg := context.Background()
+	if s, err := e.Leader(bg); err != nil || s.Holder != "a" || s.Token != l.Token() {
+		t.Fatalf("Leader() = %+v, %v; want a, token %d", s, err, l.Token())
+	}
+	time.Sleep(ttl / 2) // past a renewal: the lease is kept, not left to expire
+	if l.Context().Err() != nil {
+		t.Fatalf("lease lost while renewed: %v", context.Cause(l.Context()))
+	}
+	if err := l.Resign(bg); err != nil {
+		t.Fatalf("Resign() = %v, want nil", err)
+	}
 }

@@ -98,6 +98,7 @@ func (e *Elector) Leader(ctx context.Context) (elect.State, error) {
 // Campaign blocks until candidate holds the lease or ctx ends. Between attempts it waits
 // until the current lease's remaining time (in the database's clock) runs out, at most the
 // fallback poll (min(5s, TTL/2)), and wakes early when a lease of this Elector is released.
+// An attempt that wins returns the lease even if ctx ended while it was under way.
 func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -107,14 +108,18 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 		released := e.releases() // before the attempt, so that a release after it is heard
 		start := time.Now()
 		info, ok, err := e.leaser.AcquireLease(ctx, e.namespace, holder, e.ttl)
+		if err == nil && ok {
+			// Won, even if ctx ended during the call: ctx bounds the wait only, and a lease
+			// left unrenewed in the store would stall the election for a TTL.
+			return e.newLease(ctx, candidate, info.Epoch, holder, start), nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		wait := e.poll
 		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
 		case err != nil:
 			e.log.WarnContext(ctx, "ax: sql lease: acquire failed", "candidate", candidate, "err", err)
-		case ok:
-			return e.newLease(ctx, candidate, info.Epoch, holder, start), nil
 		case info.Holder == holder && info.Remaining > 0:
 			// An earlier attempt took the lease but its answer was lost: confirm it.
 			start = time.Now()

@@ -210,3 +210,60 @@ func TestLeaseRow(t *testing.T) {
 		t.Fatalf("Leader after Resign = %+v, %v; want zero", st, err)
 	}
 }
+
+// leaserStore is a store with its Leaser methods.
+type leaserStore interface {
+	store.Store
+	store.Leaser
+}
+
+// acquireHook is a store whose AcquireLease results pass through after.
+type acquireHook struct {
+	leaserStore
+	after func(info store.LeaseInfo, ok bool, err error) (store.LeaseInfo, bool, error)
+}
+
+func (h acquireHook) AcquireLease(ctx context.Context, ns, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
+	info, ok, err := h.leaserStore.AcquireLease(ctx, ns, holder, ttl)
+	return h.after(info, ok, err)
+}
+
+// TestCampaignKeepsLeaseWonAsCtxEnds: a lease won by the call during which Campaign's ctx
+// ended is returned, not left in the store unrenewed for a TTL (ctx bounds the wait only).
+func TestCampaignKeepsLeaseWonAsCtxEnds(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := acquireHook{leaserStore: memory.New(), after: func(info store.LeaseInfo, ok bool, err error) (store.LeaseInfo, bool, error) {
+		if err == nil && ok {
+			cancel() // ctx ends as the winning answer comes back
+		}
+		return info, ok, err
+	}}
+	e, err := sqllease.New(st, sqllease.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	l, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("Campaign whose ctx ended as it won = %v, want the lease", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the hook did not cancel Campaign's ctx")
+	}
+	if l.Context().Err() != nil {
+		t.Fatalf("lease context done: %v", context.Cause(l.Context()))
+	}
+	bg := context.Background()
+	if s, err := e.Leader(bg); err != nil || s.Holder != "a" || s.Token != l.Token() {
+		t.Fatalf("Leader() = %+v, %v; want a, token %d", s, err, l.Token())
+	}
+	time.Sleep(ttl / 2) // past a renewal: the lease is kept, not left to expire
+	if l.Context().Err() != nil {
+		t.Fatalf("lease lost while renewed: %v", context.Cause(l.Context()))
+	}
+	if err := l.Resign(bg); err != nil {
+		t.Fatalf("Resign() = %v, want nil", err)
+	}
+}
