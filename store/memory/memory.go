@@ -675,7 +675,7 @@ func (s *Store) Close() error {
 	}
 	defer s.mu.Unlock()
 	s.closed = true
-	s.rows, s.keys, s.execs, s.changes, s.window, s.schedules = nil, nil, nil, nil, nil, nil
+	s.rows, s.keys, s.execs, s.changes, s.window, s.schedules, s.leases = nil, nil, nil, nil, nil, nil, nil
 	return nil
 }
 
