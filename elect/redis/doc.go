@@ -8,10 +8,11 @@
 //
 // Acquire is one Lua script: if the lease key is absent it raises the epoch to the elector's
 // floor, INCRs it, and SETs the lease NX PX TTL with the new token in the value; otherwise it
-// returns the holder's value and PTTL. Renew (every TTL/3, retried every TTL/20 after an
-// error) is compare-and-pexpire; Resign is compare-and-delete plus a PUBLISH on the release
-// channel. <id> is random per Campaign, so two electors using one candidate name never renew
-// or release each other's lease.
+// returns the holder's value and PTTL — unless that value is the campaign's own (an earlier
+// attempt won but its reply was lost), which it PEXPIREs and returns as won. Renew (every
+// TTL/3, retried every TTL/20 after an error) is compare-and-pexpire; Resign is
+// compare-and-delete plus a PUBLISH on the release channel. <id> is random per Campaign, so
+// two electors using one candidate name never renew or release each other's lease.
 //
 // # Standbys
 //

@@ -2,9 +2,11 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,5 +211,46 @@ func TestCampaignKeepsLeaseWonAsCtxEnds(t *testing.T) {
 	}
 	if err := l.Resign(bg); err != nil {
 		t.Fatalf("Resign() = %v, want nil", err)
+	}
+}
+
+// TestCampaignLostAcquireReply: when the reply to a successful acquire is lost, the next
+// attempt recognises the campaign's own lease and takes it, with its token, instead of
+// waiting it out as another holder's.
+func TestCampaignLostAcquireReply(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	errLost := errors.New("reply lost")
+	var dropped atomic.Bool
+	c, prefix := newClient(t, dbShared, acquireHook{after: func(_ context.Context, cmd goredis.Cmder, err error) error {
+		if acquired(cmd, err) && dropped.CompareAndSwap(false, true) {
+			cmd.SetErr(errLost) // the script ran, but its reply never arrives
+			return errLost
+		}
+		return err
+	}})
+	e := redis.New(c, redis.WithKeyPrefix(prefix), redis.WithTTL(ttl))
+	ctx, cancel := context.WithTimeout(context.Background(), ttl)
+	defer cancel()
+	start := time.Now()
+	l, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("Campaign = %v", err)
+	}
+	defer l.Resign(context.Background())
+	if !dropped.Load() {
+		t.Fatal("the hook dropped no acquire reply")
+	}
+	// After the failed attempt it waits the fallback poll (TTL/2), and no more: not the
+	// remaining TTL of its own lease.
+	if d, bound := time.Since(start), ttl/2+ttl/10; d >= bound {
+		t.Fatalf("Campaign took %v after its first reply was lost, want < %v (one fallback poll)", d, bound)
+	}
+	if l.Token() != 1 {
+		t.Fatalf("Token() = %d, want 1: the lease the lost reply had won", l.Token())
+	}
+	s, err := e.Leader(context.Background())
+	if err != nil || s.Holder != "a" || s.Token != l.Token() || s.Remaining <= ttl-ttl/10 {
+		t.Fatalf("Leader() = %+v, %v; want a, token %d, remaining near the TTL (re-expired)", s, err, l.Token())
 	}
 }

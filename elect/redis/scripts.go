@@ -2,16 +2,24 @@ package redis
 
 import goredis "github.com/redis/go-redis/v9"
 
-// acquireScript takes the lease if nobody holds it.
+// acquireScript takes the lease if nobody holds it, or confirms it if this campaign
+// already holds it (an earlier attempt won, but its reply was lost).
 //
 //	KEYS[1] lease key, KEYS[2] epoch key
 //	ARGV[1] "<id> <candidate>", ARGV[2] TTL in ms, ARGV[3] token floor
 //
 // It returns {1, token, value} when acquired, and {0, pttl, value, epoch} when held by
 // someone else. The epoch is first raised to the floor, so the token is max(INCR, floor+1).
+// A lease whose value is "<token> " .. ARGV[1] is the campaign's own: it is PEXPIREd to the
+// TTL and returned as acquired, with its token.
 var acquireScript = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur then
+	local sp = string.find(cur, ' ', 1, true)
+	if sp and string.sub(cur, sp + 1) == ARGV[1] then
+		redis.call('PEXPIRE', KEYS[1], ARGV[2])
+		return {1, tonumber(string.sub(cur, 1, sp - 1)), cur}
+	end
 	return {0, redis.call('PTTL', KEYS[1]), cur, redis.call('GET', KEYS[2]) or '0'}
 end
 local epoch = tonumber(redis.call('GET', KEYS[2]) or '0')
