@@ -30,6 +30,11 @@ type Harness struct {
 	// both). Without it the expiry and frozen-holder cases are skipped.
 	Freeze func(e elect.Elector) (thaw func())
 
+	// WakesOnRelease says that a Resign wakes the standbys of every elector of the
+	// election (Redis: a PUBLISH they subscribe to), not only a fallback poll. The Release
+	// case then wants the takeover within wakeBound of the Resign, not only within the TTL.
+	WakesOnRelease bool
+
 	// LoseData, when set, makes the backend forget the state of t's election (Redis: FLUSHDB
 	// of the test's own database). Run never calls it while another case is running.
 	// Without it the data-loss case is skipped.
@@ -337,6 +342,10 @@ func testExpiry(t *testing.T, h Harness) {
 	}
 }
 
+// wakeBound is how soon after a Resign a woken standby must hold the lease: a few round
+// trips, far below the fallback poll (TTL/2) of the Release case.
+const wakeBound = 100 * time.Millisecond
+
 func testRelease(t *testing.T, h Harness) {
 	const ttl = time.Second
 	a, b := h.New(t, ttl), h.New(t, ttl)
@@ -359,6 +368,9 @@ func testRelease(t *testing.T, h Harness) {
 	t.Logf("standby acquired %v after Resign", d)
 	if d >= ttl {
 		t.Fatalf("standby acquired %v after Resign, want < TTL %v", d, ttl)
+	}
+	if h.WakesOnRelease && d >= wakeBound {
+		t.Fatalf("standby acquired %v after Resign, want < %v: Harness.WakesOnRelease says a Resign wakes it", d, wakeBound)
 	}
 	if lb.Token() <= la.Token() {
 		t.Fatalf("new holder's Token() = %d, want > %d", lb.Token(), la.Token())

@@ -94,6 +94,7 @@ func TestConformance(t *testing.T) {
 			defer mu.Unlock()
 			return freezers[e].Freeze()
 		},
+		WakesOnRelease: true,
 		LoseData: func(t *testing.T) {
 			if err := admin.FlushDB(context.Background()).Err(); err != nil {
 				t.Fatalf("FLUSHDB: %v", err)

@@ -267,3 +267,60 @@ func TestCampaignKeepsLeaseWonAsCtxEnds(t *testing.T) {
 		t.Fatalf("Resign() = %v, want nil", err)
 	}
 }
+
+// TestResignWakesCampaignOfSameElector: a Resign wakes the waiting campaigns of the same
+// Elector (the conformance suite's electors are one per candidate, so it does not see this):
+// the standby takes over well before its fallback poll (TTL/2) would have it try again.
+func TestResignWakesCampaignOfSameElector(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	e, err := sqllease.New(memory.New(), sqllease.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	bg := context.Background()
+	la, err := e.Campaign(bg, "a")
+	if err != nil {
+		t.Fatalf("Campaign(a): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*ttl)
+	defer cancel()
+	type result struct {
+		l   elect.Lease
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := e.Campaign(ctx, "b")
+		done <- result{l, err, time.Now()}
+	}()
+	// Let b fail its first attempt and wait: its fallback poll is TTL/2 away.
+	select {
+	case r := <-done:
+		t.Fatalf("Campaign(b) returned while a held the lease: %v, %v", r.l, r.err)
+	case <-time.After(ttl / 5):
+	}
+	released := time.Now()
+	if err := la.Resign(bg); err != nil {
+		t.Fatalf("Resign() = %v, want nil", err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(ttl):
+		t.Fatalf("Campaign(b) did not return within %v of the Resign", ttl)
+	}
+	if r.err != nil {
+		t.Fatalf("Campaign(b) = %v", r.err)
+	}
+	defer r.l.Resign(bg)
+	d := r.at.Sub(released)
+	t.Logf("woken campaign acquired %v after Resign", d)
+	if d >= ttl/10 {
+		t.Fatalf("woken campaign acquired %v after Resign, want < %v (its fallback poll is %v)", d, ttl/10, ttl/2)
+	}
+	if r.l.Token() <= la.Token() {
+		t.Fatalf("new holder's Token() = %d, want > %d", r.l.Token(), la.Token())
+	}
+}
