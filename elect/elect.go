@@ -39,8 +39,8 @@ type Lease interface {
 	// compare-and-delete, so that a waiting candidate may acquire it at once. It returns
 	// ErrLost if the lease had already been lost (nothing is released then: a newer holder's
 	// lease is never touched). Calls after the first return the first call's result, except
-	// that a call whose ctx ended before the release could complete returns ctx.Err() and
-	// may be retried.
+	// that a call whose ctx ended before the release could complete returns ctx.Err(), and
+	// one whose release failed returns that error: either may be retried.
 	Resign(ctx context.Context) error
 }
 

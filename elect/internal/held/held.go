@@ -174,7 +174,8 @@ func (l *Lease) renew(last time.Time) {
 }
 
 // Resign ends the lease, then releases it. It is idempotent: later calls return the
-// first one's result (after ctx.Err(), a call may be repeated).
+// first one's result — except after ctx.Err() or a failed release, when a call may be
+// repeated and releases again.
 func (l *Lease) Resign(ctx context.Context) error {
 	l.resignMu.Lock()
 	defer l.resignMu.Unlock()
