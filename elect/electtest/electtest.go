@@ -456,3 +456,29 @@ func testDataLoss(t *testing.T, h Harness) {
 		t.Fatalf("Resign() = %v", err)
 	}
 }
+
+// CampaignWonAsCtxEnds checks a backend's answer to a campaign whose ctx ends just as
+// its acquire wins: e must be built so that its backend cancels ctx as a winning
+// acquire answers (a backend-specific hook). Campaign must return the lease — ctx
+// bounds the wait only — and keep renewing it rather than leave it to expire.
+func CampaignWonAsCtxEnds(t *testing.T, e elect.Elector, ctx context.Context, ttl time.Duration) {
+	t.Helper()
+	l, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("Campaign whose ctx ended as it won = %v, want the lease", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the hook did not cancel Campaign's ctx")
+	}
+	if l.Context().Err() != nil {
+		t.Fatalf("lease context done: %v", context.Cause(l.Context()))
+	}
+	wantLeader(t, e, "a", l)
+	time.Sleep(ttl / 2) // past a renewal (every TTL/3): the lease is kept, not left to expire
+	if l.Context().Err() != nil {
+		t.Fatalf("lease lost while renewed: %v", context.Cause(l.Context()))
+	}
+	if err := l.Resign(context.Background()); err != nil {
+		t.Fatalf("Resign() = %v, want nil", err)
+	}
+}

@@ -192,27 +192,7 @@ func TestCampaignKeepsLeaseWonAsCtxEnds(t *testing.T) {
 		return err
 	}})
 	e := redis.New(c, redis.WithKeyPrefix(prefix), redis.WithTTL(ttl))
-	l, err := e.Campaign(ctx, "a")
-	if err != nil {
-		t.Fatalf("Campaign whose ctx ended as it won = %v, want the lease", err)
-	}
-	if ctx.Err() == nil {
-		t.Fatal("the hook did not cancel Campaign's ctx")
-	}
-	if l.Context().Err() != nil {
-		t.Fatalf("lease context done: %v", context.Cause(l.Context()))
-	}
-	bg := context.Background()
-	if s, err := e.Leader(bg); err != nil || s.Holder != "a" || s.Token != l.Token() {
-		t.Fatalf("Leader() = %+v, %v; want a, token %d", s, err, l.Token())
-	}
-	time.Sleep(ttl / 2) // past a renewal: the lease is kept, not left to expire
-	if l.Context().Err() != nil {
-		t.Fatalf("lease lost while renewed: %v", context.Cause(l.Context()))
-	}
-	if err := l.Resign(bg); err != nil {
-		t.Fatalf("Resign() = %v, want nil", err)
-	}
+	electtest.CampaignWonAsCtxEnds(t, e, ctx, ttl)
 }
 
 // TestCampaignLostAcquireReply: when the reply to a successful acquire is lost, the next

@@ -245,27 +245,7 @@ func TestCampaignKeepsLeaseWonAsCtxEnds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	l, err := e.Campaign(ctx, "a")
-	if err != nil {
-		t.Fatalf("Campaign whose ctx ended as it won = %v, want the lease", err)
-	}
-	if ctx.Err() == nil {
-		t.Fatal("the hook did not cancel Campaign's ctx")
-	}
-	if l.Context().Err() != nil {
-		t.Fatalf("lease context done: %v", context.Cause(l.Context()))
-	}
-	bg := context.Background()
-	if s, err := e.Leader(bg); err != nil || s.Holder != "a" || s.Token != l.Token() {
-		t.Fatalf("Leader() = %+v, %v; want a, token %d", s, err, l.Token())
-	}
-	time.Sleep(ttl / 2) // past a renewal: the lease is kept, not left to expire
-	if l.Context().Err() != nil {
-		t.Fatalf("lease lost while renewed: %v", context.Cause(l.Context()))
-	}
-	if err := l.Resign(bg); err != nil {
-		t.Fatalf("Resign() = %v, want nil", err)
-	}
+	electtest.CampaignWonAsCtxEnds(t, e, ctx, ttl)
 }
 
 // TestResignWakesCampaignOfSameElector: a Resign wakes the waiting campaigns of the same
