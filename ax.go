@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/store"
 )
@@ -116,7 +118,33 @@ type Config struct {
 	// status and the queue lag (one store query each time; never per scrape).
 	// Defaults to DefaultStatsInterval (15s).
 	StatsInterval time.Duration
+
+	// Namespace names the scheduling domain whose leader is elected and fenced: the
+	// store records each new leader of the namespace (its fencing token) and refuses
+	// the claims, schedule fires and recovery writes of an older one. Give the Elector
+	// the same namespace. Defaults to DefaultNamespace ("default").
+	Namespace string
+	// Elector, when set, elects one leader among the schedulers that share the store:
+	// only the leader runs the scheduling loop, recovery and schedule firing, under
+	// its lease and fenced in the store, while every scheduler executes. See
+	// packages elect/redis and elect/sqllease, and the README's "Running several
+	// replicas". Nil: no election; every scheduler schedules and claims on its own,
+	// and the store's conditional writes keep them from running a task twice.
+	Elector elect.Elector
+	// CanLead says whether this scheduler may schedule: false makes it executor-only,
+	// never a candidate (and, without an Elector, never scheduling at all: it runs
+	// only the tasks it is handed, by Trigger). Defaults to true.
+	CanLead *bool
 }
+
+// DefaultNamespace is Config.Namespace's default.
+const DefaultNamespace = "default"
+
+// maxNamespace is the longest Namespace, in bytes (the stores' key columns hold 200).
+const maxNamespace = 200
+
+// canLead reports whether the scheduler may schedule (Config.CanLead).
+func (c Config) canLead() bool { return c.CanLead == nil || *c.CanLead }
 
 func (c Config) withDefaults() Config {
 	if c.Node == "" {
@@ -153,6 +181,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
 	}
 	return c
 }
@@ -195,6 +226,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxCatchUp < 0 || c.MaxCatchUp > maxCatchUp {
 		bad("MaxCatchUp", "%d is outside [0, %d]", c.MaxCatchUp, maxCatchUp)
+	}
+	if c.Namespace != "" && (len(c.Namespace) > maxNamespace || strings.ContainsFunc(c.Namespace, unicode.IsSpace)) {
+		bad("Namespace", "%q is longer than %d bytes or holds white space", c.Namespace, maxNamespace)
 	}
 	if len(errs) == 0 {
 		return nil

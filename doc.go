@@ -78,13 +78,16 @@
 //     for Config.OrphanAfter is counted as a failed attempt and retried; a task claimed
 //     but not started within Config.DispatchTimeout is handed back. A SUCCEEDED task
 //     never runs again.
-//   - Several schedulers may share a store. Each runs the whole scheduling loop
-//     (refill, claims, recovery, schedule firing) and they race through conditional
-//     writes, so a due task is claimed by one of them and an occurrence is written
-//     once. There is no elected leader and no fencing yet: a process that stalls past
-//     OrphanAfter and resumes can finish an execution already re-run by recovery; its
-//     result is discarded, its side effects are not — hence handlers idempotent on
-//     the execution id or the business key.
+//   - Several schedulers may share a store. Without Config.Elector each runs the
+//     whole scheduling loop (refill, claims, recovery, schedule firing) and they race
+//     through conditional writes, so a due task is claimed by one of them and an
+//     occurrence is written once. With an Elector only the leader of the Namespace
+//     schedules, under its lease, and the store fences it: once a newer leader has
+//     recorded itself (store.Store.RaiseFence), the old one's claims, schedule fires
+//     and recovery writes are refused (store.ErrFenced) and its term ends. A process
+//     that stalls past OrphanAfter and resumes can still finish an execution already
+//     re-run by recovery; its result is discarded, its side effects are not — hence
+//     handlers idempotent on the execution id or the business key.
 //
 // # Retries
 //

@@ -70,6 +70,14 @@ const (
 	// in this scheduler, and was handed back (each time: a task that keeps coming due
 	// counts once per hand-back). Name.
 	EventUnhandled = EventKind(observe.Unhandled)
+	// EventLeadership: this scheduler's role changed (Config.Elector): Leader is true
+	// when it began leading, false when its term ended; Epoch is the term's fencing
+	// token; Reason, when a term ended, says why (lost, resigned, fenced, stopping).
+	EventLeadership = EventKind(observe.Leadership)
+	// EventFenceRejected: the store refused a write of this scheduler's as fenced by
+	// a newer leader, and its term ended. Reason names the part: claim, schedule,
+	// recovery.
+	EventFenceRejected = EventKind(observe.FenceRejected)
 )
 
 var eventKindNames = [...]string{
@@ -78,6 +86,7 @@ var eventKindNames = [...]string{
 	EventOrphanRecovered: "orphan_recovered", EventStuckClaimHandedBack: "stuck_claim_handed_back",
 	EventSkipped: "skipped", EventScheduleFired: "schedule_fired", EventClockOffset: "clock_offset",
 	EventWheelSize: "wheel_size", EventTaskCounts: "task_counts", EventUnhandled: "unhandled",
+	EventLeadership: "leadership", EventFenceRejected: "fence_rejected",
 }
 
 // String returns the kind in snake case, e.g. "dispatch_failed".
@@ -106,6 +115,9 @@ const (
 	DispatchNoHandler = observe.NoHandler // no handler registered for the name
 	DispatchStopping  = observe.Stopping  // the scheduler was stopping
 	DispatchStuck     = observe.Stuck     // not started within DispatchTimeout of the claim
+	// DispatchLeaseEnded: claimed under a leader's lease that ended before the task
+	// started; the next leader runs it.
+	DispatchLeaseEnded = observe.LeaseEnded
 )
 
 // The results of EventScheduleFired.
@@ -137,6 +149,8 @@ type Event struct {
 	Lag      time.Duration
 	Count    int
 	Counts   map[Status]int64
+	Leader   bool  // EventLeadership
+	Epoch    int64 // EventLeadership
 	// Dropped is how many events were dropped, because the queue was full, since the
 	// previous event delivered.
 	Dropped int
@@ -155,6 +169,6 @@ func eventOf(e observe.Event) Event {
 	return Event{
 		Kind: EventKind(e.Kind), At: e.At, Name: e.Name, Schedule: e.Schedule, Outcome: Outcome(e.Outcome),
 		Reason: e.Reason, Result: e.Result, Due: e.Due, Lateness: e.Lateness, Manual: e.Manual, Early: e.Early,
-		Duration: e.Duration, Offset: e.Offset, Lag: e.Lag, Count: e.Count, Counts: e.Counts, Dropped: e.Dropped,
+		Duration: e.Duration, Offset: e.Offset, Lag: e.Lag, Count: e.Count, Counts: e.Counts, Leader: e.Leader, Epoch: e.Epoch, Dropped: e.Dropped,
 	}
 }

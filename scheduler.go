@@ -10,10 +10,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/dispatch"
 	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/internal/insert"
+	"github.com/axsched/ax/internal/leadership"
 	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/internal/periodic"
 	"github.com/axsched/ax/internal/recovery"
@@ -77,11 +79,57 @@ type handler struct {
 
 // running holds the parts of a started scheduler.
 type running struct {
-	cancel context.CancelFunc // ends the scheduling loop, recovery and firing
+	cancel context.CancelFunc // ends the campaign, the term's parts and the clock's follower
 	wg     sync.WaitGroup
-	loop   *dispatch.Loop
 	exec   *execute.Executor
 	reload chan struct{} // re-read the schedules now
+
+	mu   sync.Mutex
+	loop *dispatch.Loop // the current term's scheduling loop; nil while not leading
+}
+
+// current returns the scheduling loop of the current term, or nil.
+func (r *running) currentLoop() *dispatch.Loop {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loop
+}
+
+// setLoop makes l the current term's loop (nil: the term ended).
+func (r *running) setLoop(l *dispatch.Loop) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loop = l
+}
+
+// add puts tasks in the current term's wheel; without a term the leader finds them
+// by its refill.
+func (r *running) add(dues ...store.Due) {
+	if l := r.currentLoop(); l != nil {
+		l.Add(dues...)
+	}
+}
+
+// remove takes a task out of the current term's wheel.
+func (r *running) remove(id int64) {
+	if l := r.currentLoop(); l != nil {
+		l.Remove(id)
+	}
+}
+
+// watch has the current term's loop look out for a task written in a caller's
+// transaction.
+func (r *running) watch(id int64, due time.Time) {
+	if l := r.currentLoop(); l != nil {
+		l.Watch(id, due)
+	}
+}
+
+// unblock tells the current term's loop that task keys are free.
+func (r *running) unblock(keys []string) {
+	if l := r.currentLoop(); l != nil {
+		l.Unblock(keys)
+	}
 }
 
 // reloadSchedules makes the firing re-read the schedules now (registered, paused,
@@ -225,50 +273,119 @@ func (s *Scheduler) assemble(cancel context.CancelFunc) *running {
 		Node: s.cfg.Node, Concurrency: s.cfg.Concurrency,
 		HeartbeatInterval: s.cfg.HeartbeatInterval, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
 		Handler:    s.execHandler,
-		OnDone:     func(n int) { r.loop.Done(n) },
-		OnKeysFree: func(keys []string) { r.loop.Unblock(keys) },
-		OnRetry:    func(d store.Due) { r.loop.Add(d) },
+		OnKeysFree: r.unblock,
+		OnRetry:    func(d store.Due) { r.add(d) },
 	})
+	return r
+}
+
+// termExecutor is the executor as one term's scheduling loop sees it: every task
+// dispatched comes from the term's Source.
+type termExecutor struct {
+	exec *execute.Executor
+	src  *execute.Source
+}
+
+func (t termExecutor) Dispatch(tasks []store.Task) bool { return t.exec.Dispatch(t.src, tasks) }
+
+// term is one term's leader-only parts: the scheduling loop (with its wheel, filled
+// afresh), recovery, schedule firing, and the task counts for the observer. Without an
+// elector there is one term, as long as the scheduler runs, with the zero fence.
+type term struct {
+	s    *Scheduler
+	r    *running
+	t    leadership.Term
+	st   store.Store // s.kst; under a lease, ending the term when a write is fenced
+	loop *dispatch.Loop
+	src  *execute.Source
+}
+
+// newTerm assembles a term's parts and makes its loop the current one, so that tasks
+// submitted from now on reach its wheel.
+func (s *Scheduler) newTerm(r *running, t leadership.Term) *term {
+	st := s.kst
+	if t.Fence.Token != 0 {
+		st = leadership.Guard(s.kst, t.End, func(component string) {
+			s.obs.Send(observe.Event{Kind: observe.FenceRejected, At: s.clock.Now(), Reason: component})
+		})
+	}
 	var notifier store.Notifier
 	if n, ok := s.st.(store.Notifier); ok && !s.hooks.noNotify {
 		notifier = n
 	}
-	r.loop = dispatch.New(dispatch.Config{
-		Store: s.kst, Notifier: notifier, Clock: s.clock, Log: s.log, Observe: s.obs, Executor: r.exec,
-		Tick: s.cfg.Tick, Window: s.cfg.Window, RefillInterval: s.cfg.RefillInterval,
+	var loop *dispatch.Loop
+	src := &execute.Source{Done: func(n int) { loop.Done(n) }, Valid: t.Valid}
+	loop = dispatch.New(dispatch.Config{
+		Store: st, Fence: t.Fence, Valid: t.Valid, Notifier: notifier, Clock: s.clock, Log: s.log, Observe: s.obs,
+		Executor: termExecutor{exec: r.exec, src: src},
+		Tick:     s.cfg.Tick, Window: s.cfg.Window, RefillInterval: s.cfg.RefillInterval,
 		Capacity:   s.cfg.Concurrency + store.MaxBatch,
 		AfterClaim: s.hooks.afterClaim,
 	})
-	return r
+	r.setLoop(loop)
+	return &term{s: s, r: r, t: t, st: st, loop: loop, src: src}
+}
+
+// run runs the term's parts until ctx ends, and returns once they have stopped and the
+// tasks they claimed but did not start are handed back. rows are the schedules as
+// Start read them; nil: read them now.
+func (tm *term) run(ctx context.Context, rows []store.Schedule) {
+	s, r, t, st, loop := tm.s, tm.r, tm.t, tm.st, tm.loop
+	var wg sync.WaitGroup
+	loop.Run(ctx, &wg)
+	wg.Go(func() {
+		recovery.Run(ctx, recovery.Config{
+			Store: st, Fence: t.Fence, Clock: s.clock, Log: s.log, Observe: s.obs,
+			OrphanAfter: s.cfg.OrphanAfter, DispatchTimeout: s.cfg.DispatchTimeout, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
+			Backoff:   func(t *store.Task, n int) time.Duration { return execute.RetryDelay(t, n, s.execHandler) },
+			Requeued:  loop.Add,
+			KeysFreed: loop.Unblock,
+		})
+	})
+	wg.Go(func() {
+		if rows == nil {
+			var err error
+			if rows, err = s.kst.Schedules(ctx); err != nil && ctx.Err() == nil {
+				s.log.LogAttrs(ctx, slog.LevelWarn, "ax: read schedules; firing re-reads them", slog.Any("err", err))
+			}
+		}
+		periodic.Fire(ctx, periodic.Config{
+			Store: st, Fence: t.Fence, Clock: s.clock, Log: s.log, Observe: s.obs,
+			RefillInterval: s.cfg.RefillInterval, MaxCatchUp: s.cfg.MaxCatchUp,
+			Registered: s.periodicList, Occurrence: s.occurrence, Fired: loop.Add, Reload: r.reload,
+		}, rows)
+	})
+	if s.obs != nil {
+		wg.Go(func() { s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log) })
+	}
+	wg.Wait()
+	r.setLoop(nil)
+	r.exec.Withdraw(tm.src)
 }
 
 // clockInterval is how often the store's clock offset is re-measured, so that drift
 // between the hosts' clocks does not accumulate.
 const clockInterval = time.Minute
 
-// runParts starts the scheduling loop, recovery, schedule firing, the clock's
-// re-measurement and the task counts for the observer; all end with ctx.
+// runParts starts the clock's re-measurement and the leader-only parts (a term): at
+// once without an Elector, for each won lease with one, never when the scheduler may
+// not lead. All end with ctx.
 func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Schedule) {
-	r.loop.Run(ctx, &r.wg)
-	r.wg.Add(2)
-	go func() {
-		defer r.wg.Done()
-		recovery.Run(ctx, recovery.Config{
-			Store: s.kst, Clock: s.clock, Log: s.log, Observe: s.obs,
-			OrphanAfter: s.cfg.OrphanAfter, DispatchTimeout: s.cfg.DispatchTimeout, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
-			Backoff:   func(t *store.Task, n int) time.Duration { return execute.RetryDelay(t, n, s.execHandler) },
-			Requeued:  r.loop.Add,
-			KeysFreed: r.loop.Unblock,
+	switch {
+	case s.cfg.Elector == nil && s.cfg.canLead():
+		tm := s.newTerm(r, leadership.Term{})
+		r.wg.Go(func() { tm.run(ctx, rows) })
+	case s.cfg.canLead():
+		r.wg.Go(func() {
+			leadership.Run(ctx, leadership.Config{
+				Elector: s.cfg.Elector, Store: s.kst, Namespace: s.cfg.Namespace, Candidate: s.cfg.Node, Log: s.log,
+				Run: func(ctx context.Context, t leadership.Term) {
+					s.newTerm(r, t).run(ctx, nil)
+				},
+				Changed: s.roleChanged,
+			})
 		})
-	}()
-	go func() {
-		defer r.wg.Done()
-		periodic.Fire(ctx, periodic.Config{
-			Store: s.kst, Clock: s.clock, Log: s.log, Observe: s.obs,
-			RefillInterval: s.cfg.RefillInterval, MaxCatchUp: s.cfg.MaxCatchUp,
-			Registered: s.periodicList, Occurrence: s.occurrence, Fired: r.loop.Add, Reload: r.reload,
-		}, rows)
-	}()
+	}
 	if !s.hooks.localClock {
 		r.wg.Add(1)
 		go func() {
@@ -282,12 +399,28 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 			})
 		}()
 	}
-	if s.obs != nil {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log)
-		}()
+}
+
+// roleChanged reports a change of this scheduler's role under its Elector.
+func (s *Scheduler) roleChanged(leader bool, f store.Fence, cause error) {
+	e := observe.Event{Kind: observe.Leadership, At: s.clock.Now(), Leader: leader, Epoch: f.Token}
+	if !leader {
+		e.Reason = endReason(cause)
+	}
+	s.obs.Send(e)
+}
+
+// endReason names why a term ended, for EventLeadership.
+func endReason(cause error) string {
+	switch {
+	case errors.Is(cause, store.ErrFenced):
+		return "fenced"
+	case errors.Is(cause, leadership.ErrStopping):
+		return "stopping"
+	case errors.Is(cause, elect.ErrResigned):
+		return "resigned"
+	default:
+		return "lost"
 	}
 }
 
@@ -422,7 +555,7 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string) error {
 		return errorf("ax: %s: %w", op, err)
 	}
 	if r := s.current(); r != nil {
-		r.loop.Remove(t.ID)
+		r.remove(t.ID)
 	}
 	return nil
 }
@@ -454,10 +587,10 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 		}
 		return errorf("ax: trigger task %d: %w", id, err)
 	}
-	r.loop.Remove(id)
+	r.remove(id)
 	s.obs.Claimed(s.clock.Now(), []store.Task{*t})
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", observe.TaskAttrs(t)...)
-	if !r.exec.Dispatch([]store.Task{*t}, false) {
+	if !r.exec.Dispatch(nil, []store.Task{*t}) {
 		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is stopping; the task was handed back and runs when a scheduler claims it"))
 	}
 	return nil

@@ -168,12 +168,12 @@ func (s *Scheduler) schedule(inTx bool, res []store.Inserted) {
 	for _, in := range res {
 		if in.Err == nil {
 			if inTx {
-				r.loop.Watch(in.Task.ID, in.Task.DueAt)
+				r.watch(in.Task.ID, in.Task.DueAt)
 			}
 			dues = append(dues, store.Due{ID: in.Task.ID, DueAt: in.Task.DueAt})
 		}
 	}
-	r.loop.Add(dues...) // one lock and one wake-up for the whole batch
+	r.add(dues...) // one lock and one wake-up for the whole batch
 }
 
 // newTask validates a submission and resolves its options: per-task values win, then

@@ -30,9 +30,18 @@ type Lease interface {
 	// holder of the same election, within the limits the backend's package documents.
 	Token() int64
 
+	// Holder returns the value the backend records as this lease's holder: unique to this
+	// campaign (an id, a space, the candidate name). The scheduler records the new leader
+	// under it in the store's fence (store.Store.RaiseFence), which thereby recognises a
+	// lease the store recorded itself (elect/sqllease).
+	Holder() string
+
 	// Context returns a context cancelled when leadership is lost (context.Cause is ErrLost)
 	// or resigned (context.Cause is ErrResigned). Every leader-only goroutine should run
-	// under it.
+	// under it. Its Err also compares the time with the lease's deadline, on the monotonic
+	// clock, at every call: a process resumed from a pause longer than the lease finds it
+	// lost at its first check, before any timer has run. Check Err itself, not a context
+	// derived from it, before an act that needs the lease.
 	Context() context.Context
 
 	// Resign cancels Context, stops the renewals and releases the lease with a

@@ -112,7 +112,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		executions: counterVec("ax_task_executions_total",
 			"Executions that ended, per task name and outcome (succeeded, failed, panicked, timed_out, released, orphaned).", "name", "outcome"),
 		dispatchFailures: counterVec("ax_task_dispatch_failures_total",
-			"Claimed tasks that could not be started and were handed back, per task name and reason (no_handler, stopping, stuck).", "name", "reason"),
+			"Claimed tasks that could not be started and were handed back, per task name and reason (no_handler, stopping, stuck, lease_ended).", "name", "reason"),
 		retries: counterVec("ax_task_retries_total",
 			"Failed executions that will be retried (business retries), per task name.", "name"),
 		skipped: counterVec("ax_tasks_skipped_total",

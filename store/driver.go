@@ -284,3 +284,49 @@ func CheckLease(namespace, holder string, ttl time.Duration) error {
 	}
 	return nil
 }
+
+// CheckFence rejects a Fence the contract calls invalid: a negative token, or a
+// positive one without a namespace (ErrInvalid).
+func CheckFence(f Fence) error {
+	switch {
+	case f.Token < 0:
+		return fmt.Errorf("fence token %d below 0: %w", f.Token, ErrInvalid)
+	case f.Token > 0 && f.Namespace == "":
+		return fmt.Errorf("fence token %d without a namespace: %w", f.Token, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckRaiseFence validates RaiseFence's arguments (ErrInvalid).
+func CheckRaiseFence(namespace, holder string, token int64) error {
+	switch {
+	case namespace == "":
+		return fmt.Errorf("empty fence namespace: %w", ErrInvalid)
+	case holder == "":
+		return fmt.Errorf("empty fence holder: %w", ErrInvalid)
+	case token <= 0:
+		return fmt.Errorf("fence token %d not positive: %w", token, ErrInvalid)
+	}
+	return nil
+}
+
+// Admits reports whether a write fenced with f may apply when the namespace's recorded
+// epoch is recorded (0 when none is): f is the zero Fence, or its token is at least the
+// recorded epoch.
+func (f Fence) Admits(recorded int64) bool { return f.Token == 0 || f.Token >= recorded }
+
+// RaisedEpoch is the epoch RaiseFence records for holder with token over a row that
+// records recordedHolder at recorded (0 and "" when there is no row): recorded itself
+// when the row already names holder at token, else max(token, recorded+1).
+func RaisedEpoch(recordedHolder string, recorded int64, holder string, token int64) int64 {
+	if recordedHolder == holder && recorded == token {
+		return recorded
+	}
+	return max(token, recorded+1)
+}
+
+// FencedError is the error a driver returns for a write that fence does not admit:
+// it wraps ErrFenced and names both epochs.
+func FencedError(f Fence, recorded int64) error {
+	return fmt.Errorf("token %d below epoch %d of namespace %q: %w", f.Token, recorded, f.Namespace, ErrFenced)
+}

@@ -24,6 +24,10 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrSchemaVersion: the database was migrated by a newer ax than this one.
 	ErrSchemaVersion = errors.New("database schema is newer than this ax")
+	// ErrFenced: a leader-only write carried a fencing token below the epoch a newer
+	// leader recorded (see [Fence]); nothing was written, and the writer is no longer
+	// the leader.
+	ErrFenced = errors.New("fenced by a newer leader")
 )
 
 // Store holds ax's durable state. Implementations must be safe for concurrent use by
@@ -82,7 +86,10 @@ type Store interface {
 	// SCHEDULED and reported Blocked. A task with Overlap allow ignores the key and
 	// takes no lock for it: it counts as a holder once claimed, but a claim racing
 	// with it is not serialised, so one key should not mix allow with the others.
-	Claim(ctx context.Context, claims []Claim) (*ClaimResult, error)
+	//
+	// Claim is a leader-only write: it applies only if fence admits it (see [Fence]),
+	// checked in the claiming transaction, else it fails with ErrFenced.
+	Claim(ctx context.Context, fence Fence, claims []Claim) (*ClaimResult, error)
 
 	// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now, bypassing
 	// DueAt, with a new execution id; it sets DispatchedAt and TriggeredAt to one
@@ -109,14 +116,16 @@ type Store interface {
 	// Finish records the results of running executions: for each task that is
 	// RUNNING with the given execution id, it applies the outcome (see [Finish]) and
 	// closes the execution record. It returns, in input order, whether each applied.
-	Finish(ctx context.Context, results []Finish) ([]bool, error)
+	// Executors pass the zero Fence; recovery, declaring executions orphaned, passes
+	// the leader's, and then the call applies only if fence admits it (else ErrFenced).
+	Finish(ctx context.Context, fence Fence, results []Finish) ([]bool, error)
 
 	// Requeue hands back tasks that could not be dispatched: each task that is
 	// DISPATCHING with the given execution id goes back to SCHEDULED at DueAt with
 	// DispatchRetries+1 and LastError set, or to FAILED when DispatchRetries+1
 	// exceeds MaxDispatchRetries. Attempt is unchanged. It returns, in input order,
-	// whether each applied.
-	Requeue(ctx context.Context, requeues []Requeue) ([]bool, error)
+	// whether each applied. The call applies only if fence admits it (else ErrFenced).
+	Requeue(ctx context.Context, fence Fence, requeues []Requeue) ([]bool, error)
 
 	// Stale lists up to limit tasks stuck in a state since before a time: RUNNING
 	// tasks whose HeartbeatAt is before it, or DISPATCHING tasks whose DispatchedAt
@@ -158,8 +167,21 @@ type Store interface {
 	// p.Next, LastFireAt p.Last (unless zero) and p.Tasks are inserted as Insert
 	// does (an occurrence already stored is ErrDuplicate in its result, not an
 	// error). Otherwise nothing is written and Applied is false: another scheduler
-	// got there first, or an operator paused it.
+	// got there first, or an operator paused it. It fails with ErrFenced, writing
+	// nothing, unless p.Fence admits it.
 	FireSchedule(ctx context.Context, p FireParams) (*FireResult, error)
+
+	// RaiseFence records a new leader of namespace in its ax_leader row, so that every
+	// write fenced with an older leader's token fails from now on. Unless the row
+	// already records holder with epoch token (elect/sqllease acquired the lease so,
+	// or this call repeats one whose answer was lost), it sets the holder to holder and
+	// the epoch to max(token, epoch+1) — strictly above every epoch recorded before,
+	// whatever token is (a Redis that lost its data hands out small tokens again) — in
+	// one write that waits for the fenced writes in flight. It returns the Fence the
+	// new leader's writes carry. It leaves the lease's expiry alone (a row it creates
+	// holds no live lease). namespace and holder must be non-empty and token positive,
+	// else ErrInvalid.
+	RaiseFence(ctx context.Context, namespace, holder string, token int64) (Fence, error)
 
 	// TaskStats counts the tasks in each status and finds the oldest SCHEDULED task
 	// due at or before now (see [TaskStats]), as of one moment where the database
@@ -170,6 +192,21 @@ type Store interface {
 
 	// Close releases the store's resources. Calls after Close return ErrClosed.
 	Close() error
+}
+
+// Fence is the fencing token a leader-only write carries: Claim, FireSchedule, and
+// recovery's Finish and Requeue. The store applies such a write only if Token is at
+// least the epoch recorded for Namespace in ax_leader (none recorded counts as 0),
+// checked in the write's own statement or transaction and holding off a concurrent
+// RaiseFence until it commits; otherwise the write fails with ErrFenced and changes
+// nothing. So once a new leader's RaiseFence has returned, no write of an older leader
+// commits.
+//
+// The zero Fence (Token 0) checks nothing: a scheduler without an elector, or an
+// executor. A negative Token, or a positive one with an empty Namespace, is ErrInvalid.
+type Fence struct {
+	Namespace string
+	Token     int64
 }
 
 // TaskStats is a summary of the task table, for metrics.

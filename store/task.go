@@ -229,6 +229,8 @@ type FireParams struct {
 	// scheduler that has not yet seen a re-registration with another spec cannot
 	// advance the schedule by the old one (their slots may coincide with Expect).
 	Spec, TimeZone string
+	// Fence is the leader's fencing token; the zero Fence checks nothing.
+	Fence Fence
 }
 
 // FireResult is the answer to FireSchedule.

@@ -188,5 +188,5 @@ func (e *Elector) newLease(ctx context.Context, candidate string, tok int64, val
 			n, err := releaseScript.Run(ctx, e.client, e.keys[:1], val, e.channel).Int64()
 			return n != 0, err
 		},
-	}, candidate, tok, start)
+	}, candidate, val, tok, start)
 }

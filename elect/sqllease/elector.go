@@ -147,5 +147,5 @@ func (e *Elector) newLease(ctx context.Context, candidate string, tok int64, hol
 			return e.leaser.ReleaseLease(ctx, e.namespace, holder, tok)
 		},
 		Released: e.wake,
-	}, candidate, tok, start)
+	}, candidate, holder, tok, start)
 }

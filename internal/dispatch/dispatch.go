@@ -17,6 +17,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -35,12 +36,16 @@ type Executor interface {
 	// Dispatch takes claimed tasks; it must not wait for them to run. Each one
 	// counts against the loop's capacity until the executor calls Loop.Done for it.
 	// It reports whether it took them (false: it handed them back, stopping).
-	Dispatch(tasks []store.Task, claimed bool) (accepted bool)
+	Dispatch(tasks []store.Task) (accepted bool)
 }
 
 // Config is what a Loop needs.
 type Config struct {
-	Store    store.Store    // each call bounded by a timeout of its own
+	Store store.Store // each call bounded by a timeout of its own
+	Fence store.Fence // carried by every claim: the lease's token, or zero without an elector
+	// Valid, when set, is asked right before each claim: nil while the lease the loop
+	// runs under is held. A claim it refuses is not sent; the loop is about to end.
+	Valid    func() error
 	Notifier store.Notifier // the store's change notifications; nil: refill on the interval only
 	Clock    *clock.Clock
 	Log      *slog.Logger
@@ -307,6 +312,17 @@ func (l *Loop) claim() {
 	l.claims <- batch
 }
 
+// valid reports whether the loop may claim.
+func (l *Loop) valid() error {
+	if l.cfg.Valid == nil {
+		return nil
+	}
+	if err := l.cfg.Valid(); err != nil {
+		return fmt.Errorf("lease ended: %w", err)
+	}
+	return nil
+}
+
 func (l *Loop) claimer(ctx context.Context) {
 	log := l.cfg.Log
 	for {
@@ -326,7 +342,11 @@ func (l *Loop) claimer(ctx context.Context) {
 		// Not cancelled by Stop: a claim cut off halfway could commit unanswered and
 		// leave its tasks DISPATCHING until DispatchTimeout; answered, the tasks are
 		// handed back at once.
-		res, err := l.cfg.Store.Claim(context.WithoutCancel(ctx), claims)
+		var res *store.ClaimResult
+		err := l.valid()
+		if err == nil {
+			res, err = l.cfg.Store.Claim(context.WithoutCancel(ctx), l.cfg.Fence, claims)
+		}
 		if err != nil {
 			// The tasks are still SCHEDULED: try them again shortly.
 			if ctx.Err() == nil {
@@ -370,7 +390,7 @@ func (l *Loop) claimer(ctx context.Context) {
 			if l.cfg.AfterClaim != nil {
 				l.cfg.AfterClaim(res.Claimed)
 			}
-			l.exec.Dispatch(res.Claimed, true)
+			l.exec.Dispatch(res.Claimed)
 		}
 		l.claiming.Store(false)
 		l.signal()

@@ -25,7 +25,7 @@ type recorder struct {
 	when []time.Time
 }
 
-func (r *recorder) Dispatch(ts []store.Task, claimed bool) bool {
+func (r *recorder) Dispatch(ts []store.Task) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, t := range ts {
@@ -138,7 +138,7 @@ func TestBlockedTaskStartsWhenItsKeyIsFreed(t *testing.T) {
 			t.Fatalf("%d dispatched while the key is held, want the holder only", n)
 		}
 		holder := rec.got[0]
-		if _, err := st.Requeue(ctx, []store.Requeue{{TaskID: holder.ID, ExecutionID: holder.ExecutionID, DueAt: now.Add(time.Hour), Error: "x", MaxDispatchRetries: 5}}); err != nil {
+		if _, err := st.Requeue(ctx, store.Fence{}, []store.Requeue{{TaskID: holder.ID, ExecutionID: holder.ExecutionID, DueAt: now.Add(time.Hour), Error: "x", MaxDispatchRetries: 5}}); err != nil {
 			t.Fatal(err)
 		}
 		freedAt := time.Now()

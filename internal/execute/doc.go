@@ -6,10 +6,12 @@
 // recovery applies too.
 //
 // Its dependencies come in Config: the store (each call bounded by the caller), the
-// clock, the handler lookup, and the hooks by which it tells the scheduling loop what
-// finished (OnDone), which task keys are free (OnKeysFree) and what was rescheduled
-// (OnRetry). Stop is graceful within its context: heartbeats go on until the results
-// they protect are written.
+// clock, the handler lookup, and the hooks by which it tells the scheduling loop which
+// task keys are free (OnKeysFree) and what was rescheduled (OnRetry). Each dispatch
+// names its Source: the loop that claimed the tasks, told how many of them are done,
+// and, under an elector, the lease they were claimed under — a task whose lease ended
+// before it started is handed back, never started. Stop is graceful within its
+// context: heartbeats go on until the results they protect are written.
 package execute
 
 import (
@@ -41,14 +43,46 @@ type Config struct {
 	MaxDispatchRetries int
 	// Handler returns the handler registered for name, or nil.
 	Handler func(name string) *Handler
-	// OnDone is told how many tasks claimed by the loop are finished or gone.
-	OnDone func(n int)
 	// OnKeysFree is told the task keys that tasks of this process stopped holding
 	// (finished, retried later or handed back), so that tasks waiting for them start.
 	OnKeysFree func(keys []string)
 	// OnRetry is told of a task rescheduled here: by its result (a retry, a
 	// release) or handed back (a dispatch retry).
 	OnRetry func(store.Due)
+}
+
+// Source is a scheduling loop that dispatches claimed tasks to the executor.
+type Source struct {
+	// Done is told how many of the loop's tasks are finished or gone, so that they stop
+	// counting against its capacity; nil: not counted.
+	Done func(n int)
+	// Valid, when set, reports whether the tasks may still start: under an elector, nil
+	// while the lease they were claimed under is held. It is asked right before a batch
+	// is recorded as started; a task whose source is no longer valid is handed back.
+	Valid func() error
+}
+
+// valid reports whether tasks of src may start.
+func (src *Source) valid() error {
+	if src == nil || src.Valid == nil {
+		return nil
+	}
+	return src.Valid()
+}
+
+// sourceCounts counts tasks per Source and tells each its count.
+type sourceCounts map[*Source]int
+
+func (c sourceCounts) add(src *Source) {
+	if src != nil && src.Done != nil {
+		c[src]++
+	}
+}
+
+func (c sourceCounts) report() {
+	for src, n := range c {
+		src.Done(n)
+	}
 }
 
 // DefaultBackoff is the delay before business retry n (n = 1 for the first retry):

@@ -50,14 +50,14 @@ type Executor struct {
 }
 
 type dispatched struct {
-	task    store.Task
-	claimed bool // claimed by the scheduling loop (counted in its in-flight tasks)
+	task store.Task
+	src  *Source // the loop that claimed it; nil for a triggered task
 }
 
 // execution is one running handler.
 type execution struct {
 	task    store.Task
-	claimed bool
+	src     *Source
 	ctx     context.Context // the handler's context, without its deadline
 	cancel  context.CancelFunc
 	once    sync.Once
@@ -73,9 +73,6 @@ func (x *execution) released() bool { return x.outcome == observe.Released }
 
 // New returns an executor for cfg; Start starts it.
 func New(cfg Config) *Executor {
-	if cfg.OnDone == nil {
-		cfg.OnDone = func(int) {}
-	}
 	if cfg.OnKeysFree == nil {
 		cfg.OnKeysFree = func([]string) {}
 	}
@@ -118,11 +115,11 @@ func (e *Executor) signal() {
 	}
 }
 
-// Dispatch accepts claimed tasks; claimed says the scheduling loop claimed them (and
-// counts them until OnDone). It does not wait for handlers; it calls the store only
-// to hand back, in one batch, what it cannot take (no handler, stopping). It returns
-// false when the executor is stopping: everything was handed back.
-func (e *Executor) Dispatch(tasks []store.Task, claimed bool) (accepted bool) {
+// Dispatch accepts tasks claimed by src (nil: triggered, counted by no loop). It does
+// not wait for handlers; it calls the store only to hand back, in one batch, what it
+// cannot take (no handler, stopping). It returns false when the executor is stopping:
+// everything was handed back.
+func (e *Executor) Dispatch(src *Source, tasks []store.Task) (accepted bool) {
 	if len(tasks) == 0 {
 		return true
 	}
@@ -131,7 +128,7 @@ func (e *Executor) Dispatch(tasks []store.Task, claimed bool) (accepted bool) {
 		e.mu.Unlock()
 		ds := make([]dispatched, len(tasks))
 		for i, t := range tasks {
-			ds[i] = dispatched{task: t, claimed: claimed}
+			ds[i] = dispatched{task: t, src: src}
 		}
 		e.handBack(ds, observe.Stopping, "scheduler stopping")
 		return false
@@ -139,10 +136,10 @@ func (e *Executor) Dispatch(tasks []store.Task, claimed bool) (accepted bool) {
 	var unroutable []dispatched
 	for _, t := range tasks {
 		if e.cfg.Handler(t.Name) == nil {
-			unroutable = append(unroutable, dispatched{task: t, claimed: claimed})
+			unroutable = append(unroutable, dispatched{task: t, src: src})
 			continue
 		}
-		e.pending = append(e.pending, dispatched{task: t, claimed: claimed})
+		e.pending = append(e.pending, dispatched{task: t, src: src})
 	}
 	e.mu.Unlock()
 	e.signal()
@@ -182,6 +179,9 @@ func (e *Executor) starter() {
 }
 
 func (e *Executor) startBatch(batch []dispatched) {
+	if batch = e.dropInvalid(batch); len(batch) == 0 {
+		return
+	}
 	params := make([]store.StartParams, len(batch))
 	for i, d := range batch {
 		params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: e.cfg.Node}
@@ -214,7 +214,7 @@ func (e *Executor) startBatch(batch []dispatched) {
 		case <-time.After(wait):
 		}
 	}
-	gone := 0
+	gone := sourceCounts{}
 	for i, r := range res {
 		d := batch[i]
 		if ambiguous && r.Outcome == store.Duplicate {
@@ -224,12 +224,10 @@ func (e *Executor) startBatch(batch []dispatched) {
 		if r.Outcome != store.Started {
 			e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not started", append(observe.TaskAttrs(&d.task),
 				slog.String("reason", map[store.StartOutcome]string{store.Duplicate: "duplicate delivery", store.Lost: "task moved on"}[r.Outcome]))...)
-			if d.claimed {
-				gone++
-			}
+			gone.add(d.src)
 			continue
 		}
-		x := &execution{task: *r.Task, claimed: d.claimed}
+		x := &execution{task: *r.Task, src: d.src}
 		x.ctx, x.cancel = context.WithCancel(e.base)
 		e.cfg.Observe.Started(e.cfg.Clock.Now(), &x.task)
 		e.mu.Lock()
@@ -244,8 +242,47 @@ func (e *Executor) startBatch(batch []dispatched) {
 		e.mu.Unlock()
 		e.signal()
 	}
-	if gone > 0 {
-		e.cfg.OnDone(gone)
+	gone.report()
+}
+
+// dropInvalid hands back the tasks of batch whose source is no longer valid (its lease
+// ended: another leader may be running them already) and returns the others.
+func (e *Executor) dropInvalid(batch []dispatched) []dispatched {
+	var keep, drop []dispatched
+	var reason error
+	for _, d := range batch {
+		if err := d.src.valid(); err != nil {
+			drop, reason = append(drop, d), err
+			continue
+		}
+		keep = append(keep, d)
+	}
+	if len(drop) > 0 {
+		e.mu.Lock()
+		e.free += len(drop)
+		e.mu.Unlock()
+		e.handBack(drop, observe.LeaseEnded, "claimed under a lease that ended: "+reason.Error())
+		e.signal()
+	}
+	return keep
+}
+
+// Withdraw hands back the tasks src dispatched that have not started: its lease ended.
+func (e *Executor) Withdraw(src *Source) {
+	e.mu.Lock()
+	var mine []dispatched
+	kept := e.pending[:0]
+	for _, d := range e.pending {
+		if d.src == src {
+			mine = append(mine, d)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	e.pending = kept
+	e.mu.Unlock()
+	if len(mine) > 0 {
+		e.handBack(mine, observe.LeaseEnded, "leadership ended")
 	}
 }
 
@@ -390,7 +427,7 @@ func (e *Executor) finish(batch []*execution) {
 	ambiguous := false // an earlier attempt failed: it may have committed
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
-		if applied, err = e.cfg.Store.Finish(context.Background(), results); err == nil {
+		if applied, err = e.cfg.Store.Finish(context.Background(), store.Fence{}, results); err == nil {
 			if ambiguous {
 				e.ownFinish(results, applied)
 			}
@@ -412,7 +449,7 @@ func (e *Executor) finish(batch []*execution) {
 		case <-time.After(wait):
 		}
 	}
-	loopDone := 0
+	loopDone := sourceCounts{}
 	for i, x := range batch {
 		f := results[i]
 		attrs := append(observe.TaskAttrs(&x.task), slog.String("result", string(f.Status)))
@@ -438,16 +475,12 @@ func (e *Executor) finish(batch []*execution) {
 		e.mu.Lock()
 		delete(e.running, x.task.ExecutionID)
 		e.mu.Unlock()
-		if x.claimed {
-			loopDone++
-		}
+		loopDone.add(x.src)
 	}
 	if freed := FreedKeys(len(batch), func(i int) *store.Task { return &batch[i].task }, applied); len(freed) > 0 {
 		e.cfg.OnKeysFree(freed)
 	}
-	if loopDone > 0 {
-		e.cfg.OnDone(loopDone)
-	}
+	loopDone.report()
 }
 
 // ownFinish resolves the results a retried Finish answers as not applied: if the
@@ -563,17 +596,15 @@ func (e *Executor) handBack(ds []dispatched, code, reason string) {
 func (e *Executor) handBackEach(ds []dispatched, code string, reason func(dispatched) string) {
 	now := e.cfg.Clock.Now()
 	rq := make([]store.Requeue, len(ds))
-	claimed := 0
+	claimed := sourceCounts{}
 	for i, d := range ds {
 		rq[i] = HandBack(&d.task, reason(d), now, e.cfg.MaxDispatchRetries)
-		if d.claimed {
-			claimed++
-		}
+		claimed.add(d.src)
 		e.cfg.Observe.Send(observe.Event{Kind: observe.DispatchFailed, At: now, Name: d.task.Name, Reason: code})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	applied, err := e.cfg.Store.Requeue(ctx, rq)
+	applied, err := e.cfg.Store.Requeue(ctx, store.Fence{}, rq)
 	if err != nil {
 		e.cfg.Log.LogAttrs(ctx, slog.LevelError, "ax: hand back claimed tasks failed; recovery will", slog.Int("tasks", len(rq)), slog.Any("err", err))
 		e.unwritten.Add(int64(len(rq)))
@@ -586,9 +617,7 @@ func (e *Executor) handBackEach(ds []dispatched, code string, reason func(dispat
 	if freed := FreedKeys(len(ds), func(i int) *store.Task { return &ds[i].task }, applied); len(freed) > 0 {
 		e.cfg.OnKeysFree(freed)
 	}
-	if claimed > 0 {
-		e.cfg.OnDone(claimed)
-	}
+	claimed.report()
 }
 
 // Stop ends the executor, in the reverse order of the work: no new starts, claimed

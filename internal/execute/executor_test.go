@@ -66,7 +66,7 @@ func TestDuplicateDeliveryRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 { // the same execution delivered three times, as a retrying sender would
-		ex.Dispatch([]store.Task{*claimed}, false)
+		ex.Dispatch(nil, []store.Task{*claimed})
 	}
 	waitFor(t, 10*time.Second, "the task to succeed", func() bool {
 		got, err := st.Get(ctx, task.ID)
@@ -101,8 +101,8 @@ type lostAnswerStore struct {
 	lost atomic.Bool
 }
 
-func (s *lostAnswerStore) Finish(ctx context.Context, r []store.Finish) ([]bool, error) {
-	applied, err := s.Store.Finish(ctx, r)
+func (s *lostAnswerStore) Finish(ctx context.Context, fence store.Fence, r []store.Finish) ([]bool, error) {
+	applied, err := s.Store.Finish(ctx, fence, r)
 	if err == nil && s.lost.CompareAndSwap(false, true) {
 		return nil, errors.New("connection reset during commit")
 	}
@@ -130,7 +130,6 @@ func TestFinishAnswerLost(t *testing.T) {
 		Handler: func(string) *Handler {
 			return &Handler{Run: func(context.Context, *store.Task) error { return nil }, Timeout: time.Minute}
 		},
-		OnDone:     func(n int) { done <- n },
 		OnKeysFree: func(keys []string) { freed <- keys },
 	})
 	ex.Start()
@@ -139,11 +138,11 @@ func TestFinishAnswerLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex.Dispatch([]store.Task{*claimed}, true)
+	ex.Dispatch(&Source{Done: func(n int) { done <- n }}, []store.Task{*claimed})
 	select {
 	case n := <-done:
 		if n != 1 {
-			t.Errorf("OnDone(%d), want 1", n)
+			t.Errorf("Source.Done(%d), want 1", n)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the loop was never told the task finished")

@@ -37,6 +37,8 @@ const (
 	WheelSize
 	TaskCounts
 	Unhandled
+	Leadership
+	FenceRejected
 )
 
 // Outcomes of Finished.
@@ -51,9 +53,10 @@ const (
 
 // Reasons of DispatchFailed.
 const (
-	NoHandler = "no_handler"
-	Stopping  = "stopping"
-	Stuck     = "stuck"
+	NoHandler  = "no_handler"
+	Stopping   = "stopping"
+	Stuck      = "stuck"
+	LeaseEnded = "lease_ended"
 )
 
 // Results of ScheduleFired, and of a skipped occurrence.
@@ -82,6 +85,8 @@ type Event struct {
 	Lag      time.Duration
 	Count    int
 	Counts   map[store.Status]int64
+	Leader   bool
+	Epoch    int64
 	Dropped  int
 }
 

@@ -35,6 +35,7 @@ type Schedule struct {
 // Config is what Fire needs.
 type Config struct {
 	Store          store.Store // each call bounded by a timeout of its own
+	Fence          store.Fence // carried by every fire: the lease's token, or zero without an elector
 	Clock          *clock.Clock
 	Log            *slog.Logger
 	Observe        *observe.Queue
@@ -167,7 +168,7 @@ func fire(ctx context.Context, cfg Config, p *Schedule, row *store.Schedule, now
 		}
 		tasks[i] = nt
 	}
-	fp := store.FireParams{Name: p.Name, Expect: row.NextFireAt, Next: next, Tasks: tasks, Spec: p.Spec.String(), TimeZone: p.Loc.String()}
+	fp := store.FireParams{Name: p.Name, Expect: row.NextFireAt, Next: next, Tasks: tasks, Spec: p.Spec.String(), TimeZone: p.Loc.String(), Fence: cfg.Fence}
 	if len(slots) > 0 {
 		fp.Last = slots[len(slots)-1]
 	}

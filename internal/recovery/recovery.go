@@ -26,6 +26,7 @@ import (
 // Config is what recovery needs.
 type Config struct {
 	Store              store.Store // each call bounded by a timeout of its own
+	Fence              store.Fence // carried by every write: the lease's token, or zero without an elector
 	Clock              *clock.Clock
 	Log                *slog.Logger
 	Observe            *observe.Queue
@@ -77,7 +78,7 @@ func Once(ctx context.Context, cfg Config) error {
 			cause := fmt.Errorf("orphaned: no heartbeat since %s (node lost or stalled)", t.HeartbeatAt.Format(time.RFC3339Nano))
 			results[i] = execute.Result(t, cause, false, now, cfg.Backoff)
 		}
-		applied, err := cfg.Store.Finish(ctx, results)
+		applied, err := cfg.Store.Finish(ctx, cfg.Fence, results)
 		if err != nil {
 			return fmt.Errorf("recover orphans: %w", err)
 		}
@@ -114,7 +115,7 @@ func Once(ctx context.Context, cfg Config) error {
 		for i := range stuck {
 			rq[i] = execute.HandBack(&stuck[i], reason, now, cfg.MaxDispatchRetries)
 		}
-		applied, err := cfg.Store.Requeue(ctx, rq)
+		applied, err := cfg.Store.Requeue(ctx, cfg.Fence, rq)
 		if err != nil {
 			return fmt.Errorf("hand back stuck claims: %w", err)
 		}

@@ -37,7 +37,7 @@ func TestOrphansAndStuckClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 		orphan, stuck, fine := ins[0].Task, ins[1].Task, ins[2].Task
-		if _, err := st.Claim(ctx, []store.Claim{
+		if _, err := st.Claim(ctx, store.Fence{}, []store.Claim{
 			{ID: orphan.ID, ExecutionID: "01900000-0000-7000-8000-00000000000a"},
 			{ID: stuck.ID, ExecutionID: "01900000-0000-7000-8000-00000000000b"},
 			{ID: fine.ID, ExecutionID: "01900000-0000-7000-8000-00000000000c"},

@@ -49,10 +49,10 @@ func (b boundedStore) Refill(ctx context.Context, p store.RefillParams) (*store.
 	return b.Store.Refill(ctx, p)
 }
 
-func (b boundedStore) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+func (b boundedStore) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	return b.Store.Claim(ctx, claims)
+	return b.Store.Claim(ctx, fence, claims)
 }
 
 func (b boundedStore) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
@@ -67,16 +67,16 @@ func (b boundedStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bo
 	return b.Store.Heartbeat(ctx, refs)
 }
 
-func (b boundedStore) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+func (b boundedStore) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	return b.Store.Finish(ctx, results)
+	return b.Store.Finish(ctx, fence, results)
 }
 
-func (b boundedStore) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+func (b boundedStore) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	return b.Store.Requeue(ctx, requeues)
+	return b.Store.Requeue(ctx, fence, requeues)
 }
 
 func (b boundedStore) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
@@ -95,6 +95,12 @@ func (b boundedStore) Schedules(ctx context.Context) ([]store.Schedule, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.Schedules(ctx)
+}
+
+func (b boundedStore) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.RaiseFence(ctx, namespace, holder, token)
 }
 
 func (b boundedStore) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {

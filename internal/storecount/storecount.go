@@ -203,11 +203,11 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 }
 
 // Claim counts the call and passes it on.
-func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := s.before(ctx, "Claim"); err != nil {
 		return nil, err
 	}
-	return s.inner.Claim(ctx, claims)
+	return s.inner.Claim(ctx, fence, claims)
 }
 
 // Trigger counts the call and passes it on.
@@ -235,19 +235,27 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 }
 
 // Finish counts the call and passes it on.
-func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := s.before(ctx, "Finish"); err != nil {
 		return nil, err
 	}
-	return s.inner.Finish(ctx, results)
+	return s.inner.Finish(ctx, fence, results)
 }
 
 // Requeue counts the call and passes it on.
-func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := s.before(ctx, "Requeue"); err != nil {
 		return nil, err
 	}
-	return s.inner.Requeue(ctx, requeues)
+	return s.inner.Requeue(ctx, fence, requeues)
+}
+
+// RaiseFence counts the call and passes it on.
+func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
+	if err := s.before(ctx, "RaiseFence"); err != nil {
+		return store.Fence{}, err
+	}
+	return s.inner.RaiseFence(ctx, namespace, holder, token)
 }
 
 // Stale counts the call and passes it on.

@@ -99,3 +99,39 @@ func (s *Store) Lease(ctx context.Context, namespace string) (store.LeaseInfo, e
 	}
 	return r.info(s.now()), nil
 }
+
+// fenced returns nil if a write fenced with f may apply, else the store.ErrFenced
+// error (or ErrInvalid for a malformed fence). s.mu must be held: the check and the
+// write it guards are one step under the lock, so no RaiseFence comes between.
+func (s *Store) fenced(f store.Fence) error {
+	if err := store.CheckFence(f); err != nil || f.Token == 0 {
+		return err
+	}
+	var recorded int64
+	if r, ok := s.leases[f.Namespace]; ok {
+		recorded = r.epoch
+	}
+	if !f.Admits(recorded) {
+		return store.FencedError(f, recorded)
+	}
+	return nil
+}
+
+// RaiseFence records a new leader of namespace. See [store.Store.RaiseFence].
+func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
+	if err := store.CheckRaiseFence(namespace, holder, token); err != nil {
+		return store.Fence{}, fmt.Errorf("ax: raise fence: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return store.Fence{}, fmt.Errorf("ax: raise fence: %w", err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.leases[namespace]
+	if !ok {
+		r = &leaseRow{expiresAt: s.now()}
+		s.leases[namespace] = r
+	}
+	r.epoch = store.RaisedEpoch(r.holder, r.epoch, holder, token)
+	r.holder = holder
+	return store.Fence{Namespace: namespace, Token: r.epoch}, nil
+}

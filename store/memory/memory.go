@@ -313,12 +313,15 @@ func (r *row) current(c change) bool {
 
 // Claim moves due tasks from SCHEDULED to DISPATCHING. See [store.Store.Claim]. An
 // empty execution id is ErrInvalid; an id given twice is claimed at most once.
-func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
 	defer s.mu.Unlock()
 	if err := store.CheckClaims(claims); err != nil {
+		return nil, fmt.Errorf("ax: claim tasks: %w", err)
+	}
+	if err := s.fenced(fence); err != nil {
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
 	now := s.now()
@@ -518,12 +521,15 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 // Finish records the results of running executions. See [store.Store.Finish]. A
 // Status other than Succeeded, Scheduled or Failed, an empty execution id, or a
 // Scheduled result with a zero DueAt or a negative Attempt is ErrInvalid.
-func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: finish executions: %w", err)
 	}
 	defer s.mu.Unlock()
 	if err := store.CheckFinishes(results); err != nil {
+		return nil, fmt.Errorf("ax: finish executions: %w", err)
+	}
+	if err := s.fenced(fence); err != nil {
 		return nil, fmt.Errorf("ax: finish executions: %w", err)
 	}
 	for i, f := range results {
@@ -569,11 +575,14 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 // task that goes to FAILED also gets DispatchRetries+1, LastError and FinishedAt; its
 // DueAt is unchanged. An empty execution id, a zero DueAt or a negative
 // MaxDispatchRetries is ErrInvalid.
-func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: requeue tasks: %w", err)
 	}
 	defer s.mu.Unlock()
+	if err := s.fenced(fence); err != nil {
+		return nil, fmt.Errorf("ax: requeue tasks: %w", err)
+	}
 	for _, q := range requeues {
 		var err error
 		switch {
@@ -839,6 +848,9 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		if err := validNewTask(nt); err != nil {
 			return nil, fmt.Errorf("ax: fire schedule %q: task %d: %w", p.Name, i, err)
 		}
+	}
+	if err := s.fenced(p.Fence); err != nil {
+		return nil, fmt.Errorf("ax: fire schedule %q: %w", p.Name, err)
 	}
 	sc, ok := s.schedules[p.Name]
 	if !ok || sc.Paused || !sc.NextFireAt.Equal(p.Expect) || (p.Spec != "" && (sc.Spec != p.Spec || sc.TimeZone != p.TimeZone)) {

@@ -43,7 +43,7 @@ func TestFakeClock(t *testing.T) {
 		claim := []store.Claim{{ID: id, ExecutionID: "0190a0c4-0000-7000-8000-000000000001"}}
 
 		time.Sleep(time.Minute - time.Nanosecond)
-		got, err := s.Claim(ctx, claim)
+		got, err := s.Claim(ctx, store.Fence{}, claim)
 		if err != nil {
 			t.Fatalf("Claim error: %v", err)
 		}
@@ -52,7 +52,7 @@ func TestFakeClock(t *testing.T) {
 		}
 
 		time.Sleep(time.Nanosecond)
-		got, err = s.Claim(ctx, claim)
+		got, err = s.Claim(ctx, store.Fence{}, claim)
 		if err != nil {
 			t.Fatalf("Claim error: %v", err)
 		}

@@ -106,9 +106,12 @@ func selectTasks(ctx context.Context, tx *sql.Tx, ids []int64) ([]store.Task, er
 // rules (skip, queue) are set aside and decided after every chunk is locked, under
 // their keys' locks (claimKeyed), so that a claim takes rows, then keys, always in
 // that order.
-func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := s.check("claim"); err != nil {
 		return nil, err
+	}
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: mysql: claim: %w", err)
 	}
 	if err := store.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: mysql: claim: %w", err)
@@ -125,6 +128,9 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	}
 	err := s.run(ctx, "claim", 0, func(tx *sql.Tx, _ int64) error {
 		*res = store.ClaimResult{}
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
 		var keyed []store.Keyed
 		var keyedExec map[int64]string
 		var last time.Time // the database time of the last chunk's lock
@@ -402,9 +408,12 @@ func uniqueIDs(part []int, id func(i int) int64) []int64 {
 }
 
 // Finish records execution results.
-func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := s.check("finish"); err != nil {
 		return nil, err
+	}
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: mysql: finish: %w", err)
 	}
 	if err := store.CheckFinishes(results); err != nil {
 		return nil, fmt.Errorf("ax: mysql: finish: %w", err)
@@ -431,6 +440,9 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 	})
 	err := s.run(ctx, "finish", retries, func(tx *sql.Tx, seq int64) error {
 		clear(out)
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
 		next := seq
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
@@ -513,14 +525,20 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 
 // Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
 // retries are exhausted.
-func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := s.check("requeue"); err != nil {
 		return nil, err
+	}
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: mysql: requeue: %w", err)
 	}
 	out := make([]bool, len(requeues))
 	order := store.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	err := s.run(ctx, "requeue", len(requeues), func(tx *sql.Tx, seq int64) error {
 		clear(out)
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
 		next := seq
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]

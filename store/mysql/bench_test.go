@@ -60,7 +60,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			b.StopTimer()
 			prepare()
 			b.StartTimer()
-			if _, err := s.Claim(ctx, claims); err != nil {
+			if _, err := s.Claim(ctx, store.Fence{}, claims); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := s.Start(ctx, starts); err != nil {
@@ -69,7 +69,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			if _, err := s.Heartbeat(ctx, refs); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := s.Finish(ctx, results); err != nil {
+			if _, err := s.Finish(ctx, store.Fence{}, results); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -198,6 +198,15 @@
 // Deadlocks (1213) and lock wait timeouts (1205) retry the whole transaction, up to 6
 // times with jittered exponential backoff from 2 ms.
 //
+// # Fencing
+//
+// A fenced write (Claim, FireSchedule, and Finish or Requeue with a non-zero
+// store.Fence) begins its transaction with SELECT epoch FROM ax_leader WHERE
+// namespace = ? LOCK IN SHARE MODE and rolls back with store.ErrFenced, never retried,
+// when its token is below the epoch; the shared lock, held to commit, makes RaiseFence
+// and AcquireLease (which lock the row exclusively) wait for the fenced writes in
+// flight. The zero Fence adds no statement. See fence.go.
+//
 // # Time
 //
 // Now is SELECT UTC_TIMESTAMP(6). Like NOW(), UTC_TIMESTAMP is fixed at the start of

@@ -51,7 +51,7 @@ func TestKeyRaceTwoStores(t *testing.T) {
 				for i := range pick {
 					pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: fmt.Sprintf("exec-%d-%d", w, rng.Uint64())}
 				}
-				res, err := s.Claim(ctx, pick)
+				res, err := s.Claim(ctx, store.Fence{}, pick)
 				if err != nil {
 					t.Errorf("Claim: %v", err)
 					return
@@ -65,7 +65,7 @@ func TestKeyRaceTwoStores(t *testing.T) {
 						return
 					}
 					active.Add(-1)
-					if ok, err := s.Finish(ctx, []store.Finish{{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}}); err != nil || !ok[0] {
+					if ok, err := s.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}}); err != nil || !ok[0] {
 						t.Errorf("Finish = %v, %v", ok, err)
 						return
 					}
@@ -108,7 +108,7 @@ func TestClaimKeyedManyChunks(t *testing.T) {
 	for i, r := range res {
 		claims[n-1-i] = store.Claim{ID: r.Task.ID, ExecutionID: fmt.Sprintf("exec-%d", i)}
 	}
-	got, err := s.Claim(ctx, claims)
+	got, err := s.Claim(ctx, store.Fence{}, claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestClaimStatements(t *testing.T) {
 			claims = append(claims, store.Claim{ID: res[i].Task.ID, ExecutionID: fmt.Sprintf("exec-%d", i)})
 		}
 		before := statements(t, db)
-		got, err := s.Claim(ctx, claims)
+		got, err := s.Claim(ctx, store.Fence{}, claims)
 		if err != nil {
 			t.Fatal(err)
 		}

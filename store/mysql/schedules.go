@@ -336,6 +336,9 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	if err := store.CheckFire(p); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
+	if err := store.CheckFence(p.Fence); err != nil {
+		return nil, fmt.Errorf("ax: mysql: %s: %w", op, err)
+	}
 	if !inRange(p.Expect) || !inRange(p.Next) || (!p.Last.IsZero() && !inRange(p.Last)) {
 		return nil, fmt.Errorf("ax: mysql: %s: fire times outside years 1000-9999: %w", op, store.ErrInvalid)
 	}
@@ -349,6 +352,9 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	res := &store.FireResult{}
 	err := s.run(ctx, op, len(p.Tasks), func(tx *sql.Tx, seq int64) error {
 		*res = store.FireResult{}
+		if err := checkFence(ctx, tx, p.Fence); err != nil {
+			return err
+		}
 		r, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET next_fire_at = ?, last_fire_at = COALESCE(?, last_fire_at),
 			updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND next_fire_at = ? AND NOT paused
 			AND (? = '' OR (spec = ? AND time_zone = ?))`, dt(p.Next), last, p.Name, dt(p.Expect), p.Spec, p.Spec, p.TimeZone)

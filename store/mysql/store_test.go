@@ -267,7 +267,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if old.TaskKey != "" || old.Overlap != "" {
 		t.Errorf("version 1 row: TaskKey, Overlap = %q, %q; want empty", old.TaskKey, old.Overlap)
 	}
-	if res, err := s.Claim(ctx, []store.Claim{{ID: old.ID, ExecutionID: "exec-1"}}); err != nil || len(res.Claimed) != 1 {
+	if res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: old.ID, ExecutionID: "exec-1"}}); err != nil || len(res.Claimed) != 1 {
 		t.Errorf("Claim(version 1 row) = %+v, %v; want it claimed", res, err)
 	}
 	var held int
@@ -281,7 +281,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.Claim(ctx, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "exec-2"}}); err != nil || len(res.Claimed) != 1 {
+	if res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "exec-2"}}); err != nil || len(res.Claimed) != 1 {
 		t.Errorf("Claim(keyed task after migrating) = %+v, %v; want it claimed", res, err)
 	}
 	if _, err := s.RegisterSchedules(ctx, []store.ScheduleDef{{Name: "report", Spec: "@every 1m", TimeZone: "UTC",

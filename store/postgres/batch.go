@@ -174,8 +174,12 @@ func readRefs(br pgx.BatchResults, n int, into map[ref]int) error {
 // Tasks whose key restricts them (a TaskKey with Overlap skip or queue) are left
 // alone by the claim statement and then go through claimKeyed, in a second
 // transaction under their keys' advisory locks (see doc.go, "Task keys"); a call
-// without such due tasks is one transaction and one round trip, as before.
-func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+// without such due tasks is one transaction and one round trip, as before. A fence
+// with a token is checked first in each of the two transactions (see fence.go).
+func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: postgres: claim: %w", err)
+	}
 	if err := store.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: postgres: claim: %w", err)
 	}
@@ -189,6 +193,7 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 		keys        []string
 	)
 	err := s.tx(ctx, "claim", func(b *pgx.Batch) {
+		queueFence(b, fence)
 		chunks(uniq, func(part []store.Claim) {
 			ids, eids := make([]int64, len(part)), make([]string, len(part))
 			for k, c := range part {
@@ -199,6 +204,9 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	}, func(br pgx.BatchResults) error {
 		res.Claimed, res.NotDue = nil, nil
 		keyedClaims, keys = nil, nil
+		if err := readFence(br, fence); err != nil {
+			return err
+		}
 		return readChunks(br, len(uniq), func(rows pgx.Rows) error {
 			var outcome int32
 			t, err := scanTask(rows, &outcome)
@@ -224,7 +232,7 @@ func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimRe
 	if len(keyedClaims) > 0 {
 		// The claim statement returns a chunk's rows in no particular order.
 		slices.SortFunc(keyedClaims, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
-		if err := s.claimKeyed(ctx, keyedClaims, keys, res); err != nil {
+		if err := s.claimKeyed(ctx, fence, keyedClaims, keys, res); err != nil {
 			return nil, err
 		}
 	}
@@ -361,8 +369,12 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	return out, nil
 }
 
-// Finish records execution results.
-func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+// Finish records execution results; a fence with a token is checked first in its
+// transaction (see fence.go).
+func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: postgres: finish: %w", err)
+	}
 	if err := store.CheckFinishes(results); err != nil {
 		return nil, fmt.Errorf("ax: postgres: finish: %w", err)
 	}
@@ -385,6 +397,7 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 	})
 	done := map[ref]int{}
 	err := s.tx(ctx, "finish", func(b *pgx.Batch) {
+		queueFence(b, fence)
 		if retry {
 			b.Queue(publishSQL, s.lockKey, s.channel)
 		}
@@ -400,6 +413,9 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(done)
+		if err := readFence(br, fence); err != nil {
+			return err
+		}
 		if retry {
 			if _, err := br.Exec(); err != nil {
 				return err
@@ -417,8 +433,12 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 }
 
 // Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
-// retries are exhausted.
-func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+// retries are exhausted; a fence with a token is checked first in its transaction
+// (see fence.go).
+func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: postgres: requeue: %w", err)
+	}
 	out := make([]bool, len(requeues))
 	if len(requeues) == 0 {
 		return out, s.check("requeue")
@@ -434,6 +454,7 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 	})
 	done := map[ref]int{}
 	err := s.tx(ctx, "requeue", func(b *pgx.Batch) {
+		queueFence(b, fence)
 		b.Queue(publishSQL, s.lockKey, s.channel)
 		chunks(order, func(part []int) {
 			ids, eids, dues := make([]int64, len(part)), make([]string, len(part)), make([]time.Time, len(part))
@@ -446,6 +467,9 @@ func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, 
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(done)
+		if err := readFence(br, fence); err != nil {
+			return err
+		}
 		if _, err := br.Exec(); err != nil {
 			return err
 		}

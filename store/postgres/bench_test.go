@@ -47,13 +47,13 @@ func BenchmarkLifecycle(b *testing.B) {
 					starts[i] = store.StartParams{TaskID: r.Task.ID, ExecutionID: eid, Node: "n"}
 					fins[i] = store.Finish{TaskID: r.Task.ID, ExecutionID: eid, Status: store.Succeeded}
 				}
-				if c, err := st.Claim(ctx, claims); err != nil || len(c.Claimed) != size {
+				if c, err := st.Claim(ctx, store.Fence{}, claims); err != nil || len(c.Claimed) != size {
 					b.Fatalf("Claim: %d claimed, %v", len(c.Claimed), err)
 				}
 				if _, err := st.Start(ctx, starts); err != nil {
 					b.Fatal(err)
 				}
-				if ok, err := st.Finish(ctx, fins); err != nil || !ok[size-1] {
+				if ok, err := st.Finish(ctx, store.Fence{}, fins); err != nil || !ok[size-1] {
 					b.Fatalf("Finish: %v, %v", ok, err)
 				}
 			}

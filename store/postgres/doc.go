@@ -34,6 +34,8 @@
 //   - ax_leader: one row per election namespace (primary key): holder, epoch (the
 //     fencing token), expires_at, updated_at — the lease of elect/sqllease (store.Leaser),
 //     changed only by conditional writes in clock_timestamp().
+//   - ax_fence(namespace, token), ax_fence_lock(namespace): the PL/pgSQL functions of
+//     fencing (version 4; see Fencing, below).
 //   - ax_schema_migrations: the applied versions.
 //
 // Times the store stamps (created_at, dispatched_at, started_at, heartbeat_at,
@@ -262,6 +264,48 @@
 // UPDATE: a fire that waited for the row then finds none and does not apply, and the
 // occurrences of one that committed first are cancelled. Schedule names, like task
 // keys, are at most 500 bytes.
+//
+// # Fencing
+//
+// Claim, FireSchedule, and recovery's Finish and Requeue are leader-only writes
+// (store.Fence). With a positive token their transaction begins, in the same
+// pipelined batch (one statement more, no round trip more; the zero Fence adds
+// nothing), with
+//
+//	SELECT ax_fence(<namespace>, <token>)
+//
+// which takes the namespace's fence lock shared — a transaction-level advisory lock
+// on one bigint key, hashtextextended(namespace, seed from the schema) — then reads
+// the epoch of its ax_leader row (none counts as 0) in a snapshot taken after the
+// lock was granted and, if the epoch is above the token, raises SQLSTATE AXF01 with
+// both in its DETAIL. The error aborts the transaction before anything is written,
+// the COMMIT queued behind it rolls it back (pgxpool then discards the connection,
+// left in an aborted transaction), and the driver returns store.FencedError, which
+// wraps store.ErrFenced and is not retried. Claim checks in both of its transactions;
+// should a raise come between them, the tasks of the first stay claimed — they
+// committed before the raise — and Claim fails with ErrFenced. RaiseFence is one
+// statement:
+//
+//	WITH ts AS (SELECT ax_fence_lock(<namespace>) AS now)  -- the fence lock, exclusive; then the clock
+//	INSERT INTO ax_leader … SELECT <namespace>, <holder>, <token>, ts.now, ts.now FROM ts
+//	ON CONFLICT (namespace) DO UPDATE SET holder = …, epoch = GREATEST(<token>, epoch + 1), updated_at = …
+//	WHERE holder <> <holder> OR epoch <> <token>  -- else the row is left alone
+//
+// and AcquireLease takes the same exclusive lock before its upsert. So a fenced
+// write either took its shared lock first, and the raise waits for it to commit, or
+// takes it after the raise committed and reads the new epoch: once RaiseFence has
+// returned, no write with an older token commits. Concurrent raises queue on the
+// lock and each computes its epoch from the row the previous one left. The lock is
+// advisory rather than SELECT … FOR SHARE of the row for three reasons: it exists
+// before the row does, so a raise that creates the row also waits; the lock manager
+// queues a new shared request behind a waiting exclusive one, whereas a row share
+// lock is granted past a waiting updater, so a stream of claims could starve the
+// raise; and RenewLease and ReleaseLease, which update the row but raise no epoch,
+// take no fence lock and never wait for the leader's writes. Locks are taken in one
+// order: the fence lock, then key locks, then rows; nothing holding a row waits for
+// the fence lock. The price: each AcquireLease attempt of a standby (every poll)
+// waits for the fenced writes in flight and holds new ones back for as long.
+// TestRaiseFenceWaitsForFencedWrites and TestLeaseAndFenceLock check it.
 //
 // # The refill cursor
 //

@@ -73,6 +73,11 @@ func TestMigrate(t *testing.T) {
 		WHERE c.relname = 'ax_tasks' AND n.nspname = 'public'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("ax_tasks in public = %d, %v; want none", n, err)
 	}
+	// So do the fence functions of version 4.
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.proname IN ('ax_fence', 'ax_fence_lock') AND n.nspname = current_schema()`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("ax_fence, ax_fence_lock in current_schema() = %d, %v; want both", n, err)
+	}
 }
 
 func TestMigrateConcurrently(t *testing.T) {
@@ -504,7 +509,7 @@ func TestClaimWaitsForLockedRow(t *testing.T) {
 	}
 	done := make(chan *store.ClaimResult, 1)
 	go func() {
-		r, err := st.Claim(ctx, []store.Claim{{ID: a, ExecutionID: "e-a"}, {ID: b, ExecutionID: "e-b"}})
+		r, err := st.Claim(ctx, store.Fence{}, []store.Claim{{ID: a, ExecutionID: "e-a"}, {ID: b, ExecutionID: "e-b"}})
 		if err != nil {
 			t.Errorf("Claim: %v", err)
 		}
@@ -650,7 +655,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if err != nil || got.TaskKey != "" || got.Overlap != "" {
 		t.Fatalf("Get(v1 task) = %+v, %v; want no task key, no overlap", got, err)
 	}
-	res, err := st.Claim(ctx, []store.Claim{{ID: old, ExecutionID: "e-old"}})
+	res, err := st.Claim(ctx, store.Fence{}, []store.Claim{{ID: old, ExecutionID: "e-old"}})
 	if err != nil || len(res.Claimed) != 1 {
 		t.Errorf("Claim(v1 task) = %+v, %v; want it claimed", res, err)
 	}
@@ -660,7 +665,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := st.Claim(ctx, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "e-keyed"}}); err != nil || len(res.Claimed) != 1 {
+	if res, err := st.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "e-keyed"}}); err != nil || len(res.Claimed) != 1 {
 		t.Errorf("Claim(keyed task beside v1 tasks) = %+v, %v; want it claimed", res, err)
 	}
 	if _, err := st.RegisterSchedules(ctx, []store.ScheduleDef{{Name: "report", Spec: "@every 1m", TimeZone: "UTC",
@@ -704,7 +709,7 @@ func (tr *tracer) take() (roundTrips, statements int64) {
 // TestClaimRoundTrips pins the cost of Claim: tasks without a key (or with Overlap
 // allow) cost one round trip of four statements (BEGIN, SET LOCAL, the claim,
 // COMMIT) as before task keys existed; keyed tasks add one transaction of two round
-// trips.
+// trips; a fence adds one statement and no round trip.
 func TestClaimRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -749,7 +754,7 @@ func TestClaimRoundTrips(t *testing.T) {
 	}
 
 	tr.take()
-	res, err := st.Claim(ctx, claims(0, 250))
+	res, err := st.Claim(ctx, store.Fence{}, claims(0, 250))
 	if err != nil || len(res.Claimed) != 250 {
 		t.Fatalf("Claim(250 tasks without a restricting key) = %d claimed, %v", len(res.Claimed), err)
 	}
@@ -757,7 +762,7 @@ func TestClaimRoundTrips(t *testing.T) {
 		t.Errorf("Claim(250 tasks without a restricting key): %d round trips, %d statements; want 1, 5 (BEGIN, SET LOCAL, 2 chunks, COMMIT)", rt, n)
 	}
 
-	res, err = st.Claim(ctx, claims(250, 253))
+	res, err = st.Claim(ctx, store.Fence{}, claims(250, 253))
 	if err != nil || len(res.Claimed) != 2 || len(res.Skipped) != 1 {
 		t.Fatalf("Claim(keyed tasks) = %+v, %v; want 2 claimed (one per key), 1 skipped", res, err)
 	}
@@ -765,5 +770,23 @@ func TestClaimRoundTrips(t *testing.T) {
 	// 3: claim the winners, skip the loser, COMMIT.
 	if rt, n := tr.take(); rt != 3 || n != 4+5+3 {
 		t.Errorf("Claim(keyed tasks): %d round trips, %d statements; want 3, 12", rt, n)
+	}
+
+	// A fence adds one statement, SELECT ax_fence(…), to the same round trip.
+	fence, err := st.RaiseFence(ctx, "ns", "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := st.Insert(ctx, []store.NewTask{{Name: "n", Key: "fenced", DueAt: due}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.take()
+	res, err = st.Claim(ctx, fence, []store.Claim{{ID: more[0].Task.ID, ExecutionID: "e-fenced"}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("Claim(fenced) = %+v, %v; want claimed", res, err)
+	}
+	if rt, n := tr.take(); rt != 1 || n != 5 {
+		t.Errorf("Claim(fenced): %d round trips, %d statements; want 1, 5 (BEGIN, SET LOCAL, fence, claim, COMMIT)", rt, n)
 	}
 }

@@ -94,7 +94,7 @@ func TestClaimWaitsForKeyLock(t *testing.T) {
 	}
 	done := make(chan *store.ClaimResult, 1)
 	go func() {
-		res, err := s.Claim(ctx, []store.Claim{{ID: waiter, ExecutionID: "e-waiter"}})
+		res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: waiter, ExecutionID: "e-waiter"}})
 		if err != nil {
 			t.Errorf("Claim: %v", err)
 		}

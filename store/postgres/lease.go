@@ -14,11 +14,13 @@ import (
 // Leases live in ax_leader, one row per namespace (see migrations/0003_leader.sql). Every
 // write is one conditional statement in the database's clock; two acquires of a free
 // lease serialise on the row (ON CONFLICT locks it and re-checks the WHERE), so exactly
-// one of them raises the epoch.
+// one of them raises the epoch. AcquireLease first takes the namespace's fence lock
+// exclusively and reads the clock once it has it (ax_fence_lock, see fence.go), so
+// that raising the epoch waits for the fenced writes in flight, like RaiseFence.
 
 var _ store.Leaser = (*Store)(nil)
 
-const acquireLeaseSQL = `WITH ts AS (SELECT clock_timestamp() AS now)
+const acquireLeaseSQL = `WITH ts AS (SELECT ax_fence_lock($1) AS now)
 INSERT INTO ax_leader AS l (namespace, holder, epoch, expires_at, updated_at)
 SELECT $1, $2, 1, ts.now + $3 * interval '1 microsecond', ts.now FROM ts
 ON CONFLICT (namespace) DO UPDATE SET

@@ -127,13 +127,14 @@ func appendTask(into *[]store.Task) func(rows pgx.Rows) error {
 // statement left SCHEDULED (candidates, in id order, with their execution ids; keys,
 // their task keys in any order), in a transaction of its own: two round trips.
 //
-//	round 1: BEGIN; SET LOCAL; lock the keys (ascending lock ids); lock and re-read the
-//	         candidates (ascending ids); read the holders of their keys
+//	round 1: BEGIN; SET LOCAL; check the fence (if it has a token); lock the keys
+//	         (ascending lock ids); lock and re-read the candidates (ascending ids);
+//	         read the holders of their keys
 //	(Go)     store.ResolveKeys: one winner per free key, the others skipped or blocked
 //	round 2: claim the winners (… AND NOT EXISTS a holder); skip the skip losers; COMMIT
 //
 // It adds its outcomes to res.
-func (s *Store) claimKeyed(ctx context.Context, candidates []store.Claim, keys []string, res *store.ClaimResult) error {
+func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []store.Claim, keys []string, res *store.ClaimResult) error {
 	eids := make(map[int64]string, len(candidates))
 	ids := make([]int64, len(candidates))
 	for i, c := range candidates {
@@ -155,10 +156,14 @@ func (s *Store) claimKeyed(ctx context.Context, candidates []store.Claim, keys [
 		var due []store.Keyed
 		var holders map[string]int64
 		err := r(false, func(b *pgx.Batch) {
+			queueFence(b, fence)
 			b.Queue(keyLockSQL, s.keyLock, locks)
 			chunks(ids, func(part []int64) { b.Queue(keyedLockSQL, part) })
 			b.Queue(holdersSQL, distinct)
 		}, func(br pgx.BatchResults) error {
+			if err := readFence(br, fence); err != nil {
+				return err
+			}
 			if _, err := br.Exec(); err != nil {
 				return err
 			}

@@ -369,6 +369,8 @@ func (s *Store) wrap(op string, err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
+		case pe.Code == fencedCode: // raised by ax_fence: not retried, nothing was written
+			return fmt.Errorf("ax: postgres: %s: %w", op, fencedError(pe))
 		case pe.Code == "23505": // unique_violation
 			return fmt.Errorf("ax: postgres: %s: %w (%v)", op, store.ErrDuplicate, err)
 		case strings.HasPrefix(pe.Code, "22"), strings.HasPrefix(pe.Code, "23"): // data exception, integrity constraint

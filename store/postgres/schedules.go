@@ -306,10 +306,13 @@ const fireSQL = `UPDATE ax_schedules s SET next_fire_at = $3, last_fire_at = COA
 // (see store.Store): the compare-and-set on next_fire_at, then, only if it applied,
 // the very statements of Insert, so the occurrences are stamped for the refill and
 // signalled like any inserted task. The occurrences are checked as Insert checks
-// tasks.
+// tasks. A fence with a token is checked first in the transaction (see fence.go).
 func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
 	if err := store.CheckFire(p); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
+	}
+	if err := store.CheckFence(p.Fence); err != nil {
+		return nil, fmt.Errorf("ax: postgres: fire schedule %q: %w", p.Name, err)
 	}
 	in, err := newInsertion(fmt.Sprintf("fire schedule %q", p.Name), p.Tasks)
 	if err != nil {
@@ -322,12 +325,19 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	res := &store.FireResult{}
 	err = s.steps(ctx, "fire schedule", func(r round) error {
 		res.Applied = false
-		if err := r(len(in.tasks) == 0, func(b *pgx.Batch) { b.Queue(fireSQL, p.Name, p.Expect, p.Next, last, p.Spec, p.TimeZone) },
-			func(br pgx.BatchResults) error {
-				tag, err := br.Exec()
-				res.Applied = tag.RowsAffected() == 1
+		queue := func(b *pgx.Batch) {
+			queueFence(b, p.Fence)
+			b.Queue(fireSQL, p.Name, p.Expect, p.Next, last, p.Spec, p.TimeZone)
+		}
+		read := func(br pgx.BatchResults) error {
+			if err := readFence(br, p.Fence); err != nil {
 				return err
-			}); err != nil || len(in.tasks) == 0 || !res.Applied {
+			}
+			tag, err := br.Exec()
+			res.Applied = tag.RowsAffected() == 1
+			return err
+		}
+		if err := r(len(in.tasks) == 0, queue, read); err != nil || len(in.tasks) == 0 || !res.Applied {
 			return err // not applied: steps commits a transaction that wrote nothing
 		}
 		return r(true, func(b *pgx.Batch) { in.queue(b, s) }, in.read)

@@ -199,14 +199,22 @@ func chunks(n int, f func(lo, hi int) error) error {
 // tasks with a key (see the package doc).
 //
 // A batch without keyed skip or queue tasks costs what it always has: one claiming
-// statement per chunk, and one read of the tasks it missed when it missed some.
-func (s *Store) Claim(ctx context.Context, claims []store.Claim) (*store.ClaimResult, error) {
+// statement per chunk, and one read of the tasks it missed when it missed some. A
+// non-zero fence adds one read of ax_leader at the start of the transaction (see
+// fence.go), which covers the keyed tasks' statements too.
+func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := store.CheckClaims(claims); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
+	}
+	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
 		var keyed []store.Keyed
 		ts := micros(now())
 		err := chunks(len(uniq), func(lo, hi int) error {
@@ -469,9 +477,12 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	return out, nil
 }
 
-// Finish records execution results.
-func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, error) {
+// Finish records execution results, if fence admits them (see fence.go).
+func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := store.CheckFinishes(results); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: finish: %w", err)
+	}
+	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: finish: %w", err)
 	}
 	out := make([]bool, len(results))
@@ -491,6 +502,9 @@ func (s *Store) Finish(ctx context.Context, results []store.Finish) ([]bool, err
 		}
 	}
 	err := s.write(ctx, "finish", func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
 		seq, err := nextSeq(ctx, tx, retries)
 		if err != nil {
 			return err

@@ -57,7 +57,7 @@ func BenchmarkClaim(b *testing.B) {
 						claims[i] = store.Claim{ID: r.Task.ID, ExecutionID: fmt.Sprintf("exec-%d", r.Task.ID)}
 					}
 					b.StartTimer()
-					if _, err := s.Claim(ctx, claims); err != nil {
+					if _, err := s.Claim(ctx, store.Fence{}, claims); err != nil {
 						b.Fatal(err)
 					}
 				}

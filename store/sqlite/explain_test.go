@@ -10,7 +10,8 @@ import (
 // index only for a query whose WHERE clause contains the index's, so a reworded
 // condition would silently fall back to a scan of every DISPATCHING and RUNNING row.
 // It also pins the claim of tasks without a key to the primary key, and nothing else,
-// and TaskStats's oldest due time to the partial due index, read once.
+// and TaskStats's oldest due time to the partial due index, read once, and the fence
+// check to ax_leader's primary key.
 func TestExplain(t *testing.T) {
 	t.Parallel()
 	s, err := Open(filepath.Join(t.TempDir(), "ax.db"))
@@ -35,6 +36,8 @@ func TestExplain(t *testing.T) {
 		{"holder lookup (Trigger)", holderSQL, []string{"SEARCH ax_tasks " + holder}, []string{"SCAN ax_tasks"}},
 		{"task stats", taskStatsSQL, []string{"SEARCH ax_tasks USING COVERING INDEX ax_tasks_scheduled_due (due_at<?)"},
 			[]string{"CORRELATED"}},
+		{"fence check", fenceSQL, []string{"SEARCH ax_leader USING INDEX sqlite_autoindex_ax_leader_1 (namespace=?)"},
+			[]string{"SCAN ax_leader"}},
 	} {
 		rows, err := s.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+c.sql, make([]any, strings.Count(c.sql, "?"))...)
 		if err != nil {

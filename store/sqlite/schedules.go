@@ -199,16 +199,23 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 // in one transaction, if the schedule exists, is not paused and its next fire time is
 // p.Expect; otherwise it writes nothing and Applied is false. The occurrences go
 // through Insert's own path: refill sequence numbers, and store.ErrDuplicate in their
-// result for an occurrence stored already.
+// result for an occurrence stored already. It writes nothing, and fails with
+// store.ErrFenced, unless p.Fence admits it (see fence.go).
 func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
 	if err := store.CheckFire(p); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
+	}
+	if err := store.CheckFence(p.Fence); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: fire schedule %q: %w", p.Name, err)
 	}
 	if err := validNew(fmt.Sprintf("fire schedule %q", p.Name), p.Tasks); err != nil {
 		return nil, err
 	}
 	res := &store.FireResult{}
 	err := s.write(ctx, "fire schedule", func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, p.Fence); err != nil {
+			return err
+		}
 		var last any // NULL keeps last_fire_at
 		if !p.Last.IsZero() {
 			last = micros(p.Last)

@@ -100,6 +100,17 @@
 // writer's transaction, raising the epoch with the holder; renew and release are UPDATEs
 // conditioned on holder and epoch (store.Leaser, elect/sqllease).
 //
+// # Fencing
+//
+// A fenced write (Claim, FireSchedule, recovery's Finish and Requeue with a non-zero
+// store.Fence) first reads SELECT epoch FROM ax_leader WHERE namespace = ? in its own
+// IMMEDIATE transaction and rolls back with store.ErrFenced when its token is below
+// it. The database's one write lock, held from BEGIN to COMMIT, is the shared lock the
+// contract asks for: RaiseFence (a read and an UPSERT of the row, store.RaisedEpoch's
+// rule, in one IMMEDIATE transaction) and AcquireLease cannot raise the epoch while a
+// fenced write is in flight, in this process or another. The zero Fence runs no extra
+// statement (see fence.go).
+//
 // # Task stats
 //
 // TaskStats is one statement on the read pool, so it never waits for the writer and

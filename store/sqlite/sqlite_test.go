@@ -133,7 +133,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Claim(ctx, []store.Claim{{ID: old.ID, ExecutionID: "exec-2"}, {ID: ins[0].Task.ID, ExecutionID: "exec-3"}})
+	res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: old.ID, ExecutionID: "exec-2"}, {ID: ins[0].Task.ID, ExecutionID: "exec-3"}})
 	if err != nil || len(res.Claimed) != 2 {
 		t.Fatalf("Claim(v1 task, keyed task) = %+v, %v; want both claimed", res, err)
 	}
@@ -215,7 +215,7 @@ func TestOverlapAcrossStores(t *testing.T) {
 				for i := range pick {
 					pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: fmt.Sprintf("w%d-%d", w, rng.Uint64())}
 				}
-				res, err := s.Claim(ctx, pick)
+				res, err := s.Claim(ctx, store.Fence{}, pick)
 				if err != nil {
 					errs <- err
 					return
@@ -225,7 +225,7 @@ func TestOverlapAcrossStores(t *testing.T) {
 						errs <- err
 						return
 					}
-					if ok, err := s.Finish(ctx, []store.Finish{{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}}); err != nil || !ok[0] {
+					if ok, err := s.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}}); err != nil || !ok[0] {
 						errs <- fmt.Errorf("Finish = %v, %v", ok, err)
 						return
 					}

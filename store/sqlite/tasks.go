@@ -337,11 +337,17 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 }
 
 // Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
-// retries are exhausted.
-func (s *Store) Requeue(ctx context.Context, requeues []store.Requeue) ([]bool, error) {
+// retries are exhausted, if fence admits it (see fence.go).
+func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: requeue: %w", err)
+	}
 	out := make([]bool, len(requeues))
 	order := store.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	err := s.write(ctx, "requeue", func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
 		seq, err := nextSeq(ctx, tx, len(requeues))
 		if err != nil {
 			return err

@@ -43,7 +43,7 @@ func testClose(e *env) {
 			return err
 		},
 		"Claim": func() error {
-			_, err := s.Claim(ctx, []store.Claim{{ID: task.ID, ExecutionID: newExecID()}})
+			_, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: task.ID, ExecutionID: newExecID()}})
 			return err
 		},
 		"Trigger": func() error { _, err := s.Trigger(ctx, task.ID, newExecID()); return err },
@@ -53,11 +53,11 @@ func testClose(e *env) {
 		},
 		"Heartbeat": func() error { _, err := s.Heartbeat(ctx, []store.ExecRef{ref}); return err },
 		"Finish": func() error {
-			_, err := s.Finish(ctx, []store.Finish{{TaskID: task.ID, ExecutionID: task.ExecutionID, Status: store.Succeeded}})
+			_, err := s.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: task.ID, ExecutionID: task.ExecutionID, Status: store.Succeeded}})
 			return err
 		},
 		"Requeue": func() error {
-			_, err := s.Requeue(ctx, []store.Requeue{{TaskID: task.ID, ExecutionID: task.ExecutionID, DueAt: time.Now(), MaxDispatchRetries: 1}})
+			_, err := s.Requeue(ctx, store.Fence{}, []store.Requeue{{TaskID: task.ID, ExecutionID: task.ExecutionID, DueAt: time.Now(), MaxDispatchRetries: 1}})
 			return err
 		},
 		"Stale": func() error { _, err := s.Stale(ctx, store.Running, time.Now(), 10); return err },
@@ -167,7 +167,7 @@ func testOneWinner(e *env) {
 				switch w % 3 {
 				case 0:
 					var res *store.ClaimResult
-					res, err = e.s.Claim(e.ctx, []store.Claim{{ID: task.ID, ExecutionID: exec}})
+					res, err = e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: task.ID, ExecutionID: exec}})
 					won = err == nil && len(res.Claimed) == 1
 					if err == nil && len(res.NotDue) != 0 {
 						e.t.Errorf("Claim(%d) = %+v, want it due", task.ID, res)
@@ -294,7 +294,7 @@ func testClaimers(e *env) {
 					asked[c.ID] = c.ExecutionID
 				}
 				i = end
-				res, err := e.s.Claim(e.ctx, claims)
+				res, err := e.s.Claim(e.ctx, store.Fence{}, claims)
 				if err != nil {
 					e.t.Errorf("claimer %d: Claim(%d tasks) error: %v", w, len(claims), err)
 					return
@@ -495,7 +495,7 @@ func lifecycleStep(e *env, rng *rand.Rand, ids []int64, started, finished *atomi
 		for i, t := range batch {
 			claims[i] = store.Claim{ID: t.ID, ExecutionID: newExecID()}
 		}
-		_, err := e.s.Claim(e.ctx, claims)
+		_, err := e.s.Claim(e.ctx, store.Fence{}, claims)
 		return err
 	case 1:
 		starts := make([]store.StartParams, len(batch))
@@ -529,7 +529,7 @@ func lifecycleStep(e *env, rng *rand.Rand, ids []int64, started, finished *atomi
 			}
 			results[i] = f
 		}
-		ok, err := e.s.Finish(e.ctx, results)
+		ok, err := e.s.Finish(e.ctx, store.Fence{}, results)
 		for _, b := range ok {
 			if b {
 				finished.Add(1)
@@ -545,7 +545,7 @@ func lifecycleStep(e *env, rng *rand.Rand, ids []int64, started, finished *atomi
 				requeues[i].MaxDispatchRetries = rng.IntN(3)
 			}
 		}
-		_, err := e.s.Requeue(e.ctx, requeues)
+		_, err := e.s.Requeue(e.ctx, store.Fence{}, requeues)
 		return err
 	default:
 		t := batch[0]

@@ -292,7 +292,7 @@ func testInsertBeyondMaxBatch(e *env) {
 		// Reverse order: the store sorts.
 		claims[n-1-i] = store.Claim{ID: task.ID, ExecutionID: newExecID()}
 	}
-	res, err := e.s.Claim(e.ctx, claims)
+	res, err := e.s.Claim(e.ctx, store.Fence{}, claims)
 	if err != nil {
 		e.t.Fatalf("Claim(%d tasks) error: %v", n, err)
 	}
@@ -328,7 +328,7 @@ func testInsertBeyondMaxBatch(e *env) {
 		fn   func() ([]bool, error)
 	}{
 		{"Heartbeat", func() ([]bool, error) { return e.s.Heartbeat(e.ctx, refs) }},
-		{"Finish", func() ([]bool, error) { return e.s.Finish(e.ctx, results) }},
+		{"Finish", func() ([]bool, error) { return e.s.Finish(e.ctx, store.Fence{}, results) }},
 	} {
 		ok, err := call.fn()
 		if err != nil || len(ok) != n {

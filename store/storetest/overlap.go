@@ -37,7 +37,7 @@ func (e *env) claimAll(ids ...int64) *store.ClaimResult {
 	for i, id := range ids {
 		claims[i] = store.Claim{ID: id, ExecutionID: newExecID()}
 	}
-	res, err := e.s.Claim(e.ctx, claims)
+	res, err := e.s.Claim(e.ctx, store.Fence{}, claims)
 	if err != nil {
 		e.t.Fatalf("Claim(%v) error: %v", ids, err)
 	}
@@ -198,7 +198,7 @@ func testFreedByFinish(e *env) {
 	// A requeued (undispatched) holder frees the key too.
 	holder := e.holding("requeued", store.OverlapQueue, store.Dispatching)
 	waiting := e.insert(e.keyed(e.past(), "requeued", store.OverlapQueue))[0]
-	ok, err := e.s.Requeue(e.ctx, []store.Requeue{{TaskID: holder.ID, ExecutionID: holder.ExecutionID,
+	ok, err := e.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{{TaskID: holder.ID, ExecutionID: holder.ExecutionID,
 		DueAt: e.future(), Error: "no executor", MaxDispatchRetries: 5}})
 	if err != nil || len(ok) != 1 || !ok[0] {
 		e.t.Fatalf("Requeue = %v, %v", ok, err)
@@ -277,7 +277,7 @@ func testKeyRace(e *env) {
 			for i := range pick {
 				pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: newExecID()}
 			}
-			res, err := e.s.Claim(e.ctx, pick)
+			res, err := e.s.Claim(e.ctx, store.Fence{}, pick)
 			if err != nil {
 				return fmt.Errorf("Claim: %w", err)
 			}
@@ -294,7 +294,7 @@ func testKeyRace(e *env) {
 				// Leave the key before the write that frees it, so that a claim
 				// it lets through cannot be counted while this one still is.
 				a.Add(-1)
-				ok, err := e.s.Finish(e.ctx, []store.Finish{{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded}})
+				ok, err := e.s.Finish(e.ctx, store.Fence{}, []store.Finish{{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded}})
 				if err != nil || !ok[0] {
 					return fmt.Errorf("Finish = %v, %w", ok, err)
 				}

@@ -117,7 +117,7 @@ func testRefillChangedAgain(e *env) {
 	// So does a dispatch retry.
 	claimed := e.claim(task.ID)
 	requeueAt := e.now().Add(time.Minute)
-	ok, err := e.s.Requeue(e.ctx, []store.Requeue{{TaskID: task.ID, ExecutionID: claimed.ExecutionID,
+	ok, err := e.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{{TaskID: task.ID, ExecutionID: claimed.ExecutionID,
 		DueAt: requeueAt, Error: "busy", MaxDispatchRetries: 3}})
 	if err != nil || !ok[0] {
 		e.t.Fatalf("Requeue(%d) = %v, %v; want [true]", task.ID, ok, err)

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Overlap", overlapTests},
 		{"Schedules", scheduleTests},
 		{"Lease", leaseTests},
+		{"Fence", fenceTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -223,7 +224,7 @@ func (e *env) executions(id int64) []store.Execution {
 func (e *env) claim(id int64) *store.Task {
 	e.t.Helper()
 	exec := newExecID()
-	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: id, ExecutionID: exec}})
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: id, ExecutionID: exec}})
 	if err != nil {
 		e.t.Fatalf("Claim(%d) error: %v", id, err)
 	}
@@ -249,7 +250,7 @@ func (e *env) start(task *store.Task) store.StartResult {
 // finish applies one result and fails unless it applied.
 func (e *env) finish(f store.Finish) {
 	e.t.Helper()
-	ok, err := e.s.Finish(e.ctx, []store.Finish{f})
+	ok, err := e.s.Finish(e.ctx, store.Fence{}, []store.Finish{f})
 	if err != nil {
 		e.t.Fatalf("Finish(%+v) error: %v", f, err)
 	}

@@ -83,7 +83,7 @@ func testCancelScheduled(e *env) {
 	e.unchanged("Cancel", got)
 
 	// A cancelled task is out of the scheduler's sight.
-	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: got.ID, ExecutionID: newExecID()}})
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: got.ID, ExecutionID: newExecID()}})
 	if err != nil || len(res.Claimed)+len(res.NotDue) != 0 {
 		e.t.Errorf("Claim(cancelled %d) = %+v, %v; want nothing", got.ID, res, err)
 	}
@@ -120,7 +120,7 @@ func testClaimDue(e *env) {
 	before := e.scheduled(e.past())
 	exec := newExecID()
 	lo := e.settle(before)
-	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: before.ID, ExecutionID: exec}})
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: before.ID, ExecutionID: exec}})
 	hi := e.now()
 	if err != nil {
 		e.t.Fatalf("Claim(%d) error: %v", before.ID, err)
@@ -142,7 +142,7 @@ func testClaimDue(e *env) {
 	e.unchanged("Claim", got)
 
 	// A second claim finds it DISPATCHING and leaves it alone.
-	res, err = e.s.Claim(e.ctx, []store.Claim{{ID: before.ID, ExecutionID: newExecID()}})
+	res, err = e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: before.ID, ExecutionID: newExecID()}})
 	if err != nil || len(res.Claimed)+len(res.NotDue) != 0 {
 		e.t.Errorf("Claim(dispatching %d) = %+v, %v; want nothing", before.ID, res, err)
 	}
@@ -151,7 +151,7 @@ func testClaimDue(e *env) {
 
 func testClaimNotDue(e *env) {
 	before := e.scheduled(e.future())
-	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: before.ID, ExecutionID: newExecID()}})
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: before.ID, ExecutionID: newExecID()}})
 	if err != nil {
 		e.t.Fatalf("Claim(%d) error: %v", before.ID, err)
 	}
@@ -178,7 +178,7 @@ func testClaimMixed(e *env) {
 		claims[i] = store.Claim{ID: id, ExecutionID: newExecID()}
 		execs[id] = claims[i].ExecutionID
 	}
-	res, err := e.s.Claim(e.ctx, claims)
+	res, err := e.s.Claim(e.ctx, store.Fence{}, claims)
 	if err != nil {
 		e.t.Fatalf("Claim(%v) error: %v", ids, err)
 	}
@@ -205,7 +205,7 @@ func testClaimBecomesDue(e *env) {
 	task := e.scheduled(e.now().Add(30 * time.Millisecond))
 	end := time.Now().Add(deadline)
 	for {
-		res, err := e.s.Claim(e.ctx, []store.Claim{{ID: task.ID, ExecutionID: newExecID()}})
+		res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: task.ID, ExecutionID: newExecID()}})
 		if err != nil {
 			e.t.Fatalf("Claim(%d) error: %v", task.ID, err)
 		}
@@ -230,7 +230,7 @@ func testClaimBecomesDue(e *env) {
 }
 
 func testClaimEmpty(e *env) {
-	res, err := e.s.Claim(e.ctx, nil)
+	res, err := e.s.Claim(e.ctx, store.Fence{}, nil)
 	if err != nil || res == nil || len(res.Claimed)+len(res.NotDue) != 0 {
 		e.t.Errorf("Claim(nil) = %+v, %v; want an empty result", res, err)
 	}
@@ -238,7 +238,7 @@ func testClaimEmpty(e *env) {
 
 func testClaimInvalid(e *env) {
 	a, b := e.scheduled(e.past()), e.scheduled(e.past())
-	res, err := e.s.Claim(e.ctx, []store.Claim{{ID: a.ID, ExecutionID: newExecID()}, {ID: b.ID}})
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: a.ID, ExecutionID: newExecID()}, {ID: b.ID}})
 	if !errors.Is(err, store.ErrInvalid) {
 		e.t.Errorf("Claim(valid, empty execution id) = %+v, %v; want ErrInvalid", res, err)
 	}
@@ -683,7 +683,7 @@ func testFinishNotApplied(e *env) {
 		{TaskID: done.ID, ExecutionID: done.ExecutionID, Status: store.Failed, Error: "twice"},
 		{TaskID: done.ID + 1000, ExecutionID: newExecID(), Status: store.Succeeded},
 	}
-	ok, err := e.s.Finish(e.ctx, results)
+	ok, err := e.s.Finish(e.ctx, store.Fence{}, results)
 	if err != nil {
 		e.t.Fatalf("Finish error: %v", err)
 	}
@@ -722,7 +722,7 @@ func testFinishInvalid(e *env) {
 		if what == "empty execution id" {
 			bad.ExecutionID = ""
 		}
-		ok, err := e.s.Finish(e.ctx, []store.Finish{
+		ok, err := e.s.Finish(e.ctx, store.Fence{}, []store.Finish{
 			{TaskID: valid.ID, ExecutionID: valid.ExecutionID, Status: store.Succeeded},
 			bad,
 		})
@@ -738,7 +738,7 @@ func testRequeueScheduled(e *env) {
 	before := e.inState(store.Dispatching)
 	due := e.now().Add(2 * time.Second)
 	lo := e.settle(before)
-	ok, err := e.s.Requeue(e.ctx, []store.Requeue{{TaskID: before.ID, ExecutionID: before.ExecutionID,
+	ok, err := e.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{{TaskID: before.ID, ExecutionID: before.ExecutionID,
 		DueAt: due, Error: "executor busy", MaxDispatchRetries: 3}})
 	hi := e.now()
 	if err != nil {
@@ -769,7 +769,7 @@ func testRequeueExhausted(e *env) {
 	for i := 1; i <= max+1; i++ {
 		claimed := e.claim(task.ID)
 		lo := e.now()
-		ok, err := e.s.Requeue(e.ctx, []store.Requeue{{TaskID: task.ID, ExecutionID: claimed.ExecutionID,
+		ok, err := e.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{{TaskID: task.ID, ExecutionID: claimed.ExecutionID,
 			DueAt: e.past(), Error: "no executor", MaxDispatchRetries: max}})
 		hi := e.now()
 		if err != nil || len(ok) != 1 || !ok[0] {
@@ -789,7 +789,7 @@ func testRequeueExhausted(e *env) {
 
 	// No dispatch retries at all: the first failure is final.
 	claimed := e.claim(e.scheduled(e.past()).ID)
-	ok, err := e.s.Requeue(e.ctx, []store.Requeue{{TaskID: claimed.ID, ExecutionID: claimed.ExecutionID,
+	ok, err := e.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{{TaskID: claimed.ID, ExecutionID: claimed.ExecutionID,
 		DueAt: e.past(), Error: "no executor", MaxDispatchRetries: 0}})
 	if err != nil || len(ok) != 1 || !ok[0] {
 		e.t.Fatalf("Requeue(max 0) = %v, %v; want [true]", ok, err)
@@ -807,7 +807,7 @@ func testRequeueNotApplied(e *env) {
 	q := func(id int64, exec string) store.Requeue {
 		return store.Requeue{TaskID: id, ExecutionID: exec, DueAt: e.past(), Error: "x", MaxDispatchRetries: 5}
 	}
-	ok, err := e.s.Requeue(e.ctx, []store.Requeue{
+	ok, err := e.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{
 		q(disp.ID, newExecID()),
 		q(running.ID, running.ExecutionID),
 		q(sched.ID, newExecID()),

@@ -21,6 +21,9 @@ import (
 // it is renewed, and retried after a failed renewal.
 type Timing struct {
 	TTL, Margin, RenewEvery, RetryEvery time.Duration
+	// Now, when set, replaces time.Now where the context's Err compares the time with
+	// the deadline (tests: a clock that jumps as a paused process's does).
+	Now func() time.Time
 }
 
 // NewTiming is the timing both electors use: renew every TTL/3, retry every TTL/20
@@ -49,6 +52,7 @@ type Lease struct {
 	timing    Timing
 	backend   Backend
 	candidate string
+	holder    string // the backend's holder value
 	token     int64
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
@@ -68,13 +72,17 @@ type Lease struct {
 
 // Start keeps a lease won by a request that started at start. The lease's context
 // carries parent's values, not its cancellation.
-func Start(parent context.Context, name string, log *slog.Logger, t Timing, b Backend, candidate string, token int64, start time.Time) *Lease {
+func Start(parent context.Context, name string, log *slog.Logger, t Timing, b Backend, candidate, holder string, token int64, start time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	if t.Now == nil {
+		t.Now = time.Now
+	}
 	l := &Lease{
-		name: name, log: log, timing: t, backend: b, candidate: candidate, token: token,
-		ctx: ctx, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{}),
+		name: name, log: log, timing: t, backend: b, candidate: candidate, holder: holder, token: token,
+		cancel: cancel, stop: make(chan struct{}), done: make(chan struct{}),
 		deadline: start.Add(t.TTL - t.Margin),
 	}
+	l.ctx = leaseContext{Context: ctx, l: l}
 	l.mu.Lock()
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	l.mu.Unlock()
@@ -85,18 +93,43 @@ func Start(parent context.Context, name string, log *slog.Logger, t Timing, b Ba
 // Token returns the lease's fencing token.
 func (l *Lease) Token() int64 { return l.token }
 
+// Holder returns the value the backend records as the lease's holder.
+func (l *Lease) Holder() string { return l.holder }
+
+// leaseContext is a lease's context. Its Err compares the time with the deadline on the
+// monotonic clock at every call, and ends the lease when it has passed: a process that
+// resumes from a pause (SIGSTOP, a long GC) finds its lease lost at its first check,
+// before the timer that would end it has had a chance to run.
+type leaseContext struct {
+	context.Context
+	l *Lease
+}
+
+func (c leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !c.l.timing.Now().Before(c.l.currentDeadline()) {
+		c.l.expireAt(c.l.timing.Now())
+	}
+	return c.Context.Err()
+}
+
 // Context returns the context cancelled when the lease ends (cause elect.ErrLost or
 // elect.ErrResigned).
 func (l *Lease) Context() context.Context { return l.ctx }
 
 // expire runs at the deadline: unless a renewal moved it, the lease is lost.
-func (l *Lease) expire() {
+func (l *Lease) expire() { l.expireAt(time.Now()) }
+
+// expireAt ends the lease unless its deadline is after now.
+func (l *Lease) expireAt(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
 		return
 	}
-	if d := time.Until(l.deadline); d > 0 {
+	if d := l.deadline.Sub(now); d > 0 {
 		l.expiry.Reset(d)
 		return
 	}

@@ -46,7 +46,7 @@ func hang(ctx context.Context) (bool, error) {
 
 func start(f *fake) *held.Lease {
 	log := slog.New(slog.DiscardHandler)
-	return held.Start(context.Background(), "test", log, held.NewTiming(ttl), f.backend(), "a", 7, time.Now())
+	return held.Start(context.Background(), "test", log, held.NewTiming(ttl), f.backend(), "a", "id a", 7, time.Now())
 }
 
 func TestResignAfterCtxEnded(t *testing.T) {
@@ -175,6 +175,36 @@ func TestPause(t *testing.T) {
 		defer cancel()
 		if _, err := held.Pause[int](ctx, time.Second, nil); !errors.Is(err, context.DeadlineExceeded) || time.Since(began) != 100*time.Millisecond {
 			t.Fatalf("Pause(ctx ending first) = %v after %v; want DeadlineExceeded after 100ms", err, time.Since(began))
+		}
+	})
+}
+
+// TestErrSeesAPause resumes a lease whose clock jumped past its deadline, as a process
+// woken from SIGSTOP finds it: Err reports it lost at the first call, though no timer
+// has fired and no renewal has been tried.
+func TestErrSeesAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var jump time.Duration
+		timing := held.NewTiming(ttl)
+		timing.Now = func() time.Time { return time.Now().Add(jump) }
+		f := &fake{renew: ok, release: ok}
+		l := held.Start(context.Background(), "test", slog.New(slog.DiscardHandler), timing, f.backend(), "a", "id a", 7, time.Now())
+		defer l.Resign(context.Background())
+		if err := l.Context().Err(); err != nil {
+			t.Fatalf("Err() of a fresh lease = %v", err)
+		}
+		if l.Holder() != "id a" || l.Token() != 7 {
+			t.Fatalf("Holder, Token = %q, %d; want id a, 7", l.Holder(), l.Token())
+		}
+		jump = ttl - timing.Margin // the deadline, on the jumped clock
+		if err := l.Context().Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err() after a pause to the deadline = %v, want context.Canceled", err)
+		}
+		if err := context.Cause(l.Context()); !errors.Is(err, elect.ErrLost) {
+			t.Fatalf("context.Cause after a pause = %v, want ErrLost", err)
+		}
+		if f.renews != 0 {
+			t.Fatalf("%d renewals before the check: the lease ended by the renewer, not by Err", f.renews)
 		}
 	})
 }

@@ -1,0 +1,195 @@
+// Package leadership campaigns for a scheduler's elected role and runs its terms: it
+// wins a lease from an elect.Elector, raises the store's fence to the lease's token
+// (store.Store.RaiseFence), runs the leader-only parts under one context for the term,
+// and ends the term — and every part with it — when the lease is lost, when the store
+// refuses a write as fenced by a newer leader, or when the scheduler stops; then it
+// resigns, so that a standby takes over at once, and campaigns again.
+package leadership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/store"
+)
+
+// Term is one won lease, as the leader-only parts see it.
+type Term struct {
+	// Fence is carried by every leader-only write of the term.
+	Fence store.Fence
+	// Valid is nil while the term lasts. It checks the lease's deadline on the
+	// monotonic clock at each call (elect.Lease.Context), so ask it right before an
+	// act that needs the lease: after a pause it fails before any timer has run.
+	Valid func() error
+	// End ends the term with a cause: a part was fenced by a newer leader.
+	End func(cause error)
+}
+
+// Config is what Run needs.
+type Config struct {
+	Elector   elect.Elector
+	Store     store.Store // RaiseFence, each call bounded
+	Namespace string
+	Candidate string // this scheduler's node name
+	Log       *slog.Logger
+	// Run runs the leader-only parts of one term under ctx, which ends with the term,
+	// and returns once they have stopped.
+	Run func(ctx context.Context, t Term)
+	// Changed, when set, is told of each change of role: a term began (leader, with its
+	// fence) or ended (not leader, with the cause).
+	Changed func(leader bool, f store.Fence, cause error)
+	// Retry is the pause after a failed campaign or fence; defaults to one second.
+	Retry time.Duration
+}
+
+// ErrStopping is the cause of a term ended because the scheduler is stopping.
+var ErrStopping = errors.New("scheduler stopping")
+
+// resignTimeout bounds the release of a lease at the end of a term.
+const resignTimeout = 5 * time.Second
+
+// Run campaigns and runs terms until ctx ends; it returns once the last term has ended
+// and its lease was resigned.
+func Run(ctx context.Context, cfg Config) {
+	if cfg.Retry <= 0 {
+		cfg.Retry = time.Second
+	}
+	for ctx.Err() == nil {
+		lease, err := cfg.Elector.Campaign(ctx, cfg.Candidate)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: campaign for leadership failed", slog.Any("err", err))
+			pause(ctx, cfg.Retry)
+			continue
+		}
+		term(ctx, cfg, lease)
+	}
+}
+
+// term runs one term of a won lease and resigns it.
+func term(ctx context.Context, cfg Config, lease elect.Lease) {
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resignTimeout)
+		defer cancel()
+		if err := lease.Resign(rctx); err != nil && !errors.Is(err, elect.ErrLost) {
+			cfg.Log.LogAttrs(rctx, slog.LevelWarn, "ax: resign leadership", slog.Any("err", err))
+		}
+	}()
+	fence, err := raise(ctx, cfg, lease)
+	if err != nil {
+		if ctx.Err() == nil {
+			cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: leadership won but not recorded in the store; resigning", slog.Any("err", err))
+		}
+		return
+	}
+	termCtx, end := context.WithCancelCause(lease.Context())
+	defer end(nil)
+	stop := context.AfterFunc(ctx, func() { end(ErrStopping) })
+	defer stop()
+	valid := func() error {
+		if lease.Context().Err() != nil {
+			return context.Cause(lease.Context())
+		}
+		if termCtx.Err() != nil {
+			return context.Cause(termCtx)
+		}
+		return nil
+	}
+	cfg.Log.LogAttrs(ctx, slog.LevelInfo, "ax: leading", slog.String("namespace", cfg.Namespace), slog.Int64("epoch", fence.Token))
+	if cfg.Changed != nil {
+		cfg.Changed(true, fence, nil)
+	}
+	cfg.Run(termCtx, Term{Fence: fence, Valid: valid, End: end})
+	cause := context.Cause(termCtx)
+	if cause == nil || errors.Is(cause, context.Canceled) {
+		cause = valid()
+	}
+	level := slog.LevelWarn
+	if errors.Is(cause, ErrStopping) || errors.Is(cause, elect.ErrResigned) {
+		level = slog.LevelInfo
+	}
+	cfg.Log.LogAttrs(ctx, level, "ax: leadership ended", slog.String("namespace", cfg.Namespace), slog.Int64("epoch", fence.Token), slog.Any("cause", cause))
+	if cfg.Changed != nil {
+		cfg.Changed(false, fence, cause)
+	}
+}
+
+// raise records the lease in the store's fence, retrying while the lease lasts.
+func raise(ctx context.Context, cfg Config, lease elect.Lease) (store.Fence, error) {
+	for {
+		if err := lease.Context().Err(); err != nil {
+			return store.Fence{}, fmt.Errorf("lease ended before it was recorded: %w", context.Cause(lease.Context()))
+		}
+		f, err := cfg.Store.RaiseFence(lease.Context(), cfg.Namespace, lease.Holder(), lease.Token())
+		if err == nil {
+			return f, nil
+		}
+		if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrClosed) || ctx.Err() != nil {
+			return store.Fence{}, err
+		}
+		cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: record leadership in the store", slog.Any("err", err))
+		pause(lease.Context(), min(cfg.Retry, 100*time.Millisecond))
+	}
+}
+
+// pause waits for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Guard returns st with each fenced write's ErrFenced answer ending the term: the store
+// has recorded a newer leader, so this one steps down at once rather than at its next
+// renewal. rejected, when set, is told the operation refused.
+func Guard(st store.Store, end func(cause error), rejected func(op string)) store.Store {
+	return guarded{Store: st, end: end, rejected: rejected}
+}
+
+type guarded struct {
+	store.Store
+	end      func(error)
+	rejected func(op string)
+}
+
+func (g guarded) check(op string, err error) {
+	if errors.Is(err, store.ErrFenced) {
+		if g.rejected != nil {
+			g.rejected(op)
+		}
+		g.end(err)
+	}
+}
+
+func (g guarded) Claim(ctx context.Context, f store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
+	res, err := g.Store.Claim(ctx, f, claims)
+	g.check("claim", err)
+	return res, err
+}
+
+func (g guarded) Finish(ctx context.Context, f store.Fence, results []store.Finish) ([]bool, error) {
+	res, err := g.Store.Finish(ctx, f, results)
+	g.check("recovery", err)
+	return res, err
+}
+
+func (g guarded) Requeue(ctx context.Context, f store.Fence, requeues []store.Requeue) ([]bool, error) {
+	res, err := g.Store.Requeue(ctx, f, requeues)
+	g.check("recovery", err)
+	return res, err
+}
+
+func (g guarded) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
+	res, err := g.Store.FireSchedule(ctx, p)
+	g.check("schedule", err)
+	return res, err
+}

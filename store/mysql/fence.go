@@ -1,0 +1,103 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/axsched/ax/store"
+)
+
+// Fencing (see store.Fence) rests on the ax_leader row's lock. A fenced write — Claim,
+// FireSchedule, and Finish or Requeue with a non-zero Fence — begins its transaction
+// with
+//
+//	SELECT epoch FROM ax_leader WHERE namespace = ? LOCK IN SHARE MODE
+//
+// (MariaDB has no FOR SHARE; MySQL 8 still accepts LOCK IN SHARE MODE), compares the
+// epoch with the token (store.Fence.Admits; no row counts as 0) and, when refused,
+// rolls back having written nothing and answers store.ErrFenced (store.FencedError),
+// which run never retries: only deadlocks and lock wait timeouts are. The shared lock
+// is held until the write commits, so fenced writes of one leader run side by side,
+// while RaiseFence and AcquireLease, which take the row exclusively, wait for those in
+// flight; and a fenced write that starts after them reads the raised epoch. So once
+// RaiseFence has returned, no write with an older token commits. Locks are taken
+// leader row first, then task rows (then task keys), and the raise touches nothing
+// but the leader row, so the fence adds no deadlock cycle. The zero Fence adds no
+// statement.
+//
+// At READ COMMITTED InnoDB takes no gap lock, so a namespace without a row is not
+// locked: a write fenced there (recorded epoch 0) does not hold off the RaiseFence that
+// creates the row. The row is created by the first AcquireLease or RaiseFence and never
+// deleted, and a leader raises its fence before its first fenced write, so a write of
+// an older leader always finds the row.
+//
+// RaiseFence is one transaction in the style of AcquireLease: INSERT … ON DUPLICATE
+// KEY UPDATE namespace = namespace creates the row (holder, epoch = token, expires_at
+// and updated_at the database's now: no live lease) or finds it, locking it
+// exclusively either way (this waits for the fenced writes holding the shared lock);
+// one affected row means it was created (clientFoundRows is off, see lease.go).
+// Otherwise SELECT … FOR UPDATE reads holder and epoch, store.RaisedEpoch decides, and
+// unless the row already records holder at token an UPDATE sets holder, epoch and
+// updated_at, leaving expires_at alone. Concurrent raises and acquires serialise on
+// the row, and each reads the epoch the previous one committed.
+
+// checkFence runs the fence check of a fenced write inside tx: nothing for the zero
+// Fence, else the shared lock on the namespace's ax_leader row and the comparison. A
+// refusal is a store.FencedError, which the caller returns so that run rolls back.
+func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
+	if f.Token == 0 {
+		return nil
+	}
+	var epoch int64
+	err := tx.QueryRowContext(ctx, `SELECT epoch FROM ax_leader WHERE namespace = ? LOCK IN SHARE MODE`, f.Namespace).Scan(&epoch)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if !f.Admits(epoch) {
+		return store.FencedError(f, epoch)
+	}
+	return nil
+}
+
+// RaiseFence records holder as the namespace's leader with an epoch at least token and
+// above every earlier one. See [store.Store].
+func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
+	if err := store.CheckRaiseFence(namespace, holder, token); err != nil {
+		return store.Fence{}, fmt.Errorf("ax: mysql: raise fence: %w", err)
+	}
+	var epoch int64
+	err := s.run(ctx, "raise fence", 0, func(tx *sql.Tx, _ int64) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at)
+			VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
+			ON DUPLICATE KEY UPDATE namespace = namespace`, namespace, holder, token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 { // inserted: no epoch was recorded
+			epoch = store.RaisedEpoch("", 0, holder, token)
+			return nil
+		}
+		var recordedHolder string
+		var recorded int64
+		if err := tx.QueryRowContext(ctx, `SELECT holder, epoch FROM ax_leader WHERE namespace = ? FOR UPDATE`, namespace).Scan(&recordedHolder, &recorded); err != nil {
+			return err
+		}
+		epoch = store.RaisedEpoch(recordedHolder, recorded, holder, token)
+		if recordedHolder == holder && epoch == recorded {
+			return nil // already recorded: a lease acquired so, or a repeat
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE ax_leader SET holder = ?, epoch = ?, updated_at = UTC_TIMESTAMP(6)
+			WHERE namespace = ?`, holder, epoch, namespace)
+		return err
+	})
+	if err != nil {
+		return store.Fence{}, err
+	}
+	return store.Fence{Namespace: namespace, Token: epoch}, nil
+}
