@@ -283,4 +283,3 @@ func TestExecutorOnlyNeverSchedules(t *testing.T) {
 		}
 	})
 }
-
