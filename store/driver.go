@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Helpers shared by the SQL drivers, so that they agree on the details the contract
@@ -329,4 +330,30 @@ func RaisedEpoch(recordedHolder string, recorded int64, holder string, token int
 // it wraps ErrFenced and names both epochs.
 func FencedError(f Fence, recorded int64) error {
 	return fmt.Errorf("token %d below epoch %d of namespace %q: %w", f.Token, recorded, f.Namespace, ErrFenced)
+}
+
+// CheckNamespace rejects a namespace InNamespace refuses (ErrInvalid).
+func CheckNamespace(ns string) error {
+	switch {
+	case ns == "":
+		return fmt.Errorf("empty namespace: %w", ErrInvalid)
+	case len(ns) > MaxNamespace:
+		return fmt.Errorf("namespace of %d bytes, over %d: %w", len(ns), MaxNamespace, ErrInvalid)
+	case strings.ContainsFunc(ns, unicode.IsSpace):
+		return fmt.Errorf("namespace %q holds white space: %w", ns, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckNode rejects a NodeInfo RegisterNode refuses (ErrInvalid).
+func CheckNode(n NodeInfo) error {
+	switch {
+	case n.Name == "":
+		return fmt.Errorf("node with an empty name: %w", ErrInvalid)
+	case n.Capacity < 0 || n.InFlight < 0:
+		return fmt.Errorf("node %q: negative capacity %d or in flight %d: %w", n.Name, n.Capacity, n.InFlight, ErrInvalid)
+	case slices.Contains(n.Handlers, ""):
+		return fmt.Errorf("node %q: empty handler name: %w", n.Name, ErrInvalid)
+	}
+	return nil
 }

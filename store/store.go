@@ -394,3 +394,65 @@ type LeaseInfo struct {
 	// has expired or was released.
 	Remaining time.Duration
 }
+
+// DefaultNamespace is the namespace of a store as opened, and of every row written before
+// namespaces existed (the migrations give the column this default).
+const DefaultNamespace = "default"
+
+// MaxNamespace is the longest namespace, in bytes (the stores' key columns hold it).
+const MaxNamespace = 200
+
+// Namespaced is implemented by stores that can keep several namespaces apart on one
+// database, so that services sharing it have separate tasks, schedules and nodes (and,
+// through the Leaser and the Fence, which name their namespace explicitly, separate
+// leaders).
+//
+// A store as opened is the view of DefaultNamespace. The view InNamespace returns
+// reads and writes only its namespace's rows: Insert, FireSchedule and
+// RegisterSchedules stamp it on the rows they write; Get, Lookup, Executions, Cancel,
+// Refill, Claim, Trigger, Stale, Schedules, PauseSchedule, ResumeSchedule,
+// DeleteSchedule, TaskStats and the NodeRegistry see no row of another namespace (an id
+// of another namespace's task is ErrNotFound, or left out of a batch's result, as a
+// missing one is). The business key is unique per namespace: (namespace, name, key).
+// Start, Heartbeat, Finish and Requeue act on execution ids, which are unique across
+// namespaces. A view shares the store's connections and its Close: closing one
+// closes all.
+type Namespaced interface {
+	// InNamespace returns the view of namespace ns: non-empty, at most MaxNamespace
+	// bytes, no white space, else ErrInvalid.
+	InNamespace(ns string) (Store, error)
+}
+
+// NodeRegistry is implemented by stores that keep the registry of executors (ax_nodes):
+// one row per (namespace, node), refreshed by each replica's heartbeat and read by the
+// leader to route tasks. Times are the store's ([Store.Now]).
+type NodeRegistry interface {
+	// RegisterNode writes the node's row (inserting it or replacing every field of an
+	// existing one) with HeartbeatAt = now, and StartedAt = now when the row is new or
+	// n.StartedAt is zero. An empty name, a negative capacity or in-flight count, or a
+	// handler name that is empty, is ErrInvalid.
+	RegisterNode(ctx context.Context, n NodeInfo) error
+
+	// Nodes returns the nodes whose heartbeat is newer than now − aliveWithin, by name.
+	// aliveWithin must be positive, else ErrInvalid.
+	Nodes(ctx context.Context, aliveWithin time.Duration) ([]NodeInfo, error)
+
+	// RemoveNode deletes the node's row (a replica stopping); a missing one is not an
+	// error.
+	RemoveNode(ctx context.Context, name string) error
+
+	// ExpireNodes deletes the rows whose heartbeat is older than now − deadFor and
+	// returns how many; deadFor must be positive, else ErrInvalid.
+	ExpireNodes(ctx context.Context, deadFor time.Duration) (int, error)
+}
+
+// NodeInfo is one executor's row in the registry.
+type NodeInfo struct {
+	Name        string   // the replica's Config.Node
+	Advertise   string   // the base URL of its executor endpoint; empty: it takes no remote dispatch
+	Handlers    []string // the task names it has handlers for, sorted
+	Capacity    int      // handlers it runs at once
+	InFlight    int      // handlers running, as of HeartbeatAt
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}

@@ -29,8 +29,15 @@ import (
 )
 
 // Store is an in-memory [store.Store]. The zero value is not usable; call [New]. It is
-// safe for concurrent use by several goroutines.
+// safe for concurrent use by several goroutines. It is the view of one namespace
+// (store.DefaultNamespace as created; see InNamespace) of state all views share.
 type Store struct {
+	*state
+	ns string
+}
+
+// state is what every view of one store shares, behind one mutex.
+type state struct {
 	mu      sync.Mutex
 	closed  bool
 	lastID  int64 // the last task id handed out
@@ -42,19 +49,22 @@ type Store struct {
 	window  []dueKey                    // SCHEDULED rows in (DueAt, ID) order
 	skew    time.Duration               // WithClockSkew
 
-	schedules map[string]*store.Schedule
-	leases    map[string]*leaseRow // by namespace (lease.go)
+	schedules map[nameKey]*store.Schedule // key unused
+	leases    map[string]*leaseRow        // by namespace (lease.go)
+	nodes     map[nameKey]*store.NodeInfo // key unused (nodes.go)
 }
 
 var _ store.Store = (*Store)(nil)
 
 type row struct {
+	ns    string
 	task  store.Task
 	seq   int64    // the sequence number of the last write that left it SCHEDULED
 	execs []string // its execution ids, oldest first
 }
 
-type nameKey struct{ name, key string }
+// nameKey names a row of one namespace: a task by (name, key), a schedule or a node by name.
+type nameKey struct{ ns, name, key string }
 
 type change struct{ seq, id int64 }
 
@@ -72,14 +82,15 @@ func (a dueKey) compare(b dueKey) int {
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{
+	s := &Store{ns: store.DefaultNamespace, state: &state{
 		rows:  make(map[int64]*row),
 		keys:  make(map[nameKey]int64),
 		execs: make(map[string]*store.Execution),
 
-		schedules: make(map[string]*store.Schedule),
+		schedules: make(map[nameKey]*store.Schedule),
 		leases:    make(map[string]*leaseRow),
-	}
+		nodes:     make(map[nameKey]*store.NodeInfo),
+	}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -94,6 +105,25 @@ type Option func(*Store)
 // host's: Now, the stamps and the Claim's "due" check all read it.
 func WithClockSkew(d time.Duration) Option {
 	return func(s *Store) { s.skew = d }
+}
+
+var _ store.Namespaced = (*Store)(nil)
+
+// InNamespace returns the view of namespace ns. See [store.Namespaced].
+func (s *Store) InNamespace(ns string) (store.Store, error) {
+	if err := store.CheckNamespace(ns); err != nil {
+		return nil, fmt.Errorf("ax: namespace: %w", err)
+	}
+	return &Store{state: s.state, ns: ns}, nil
+}
+
+// mine returns the row with id if it is in this view's namespace; the caller holds s.mu.
+func (s *Store) mine(id int64) (*row, bool) {
+	r, ok := s.rows[id]
+	if !ok || r.ns != s.ns {
+		return nil, false
+	}
+	return r, true
 }
 
 // lock checks ctx, takes the mutex and checks that the store is open. On success the
@@ -144,7 +174,7 @@ func (s *Store) insert(tasks []store.NewTask) []store.Inserted {
 	now := s.now()
 	out := make([]store.Inserted, len(tasks))
 	for i, nt := range tasks {
-		k := nameKey{nt.Name, nt.Key}
+		k := nameKey{s.ns, nt.Name, nt.Key}
 		if id, ok := s.keys[k]; ok {
 			out[i] = store.Inserted{
 				Task: copyTask(&s.rows[id].task),
@@ -153,7 +183,7 @@ func (s *Store) insert(tasks []store.NewTask) []store.Inserted {
 			continue
 		}
 		s.lastID++
-		r := &row{task: store.Task{
+		r := &row{ns: s.ns, task: store.Task{
 			ID:           s.lastID,
 			Name:         nt.Name,
 			Key:          nt.Key,
@@ -201,7 +231,7 @@ func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
 		return nil, fmt.Errorf("ax: get task %d: %w", id, err)
 	}
 	defer s.mu.Unlock()
-	r, ok := s.rows[id]
+	r, ok := s.mine(id)
 	if !ok {
 		return nil, fmt.Errorf("ax: get task %d: %w", id, store.ErrNotFound)
 	}
@@ -214,7 +244,7 @@ func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, erro
 		return nil, fmt.Errorf("ax: look up task %q/%q: %w", name, key, err)
 	}
 	defer s.mu.Unlock()
-	id, ok := s.keys[nameKey{name, key}]
+	id, ok := s.keys[nameKey{s.ns, name, key}]
 	if !ok {
 		return nil, fmt.Errorf("ax: look up task %q/%q: %w", name, key, store.ErrNotFound)
 	}
@@ -227,7 +257,7 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 		return nil, fmt.Errorf("ax: list executions of task %d: %w", taskID, err)
 	}
 	defer s.mu.Unlock()
-	r, ok := s.rows[taskID]
+	r, ok := s.mine(taskID)
 	if !ok {
 		return nil, fmt.Errorf("ax: list executions of task %d: %w", taskID, store.ErrNotFound)
 	}
@@ -244,7 +274,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 		return nil, fmt.Errorf("ax: cancel task %q/%q: %w", name, key, err)
 	}
 	defer s.mu.Unlock()
-	id, ok := s.keys[nameKey{name, key}]
+	id, ok := s.keys[nameKey{s.ns, name, key}]
 	if !ok {
 		return nil, fmt.Errorf("ax: cancel task %q/%q: %w", name, key, store.ErrNotFound)
 	}
@@ -279,7 +309,7 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 		for ; i < len(s.changes); i++ {
 			c := s.changes[i]
 			r := s.rows[c.id]
-			if !r.current(c) || !r.task.DueAt.Before(to) {
+			if r.ns != s.ns || !r.current(c) || !r.task.DueAt.Before(to) {
 				continue
 			}
 			if len(res.Changed) == p.Limit {
@@ -296,6 +326,9 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 	from := dueKey{utc(p.From), p.FromID}
 	i := sort.Search(len(s.window), func(i int) bool { return s.window[i].compare(from) > 0 })
 	for ; i < len(s.window) && s.window[i].at.Before(to); i++ {
+		if s.rows[s.window[i].id].ns != s.ns {
+			continue
+		}
 		if len(res.Entered) == p.Limit {
 			res.More = true
 			break
@@ -329,7 +362,7 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 	var keyed []store.Keyed
 	execs := make(map[int64]string)
 	for _, c := range store.UniqueClaims(claims) {
-		r, ok := s.rows[c.ID]
+		r, ok := s.mine(c.ID)
 		if !ok || r.task.Status != store.Scheduled {
 			continue
 		}
@@ -394,7 +427,7 @@ func (s *Store) holders(keyed []store.Keyed) map[string]int64 {
 	held := make(map[string]int64)
 	for _, r := range s.rows {
 		t := &r.task
-		if (t.Status == store.Dispatching || t.Status == store.Running) && want[t.TaskKey] {
+		if r.ns == s.ns && (t.Status == store.Dispatching || t.Status == store.Running) && want[t.TaskKey] {
 			if id, ok := held[t.TaskKey]; !ok || t.ID < id {
 				held[t.TaskKey] = t.ID
 			}
@@ -414,7 +447,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	if executionID == "" {
 		return nil, fmt.Errorf("ax: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
 	}
-	r, ok := s.rows[id]
+	r, ok := s.mine(id)
 	if !ok {
 		return nil, fmt.Errorf("ax: trigger task %d: %w", id, store.ErrNotFound)
 	}
@@ -641,7 +674,7 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	}
 	var stale []*store.Task
 	for _, r := range s.rows {
-		if r.task.Status == status && since(&r.task).Before(before) {
+		if r.ns == s.ns && r.task.Status == status && since(&r.task).Before(before) {
 			stale = append(stale, &r.task)
 		}
 	}
@@ -668,10 +701,18 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	}
 	st := store.NewTaskStats()
 	for _, r := range s.rows {
-		st.Counts[r.task.Status]++
+		if r.ns == s.ns {
+			st.Counts[r.task.Status]++
+		}
 	}
-	if len(s.window) > 0 && !s.window[0].at.After(now) {
-		st.OldestDue = s.window[0].at
+	for _, k := range s.window {
+		if k.at.After(now) {
+			break
+		}
+		if s.rows[k.id].ns == s.ns {
+			st.OldestDue = k.at
+			break
+		}
 	}
 	return st, nil
 }
@@ -684,7 +725,7 @@ func (s *Store) Close() error {
 	}
 	defer s.mu.Unlock()
 	s.closed = true
-	s.rows, s.keys, s.execs, s.changes, s.window, s.schedules, s.leases = nil, nil, nil, nil, nil, nil, nil
+	s.rows, s.keys, s.execs, s.changes, s.window, s.schedules, s.leases, s.nodes = nil, nil, nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -732,10 +773,10 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	now := s.now()
 	out := make([]store.Schedule, len(defs))
 	for i, d := range defs {
-		sc, ok := s.schedules[d.Name]
+		sc, ok := s.schedules[nameKey{ns: s.ns, name: d.Name}]
 		if !ok {
 			sc = &store.Schedule{Name: d.Name, CreatedAt: now}
-			s.schedules[d.Name] = sc
+			s.schedules[nameKey{ns: s.ns, name: d.Name}] = sc
 		}
 		if !ok || sc.Spec != d.Spec || sc.TimeZone != d.TimeZone {
 			sc.Spec, sc.TimeZone, sc.NextFireAt = d.Spec, d.TimeZone, utc(d.NextFireAt)
@@ -754,8 +795,10 @@ func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
 	}
 	defer s.mu.Unlock()
 	out := make([]store.Schedule, 0, len(s.schedules))
-	for _, sc := range s.schedules {
-		out = append(out, copySchedule(sc))
+	for k, sc := range s.schedules {
+		if k.ns == s.ns {
+			out = append(out, copySchedule(sc))
+		}
 	}
 	slices.SortFunc(out, func(a, b store.Schedule) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
@@ -768,7 +811,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 		return nil, fmt.Errorf("ax: pause schedule %q: %w", name, err)
 	}
 	defer s.mu.Unlock()
-	sc, ok := s.schedules[name]
+	sc, ok := s.schedules[nameKey{ns: s.ns, name: name}]
 	if !ok {
 		return nil, fmt.Errorf("ax: pause schedule %q: %w", name, store.ErrNotFound)
 	}
@@ -793,10 +836,10 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 	if name == "" {
 		return 0, fmt.Errorf("ax: delete schedule: empty name: %w", store.ErrInvalid)
 	}
-	if _, ok := s.schedules[name]; !ok {
+	if _, ok := s.schedules[nameKey{ns: s.ns, name: name}]; !ok {
 		return 0, fmt.Errorf("ax: delete schedule %q: %w", name, store.ErrNotFound)
 	}
-	delete(s.schedules, name)
+	delete(s.schedules, nameKey{ns: s.ns, name: name})
 	return s.cancelOccurrences(name, s.now()), nil
 }
 
@@ -805,7 +848,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 func (s *Store) cancelOccurrences(name string, now time.Time) int {
 	n := 0
 	for _, r := range s.rows {
-		if t := &r.task; t.Status == store.Scheduled && t.Name == name && t.TaskKey == name {
+		if t := &r.task; r.ns == s.ns && t.Status == store.Scheduled && t.Name == name && t.TaskKey == name {
 			s.unschedule(r)
 			t.Status, t.FinishedAt, t.UpdatedAt = store.Cancelled, now, now
 			n++
@@ -820,7 +863,7 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 		return nil, fmt.Errorf("ax: resume schedule %q: %w", name, err)
 	}
 	defer s.mu.Unlock()
-	sc, ok := s.schedules[name]
+	sc, ok := s.schedules[nameKey{ns: s.ns, name: name}]
 	if !ok {
 		return nil, fmt.Errorf("ax: resume schedule %q: %w", name, store.ErrNotFound)
 	}
@@ -852,7 +895,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	if err := s.fenced(p.Fence); err != nil {
 		return nil, fmt.Errorf("ax: fire schedule %q: %w", p.Name, err)
 	}
-	sc, ok := s.schedules[p.Name]
+	sc, ok := s.schedules[nameKey{ns: s.ns, name: p.Name}]
 	if !ok || sc.Paused || !sc.NextFireAt.Equal(p.Expect) || (p.Spec != "" && (sc.Spec != p.Spec || sc.TimeZone != p.TimeZone)) {
 		return &store.FireResult{}, nil
 	}

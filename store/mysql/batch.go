@@ -55,17 +55,30 @@ type locked struct {
 }
 
 // lockRows locks the rows among ids whose status is status, in id order, and returns
-// them by id with the database time of the statement. With keys (Claim) it also reads
-// the overlap policy and task key of the tasks whose key rules; both are NULL for the
-// others, which the driver hands over without allocating.
-func lockRows(ctx context.Context, tx *sql.Tx, status store.Status, ids []int64, keys bool) (map[int64]*locked, time.Time, error) {
+// them by id with the database time of the statement. A non-empty ns (Claim) leaves out
+// the rows of other namespaces, as if they were not in that status; Start, Heartbeat,
+// Finish and Requeue pass "": they act on execution ids, unique across namespaces.
+// With keys (Claim) it also reads the overlap policy and task key of the tasks whose
+// key rules; both are NULL for the others, which the driver hands over without
+// allocating.
+func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, ids []int64, keys bool) (map[int64]*locked, time.Time, error) {
 	cols := ""
 	if keys {
 		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL)`
 	}
+	where := ""
+	args := make([]any, 0, len(ids)+2)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	args = append(args, string(status))
+	if ns != "" {
+		where = ` AND namespace = ?`
+		args = append(args, ns)
+	}
 	q := `SELECT id, COALESCE(execution_id, ''), attempt, dispatch_retries, due_at, due_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)` + cols + `
-		FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + marks(len(ids)) + `) AND status = ? ORDER BY id FOR UPDATE`
-	rows, err := tx.QueryContext(ctx, q, append(int64s(ids), string(status))...)
+		FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + marks(len(ids)) + `) AND status = ?` + where + ` ORDER BY id FOR UPDATE`
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -101,7 +114,8 @@ func selectTasks(ctx context.Context, tx *sql.Tx, ids []int64) ([]store.Task, er
 	return scanTasks(rows)
 }
 
-// Claim moves due SCHEDULED tasks to DISPATCHING. Tasks without a key, or with
+// Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING; ids of other
+// namespaces are left out, as ids no longer SCHEDULED are. Tasks without a key, or with
 // Overlap allow, are claimed chunk by chunk as they are locked; due tasks whose key
 // rules (skip, queue) are set aside and decided after every chunk is locked, under
 // their keys' locks (claimKeyed), so that a claim takes rows, then keys, always in
@@ -146,7 +160,7 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 			//    be neither claimed nor reported not due, and the scheduler would
 			//    forget it. READ COMMITTED takes no gap locks, so the wait is for
 			//    those rows only, and ascending ids keep claims from deadlocking.
-			rows, now, err := lockRows(ctx, tx, store.Scheduled, ids, true)
+			rows, now, err := lockRows(ctx, tx, s.ns, store.Scheduled, ids, true)
 			if err != nil {
 				return err
 			}
@@ -201,7 +215,7 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 		if err != nil || len(keyed) == 0 {
 			return err
 		}
-		return claimKeyed(ctx, tx, keyed, keyedExec, last, res)
+		return claimKeyed(ctx, tx, s.ns, keyed, keyedExec, last, res)
 	})
 	if err != nil {
 		return nil, err
@@ -248,7 +262,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 				execIDs[k] = starts[i].ExecutionID
 			}
 			// 1. Lock the DISPATCHING rows.
-			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
+			rows, now, err := lockRows(ctx, tx, "", store.Dispatching, ids, false)
 			if err != nil {
 				return err
 			}
@@ -359,7 +373,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return refs[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Running, ids, false)
+			rows, now, err := lockRows(ctx, tx, "", store.Running, ids, false)
 			if err != nil {
 				return err
 			}
@@ -447,7 +461,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return results[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Running, ids, false)
+			rows, now, err := lockRows(ctx, tx, "", store.Running, ids, false)
 			if err != nil {
 				return err
 			}
@@ -543,7 +557,7 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return requeues[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, store.Dispatching, ids, false)
+			rows, now, err := lockRows(ctx, tx, "", store.Dispatching, ids, false)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,6 @@
 // Package mysql is ax's store on MySQL 8.0.17+ or MariaDB 10.6+ (go-sql-driver/mysql), for
-// replicas that share one database. It implements store.Store and store.TxStore; it
-// has no store.Notifier (MySQL has no LISTEN/NOTIFY): other replicas' submits reach the
+// replicas that share one database. It implements store.Store, store.TxStore,
+// store.Leaser, store.Namespaced and store.NodeRegistry; it has no store.Notifier (MySQL has no LISTEN/NOTIFY): other replicas' submits reach the
 // other schedulers through their periodic refill.
 //
 //	s, err := mysql.Open("ax:secret@tcp(db:3306)/ax") // owns its pool; Close closes it
@@ -18,7 +18,8 @@
 // with spaces and would make the keys "k" and "k " one key. The unique (name, key)
 // index is at most 4 × 700 = 2800 bytes, under InnoDB's 3072. Lengths, UTF-8 and the
 // DATETIME range (years 1000–9999) are checked before writing, so a non-strict
-// sql_mode cannot silently truncate a key.
+// sql_mode cannot silently truncate a key. (Since version 4 the unique index is
+// (namespace, name, key): see below.)
 //
 // migrations/0002_task_keys.sql adds the task keys and the schedules: ax_tasks gains
 // task_key (≤ 500 bytes, empty without a key — what version 1 rows get), overlap
@@ -27,9 +28,22 @@
 // ax_tasks_held_key; ax_task_keys holds the per-key lock rows (see "Task keys");
 // ax_schedules holds one row per schedule (name ≤ 200 bytes as the primary key, spec,
 // time_zone, overlap, misfire, payload, paused, next_fire_at, last_fire_at NULL before
-// the first fire, created_at, updated_at; DATETIME(6) UTC like every other time);
-// ax_leader holds one row per election namespace (primary key; holder, epoch, expires_at,
-// updated_at), the lease of elect/sqllease (store.Leaser), in UTC_TIMESTAMP(6).
+// the first fire, created_at, updated_at; DATETIME(6) UTC like every other time).
+// migrations/0003_leader.sql: ax_leader holds one row per election namespace (primary
+// key; holder, epoch, expires_at, updated_at), the lease of elect/sqllease
+// (store.Leaser) and the fencing epoch, in UTC_TIMESTAMP(6).
+//
+// migrations/0004_namespaces.sql (see "Namespaces"): ax_tasks, ax_task_keys and
+// ax_schedules gain namespace VARBINARY(200) NOT NULL DEFAULT 'default' —
+// store.MaxNamespace bytes compared byte for byte, so that the business key (namespace,
+// name, key) is 202 + 802 + 2002 = 3006 bytes, under InnoDB's 3072, where a utf8mb4
+// VARCHAR(200) would not fit; every index of ax_tasks is rebuilt with namespace first
+// (the business key is unique per namespace); ax_task_keys' primary key becomes
+// (namespace, task_key) and ax_schedules' (namespace, name). ax_nodes is the node
+// registry: (namespace, name) primary key, advertise, handlers (the sorted names
+// joined with '\n', the empty string for none; a name holding '\n' is refused),
+// capacity, in_flight, started_at and heartbeat_at (DATETIME(6) UTC, the database's
+// clock).
 //
 // # Migrations
 //
@@ -44,26 +58,41 @@
 // its step record. MySQL 8 has no ALTER TABLE … ADD COLUMN IF NOT EXISTS, so an ALTER
 // only adds columns and keys, in one statement, which is atomic DDL on MySQL 8 and
 // MariaDB 10.6: when New resumes at an ALTER that had taken effect, the "duplicate
-// column" (1060) or "duplicate key name" (1061) it answers is taken as done — for the
-// statement it resumes at only. A database with a version this package does not know
+// column" (1060), "duplicate key name" (1061) or, for a lone DROP KEY, "can't drop"
+// (1091) it answers is taken as done — for the statement it resumes at only. An ALTER
+// that drops a key and adds it again, or swaps the primary key, is harmless to rerun as
+// it stands.
+//
+// Version 4 adds its columns with ADD COLUMN … DEFAULT at the end of the table, which
+// MariaDB 10.3+ and MySQL 8.0.12+ do instantly, without rebuilding the table — except
+// that MariaDB cannot add a column instantly to a table with an indexed virtual
+// column, so ax_tasks_held_key is dropped first; the one ALTER that then rebuilds every
+// index of ax_tasks with namespace first touches secondary indexes only (online: reads
+// and writes go on; no copy of the table). TestMigrateNamespacesOnline checks both with
+// ALGORITHM and LOCK clauses. While it runs, ax_tasks_held_key is missing, and a
+// process of an older ax still running reads its indexes' old prefixes no more: its
+// scans are slower until it is replaced, its results unchanged (its rows are the
+// default namespace's). A database with a version this package does not know
 // is refused with store.ErrSchemaVersion.
 //
 // # Indexes
 //
 // MySQL has no partial indexes, so the SQLite driver's "WHERE status = …" indexes
-// become composites led by status: an equality on status then a range on the second
-// column is one index range scan in the order the queries want, with LIMIT stopping it
-// early. (A generated column non-NULL only while SCHEDULED would not keep finished
+// become composites led by namespace and status: equalities on both, then a range on
+// the next column, is one index range scan of one namespace in the order the queries
+// want, with LIMIT stopping it early. (A generated column non-NULL only while SCHEDULED would not keep finished
 // rows out of the index — InnoDB indexes NULLs too; with status first they are simply
 // never in the scanned range.)
 //
-//	UNIQUE ax_tasks_name_key (name, key)            Lookup, Cancel, Insert's duplicate check
-//	ax_tasks_status_due (status, due_at, id)        window scan; Claim's rows come by primary key
-//	ax_tasks_status_seq (status, seq)               Refill's changed set
-//	ax_tasks_status_heartbeat (status, heartbeat_at, id)    orphan scan (Stale RUNNING)
-//	ax_tasks_status_dispatched (status, dispatched_at, id)  stuck-claim scan (Stale DISPATCHING)
-//	ax_executions_task (task_id, started_at, id)    Executions
-//	ax_tasks_held_key (held_key)                    the holders of task keys (Claim, Trigger)
+//	UNIQUE ax_tasks_name_key (namespace, name, key)            Lookup, Cancel, Insert's duplicate check
+//	ax_tasks_status_due (namespace, status, due_at, id)        window scan; Claim's rows come by primary key
+//	ax_tasks_status_seq (namespace, status, seq)               Refill's changed set
+//	ax_tasks_status_heartbeat (namespace, status, heartbeat_at, id)    orphan scan (Stale RUNNING)
+//	ax_tasks_status_dispatched (namespace, status, dispatched_at, id)  stuck-claim scan (Stale DISPATCHING)
+//	ax_executions_task (task_id, started_at, id)               Executions
+//	ax_tasks_held_key (namespace, held_key)                    the holders of task keys (Claim, Trigger)
+//	ax_task_keys PRIMARY (namespace, task_key)                 the task keys' lock rows
+//	ax_schedules PRIMARY (namespace, name), ax_nodes PRIMARY (namespace, name)
 //
 // ax_tasks_held_key stands in for the partial index on task_key of the DISPATCHING
 // and RUNNING rows with a key, which MySQL and MariaDB lack. InnoDB keeps an entry for
@@ -75,46 +104,56 @@
 // EXPLAIN on MariaDB 10.11.19 with 100,000 tasks (70% SUCCEEDED, 10% RUNNING, 5%
 // DISPATCHING, 15% SCHEDULED; due times spread over two days; 20% are occurrences of
 // 100 schedules, with the schedule's name as task key, among them every DISPATCHING
-// task), from TestExplain (AX_MYSQL_EXPLAIN=1). "rows" is the optimizer's estimate for
-// the whole range; the LIMIT ends the scan early and no plan of the execution path
-// sorts:
+// task; a fifth of the tasks in a second namespace) and 10,000 key lock rows, from
+// TestExplain (AX_MYSQL_EXPLAIN=1), which also checks that each plan uses its index
+// with at least namespace and the columns after it (key_len: namespace takes 202
+// bytes). Every statement below is the store's own, with namespace = ? AND … in front
+// of the condition shown. "rows" is the optimizer's estimate for the whole range; the
+// LIMIT ends the scan early and no plan of the execution path sorts:
 //
 //	window scan (from a cursor): due_at >= ? AND due_at < ? AND (due_at > ? OR id > ?) ORDER BY due_at, id LIMIT 1000
-//	  type=range key=ax_tasks_status_due key_len=26 rows=87 Extra=Using where; Using index
+//	  type=range key=ax_tasks_status_due key_len=228 rows=66 Extra=Using where; Using index
 //	window scan (overdue first): due_at < ? ORDER BY due_at, id LIMIT 1000
-//	  type=range key=ax_tasks_status_due key_len=26 rows=49526 Extra=Using where; Using index
-//	claim, lock (200 ids): FORCE INDEX (PRIMARY) WHERE id IN (…) AND status = 'SCHEDULED' ORDER BY id FOR UPDATE
+//	  type=range key=ax_tasks_status_due key_len=228 rows=42382 Extra=Using where; Using index
+//	claim, lock (200 ids): FORCE INDEX (PRIMARY) WHERE id IN (…) AND status = 'SCHEDULED' AND namespace = ? ORDER BY id FOR UPDATE
 //	  type=range key=PRIMARY key_len=8 rows=200 Extra=Using where
 //	claim, update (200 ids): UPDATE … FORCE INDEX (PRIMARY) … WHERE id IN (…) AND status = 'SCHEDULED' AND due_at <= ?
 //	  type=range key=PRIMARY key_len=8 rows=200 Extra=Using where
-//	key holders (10 keys): SELECT held_key, MIN(id) … WHERE held_key IN (…) GROUP BY held_key
-//	  type=range key=ax_tasks_held_key key_len=2003 rows=1 Extra=Using where; Using index for group-by
+//	key holders (10 keys): SELECT held_key, MIN(id) … WHERE held_key IN (…) GROUP BY namespace, held_key ORDER BY NULL
+//	  type=range key=ax_tasks_held_key key_len=2205 rows=1 Extra=Using where; Using index for group-by; Using temporary
 //	keyed claim, update (200 ids, 10 keys): … AND task_key NOT IN (SELECT held_key FROM (<key holders>) AS held)
 //	  type=range key=PRIMARY key_len=8 rows=200 Extra=Using where
 //	  <derived3> type=ALL rows=2 Extra=Using where
-//	  type=range key=ax_tasks_held_key key_len=2003 rows=1 Extra=Using where; Using index for group-by
+//	  type=range key=ax_tasks_held_key key_len=2205 rows=1 Extra=Using where; Using index for group-by; Using temporary
+//	key locks (10 keys): SELECT task_key FROM ax_task_keys WHERE … task_key IN (…) ORDER BY task_key FOR UPDATE
+//	  type=range key=PRIMARY key_len=2204 rows=10 Extra=Using where; Using index
 //	refill, changed: status = 'SCHEDULED' AND seq > ? AND seq <= ? ORDER BY seq LIMIT 1000
-//	  type=range key=ax_tasks_status_seq key_len=26 rows=1000 Extra=Using index condition
+//	  type=range key=ax_tasks_status_seq key_len=228 rows=1000 Extra=Using index condition
 //	orphan scan: status = 'RUNNING' AND heartbeat_at < ? ORDER BY heartbeat_at, id LIMIT 100
-//	  type=range key=ax_tasks_status_heartbeat key_len=27 rows=5882 Extra=Using where; Using index
+//	  type=range key=ax_tasks_status_heartbeat key_len=229 rows=4814 Extra=Using where; Using index
 //	stuck-claim scan: status = 'DISPATCHING' AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT 100
-//	  type=range key=ax_tasks_status_dispatched key_len=27 rows=1470 Extra=Using where; Using index
+//	  type=range key=ax_tasks_status_dispatched key_len=229 rows=1199 Extra=Using where; Using index
 //	business key lookup: name = ? AND key = ?
-//	  type=const key=ax_tasks_name_key key_len=2804 ref=const,const rows=1 Extra=Using index
+//	  type=const key=ax_tasks_name_key key_len=3006 ref=const,const,const rows=1 Extra=Using index
+//	Insert's read back (20 keys): … AND ((name = ? AND key = ?) OR …)
+//	  type=range key=ax_tasks_name_key key_len=3006 rows=20 Extra=Using index condition
 //	a schedule's pending occurrences (PauseSchedule, DeleteSchedule): name = ? AND task_key = ? AND status = 'SCHEDULED' ORDER BY id
-//	  type=ref key=ax_tasks_name_key key_len=802 ref=const rows=200 Extra=Using index condition; Using where; Using filesort
-//	task stats: SELECT status, COUNT(*), (SELECT MIN(due_at) … WHERE status = 'SCHEDULED' AND due_at <= ?) … GROUP BY status
-//	  type=index key=ax_tasks_status_seq key_len=26 rows=97605 Extra=Using index
+//	  type=ref key=ax_tasks_name_key key_len=1004 ref=const,const rows=160 Extra=Using index condition; Using where; Using filesort
+//	task stats: SELECT status, COUNT(*), (SELECT MIN(due_at) … WHERE … status = 'SCHEDULED' AND due_at <= ?) … WHERE namespace = ? GROUP BY status
+//	  type=ref key=ax_tasks_status_seq key_len=202 ref=const rows=48592 Extra=Using where; Using index
 //	  (subquery) Extra=Select tables optimized away
 //
 // The holder lookup is a loose index scan: one index dive per key, whatever the
 // number of holders (50 per key here, all DISPATCHING; the rule itself leaves at most
-// one task of a skip or queue key holding it). PauseSchedule and DeleteSchedule, an
-// operator's actions, read every task of the schedule's name, finished ones included.
-// TaskStats is one statement, one round trip and one read view: the counts read the
-// whole of the narrowest index led by status (every row, but not the rows
-// themselves), and the optimizer answers the MIN from ax_tasks_status_due alone,
-// one index dive, before the statement runs. It is for metrics at scrape intervals.
+// one task of a skip or queue key holding it). It groups by (namespace, held_key), a
+// prefix of the index, for that: grouped by held_key alone it reads every holder entry
+// of the keys (about twice as slow here); the temporary table holds one row per key.
+// PauseSchedule and DeleteSchedule, an operator's actions, read every task of the
+// schedule's name, finished ones included. TaskStats is one statement, one round trip
+// and one read view: the counts read the namespace's range of the narrowest index led
+// by namespace and status (every row of the namespace, but not the rows themselves),
+// and the optimizer answers the MIN from ax_tasks_status_due alone, one index dive,
+// before the statement runs. It is for metrics at scrape intervals.
 //
 // The batched statements name FORCE INDEX (PRIMARY): given "id IN (…) AND status = ?"
 // an optimizer that prefers a status index would scan, and lock, every row in that
@@ -123,29 +162,31 @@
 // # Task keys
 //
 // A due task with a TaskKey and Overlap skip or queue is claimed only while no other
-// task with that key is DISPATCHING or RUNNING. InnoDB at READ COMMITTED takes no gap
-// locks, so "no row holds k" cannot be locked as such; a lock row per key stands in
-// for it. ax_task_keys(task_key PRIMARY KEY) keeps one small row per distinct task key
-// ever used (rows are never deleted: a key costs its own bytes once). Claim runs, in
-// its one transaction:
+// task of its namespace with that key is DISPATCHING or RUNNING. InnoDB at READ
+// COMMITTED takes no gap locks, so "no row holds k" cannot be locked as such; a lock
+// row per key stands in for it. ax_task_keys((namespace, task_key) PRIMARY KEY) keeps
+// one small row per distinct task key ever used in a namespace (rows are never
+// deleted: a key costs its own bytes once). Every statement below names the claim's
+// namespace, so two namespaces that use one task key neither see each other's holders
+// nor wait for each other's lock rows. Claim runs, in its one transaction:
 //
-//  1. its usual locking SELECT of the SCHEDULED rows, chunk by chunk, ascending ids;
-//     tasks without a key rule (no key, or allow) go on the usual path — same
+//  1. its usual locking SELECT of the namespace's SCHEDULED rows, chunk by chunk,
+//     ascending ids; tasks without a key rule (no key, or allow) go on the usual path — same
 //     statements, same count; a batch without keyed tasks costs nothing more
 //     (TestClaimStatements pins it);
 //  2. after the last chunk, for the due keyed tasks: SELECT … FROM ax_task_keys
-//     WHERE task_key IN (…) ORDER BY task_key FOR UPDATE, plus, for a key seen for
+//     WHERE namespace = ? AND task_key IN (…) ORDER BY task_key FOR UPDATE, plus, for a key seen for
 //     the first time, a single-row INSERT … ON DUPLICATE KEY UPDATE task_key =
 //     task_key, which locks the row exclusively whether it inserts it or finds it
 //     (INSERT IGNORE would take a shared lock on a duplicate, and two claimers
 //     upgrading theirs deadlock);
 //  3. the holders, read after the lock is granted: SELECT held_key, MIN(id) … WHERE
-//     held_key IN (…) GROUP BY held_key. A plain read under READ COMMITTED sees the
+//     namespace = ? AND held_key IN (…) GROUP BY namespace, held_key. A plain read under READ COMMITTED sees the
 //     latest committed rows, so the previous holder of the lock's claim is visible;
 //  4. store.ResolveKeys picks, per free key, the first task in (DueAt, ID) order;
 //  5. the winners' UPDATE (the usual CAS, CASE id for the execution ids) with
-//     "AND task_key NOT IN (SELECT held_key FROM (SELECT held_key … WHERE held_key IN
-//     (…) GROUP BY held_key) AS held)": the check is part of the claiming write.
+//     "AND task_key NOT IN (SELECT held_key FROM (SELECT held_key … WHERE namespace =
+//     ? AND held_key IN (…) GROUP BY namespace, held_key) AS held)": the check is part of the claiming write.
 //     MySQL refuses a subquery on the updated table (1093) unless it reads a
 //     materialised derived table, which the GROUP BY guarantees;
 //  6. the skip losers' UPDATE to SKIPPED (finished_at and updated_at the claim's
@@ -165,6 +206,38 @@
 // A task with Overlap allow takes no lock. It ignores the key, but it holds it while
 // it runs: a skip or queue task claimed while an allow task of its key is being
 // claimed by a concurrent transaction may run beside it.
+//
+// # Namespaces
+//
+// A Store is the view of one namespace (store.Namespaced): Open and New return the
+// view of store.DefaultNamespace, and InNamespace(ns) another view, a small struct
+// holding a pointer to the state every view shares — the pool, the settings, the
+// closed flag (so closing one view closes all) — and its namespace. Every statement of
+// Insert, InsertTx, FireSchedule and RegisterSchedules writes the view's namespace on
+// its rows; every statement of Get, Lookup, Executions, Cancel, Refill, Claim, Trigger,
+// Stale, TaskStats, the schedules' methods and the node registry says namespace = ?,
+// the leading column of the index it reads, so each namespace's scans are index range
+// scans of its own rows: one more equality in the statement, no more round trips
+// (TestClaimStatementsInView). Claim leaves out the ids of other namespaces, as if
+// they were not SCHEDULED; Start, Heartbeat, Finish and Requeue act on execution ids,
+// unique across namespaces, and name none. The leases and the fence name their
+// namespace explicitly (ax_leader is keyed by it) and ignore the view's.
+//
+// The sequence numbers of the refill cursor, their counter and ax_seq_holds are global.
+// A view's Refill computes the cursor as before, over every namespace's holds, and
+// then reads its own rows up to it: every number up to the cursor is visible or
+// abandoned whatever its row's namespace, so the rule holds for each namespace's rows.
+// The price is that a transaction of one namespace still open (an InsertTx, say) holds
+// back the other namespaces' cursors too, as it would hold back any other writer's;
+// their rows come with the next refills once it ends (TestRefillNamespacesOpenTransaction).
+//
+// The node registry (store.NodeRegistry) is ax_nodes, one row per (namespace, name),
+// each call one statement in the database's clock: RegisterNode a single-row INSERT …
+// ON DUPLICATE KEY UPDATE stamping heartbeat_at (and started_at, unless given) with
+// UTC_TIMESTAMP(6); Nodes a SELECT and ExpireNodes a DELETE comparing
+// TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)) with the duration (so
+// that no duration, however long, takes a DATETIME out of its range); RemoveNode a
+// DELETE by primary key. See nodes.go.
 //
 // # Schedules
 //

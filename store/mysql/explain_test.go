@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,13 +13,19 @@ import (
 	"github.com/axsched/ax/store/mysql"
 )
 
-// TestExplain loads 100k tasks and prints the plans of the store's hot queries, for
-// doc.go. It runs only with AX_MYSQL_EXPLAIN=1.
+// TestExplain loads 100k tasks into two namespaces and checks, and prints for doc.go,
+// the plans of the store's hot queries with their namespace predicate: each must use
+// its index (led by namespace), not scan the table. It runs only with
+// AX_MYSQL_EXPLAIN=1.
 func TestExplain(t *testing.T) {
 	if os.Getenv("AX_MYSQL_EXPLAIN") != "1" {
-		t.Skip("set AX_MYSQL_EXPLAIN=1 to print the query plans")
+		t.Skip("set AX_MYSQL_EXPLAIN=1 to check and print the query plans")
 	}
 	s, db := openWithDB(t)
+	other, err := s.InNamespace("other")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	now, _ := s.Now(ctx)
 	const n = 100_000
@@ -33,7 +40,11 @@ func TestExplain(t *testing.T) {
 				nts[i].TaskKey, nts[i].Overlap = nts[i].Name, store.OverlapSkip
 			}
 		}
-		if _, err := s.Insert(ctx, nts); err != nil {
+		into := store.Store(s)
+		if lo/1000%5 == 4 { // a fifth of the tasks in another namespace
+			into = other
+		}
+		if _, err := into.Insert(ctx, nts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +53,10 @@ func TestExplain(t *testing.T) {
 		`UPDATE ax_tasks SET status = 'SUCCEEDED', finished_at = UTC_TIMESTAMP(6) WHERE id % 20 < 14`,
 		`UPDATE ax_tasks SET status = 'RUNNING', execution_id = UUID(), dispatched_at = due_at, started_at = due_at, heartbeat_at = due_at WHERE id % 20 IN (14, 15)`,
 		`UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = UUID(), dispatched_at = due_at WHERE id % 20 = 16`,
-		`ANALYZE TABLE ax_tasks`,
+		// The lock rows of the schedules' keys and of 10,000 other keys, in both namespaces.
+		`INSERT INTO ax_task_keys (namespace, task_key) SELECT DISTINCT namespace, task_key FROM ax_tasks WHERE task_key <> ''`,
+		"INSERT INTO ax_task_keys (namespace, task_key) SELECT namespace, CONCAT('k.', `key`) FROM ax_tasks WHERE id % 10 = 0",
+		`ANALYZE TABLE ax_tasks, ax_task_keys`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
@@ -61,33 +75,52 @@ func TestExplain(t *testing.T) {
 		names = append(names, fmt.Sprintf("'sched.%d'", i*7))
 	}
 	keys := strings.Join(names, ",")
+	var byKey []string
+	for i := range 20 {
+		byKey = append(byKey, fmt.Sprintf("(name = 'handler.%d' AND `key` = 'key-%d')", (1507+i*20)%20, 1507+i*20))
+	}
+	const ns = `namespace = 'default' AND `
 	var out strings.Builder
-	fmt.Fprintf(&out, "%s, %d rows in ax_tasks\n", version, n)
-	for _, c := range []struct{ name, q string }{
-		{"window scan (from a cursor)", `SELECT id, due_at FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at >= '` + ts(0) + `' AND due_at < '` + ts(5*time.Minute) +
-			`' AND (due_at > '` + ts(0) + `' OR id > 5) ORDER BY due_at, id LIMIT 1000`},
-		{"window scan (overdue first)", `SELECT id, due_at FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at < '` + ts(5*time.Minute) + `' ORDER BY due_at, id LIMIT 1000`},
-		{"claim: lock", `SELECT id FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + in + `) AND status = 'SCHEDULED' ORDER BY id FOR UPDATE SKIP LOCKED`},
-		{"claim: lock, without the hint", `SELECT id FROM ax_tasks WHERE id IN (` + in + `) AND status = 'SCHEDULED' ORDER BY id FOR UPDATE SKIP LOCKED`},
-		{"claim: update", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) + `'`},
-		{"refill: changed since a cursor", `SELECT id, due_at, seq FROM ax_tasks WHERE status = 'SCHEDULED' AND seq > 99000 AND seq <= 100000 ORDER BY seq LIMIT 1000`},
-		{"orphan scan", `SELECT id FROM ax_tasks WHERE status = 'RUNNING' AND heartbeat_at < '` + ts(-10*time.Hour) + `' ORDER BY heartbeat_at, id LIMIT 100`},
-		{"stuck-claim scan", `SELECT id FROM ax_tasks WHERE status = 'DISPATCHING' AND dispatched_at < '` + ts(-10*time.Hour) + `' ORDER BY dispatched_at, id LIMIT 100`},
-		{"key holders (10 keys)", `SELECT held_key, MIN(id) FROM ax_tasks WHERE held_key IN (` + keys + `) GROUP BY held_key`},
+	fmt.Fprintf(&out, "%s, %d rows in ax_tasks (a fifth in another namespace)\n", version, n)
+	for _, c := range []struct {
+		name, q, key string
+		keyLen       int // the least key_len: namespace (202 bytes) and the columns after it the query needs
+	}{
+		{"window scan (from a cursor)", `SELECT id, due_at FROM ax_tasks WHERE ` + ns + `status = 'SCHEDULED' AND due_at >= '` + ts(0) + `' AND due_at < '` + ts(5*time.Minute) +
+			`' AND (due_at > '` + ts(0) + `' OR id > 5) ORDER BY due_at, id LIMIT 1000`, "ax_tasks_status_due", 228},
+		{"window scan (overdue first)", `SELECT id, due_at FROM ax_tasks WHERE ` + ns + `status = 'SCHEDULED' AND due_at < '` + ts(5*time.Minute) + `' ORDER BY due_at, id LIMIT 1000`, "ax_tasks_status_due", 228},
+		{"claim: lock", `SELECT id FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND namespace = 'default' ORDER BY id FOR UPDATE`, "PRIMARY", 8},
+		{"claim: lock, without the hint", `SELECT id FROM ax_tasks WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND namespace = 'default' ORDER BY id FOR UPDATE`, "", 0},
+		{"claim: update", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) + `'`, "PRIMARY", 8},
+		{"refill: changed since a cursor", `SELECT id, due_at, seq FROM ax_tasks WHERE ` + ns + `status = 'SCHEDULED' AND seq > 78000 AND seq <= 79000 ORDER BY seq LIMIT 1000`, "ax_tasks_status_seq", 228},
+		{"orphan scan", `SELECT id FROM ax_tasks WHERE ` + ns + `status = 'RUNNING' AND heartbeat_at < '` + ts(-10*time.Hour) + `' ORDER BY heartbeat_at, id LIMIT 100`, "ax_tasks_status_heartbeat", 229},
+		{"stuck-claim scan", `SELECT id FROM ax_tasks WHERE ` + ns + `status = 'DISPATCHING' AND dispatched_at < '` + ts(-10*time.Hour) + `' ORDER BY dispatched_at, id LIMIT 100`, "ax_tasks_status_dispatched", 229},
+		{"key holders (10 keys)", `SELECT held_key, MIN(id) FROM ax_tasks WHERE ` + ns + `held_key IN (` + keys + `) GROUP BY namespace, held_key ORDER BY NULL`, "ax_tasks_held_key", 2205},
 		{"keyed claim: update (200 ids, 10 keys)", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) +
-			`' AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE held_key IN (` + keys + `) GROUP BY held_key) AS held)`},
-		{"schedule's pending occurrences (pause)", `SELECT id FROM ax_tasks WHERE name = 'sched.7' AND task_key = 'sched.7' AND status = 'SCHEDULED' ORDER BY id`},
-		{"task stats", strings.Replace(mysql.TaskStatsSQL, "?", "'"+ts(0)+"'", 1)},
-		{"business key lookup", "SELECT id FROM ax_tasks WHERE name = 'handler.7' AND `key` = 'key-4507'"},
-		{"executions of a task", `SELECT t.id FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id WHERE t.id = 4507 ORDER BY e.started_at, e.id`},
+			`' AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE ` + ns + `held_key IN (` + keys + `) GROUP BY namespace, held_key ORDER BY NULL) AS held)`, "PRIMARY", 8},
+		{"key locks (10 keys)", `SELECT task_key FROM ax_task_keys WHERE ` + ns + `task_key IN (` + keys + `) ORDER BY task_key FOR UPDATE`, "PRIMARY", 2204},
+		{"schedule's pending occurrences (pause)", `SELECT id FROM ax_tasks WHERE ` + ns + `name = 'sched.7' AND task_key = 'sched.7' AND status = 'SCHEDULED' ORDER BY id`, "ax_tasks_name_key", 1004},
+		{"task stats", strings.Replace(strings.Replace(strings.Replace(mysql.TaskStatsSQL, "?", "'default'", 1), "?", "'"+ts(0)+"'", 1), "?", "'default'", 1), "ax_tasks_status_", 202},
+		{"business key lookup", "SELECT id FROM ax_tasks WHERE " + ns + "name = 'handler.7' AND `key` = 'key-1507'", "ax_tasks_name_key", 3006},
+		{"insert's read back (20 keys)", "SELECT id, seq FROM ax_tasks WHERE " + ns + "(" + strings.Join(byKey, " OR ") + ")", "ax_tasks_name_key", 3006},
+		{"executions of a task", `SELECT t.id FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id WHERE t.id = 1507 AND t.namespace = 'default' ORDER BY e.started_at, e.id`, "PRIMARY", 8},
 	} {
 		fmt.Fprintf(&out, "\n-- %s\n", c.name)
-		explain(t, db, &out, c.q)
+		plan := explain(t, db, &out, c.q)
+		if c.key == "" {
+			continue
+		}
+		first := plan[0]
+		keyLen, _ := strconv.Atoi(first["key_len"])
+		if !strings.HasPrefix(first["key"], c.key) || keyLen < c.keyLen || first["type"] == "ALL" || first["type"] == "index" {
+			t.Errorf("%s: plan %v, want a range or lookup on %s with key_len >= %d", c.name, first, c.key, c.keyLen)
+		}
 	}
 	t.Log("\n" + out.String())
 }
 
-func explain(t *testing.T, db *sql.DB, out *strings.Builder, q string) {
+// explain writes q's plan to out, one line per row, and returns the rows.
+func explain(t *testing.T, db *sql.DB, out *strings.Builder, q string) []map[string]string {
 	t.Helper()
 	rows, err := db.Query("EXPLAIN " + q)
 	if err != nil {
@@ -95,6 +128,7 @@ func explain(t *testing.T, db *sql.DB, out *strings.Builder, q string) {
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
+	var plan []map[string]string
 	for rows.Next() {
 		vals := make([]sql.NullString, len(cols))
 		ptrs := make([]any, len(cols))
@@ -104,12 +138,19 @@ func explain(t *testing.T, db *sql.DB, out *strings.Builder, q string) {
 		if err := rows.Scan(ptrs...); err != nil {
 			t.Fatal(err)
 		}
+		row := map[string]string{}
 		var parts []string
 		for i, c := range cols {
 			if vals[i].Valid && c != "id" && c != "select_type" && c != "partitions" {
 				parts = append(parts, c+"="+vals[i].String)
+				row[c] = vals[i].String
 			}
 		}
+		plan = append(plan, row)
 		out.WriteString(strings.Join(parts, " ") + "\n")
 	}
+	if len(plan) == 0 {
+		t.Fatalf("EXPLAIN %s: no rows", q)
+	}
+	return plan
 }

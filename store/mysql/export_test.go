@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"strings"
 	"time"
+
+	"github.com/axsched/ax/store"
 )
 
 // Applied reports how many migrations the New behind s applied.
@@ -23,7 +25,7 @@ var CheckVersion = checkVersion
 // would have left it.
 func MigrateTo(db *sql.DB, version int) error {
 	ctx := context.Background()
-	s := &Store{db: db}
+	s := &Store{shared: &shared{db: db}, ns: store.DefaultNamespace}
 	var dbName string
 	if err := db.QueryRowContext(ctx, `SELECT VERSION(), DATABASE()`).Scan(&s.version, &dbName); err != nil {
 		return err

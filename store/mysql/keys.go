@@ -11,10 +11,12 @@ import (
 )
 
 // Task keys (see the package doc, "Task keys"): a due task whose Overlap is skip or
-// queue is claimed only while no other task with its key is DISPATCHING or RUNNING.
-// Claim and Trigger decide it under the key's lock row in ax_task_keys, taken after
-// the task rows and in ascending key order, then read the holders through the
-// ax_tasks_held_key index and repeat the condition in the claiming UPDATE.
+// queue is claimed only while no other task of its namespace with its key is
+// DISPATCHING or RUNNING. Claim and Trigger decide it under the key's lock row in
+// ax_task_keys, (namespace, task_key), taken after the task rows and in ascending key
+// order, then read the namespace's holders through the ax_tasks_held_key index
+// (namespace, held_key) and repeat the condition in the claiming UPDATE. Two
+// namespaces using one task key neither see nor wait for each other.
 
 // keyRules reports whether a task with this policy is subject to the key rule: a task
 // without a key has no policy, and allow ignores the key.
@@ -22,19 +24,19 @@ func keyRules(p store.OverlapPolicy) bool {
 	return p == store.OverlapSkip || p == store.OverlapQueue
 }
 
-// lockKeys locks the ax_task_keys rows of keys (distinct, ascending), creating the
-// missing ones, and holds them until tx ends. Existing rows are locked by one
+// lockKeys locks the ax_task_keys rows of keys (distinct, ascending) in namespace ns,
+// creating the missing ones, and holds them until tx ends. Existing rows are locked by one
 // SELECT … FOR UPDATE per chunk, in key order. A key seen for the first time gets its
 // row from a single-row INSERT … ON DUPLICATE KEY UPDATE, which locks the row
 // exclusively whether it inserts it or finds it inserted meanwhile: INSERT IGNORE
 // would take a shared lock on a duplicate, and two claimers upgrading theirs would
 // deadlock; a multi-row ON DUPLICATE KEY UPDATE can drop rows on MariaDB (see the
 // package doc, "The execution path").
-func lockKeys(ctx context.Context, tx *sql.Tx, keys []string) error {
+func lockKeys(ctx context.Context, tx *sql.Tx, ns string, keys []string) error {
 	for lo := 0; lo < len(keys); lo += store.MaxBatch {
 		part := keys[lo:min(len(keys), lo+store.MaxBatch)]
-		rows, err := tx.QueryContext(ctx, `SELECT task_key FROM ax_task_keys WHERE task_key IN (`+marks(len(part))+`)
-			ORDER BY task_key FOR UPDATE`, texts(part)...)
+		rows, err := tx.QueryContext(ctx, `SELECT task_key FROM ax_task_keys WHERE namespace = ? AND task_key IN (`+marks(len(part))+`)
+			ORDER BY task_key FOR UPDATE`, nsTexts(ns, part)...)
 		if err != nil {
 			return err
 		}
@@ -55,8 +57,8 @@ func lockKeys(ctx context.Context, tx *sql.Tx, keys []string) error {
 			if found[k] {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO ax_task_keys (task_key) VALUES (?)
-				ON DUPLICATE KEY UPDATE task_key = task_key`, k); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO ax_task_keys (namespace, task_key) VALUES (?, ?)
+				ON DUPLICATE KEY UPDATE task_key = task_key`, ns, k); err != nil {
 				return err
 			}
 		}
@@ -64,16 +66,19 @@ func lockKeys(ctx context.Context, tx *sql.Tx, keys []string) error {
 	return nil
 }
 
-// holders returns, for each of keys held by a DISPATCHING or RUNNING task, the lowest
-// id of such a task. It is a plain read: under READ COMMITTED it sees the latest
+// holders returns, for each of keys held by a DISPATCHING or RUNNING task of namespace
+// ns, the lowest id of such a task. Grouping by (namespace, held_key), a prefix of
+// ax_tasks_held_key, lets the optimizer answer with one index dive per key (a loose
+// index scan) however many holders a key has; ORDER BY NULL spares MariaDB the sort
+// its GROUP BY implies. It is a plain read: under READ COMMITTED it sees the latest
 // committed rows, so, run after lockKeys, it sees every claim of those keys made
 // before the lock was granted.
-func holders(ctx context.Context, tx *sql.Tx, keys []string) (map[string]int64, error) {
+func holders(ctx context.Context, tx *sql.Tx, ns string, keys []string) (map[string]int64, error) {
 	held := make(map[string]int64)
 	for lo := 0; lo < len(keys); lo += store.MaxBatch {
 		part := keys[lo:min(len(keys), lo+store.MaxBatch)]
-		rows, err := tx.QueryContext(ctx, `SELECT held_key, MIN(id) FROM ax_tasks WHERE held_key IN (`+marks(len(part))+`)
-			GROUP BY held_key`, texts(part)...)
+		rows, err := tx.QueryContext(ctx, `SELECT held_key, MIN(id) FROM ax_tasks WHERE namespace = ? AND held_key IN (`+marks(len(part))+`)
+			GROUP BY namespace, held_key ORDER BY NULL`, nsTexts(ns, part)...)
 		if err != nil {
 			return nil, err
 		}
@@ -94,13 +99,14 @@ func holders(ctx context.Context, tx *sql.Tx, keys []string) (map[string]int64, 
 	return held, nil
 }
 
-// unheld is the claiming UPDATE's key condition for n keys: the row's task key is
-// held by no DISPATCHING or RUNNING task. MySQL refuses a subquery on the table being
-// updated (error 1093) unless it reads a materialised derived table; GROUP BY keeps
-// the optimizer from merging it back into the outer query.
+// unheld is the claiming UPDATE's key condition for n keys, whose arguments are the
+// namespace and the keys: the row's task key is held by no DISPATCHING or RUNNING task
+// of the namespace. MySQL refuses a subquery on the table being updated (error 1093)
+// unless it reads a materialised derived table; GROUP BY keeps the optimizer from
+// merging it back into the outer query (and reads it as holders does).
 func unheld(n int) string {
-	return ` AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE held_key IN (` + marks(n) +
-		`) GROUP BY held_key) AS held)`
+	return ` AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE namespace = ? AND held_key IN (` + marks(n) +
+		`) GROUP BY namespace, held_key ORDER BY NULL) AS held)`
 }
 
 // distinctKeys returns the task keys of keyed, once each, ascending: the order in
@@ -114,18 +120,18 @@ func distinctKeys(keyed []store.Keyed) []string {
 	return slices.Compact(keys)
 }
 
-// claimKeyed decides the due SCHEDULED tasks of keyed, whose rows tx has locked and
-// whose Overlap is skip or queue: it locks their keys, reads the holders, lets
+// claimKeyed decides the due SCHEDULED tasks of keyed, whose rows (of namespace ns) tx
+// has locked and whose Overlap is skip or queue: it locks their keys, reads the holders, lets
 // store.ResolveKeys pick a winner per free key, and writes the outcome — winners
 // DISPATCHING (the UPDATE repeats "no holder" in its WHERE clause), skip losers
 // SKIPPED with store.SkipReason, queue losers unchanged and reported Blocked. now is
 // the database time the rows were found due at; it stamps the changed rows.
-func claimKeyed(ctx context.Context, tx *sql.Tx, keyed []store.Keyed, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
+func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []store.Keyed, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
 	keys := distinctKeys(keyed)
-	if err := lockKeys(ctx, tx, keys); err != nil {
+	if err := lockKeys(ctx, tx, ns, keys); err != nil {
 		return err
 	}
-	held, err := holders(ctx, tx, keys)
+	held, err := holders(ctx, tx, ns, keys)
 	if err != nil {
 		return err
 	}
@@ -143,7 +149,7 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, keyed []store.Keyed, execs map[
 		execCase, args := caseID(ids, vals, "")
 		args = append(args, ts, ts)
 		args = append(args, int64s(ids)...)
-		args = append(args, ts)
+		args = append(args, ts, ns)
 		args = append(args, texts(keys)...)
 		_, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING', execution_id = `+execCase+`,
 			dispatched_at = ?, updated_at = ?
@@ -212,26 +218,26 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, keyed []store.Keyed, execs map[
 	return nil
 }
 
-// triggerKeyed is Trigger for a task whose key rules: it locks the task's row, then
-// its key, reads the key's holder and, if there is none, runs Trigger's transition
+// triggerKeyed is Trigger for a task of namespace ns whose key rules: it locks the
+// task's row, then its key, reads the key's holder and, if there is none, runs Trigger's transition
 // with "no holder" in its WHERE clause. It returns the task as it is then, and the
 // holder's id when the key was held (nothing changed).
-func triggerKeyed(ctx context.Context, tx *sql.Tx, id int64, taskKey, executionID string) (*store.Task, int64, error) {
+func triggerKeyed(ctx context.Context, tx *sql.Tx, ns string, id int64, taskKey, executionID string) (*store.Task, int64, error) {
 	// Rows before keys, as in Claim.
 	var locked int64
 	if err := tx.QueryRowContext(ctx, `SELECT id FROM ax_tasks WHERE id = ? FOR UPDATE`, id).Scan(&locked); err != nil {
 		return nil, 0, err
 	}
-	if err := lockKeys(ctx, tx, []string{taskKey}); err != nil {
+	if err := lockKeys(ctx, tx, ns, []string{taskKey}); err != nil {
 		return nil, 0, err
 	}
-	held, err := holders(ctx, tx, []string{taskKey})
+	held, err := holders(ctx, tx, ns, []string{taskKey})
 	if err != nil {
 		return nil, 0, err
 	}
 	holder, busy := held[taskKey]
 	if !busy {
-		if _, err := tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1), executionID, id, taskKey); err != nil {
+		if _, err := tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1), executionID, id, ns, ns, taskKey); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -243,6 +249,16 @@ func triggerKeyed(ctx context.Context, tx *sql.Tx, id int64, taskKey, executionI
 		return t, holder, nil
 	}
 	return t, 0, nil
+}
+
+// nsTexts returns ns followed by ss, as query arguments.
+func nsTexts(ns string, ss []string) []any {
+	out := make([]any, 0, 1+len(ss))
+	out = append(out, ns)
+	for _, s := range ss {
+		out = append(out, s)
+	}
+	return out
 }
 
 // texts returns ss as query arguments.

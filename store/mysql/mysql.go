@@ -37,9 +37,20 @@ const MigrateLockTimeout = 60 * time.Second
 // lock wait timeout (1205).
 const maxAttempts = 6
 
-// Store is the MySQL/MariaDB implementation of store.Store and store.TxStore. It is
-// safe for concurrent use, and several processes may share the database.
+// Store is the MySQL/MariaDB implementation of store.Store, store.TxStore,
+// store.Namespaced and store.NodeRegistry. It is safe for concurrent use, and several
+// processes may share the database.
+//
+// A Store is the view of one namespace (see InNamespace): the store Open and New return
+// is the view of store.DefaultNamespace, and every view of it shares its pool, its
+// settings and its closed flag through one *shared.
 type Store struct {
+	*shared
+	ns string // the view's namespace, stamped on the rows it writes and filtering its reads
+}
+
+// shared is the state of one opened store, common to all its views.
+type shared struct {
 	db       *sql.DB
 	own      bool           // Open made db: Close closes it
 	txOpts   *sql.TxOptions // READ COMMITTED per transaction; nil when every session is already
@@ -52,9 +63,22 @@ type Store struct {
 }
 
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.TxStore = (*Store)(nil)
+	_ store.Store        = (*Store)(nil)
+	_ store.TxStore      = (*Store)(nil)
+	_ store.Namespaced   = (*Store)(nil)
+	_ store.NodeRegistry = (*Store)(nil)
 )
+
+// InNamespace returns the view of namespace ns: a *Store on the same pool that reads
+// and writes only ns's rows (see store.Namespaced and the package doc, "Namespaces").
+// Closing any view closes them all. ns must be non-empty, at most store.MaxNamespace
+// bytes and free of white space, else store.ErrInvalid.
+func (s *Store) InNamespace(ns string) (store.Store, error) {
+	if err := store.CheckNamespace(ns); err != nil {
+		return nil, fmt.Errorf("ax: mysql: in namespace: %w", err)
+	}
+	return &Store{shared: s.shared, ns: ns}, nil
+}
 
 // Open opens a pool on the database named by dsn (a go-sql-driver/mysql DSN, e.g.
 // "user:pass@tcp(host:3306)/ax"), migrates its schema and returns the store; Close
@@ -143,7 +167,7 @@ func New(db *sql.DB) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
-	s := &Store{db: db, own: sessionRC, grace: HoldGrace}
+	s := &Store{shared: &shared{db: db, own: sessionRC, grace: HoldGrace}, ns: store.DefaultNamespace}
 	if !sessionRC {
 		s.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
@@ -207,8 +231,8 @@ func checkVersion(version string, mariaDB bool) error {
 	return nil
 }
 
-// Close releases the store; it closes the pool only when Open made it. Calls after
-// Close return store.ErrClosed.
+// Close releases the store, and with it every view of it; it closes the pool only when
+// Open made it. Calls after Close, on any view, return store.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return fmt.Errorf("ax: mysql: close: %w", store.ErrClosed)
@@ -266,8 +290,8 @@ func lockName(db string) string {
 // NULL until the migration is complete): a migration interrupted by a crash resumes at
 // its next statement. The statement it resumes at may have taken effect before the
 // crash without its step being recorded: an ALTER TABLE (which MySQL cannot make
-// conditional) then fails with "duplicate column" or "duplicate key name", and that is
-// taken as done.
+// conditional) then fails with "duplicate column", "duplicate key name" or, for a
+// statement that only drops a key, "can't drop", and that is taken as done.
 func (s *Store) migrate(ctx context.Context, dbName string, upTo int) (int, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
@@ -361,10 +385,11 @@ func (s *Store) migrate(ctx context.Context, dbName string, upTo int) (int, erro
 }
 
 // alreadyApplied reports whether err is what an ALTER TABLE that already took effect
-// answers when run again: a duplicate column (1060) or a duplicate key name (1061).
+// answers when run again: a duplicate column (1060), a duplicate key name (1061) or,
+// for a DROP KEY, a key that is not there (1091).
 func alreadyApplied(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1060 || me.Number == 1061)
+	return errors.As(err, &me) && (me.Number == 1060 || me.Number == 1061 || me.Number == 1091)
 }
 
 // Now returns the database server's current time in UTC (UTC_TIMESTAMP(6): the start

@@ -40,8 +40,9 @@ func scanSchedule(row scanner) (*store.Schedule, error) {
 	return &sc, nil
 }
 
-// RegisterSchedules upserts schedule definitions in one transaction and returns the
-// stored schedules in input order (see store.Store). The rows are locked by name,
+// RegisterSchedules upserts schedule definitions of the view's namespace in one
+// transaction and returns the stored schedules in input order (see store.Store). The
+// rows are locked by (namespace, name),
 // ascending; new ones are written by one plain multi-row INSERT (a concurrent
 // registration of the same new name makes it retry), existing ones by one UPDATE
 // each that keeps paused and last_fire_at, and next_fire_at unless the spec or time
@@ -68,16 +69,17 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	}
 	sorted := slices.Clone(defs)
 	slices.SortFunc(sorted, func(a, b store.ScheduleDef) int { return cmp.Compare(a.Name, b.Name) })
-	names := make([]any, len(sorted))
-	for i, d := range sorted {
-		names[i] = d.Name
+	names := make([]any, 0, 1+len(sorted)) // the namespace, then the names
+	names = append(names, s.ns)
+	for _, d := range sorted {
+		names = append(names, d.Name)
 	}
 	var out []store.Schedule
 	err := s.run(ctx, "register schedules", 0, func(tx *sql.Tx, _ int64) error {
 		// Lock the existing rows, in name order, and learn their timing.
 		type timing struct{ spec, zone string }
 		have := make(map[string]timing, len(sorted))
-		rows, err := tx.QueryContext(ctx, `SELECT name, spec, time_zone FROM ax_schedules WHERE name IN (`+marks(len(names))+`)
+		rows, err := tx.QueryContext(ctx, `SELECT name, spec, time_zone FROM ax_schedules WHERE namespace = ? AND name IN (`+marks(len(sorted))+`)
 			ORDER BY name FOR UPDATE`, names...)
 		if err != nil {
 			return err
@@ -103,8 +105,8 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 				if values != "" {
 					values += ","
 				}
-				values += "(?,?,?,?,?,?,FALSE,?,NULL,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))"
-				args = append(args, d.Name, d.Spec, d.TimeZone, string(d.Overlap), string(d.Misfire), nullPayload(d.Payload), dt(d.NextFireAt))
+				values += "(?,?,?,?,?,?,?,FALSE,?,NULL,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))"
+				args = append(args, s.ns, d.Name, d.Spec, d.TimeZone, string(d.Overlap), string(d.Misfire), nullPayload(d.Payload), dt(d.NextFireAt))
 				continue
 			}
 			q := `UPDATE ax_schedules SET overlap = ?, misfire = ?, payload = ?, updated_at = UTC_TIMESTAMP(6)`
@@ -113,12 +115,12 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 				q += `, spec = ?, time_zone = ?, next_fire_at = ?`
 				uargs = append(uargs, d.Spec, d.TimeZone, dt(d.NextFireAt))
 			}
-			if _, err := tx.ExecContext(ctx, q+` WHERE name = ?`, append(uargs, d.Name)...); err != nil {
+			if _, err := tx.ExecContext(ctx, q+` WHERE namespace = ? AND name = ?`, append(uargs, s.ns, d.Name)...); err != nil {
 				return err
 			}
 		}
 		if values != "" {
-			_, err := tx.ExecContext(ctx, `INSERT INTO ax_schedules (name, spec, time_zone, overlap, misfire, payload, paused,
+			_, err := tx.ExecContext(ctx, `INSERT INTO ax_schedules (namespace, name, spec, time_zone, overlap, misfire, payload, paused,
 				next_fire_at, last_fire_at, created_at, updated_at) VALUES `+values, args...)
 			var me *mysql.MySQLError
 			if errors.As(err, &me) && me.Number == 1062 {
@@ -128,7 +130,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 				return err
 			}
 		}
-		stored, err := selectSchedules(ctx, tx, `WHERE name IN (`+marks(len(names))+`)`, names...)
+		stored, err := selectSchedules(ctx, tx, `WHERE namespace = ? AND name IN (`+marks(len(sorted))+`)`, names...)
 		if err != nil {
 			return err
 		}
@@ -164,39 +166,40 @@ func selectSchedules(ctx context.Context, q querier, where string, args ...any) 
 	return out, rows.Err()
 }
 
-// Schedules returns every stored schedule, by name.
+// Schedules returns every stored schedule of the view's namespace, by name.
 func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
 	if err := s.check("list schedules"); err != nil {
 		return nil, err
 	}
-	out, err := selectSchedules(ctx, s.db, "")
+	out, err := selectSchedules(ctx, s.db, "WHERE namespace = ?", s.ns)
 	if err != nil {
 		return nil, s.wrap("list schedules", err)
 	}
 	return out, nil
 }
 
-// getSchedule reads one schedule inside tx; nil when there is none.
-func getSchedule(ctx context.Context, tx *sql.Tx, name string) (*store.Schedule, error) {
-	sc, err := scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE name = ?`, name))
+// getSchedule reads one schedule of namespace ns inside tx; nil when there is none.
+func getSchedule(ctx context.Context, tx *sql.Tx, ns, name string) (*store.Schedule, error) {
+	sc, err := scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE namespace = ? AND name = ?`, ns, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	return sc, err
 }
 
-// PauseSchedule marks a schedule paused and cancels its SCHEDULED occurrences (tasks
-// whose name and task key are the schedule's name) in one transaction. The schedule's
+// PauseSchedule marks a schedule of the view's namespace paused and cancels its
+// SCHEDULED occurrences (tasks of the namespace whose name and task key are the
+// schedule's name) in one transaction. The schedule's
 // row is locked first, so a concurrent FireSchedule either commits its occurrences
 // before the pause reads them or finds the schedule paused. The occurrences are found
-// by a plain read of the (name, key) index and cancelled by id, ascending, at most
+// by a plain read of the (namespace, name, key) index and cancelled by id, ascending, at most
 // store.MaxBatch per statement, each with the CAS status = 'SCHEDULED'. Pausing a
 // paused schedule changes nothing.
 func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
 	var sc *store.Schedule
 	err := s.run(ctx, "pause schedule", 0, func(tx *sql.Tx, _ int64) error {
 		res, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET paused = TRUE, updated_at = UTC_TIMESTAMP(6)
-			WHERE name = ? AND NOT paused`, name)
+			WHERE namespace = ? AND name = ? AND NOT paused`, s.ns, name)
 		if err != nil {
 			return err
 		}
@@ -205,11 +208,11 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 			return err
 		}
 		if n == 1 {
-			if _, err := cancelOccurrences(ctx, tx, name); err != nil {
+			if _, err := cancelOccurrences(ctx, tx, s.ns, name); err != nil {
 				return err
 			}
 		}
-		sc, err = getSchedule(ctx, tx, name)
+		sc, err = getSchedule(ctx, tx, s.ns, name)
 		return err
 	})
 	if err != nil {
@@ -221,10 +224,11 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 	return sc, nil
 }
 
-// cancelOccurrences cancels the SCHEDULED tasks whose name and task key are name and
-// returns how many.
-func cancelOccurrences(ctx context.Context, tx *sql.Tx, name string) (int64, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT id FROM ax_tasks WHERE name = ? AND task_key = ? AND status = 'SCHEDULED' ORDER BY id", name, name)
+// cancelOccurrences cancels the SCHEDULED tasks of namespace ns whose name and task
+// key are name and returns how many.
+func cancelOccurrences(ctx context.Context, tx *sql.Tx, ns, name string) (int64, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT id FROM ax_tasks WHERE namespace = ? AND name = ? AND task_key = ? AND status = 'SCHEDULED' ORDER BY id",
+		ns, name, name)
 	if err != nil {
 		return 0, err
 	}
@@ -244,10 +248,10 @@ func cancelOccurrences(ctx context.Context, tx *sql.Tx, name string) (int64, err
 	var cancelled int64
 	err = chunks(len(ids), func(lo, hi int) error {
 		part := ids[lo:hi]
-		args := append(int64s(part), name, name)
+		args := append(int64s(part), ns, name, name)
 		res, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'CANCELLED',
 			finished_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
-			WHERE id IN (`+marks(len(part))+`) AND name = ? AND task_key = ? AND status = 'SCHEDULED'`, args...)
+			WHERE id IN (`+marks(len(part))+`) AND namespace = ? AND name = ? AND task_key = ? AND status = 'SCHEDULED'`, args...)
 		if err != nil {
 			return err
 		}
@@ -258,8 +262,8 @@ func cancelOccurrences(ctx context.Context, tx *sql.Tx, name string) (int64, err
 	return cancelled, err
 }
 
-// DeleteSchedule deletes a schedule's row and cancels its SCHEDULED occurrences in one
-// transaction, and returns how many it cancelled (see store.Store). The DELETE locks
+// DeleteSchedule deletes the row of a schedule of the view's namespace and cancels its
+// SCHEDULED occurrences in one transaction, and returns how many it cancelled (see store.Store). The DELETE locks
 // the schedule's row first, as PauseSchedule's UPDATE does, so a concurrent
 // FireSchedule either commits its occurrences before the occurrences are read (and
 // they are cancelled) or finds no row. An unknown name is store.ErrNotFound, an empty
@@ -272,7 +276,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 	var cancelled int64
 	err := s.run(ctx, "delete schedule", 0, func(tx *sql.Tx, _ int64) error {
 		found, cancelled = false, 0
-		res, err := tx.ExecContext(ctx, `DELETE FROM ax_schedules WHERE name = ?`, name)
+		res, err := tx.ExecContext(ctx, `DELETE FROM ax_schedules WHERE namespace = ? AND name = ?`, s.ns, name)
 		if err != nil {
 			return err
 		}
@@ -281,7 +285,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 			return err
 		}
 		found = true
-		cancelled, err = cancelOccurrences(ctx, tx, name)
+		cancelled, err = cancelOccurrences(ctx, tx, s.ns, name)
 		return err
 	})
 	if err != nil {
@@ -293,7 +297,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 	return int(cancelled), nil
 }
 
-// ResumeSchedule clears a paused schedule's flag and sets its next fire time to next;
+// ResumeSchedule clears the flag of a paused schedule of the view's namespace and sets its next fire time to next;
 // a schedule that is not paused is left alone. A zero next (or one outside years
 // 1000-9999) is store.ErrInvalid.
 func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
@@ -306,11 +310,11 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 	var sc *store.Schedule
 	err := s.run(ctx, "resume schedule", 0, func(tx *sql.Tx, _ int64) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET paused = FALSE, next_fire_at = ?, updated_at = UTC_TIMESTAMP(6)
-			WHERE name = ? AND paused`, dt(next), name); err != nil {
+			WHERE namespace = ? AND name = ? AND paused`, dt(next), s.ns, name); err != nil {
 			return err
 		}
 		var err error
-		sc, err = getSchedule(ctx, tx, name)
+		sc, err = getSchedule(ctx, tx, s.ns, name)
 		return err
 	})
 	if err != nil {
@@ -322,9 +326,9 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 	return sc, nil
 }
 
-// FireSchedule advances a schedule and inserts its occurrences in one transaction
-// (see store.Store). The compare-and-set is one UPDATE … WHERE name = ? AND
-// next_fire_at = Expect AND NOT paused: concurrent calls with the same Expect queue on
+// FireSchedule advances a schedule of the view's namespace and inserts its occurrences,
+// in that namespace, in one transaction (see store.Store). The compare-and-set is one
+// UPDATE … WHERE namespace = ? AND name = ? AND next_fire_at = Expect AND NOT paused: concurrent calls with the same Expect queue on
 // the schedule's row, and each one after the first finds next_fire_at moved and
 // applies nothing. The occurrences go through Insert's path — its sequence numbers,
 // its duplicate handling — inside the same transaction.
@@ -356,8 +360,8 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 			return err
 		}
 		r, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET next_fire_at = ?, last_fire_at = COALESCE(?, last_fire_at),
-			updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND next_fire_at = ? AND NOT paused
-			AND (? = '' OR (spec = ? AND time_zone = ?))`, dt(p.Next), last, p.Name, dt(p.Expect), p.Spec, p.Spec, p.TimeZone)
+			updated_at = UTC_TIMESTAMP(6) WHERE namespace = ? AND name = ? AND next_fire_at = ? AND NOT paused
+			AND (? = '' OR (spec = ? AND time_zone = ?))`, dt(p.Next), last, s.ns, p.Name, dt(p.Expect), p.Spec, p.Spec, p.TimeZone)
 		if err != nil {
 			return err
 		}
@@ -369,7 +373,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		if len(p.Tasks) == 0 {
 			return nil
 		}
-		res.Inserted, err = insert(ctx, tx, p.Tasks, seq)
+		res.Inserted, err = insert(ctx, tx, s.ns, p.Tasks, seq)
 		return err
 	})
 	if err != nil {

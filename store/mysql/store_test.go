@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -191,9 +192,10 @@ func TestMigrateResumesAfterCrash(t *testing.T) {
 }
 
 // Every migration statement is harmless to rerun: CREATE TABLE IF NOT EXISTS, an
-// upsert, or an ALTER TABLE that only adds columns and keys (a rerun answers
-// "duplicate column" or "duplicate key name", which migrate takes as done when it
-// resumes at that statement).
+// upsert, or an ALTER TABLE whose rerun either answers an error migrate takes as done
+// when it resumes at that statement — ADD COLUMN "duplicate column", ADD KEY
+// "duplicate key name", a lone DROP KEY "can't drop" — or rebuilds what it built: a
+// DROP KEY with the ADD KEY of the same name, DROP PRIMARY KEY with ADD PRIMARY KEY.
 func TestMigrationsIdempotentStatements(t *testing.T) {
 	files, err := filepath.Glob("migrations/*.sql")
 	if err != nil || len(files) != mysql.SchemaVersion() {
@@ -205,9 +207,30 @@ func TestMigrationsIdempotentStatements(t *testing.T) {
 			switch {
 			case strings.HasPrefix(u, "CREATE TABLE IF NOT EXISTS"), strings.Contains(u, "ON DUPLICATE KEY UPDATE"):
 			case strings.HasPrefix(u, "ALTER TABLE"):
-				for _, clause := range topLevelClauses(u) {
-					if !strings.HasPrefix(clause, "ADD COLUMN ") && !strings.HasPrefix(clause, "ADD KEY ") {
-						t.Errorf("%s: ALTER TABLE clause %q is neither ADD COLUMN nor ADD KEY", f, clause)
+				clauses := topLevelClauses(u)
+				added := map[string]bool{}
+				for _, c := range clauses {
+					if name, ok := strings.CutPrefix(c, "ADD UNIQUE KEY "); ok {
+						added[strings.Fields(name)[0]] = true
+					} else if name, ok := strings.CutPrefix(c, "ADD KEY "); ok {
+						added[strings.Fields(name)[0]] = true
+					}
+				}
+				for _, c := range clauses {
+					switch {
+					case strings.HasPrefix(c, "ADD COLUMN "), strings.HasPrefix(c, "ADD KEY "), strings.HasPrefix(c, "ADD UNIQUE KEY "):
+					case strings.HasPrefix(c, "DROP KEY "):
+						if name := strings.TrimPrefix(c, "DROP KEY "); !added[name] && len(clauses) > 1 {
+							t.Errorf("%s: ALTER TABLE clause %q neither stands alone nor comes with the ADD KEY of its name", f, c)
+						}
+					case c == "DROP PRIMARY KEY", strings.HasPrefix(c, "ADD PRIMARY KEY "):
+						if !slices.Contains(clauses, "DROP PRIMARY KEY") || !slices.ContainsFunc(clauses, func(c string) bool {
+							return strings.HasPrefix(c, "ADD PRIMARY KEY ")
+						}) {
+							t.Errorf("%s: ALTER TABLE clause %q without its pair (DROP PRIMARY KEY, ADD PRIMARY KEY)", f, c)
+						}
+					default:
+						t.Errorf("%s: ALTER TABLE clause %q is not harmless to rerun", f, c)
 					}
 				}
 			default:
@@ -292,11 +315,15 @@ func TestMigrateFromV1(t *testing.T) {
 
 // A crash inside migration 2, after an ALTER TABLE took effect but before its step
 // was recorded: the next Open reruns that ALTER, takes its "duplicate" error as done,
-// and finishes.
+// finishes, and applies the later migrations.
 func TestMigrateResumesAlterAfterCrash(t *testing.T) {
 	t.Parallel()
 	for _, step := range []int{0, 1} {
-		dsn, db := migrated(t)
+		dsn := servicetest.MySQLDSN(t)
+		db := rawDB(t, dsn)
+		if err := mysql.MigrateTo(db, 2); err != nil {
+			t.Fatal(err)
+		}
 		// Undo the statements after step+1 (the two CREATE TABLEs, and the second
 		// ALTER when the crash followed the first), then forget step+1.
 		undo := []string{`DROP TABLE ax_schedules`, `DROP TABLE ax_task_keys`}
@@ -314,8 +341,8 @@ func TestMigrateResumesAlterAfterCrash(t *testing.T) {
 			t.Fatalf("Open after a crash before step %d of migration 2 was recorded: %v", step+1, err)
 		}
 		defer s.Close()
-		if got := mysql.Applied(s); got != 1 {
-			t.Errorf("Open after the crash applied %d migrations, want 1", got)
+		if got, want := mysql.Applied(s), mysql.SchemaVersion()-1; got != want {
+			t.Errorf("Open after the crash applied %d migrations, want %d (2 and the later ones)", got, want)
 		}
 		if have, want, err := mysql.SchemaStatus(t.Context(), dsn); err != nil || have != want {
 			t.Errorf("SchemaStatus after the resumed migration = %d, %d, %v; want equal", have, want, err)

@@ -69,14 +69,15 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	var out []store.Inserted
 	err := s.run(ctx, "insert", len(tasks), func(tx *sql.Tx, seq int64) error {
 		var err error
-		out, err = insert(ctx, tx, tasks, seq)
+		out, err = insert(ctx, tx, s.ns, tasks, seq)
 		return err
 	})
 	return out, err
 }
 
 // InsertTx is Insert inside the caller's transaction tx, which must be a *sql.Tx on
-// the store's database. The tasks become visible if and only if tx commits. Until
+// the store's database; the tasks are in the view's namespace. The tasks become
+// visible if and only if tx commits. Until
 // then the refill change cursor stays behind them (see the package doc), so keep
 // such transactions short: a long one holds back the incremental refill of tasks that
 // other transactions submit meanwhile (they are still found by the window scan).
@@ -118,7 +119,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 			}
 			continue
 		}
-		out, err := insert(ctx, stx, tasks, lo)
+		out, err := insert(ctx, stx, s.ns, tasks, lo)
 		if err != nil {
 			// The caller's transaction is still open, holding the range: it comes back
 			// unlocked when the caller rolls back, and the next refill reaps it.
@@ -128,9 +129,9 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	}
 }
 
-// insert writes tasks in chunks (at most store.MaxBatch rows and maxChunkBytes of
-// payload), ordered by (name, key) so that concurrent inserts lock the unique index
-// in one order. Task i gets sequence number seq+i; reading the rows back, a row that
+// insert writes tasks into namespace ns in chunks (at most store.MaxBatch rows and
+// maxChunkBytes of payload), ordered by (name, key) so that concurrent inserts lock the
+// unique index (namespace, name, key) in one order. Task i gets sequence number seq+i; reading the rows back, a row that
 // carries input i's number was written by input i, any other is a duplicate.
 //
 // It does not use INSERT … ON DUPLICATE KEY UPDATE: on MariaDB 10.11 a multi-row one
@@ -140,7 +141,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 // key (error 1062, which rolls back only the statement) the existing keys are read
 // with a locking read, which sees the latest committed rows whatever the isolation
 // level, and the rest is inserted again.
-func insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, seq int64) ([]store.Inserted, error) {
+func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, seq int64) ([]store.Inserted, error) {
 	order := make([]int, len(tasks))
 	for i := range order {
 		order[i] = i
@@ -170,7 +171,7 @@ func insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, seq int64) (
 			}
 		}
 		for try := 1; len(fresh) > 0; try++ {
-			err := insertRows(ctx, tx, tasks, fresh, seq)
+			err := insertRows(ctx, tx, ns, tasks, fresh, seq)
 			var me *mysql.MySQLError
 			if err == nil {
 				break
@@ -178,7 +179,7 @@ func insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, seq int64) (
 			if !errors.As(err, &me) || me.Number != 1062 || try == maxAttempts {
 				return nil, err
 			}
-			existing, err := readByKey(ctx, tx, tasks, fresh, true)
+			existing, err := readByKey(ctx, tx, ns, tasks, fresh, true)
 			if err != nil {
 				return nil, err
 			}
@@ -187,7 +188,7 @@ func insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, seq int64) (
 				return ok
 			})
 		}
-		byKey, err := readByKey(ctx, tx, tasks, part, false)
+		byKey, err := readByKey(ctx, tx, ns, tasks, part, false)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +199,7 @@ func insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, seq int64) (
 			}
 		}
 		if len(missing) > 0 {
-			more, err := readByKey(ctx, tx, tasks, missing, true)
+			more, err := readByKey(ctx, tx, ns, tasks, missing, true)
 			if err != nil {
 				return nil, err
 			}
@@ -220,19 +221,20 @@ func insert(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, seq int64) (
 	return out, nil
 }
 
-// insertRows inserts tasks[i] for i in rows with one multi-row INSERT.
-func insertRows(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, rows []int, seq int64) error {
+// insertRows inserts tasks[i] for i in rows into namespace ns with one multi-row INSERT.
+func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int, seq int64) error {
 	var q strings.Builder
-	q.WriteString("INSERT INTO ax_tasks (name, `key`, payload, status, due_at, max_retry, owner_service, last_error, " +
+	q.WriteString("INSERT INTO ax_tasks (namespace, name, `key`, payload, status, due_at, max_retry, owner_service, last_error, " +
 		"timeout_us, backoff, seq, task_key, overlap, created_at, updated_at) VALUES ")
-	args := make([]any, 0, 11*len(rows))
+	args := make([]any, 0, 12*len(rows))
+	nsArg := any(ns) // boxed once, not once per row
 	for k, i := range rows {
 		if k > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString("(?,?,?,'SCHEDULED',?,?,?,'',?,?,?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
+		q.WriteString("(?,?,?,?,'SCHEDULED',?,?,?,'',?,?,?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
 		nt := tasks[i]
-		args = append(args, nt.Name, nt.Key, nullPayload(nt.Payload), dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
+		args = append(args, nsArg, nt.Name, nt.Key, nullPayload(nt.Payload), dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
 			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap))
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
@@ -244,14 +246,15 @@ type keyedRow struct {
 	seq int64
 }
 
-// readByKey reads the tasks with the business keys of tasks[i], i in rows. A locking
+// readByKey reads the tasks of namespace ns with the business keys of tasks[i], i in rows. A locking
 // read (LOCK IN SHARE MODE: MariaDB has no FOR SHARE) sees the latest committed rows
 // even inside a caller's REPEATABLE READ transaction, but there it also locks gaps, so
 // it is used only where a plain read may miss a row.
-func readByKey(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, rows []int, locking bool) (map[[2]string]keyedRow, error) {
+func readByKey(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int, locking bool) (map[[2]string]keyedRow, error) {
 	var q strings.Builder
-	q.WriteString("SELECT " + taskColumns + ", seq FROM ax_tasks WHERE ")
-	args := make([]any, 0, 2*len(rows))
+	q.WriteString("SELECT " + taskColumns + ", seq FROM ax_tasks WHERE namespace = ? AND (")
+	args := make([]any, 0, 1+2*len(rows))
+	args = append(args, ns)
 	for k, i := range rows {
 		if k > 0 {
 			q.WriteString(" OR ")
@@ -259,6 +262,7 @@ func readByKey(ctx context.Context, tx *sql.Tx, tasks []store.NewTask, rows []in
 		q.WriteString("(name = ? AND `key` = ?)")
 		args = append(args, tasks[i].Name, tasks[i].Key)
 	}
+	q.WriteByte(')')
 	if locking {
 		q.WriteString(" LOCK IN SHARE MODE")
 	}
@@ -287,31 +291,32 @@ func clone(t *store.Task) *store.Task {
 	return &c
 }
 
-// Get returns one task.
+// Get returns one task of the view's namespace; another namespace's is store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
 	if err := s.check("get task"); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ? AND namespace = ?`, id, s.ns))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ax: mysql: get task %d: %w", id, store.ErrNotFound)
 	}
 	return t, s.wrap("get task", err)
 }
 
-// Lookup returns the task with this name and key.
+// Lookup returns the task of the view's namespace with this name and key.
 func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
 	if err := s.check("lookup task"); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(s.db.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM ax_tasks WHERE name = ? AND `key` = ?", name, key))
+	t, err := scanTask(s.db.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ?", s.ns, name, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ax: mysql: lookup %q/%q: %w", name, key, store.ErrNotFound)
 	}
 	return t, s.wrap("lookup task", err)
 }
 
-// Executions returns a task's executions, oldest first, in one statement.
+// Executions returns the executions of a task of the view's namespace, oldest first,
+// in one statement.
 func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution, error) {
 	if err := s.check("executions"); err != nil {
 		return nil, err
@@ -319,7 +324,7 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 	rows, err := s.db.QueryContext(ctx, `SELECT e.id IS NOT NULL, COALESCE(e.id, ''), t.id, COALESCE(e.attempt, 0),
 		COALESCE(e.node, ''), COALESCE(e.status, ''), e.started_at, e.heartbeat_at, e.finished_at, COALESCE(e.error, '')
 		FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id
-		WHERE t.id = ? ORDER BY e.started_at, e.id`, taskID)
+		WHERE t.id = ? AND t.namespace = ? ORDER BY e.started_at, e.id`, taskID, s.ns)
 	if err != nil {
 		return nil, s.wrap("executions", err)
 	}
@@ -349,14 +354,14 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 	return out, nil
 }
 
-// Cancel moves a SCHEDULED task to CANCELLED.
+// Cancel moves a SCHEDULED task of the view's namespace to CANCELLED.
 func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
 	var t *store.Task
 	var sentinel error
 	err := s.run(ctx, "cancel", 0, func(tx *sql.Tx, _ int64) error {
 		t, sentinel = nil, nil
 		res, err := tx.ExecContext(ctx, "UPDATE ax_tasks SET status = 'CANCELLED', updated_at = UTC_TIMESTAMP(6), finished_at = UTC_TIMESTAMP(6) "+
-			"WHERE name = ? AND `key` = ? AND status = 'SCHEDULED'", name, key)
+			"WHERE namespace = ? AND name = ? AND `key` = ? AND status = 'SCHEDULED'", s.ns, name, key)
 		if err != nil {
 			return err
 		}
@@ -364,7 +369,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 		if err != nil {
 			return err
 		}
-		t, err = scanTask(tx.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM ax_tasks WHERE name = ? AND `key` = ?", name, key))
+		t, err = scanTask(tx.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ?", s.ns, name, key))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			sentinel = store.ErrNotFound
@@ -385,17 +390,19 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return t, nil
 }
 
-// triggerSet is Trigger's transition. attempt is assigned first: MySQL evaluates
-// single-table SET clauses left to right, so it must read the old status.
+// triggerSet is Trigger's transition; its arguments are the execution id, the task id
+// and the namespace. attempt is assigned first: MySQL evaluates single-table SET
+// clauses left to right, so it must read the old status.
 const triggerSet = `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'),
 	status = 'DISPATCHING', execution_id = ?, finished_at = NULL,
 	dispatched_at = UTC_TIMESTAMP(6), triggered_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
-	WHERE id = ? AND status IN ('SCHEDULED', 'FAILED')`
+	WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED')`
 
-// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task without a key,
-// or with Overlap allow, takes one UPDATE and one SELECT; a task whose key rules
-// (skip, queue) takes the key's lock first and is refused with store.KeyHeld while
-// another task holds the key (see the package doc, "Task keys").
+// Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING now.
+// A task without a key, or with Overlap allow, takes one UPDATE and one SELECT; a task
+// whose key rules (skip, queue) takes the key's lock first and is refused with
+// store.KeyHeld while another task of its namespace holds the key (see the package
+// doc, "Task keys").
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" || !validText(executionID, maxExecID) {
 		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
@@ -405,7 +412,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	var holder int64
 	err := s.run(ctx, "trigger", 0, func(tx *sql.Tx, _ int64) error {
 		t, sentinel, holder = nil, nil, 0
-		res, err := tx.ExecContext(ctx, triggerSet+` AND overlap NOT IN ('skip', 'queue')`, executionID, id)
+		res, err := tx.ExecContext(ctx, triggerSet+` AND overlap NOT IN ('skip', 'queue')`, executionID, id, s.ns)
 		if err != nil {
 			return err
 		}
@@ -413,7 +420,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		if err != nil {
 			return err
 		}
-		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ? AND namespace = ?`, id, s.ns))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			sentinel = store.ErrNotFound
@@ -421,7 +428,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		case err != nil:
 			return err
 		case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && keyRules(t.Overlap):
-			t, holder, err = triggerKeyed(ctx, tx, id, t.TaskKey, executionID)
+			t, holder, err = triggerKeyed(ctx, tx, s.ns, id, t.TaskKey, executionID)
 			if err != nil {
 				return err
 			}
@@ -529,7 +536,12 @@ func (s *Store) reap(ctx context.Context, los []int64) (map[int64]bool, error) {
 	return reaped, err
 }
 
-// Refill reads changed and newly windowed SCHEDULED tasks (see store.RefillParams).
+// Refill reads changed and newly windowed SCHEDULED tasks of the view's namespace (see
+// store.RefillParams). The cursor is global: sequence numbers, the counter and the
+// holds are shared by every namespace, and every number up to the cursor is visible or
+// abandoned whatever its row's namespace, so filtering the rows read by namespace keeps
+// the rule. An open transaction of another namespace may hold a view's cursor back, as
+// it would hold back any other writer's rows: later calls return them.
 func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
 	if err := s.check("refill"); err != nil {
 		return nil, err
@@ -547,7 +559,7 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 	if p.AfterSeq >= 0 {
 		res.Seq = max(p.AfterSeq, safe)
 		rows, err := s.db.QueryContext(ctx, `SELECT id, due_at, seq, due_at < ? FROM ax_tasks
-			WHERE status = 'SCHEDULED' AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, to, p.AfterSeq, safe, p.Limit)
+			WHERE namespace = ? AND status = 'SCHEDULED' AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, to, s.ns, p.AfterSeq, safe, p.Limit)
 		if err != nil {
 			return nil, s.wrap("refill", err)
 		}
@@ -580,12 +592,12 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 	var rows *sql.Rows
 	if p.From.IsZero() {
 		rows, err = s.db.QueryContext(ctx, `SELECT id, due_at FROM ax_tasks
-			WHERE status = 'SCHEDULED' AND due_at < ? ORDER BY due_at, id LIMIT ?`, to, p.Limit)
+			WHERE namespace = ? AND status = 'SCHEDULED' AND due_at < ? ORDER BY due_at, id LIMIT ?`, s.ns, to, p.Limit)
 	} else {
 		from := dt(clamp(p.From))
 		rows, err = s.db.QueryContext(ctx, `SELECT id, due_at FROM ax_tasks
-			WHERE status = 'SCHEDULED' AND due_at >= ? AND due_at < ? AND (due_at > ? OR id > ?)
-			ORDER BY due_at, id LIMIT ?`, from, to, from, p.FromID, p.Limit)
+			WHERE namespace = ? AND status = 'SCHEDULED' AND due_at >= ? AND due_at < ? AND (due_at > ? OR id > ?)
+			ORDER BY due_at, id LIMIT ?`, s.ns, from, to, from, p.FromID, p.Limit)
 	}
 	if err != nil {
 		return nil, s.wrap("refill", err)
@@ -604,8 +616,8 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 	return res, s.wrap("refill", rows.Err())
 }
 
-// Stale lists RUNNING tasks without a heartbeat, or DISPATCHING tasks claimed, before
-// a time.
+// Stale lists the view's namespace's RUNNING tasks without a heartbeat, or DISPATCHING
+// tasks claimed, before a time.
 func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
 	if err := s.check("stale"); err != nil {
 		return nil, err
@@ -616,13 +628,13 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	var q string
 	switch status {
 	case store.Running:
-		q = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE status = 'RUNNING' AND heartbeat_at < ? ORDER BY heartbeat_at, id LIMIT ?`
+		q = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE namespace = ? AND status = 'RUNNING' AND heartbeat_at < ? ORDER BY heartbeat_at, id LIMIT ?`
 	case store.Dispatching:
-		q = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE status = 'DISPATCHING' AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?`
+		q = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE namespace = ? AND status = 'DISPATCHING' AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?`
 	default:
 		return nil, fmt.Errorf("ax: mysql: stale %s tasks: %w", status, store.ErrInvalid)
 	}
-	rows, err := s.db.QueryContext(ctx, q, dt(clamp(before)), limit)
+	rows, err := s.db.QueryContext(ctx, q, s.ns, dt(clamp(before)), limit)
 	if err != nil {
 		return nil, s.wrap("stale", err)
 	}
@@ -630,16 +642,17 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	return tasks, s.wrap("stale", err)
 }
 
-// taskStatsSQL counts the tasks per status and, in an uncorrelated subquery run once,
-// reads the oldest due SCHEDULED task: a MIN over the (status, due_at) range of
-// ax_tasks_status_due, which the optimizer answers from the index alone (see doc.go).
+// taskStatsSQL counts one namespace's tasks per status and, in an uncorrelated
+// subquery run once, reads its oldest due SCHEDULED task: a MIN over the (namespace,
+// status, due_at) range of ax_tasks_status_due, which the optimizer answers from the
+// index alone (see doc.go). Its arguments are the namespace, now, the namespace.
 const taskStatsSQL = `SELECT status, COUNT(*),
-	(SELECT MIN(due_at) FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at <= ?)
-	FROM ax_tasks GROUP BY status`
+	(SELECT MIN(due_at) FROM ax_tasks WHERE namespace = ? AND status = 'SCHEDULED' AND due_at <= ?)
+	FROM ax_tasks WHERE namespace = ? GROUP BY status`
 
-// TaskStats counts the tasks per status and finds the oldest due SCHEDULED task, in
-// one statement: one round trip and one read view (see store.Store). The counts read
-// a whole index. A zero now is store.ErrInvalid; one outside years 1000-9999 is
+// TaskStats counts the view's namespace's tasks per status and finds its oldest due
+// SCHEDULED task, in one statement: one round trip and one read view (see
+// store.Store). The counts read the namespace's whole range of an index. A zero now is store.ErrInvalid; one outside years 1000-9999 is
 // clamped.
 func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
 	if err := s.check("task stats"); err != nil {
@@ -648,7 +661,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	if now.IsZero() {
 		return nil, fmt.Errorf("ax: mysql: task stats: zero time: %w", store.ErrInvalid)
 	}
-	rows, err := s.db.QueryContext(ctx, taskStatsSQL, dt(clamp(now)))
+	rows, err := s.db.QueryContext(ctx, taskStatsSQL, s.ns, dt(clamp(now)), s.ns)
 	if err != nil {
 		return nil, s.wrap("task stats", err)
 	}

@@ -39,19 +39,22 @@ import (
 // (claimClaimed), the rows not due (claimNotDue) and the due rows with a key and
 // Overlap skip or queue (claimKeyed), which it leaves alone: Claim hands those to
 // claimKeyed. A chunk without keyed tasks therefore costs what it did before keys
-// existed: this one statement.
+// existed: this one statement. Rows of another namespace than $3 are locked by l (by
+// primary key, like every row asked for) but neither claimed nor returned: to the
+// view they are not SCHEDULED.
 const claimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.namespace = $3 AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
 		AND (t.task_key = '' OR t.overlap = 'allow')
 	RETURNING ` + taskCols + `)
 SELECT 0, * FROM u
 UNION ALL
 SELECT CASE WHEN t.due_at > ts.now THEN 1 ELSE 2 END, ` + taskCols + ` FROM ax_tasks t, ts
-	WHERE t.id = ANY($1) AND t.status || '' = 'SCHEDULED' AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow'))`
+	WHERE t.id = ANY($1) AND t.namespace = $3 AND t.status || '' = 'SCHEDULED'
+		AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow'))`
 
 // The outcomes claimSQL returns in its first column.
 const (
@@ -166,10 +169,11 @@ func readRefs(br pgx.BatchResults, n int, into map[ref]int) error {
 	})
 }
 
-// Claim moves due SCHEDULED tasks to DISPATCHING. Rows are locked in id order and
-// waited for, not skipped: a row another transaction holds is claimed if it is still
-// SCHEDULED and due when that transaction ends (a skipped row would be neither
-// claimed nor NotDue, and the scheduler would drop a due task).
+// Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING; ids of
+// another namespace's tasks are left out of the result, as missing ones are. Rows are
+// locked in id order and waited for, not skipped: a row another transaction holds is
+// claimed if it is still SCHEDULED and due when that transaction ends (a skipped row
+// would be neither claimed nor NotDue, and the scheduler would drop a due task).
 //
 // Tasks whose key restricts them (a TaskKey with Overlap skip or queue) are left
 // alone by the claim statement and then go through claimKeyed, in a second
@@ -199,7 +203,7 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 			for k, c := range part {
 				ids[k], eids[k] = c.ID, c.ExecutionID
 			}
-			b.Queue(claimSQL, ids, eids)
+			b.Queue(claimSQL, ids, eids, s.ns)
 		})
 	}, func(br pgx.BatchResults) error {
 		res.Claimed, res.NotDue = nil, nil

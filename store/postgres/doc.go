@@ -1,6 +1,7 @@
 // Package postgres is ax's PostgreSQL store (pgx v5): the store for several replicas
 // of a service sharing one database. It implements store.Store, store.TxStore
-// (transactional submit) and store.Notifier (LISTEN/NOTIFY wake-ups). It needs
+// (transactional submit), store.Notifier (LISTEN/NOTIFY wake-ups), store.Namespaced
+// (several services on one schema) and store.NodeRegistry (ax_nodes). It needs
 // PostgreSQL 13 or later and is tested on 15.
 //
 //	st, err := postgres.Open(ctx, "postgres://ax@db/orders?search_path=ax")
@@ -12,7 +13,7 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, …); New applies what is missing in one transaction that
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0005_namespaces.sql); New applies what is missing in one transaction that
 // first takes pg_advisory_xact_lock on a key derived from the schema name, so several
 // processes starting at once migrate it exactly once, and running it again is a
 // no-op. A schema whose ax_schema_migrations records a version newer than this package
@@ -23,10 +24,11 @@
 //     UTC), bytea payload (NULL and empty stay distinct), text status with a CHECK,
 //     bigint[] backoff in microseconds, and seq, the refill stamp (below). task_key
 //     and overlap (both empty without a key, as on every row written before version
-//     2) carry the overlap rule (see Task keys, below).
+//     2) carry the overlap rule (see Task keys, below). namespace (version 5; 'default'
+//     on every older row) is the view the row belongs to (see Namespaces, below).
 //   - ax_executions: one row per execution id (primary key), with its task, attempt,
 //     node, status (RUNNING, SUCCEEDED, FAILED) and times.
-//   - ax_schedules: one row per schedule, keyed by name: spec, time_zone, overlap,
+//   - ax_schedules: one row per schedule, keyed by (namespace, name): spec, time_zone, overlap,
 //     misfire, payload (bytea, NULL and empty distinct), paused, next_fire_at,
 //     last_fire_at (NULL before the first occurrence), created_at, updated_at;
 //     timestamptz like every time here. See Schedules, below.
@@ -36,6 +38,10 @@
 //     changed only by conditional writes in clock_timestamp().
 //   - ax_fence(namespace, token), ax_fence_lock(namespace): the PL/pgSQL functions of
 //     fencing (version 4; see Fencing, below).
+//   - ax_nodes: the node registry (version 5, store.NodeRegistry), keyed by
+//     (namespace, name): advertise, handlers (the sorted task names joined with "\n",
+//     which no name holds; empty for none), capacity, in_flight, started_at,
+//     heartbeat_at (timestamptz, stamped with clock_timestamp()).
 //   - ax_schema_migrations: the applied versions.
 //
 // Times the store stamps (created_at, dispatched_at, started_at, heartbeat_at,
@@ -48,33 +54,42 @@
 // # Indexes
 //
 //	ax_tasks_pkey              (id)                                     Get, and every batch: id = ANY($1)
-//	ax_tasks_name_key          UNIQUE (name, key)                       the business key: Lookup, Cancel, Insert's ON CONFLICT
-//	ax_tasks_scheduled_due     (due_at, id) WHERE status = 'SCHEDULED'  the window scan (Refill.Entered), the claim's "due" test,
+//	ax_tasks_name_key          UNIQUE (namespace, name, key)            the business key: Lookup, Cancel, Insert's ON CONFLICT
+//	ax_tasks_scheduled_due     (namespace, due_at, id) WHERE status = 'SCHEDULED'
+//	                                                                    the window scan (Refill.Entered), the claim's "due" test,
 //	                                                                    TaskStats's oldest due task
-//	ax_tasks_scheduled_seq     (seq) WHERE status = 'SCHEDULED'         the incremental refill (Refill.Changed)
-//	ax_tasks_running_heartbeat (heartbeat_at, id) WHERE status = 'RUNNING'          the orphan scan (Stale RUNNING)
-//	ax_tasks_dispatching_since (dispatched_at, id) WHERE status = 'DISPATCHING'     the stuck-claim scan (Stale DISPATCHING)
-//	ax_tasks_key_held          (task_key, id) WHERE status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''
+//	ax_tasks_scheduled_seq     (namespace, seq) WHERE status = 'SCHEDULED'
+//	                                                                    the incremental refill (Refill.Changed)
+//	ax_tasks_running_heartbeat (namespace, heartbeat_at, id) WHERE status = 'RUNNING'
+//	                                                                    the orphan scan (Stale RUNNING)
+//	ax_tasks_dispatching_since (namespace, dispatched_at, id) WHERE status = 'DISPATCHING'
+//	                                                                    the stuck-claim scan (Stale DISPATCHING)
+//	ax_tasks_key_held          (namespace, task_key, id) WHERE status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''
 //	                                                                    who holds a task key (Claim, Trigger)
-//	ax_schedules_pkey          (name)                                   every schedule operation
+//	ax_schedules_pkey          (namespace, name)                        every schedule operation
+//	ax_nodes_pkey              (namespace, name)                        every node registry operation
 //	ax_executions_task         (task_id, started_at)                    Executions
 //
-// The partial indexes hold only the rows of one state, so they stay small however
-// many finished rows the table keeps. Plans on 100k tasks (70% finished, 20%
-// scheduled over a day, 5% running, 5% dispatching; 4% occurrences of 200
-// schedules, 100 of them held), from TestExplain on
-// PostgreSQL 15 (EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)), abridged:
+// The namespace leads every index a scan reads (version 5 rebuilt those of versions
+// 1 and 2 so), so each namespace's scans are range scans of its own part of the
+// index, whatever the other namespaces hold. The partial indexes hold only the rows
+// of one state, so they stay small however many finished rows the table keeps. Plans
+// on 100k tasks (70% finished, 20% scheduled over a day, 5% running, 5% dispatching;
+// 4% occurrences of 200 schedules, 100 of them held; 10% of each in a second
+// namespace), of the default namespace, from TestExplain on PostgreSQL 15
+// (EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)), abridged:
 //
-//	-- window scan: Refill(AfterSeq -1, To now+5m, Limit 1000) → 347 rows
-//	->  Index Only Scan using ax_tasks_scheduled_due on ax_tasks (actual time=0.019..0.053 rows=347 loops=1)
-//	      Index Cond: ((ROW(due_at, id) > ROW('0001-01-01 00:00:00+00', '0')) AND (due_at < '2026-11-29 09:15:22.787874+00'))
+//	-- window scan: Refill(AfterSeq -1, To now+5m, Limit 1000) → 305 rows
+//	->  Index Only Scan using ax_tasks_scheduled_due on ax_tasks (actual time=0.023..0.064 rows=305 loops=1)
+//	      Index Cond: ((namespace = 'default') AND (ROW(due_at, id) > ROW('0001-01-01 00:00:00+00', '0'))
+//	                   AND (due_at < '2026-12-01 12:10:27.92376+00'))
 //	      Heap Fetches: 0
 //	      Buffers: shared hit=4
 //
 //	-- refill: Refill(AfterSeq = last 100 stamps)
-//	->  Index Scan using ax_tasks_scheduled_seq on ax_tasks (actual time=0.023..0.024 rows=0 loops=1)
-//	      Index Cond: (seq > '99900'::bigint)
-//	      Filter: (due_at < '2026-11-29 09:15:22.787874+00')
+//	->  Index Scan using ax_tasks_scheduled_seq on ax_tasks (actual time=0.026..0.026 rows=0 loops=1)
+//	      Index Cond: ((namespace = 'default') AND (seq > '99900'::bigint))
+//	      Filter: (due_at < '2026-12-01 12:10:27.92376+00')
 //	      Rows Removed by Filter: 20
 //	      Buffers: shared hit=6
 //
@@ -99,25 +114,26 @@
 //	                          ->  Function Scan on c (actual time=0.025..0.061 rows=200 loops=1)
 //	                          ->  Index Scan using ax_tasks_pkey on ax_tasks t_2 (actual time=0.001..0.001 rows=1 loops=200)
 //	                                Index Cond: (id = c.id)
-//	                                Filter: (status = 'SCHEDULED'::text)
+//	                                Filter: ((namespace = 'default') AND (status = 'SCHEDULED'::text) AND …)
 //
 //	-- orphan scan: Stale(RUNNING, now-5m, 100)
-//	Limit (actual time=0.014..0.299 rows=100 loops=1)
-//	  ->  Index Scan using ax_tasks_running_heartbeat on ax_tasks t (actual time=0.013..0.291 rows=100 loops=1)
-//	        Index Cond: (heartbeat_at < '2026-11-29 09:05:22.787874+00')
+//	Limit (actual time=0.030..0.273 rows=100 loops=1)
+//	  ->  Index Scan using ax_tasks_running_heartbeat on ax_tasks t (actual time=0.029..0.264 rows=100 loops=1)
+//	        Index Cond: ((namespace = 'default') AND (heartbeat_at < '2026-12-01 12:00:27.92376+00'))
 //
 //	-- stuck-claim scan: Stale(DISPATCHING, now-5m, 100)
-//	Limit (actual time=0.011..0.145 rows=100 loops=1)
-//	  ->  Index Scan using ax_tasks_dispatching_since on ax_tasks t (actual time=0.011..0.138 rows=100 loops=1)
-//	        Index Cond: (dispatched_at < '2026-11-29 09:05:22.787874+00')
+//	Limit (actual time=0.032..0.245 rows=100 loops=1)
+//	  ->  Index Scan using ax_tasks_dispatching_since on ax_tasks t (actual time=0.032..0.235 rows=100 loops=1)
+//	        Index Cond: ((namespace = 'default') AND (dispatched_at < '2026-12-01 12:00:27.92376+00'))
 //
 //	-- key holders: the keys of 20 due keyed tasks (Claim's and Trigger's keyed path)
-//	GroupAggregate (actual time=0.068..0.099 rows=10 loops=1)
+//	GroupAggregate (actual time=0.075..0.079 rows=10 loops=1)
 //	  Group Key: task_key
-//	  ->  Index Only Scan using ax_tasks_key_held on ax_tasks t (actual time=0.053..0.083 rows=10 loops=1)
-//	        Index Cond: (task_key = ANY ('{schedule-0,schedule-7,…}'::text[]))
-//	        Heap Fetches: 1
-//	        Buffers: shared hit=25
+//	  ->  Sort (actual time=0.072..0.073 rows=10 loops=1)
+//	        ->  Index Only Scan using ax_tasks_key_held on ax_tasks t (actual time=0.034..0.061 rows=10 loops=1)
+//	              Index Cond: ((namespace = 'default') AND (task_key = ANY ('{schedule-0,schedule-7,…}'::text[])))
+//	              Heap Fetches: 1
+//	              Buffers: shared hit=25
 //
 //	-- keyed claim: 14 winners, 9 of them refused by NOT EXISTS (their key held)
 //	Update on ax_tasks t (actual time=0.304..0.670 rows=5 loops=1)
@@ -126,37 +142,41 @@
 //	              ->  Function Scan on c (actual time=0.022..0.033 rows=14 loops=1)
 //	              ->  Index Scan using ax_tasks_pkey on ax_tasks t (actual time=0.013..0.013 rows=1 loops=14)
 //	        ->  Index Scan using ax_tasks_key_held on ax_tasks o (actual time=0.005..0.005 rows=1 loops=14)
-//	              Index Cond: (task_key = t.task_key)
+//	              Index Cond: ((namespace = t.namespace) AND (task_key = t.task_key))
 //
 //	-- business key: Lookup("order.close", "order-4242")
-//	Index Scan using ax_tasks_name_key on ax_tasks t (actual time=0.015..0.016 rows=1 loops=1)
-//	  Index Cond: ((name = 'order.close'::text) AND (key = 'order-4242'::text))
+//	Index Scan using ax_tasks_name_key on ax_tasks t (actual time=0.018..0.019 rows=1 loops=1)
+//	  Index Cond: ((namespace = 'default') AND (name = 'order.close'::text) AND (key = 'order-4242'::text))
 //	  Buffers: shared hit=4
 //
 //	-- task stats: TaskStats(now) → 4 statuses present; the counts read the table, the oldest due task one index entry
-//	HashAggregate (actual time=28.005..28.008 rows=4 loops=1)
+//	HashAggregate (actual time=90.344..90.348 rows=4 loops=1)
 //	  Group Key: t.status
 //	  InitPlan 2 (returns $1)
-//	    ->  Result (actual time=0.026..0.027 rows=1 loops=1)
+//	    ->  Result (actual time=0.045..0.046 rows=1 loops=1)
 //	          InitPlan 1 (returns $0)
-//	            ->  Limit (actual time=0.023..0.024 rows=1 loops=1)
-//	                  ->  Index Only Scan using ax_tasks_scheduled_due on ax_tasks o (actual time=0.021..0.022 rows=1 loops=1)
-//	                        Index Cond: ((due_at IS NOT NULL) AND (due_at <= '2026-12-01 08:48:54.337162+00'))
+//	            ->  Limit (actual time=0.041..0.042 rows=1 loops=1)
+//	                  ->  Index Only Scan using ax_tasks_scheduled_due on ax_tasks o (actual time=0.039..0.040 rows=1 loops=1)
+//	                        Index Cond: ((namespace = 'default') AND (due_at IS NOT NULL) AND (due_at <= '2026-12-01 12:05:27.92376+00'))
 //	                        Buffers: shared hit=4
-//	  ->  Seq Scan on ax_tasks t (actual time=0.005..13.580 rows=100000 loops=1)
-//	        Buffers: shared hit=3577
+//	  ->  Seq Scan on ax_tasks t (actual time=0.006..64.354 rows=90000 loops=1)
+//	        Filter: (namespace = 'default'::text)
+//	        Rows Removed by Filter: 10000
+//	        Buffers: shared hit=3690
 //
 // The pkey scan with id = ANY returns rows in id order, so LockRows locks them in
 // ascending id order without a Sort; the One-Time Filter runs the locking CTE to the
 // end before the UPDATE reads its first row (see the execution path, below).
 //
 // TaskStats (the last plan) is one statement — SELECT t.status, count(*), (SELECT min(o.due_at)
-// FROM ax_tasks o WHERE o.status = 'SCHEDULED' AND o.due_at <= $1) FROM ax_tasks t
-// GROUP BY t.status — so one round trip and one snapshot. The uncorrelated subquery
-// is an InitPlan run once, and min() becomes a LIMIT 1 on the due index; the counts
-// are a sequential scan, no index serving all seven statuses (the terminal ones have
-// none), so its cost grows with the table, finished rows included: about 30 ms for
-// 100k rows here. It is for metrics at scrape intervals, not the execution path.
+// FROM ax_tasks o WHERE o.namespace = $2 AND o.status = 'SCHEDULED' AND o.due_at <= $1)
+// FROM ax_tasks t WHERE t.namespace = $2 GROUP BY t.status — so one round trip and one
+// snapshot. The uncorrelated subquery is an InitPlan run once, and min() becomes a
+// LIMIT 1 on the due index; the counts are a sequential scan, no index serving all
+// seven statuses (the terminal ones have none), so its cost grows with the table,
+// finished rows and other namespaces' rows included: about 30 ms for 100k rows here
+// (the run above was on a busy server). It is for metrics at scrape intervals, not
+// the execution path.
 //
 // # Autovacuum
 //
@@ -197,15 +217,17 @@
 // recorded, and records exactly those executions in the same statement; the others
 // are read back as Duplicate (recorded) or Lost. Finish drops repeated
 // results of one execution before its multi-row UPDATE, which would otherwise pick one
-// arbitrarily. Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (name, key) DO
-// NOTHING per chunk, sorted by (name, key), which also returns the existing rows of
-// the duplicates. A transaction that fails with a deadlock (40P01) or a serialization
+// arbitrarily. Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (namespace, name,
+// key) DO NOTHING per chunk, sorted by (name, key), which also returns the existing rows
+// of the duplicates. A transaction that fails with a deadlock (40P01) or a serialization
 // failure (40001) runs again, after a jittered backoff, up to 5 times.
 //
 // # Task keys
 //
 // A task with a TaskKey and Overlap skip or queue is claimed only while no other
-// task with that key is DISPATCHING or RUNNING (store.Store.Claim). The claim
+// task of its namespace with that key is DISPATCHING or RUNNING (store.Store.Claim):
+// keys are per namespace, like business keys, and every statement below names the
+// view's namespace (omitted here). The claim
 // statement above leaves such tasks alone (its UPDATE requires an empty task_key or
 // overlap 'allow') and returns the due ones, so a call without them costs exactly
 // what it did before keys existed: one round trip, one statement per chunk
@@ -222,9 +244,11 @@
 //	UPDATE … SET status = 'SKIPPED', last_error = store.SkipReason(…), finished_at = now … -- the skip losers
 //	COMMIT
 //
-// The advisory lock is transaction-level, keyed (class, FNV-1a hash of the key); the
-// class is a hash of the schema with the sign bit set, so it never equals a refill
-// lock class (which Refill reads back from pg_locks) and schemas do not contend.
+// The advisory lock is transaction-level, keyed (class, FNV-1a hash of the namespace
+// and the key), so that one key in two namespaces is two locks and their claims do not
+// serialise on each other; the class is a hash of the schema with the sign bit set, so
+// it never equals a refill lock class (which Refill reads back from pg_locks) and
+// schemas do not contend.
 // Every statement after the lock takes its snapshot after the lock was granted, so
 // it sees the committed claim of the previous holder of the lock: two claims of one
 // key are serialized, and the second finds the first's task among the holders. The
@@ -248,8 +272,9 @@
 //
 // # Schedules
 //
-// RegisterSchedules is one INSERT … ON CONFLICT (name) DO UPDATE per chunk, sorted by
-// name; its SET list reads the stored row, so a changed spec or time zone takes the
+// A schedule is one row per (namespace, name); every statement below names the view's
+// namespace, and a schedule's occurrences are the tasks of its namespace. RegisterSchedules
+// is one INSERT … ON CONFLICT (namespace, name) DO UPDATE per chunk, sorted by name; its SET list reads the stored row, so a changed spec or time zone takes the
 // given next_fire_at and an unchanged one keeps its own. FireSchedule is a
 // compare-and-set, UPDATE ax_schedules … WHERE name = $1 AND next_fire_at = Expect AND
 // NOT paused; only if it touched the row does the same transaction run Insert's
@@ -337,8 +362,17 @@
 // (their stamps exceed their g ≥ w), so it had ended, and its commit is visible to
 // the scans' later snapshot. Hence nothing at or below the cursor can appear later.
 //
-// Only ax's own writers in the same schema hold the cursor back, and only while they
-// run. Visible rows stamped above the cursor (committed while another writer is still
+// The sequence and the announcing locks are the schema's, shared by all namespaces;
+// only the scans filter by the view's namespace. The argument above is about stamps,
+// whatever the namespace of their rows, so it holds for the rows a view's scans
+// return. The locks cannot be per namespace: Finish and Requeue stamp rows SCHEDULED
+// by execution id, in any namespace, so a writer does not know beforehand whose
+// cursor it must hold back. A page of Changed cut short at Limit continues after its
+// last row; the stamps below it that it skipped belong to other namespaces' rows or
+// to rows the scan does not want, as before.
+//
+// Only ax's own writers in the same schema hold the cursor back (of any namespace),
+// and only while they run. Visible rows stamped above the cursor (committed while another writer is still
 // open) are returned in Changed anyway and read again by the next Refill — harmless,
 // the timing wheel dedupes; More is set only when the cursor itself moved to the last
 // row of a full page. A negative AfterSeq returns w, taken before the window scan.
@@ -361,10 +395,32 @@
 // such transactions short: while one is open, the refill cursor cannot pass its
 // stamps (other changes still reach the schedulers, re-read until it ends).
 //
+// # Namespaces
+//
+// The store as opened is the view of store.DefaultNamespace; InNamespace returns the
+// view of another (store.Namespaced): a *Store holding a pointer to the state every
+// view of one Open or New shares (the pool, the schema's lock keys, the closed flag
+// and the listeners) and its namespace, so a view costs nothing and closing any view
+// closes all. ax_tasks, ax_schedules and ax_nodes carry the namespace (version 5 added
+// it with DEFAULT 'default', which PostgreSQL keeps in the catalog: no table was
+// rewritten, no row updated), and every index a scan reads leads with it. Insert,
+// InsertTx, FireSchedule, RegisterSchedules and RegisterNode stamp the view's namespace;
+// every read and every transition by name or task id carries "namespace = <view's>",
+// so another namespace's row is not found, as a missing one is. Claim's statement
+// still locks the ids it is given by primary key, whatever their namespace, and
+// then claims or reports only the view's: another's is as good as not SCHEDULED.
+// Start, Heartbeat, Finish and Requeue act on execution ids, unique across namespaces,
+// and name no namespace; neither do the leases and the fence, which take theirs as an
+// argument. Task keys are per namespace (their advisory locks included); the refill
+// sequence, its announcing locks and the wake-up channel are the schema's (see The
+// refill cursor, and Wake-ups).
+//
 // # Wake-ups
 //
 // Every transaction that inserts tasks or makes them SCHEDULED calls
-// pg_notify with an empty payload on the channel "ax_" + schema. PostgreSQL delivers it
+// pg_notify with an empty payload on the channel "ax_" + schema, whatever its
+// namespace: a signal wakes the listeners of every namespace of the schema (signals may
+// be spurious). PostgreSQL delivers it
 // when the transaction commits, not before, folds repeats within one transaction into
 // one, and drops it on rollback. Listen takes a connection out of the pool for itself,
 // LISTENs, and calls f per notification until its context ends or the store closes;

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -675,6 +677,116 @@ func TestMigrateFromV1(t *testing.T) {
 	var indexed bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('ax_tasks_key_held') IS NOT NULL`).Scan(&indexed); err != nil || !indexed {
 		t.Errorf("index ax_tasks_key_held exists = %t, %v", indexed, err)
+	}
+}
+
+// TestMigrateNamespaces: a schema at version 4 with rows migrates to version 5
+// without rewriting ax_tasks or ax_schedules (the namespace column's default stays in
+// the catalog); the old rows are in the default namespace and invisible to others.
+func TestMigrateNamespaces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, servicetest.PostgresDSN(t))
+	if _, err := pool.Exec(ctx, `CREATE TABLE ax_schema_migrations (
+		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) < 5 {
+		t.Fatalf("migrations: %v, %v", files, err)
+	}
+	sort.Strings(files)
+	for v, f := range files[:4] {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, string(body)); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO ax_schema_migrations (version) VALUES ($1)`, v+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var old int64
+	if err := pool.QueryRow(ctx, `INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at, task_key, overlap)
+		VALUES ('report', 'r-1', 'SCHEDULED', clock_timestamp() - interval '1 minute', nextval('ax_seq'), clock_timestamp(), clock_timestamp(),
+			'report', 'skip')
+		RETURNING id`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO ax_schedules (name, spec, time_zone, overlap, misfire, next_fire_at, created_at, updated_at)
+		VALUES ('report', '@every 1m', 'UTC', 'skip', 'fire_once', clock_timestamp(), clock_timestamp(), clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	const files4 = `SELECT c.relname, c.relfilenode FROM pg_class c
+		WHERE c.oid IN ('ax_tasks'::regclass, 'ax_schedules'::regclass) ORDER BY c.relname`
+	read := func() map[string]uint32 {
+		rows, err := pool.Query(ctx, files4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]uint32{}
+		for rows.Next() {
+			var name string
+			var node uint32
+			if err := rows.Scan(&name, &node); err != nil {
+				t.Fatal(err)
+			}
+			m[name] = node
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := read()
+
+	st, err := postgres.New(pool)
+	if err != nil {
+		t.Fatalf("New on a version 4 schema: %v", err)
+	}
+	defer st.Close()
+	if got := versions(t, pool); len(got) != postgres.SchemaVersion() || got[len(got)-1] != postgres.SchemaVersion() {
+		t.Errorf("ax_schema_migrations = %v, want 1..%d once each", got, postgres.SchemaVersion())
+	}
+	if after := read(); after["ax_tasks"] != before["ax_tasks"] || after["ax_schedules"] != before["ax_schedules"] {
+		t.Errorf("relfilenodes %v before the migration, %v after: a table was rewritten", before, after)
+	}
+	var missing int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_attribute
+		WHERE attrelid IN ('ax_tasks'::regclass, 'ax_schedules'::regclass) AND attname = 'namespace' AND atthasmissing`).Scan(&missing); err != nil || missing != 2 {
+		t.Errorf("namespace columns with their default in the catalog = %d, %v; want 2", missing, err)
+	}
+	if got, err := st.Get(ctx, old); err != nil || got.Key != "r-1" {
+		t.Fatalf("Get(v4 task) in the default namespace = %+v, %v", got, err)
+	}
+	if scs, err := st.Schedules(ctx); err != nil || len(scs) != 1 || scs[0].Name != "report" {
+		t.Fatalf("Schedules in the default namespace = %+v, %v; want the v4 schedule", scs, err)
+	}
+	v, err := st.InNamespace("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Get(ctx, old); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get(v4 task) in another namespace: error %v, want ErrNotFound", err)
+	}
+	if scs, err := v.Schedules(ctx); err != nil || len(scs) != 0 {
+		t.Errorf("Schedules in another namespace = %+v, %v; want none", scs, err)
+	}
+	ins, err := v.Insert(ctx, []store.NewTask{{Name: "report", Key: "r-1", DueAt: dbNow(t, st)}})
+	if err != nil || ins[0].Err != nil || ins[0].Task.ID == old {
+		t.Fatalf("Insert of the v4 task's key in another namespace = %+v, %v; want a new task", ins, err)
+	}
+	if _, err := v.RegisterSchedules(ctx, []store.ScheduleDef{{Name: "report", Spec: "@every 1m", TimeZone: "UTC",
+		Overlap: store.OverlapSkip, Misfire: store.MisfireFireOnce, NextFireAt: time.Now()}}); err != nil {
+		t.Errorf("RegisterSchedules of the v4 schedule's name in another namespace: %v", err)
+	}
+	if n, err := st.DeleteSchedule(ctx, "report"); err != nil || n != 1 {
+		t.Errorf("DeleteSchedule(report) in the default namespace = %d, %v; want its one occurrence cancelled", n, err)
+	}
+	if got, err := v.Lookup(ctx, "report", "r-1"); err != nil || got.Status != store.Scheduled {
+		t.Errorf("the other namespace's task after the default's schedule was deleted = %+v, %v; want it SCHEDULED", got, err)
 	}
 }
 

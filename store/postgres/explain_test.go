@@ -13,9 +13,10 @@ import (
 	"github.com/axsched/ax/internal/servicetest"
 )
 
-// TestExplain loads 100k tasks in a realistic mix of states and checks that the
-// hot queries are index scans (the plans in doc.go come from this test: run it with
-// -v, or set AX_EXPLAIN_OUT=file to write them out).
+// TestExplain loads 100k tasks in a realistic mix of states and namespaces and checks
+// that the hot queries of one namespace are index scans, with the namespace in the
+// index condition (the plans in doc.go come from this test: run it with -v, or set
+// AX_EXPLAIN_OUT=file to write them out).
 func TestExplain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 100k rows")
@@ -30,10 +31,12 @@ func TestExplain(t *testing.T) {
 	// 100k rows: 70% finished, 20% scheduled over the next day (20 minutes' worth overdue),
 	// 5% running, 5% dispatching. 4% are occurrences of 200 schedules (task key
 	// schedule-N, Overlap skip), finished or scheduled; the latest occurrence of every
-	// schedule whose number ends in 0-4 is running: 100 holders.
-	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_tasks (name, key, payload, status, due_at, seq, created_at, updated_at,
+	// schedule whose number ends in 0-4 is running: 100 holders. Every tenth block of
+	// 20 rows is in namespace "other", the rest in the default one, the view queried:
+	// the same mix in both, with the same names, keys and task keys.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_tasks (namespace, name, key, payload, status, due_at, seq, created_at, updated_at,
 			execution_id, dispatched_at, heartbeat_at, task_key, overlap)
-		SELECT 'order.close', 'order-' || g, '{"order":42}',
+		SELECT CASE WHEN g / 20 % 10 = 3 THEN 'other' ELSE 'default' END, 'order.close', 'order-' || g, '{"order":42}',
 			CASE WHEN g % 20 < 14 THEN 'SUCCEEDED' WHEN g % 20 < 18 THEN 'SCHEDULED' WHEN g % 20 = 18 THEN 'RUNNING' ELSE 'DISPATCHING' END,
 			clock_timestamp() + ((g * 7) % 1440 - 20) * interval '1 minute', nextval('ax_seq'),
 			clock_timestamp(), clock_timestamp(), gen_random_uuid()::text,
@@ -44,7 +47,7 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, `UPDATE ax_tasks SET status = 'RUNNING' WHERE id IN (
-		SELECT max(id) FROM ax_tasks WHERE task_key <> '' AND status = 'SUCCEEDED' AND task_key ~ '[0-4]$' GROUP BY task_key)`); err != nil {
+		SELECT max(id) FROM ax_tasks WHERE task_key <> '' AND status = 'SUCCEEDED' AND task_key ~ '[0-4]$' GROUP BY namespace, task_key)`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks`); err != nil {
@@ -55,7 +58,8 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var claimIDs []int64
-	rows, _ := s.pool.Query(ctx, `SELECT id FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at <= clock_timestamp() ORDER BY id LIMIT 200`)
+	rows, _ := s.pool.Query(ctx, `SELECT id FROM ax_tasks WHERE namespace = 'default' AND status = 'SCHEDULED' AND due_at <= clock_timestamp()
+		ORDER BY id LIMIT 200`)
 	claimIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +70,8 @@ func TestExplain(t *testing.T) {
 	}
 	// One due occurrence of each of 20 schedules, half of them held.
 	rows, _ = s.pool.Query(ctx, `SELECT id FROM (SELECT DISTINCT ON (task_key) id FROM ax_tasks
-		WHERE status = 'SCHEDULED' AND task_key <> '' AND due_at <= clock_timestamp() ORDER BY task_key, id) d ORDER BY id LIMIT 20`)
+		WHERE namespace = 'default' AND status = 'SCHEDULED' AND task_key <> '' AND due_at <= clock_timestamp()
+		ORDER BY task_key, id) d ORDER BY id LIMIT 20`)
 	keyedIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +96,7 @@ func TestExplain(t *testing.T) {
 	}
 	keys[199] = "order-4242" // a duplicate
 	now := time.Now()
+	ns := s.Namespace()
 	cases := []struct {
 		name  string
 		sql   string
@@ -98,18 +104,19 @@ func TestExplain(t *testing.T) {
 		index string // an index the plan must use
 		whole bool   // the statement reads the whole table: a Seq Scan on ax_tasks is expected
 	}{
-		{"window scan (Refill, Entered)", refillSQL, []any{int64(1<<63 - 1), now.Add(5 * time.Minute), 1000, time.Time{}, int64(0)}, "ax_tasks_scheduled_due", false},
-		{"refill (Refill, Changed)", refillSQL, []any{seq, now.Add(5 * time.Minute), 1000, now.Add(5 * time.Minute), int64(0)}, "ax_tasks_scheduled_seq", false},
-		{"claim (200 ids)", claimSQL, []any{claimIDs, claimEIDs}, "ax_tasks_pkey", false},
-		{"orphan scan (Stale RUNNING)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'RUNNING' AND t.heartbeat_at < $1 ORDER BY t.heartbeat_at, t.id LIMIT $2`,
-			[]any{now.Add(-5 * time.Minute), 100}, "ax_tasks_running_heartbeat", false},
-		{"stuck-claim scan (Stale DISPATCHING)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'DISPATCHING' AND t.dispatched_at < $1 ORDER BY t.dispatched_at, t.id LIMIT $2`,
-			[]any{now.Add(-5 * time.Minute), 100}, "ax_tasks_dispatching_since", false},
-		{"insert (200 tasks, one a duplicate)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps}, "ax_tasks_name_key", false},
-		{"key holders (Claim, Trigger: 20 keys)", holdersSQL, []any{holderKeys}, "ax_tasks_key_held", false},
+		{"window scan (Refill, Entered)", refillSQL, []any{int64(1<<63 - 1), now.Add(5 * time.Minute), 1000, time.Time{}, int64(0), ns},
+			"ax_tasks_scheduled_due", false},
+		{"refill (Refill, Changed)", refillSQL, []any{seq, now.Add(5 * time.Minute), 1000, now.Add(5 * time.Minute), int64(0), ns},
+			"ax_tasks_scheduled_seq", false},
+		{"claim (200 ids)", claimSQL, []any{claimIDs, claimEIDs, ns}, "ax_tasks_pkey", false},
+		{"orphan scan (Stale RUNNING)", staleRunningSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_running_heartbeat", false},
+		{"stuck-claim scan (Stale DISPATCHING)", staleDispatchingSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_dispatching_since", false},
+		{"insert (200 tasks, one a duplicate)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps, ns},
+			"ax_tasks_name_key", false},
+		{"key holders (Claim, Trigger: 20 keys)", holdersSQL, []any{holderKeys, ns}, "ax_tasks_key_held", false},
 		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs}, "ax_tasks_key_held", false},
-		{"business key (Lookup)", `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.name = $1 AND t.key = $2`, []any{"order.close", "order-4242"}, "ax_tasks_name_key", false},
-		{"task stats (TaskStats)", taskStatsSQL, []any{now}, "ax_tasks_scheduled_due", true},
+		{"business key (Lookup)", lookupSQL, []any{"order.close", "order-4242", ns}, "ax_tasks_name_key", false},
+		{"task stats (TaskStats)", taskStatsSQL, []any{now, ns}, "ax_tasks_scheduled_due", true},
 	}
 	var out strings.Builder
 	for _, c := range cases {
@@ -132,9 +139,35 @@ func TestExplain(t *testing.T) {
 		if strings.Contains(plan, "Seq Scan on ax_tasks") != c.whole || !strings.Contains(plan, c.index) {
 			t.Errorf("%s: plan does not use %s, or scans ax_tasks sequentially (expected: %v):\n%s", c.name, c.index, c.whole, plan)
 		}
+		// The namespace leads every index it scans: it must be part of the index
+		// condition, not a filter applied to the rows read.
+		if !c.whole && c.index != "ax_tasks_pkey" && !namespaceInIndexCond(plan, c.index) {
+			t.Errorf("%s: the scan of %s does not have the namespace in its index condition:\n%s", c.name, c.index, plan)
+		}
 	}
 	t.Logf("plans on 100k rows:\n%s", out.String())
 	if f := os.Getenv("AX_EXPLAIN_OUT"); f != "" {
 		os.WriteFile(f, []byte(out.String()), 0o644)
 	}
+}
+
+// namespaceInIndexCond reports whether the scan of index in plan has the namespace in
+// its Index Cond (the line after the scan's, of EXPLAIN's text format).
+func namespaceInIndexCond(plan, index string) bool {
+	lines := strings.Split(plan, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "using "+index) {
+			continue
+		}
+		for _, c := range lines[i+1:] {
+			c = strings.TrimSpace(c)
+			if strings.HasPrefix(c, "->") || strings.Contains(c, "Scan") {
+				break
+			}
+			if strings.HasPrefix(c, "Index Cond:") && strings.Contains(c, "namespace = ") {
+				return true
+			}
+		}
+	}
+	return false
 }

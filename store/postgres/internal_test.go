@@ -55,9 +55,14 @@ func TestKeyLocks(t *testing.T) {
 			t.Errorf("keyLockClass(%q) = %d, want negative (refill lock classes are not)", schema, c)
 		}
 	}
-	ids := keyLockIDs([]string{"b", "a", "c", "a"})
+	ids := keyLockIDs(store.DefaultNamespace, []string{"b", "a", "c", "a"})
 	if len(ids) != 3 || !slices.IsSorted(ids) {
 		t.Errorf("keyLockIDs(b, a, c, a) = %v, want 3 ids ascending", ids)
+	}
+	// A key is per namespace: one key of two namespaces is two locks, and the
+	// namespace and key do not run into each other.
+	if keyLockID("a", "k") == keyLockID("b", "k") || keyLockID("a", "bk") == keyLockID("ab", "k") {
+		t.Error("keyLockID: one lock for two namespaces' keys")
 	}
 }
 
@@ -89,7 +94,7 @@ func TestClaimWaitsForKeyLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, s.keyLock, keyLockID("k")); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, s.keyLock, keyLockID(store.DefaultNamespace, "k")); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan *store.ClaimResult, 1)
@@ -142,5 +147,64 @@ func waitBlocking(t *testing.T, tx pgx.Tx) {
 			t.Fatalf("no session waited for a lock of session %d within 10s", pid)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestKeyLockPerNamespace: task keys are per namespace. A claim of key k in one
+// namespace neither waits for the lock of k held in another nor sees the other's
+// holder of k; in its own namespace the holder still blocks it.
+func TestKeyLockPerNamespace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v, err := s.InNamespace("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := v.(*Store)
+	now, err := s.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := now.Add(-time.Minute)
+	keyed := func(key string) store.NewTask {
+		return store.NewTask{Name: "n", Key: key, DueAt: due, TaskKey: "k", Overlap: store.OverlapQueue}
+	}
+	ins, err := s.Insert(ctx, []store.NewTask{keyed("holder"), keyed("waiter")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "e-holder"}}); err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("Claim(holder) = %+v, %v", res, err)
+	}
+	oins, err := other.Insert(ctx, []store.NewTask{keyed("holder")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default namespace's lock of k, held as a claim in flight holds it.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, s.keyLock, keyLockID(s.ns, "k")); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := other.Claim(cctx, store.Fence{}, []store.Claim{{ID: oins[0].Task.ID, ExecutionID: "e-other"}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("Claim of k in another namespace while the default's k is locked and held = %+v, %v; want it claimed at once", res, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[1].Task.ID, ExecutionID: "e-waiter"}})
+	if err != nil || len(res.Blocked) != 1 || res.Blocked[0].ID != ins[1].Task.ID {
+		t.Fatalf("Claim(waiter) in the default namespace = %+v, %v; want it blocked by its own namespace's holder", res, err)
 	}
 }

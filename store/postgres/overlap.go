@@ -13,9 +13,10 @@ import (
 )
 
 // Task keys (see doc.go, "Task keys"). A task with a TaskKey and Overlap skip or
-// queue may be handed out only while no other task with the key is DISPATCHING or
-// RUNNING. Claim and Trigger serialize on the key with a transaction-level advisory
-// lock (keyLock, hash of the key), taken before anything is read; under READ
+// queue may be handed out only while no other task of its namespace with the key is
+// DISPATCHING or RUNNING. Claim and Trigger serialize on the key with a
+// transaction-level advisory lock (keyLock, hash of the namespace and the key), taken
+// before anything is read; under READ
 // COMMITTED every later statement of the transaction takes its snapshot after the
 // lock was granted, so it sees the claim of the previous holder of the lock, which
 // has committed. The claiming UPDATE still carries the condition itself (NOT EXISTS
@@ -30,20 +31,25 @@ func keyLockClass(schema string) int32 {
 	return int32(h.Sum32() | 1<<31)
 }
 
-// keyLockID is the second key (objid) of a task key's advisory lock. Two keys may
-// share one: they then exclude each other for the length of a claim, nothing more.
-func keyLockID(taskKey string) int32 {
+// keyLockID is the second key (objid) of the advisory lock of a task key of
+// namespace ns: a hash of both, so that one key in two namespaces is two locks (task
+// keys are per namespace). Two keys may share one: they then exclude each other for
+// the length of a claim, nothing more.
+func keyLockID(ns, taskKey string) int32 {
 	h := fnv.New32a()
+	h.Write([]byte(ns))
+	h.Write([]byte{0}) // a namespace holds no NUL (nor does PostgreSQL text)
 	h.Write([]byte(taskKey))
 	return int32(h.Sum32())
 }
 
-// keyLockIDs returns the distinct lock ids of keys in ascending order: the order in
-// which every transaction takes them, so that two cannot deadlock on them.
-func keyLockIDs(keys []string) []int32 {
+// keyLockIDs returns the distinct lock ids of keys of namespace ns in ascending
+// order: the order in which every transaction takes them, so that two cannot
+// deadlock on them.
+func keyLockIDs(ns string, keys []string) []int32 {
 	ids := make([]int32, len(keys))
 	for i, k := range keys {
-		ids[i] = keyLockID(k)
+		ids[i] = keyLockID(ns, k)
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)
@@ -57,29 +63,32 @@ const (
 	// (ascending), each held until the transaction ends.
 	keyLockSQL = `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k`
 
-	// holdersSQL returns, for the given keys, the lowest id of a task holding each:
-	// the ax_tasks_key_held index holds exactly the candidates.
+	// holdersSQL returns, for the given keys of namespace $2, the lowest id of a task
+	// holding each: the ax_tasks_key_held index holds exactly the candidates.
 	holdersSQL = `SELECT t.task_key, min(t.id) FROM ax_tasks t
-		WHERE t.task_key = ANY($1::text[]) AND t.task_key <> '' AND t.status IN ('DISPATCHING', 'RUNNING')
+		WHERE t.namespace = $2 AND t.task_key = ANY($1::text[]) AND t.task_key <> '' AND t.status IN ('DISPATCHING', 'RUNNING')
 		GROUP BY t.task_key`
 
 	// keyedLockSQL locks the keyed tasks a Claim found due, in id order, and reads
-	// them as they are now: still SCHEDULED, and whether still due.
+	// them as they are now: still SCHEDULED (and of namespace $2, as the claim
+	// statement found them), and whether still due.
 	keyedLockSQL = `WITH ts AS (SELECT clock_timestamp() AS now)
 		SELECT t.id, t.due_at, t.task_key, t.overlap, t.due_at <= ts.now FROM ax_tasks t, ts
-		WHERE t.id = ANY($1::bigint[]) AND t.status || '' = 'SCHEDULED'
+		WHERE t.id = ANY($1::bigint[]) AND t.namespace = $2 AND t.status || '' = 'SCHEDULED'
 		ORDER BY t.id FOR NO KEY UPDATE OF t`
 
 	// keyedClaimSQL claims the winners ResolveKeys chose. The NOT EXISTS repeats the
-	// rule inside the write: under the key's lock it holds unless a task with the key
-	// and Overlap allow was claimed meanwhile (allow tasks take no lock).
+	// rule inside the write: under the key's lock it holds unless a task of the
+	// namespace with the key and Overlap allow was claimed meanwhile (allow tasks take
+	// no lock).
 	keyedClaimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 		c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid))
 		UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
 		FROM c, ts
 		WHERE t.id = c.id AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
 			AND NOT EXISTS (SELECT 1 FROM ax_tasks o
-				WHERE o.task_key = t.task_key AND o.task_key <> '' AND o.status IN ('DISPATCHING', 'RUNNING'))
+				WHERE o.namespace = t.namespace AND o.task_key = t.task_key AND o.task_key <> ''
+					AND o.status IN ('DISPATCHING', 'RUNNING'))
 		RETURNING ` + taskCols
 
 	// keyedSkipSQL moves the losers with Overlap skip to SKIPPED, with the reason.
@@ -144,7 +153,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 	distinct := slices.Clone(keys)
 	slices.Sort(distinct)
 	distinct = slices.Compact(distinct)
-	locks := keyLockIDs(distinct)
+	locks := keyLockIDs(s.ns, distinct)
 
 	var (
 		claimed, skipped []store.Task
@@ -158,8 +167,8 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 		err := r(false, func(b *pgx.Batch) {
 			queueFence(b, fence)
 			b.Queue(keyLockSQL, s.keyLock, locks)
-			chunks(ids, func(part []int64) { b.Queue(keyedLockSQL, part) })
-			b.Queue(holdersSQL, distinct)
+			chunks(ids, func(part []int64) { b.Queue(keyedLockSQL, part, s.ns) })
+			b.Queue(holdersSQL, distinct, s.ns)
 		}, func(br pgx.BatchResults) error {
 			if err := readFence(br, fence); err != nil {
 				return err
@@ -248,15 +257,16 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 	return nil
 }
 
-// triggerKeyedSQL is Trigger's UPDATE for a keyed task, run under the key's lock:
-// it applies only while no other task holds the key.
+// triggerKeyedSQL is Trigger's UPDATE for a keyed task of namespace $3, run under
+// the key's lock: it applies only while no other task of the namespace holds the key.
 const triggerKeyedSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = $2,
 		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 		finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 	FROM (SELECT clock_timestamp() AS now) ts
-	WHERE t.id = $1 AND t.status IN ('SCHEDULED', 'FAILED')
+	WHERE t.id = $1 AND t.namespace = $3 AND t.status IN ('SCHEDULED', 'FAILED')
 		AND NOT EXISTS (SELECT 1 FROM ax_tasks o
-			WHERE o.task_key = t.task_key AND o.task_key <> '' AND o.status IN ('DISPATCHING', 'RUNNING'))
+			WHERE o.namespace = t.namespace AND o.task_key = t.task_key AND o.task_key <> ''
+				AND o.status IN ('DISPATCHING', 'RUNNING'))
 	RETURNING ` + taskCols
 
 // triggerKeyed is Trigger for a task whose key restricts it: one transaction, one
@@ -265,10 +275,10 @@ const triggerKeyedSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution
 // else the holder of its key, if any.
 func (s *Store) triggerKeyed(ctx context.Context, id int64, executionID, taskKey string) (t *store.Task, applied bool, holder int64, err error) {
 	err = s.tx(ctx, "trigger", func(b *pgx.Batch) {
-		b.Queue(keyLockSQL, s.keyLock, []int32{keyLockID(taskKey)})
-		b.Queue(holdersSQL, []string{taskKey})
-		b.Queue(triggerKeyedSQL, id, executionID)
-		b.Queue(`SELECT `+taskCols+` FROM ax_tasks t WHERE t.id = $1`, id)
+		b.Queue(keyLockSQL, s.keyLock, []int32{keyLockID(s.ns, taskKey)})
+		b.Queue(holdersSQL, []string{taskKey}, s.ns)
+		b.Queue(triggerKeyedSQL, id, executionID, s.ns)
+		b.Queue(getSQL, id, s.ns)
 	}, func(br pgx.BatchResults) error {
 		t, applied, holder = nil, false, 0
 		if _, err := br.Exec(); err != nil {

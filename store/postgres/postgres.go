@@ -26,10 +26,21 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store is the PostgreSQL implementation of store.Store, store.TxStore and
-// store.Notifier. It is safe for concurrent use, and several processes may share the
-// schema.
+// Store is the PostgreSQL implementation of store.Store, store.TxStore,
+// store.Notifier, store.Namespaced and store.NodeRegistry. It is safe for concurrent
+// use, and several processes may share the schema.
+//
+// A Store is the view of one namespace (store.DefaultNamespace as opened; see
+// InNamespace) of a schema's connections and state, which all views of one Open or
+// New share: a view is a pointer to that shared state and a namespace.
 type Store struct {
+	*shared
+	ns string // the view's namespace: every task, schedule and node it reads or writes
+}
+
+// shared is what every view of one store shares: the pool, the schema's derived
+// names and lock keys, and the closed flag (closing one view closes all).
+type shared struct {
 	pool    *pgxpool.Pool
 	owned   bool   // Open created the pool: Close closes it
 	schema  string // the schema ax lives in (current_schema() when New ran)
@@ -45,10 +56,24 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.TxStore  = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store        = (*Store)(nil)
+	_ store.TxStore      = (*Store)(nil)
+	_ store.Notifier     = (*Store)(nil)
+	_ store.Namespaced   = (*Store)(nil)
+	_ store.NodeRegistry = (*Store)(nil)
 )
+
+// InNamespace returns the view of namespace ns: a *Store on the same connections,
+// whose Close closes them for every view. See [store.Namespaced].
+func (s *Store) InNamespace(ns string) (store.Store, error) {
+	if err := store.CheckNamespace(ns); err != nil {
+		return nil, fmt.Errorf("ax: postgres: in namespace: %w", err)
+	}
+	return &Store{shared: s.shared, ns: ns}, nil
+}
+
+// Namespace returns the view's namespace.
+func (s *Store) Namespace() string { return s.ns }
 
 // Open connects to the database at dsn (a URL or keyword/value string, as pgx
 // accepts), checks that it answers, migrates the schema and returns the store. The
@@ -93,7 +118,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
 	}
-	s := &Store{pool: pool}
+	s := &Store{shared: &shared{pool: pool}, ns: store.DefaultNamespace}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -118,8 +143,9 @@ func channelName(schema string) string {
 	return "ax_" + strconv.FormatUint(h.Sum64(), 16)
 }
 
-// Close closes the store: running Listen calls return, and the pool is closed when
-// Open created it. Calls after Close return store.ErrClosed.
+// Close closes the store, every view of it included: running Listen calls return,
+// and the pool is closed when Open created it. Calls after Close, on any view, return
+// store.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed.Swap(true) {

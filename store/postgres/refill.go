@@ -22,17 +22,28 @@ import (
 // The returned cursor is at most min(v0, every g): every stamp at or below it belongs
 // to a transaction that had ended before statement 3 began, so its row is visible to
 // the scans (or was rolled back, or has changed since).
+//
+// Namespaces: the sequence, and the announcing locks, are the schema's, one for all
+// namespaces; only the scans filter by the view's namespace. The argument above holds
+// for every stamp, whichever namespace its row is in, so it holds for the rows the
+// scans may return. The locks must stay the schema's: Finish and Requeue, which stamp
+// rows SCHEDULED, act on execution ids of any namespace, so a transaction cannot tell
+// in advance which namespaces' cursors it holds back. Writers of other namespaces
+// hold a view's cursor back while they run, as writers of its own do (rows are then
+// returned again, never skipped). A page cut short at Limit continues after its last
+// row: the stamps below it that the page left out are of other namespaces' rows, or of
+// rows the scan does not want (not SCHEDULED, not due before To), as before.
 const (
 	seqNowSQL   = `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ax_seq`
 	inflightSQL = `SELECT objid::bigint FROM pg_locks
 		WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::bigint::oid
 			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
-	// refillSQL is both scans in one statement: one snapshot.
+	// refillSQL is both scans of namespace $6 in one statement: one snapshot.
 	refillSQL = `(SELECT true, id, due_at, seq FROM ax_tasks
-		WHERE status = 'SCHEDULED' AND seq > $1 AND due_at < $2 ORDER BY seq LIMIT $3)
+		WHERE namespace = $6 AND status = 'SCHEDULED' AND seq > $1 AND due_at < $2 ORDER BY seq LIMIT $3)
 		UNION ALL
 		(SELECT false, id, due_at, 0 FROM ax_tasks
-		WHERE status = 'SCHEDULED' AND (due_at, id) > ($4, $5) AND due_at < $2 ORDER BY due_at, id LIMIT $3)`
+		WHERE namespace = $6 AND status = 'SCHEDULED' AND (due_at, id) > ($4, $5) AND due_at < $2 ORDER BY due_at, id LIMIT $3)`
 )
 
 // lowBits is the width of the stamp bounds published in advisory lock keys.
@@ -52,7 +63,8 @@ func widen(low, ref int64) int64 {
 	return v
 }
 
-// Refill reads changed and newly windowed SCHEDULED tasks (see store.RefillParams).
+// Refill reads the view's changed and newly windowed SCHEDULED tasks (see
+// store.RefillParams).
 //
 // Changed holds the visible rows stamped after AfterSeq, including rows stamped after
 // the returned cursor when a concurrent transaction holds the cursor back: they are
@@ -73,7 +85,7 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 	err := s.tx(ctx, "refill", func(b *pgx.Batch) {
 		b.Queue(seqNowSQL)
 		b.Queue(inflightSQL, s.lockKey)
-		b.Queue(refillSQL, after, p.To, p.Limit, p.From, p.FromID)
+		b.Queue(refillSQL, after, p.To, p.Limit, p.From, p.FromID, s.ns)
 	}, func(br pgx.BatchResults) error {
 		res = &store.RefillResult{}
 		inflight = inflight[:0]

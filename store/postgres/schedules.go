@@ -14,7 +14,8 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Schedules live in ax_schedules, one row per name (see doc.go, "Schedules").
+// Schedules live in ax_schedules, one row per (namespace, name) (see doc.go,
+// "Schedules"); every statement names the view's namespace.
 // Every change is one conditional write; FireSchedule's compare-and-set on
 // next_fire_at and the occurrences it inserts commit together.
 
@@ -58,17 +59,18 @@ func readSchedules(rows pgx.Rows) ([]store.Schedule, error) {
 	return out, rows.Err()
 }
 
-// registerSQL upserts one chunk of definitions, sorted by name so that concurrent
-// registrations lock the rows in one order. Every SET expression reads the row as
-// it was: a changed spec or time zone takes the given next_fire_at, otherwise the
-// stored one stays; paused, last_fire_at and created_at are never touched.
+// registerSQL upserts one chunk of definitions into namespace $8, sorted by name so
+// that concurrent registrations lock the rows in one order. Every SET expression
+// reads the row as it was: a changed spec or time zone takes the given next_fire_at,
+// otherwise the stored one stays; paused, last_fire_at and created_at are never
+// touched.
 const registerSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::timestamptz[])
 	WITH ORDINALITY AS c(name, spec, time_zone, overlap, misfire, payload, next_fire_at, ord))
-INSERT INTO ax_schedules AS s (name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, created_at, updated_at)
-SELECT c.name, c.spec, c.time_zone, c.overlap, c.misfire, c.payload, false, c.next_fire_at, ts.now, ts.now
+INSERT INTO ax_schedules AS s (namespace, name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, created_at, updated_at)
+SELECT $8, c.name, c.spec, c.time_zone, c.overlap, c.misfire, c.payload, false, c.next_fire_at, ts.now, ts.now
 FROM c, ts ORDER BY c.ord
-ON CONFLICT (name) DO UPDATE SET
+ON CONFLICT (namespace, name) DO UPDATE SET
 	spec = excluded.spec, time_zone = excluded.time_zone,
 	next_fire_at = CASE WHEN s.spec = excluded.spec AND s.time_zone = excluded.time_zone
 		THEN s.next_fire_at ELSE excluded.next_fire_at END,
@@ -117,7 +119,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 				overlaps[k], misfires[k] = string(d.Overlap), string(d.Misfire)
 				payloads[k], nexts[k] = d.Payload, d.NextFireAt
 			}
-			b.Queue(registerSQL, names, specs, zones, overlaps, misfires, payloads, nexts)
+			b.Queue(registerSQL, names, specs, zones, overlaps, misfires, payloads, nexts, s.ns)
 		})
 	}, func(br pgx.BatchResults) error {
 		stored := make([]store.Schedule, 0, len(defs))
@@ -141,12 +143,13 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	return out, nil
 }
 
-// Schedules returns every stored schedule, by name in byte order.
+// Schedules returns every schedule of the view's namespace, by name in byte order.
 func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
 	if err := s.check("list schedules"); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+scheduleCols+` FROM ax_schedules s ORDER BY s.name COLLATE "C"`)
+	rows, err := s.pool.Query(ctx, `SELECT `+scheduleCols+` FROM ax_schedules s WHERE s.namespace = $1
+		ORDER BY s.name COLLATE "C"`, s.ns)
 	if err != nil {
 		return nil, s.wrap("list schedules", err)
 	}
@@ -157,8 +160,8 @@ func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
 	return out, nil
 }
 
-// readScheduleSQL reads one schedule by name.
-const readScheduleSQL = `SELECT ` + scheduleCols + ` FROM ax_schedules s WHERE s.name = $1`
+// readScheduleSQL reads one schedule of namespace $2 by name.
+const readScheduleSQL = `SELECT ` + scheduleCols + ` FROM ax_schedules s WHERE s.namespace = $2 AND s.name = $1`
 
 // readSchedule reads the row of readScheduleSQL, nil when there is none.
 func readSchedule(br pgx.BatchResults) (*store.Schedule, error) {
@@ -170,14 +173,15 @@ func readSchedule(br pgx.BatchResults) (*store.Schedule, error) {
 }
 
 const (
-	// pauseSQL marks a schedule paused, if it is not.
+	// pauseSQL marks a schedule of namespace $2 paused, if it is not.
 	pauseSQL = `UPDATE ax_schedules s SET paused = true, updated_at = clock_timestamp()
-		WHERE s.name = $1 AND NOT s.paused`
+		WHERE s.namespace = $2 AND s.name = $1 AND NOT s.paused`
 
-	// cancelOccurrencesSQL cancels a schedule's occurrences still SCHEDULED, locking
-	// them in id order first, like the execution path's statements.
+	// cancelOccurrencesSQL cancels the occurrences still SCHEDULED of a schedule of
+	// namespace $2, locking them in id order first, like the execution path's
+	// statements.
 	cancelOccurrencesSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
-		l AS (SELECT t.id FROM ax_tasks t WHERE t.name = $1 AND t.task_key = $1 AND t.status = 'SCHEDULED'
+		l AS (SELECT t.id FROM ax_tasks t WHERE t.namespace = $2 AND t.name = $1 AND t.task_key = $1 AND t.status = 'SCHEDULED'
 			ORDER BY t.id FOR NO KEY UPDATE)
 		UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.now, updated_at = ts.now
 		FROM l, ts
@@ -194,7 +198,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 	err := s.steps(ctx, "pause schedule", func(r round) error {
 		sc = nil
 		var paused bool
-		if err := r(false, func(b *pgx.Batch) { b.Queue(pauseSQL, name) }, func(br pgx.BatchResults) error {
+		if err := r(false, func(b *pgx.Batch) { b.Queue(pauseSQL, name, s.ns) }, func(br pgx.BatchResults) error {
 			tag, err := br.Exec()
 			paused = tag.RowsAffected() == 1
 			return err
@@ -203,9 +207,9 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 		}
 		return r(true, func(b *pgx.Batch) {
 			if paused {
-				b.Queue(cancelOccurrencesSQL, name)
+				b.Queue(cancelOccurrencesSQL, name, s.ns)
 			}
-			b.Queue(readScheduleSQL, name)
+			b.Queue(readScheduleSQL, name, s.ns)
 		}, func(br pgx.BatchResults) error {
 			if paused {
 				if _, err := br.Exec(); err != nil {
@@ -226,8 +230,9 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 	return sc, nil
 }
 
-// deleteScheduleSQL deletes a schedule's row, locking it like pauseSQL.
-const deleteScheduleSQL = `DELETE FROM ax_schedules s WHERE s.name = $1`
+// deleteScheduleSQL deletes the row of a schedule of namespace $2, locking it like
+// pauseSQL.
+const deleteScheduleSQL = `DELETE FROM ax_schedules s WHERE s.namespace = $2 AND s.name = $1`
 
 // DeleteSchedule deletes a schedule's row and cancels its occurrences still
 // SCHEDULED, in one transaction, and returns how many it cancelled (see
@@ -243,14 +248,14 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 	var cancelled int64
 	err := s.steps(ctx, "delete schedule", func(r round) error {
 		deleted, cancelled = false, 0
-		if err := r(false, func(b *pgx.Batch) { b.Queue(deleteScheduleSQL, name) }, func(br pgx.BatchResults) error {
+		if err := r(false, func(b *pgx.Batch) { b.Queue(deleteScheduleSQL, name, s.ns) }, func(br pgx.BatchResults) error {
 			tag, err := br.Exec()
 			deleted = tag.RowsAffected() == 1
 			return err
 		}); err != nil || !deleted {
 			return err // unknown: steps commits a transaction that wrote nothing
 		}
-		return r(true, func(b *pgx.Batch) { b.Queue(cancelOccurrencesSQL, name) }, func(br pgx.BatchResults) error {
+		return r(true, func(b *pgx.Batch) { b.Queue(cancelOccurrencesSQL, name, s.ns) }, func(br pgx.BatchResults) error {
 			tag, err := br.Exec()
 			cancelled = tag.RowsAffected()
 			return err
@@ -275,8 +280,8 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 	var sc *store.Schedule
 	err := s.tx(ctx, "resume schedule", func(b *pgx.Batch) {
 		b.Queue(`UPDATE ax_schedules s SET paused = false, next_fire_at = $2, updated_at = clock_timestamp()
-			WHERE s.name = $1 AND s.paused`, name, next)
-		b.Queue(readScheduleSQL, name)
+			WHERE s.namespace = $3 AND s.name = $1 AND s.paused`, name, next, s.ns)
+		b.Queue(readScheduleSQL, name, s.ns)
 	}, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
 			return err
@@ -294,12 +299,12 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 	return sc, nil
 }
 
-// fireSQL is FireSchedule's compare-and-set. A concurrent call with the same Expect
-// waits for the row lock and then, re-checking the condition on the row as that
-// call left it, does not apply.
+// fireSQL is FireSchedule's compare-and-set on a schedule of namespace $7. A
+// concurrent call with the same Expect waits for the row lock and then, re-checking
+// the condition on the row as that call left it, does not apply.
 const fireSQL = `UPDATE ax_schedules s SET next_fire_at = $3, last_fire_at = COALESCE($4::timestamptz, s.last_fire_at),
 		updated_at = clock_timestamp()
-	WHERE s.name = $1 AND s.next_fire_at = $2 AND NOT s.paused
+	WHERE s.namespace = $7 AND s.name = $1 AND s.next_fire_at = $2 AND NOT s.paused
 		AND ($5 = '' OR (s.spec = $5 AND s.time_zone = $6))`
 
 // FireSchedule advances a schedule and inserts its occurrences, in one transaction
@@ -314,7 +319,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	if err := store.CheckFence(p.Fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: fire schedule %q: %w", p.Name, err)
 	}
-	in, err := newInsertion(fmt.Sprintf("fire schedule %q", p.Name), p.Tasks)
+	in, err := newInsertion(fmt.Sprintf("fire schedule %q", p.Name), s.ns, p.Tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +332,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		res.Applied = false
 		queue := func(b *pgx.Batch) {
 			queueFence(b, p.Fence)
-			b.Queue(fireSQL, p.Name, p.Expect, p.Next, last, p.Spec, p.TimeZone)
+			b.Queue(fireSQL, p.Name, p.Expect, p.Next, last, p.Spec, p.TimeZone, s.ns)
 		}
 		read := func(br pgx.BatchResults) error {
 			if err := readFence(br, p.Fence); err != nil {

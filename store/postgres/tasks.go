@@ -22,33 +22,35 @@ import (
 // commit.
 const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_seq') & 2147483647)::int4), pg_notify($2, '')`
 
-// insertSQL inserts one chunk of tasks, sorted by (name, key) so that concurrent
-// inserts take the unique index's locks in one order, and returns the inserted rows
-// (true) and the rows that existed before the statement began (false).
+// insertSQL inserts one chunk of tasks into namespace $11, sorted by (name, key) so
+// that concurrent inserts take the unique index's locks in one order, and returns the
+// inserted rows (true) and the rows of the namespace that existed before the
+// statement began (false).
 const insertSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[], $7::bigint[], $8::text[],
 		$9::text[], $10::text[])
 	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, task_key, overlap, ord)),
-ins AS (INSERT INTO ax_tasks AS t (name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
+ins AS (INSERT INTO ax_tasks AS t (namespace, name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
 		task_key, overlap, seq, created_at, updated_at)
-	SELECT c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
+	SELECT $11, c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
 		c.task_key, c.overlap, nextval('ax_seq'), ts.now, ts.now
 	FROM c, ts ORDER BY c.ord
-	ON CONFLICT (name, key) DO NOTHING
+	ON CONFLICT (namespace, name, key) DO NOTHING
 	RETURNING ` + taskCols + `)
 SELECT true, * FROM ins
 UNION ALL
-SELECT false, ` + taskCols + ` FROM ax_tasks t WHERE (t.name, t.key) IN (SELECT c.name, c.key FROM c)`
+SELECT false, ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $11 AND (t.name, t.key) IN (SELECT c.name, c.key FROM c)`
 
-// lookupManySQL reads the tasks with the given (name, key) pairs.
+// lookupManySQL reads the tasks of namespace $3 with the given (name, key) pairs.
 const lookupManySQL = `SELECT ` + taskCols + ` FROM ax_tasks t
-	WHERE (t.name, t.key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+	WHERE t.namespace = $3 AND (t.name, t.key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
 
 type nameKey struct{ name, key string }
 
 // insertion is one Insert or InsertTx call: the tasks in (name, key) order, split in
 // chunks of at most store.MaxBatch, and the results in input order.
 type insertion struct {
+	ns      string // the namespace the tasks are stamped with
 	tasks   []store.NewTask
 	order   []int // input indexes sorted by (name, key), stable
 	out     []store.Inserted
@@ -68,7 +70,7 @@ func checkTaskKey(taskKey string) error {
 	return nil
 }
 
-func newInsertion(op string, tasks []store.NewTask) (*insertion, error) {
+func newInsertion(op, ns string, tasks []store.NewTask) (*insertion, error) {
 	for i, nt := range tasks {
 		if err := store.CheckNewTask(nt); err != nil {
 			return nil, fmt.Errorf("ax: postgres: %s: task %d: %w", op, i, err)
@@ -87,7 +89,7 @@ func newInsertion(op string, tasks []store.NewTask) (*insertion, error) {
 		}
 		return cmp.Compare(tasks[a].Key, tasks[b].Key)
 	})
-	return &insertion{tasks: tasks, order: order, out: make([]store.Inserted, len(tasks))}, nil
+	return &insertion{ns: ns, tasks: tasks, order: order, out: make([]store.Inserted, len(tasks))}, nil
 }
 
 func (in *insertion) reset() {
@@ -109,7 +111,7 @@ func (in *insertion) args(part []int) []any {
 		retries[k], owners[k], timeouts[k], backoffs[k] = int64(nt.MaxRetry), nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff)
 		taskKeys[k], overlaps[k] = nt.TaskKey, string(nt.Overlap)
 	}
-	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps}
+	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps, in.ns}
 }
 
 // queue adds the insertion's statements to a transaction's batch: the announcing
@@ -145,7 +147,7 @@ func (in *insertion) read(br pgx.BatchResults) error {
 // the insertion's transaction has committed.
 func (in *insertion) resolveOnPool(ctx context.Context, s *Store) error {
 	return in.resolve(func(names, keys []string) ([]*store.Task, error) {
-		return s.queryTasks(ctx, lookupManySQL, names, keys)
+		return s.queryTasks(ctx, lookupManySQL, names, keys, in.ns)
 	})
 }
 
@@ -220,9 +222,10 @@ func (in *insertion) resolve(query func(names, keys []string) ([]*store.Task, er
 	return nil
 }
 
-// Insert writes new SCHEDULED tasks in one transaction (see store.Store).
+// Insert writes new SCHEDULED tasks of the view's namespace in one transaction (see
+// store.Store).
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
-	in, err := newInsertion("insert", tasks)
+	in, err := newInsertion("insert", s.ns, tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -242,9 +245,9 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	return in.out, nil
 }
 
-// InsertTx is Insert inside tx, the caller's transaction: a pgx.Tx, or a *sql.Tx
-// opened through the pgx stdlib driver (stdlib.OpenDBFromPool, sql.Open("pgx", …)) on
-// the store's database. The tasks, and the wake-up signal, become visible when tx
+// InsertTx is Insert, into the view's namespace, inside tx, the caller's transaction:
+// a pgx.Tx, or a *sql.Tx opened through the pgx stdlib driver (stdlib.OpenDBFromPool,
+// sql.Open("pgx", …)) on the store's database. The tasks, and the wake-up signal, become visible when tx
 // commits; InsertTx neither commits nor rolls back. Another kind of tx is
 // store.ErrInvalid. On error the caller should roll tx back: the statement that
 // failed has aborted it.
@@ -267,7 +270,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	default:
 		return nil, fmt.Errorf("ax: postgres: insert tx: a %T is neither a pgx.Tx nor a *sql.Tx: %w", tx, store.ErrInvalid)
 	}
-	in, err := newInsertion("insert tx", tasks)
+	in, err := newInsertion("insert tx", s.ns, tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +288,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	if err == nil {
 		err = in.resolve(func(names, keys []string) ([]*store.Task, error) {
 			var out []*store.Task
-			err := q.query(ctx, lookupManySQL, []any{names, keys}, func(rows txRows) error {
+			err := q.query(ctx, lookupManySQL, []any{names, keys, in.ns}, func(rows txRows) error {
 				for rows.Next() {
 					t, err := scanTask(rows)
 					if err != nil {
@@ -377,12 +380,15 @@ func (s *Store) queryTasks(ctx context.Context, sql string, args ...any) ([]*sto
 	return out, rows.Err()
 }
 
-// Get returns one task.
+// getSQL reads one task of namespace $2 by id.
+const getSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.id = $1 AND t.namespace = $2`
+
+// Get returns one task of the view's namespace.
 func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
 	if err := s.check("get task"); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM ax_tasks t WHERE t.id = $1`, id))
+	t, err := scanTask(s.pool.QueryRow(ctx, getSQL, id, s.ns))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("ax: postgres: get task %d: %w", id, store.ErrNotFound)
 	}
@@ -392,12 +398,15 @@ func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
 	return t, nil
 }
 
-// Lookup returns the task with this name and key.
+// lookupSQL reads the task of namespace $3 with a business key.
+const lookupSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2`
+
+// Lookup returns the task of the view's namespace with this name and key.
 func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
 	if err := s.check("lookup task"); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM ax_tasks t WHERE t.name = $1 AND t.key = $2`, name, key))
+	t, err := scanTask(s.pool.QueryRow(ctx, lookupSQL, name, key, s.ns))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("ax: postgres: lookup %q/%q: %w", name, key, store.ErrNotFound)
 	}
@@ -407,15 +416,15 @@ func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, erro
 	return t, nil
 }
 
-// Executions returns a task's executions, oldest first: one statement, so the
-// task's existence and its records come from one snapshot.
+// Executions returns the executions of a task of the view's namespace, oldest first:
+// one statement, so the task's existence and its records come from one snapshot.
 func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution, error) {
 	if err := s.check("executions"); err != nil {
 		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT x.id IS NOT NULL, `+execCols+`
 		FROM ax_tasks t LEFT JOIN ax_executions x ON x.task_id = t.id
-		WHERE t.id = $1 ORDER BY x.started_at, x.id`, taskID)
+		WHERE t.id = $1 AND t.namespace = $2 ORDER BY x.started_at, x.id`, taskID, s.ns)
 	if err != nil {
 		return nil, s.wrap("executions", err)
 	}
@@ -484,13 +493,13 @@ func readTransition(br pgx.BatchResults) (t *store.Task, applied bool, err error
 	return t, false, err
 }
 
-// Cancel moves a SCHEDULED task to CANCELLED.
+// Cancel moves a SCHEDULED task of the view's namespace to CANCELLED.
 func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
 	t, ok, err := s.transition(ctx, "cancel",
 		`UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.now, updated_at = ts.now
 		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING `+taskCols, []any{name, key},
-		`SELECT `+taskCols+` FROM ax_tasks t WHERE t.name = $1 AND t.key = $2`, []any{name, key})
+		WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING `+taskCols, []any{name, key, s.ns},
+		lookupSQL, []any{name, key, s.ns})
 	switch {
 	case err != nil:
 		return nil, err
@@ -502,9 +511,10 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return t, nil
 }
 
-// Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task whose key
-// restricts it (a TaskKey with Overlap skip or queue) is left to triggerKeyed,
-// which moves it under its key's lock, or refuses while another task holds the key.
+// Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING
+// now. A task whose key restricts it (a TaskKey with Overlap skip or queue) is left
+// to triggerKeyed, which moves it under its key's lock, or refuses while another task
+// of the namespace holds the key.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("ax: postgres: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
@@ -514,9 +524,9 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 			finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.status IN ('SCHEDULED', 'FAILED') AND (t.task_key = '' OR t.overlap = 'allow')
-		RETURNING `+taskCols, []any{id, executionID},
-		`SELECT `+taskCols+` FROM ax_tasks t WHERE t.id = $1`, []any{id})
+		WHERE t.id = $1 AND t.namespace = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND (t.task_key = '' OR t.overlap = 'allow')
+		RETURNING `+taskCols, []any{id, executionID, s.ns},
+		getSQL, []any{id, s.ns})
 	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) {
 		var holder int64
 		t, ok, holder, err = s.triggerKeyed(ctx, id, executionID, t.TaskKey)
@@ -535,8 +545,16 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	return t, nil
 }
 
-// Stale lists RUNNING tasks without a heartbeat, or DISPATCHING tasks claimed, before
-// a time, oldest first.
+// The inspector's scans of namespace $3, each a range scan of its partial index.
+const (
+	staleRunningSQL = `SELECT ` + taskCols + ` FROM ax_tasks t
+		WHERE t.namespace = $3 AND t.status = 'RUNNING' AND t.heartbeat_at < $1 ORDER BY t.heartbeat_at, t.id LIMIT $2`
+	staleDispatchingSQL = `SELECT ` + taskCols + ` FROM ax_tasks t
+		WHERE t.namespace = $3 AND t.status = 'DISPATCHING' AND t.dispatched_at < $1 ORDER BY t.dispatched_at, t.id LIMIT $2`
+)
+
+// Stale lists the view's RUNNING tasks without a heartbeat, or DISPATCHING tasks
+// claimed, before a time, oldest first.
 func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("ax: postgres: stale: limit %d: %w", limit, store.ErrInvalid)
@@ -544,16 +562,16 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	var q string
 	switch status {
 	case store.Running:
-		q = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'RUNNING' AND t.heartbeat_at < $1 ORDER BY t.heartbeat_at, t.id LIMIT $2`
+		q = staleRunningSQL
 	case store.Dispatching:
-		q = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.status = 'DISPATCHING' AND t.dispatched_at < $1 ORDER BY t.dispatched_at, t.id LIMIT $2`
+		q = staleDispatchingSQL
 	default:
 		return nil, fmt.Errorf("ax: postgres: stale %s tasks: %w", status, store.ErrInvalid)
 	}
 	if err := s.check("stale"); err != nil {
 		return nil, err
 	}
-	tasks, err := s.queryTasks(ctx, q, before, limit)
+	tasks, err := s.queryTasks(ctx, q, before, limit, s.ns)
 	if err != nil {
 		return nil, s.wrap("stale", err)
 	}
@@ -564,16 +582,17 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	return out, nil
 }
 
-// taskStatsSQL counts the tasks per status and, in an uncorrelated subquery that
-// PostgreSQL runs once as an InitPlan, reads the oldest due SCHEDULED task from the
-// head of ax_tasks_scheduled_due (see doc.go, "Indexes").
+// taskStatsSQL counts the tasks of namespace $2 per status and, in an uncorrelated
+// subquery that PostgreSQL runs once as an InitPlan, reads the namespace's oldest due
+// SCHEDULED task from the head of its part of ax_tasks_scheduled_due (see doc.go,
+// "Indexes").
 const taskStatsSQL = `SELECT t.status, count(*),
-	(SELECT min(o.due_at) FROM ax_tasks o WHERE o.status = 'SCHEDULED' AND o.due_at <= $1)
-	FROM ax_tasks t GROUP BY t.status`
+	(SELECT min(o.due_at) FROM ax_tasks o WHERE o.namespace = $2 AND o.status = 'SCHEDULED' AND o.due_at <= $1)
+	FROM ax_tasks t WHERE t.namespace = $2 GROUP BY t.status`
 
-// TaskStats counts the tasks per status and finds the oldest due SCHEDULED task, in
-// one statement: one round trip and one snapshot (see store.Store). The counts read
-// the whole table. A zero now is store.ErrInvalid.
+// TaskStats counts the view's tasks per status and finds its oldest due SCHEDULED
+// task, in one statement: one round trip and one snapshot (see store.Store). The
+// counts read the whole table. A zero now is store.ErrInvalid.
 func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
 	if err := s.check("task stats"); err != nil {
 		return nil, err
@@ -581,7 +600,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	if now.IsZero() {
 		return nil, fmt.Errorf("ax: postgres: task stats: zero time: %w", store.ErrInvalid)
 	}
-	rows, err := s.pool.Query(ctx, taskStatsSQL, now)
+	rows, err := s.pool.Query(ctx, taskStatsSQL, now, s.ns)
 	if err != nil {
 		return nil, s.wrap("task stats", err)
 	}

@@ -99,30 +99,41 @@ func (s *Store) batchExec(ctx context.Context, tx *sql.Tx, b *batchStmt, head, r
 }
 
 // holding is the condition of a row holding its task key: in flight, with a key. It
-// is word for word the WHERE clause of the partial index ax_tasks_key_holder, which
+// is word for word the WHERE clause of the partial index ax_tasks_ns_key_holder, which
 // SQLite uses only for a query whose WHERE contains it.
 const holding = `status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''`
 
-// keyFree is the overlap rule inside a claiming UPDATE of ax_tasks: no other row
-// holds the updated row's task key.
+// In the statements that name their rows by id (claimStmt, missedStmt,
+// keyedClaimStmt, triggerSQL, getSQL), the namespace is compared as +namespace, which SQLite
+// checks on the row it found by the primary key but never uses to pick an index:
+// "namespace = ? AND due_at <= ?" would otherwise match ax_tasks_ns_scheduled_due, and
+// the planner, which knows nothing of the ids' selectivity, prefers a scan of every due
+// task to the VALUES list's rowid lookups (TestExplain pins the plans).
+
+// keyFree is the overlap rule inside a claiming UPDATE of ax_tasks: no other row of
+// the updated row's namespace holds its task key.
 const keyFree = `NOT EXISTS (SELECT 1 FROM ax_tasks o
-		WHERE o.task_key = ax_tasks.task_key AND o.status IN ('DISPATCHING', 'RUNNING') AND o.task_key <> '')`
+		WHERE o.namespace = ax_tasks.namespace AND o.task_key = ax_tasks.task_key
+			AND o.status IN ('DISPATCHING', 'RUNNING') AND o.task_key <> '')`
 
 var (
-	// claimStmt claims the due tasks without a key (or with Overlap allow): the whole
-	// batch in one statement. A keyed skip or queue task is left for claimKeyed.
+	// claimStmt claims the due tasks of the view's namespace without a key (or with
+	// Overlap allow): the whole batch in one statement. A keyed skip or queue task is
+	// left for claimKeyed; an id of another namespace is left alone, as one no longer
+	// SCHEDULED is.
 	claimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
 		dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
-			AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow')
+			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow')
 		RETURNING ` + taskColumns}
-	// missedStmt reads what claimStmt left SCHEDULED: not due, or keyed.
+	// missedStmt reads what claimStmt left SCHEDULED in the namespace: not due, or keyed.
 	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT id, due_at, task_key, overlap FROM ax_tasks
-		WHERE status = 'SCHEDULED' AND id IN (VALUES %V%) ORDER BY id`}
-	// holdersStmt finds, per key, the lowest id holding it (ax_tasks_key_holder).
+		WHERE +namespace = ? AND status = 'SCHEDULED' AND id IN (VALUES %V%) ORDER BY id`}
+	// holdersStmt finds, per key of the namespace, the lowest id holding it
+	// (ax_tasks_ns_key_holder).
 	holdersStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT task_key, MIN(id) FROM ax_tasks
-		WHERE task_key IN (VALUES %V%) AND ` + holding + `
+		WHERE namespace = ? AND task_key IN (VALUES %V%) AND ` + holding + `
 		GROUP BY task_key`}
 	// keyedClaimStmt claims the winners of store.ResolveKeys, one per key, with the
 	// key's freedom re-checked in the claiming write itself.
@@ -130,7 +141,7 @@ var (
 		dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
-			AND ` + keyFree + `
+			AND +ax_tasks.namespace = ? AND ` + keyFree + `
 		RETURNING ` + taskColumns}
 	// skipStmt ends the losers whose Overlap is skip.
 	skipStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'SKIPPED', last_error = c.column2,
@@ -171,14 +182,15 @@ var (
 	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
 		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
 
+	// insertStmt inserts the tasks into one namespace (the last of its head arguments).
 	insertStmt = &batchStmt{cols: 12, pad: []any{nil, nil, false, nil, 0, 0, "", 0, "", 0, "", ""}, sql: `INSERT INTO ax_tasks
 		(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, task_key, overlap,
-			created_at, updated_at)
+			created_at, updated_at, namespace)
 		SELECT c.column1, c.column2, CASE WHEN c.column3 THEN X'' ELSE c.column4 END, 'SCHEDULED', c.column5,
-			c.column6, c.column7, c.column8, c.column9, c.column10, c.column11, c.column12, ?, ?
+			c.column6, c.column7, c.column8, c.column9, c.column10, c.column11, c.column12, ?, ?, ?
 		FROM (VALUES %V%) AS c
 		WHERE c.column1 IS NOT NULL
-		ON CONFLICT (name, key) DO NOTHING
+		ON CONFLICT (namespace, name, key) DO NOTHING
 		RETURNING ` + taskColumns}
 
 	batchStmts = []*batchStmt{insertStmt, claimStmt, missedStmt, holdersStmt, keyedClaimStmt, skipStmt,
@@ -195,8 +207,9 @@ func chunks(n int, f func(lo, hi int) error) error {
 	return nil
 }
 
-// Claim moves due SCHEDULED tasks to DISPATCHING, applying the overlap rule to the
-// tasks with a key (see the package doc).
+// Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING, applying the
+// overlap rule to the tasks with a key (see the package doc). An id of another
+// namespace is left out of the result, as one no longer SCHEDULED is.
 //
 // A batch without keyed skip or queue tasks costs what it always has: one claiming
 // statement per chunk, and one read of the tasks it missed when it missed some. A
@@ -223,7 +236,7 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 			for _, c := range part {
 				args = append(args, c.ID, c.ExecutionID)
 			}
-			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, []any{ts, ts}, args, []any{ts}))
+			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, []any{ts, ts}, args, []any{ts, s.ns}))
 			if err != nil {
 				return err
 			}
@@ -241,7 +254,7 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 					missed = append(missed, c.ID)
 				}
 			}
-			rows, err := s.batch(ctx, tx, missedStmt, nil, missed, nil)
+			rows, err := s.batch(ctx, tx, missedStmt, []any{s.ns}, missed, nil)
 			if err != nil {
 				return err
 			}
@@ -288,7 +301,7 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	}
 	holders := make(map[string]int64, len(keys))
 	err := chunks(len(keys), func(lo, hi int) error {
-		rows, err := s.batch(ctx, tx, holdersStmt, nil, keys[lo:hi], nil)
+		rows, err := s.batch(ctx, tx, holdersStmt, []any{s.ns}, keys[lo:hi], nil)
 		if err != nil {
 			return err
 		}
@@ -317,7 +330,7 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 		for _, k := range claim[lo:hi] {
 			args = append(args, k.ID, execID(k.ID))
 		}
-		claimed, err := scanTasks(s.batch(ctx, tx, keyedClaimStmt, []any{ts, ts}, args, []any{ts}))
+		claimed, err := scanTasks(s.batch(ctx, tx, keyedClaimStmt, []any{ts, ts}, args, []any{ts, s.ns}))
 		if err != nil {
 			return err
 		}

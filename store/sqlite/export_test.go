@@ -10,5 +10,5 @@ func MigrateTo(path string, v int) error {
 		return err
 	}
 	defer w.Close()
-	return (&Store{w: w}).migrate(context.Background(), v)
+	return (&Store{conns: &conns{w: w}}).migrate(context.Background(), v)
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Schedules live in ax_schedules, one row per name (see migrations/0002_*.sql). Every
+// Schedules live in ax_schedules, one row per (namespace, name) (see
+// migrations/0002_*.sql and 0004_*.sql); a view reads and writes its namespace's. Every
 // write is one IMMEDIATE transaction on the writer connection, so FireSchedule's
 // compare-and-set on next_fire_at and the occurrences it inserts commit together or
 // not at all, and two FireSchedule calls from one reading cannot both apply.
@@ -41,9 +42,10 @@ func scanSchedule(row scanner) (*store.Schedule, error) {
 	return &sc, nil
 }
 
-// lookupSchedule reads one schedule in tx; an unknown name is nil, not an error.
-func lookupSchedule(ctx context.Context, tx *sql.Tx, name string) (*store.Schedule, error) {
-	sc, err := scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE name = ?`, name))
+// lookupSchedule reads one schedule of namespace ns in tx; an unknown name is nil, not
+// an error.
+func lookupSchedule(ctx context.Context, tx *sql.Tx, ns, name string) (*store.Schedule, error) {
+	sc, err := scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE namespace = ? AND name = ?`, ns, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -62,9 +64,9 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	err := s.write(ctx, "register schedules", func(tx *sql.Tx) error {
 		// SET reads the row as it was, so next_fire_at compares the old spec.
 		upsert, err := tx.PrepareContext(ctx, `INSERT INTO ax_schedules
-			(name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, last_fire_at, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, CASE WHEN ? THEN X'' ELSE ? END, 0, ?, NULL, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET
+			(namespace, name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, last_fire_at, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, CASE WHEN ? THEN X'' ELSE ? END, 0, ?, NULL, ?, ?)
+			ON CONFLICT (namespace, name) DO UPDATE SET
 				next_fire_at = CASE WHEN spec = excluded.spec AND time_zone = excluded.time_zone
 					THEN next_fire_at ELSE excluded.next_fire_at END,
 				spec = excluded.spec, time_zone = excluded.time_zone,
@@ -77,7 +79,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		defer upsert.Close()
 		ts := micros(now())
 		for i, d := range defs {
-			sc, err := scanSchedule(upsert.QueryRowContext(ctx, d.Name, d.Spec, d.TimeZone, string(d.Overlap), string(d.Misfire),
+			sc, err := scanSchedule(upsert.QueryRowContext(ctx, s.ns, d.Name, d.Spec, d.TimeZone, string(d.Overlap), string(d.Misfire),
 				d.Payload != nil && len(d.Payload) == 0, d.Payload, micros(d.NextFireAt), ts, ts))
 			if err != nil {
 				return err
@@ -92,9 +94,9 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	return out, nil
 }
 
-// Schedules returns every stored schedule, by name.
+// Schedules returns every schedule of the view's namespace, by name.
 func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules ORDER BY name`)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM ax_schedules WHERE namespace = ? ORDER BY name`, s.ns)
 	if err != nil {
 		return nil, s.wrap("list schedules", err)
 	}
@@ -111,15 +113,15 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 		ts := micros(now())
 		var err error
 		sc, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 1, updated_at = ?
-			WHERE name = ? AND paused = 0 RETURNING `+scheduleColumns, ts, name))
+			WHERE namespace = ? AND name = ? AND paused = 0 RETURNING `+scheduleColumns, ts, s.ns, name))
 		if errors.Is(err, sql.ErrNoRows) { // paused already, or unknown
-			sc, err = lookupSchedule(ctx, tx, name)
+			sc, err = lookupSchedule(ctx, tx, s.ns, name)
 			return err
 		}
 		if err != nil {
 			return err
 		}
-		_, err = cancelOccurrences(ctx, tx, name, ts)
+		_, err = cancelOccurrences(ctx, tx, s.ns, name, ts)
 		return err
 	})
 	if err != nil {
@@ -131,11 +133,15 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 	return sc, nil
 }
 
-// cancelOccurrences cancels, at ts, the SCHEDULED tasks whose name and task key are
-// name — a range of ax_tasks_name_key — and returns how many.
-func cancelOccurrences(ctx context.Context, tx *sql.Tx, name string, ts int64) (int64, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', finished_at = ?, updated_at = ?
-		WHERE name = ? AND task_key = ? AND status = 'SCHEDULED'`, ts, ts, name, name)
+// cancelOccurrencesSQL cancels a schedule's SCHEDULED occurrences: a range of
+// ax_tasks_ns_name_key.
+const cancelOccurrencesSQL = `UPDATE ax_tasks SET status = 'CANCELLED', finished_at = ?, updated_at = ?
+	WHERE namespace = ? AND name = ? AND task_key = ? AND status = 'SCHEDULED'`
+
+// cancelOccurrences cancels, at ts, the SCHEDULED tasks of namespace ns whose name and
+// task key are name, and returns how many.
+func cancelOccurrences(ctx context.Context, tx *sql.Tx, ns, name string, ts int64) (int64, error) {
+	res, err := tx.ExecContext(ctx, cancelOccurrencesSQL, ts, ts, ns, name, name)
 	if err != nil {
 		return 0, err
 	}
@@ -153,11 +159,11 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 	var cancelled int64
 	err := s.write(ctx, "delete schedule", func(tx *sql.Tx) error {
 		var err error
-		found, err = applied(tx.ExecContext(ctx, `DELETE FROM ax_schedules WHERE name = ?`, name))
+		found, err = applied(tx.ExecContext(ctx, `DELETE FROM ax_schedules WHERE namespace = ? AND name = ?`, s.ns, name))
 		if err != nil || !found {
 			return err
 		}
-		cancelled, err = cancelOccurrences(ctx, tx, name, micros(now()))
+		cancelled, err = cancelOccurrences(ctx, tx, s.ns, name, micros(now()))
 		return err
 	})
 	if err != nil {
@@ -180,9 +186,9 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 	err := s.write(ctx, "resume schedule", func(tx *sql.Tx) error {
 		var err error
 		sc, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 0, next_fire_at = ?, updated_at = ?
-			WHERE name = ? AND paused = 1 RETURNING `+scheduleColumns, micros(next), micros(now()), name))
+			WHERE namespace = ? AND name = ? AND paused = 1 RETURNING `+scheduleColumns, micros(next), micros(now()), s.ns, name))
 		if errors.Is(err, sql.ErrNoRows) { // not paused, or unknown
-			sc, err = lookupSchedule(ctx, tx, name)
+			sc, err = lookupSchedule(ctx, tx, s.ns, name)
 		}
 		return err
 	})
@@ -222,8 +228,8 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		}
 		ok, err := applied(tx.ExecContext(ctx, `UPDATE ax_schedules SET next_fire_at = ?,
 			last_fire_at = COALESCE(?, last_fire_at), updated_at = ?
-			WHERE name = ? AND next_fire_at = ? AND paused = 0
-			AND (? = '' OR (spec = ? AND time_zone = ?))`, micros(p.Next), last, micros(now()), p.Name, micros(p.Expect), p.Spec, p.Spec, p.TimeZone))
+			WHERE namespace = ? AND name = ? AND next_fire_at = ? AND paused = 0
+			AND (? = '' OR (spec = ? AND time_zone = ?))`, micros(p.Next), last, micros(now()), s.ns, p.Name, micros(p.Expect), p.Spec, p.Spec, p.TimeZone))
 		if err != nil || !ok {
 			return err
 		}

@@ -21,14 +21,19 @@
 // migrate it exactly once. A file migrated by a newer ax is refused with
 // store.ErrSchemaVersion.
 //
-// Indexes (see migrations/0001_init.sql): the business key (name, key) is unique;
-// partial indexes on SCHEDULED rows make the window scan and the claim a range scan on
-// (due_at, id) and the incremental refill a range scan on seq; partial indexes on
-// RUNNING and DISPATCHING rows serve recovery. Version 2 adds
-// ax_tasks_key_holder on the in-flight tasks with a key, and nothing else:
+// Indexes (see migrations/0001_init.sql, rebuilt with the namespace first by
+// 0004_namespaces.sql): the business key (namespace, name, key) is unique; partial
+// indexes on SCHEDULED rows make the window scan a range scan on (namespace, due_at,
+// id) and the incremental refill a range scan on (namespace, seq); partial indexes on
+// RUNNING and DISPATCHING rows serve recovery. Version 2 added the index of the
+// in-flight tasks with a key, now:
 //
-//	CREATE INDEX ax_tasks_key_holder ON ax_tasks (task_key)
+//	CREATE INDEX ax_tasks_ns_key_holder ON ax_tasks (namespace, task_key)
 //	    WHERE status IN ('DISPATCHING', 'RUNNING') AND task_key <> '';
+//
+// The tables: ax_tasks, ax_executions, ax_counters (the refill sequence), ax_schedules,
+// ax_leader (the leases and fences), ax_nodes (the node registry) and
+// ax_schema_migrations.
 //
 // # Task keys and the overlap rule
 //
@@ -42,6 +47,9 @@
 // transition can come between the two, and there is no lock order to get wrong:
 // nothing can deadlock.
 //
+// A task key is its namespace's: the holders are looked up, and re-checked, with the
+// namespace, so two namespaces' tasks of one key never block each other.
+//
 // Claim first runs its usual statement, which now claims only the due tasks without a
 // key or with Overlap allow (one more term in its WHERE clause, on the row it reads
 // anyway): a batch of such tasks costs what it did in version 1, one statement per 200
@@ -50,14 +58,17 @@
 // holders,
 //
 //	SELECT task_key, MIN(id) FROM ax_tasks
-//	WHERE task_key IN (VALUES …) AND status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''
+//	WHERE namespace = ? AND task_key IN (VALUES …)
+//	    AND status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''
 //	GROUP BY task_key
 //
 // store.ResolveKeys picks the winners (one per free key, the first by due_at, id), and
 // they are claimed by an UPDATE that re-checks the rule itself:
 //
 //	... WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
-//	    AND NOT EXISTS (SELECT 1 FROM ax_tasks o WHERE o.task_key = ax_tasks.task_key
+//	    AND +ax_tasks.namespace = ?
+//	    AND NOT EXISTS (SELECT 1 FROM ax_tasks o WHERE o.namespace = ax_tasks.namespace
+//	        AND o.task_key = ax_tasks.task_key
 //	        AND o.status IN ('DISPATCHING', 'RUNNING') AND o.task_key <> '')
 //
 // The losers with Overlap skip become SKIPPED in one more UPDATE (last_error from
@@ -69,28 +80,29 @@
 // the plans (SQLite 3.54.1, modernc.org/sqlite v1.62.0):
 //
 //	-- the holders of a claim's keys
-//	SEARCH ax_tasks USING INDEX ax_tasks_key_holder (task_key=?)
+//	SEARCH ax_tasks USING INDEX ax_tasks_ns_key_holder (namespace=? AND task_key=?)
 //	LIST SUBQUERY 2
 //	SCAN 4-ROW VALUES CLAUSE
 //	-- the winners' UPDATE (and Trigger's, without the VALUES list)
 //	SCAN 4-ROW VALUES CLAUSE
 //	SEARCH ax_tasks USING INTEGER PRIMARY KEY (rowid=?)
 //	CORRELATED SCALAR SUBQUERY 3
-//	SEARCH o USING INDEX ax_tasks_key_holder (task_key=?)
+//	SEARCH o USING INDEX ax_tasks_ns_key_holder (namespace=? AND task_key=?)
 //
 // # Schedules
 //
-// ax_schedules holds one row per schedule (name primary key; spec, time_zone,
-// overlap, misfire, payload, paused 0 or 1, next_fire_at, last_fire_at NULL before
-// the first occurrence, created_at, updated_at). FireSchedule is a compare-and-set,
-// UPDATE ... WHERE name = ? AND next_fire_at = ? AND paused = 0, followed in the same
-// transaction by Insert's own statement for the occurrences, so they get refill
-// sequence numbers like any inserted task; of several schedulers firing from one
-// reading, exactly one changes the row. PauseSchedule cancels the schedule's
-// SCHEDULED occurrences (name and task_key = the schedule's name, a range of the
-// business-key index) in the transaction that sets paused; DeleteSchedule cancels
-// them with the same statement in the transaction that deletes the row, so a fire
-// either commits before it (and its occurrences are cancelled) or finds no row.
+// ax_schedules holds one row per schedule ((namespace, name) primary key; spec,
+// time_zone, overlap, misfire, payload, paused 0 or 1, next_fire_at, last_fire_at NULL
+// before the first occurrence, created_at, updated_at). FireSchedule is a
+// compare-and-set, UPDATE ... WHERE namespace = ? AND name = ? AND next_fire_at = ? AND
+// paused = 0, followed in the same transaction by Insert's own statement for the
+// occurrences, so they get refill sequence numbers like any inserted task; of several
+// schedulers firing from one reading, exactly one changes the row. PauseSchedule
+// cancels the schedule's SCHEDULED occurrences (name and task_key = the schedule's
+// name, a range (namespace, name) of the business-key index) in the transaction that
+// sets paused; DeleteSchedule cancels them with the same statement in the transaction
+// that deletes the row, so a fire either commits before it (and its occurrences are
+// cancelled) or finds no row.
 //
 // # Leader lease
 //
@@ -117,16 +129,44 @@
 // its counts and oldest due time come from one snapshot:
 //
 //	SELECT status, count(*),
-//	    (SELECT min(due_at) FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at <= ?)
-//	FROM ax_tasks GROUP BY status
+//	    (SELECT min(due_at) FROM ax_tasks WHERE namespace = ? AND status = 'SCHEDULED' AND due_at <= ?)
+//	FROM ax_tasks WHERE namespace = ? GROUP BY status
 //
-// The counts read every row; the scalar subquery runs once, on the partial due
-// index. TestExplain pins it:
+// The counts read every row of the namespace, through the business key's index; the
+// scalar subquery runs once, on the partial due index. TestExplain pins it:
 //
-//	SCAN ax_tasks
+//	SEARCH ax_tasks USING INDEX ax_tasks_ns_name_key (namespace=?)
 //	USE TEMP B-TREE FOR GROUP BY
 //	SCALAR SUBQUERY 1
-//	SEARCH ax_tasks USING COVERING INDEX ax_tasks_scheduled_due (due_at<?)
+//	SEARCH ax_tasks USING COVERING INDEX ax_tasks_ns_scheduled_due (namespace=? AND due_at<?)
+//
+// # Namespaces
+//
+// A Store is the view of one namespace (store.Namespaced): Open returns
+// store.DefaultNamespace's, and InNamespace returns another *Store that shares the
+// writer connection, the read pool, the prepared statements and the closed flag (one
+// pointer to them) and differs only in its namespace, so a view costs nothing and
+// closing any view closes them all. ax_tasks and ax_schedules have a namespace column
+// (NOT NULL DEFAULT 'default', added by migrations/0004_namespaces.sql: ALTER TABLE ...
+// ADD COLUMN with a constant default does not rewrite ax_tasks; ax_schedules, whose
+// primary key becomes (namespace, name), is copied into a new table), and every index
+// of ax_tasks leads with it, so a namespace's scans are ranges of its own rows.
+//
+// Insert, InsertTx, FireSchedule and RegisterSchedules stamp the view's namespace;
+// every read and write of rows by name, key or time filters by it. The statements that
+// name their rows by id (Claim, Get, Trigger) compare +namespace = ?: checked on the
+// row found by the primary key, never used to choose an index (SQLite would otherwise
+// prefer a range of the namespace's due index to the id lookups). An id of another
+// namespace's task is thus not found, or left out of a batch's result. Start,
+// Heartbeat, Finish and Requeue act on execution ids and take no namespace; so does
+// the refill sequence, which is one counter for the file. Leases and fences name their
+// namespace explicitly.
+//
+// ax_nodes holds the node registry (store.NodeRegistry): (namespace, name) primary key,
+// advertise, handlers (the sorted names as a JSON array of strings), capacity,
+// in_flight, started_at and heartbeat_at in microseconds of this process's clock.
+// RegisterNode is one UPSERT, RemoveNode and ExpireNodes one DELETE each, on the
+// writer; Nodes is one range of the primary key, in name order, on the read pool.
 package sqlite
 
 import (
@@ -154,14 +194,29 @@ var migrations embed.FS
 
 // Store is the SQLite implementation of store.Store. It is safe for concurrent use,
 // and several processes may open the same file.
+//
+// A Store is the view of one namespace (see InNamespace): the store Open returns is
+// store.DefaultNamespace's, and every view of it shares its connections, its prepared
+// statements and its closed state.
 type Store struct {
+	*conns        // shared by every view
+	ns     string // the view's namespace
+}
+
+// conns is what the views of one opened store share.
+type conns struct {
 	w      *sql.DB // one connection; every transaction is IMMEDIATE
 	r      *sql.DB // read-only pool
 	closed atomic.Bool
 	stmts  map[*batchStmt][]*sql.Stmt // prepared on w, by size bucket
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.TxStore      = (*Store)(nil)
+	_ store.Namespaced   = (*Store)(nil)
+	_ store.NodeRegistry = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the database file at path, migrates its schema and
 // returns the store. The caller must Close it.
@@ -176,7 +231,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{w: w}
+	s := &Store{conns: &conns{w: w}, ns: store.DefaultNamespace}
 	if err := s.migrate(context.Background(), SchemaVersion()); err != nil {
 		w.Close()
 		return nil, err
@@ -212,7 +267,18 @@ func openWriter(path string) (*sql.DB, error) {
 	return w, nil
 }
 
-// Close closes the database. Calls after Close return store.ErrClosed.
+// InNamespace returns the view of namespace ns: a *Store that reads and writes only
+// ns's tasks, schedules and nodes, on the same connections (see store.Namespaced). It
+// costs no round trip. Closing any view closes them all.
+func (s *Store) InNamespace(ns string) (store.Store, error) {
+	if err := store.CheckNamespace(ns); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: in namespace: %w", err)
+	}
+	return &Store{conns: s.conns, ns: ns}, nil
+}
+
+// Close closes the database, for every view of it. Calls after Close, through any
+// view, return store.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return fmt.Errorf("ax: sqlite: close: %w", store.ErrClosed)

@@ -10,7 +10,8 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Insert writes new SCHEDULED tasks in one transaction (see store.Store).
+// Insert writes new SCHEDULED tasks into the view's namespace, in one transaction (see
+// store.Store). The business key is unique per namespace.
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
 	if err := validNew("insert", tasks); err != nil {
 		return nil, err
@@ -23,8 +24,8 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	return out, nil
 }
 
-// InsertTx is Insert inside the caller's transaction: a *sql.Tx on a database/sql
-// handle of the same file (sql.Open("sqlite", path) with modernc.org/sqlite). The
+// InsertTx is Insert, into the view's namespace, inside the caller's transaction: a
+// *sql.Tx on a database/sql handle of the same file (sql.Open("sqlite", path) with modernc.org/sqlite). The
 // tasks exist if, and only if, the caller commits. SQLite has one writer at a time:
 // while the caller's transaction is open, the scheduler's own writes wait for it (up
 // to the busy timeout, 10s), so keep such transactions short.
@@ -73,7 +74,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i),
 				nt.TaskKey, string(nt.Overlap))
 		}
-		inserted, err := scanTasks(run(ctx, tx, insertStmt, []any{ts, ts}, args, nil))
+		inserted, err := scanTasks(run(ctx, tx, insertStmt, []any{ts, ts, s.ns}, args, nil))
 		if err != nil {
 			return err
 		}
@@ -88,7 +89,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 				delete(byKey, k) // a second copy in this batch is a duplicate
 				continue
 			}
-			t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE name = ? AND key = ?`, k[0], k[1]))
+			t, err := scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, k[0], k[1]))
 			if err != nil {
 				return err
 			}
@@ -98,25 +99,33 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 	})
 }
 
-// Get returns one task.
+const (
+	// getSQL reads one task of the view's namespace by id (the primary key).
+	getSQL = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE id = ? AND +namespace = ?`
+	// lookupSQL reads one task by its business key (ax_tasks_ns_name_key).
+	lookupSQL = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE namespace = ? AND name = ? AND key = ?`
+)
+
+// Get returns one task of the view's namespace.
 func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
-	t, err := scanTask(s.r.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+	t, err := scanTask(s.r.QueryRowContext(ctx, getSQL, id, s.ns))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ax: sqlite: get task %d: %w", id, store.ErrNotFound)
 	}
 	return t, s.wrap("get task", err)
 }
 
-// Lookup returns the task with this name and key.
+// Lookup returns the task of the view's namespace with this name and key.
 func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
-	t, err := scanTask(s.r.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE name = ? AND key = ?`, name, key))
+	t, err := scanTask(s.r.QueryRowContext(ctx, lookupSQL, s.ns, name, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ax: sqlite: lookup %q/%q: %w", name, key, store.ErrNotFound)
 	}
 	return t, s.wrap("lookup task", err)
 }
 
-// Executions returns a task's executions, oldest first.
+// Executions returns a task's executions, oldest first; a task of another namespace
+// is store.ErrNotFound.
 func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -124,7 +133,7 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 	}
 	defer tx.Rollback()
 	var one int
-	if err := tx.QueryRowContext(ctx, `SELECT 1 FROM ax_tasks WHERE id = ?`, taskID).Scan(&one); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT 1 FROM ax_tasks WHERE id = ? AND +namespace = ?`, taskID, s.ns).Scan(&one); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("ax: sqlite: executions of task %d: %w", taskID, store.ErrNotFound)
 		}
@@ -146,11 +155,11 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 		ts := micros(now())
 		var err error
 		t, err = scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', updated_at = ?, finished_at = ?
-			WHERE name = ? AND key = ? AND status = 'SCHEDULED' RETURNING `+taskColumns, ts, ts, name, key))
+			WHERE namespace = ? AND name = ? AND key = ? AND status = 'SCHEDULED' RETURNING `+taskColumns, ts, ts, s.ns, name, key))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE name = ? AND key = ?`, name, key))
+		t, err = scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, name, key))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			sentinel = store.ErrNotFound
@@ -170,12 +179,13 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return t, nil
 }
 
-// taskStatsSQL counts the tasks per status and, in a scalar subquery evaluated once,
-// reads the oldest due SCHEDULED task: a MIN over ax_tasks_scheduled_due, which SQLite
-// uses because the subquery's WHERE contains the index's (see TestExplain).
+// taskStatsSQL counts the namespace's tasks per status and, in a scalar subquery
+// evaluated once, reads its oldest due SCHEDULED task: a MIN over
+// ax_tasks_ns_scheduled_due, which SQLite uses because the subquery's WHERE contains
+// the index's (see TestExplain).
 const taskStatsSQL = `SELECT status, count(*),
-	(SELECT min(due_at) FROM ax_tasks WHERE status = 'SCHEDULED' AND due_at <= ?)
-	FROM ax_tasks GROUP BY status`
+	(SELECT min(due_at) FROM ax_tasks WHERE namespace = ? AND status = 'SCHEDULED' AND due_at <= ?)
+	FROM ax_tasks WHERE namespace = ? GROUP BY status`
 
 // TaskStats counts the tasks per status and finds the oldest due SCHEDULED task, in
 // one statement on the read pool (one snapshot; no write lock). See store.Store. A
@@ -184,7 +194,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	if now.IsZero() {
 		return nil, fmt.Errorf("ax: sqlite: task stats: zero time: %w", store.ErrInvalid)
 	}
-	rows, err := s.r.QueryContext(ctx, taskStatsSQL, micros(now))
+	rows, err := s.r.QueryContext(ctx, taskStatsSQL, s.ns, micros(now), s.ns)
 	if err != nil {
 		return nil, s.wrap("task stats", err)
 	}
@@ -206,7 +216,18 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	return st, nil
 }
 
-// Refill reads changed and newly windowed SCHEDULED tasks (see store.RefillParams).
+const (
+	// refillChangedSQL is the incremental refill: a range of ax_tasks_ns_scheduled_seq.
+	refillChangedSQL = `SELECT id, due_at, seq FROM ax_tasks
+		WHERE namespace = ? AND status = 'SCHEDULED' AND seq > ? ORDER BY seq LIMIT ?`
+	// refillWindowSQL is the window scan: a range of ax_tasks_ns_scheduled_due.
+	refillWindowSQL = `SELECT id, due_at FROM ax_tasks
+		WHERE namespace = ? AND status = 'SCHEDULED' AND (due_at > ? OR (due_at = ? AND id > ?)) AND due_at < ?
+		ORDER BY due_at, id LIMIT ?`
+)
+
+// Refill reads the view's namespace's changed and newly windowed SCHEDULED tasks (see
+// store.RefillParams). The sequence cursor is the store's, shared by the namespaces.
 func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("ax: sqlite: refill: limit %d: %w", p.Limit, store.ErrInvalid)
@@ -224,8 +245,7 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 			return nil, s.wrap("refill", err)
 		}
 	} else {
-		rows, err := tx.QueryContext(ctx, `SELECT id, due_at, seq FROM ax_tasks
-			WHERE status = 'SCHEDULED' AND seq > ? ORDER BY seq LIMIT ?`, p.AfterSeq, p.Limit)
+		rows, err := tx.QueryContext(ctx, refillChangedSQL, s.ns, p.AfterSeq, p.Limit)
 		if err != nil {
 			return nil, s.wrap("refill", err)
 		}
@@ -252,9 +272,7 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 	if !p.From.IsZero() {
 		from = micros(p.From)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, due_at FROM ax_tasks
-		WHERE status = 'SCHEDULED' AND (due_at > ? OR (due_at = ? AND id > ?)) AND due_at < ?
-		ORDER BY due_at, id LIMIT ?`, from, from, p.FromID, to, p.Limit)
+	rows, err := tx.QueryContext(ctx, refillWindowSQL, s.ns, from, from, p.FromID, to, p.Limit)
 	if err != nil {
 		return nil, s.wrap("refill", err)
 	}
@@ -277,11 +295,11 @@ const (
 	triggerSQL = `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = ?,
 		attempt = attempt + (CASE status WHEN 'FAILED' THEN 1 ELSE 0 END),
 		finished_at = NULL, dispatched_at = ?, triggered_at = ?, updated_at = ?
-		WHERE id = ? AND status IN ('SCHEDULED', 'FAILED')
+		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED')
 			AND (task_key = '' OR overlap = 'allow' OR ` + keyFree + `)
 		RETURNING ` + taskColumns
-	// holderSQL names the task holding one key (ax_tasks_key_holder).
-	holderSQL = `SELECT MIN(id) FROM ax_tasks WHERE task_key = ? AND ` + holding
+	// holderSQL names the task holding one key of a namespace (ax_tasks_ns_key_holder).
+	holderSQL = `SELECT MIN(id) FROM ax_tasks WHERE namespace = ? AND task_key = ? AND ` + holding
 )
 
 // Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task with a key
@@ -297,11 +315,11 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	err := s.write(ctx, "trigger", func(tx *sql.Tx) error {
 		ts := micros(now())
 		var err error
-		t, err = scanTask(tx.QueryRowContext(ctx, triggerSQL, executionID, ts, ts, ts, id))
+		t, err = scanTask(tx.QueryRowContext(ctx, triggerSQL, executionID, ts, ts, ts, id, s.ns))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+		t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			sentinel = store.ErrNotFound
@@ -315,7 +333,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		}
 		// Triggerable but not triggered: its key is held. Name the holder.
 		var h sql.NullInt64
-		if err := tx.QueryRowContext(ctx, holderSQL, t.TaskKey).Scan(&h); err != nil {
+		if err := tx.QueryRowContext(ctx, holderSQL, s.ns, t.TaskKey).Scan(&h); err != nil {
 			return err
 		}
 		if !h.Valid { // cannot happen: the UPDATE saw a holder under the same lock
@@ -379,8 +397,17 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 	return out, nil
 }
 
-// Stale lists RUNNING tasks without a heartbeat, or DISPATCHING tasks claimed, before
-// a time.
+// The inspector's scans, ranges of ax_tasks_ns_running_heartbeat and
+// ax_tasks_ns_dispatching_since.
+const (
+	staleRunningSQL = `SELECT ` + taskColumns + ` FROM ax_tasks
+		WHERE namespace = ? AND status = 'RUNNING' AND heartbeat_at < ? ORDER BY heartbeat_at, id LIMIT ?`
+	staleDispatchingSQL = `SELECT ` + taskColumns + ` FROM ax_tasks
+		WHERE namespace = ? AND status = 'DISPATCHING' AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?`
+)
+
+// Stale lists the view's namespace's RUNNING tasks without a heartbeat, or DISPATCHING
+// tasks claimed, before a time.
 func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("ax: sqlite: stale: limit %d: %w", limit, store.ErrInvalid)
@@ -388,13 +415,13 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	var q string
 	switch status {
 	case store.Running:
-		q = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE status = 'RUNNING' AND heartbeat_at < ? ORDER BY heartbeat_at, id LIMIT ?`
+		q = staleRunningSQL
 	case store.Dispatching:
-		q = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE status = 'DISPATCHING' AND dispatched_at < ? ORDER BY dispatched_at, id LIMIT ?`
+		q = staleDispatchingSQL
 	default:
 		return nil, fmt.Errorf("ax: sqlite: stale %s tasks: %w", status, store.ErrInvalid)
 	}
-	out, err := scanTasks(s.r.QueryContext(ctx, q, micros(before), limit))
+	out, err := scanTasks(s.r.QueryContext(ctx, q, s.ns, micros(before), limit))
 	return out, s.wrap("stale", err)
 }
 

@@ -60,6 +60,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Schedules", scheduleTests},
 		{"Lease", leaseTests},
 		{"Fence", fenceTests},
+		{"Namespace", namespaceTests},
+		{"Nodes", nodeTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -85,7 +87,7 @@ type env struct {
 	t   *testing.T
 	s   store.Store
 	ctx context.Context
-	n   atomic.Int64 // for unique keys
+	n   *atomic.Int64 // for unique keys, shared by the views of one store
 }
 
 func setup(t *testing.T, open func(t *testing.T) store.Store) *env {
@@ -94,7 +96,7 @@ func setup(t *testing.T, open func(t *testing.T) store.Store) *env {
 	if s == nil {
 		t.Fatal("open returned a nil store")
 	}
-	return &env{t: t, s: s, ctx: t.Context()}
+	return &env{t: t, s: s, ctx: t.Context(), n: new(atomic.Int64)}
 }
 
 // precision is how far a time may move on its way through the store.
