@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/internal/execute"
+	"github.com/axsched/ax/remote"
 	"github.com/axsched/ax/store"
 )
 
@@ -81,7 +82,11 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// OrphanAfter is how long a RUNNING task may go without a heartbeat before it is
 	// counted as a failed attempt and retried. Defaults to DefaultOrphanAfter (5m);
-	// it must exceed HeartbeatInterval.
+	// it must exceed HeartbeatInterval. An executor whose heartbeats have not reached
+	// the store for OrphanAfter − 2 × HeartbeatInterval (a partition, or a pause
+	// measured on the monotonic clock when the process resumes) cancels the handler's
+	// context first — self-fencing — and releases the execution: a handler that honours
+	// its context stops before another replica can re-run the task.
 	OrphanAfter time.Duration
 	// DispatchTimeout is how long a task may stay DISPATCHING (claimed, not yet
 	// started) before it is handed back as a dispatch failure. Defaults to
@@ -133,15 +138,67 @@ type Config struct {
 	Elector elect.Elector
 	// CanLead says whether this scheduler may schedule: false makes it executor-only,
 	// never a candidate (and, without an Elector, never scheduling at all: it runs
-	// only the tasks it is handed, by Trigger). Defaults to true.
+	// only the tasks it is handed, by Trigger or by a leader's dispatch). Defaults to
+	// true.
 	CanLead *bool
+	// Cluster configures dispatch between replicas under an Elector: where this
+	// replica's executor is reached, the secret requests are signed with, and how the
+	// leader routes tasks.
+	Cluster ClusterConfig
 }
 
-// DefaultNamespace is Config.Namespace's default.
-const DefaultNamespace = "default"
+// ClusterConfig configures the executor endpoint of a replica and the leader's
+// dispatch to the others (see Scheduler.ExecutorHandler).
+type ClusterConfig struct {
+	// Advertise is the base URL at which the other replicas reach this replica's
+	// ExecutorHandler, e.g. "http://10.0.0.7:7070"; it is recorded in the node
+	// registry. Empty: this replica takes no remote dispatch (the leader still runs
+	// tasks in its own process).
+	Advertise string
+	// Secret signs and verifies every dispatch (HMAC-SHA256; at least 32 bytes). The
+	// same on every replica. Empty: requests go unsigned and ExecutorHandler serves
+	// only connections to a loopback address.
+	Secret []byte
+	// Routing is how the leader picks among the live replicas that registered a
+	// task's handler. Defaults to RouteRoundRobin.
+	Routing Routing
+	// RequestTimeout bounds each dispatch request; a replica that does not answer in
+	// time is skipped until its health endpoint answers. Defaults to
+	// DefaultRequestTimeout (5s).
+	RequestTimeout time.Duration
+}
 
-// maxNamespace is the longest Namespace, in bytes (the stores' key columns hold 200).
-const maxNamespace = 200
+// Routing is how the leader picks an executor for a task (ClusterConfig.Routing).
+type Routing int
+
+// The routings.
+const (
+	// RouteRoundRobin sends each task to the next replica in turn.
+	RouteRoundRobin Routing = iota
+	// RouteLeastInFlight sends each task to the replica with the fewest running
+	// handlers per slot, as last reported.
+	RouteLeastInFlight
+	// RouteConsistentHash sends the tasks of one key (TaskKey, else name and key) to
+	// the same replica while the set of replicas is stable.
+	RouteConsistentHash
+)
+
+// DefaultRequestTimeout is ClusterConfig.RequestTimeout's default.
+const DefaultRequestTimeout = 5 * time.Second
+
+// DefaultNamespace is Config.Namespace's default.
+const DefaultNamespace = store.DefaultNamespace
+
+// selfFenceAfter is how old an execution's last heartbeat may get before its handler's
+// context is cancelled: OrphanAfter − 2 × HeartbeatInterval, so that the handler stops
+// before recovery on another replica can declare it orphaned, with two heartbeats'
+// margin (OrphanAfter − HeartbeatInterval when that leaves nothing).
+func (c Config) selfFenceAfter() time.Duration {
+	if d := c.OrphanAfter - 2*c.HeartbeatInterval; d > 0 {
+		return d
+	}
+	return c.OrphanAfter - c.HeartbeatInterval
+}
 
 // canLead reports whether the scheduler may schedule (Config.CanLead).
 func (c Config) canLead() bool { return c.CanLead == nil || *c.CanLead }
@@ -185,6 +242,7 @@ func (c Config) withDefaults() Config {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
 	}
+	def(&c.Cluster.RequestTimeout, DefaultRequestTimeout)
 	return c
 }
 
@@ -227,8 +285,24 @@ func (c Config) validate() error {
 	if c.MaxCatchUp < 0 || c.MaxCatchUp > maxCatchUp {
 		bad("MaxCatchUp", "%d is outside [0, %d]", c.MaxCatchUp, maxCatchUp)
 	}
-	if c.Namespace != "" && (len(c.Namespace) > maxNamespace || strings.ContainsFunc(c.Namespace, unicode.IsSpace)) {
-		bad("Namespace", "%q is longer than %d bytes or holds white space", c.Namespace, maxNamespace)
+	if c.Namespace != "" {
+		if err := store.CheckNamespace(c.Namespace); err != nil {
+			errs = append(errs, fmt.Errorf("Namespace: %w", err))
+		}
+	}
+	if len(c.Cluster.Secret) > 0 && len(c.Cluster.Secret) < remote.MinSecretLen {
+		bad("Cluster.Secret", "is %d bytes, shorter than %d", len(c.Cluster.Secret), remote.MinSecretLen)
+	}
+	if c.Cluster.Routing < RouteRoundRobin || c.Cluster.Routing > RouteConsistentHash {
+		bad("Cluster.Routing", "%d is not a Routing", c.Cluster.Routing)
+	}
+	if c.Cluster.RequestTimeout < 0 {
+		bad("Cluster.RequestTimeout", "is negative (%v)", c.Cluster.RequestTimeout)
+	}
+	if a := c.Cluster.Advertise; a != "" {
+		if u, err := url.Parse(a); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("Cluster.Advertise", "%q is not an http(s) base URL", a)
+		}
 	}
 	if len(errs) == 0 {
 		return nil

@@ -78,6 +78,14 @@ const (
 	// a newer leader, and its term ended. Reason names the part: claim, schedule,
 	// recovery.
 	EventFenceRejected = EventKind(observe.FenceRejected)
+	// EventLease: the leader's lease, reported every second of a term and once at
+	// its end. Epoch, LeaseRemaining (the time until the leader stops acting on it
+	// unless a renewal succeeds; zero at the end).
+	EventLease = EventKind(observe.LeaseState)
+	// EventExecutorRequest: the leader sent a batch of Count tasks to another
+	// replica's executor. Reason is the result (ok, busy — some tasks refused for want
+	// of a slot —, unreachable, fenced, error), Duration the request's time.
+	EventExecutorRequest = EventKind(observe.ExecutorRequest)
 )
 
 var eventKindNames = [...]string{
@@ -86,7 +94,8 @@ var eventKindNames = [...]string{
 	EventOrphanRecovered: "orphan_recovered", EventStuckClaimHandedBack: "stuck_claim_handed_back",
 	EventSkipped: "skipped", EventScheduleFired: "schedule_fired", EventClockOffset: "clock_offset",
 	EventWheelSize: "wheel_size", EventTaskCounts: "task_counts", EventUnhandled: "unhandled",
-	EventLeadership: "leadership", EventFenceRejected: "fence_rejected",
+	EventLeadership: "leadership", EventFenceRejected: "fence_rejected", EventLease: "lease",
+	EventExecutorRequest: "executor_request",
 }
 
 // String returns the kind in snake case, e.g. "dispatch_failed".
@@ -118,6 +127,10 @@ const (
 	// DispatchLeaseEnded: claimed under a leader's lease that ended before the task
 	// started; the next leader runs it.
 	DispatchLeaseEnded = observe.LeaseEnded
+	// DispatchBusy: every replica with the task's handler was full or unreachable.
+	DispatchBusy = observe.Busy
+	// DispatchFenced: a replica's executor had seen a newer leader.
+	DispatchFenced = observe.Fenced
 )
 
 // The results of EventScheduleFired.
@@ -150,7 +163,9 @@ type Event struct {
 	Count    int
 	Counts   map[Status]int64
 	Leader   bool  // EventLeadership
-	Epoch    int64 // EventLeadership
+	Epoch    int64 // EventLeadership, EventLease
+	// LeaseRemaining is the time left on the leader's lease (EventLease).
+	LeaseRemaining time.Duration
 	// Dropped is how many events were dropped, because the queue was full, since the
 	// previous event delivered.
 	Dropped int
@@ -169,6 +184,6 @@ func eventOf(e observe.Event) Event {
 	return Event{
 		Kind: EventKind(e.Kind), At: e.At, Name: e.Name, Schedule: e.Schedule, Outcome: Outcome(e.Outcome),
 		Reason: e.Reason, Result: e.Result, Due: e.Due, Lateness: e.Lateness, Manual: e.Manual, Early: e.Early,
-		Duration: e.Duration, Offset: e.Offset, Lag: e.Lag, Count: e.Count, Counts: e.Counts, Leader: e.Leader, Epoch: e.Epoch, Dropped: e.Dropped,
+		Duration: e.Duration, Offset: e.Offset, Lag: e.Lag, Count: e.Count, Counts: e.Counts, Leader: e.Leader, Epoch: e.Epoch, LeaseRemaining: e.Lease, Dropped: e.Dropped,
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,10 +18,13 @@ import (
 	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/internal/insert"
 	"github.com/axsched/ax/internal/leadership"
+	"github.com/axsched/ax/internal/nodes"
 	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/internal/periodic"
 	"github.com/axsched/ax/internal/recovery"
+	"github.com/axsched/ax/internal/route"
 	"github.com/axsched/ax/internal/storecall"
+	"github.com/axsched/ax/remote"
 	"github.com/axsched/ax/store"
 )
 
@@ -44,6 +49,10 @@ type Scheduler struct {
 	state     runState
 	run       *running // set while started
 	inserts   insert.Coalescer
+
+	// The executor endpoint (ExecutorHandler) and the leader's client of the others'.
+	server *remote.Server
+	client *remote.Client
 
 	hooks testHooks
 }
@@ -148,10 +157,26 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Scheduler{
+	st, err := inNamespace(cfg.Store, cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		signer   *remote.Signer
+		verifier *remote.Verifier
+	)
+	if len(cfg.Cluster.Secret) > 0 {
+		if signer, err = remote.NewSigner(cfg.Cluster.Secret); err == nil {
+			verifier, err = remote.NewVerifier(cfg.Cluster.Secret, remote.WithLogger(cfg.Logger))
+		}
+		if err != nil {
+			return nil, errorf("ax: config: Cluster.Secret: %w: %w", err, ErrInvalid)
+		}
+	}
+	s := &Scheduler{
 		cfg:       cfg,
-		st:        cfg.Store,
-		kst:       storecall.Bounded(cfg.Store, cfg.StoreTimeout),
+		st:        st,
+		kst:       storecall.Bounded(st, cfg.StoreTimeout),
 		log:       cfg.Logger,
 		clock:     clock.New(),
 		obs:       newObserverQueue(cfg.Observer),
@@ -159,7 +184,79 @@ func New(cfg Config) (*Scheduler, error) {
 		handlers:  make(map[string]*handler),
 
 		periodics: make(map[string]*registered),
-	}, nil
+		client:    remote.NewClient(signer, cfg.Cluster.RequestTimeout),
+	}
+	s.server = remote.NewServer(cfg.Namespace, cfg.Node, remoteExecutor{s}, verifier, cfg.Logger)
+	return s, nil
+}
+
+// ExecutorHandler returns this replica's executor endpoint, to be served at
+// Config.Cluster.Advertise: POST /ax/v1/dispatch, by which the leader hands it claimed
+// tasks (signed with Cluster.Secret, and refused below the highest fencing token it has
+// seen), and GET /ax/v1/health, answered at once, apart from any task. Without a
+// Secret it serves only connections to a loopback address. Tasks dispatched to a
+// scheduler that is not started are answered busy.
+func (s *Scheduler) ExecutorHandler() http.Handler { return s.server }
+
+// remoteExecutor is the executor as the dispatch endpoint sees it.
+type remoteExecutor struct{ s *Scheduler }
+
+// Take starts, through this replica's executor, the tasks it has handlers and free slots
+// for; each token's tasks come from a Source that stops being valid once a higher
+// token is seen.
+func (x remoteExecutor) Take(token int64, tasks []store.Task, valid func() error) []remote.Outcome {
+	out := make([]remote.Outcome, len(tasks))
+	r := x.s.current()
+	if r == nil {
+		for i := range out {
+			out[i] = remote.Busy
+		}
+		return out
+	}
+	_, free := r.exec.Load()
+	var take []store.Task
+	for i, t := range tasks {
+		switch {
+		case x.s.handler(t.Name) == nil:
+			out[i] = remote.Unhandled
+		case free == 0:
+			out[i] = remote.Busy
+		default:
+			out[i] = remote.Accepted
+			take = append(take, t)
+			free--
+		}
+	}
+	if len(take) > 0 {
+		r.exec.Dispatch(&execute.Source{Valid: valid}, take)
+	}
+	return out
+}
+
+// Load returns the executor's running handlers and free slots.
+func (x remoteExecutor) Load() (running, free int) {
+	if r := x.s.current(); r != nil {
+		return r.exec.Load()
+	}
+	return 0, 0
+}
+
+// inNamespace returns the view of st for namespace ns: st itself for the default
+// namespace of a store without namespaces, which cannot hold another.
+func inNamespace(st Store, ns string) (Store, error) {
+	n, ok := st.(store.Namespaced)
+	switch {
+	case ok:
+		v, err := n.InNamespace(ns)
+		if err != nil {
+			return nil, errorf("ax: config: Namespace: %w", err)
+		}
+		return v, nil
+	case ns == DefaultNamespace:
+		return st, nil
+	default:
+		return nil, errorf("ax: config: Namespace %q: %T keeps no namespaces apart (store.Namespaced): %w", ns, st, ErrInvalid)
+	}
 }
 
 // Handle registers h for tasks named name, with opts as the defaults for those tasks
@@ -272,9 +369,10 @@ func (s *Scheduler) assemble(cancel context.CancelFunc) *running {
 		Store: s.kst, Clock: s.clock, Log: s.log, Observe: s.obs,
 		Node: s.cfg.Node, Concurrency: s.cfg.Concurrency,
 		HeartbeatInterval: s.cfg.HeartbeatInterval, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
-		Handler:    s.execHandler,
-		OnKeysFree: r.unblock,
-		OnRetry:    func(d store.Due) { r.add(d) },
+		SelfFenceAfter: s.cfg.selfFenceAfter(),
+		Handler:        s.execHandler,
+		OnKeysFree:     r.unblock,
+		OnRetry:        func(d store.Due) { r.add(d) },
 	})
 	return r
 }
@@ -292,12 +390,13 @@ func (t termExecutor) Dispatch(tasks []store.Task) bool { return t.exec.Dispatch
 // afresh), recovery, schedule firing, and the task counts for the observer. Without an
 // elector there is one term, as long as the scheduler runs, with the zero fence.
 type term struct {
-	s    *Scheduler
-	r    *running
-	t    leadership.Term
-	st   store.Store // s.kst; under a lease, ending the term when a write is fenced
-	loop *dispatch.Loop
-	src  *execute.Source
+	s      *Scheduler
+	r      *running
+	t      leadership.Term
+	st     store.Store // s.kst; under a lease, ending the term when a write is fenced
+	loop   *dispatch.Loop
+	src    *execute.Source
+	router *route.Router // under a lease: the dispatch to this and the other replicas
 }
 
 // newTerm assembles a term's parts and makes its loop the current one, so that tasks
@@ -315,15 +414,27 @@ func (s *Scheduler) newTerm(r *running, t leadership.Term) *term {
 	}
 	var loop *dispatch.Loop
 	src := &execute.Source{Done: func(n int) { loop.Done(n) }, Valid: t.Valid}
+	var exec dispatch.Executor = termExecutor{exec: r.exec, src: src}
+	var router *route.Router
+	if t.Fence.Token != 0 {
+		router = route.New(t.Ctx, route.Config{
+			Namespace: s.cfg.Namespace, Local: s.cfg.Node, Token: t.Fence.Token, Policy: route.Policy(s.cfg.Cluster.Routing),
+			Exec: r.exec, Src: src, Client: s.client,
+			LocalHandles: func(name string) bool { return s.handler(name) != nil },
+			Fenced:       func(err error) { t.End(err) },
+			Observe:      s.obs, Now: s.clock.Now, Log: s.log,
+		})
+		exec = router
+	}
 	loop = dispatch.New(dispatch.Config{
 		Store: st, Fence: t.Fence, Valid: t.Valid, Notifier: notifier, Clock: s.clock, Log: s.log, Observe: s.obs,
-		Executor: termExecutor{exec: r.exec, src: src},
+		Executor: exec,
 		Tick:     s.cfg.Tick, Window: s.cfg.Window, RefillInterval: s.cfg.RefillInterval,
 		Capacity:   s.cfg.Concurrency + store.MaxBatch,
 		AfterClaim: s.hooks.afterClaim,
 	})
 	r.setLoop(loop)
-	return &term{s: s, r: r, t: t, st: st, loop: loop, src: src}
+	return &term{s: s, r: r, t: t, st: st, loop: loop, src: src, router: router}
 }
 
 // run runs the term's parts until ctx ends, and returns once they have stopped and the
@@ -358,9 +469,35 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	if s.obs != nil {
 		wg.Go(func() { s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log) })
 	}
+	if reg := s.registry(); reg != nil {
+		wg.Go(func() { nodes.Expire(ctx, reg, s.cfg.HeartbeatInterval, s.log) })
+		if tm.router != nil {
+			s.refreshNodes(ctx, reg, tm.router) // before the loop's first claims are routed
+			wg.Go(func() { nodes.Follow(ctx, reg, s.cfg.HeartbeatInterval, tm.router.SetNodes, s.log) })
+		}
+	}
+	if tm.router != nil {
+		wg.Go(func() { tm.router.Probe(ctx, time.Second) })
+	}
+	if t.Remaining != nil && s.obs != nil {
+		wg.Go(func() { s.reportLease(ctx, t) })
+	}
 	wg.Wait()
+	if tm.router != nil {
+		tm.router.Wait()
+	}
 	r.setLoop(nil)
 	r.exec.Withdraw(tm.src)
+}
+
+// refreshNodes reads the live replicas into router once.
+func (s *Scheduler) refreshNodes(ctx context.Context, reg store.NodeRegistry, router *route.Router) {
+	ns, err := reg.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "ax: read the live nodes", slog.Any("err", err))
+		return
+	}
+	router.SetNodes(ns)
 }
 
 // clockInterval is how often the store's clock offset is re-measured, so that drift
@@ -386,6 +523,11 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 			})
 		})
 	}
+	if reg := s.registry(); reg != nil {
+		r.wg.Go(func() {
+			nodes.Keep(ctx, nodes.Config{Registry: reg, Info: func() store.NodeInfo { return s.nodeInfo(r) }, Interval: s.cfg.HeartbeatInterval, Log: s.log})
+		})
+	}
 	if !s.hooks.localClock {
 		r.wg.Add(1)
 		go func() {
@@ -401,6 +543,44 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 	}
 }
 
+// reportLease sends the lease's remaining time every second of the term, and zero at
+// its end.
+func (s *Scheduler) reportLease(ctx context.Context, t leadership.Term) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		s.obs.Send(observe.Event{Kind: observe.LeaseState, At: s.clock.Now(), Epoch: t.Fence.Token, Lease: max(t.Remaining(), 0)})
+		select {
+		case <-ctx.Done():
+			s.obs.Send(observe.Event{Kind: observe.LeaseState, At: s.clock.Now(), Epoch: t.Fence.Token})
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// registry returns the store's node registry, each call bounded by StoreTimeout, or
+// nil when the store keeps none.
+func (s *Scheduler) registry() store.NodeRegistry {
+	reg, ok := s.st.(store.NodeRegistry)
+	if !ok {
+		return nil
+	}
+	return storecall.Registry(reg, s.cfg.StoreTimeout)
+}
+
+// nodeInfo is this replica's row in the node registry.
+func (s *Scheduler) nodeInfo(r *running) store.NodeInfo {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.handlers))
+	for name := range s.handlers {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	return store.NodeInfo{Name: s.cfg.Node, Advertise: s.cfg.Cluster.Advertise, Handlers: names, Capacity: s.cfg.Concurrency, InFlight: r.exec.InFlight()}
+}
+
 // roleChanged reports a change of this scheduler's role under its Elector.
 func (s *Scheduler) roleChanged(leader bool, f store.Fence, cause error) {
 	e := observe.Event{Kind: observe.Leadership, At: s.clock.Now(), Leader: leader, Epoch: f.Token}
@@ -413,7 +593,7 @@ func (s *Scheduler) roleChanged(leader bool, f store.Fence, cause error) {
 // endReason names why a term ended, for EventLeadership.
 func endReason(cause error) string {
 	switch {
-	case errors.Is(cause, store.ErrFenced):
+	case errors.Is(cause, store.ErrFenced), errors.Is(cause, remote.ErrFenced):
 		return "fenced"
 	case errors.Is(cause, leadership.ErrStopping):
 		return "stopping"

@@ -36,6 +36,12 @@ type Lease interface {
 	// lease the store recorded itself (elect/sqllease).
 	Holder() string
 
+	// Remaining returns the time until this holder stops acting on the lease unless a
+	// renewal succeeds first: the lease's deadline, counted on the monotonic clock from
+	// the start of the last successful acquire or renew request (the backend's expiry
+	// less a safety margin); zero or less once the lease has ended.
+	Remaining() time.Duration
+
 	// Context returns a context cancelled when leadership is lost (context.Cause is ErrLost)
 	// or resigned (context.Cause is ErrResigned). Every leader-only goroutine should run
 	// under it. Its Err also compares the time with the lease's deadline, on the monotonic

@@ -42,8 +42,19 @@
 //	ax_clock_offset_seconds                  —                   the store's clock minus the local clock
 //	ax_wheel_tasks                           —                   tasks held in the timing wheel
 //	ax_observer_events_dropped_total         —                   events dropped because the Observer's queue was full
+//	ax_leader_is_leader                      —                   1 while this scheduler leads (Config.Elector), else 0
+//	ax_leader_epoch                          —                   the fencing epoch of its latest term
+//	ax_leader_transitions_total              —                   terms begun and ended
+//	ax_leader_lease_remaining_seconds        —                   time until the leader stops acting on its lease
+//	                                                             unless renewed; 0 when not leading
+//	ax_fence_rejections_total                component           writes refused as fenced by a newer leader: claim,
+//	                                                             schedule, recovery (an executor's refusal: executor
+//	                                                             dispatch failures, reason fenced)
+//	ax_executor_requests_total               result              dispatch requests to other replicas: ok, busy,
+//	                                                             unreachable, fenced, error
+//	ax_executor_request_duration_seconds     —                   time of a dispatch request (histogram)
 //
-// The three histograms share one set of buckets, from a millisecond to an hour: 0.001,
+// The histograms share one set of buckets, from a millisecond to an hour: 0.001,
 // 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900,
 // 3600 (and +Inf). A lateness below zero, an early start, is recorded as 0 and
 // counted in ax_early_starts_total.

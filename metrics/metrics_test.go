@@ -79,13 +79,21 @@ func samples(t *testing.T, reg *prometheus.Registry) map[string]string {
 // unlabelled are the series exported from New on, before any event.
 func unlabelled() map[string]string {
 	return map[string]string{
-		"ax_queue_lag_seconds{}":             "0",
-		"ax_clock_offset_seconds{}":          "0",
-		"ax_wheel_tasks{}":                   "0",
-		"ax_orphans_recovered_total{}":       "0",
-		"ax_stuck_claims_total{}":            "0",
-		"ax_early_starts_total{}":            "0",
-		"ax_observer_events_dropped_total{}": "0",
+		"ax_queue_lag_seconds{}":              "0",
+		"ax_clock_offset_seconds{}":           "0",
+		"ax_wheel_tasks{}":                    "0",
+		"ax_orphans_recovered_total{}":        "0",
+		"ax_stuck_claims_total{}":             "0",
+		"ax_early_starts_total{}":             "0",
+		"ax_observer_events_dropped_total{}":  "0",
+		"ax_leader_is_leader{}":               "0",
+		"ax_leader_epoch{}":                   "0",
+		"ax_leader_transitions_total{}":       "0",
+		"ax_leader_lease_remaining_seconds{}": "0",
+
+		"ax_executor_request_duration_seconds_buckets{}": "",
+		"ax_executor_request_duration_seconds_count{}":   "0",
+		"ax_executor_request_duration_seconds_sum{}":     "0",
 	}
 }
 
@@ -142,6 +150,14 @@ func events() []ax.Event {
 		{Kind: ax.EventClockOffset, Offset: -1500 * time.Millisecond},
 		{Kind: ax.EventWheelSize, Count: 42},
 		{Kind: ax.EventTaskCounts, Counts: map[ax.Status]int64{ax.Scheduled: 5, ax.Running: 1}, Lag: 2500 * time.Millisecond, Dropped: 1},
+		{Kind: ax.EventLeadership, Leader: true, Epoch: 7},
+		{Kind: ax.EventLease, Epoch: 7, LeaseRemaining: 9 * time.Second},
+		{Kind: ax.EventFenceRejected, Reason: "claim"},
+		{Kind: ax.EventLeadership, Leader: false, Epoch: 7, Reason: "fenced"},
+		{Kind: ax.EventLeadership, Leader: true, Epoch: 9},
+		{Kind: ax.EventLease, Epoch: 9, LeaseRemaining: 8500 * time.Millisecond},
+		{Kind: ax.EventExecutorRequest, Reason: "ok", Duration: 3 * time.Millisecond},
+		{Kind: ax.EventExecutorRequest, Reason: "unreachable", Duration: 5 * time.Second},
 		{Kind: ax.EventKind(999), Dropped: 4}, // an unknown kind: only its Dropped counts
 	}
 }
@@ -208,6 +224,17 @@ func TestObserveSeries(t *testing.T) {
 		`ax_tasks{status="SKIPPED"}`:     "0",
 
 		`ax_observer_events_dropped_total{}`: "7",
+
+		`ax_leader_is_leader{}`:                            "1",
+		`ax_leader_epoch{}`:                                "9",
+		`ax_leader_transitions_total{}`:                    "3",
+		`ax_leader_lease_remaining_seconds{}`:              "8.5",
+		`ax_fence_rejections_total{component="claim"}`:     "1",
+		`ax_executor_requests_total{result="ok"}`:          "1",
+		`ax_executor_requests_total{result="unreachable"}`: "1",
+		`ax_executor_request_duration_seconds_count{}`:     "2",
+		`ax_executor_request_duration_seconds_sum{}`:       "5.003",
+		`ax_executor_request_duration_seconds_buckets{}`:   "0.005:1 5:1",
 	} {
 		want[k] = v
 	}
@@ -257,7 +284,7 @@ func TestEveryMetricHasHelpAndAllowedLabels(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Gather: %v", err)
 	}
-	allowed := map[string]bool{"name": true, "outcome": true, "reason": true, "status": true, "schedule": true, "result": true}
+	allowed := map[string]bool{"name": true, "outcome": true, "reason": true, "status": true, "schedule": true, "result": true, "component": true}
 	var names []string
 	for _, f := range fams {
 		names = append(names, f.GetName())
@@ -276,7 +303,10 @@ func TestEveryMetricHasHelpAndAllowedLabels(t *testing.T) {
 		}
 	}
 	want := []string{
-		"ax_clock_offset_seconds", "ax_early_starts_total", "ax_observer_events_dropped_total",
+		"ax_clock_offset_seconds", "ax_early_starts_total", "ax_executor_request_duration_seconds",
+		"ax_executor_requests_total", "ax_fence_rejections_total",
+		"ax_leader_epoch", "ax_leader_is_leader", "ax_leader_lease_remaining_seconds", "ax_leader_transitions_total",
+		"ax_observer_events_dropped_total",
 		"ax_orphans_recovered_total", "ax_queue_lag_seconds", "ax_schedule_fires_total",
 		"ax_schedule_next_fire_timestamp_seconds", "ax_stuck_claims_total", "ax_task_dispatch_failures_total",
 		"ax_task_dispatch_lateness_seconds", "ax_task_duration_seconds", "ax_task_executions_total",

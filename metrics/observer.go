@@ -68,6 +68,14 @@ type Observer struct {
 	earlyStarts prometheus.Counter
 	dropped     prometheus.Counter
 
+	isLeader       prometheus.Gauge
+	epoch          prometheus.Gauge
+	transitions    prometheus.Counter
+	leaseRemaining prometheus.Gauge
+	fenced         *prometheus.CounterVec
+	requests       *prometheus.CounterVec
+	requestTime    prometheus.Histogram
+
 	statusMu sync.Mutex
 	statuses []ax.Status // the statuses ax_tasks has series for
 }
@@ -141,6 +149,20 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 			"Handlers started before their task's due time: a broken guarantee, must stay 0."),
 		dropped: counter("ax_observer_events_dropped_total",
 			"Scheduler events dropped because the Observer's queue was full."),
+		isLeader: gauge("ax_leader_is_leader",
+			"1 while this scheduler leads its namespace (Config.Elector), else 0."),
+		epoch: gauge("ax_leader_epoch",
+			"The fencing epoch of this scheduler's latest term as leader."),
+		transitions: counter("ax_leader_transitions_total",
+			"Changes of this scheduler's role: terms begun and ended."),
+		leaseRemaining: gauge("ax_leader_lease_remaining_seconds",
+			"Seconds until the leader stops acting on its lease unless renewed (0 when not leading)."),
+		fenced: counterVec("ax_fence_rejections_total",
+			"Writes refused as fenced by a newer leader, per component (claim, schedule, recovery).", "component"),
+		requests: counterVec("ax_executor_requests_total",
+			"Dispatch requests the leader sent to other replicas' executors, per result (ok, busy, unreachable, fenced, error).", "result"),
+		requestTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ax_executor_request_duration_seconds",
+			Help: "Seconds a dispatch request to another replica's executor took.", Buckets: buckets}),
 		statuses: []ax.Status{ax.Scheduled, ax.Dispatching, ax.Running, ax.Succeeded, ax.Failed, ax.Cancelled, ax.Skipped},
 	}
 	o.names = newNameSet(cfg.maxNames, o.newNameSeries)
@@ -169,6 +191,13 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		{"ax_stuck_claims_total", o.stuck},
 		{"ax_early_starts_total", o.earlyStarts},
 		{"ax_observer_events_dropped_total", o.dropped},
+		{"ax_leader_is_leader", o.isLeader},
+		{"ax_leader_epoch", o.epoch},
+		{"ax_leader_transitions_total", o.transitions},
+		{"ax_leader_lease_remaining_seconds", o.leaseRemaining},
+		{"ax_fence_rejections_total", o.fenced},
+		{"ax_executor_requests_total", o.requests},
+		{"ax_executor_request_duration_seconds", o.requestTime},
 	}
 	for i, c := range collectors {
 		if err := reg.Register(c.c); err != nil {
@@ -263,6 +292,22 @@ func (o *Observer) Observe(e ax.Event) {
 	case ax.EventUnhandled:
 		s := o.names.get(e.Name)
 		s.unhandled.get(func() prometheus.Counter { return o.unhandled.WithLabelValues(s.name) }).Inc()
+	case ax.EventLeadership:
+		o.transitions.Inc()
+		if e.Leader {
+			o.isLeader.Set(1)
+			o.epoch.Set(float64(e.Epoch))
+		} else {
+			o.isLeader.Set(0)
+			o.leaseRemaining.Set(0)
+		}
+	case ax.EventLease:
+		o.leaseRemaining.Set(e.LeaseRemaining.Seconds())
+	case ax.EventFenceRejected:
+		o.fenced.WithLabelValues(e.Reason).Inc()
+	case ax.EventExecutorRequest:
+		o.requests.WithLabelValues(e.Reason).Inc()
+		o.requestTime.Observe(seconds(e.Duration))
 	}
 }
 

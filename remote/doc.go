@@ -1,7 +1,17 @@
-// Package remote is the authentication layer of ax's executor protocol: the elected
-// leader dispatches claimed tasks to executors on other replicas over HTTP/JSON, and
-// every dispatch request is signed with the cluster secret and verified before the
-// executor reads it.
+// Package remote is ax's executor protocol: the elected leader dispatches claimed tasks
+// to executors on other replicas over HTTP/JSON, and every dispatch request is signed
+// with the cluster secret and verified before the executor reads it. Server is the
+// executor's endpoint (a replica serves it through ax.Scheduler.ExecutorHandler);
+// Client is the leader's side; Signer and Verifier are the authentication under both.
+//
+// A dispatch (POST DispatchPath, a DispatchRequest) names its namespace, its target
+// node and the leader's fencing token, and carries the tasks, each DISPATCHING with its
+// execution id. The executor refuses a token below the highest it has seen (409, a
+// FencedError to the client) and marks the older token's tasks not yet started as no
+// longer valid; it answers each task accepted, busy (no free slot) or unhandled (no
+// handler here), with its load. An accepted task is recorded and started by the
+// executor, in the store, exactly as in-process execution does: a duplicate delivery of
+// an execution id runs nothing.
 //
 //	leader                                   executor
 //	Signer.Sign(req, body, token, now) ──▶   Verifier.Middleware ──▶ dispatch handler

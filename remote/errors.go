@@ -27,4 +27,9 @@ var (
 	// ErrInsecureListen: ListenGuard refused an address that is not loopback because
 	// there is no cluster secret.
 	ErrInsecureListen = errors.New("refusing to serve without a cluster secret on a non-loopback address")
+	// ErrFenced: the executor has seen a higher fencing token than the dispatch's: a
+	// newer leader exists, and the executor starts nothing for this one.
+	ErrFenced = errors.New("fenced: the executor has seen a newer leader")
+	// ErrUnreachable: the executor could not be reached, or did not answer in time.
+	ErrUnreachable = errors.New("executor unreachable")
 )

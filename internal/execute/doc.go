@@ -41,6 +41,12 @@ type Config struct {
 	Concurrency        int            // handlers running at once
 	HeartbeatInterval  time.Duration
 	MaxDispatchRetries int
+	// SelfFenceAfter, when positive, bounds how old an execution's last stamp in the
+	// store (its Start, then each Heartbeat, timed from the start of the request on the
+	// monotonic clock) may get while its handler runs: past it the handler's context is
+	// cancelled and the execution released, before recovery elsewhere can declare it
+	// orphaned. The scheduler sets OrphanAfter − 2 × HeartbeatInterval.
+	SelfFenceAfter time.Duration
 	// Handler returns the handler registered for name, or nil.
 	Handler func(name string) *Handler
 	// OnKeysFree is told the task keys that tasks of this process stopped holding

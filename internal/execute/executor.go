@@ -65,6 +65,76 @@ type execution struct {
 	outcome string
 	begin   time.Time // the handler's start, with the monotonic reading
 	ran     time.Duration
+
+	// Self-fencing (Config.SelfFenceAfter): the start of the last request that
+	// stamped this execution alive in the store (Start, then each Heartbeat), and
+	// the timer that cancels the handler's context when it gets too old.
+	beatMu   sync.Mutex
+	beat     time.Time
+	fence    *time.Timer
+	returned bool // the handler returned: the timer stays stopped
+	fenced   atomic.Bool
+}
+
+// beaten records that a request started at at stamped the execution alive.
+func (x *execution) beaten(at time.Time, bound time.Duration) {
+	x.beatMu.Lock()
+	defer x.beatMu.Unlock()
+	if at.After(x.beat) {
+		x.beat = at
+	}
+	if x.fence != nil && !x.returned {
+		x.fence.Reset(bound - time.Since(x.beat))
+	}
+}
+
+// stale reports whether the execution's last stamp in the store is older than bound, on
+// the monotonic clock.
+func (x *execution) stale(bound time.Duration) bool {
+	x.beatMu.Lock()
+	defer x.beatMu.Unlock()
+	return time.Since(x.beat) > bound
+}
+
+// stopFence stops the self-fencing timer: the handler returned.
+func (x *execution) stopFence() {
+	x.beatMu.Lock()
+	defer x.beatMu.Unlock()
+	x.returned = true
+	if x.fence != nil {
+		x.fence.Stop()
+	}
+}
+
+// fenceContext is a handler's context under self-fencing: its Err checks the age of
+// the execution's last stamp at each call, so that a handler resumed from a pause
+// (SIGSTOP, a long GC) sees its context cancelled at its first check, before the timer
+// that would cancel it has run.
+type fenceContext struct {
+	context.Context
+	e *Executor
+	x *execution
+}
+
+func (c fenceContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.x.stale(c.e.cfg.SelfFenceAfter) {
+		c.e.selfFence(c.x)
+	}
+	return c.Context.Err()
+}
+
+// selfFence cancels an execution whose last stamp in the store is older than
+// SelfFenceAfter: it may have been declared orphaned and re-run elsewhere already, or
+// will be before this process can stamp it again.
+func (e *Executor) selfFence(x *execution) {
+	if x.fenced.CompareAndSwap(false, true) {
+		e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not stamped alive in time; cancelling its handler (self-fencing)",
+			append(observe.TaskAttrs(&x.task), slog.Duration("bound", e.cfg.SelfFenceAfter))...)
+		x.cancel()
+	}
 }
 
 // released reports whether Stop interrupted the execution: it runs again without
@@ -106,6 +176,33 @@ func (e *Executor) Start() {
 	go func() { defer close(e.starterDone); e.starter() }()
 	go func() { defer close(e.finisherDone); e.finisher() }()
 	go func() { defer close(e.heartbeaterDone); e.heartbeater() }()
+}
+
+// Load returns the handlers running (their results not yet written) and the slots
+// free for new tasks: Concurrency less the running and the pending ones.
+func (e *Executor) Load() (running, free int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.running), max(e.cfg.Concurrency-len(e.running)-len(e.pending), 0)
+}
+
+// HandBack returns claimed tasks of src that will not be dispatched here to SCHEDULED
+// as a dispatch failure (code is the observer's reason, reason their LastError), in
+// one store call, and tells src they are done.
+func (e *Executor) HandBack(src *Source, tasks []store.Task, code, reason string) {
+	ds := make([]dispatched, len(tasks))
+	for i, t := range tasks {
+		ds[i] = dispatched{task: t, src: src}
+	}
+	e.handBack(ds, code, reason)
+}
+
+// InFlight returns how many executions are running or waiting for their results to
+// be written.
+func (e *Executor) InFlight() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.running)
 }
 
 func (e *Executor) signal() {
@@ -188,8 +285,10 @@ func (e *Executor) startBatch(batch []dispatched) {
 	}
 	var res []store.StartResult
 	ambiguous := false // an earlier attempt failed: it may have committed
+	var sent time.Time // the start of the Start request that answered
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
+		sent = time.Now()
 		if res, err = e.cfg.Store.Start(context.Background(), params); err == nil {
 			break
 		}
@@ -229,6 +328,10 @@ func (e *Executor) startBatch(batch []dispatched) {
 		}
 		x := &execution{task: *r.Task, src: d.src}
 		x.ctx, x.cancel = context.WithCancel(e.base)
+		x.beat = sent
+		if bound := e.cfg.SelfFenceAfter; bound > 0 {
+			x.fence = time.AfterFunc(bound-time.Since(sent), func() { e.selfFence(x) })
+		}
 		e.cfg.Observe.Started(e.cfg.Clock.Now(), &x.task)
 		e.mu.Lock()
 		e.running[x.task.ExecutionID] = x
@@ -346,8 +449,13 @@ func (e *Executor) run(x *execution) {
 		timeout = t.Timeout
 	}
 	defer x.cancel()
+	defer x.stopFence()
+	var ctx context.Context
 	ctx, cancel := context.WithTimeout(x.ctx, timeout)
 	defer cancel()
+	if e.cfg.SelfFenceAfter > 0 {
+		ctx = fenceContext{Context: ctx, e: e, x: x}
+	}
 	x.begin = time.Now()
 	timer := time.AfterFunc(timeout, func() {
 		e.report(x, fmt.Errorf("timeout: handler still running after %v", timeout), observe.TimedOut)
@@ -359,8 +467,8 @@ func (e *Executor) run(x *execution) {
 	switch {
 	case panicked:
 		outcome = observe.Panicked
-	case err != nil && errors.Is(e.base.Err(), context.Canceled):
-		outcome = observe.Released
+	case err != nil && (errors.Is(e.base.Err(), context.Canceled) || x.fenced.Load()):
+		outcome = observe.Released // stopped, or self-fenced: runs again without using a retry
 	case err != nil:
 		outcome = observe.Failed
 	}
@@ -572,7 +680,13 @@ func (e *Executor) heartbeater() {
 		refs := make([]store.ExecRef, len(xs))
 		for i, x := range xs {
 			refs[i] = store.ExecRef{TaskID: x.task.ID, ExecutionID: x.task.ExecutionID}
+			// A tick late by more than the bound (the process was paused) fences
+			// before the request, whatever it answers.
+			if bound := e.cfg.SelfFenceAfter; bound > 0 && x.stale(bound) {
+				e.selfFence(x)
+			}
 		}
+		sent := time.Now()
 		alive, err := e.cfg.Store.Heartbeat(context.Background(), refs)
 		if err != nil {
 			e.cfg.Log.LogAttrs(e.base, slog.LevelError, "ax: heartbeat failed", slog.Int("executions", len(refs)), slog.Any("err", err))
@@ -581,6 +695,8 @@ func (e *Executor) heartbeater() {
 		for i, ok := range alive {
 			if !ok {
 				xs[i].cancel()
+			} else {
+				xs[i].beaten(sent, e.cfg.SelfFenceAfter)
 			}
 		}
 	}

@@ -19,6 +19,8 @@ import (
 
 // Term is one won lease, as the leader-only parts see it.
 type Term struct {
+	// Ctx ends with the term.
+	Ctx context.Context
 	// Fence is carried by every leader-only write of the term.
 	Fence store.Fence
 	// Valid is nil while the term lasts. It checks the lease's deadline on the
@@ -27,6 +29,8 @@ type Term struct {
 	Valid func() error
 	// End ends the term with a cause: a part was fenced by a newer leader.
 	End func(cause error)
+	// Remaining is the time left on the lease, as its holder counts it.
+	Remaining func() time.Duration
 }
 
 // Config is what Run needs.
@@ -105,7 +109,7 @@ func term(ctx context.Context, cfg Config, lease elect.Lease) {
 	if cfg.Changed != nil {
 		cfg.Changed(true, fence, nil)
 	}
-	cfg.Run(termCtx, Term{Fence: fence, Valid: valid, End: end})
+	cfg.Run(termCtx, Term{Ctx: termCtx, Fence: fence, Valid: valid, End: end, Remaining: lease.Remaining})
 	cause := context.Cause(termCtx)
 	if cause == nil || errors.Is(cause, context.Canceled) {
 		cause = valid()

@@ -39,6 +39,8 @@ const (
 	Unhandled
 	Leadership
 	FenceRejected
+	LeaseState
+	ExecutorRequest
 )
 
 // Outcomes of Finished.
@@ -53,10 +55,13 @@ const (
 
 // Reasons of DispatchFailed.
 const (
-	NoHandler  = "no_handler"
-	Stopping   = "stopping"
-	Stuck      = "stuck"
-	LeaseEnded = "lease_ended"
+	NoHandler   = "no_handler"
+	Stopping    = "stopping"
+	Stuck       = "stuck"
+	LeaseEnded  = "lease_ended"
+	Busy        = "busy"        // every executor with the handler was full
+	Unreachable = "unreachable" // no executor with the handler answered
+	Fenced      = "fenced"      // an executor has seen a newer leader
 )
 
 // Results of ScheduleFired, and of a skipped occurrence.
@@ -87,6 +92,7 @@ type Event struct {
 	Counts   map[store.Status]int64
 	Leader   bool
 	Epoch    int64
+	Lease    time.Duration
 	Dropped  int
 }
 

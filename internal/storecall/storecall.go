@@ -114,3 +114,37 @@ func (b boundedStore) TaskStats(ctx context.Context, now time.Time) (*store.Task
 	defer cancel()
 	return b.Store.TaskStats(ctx, now)
 }
+
+// Registry returns reg with every call given a timeout of its own, as Bounded does.
+func Registry(reg store.NodeRegistry, timeout time.Duration) store.NodeRegistry {
+	return boundedRegistry{reg: reg, timeout: timeout}
+}
+
+type boundedRegistry struct {
+	reg     store.NodeRegistry
+	timeout time.Duration
+}
+
+func (b boundedRegistry) RegisterNode(ctx context.Context, n store.NodeInfo) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.reg.RegisterNode(ctx, n)
+}
+
+func (b boundedRegistry) Nodes(ctx context.Context, aliveWithin time.Duration) ([]store.NodeInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.reg.Nodes(ctx, aliveWithin)
+}
+
+func (b boundedRegistry) RemoveNode(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.reg.RemoveNode(ctx, name)
+}
+
+func (b boundedRegistry) ExpireNodes(ctx context.Context, deadFor time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.reg.ExpireNodes(ctx, deadFor)
+}

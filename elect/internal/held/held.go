@@ -96,6 +96,16 @@ func (l *Lease) Token() int64 { return l.token }
 // Holder returns the value the backend records as the lease's holder.
 func (l *Lease) Holder() string { return l.holder }
 
+// Remaining returns the time until the lease's deadline; zero once it has ended.
+func (l *Lease) Remaining() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return 0
+	}
+	return l.deadline.Sub(l.timing.Now())
+}
+
 // leaseContext is a lease's context. Its Err compares the time with the deadline on the
 // monotonic clock at every call, and ends the lease when it has passed: a process that
 // resumes from a pause (SIGSTOP, a long GC) finds its lease lost at its first check,

@@ -1,0 +1,194 @@
+package ax_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/elect/sqllease"
+	"github.com/axsched/ax/store/memory"
+)
+
+// replica is one scheduler of a cluster test, with its executor endpoint served on
+// loopback.
+type replica struct {
+	s   *ax.Scheduler
+	srv *httptest.Server
+}
+
+// cluster starts n replicas on st under one SQL lease, each serving its executor
+// endpoint (signed with secret) and registering handlers with reg before Start.
+func cluster(t *testing.T, st *memory.Store, n int, secret []byte, reg func(i int, s *ax.Scheduler)) []replica {
+	t.Helper()
+	rs := make([]replica, n)
+	for i := range rs {
+		el, err := sqllease.New(st, sqllease.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The handler is mounted before the URL is known: serve through an indirection.
+		var mu sync.Mutex
+		var s *ax.Scheduler
+		srv := httptest.NewServer(handlerFunc(func() *ax.Scheduler { mu.Lock(); defer mu.Unlock(); return s }))
+		t.Cleanup(srv.Close)
+		cfg := ax.Config{
+			Store: st, Node: fmt.Sprintf("node-%d", i), Elector: el, Logger: quietLogger(),
+			HeartbeatInterval: 200 * time.Millisecond, OrphanAfter: 5 * time.Second, RefillInterval: 100 * time.Millisecond,
+			Cluster: ax.ClusterConfig{Advertise: srv.URL, Secret: secret},
+		}
+		if i > 0 {
+			no := false
+			cfg.CanLead = &no // node-0 leads
+		}
+		sc, err := ax.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		s = sc
+		mu.Unlock()
+		reg(i, sc)
+		if err := sc.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sc.Stop(context.Background()) })
+		rs[i] = replica{s: sc, srv: srv}
+	}
+	return rs
+}
+
+// TestLeaderDispatchesOverHTTP: the leader has no handler for "remote.job"; the two
+// executor-only replicas do, and get every such task over signed HTTP, round-robin;
+// each runs once, on the replica that recorded it, never early.
+func TestLeaderDispatchesOverHTTP(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	var mu sync.Mutex
+	ran := map[string][]string{} // key → nodes
+	rs := cluster(t, st, 3, secret, func(i int, s *ax.Scheduler) {
+		if i == 0 {
+			return
+		}
+		node := fmt.Sprintf("node-%d", i)
+		s.HandleFunc("remote.job", func(ctx context.Context, task *ax.Task) error {
+			mu.Lock()
+			ran[task.Key] = append(ran[task.Key], node)
+			mu.Unlock()
+			return nil
+		})
+	})
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the executor-only replicas to register", func() bool {
+		cs, err := rs[0].s.Cluster(ctx)
+		return err == nil && cs.IsLeader && len(cs.Nodes) == 3
+	})
+	const n = 40
+	due := map[string]time.Time{}
+	for i := range n {
+		key := fmt.Sprint(i)
+		task, err := rs[0].s.Delay(ctx, "remote.job", key, time.Duration(i%8)*50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		due[key] = task.DueAt
+	}
+	waitFor(t, 20*time.Second, "every task to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ran) == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	per := map[string]int{}
+	for key, nodes := range ran {
+		if len(nodes) != 1 {
+			t.Errorf("task %s ran %d times (%v), want once", key, len(nodes), nodes)
+		}
+		per[nodes[0]]++
+		task, err := rs[0].s.Lookup(ctx, "remote.job", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		execs, err := rs[0].s.Executions(ctx, task.ID)
+		if err != nil || len(execs) != 1 || execs[0].Node != nodes[0] || execs[0].StartedAt.Before(due[key]) {
+			t.Errorf("task %s: executions %+v, %v; want one, on %s, not before %v", key, execs, err, nodes[0], due[key])
+		}
+	}
+	if per["node-1"] == 0 || per["node-2"] == 0 || per["node-0"] != 0 {
+		t.Errorf("tasks per node %v: want both executor-only replicas used, none on the leader (no handler there)", per)
+	}
+}
+
+// handlerFunc serves the executor endpoint of the scheduler get returns, once there is
+// one.
+func handlerFunc(get func() *ax.Scheduler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := get()
+		if s == nil {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		s.ExecutorHandler().ServeHTTP(w, r)
+	})
+}
+
+// TestUnreachableExecutorIsSkipped: one of two executor-only replicas stops answering
+// (its endpoint closed, its registration still fresh): its share goes to the other, and
+// every task still runs once.
+func TestUnreachableExecutorIsSkipped(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	var mu sync.Mutex
+	ran := map[string][]string{}
+	rs := cluster(t, st, 3, nil, func(i int, s *ax.Scheduler) {
+		if i == 0 {
+			return
+		}
+		node := fmt.Sprintf("node-%d", i)
+		s.HandleFunc("remote.job", func(ctx context.Context, task *ax.Task) error {
+			mu.Lock()
+			ran[task.Key] = append(ran[task.Key], node)
+			mu.Unlock()
+			return nil
+		})
+	})
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the executor-only replicas to register", func() bool {
+		cs, err := rs[0].s.Cluster(ctx)
+		return err == nil && cs.IsLeader && len(cs.Nodes) == 3
+	})
+	rs[2].srv.CloseClientConnections()
+	rs[2].srv.Close()
+	const n = 30
+	for i := range n {
+		if _, err := rs[0].s.Delay(ctx, "remote.job", fmt.Sprint(i), time.Duration(i%5)*40*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "every task to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ran) == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for key, nodes := range ran {
+		if len(nodes) != 1 || nodes[0] != "node-1" {
+			t.Errorf("task %s ran on %v, want once, on node-1", key, nodes)
+		}
+		task, _ := rs[0].s.Lookup(ctx, "remote.job", key)
+		if task.Attempt != 0 {
+			t.Errorf("task %s: attempt %d, want 0 (an unreachable executor is a dispatch failure, not a business one)", key, task.Attempt)
+		}
+	}
+}

@@ -1,0 +1,540 @@
+package clustertest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/axsched/ax"
+	axredis "github.com/axsched/ax/elect/redis"
+	"github.com/axsched/ax/store/postgres"
+)
+
+// ChildEnv is the environment variable that carries a child's ChildConfig, as JSON.
+const ChildEnv = "AX_CLUSTERTEST_CHILD"
+
+// ChildTest is the test a child runs: the test package must have one of this name
+// that calls RunChild.
+const ChildTest = "TestChild"
+
+// TaskName is the name the child's handler is registered under.
+const TaskName = "job"
+
+// ChildConfig configures one child process: an ax scheduler on a PostgreSQL store,
+// elected by Redis.
+type ChildConfig struct {
+	Node        string // Config.Node and the Redis candidate name
+	PostgresDSN string
+	RedisAddr   string
+	RedisDB     int
+	RedisPrefix string // elect/redis WithKeyPrefix
+	Namespace   string // Config.Namespace and the election's; "" is ax.DefaultNamespace
+
+	TTL               time.Duration // the election's lease
+	HeartbeatInterval time.Duration
+	OrphanAfter       time.Duration
+	DispatchTimeout   time.Duration // zero: ax's default
+
+	// HandlerDuration is how long the handler sleeps, unless its context ends first.
+	HandlerDuration time.Duration
+	// RunLog is the path of the run log the handler appends to.
+	RunLog string
+}
+
+// RunChild is the child side: run from the test named ChildTest, it runs the
+// scheduler ChildEnv describes until SIGTERM, then stops it gracefully and exits the
+// process; without ChildEnv it skips the test. It prints, one line each, to stdout:
+//
+//	READY                          the scheduler started
+//	LEADING <epoch> <unix-nanos>   a term began (EventLeadership)
+//	FOLLOWING <reason> <unix-nanos> a term ended
+//	FENCED <part> <unix-nanos>     the store refused a write as fenced (EventFenceRejected)
+//	STOPPED                        Stop returned, after SIGTERM
+//	ERROR <message>                the child failed and exits
+//
+// The handler of TaskName writes a start entry to the run log when it is called, sleeps
+// for HandlerDuration or until its context ends, checks its context and writes an end
+// entry: ResultOK if the context was still live, ResultCancelled otherwise.
+func RunChild(t testing.TB) {
+	raw := os.Getenv(ChildEnv)
+	if raw == "" {
+		t.Skip("the child side of the clustertest harness: run by StartChild only")
+	}
+	out := &printer{}
+	if err := runChild(raw, out); err != nil {
+		out.line("ERROR %v", strings.ReplaceAll(err.Error(), "\n", " "))
+		os.Exit(1)
+	}
+	out.line("STOPPED")
+	os.Exit(0)
+}
+
+// printer writes whole lines to stdout, one write each.
+type printer struct{ mu sync.Mutex }
+
+func (p *printer) line(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	os.Stdout.WriteString(fmt.Sprintf(format, args...) + "\n")
+}
+
+// leadership prints the leadership events.
+type leadership struct{ out *printer }
+
+func (l leadership) Observe(e ax.Event) {
+	reason := e.Reason
+	if reason == "" {
+		reason = "-"
+	}
+	switch e.Kind {
+	case ax.EventLeadership:
+		if e.Leader {
+			l.out.line("LEADING %d %d", e.Epoch, e.At.UnixNano())
+		} else {
+			l.out.line("FOLLOWING %s %d", reason, e.At.UnixNano())
+		}
+	case ax.EventFenceRejected:
+		l.out.line("FENCED %s %d", reason, e.At.UnixNano())
+	}
+}
+
+func runChild(raw string, out *printer) error {
+	var cfg ChildConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return fmt.Errorf("parse %s: %w", ChildEnv, err)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = ax.DefaultNamespace
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", cfg.Node)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := postgres.Open(ctx, cfg.PostgresDSN)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rc := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, DB: cfg.RedisDB})
+	defer rc.Close()
+	el := axredis.New(rc, axredis.WithKeyPrefix(cfg.RedisPrefix), axredis.WithNamespace(cfg.Namespace),
+		axredis.WithTTL(cfg.TTL), axredis.WithLogger(logger))
+	rl, err := OpenRunLog(cfg.RunLog)
+	if err != nil {
+		return err
+	}
+	defer rl.Close()
+
+	s, err := ax.New(ax.Config{
+		Store: st, Node: cfg.Node, Namespace: cfg.Namespace, Elector: el,
+		HeartbeatInterval: cfg.HeartbeatInterval, OrphanAfter: cfg.OrphanAfter, DispatchTimeout: cfg.DispatchTimeout,
+		Logger: logger, Observer: leadership{out: out},
+	})
+	if err != nil {
+		return err
+	}
+	pid := os.Getpid()
+	s.HandleFunc(TaskName, func(ctx context.Context, t *ax.Task) error {
+		e := Entry{Event: EventStart, Node: cfg.Node, PID: pid, TaskID: t.ID, Key: t.Key, ExecutionID: t.ExecutionID, Attempt: t.Attempt, At: time.Now()}
+		e.CtxDone = ctx.Err() != nil
+		mustLog(rl, out, e)
+		if !e.CtxDone {
+			timer := time.NewTimer(cfg.HandlerDuration)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+		}
+		e.Event, e.At, e.Result = EventEnd, time.Now(), ResultOK
+		err := ctx.Err() // the last check, as a handler would before it commits its effect
+		if err != nil {
+			e.Result, e.Err = ResultCancelled, err.Error()
+		}
+		e.CtxDone = false
+		mustLog(rl, out, e)
+		return err
+	})
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	out.line("READY")
+	<-sigs
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer stopCancel()
+	return s.Stop(stopCtx)
+}
+
+// mustLog writes e to the run log, or ends the process: a history with a hole in it
+// would prove nothing.
+func mustLog(rl *RunLog, out *printer, e Entry) {
+	if err := rl.Write(e); err != nil {
+		out.line("ERROR %v", err)
+		os.Exit(2)
+	}
+}
+
+// Line is one line a child printed.
+type Line struct {
+	Text     string
+	Fields   []string
+	Received time.Time // when the parent read it
+}
+
+// Stamp returns the time in the line's last field (LEADING, FOLLOWING, FENCED), or
+// the time it was received.
+func (l Line) Stamp() time.Time {
+	if len(l.Fields) >= 3 {
+		if n, err := strconv.ParseInt(l.Fields[len(l.Fields)-1], 10, 64); err == nil {
+			return time.Unix(0, n)
+		}
+	}
+	return l.Received
+}
+
+// Epoch returns the epoch of a LEADING line, or 0.
+func (l Line) Epoch() int64 {
+	if len(l.Fields) >= 2 && l.Fields[0] == "LEADING" {
+		n, _ := strconv.ParseInt(l.Fields[1], 10, 64)
+		return n
+	}
+	return 0
+}
+
+// Child is a child process running RunChild, as the parent sees it.
+type Child struct {
+	Config ChildConfig
+	// Stderr is the file the child's stderr (the scheduler's logs) goes to.
+	Stderr string
+
+	cmd *exec.Cmd
+	pid int
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at each new line and at exit
+	lines   []Line
+	cursor  int // lines before it were consumed by WaitLine
+	exited  bool
+	exitErr error
+	diedAt  time.Time
+	done    chan struct{} // closed once the process was reaped
+}
+
+// StartChild starts the test binary as a child running cfg (it re-executes
+// os.Args[0] with -test.run=^TestChild$). Its stderr goes to a file next to the run
+// log, <node>.stderr. The child is killed (SIGKILL) when the test ends, if still
+// running; a data race or panic it reported fails the test then.
+func StartChild(t testing.TB, cfg ChildConfig) *Child {
+	t.Helper()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Child{
+		Config:  cfg,
+		Stderr:  filepath.Join(filepath.Dir(cfg.RunLog), cfg.Node+".stderr"),
+		changed: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	stderr, err := os.Create(c.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close() // the child has its own descriptor
+	c.cmd = exec.Command(os.Args[0], "-test.run=^"+ChildTest+"$", "-test.count=1")
+	c.cmd.Env = append(os.Environ(), ChildEnv+"="+string(raw))
+	c.cmd.Stderr = stderr
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.pid = c.cmd.Process.Pid
+	go c.read(stdout)
+	t.Cleanup(func() {
+		c.Kill()
+		c.checkStderr(t)
+	})
+	return c
+}
+
+// read collects the child's stdout until it closes, then reaps the child.
+func (c *Child) read(stdout io.Reader) {
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		l := Line{Text: sc.Text(), Fields: strings.Fields(sc.Text()), Received: time.Now()}
+		c.mu.Lock()
+		c.lines = append(c.lines, l)
+		c.notify()
+		c.mu.Unlock()
+	}
+	err := c.cmd.Wait()
+	c.mu.Lock()
+	c.exited, c.exitErr, c.diedAt = true, err, time.Now()
+	c.notify()
+	c.mu.Unlock()
+	close(c.done)
+}
+
+// notify wakes the waiters; c.mu is held.
+func (c *Child) notify() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// checkStderr fails t if the child reported a data race or a panic.
+func (c *Child) checkStderr(t testing.TB) {
+	b, err := os.ReadFile(c.Stderr)
+	if err != nil {
+		return
+	}
+	for _, marker := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
+		if i := strings.Index(string(b), marker); i >= 0 {
+			end := min(len(b), i+4000)
+			t.Errorf("child %s (pid %d) reported %q:\n%s", c.Config.Node, c.pid, marker, b[i:end])
+		}
+	}
+}
+
+// Node is the child's node name.
+func (c *Child) Node() string { return c.Config.Node }
+
+// PID is the child's process id.
+func (c *Child) PID() int { return c.pid }
+
+// Kill kills the child with SIGKILL, waits until it is reaped and returns the time the
+// signal was sent. A child that already exited is left alone.
+func (c *Child) Kill() time.Time {
+	c.mu.Lock()
+	exited := c.exited
+	c.mu.Unlock()
+	at := time.Now()
+	if !exited {
+		c.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+	}
+	return at
+}
+
+// DiedAt returns a time by which the child was dead (after it was reaped), and false
+// while it runs.
+func (c *Child) DiedAt() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.diedAt, c.exited
+}
+
+// Exited reports whether the child exited, and with what error (nil: status 0).
+func (c *Child) Exited() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.exited, c.exitErr
+}
+
+// Stop sends SIGSTOP and waits until every thread of the child is stopped; it returns
+// a time at which the child was certainly stopped: whatever the child does later, it
+// does after Cont.
+func (c *Child) Stop() (time.Time, error) {
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return time.Time{}, fmt.Errorf("SIGSTOP %s: %w", c.Node(), err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.allStopped() {
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("child %s (pid %d) not stopped 5s after SIGSTOP", c.Node(), c.pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Now(), nil
+}
+
+// allStopped reads the state of each thread of the child from /proc.
+func (c *Child) allStopped() bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", c.pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return false
+		}
+		// "pid (comm) S …": the state follows the last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) || (s[i+2] != 'T' && s[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
+
+// Cont sends SIGCONT and returns the time just before it was sent.
+func (c *Child) Cont() (time.Time, error) {
+	at := time.Now()
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return at, fmt.Errorf("SIGCONT %s: %w", c.Node(), err)
+	}
+	return at, nil
+}
+
+// Term sends SIGTERM: the child stops its scheduler gracefully, prints STOPPED and
+// exits.
+func (c *Child) Term() error {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("SIGTERM %s: %w", c.Node(), err)
+	}
+	return nil
+}
+
+// Wait waits until the child exits, at most timeout, and returns its exit error (nil:
+// status 0).
+func (c *Child) Wait(timeout time.Duration) error {
+	select {
+	case <-c.done:
+		_, err := c.Exited()
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("child %s (pid %d) still running after %v", c.Node(), c.pid, timeout)
+	}
+}
+
+// Lines returns every line the child printed so far.
+func (c *Child) Lines() []Line {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Line(nil), c.lines...)
+}
+
+// Leading reports whether the child's last leadership line is LEADING, and that
+// line's epoch.
+func (c *Child) Leading() (bool, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.lines) - 1; i >= 0; i-- {
+		switch l := c.lines[i]; {
+		case strings.HasPrefix(l.Text, "LEADING "):
+			return true, l.Epoch()
+		case strings.HasPrefix(l.Text, "FOLLOWING "):
+			return false, 0
+		}
+	}
+	return false, 0
+}
+
+// WaitLine waits, at most timeout, for a line that starts with prefix among those not
+// consumed yet, and consumes it and the lines before it. A line starting with ERROR,
+// or the child's exit, ends the wait with an error.
+func (c *Child) WaitLine(prefix string, timeout time.Duration) (Line, error) {
+	var found Line
+	err := c.wait(timeout, func() (bool, error) {
+		for i := c.cursor; i < len(c.lines); i++ {
+			l := c.lines[i]
+			if strings.HasPrefix(l.Text, prefix) {
+				found, c.cursor = l, i+1
+				return true, nil
+			}
+			if strings.HasPrefix(l.Text, "ERROR") {
+				return false, fmt.Errorf("child %s: %s", c.Node(), l.Text)
+			}
+		}
+		return false, nil
+	}, "a line starting with "+strconv.Quote(prefix))
+	return found, err
+}
+
+// WaitFor waits, at most timeout, for a line, among all the child printed, for which
+// match is true, and returns the first. The child's exit ends the wait with an error.
+func (c *Child) WaitFor(timeout time.Duration, what string, match func(Line) bool) (Line, error) {
+	var found Line
+	err := c.wait(timeout, func() (bool, error) {
+		for _, l := range c.lines {
+			if match(l) {
+				found = l
+				return true, nil
+			}
+		}
+		return false, nil
+	}, what)
+	return found, err
+}
+
+// wait calls check, with c.mu held, at each change until it is true, fails, the child
+// exits, or timeout passes.
+func (c *Child) wait(timeout time.Duration, check func() (bool, error), what string) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		ok, err := check()
+		exited, exitErr, changed := c.exited, c.exitErr, c.changed
+		c.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			return nil
+		case exited:
+			return fmt.Errorf("child %s (pid %d) exited (%v) before printing %s; see %s", c.Node(), c.pid, exitErr, what, c.Stderr)
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return fmt.Errorf("child %s (pid %d) did not print %s within %v", c.Node(), c.pid, what, timeout)
+		}
+	}
+}
+
+// ErrNoLeader is returned by Leader when no child leads.
+var ErrNoLeader = errors.New("no child leads")
+
+// Leader returns the only child of cs whose last leadership line is LEADING; nil and
+// ErrNoLeader when none is, an error naming them when several are (a term's end may
+// not be printed yet).
+func Leader(cs []*Child) (*Child, error) {
+	var leaders []*Child
+	for _, c := range cs {
+		if exited, _ := c.Exited(); exited {
+			continue
+		}
+		if ok, _ := c.Leading(); ok {
+			leaders = append(leaders, c)
+		}
+	}
+	switch len(leaders) {
+	case 0:
+		return nil, ErrNoLeader
+	case 1:
+		return leaders[0], nil
+	}
+	names := make([]string, len(leaders))
+	for i, c := range leaders {
+		_, epoch := c.Leading()
+		names[i] = fmt.Sprintf("%s (epoch %d)", c.Node(), epoch)
+	}
+	return nil, fmt.Errorf("several children lead: %s", strings.Join(names, ", "))
+}

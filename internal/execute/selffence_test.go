@@ -1,0 +1,99 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memory"
+)
+
+// cutStore answers every Heartbeat with an error while cut is set: a partition between
+// the executor and the store.
+type cutStore struct {
+	store.Store
+	cut atomic.Bool
+}
+
+func (s *cutStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+	if s.cut.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return s.Store.Heartbeat(ctx, refs)
+}
+
+// TestSelfFencing: an executor whose heartbeats stop reaching the store cancels the
+// handler's context once its last stamp is SelfFenceAfter old — before recovery could
+// declare the execution orphaned — and records the execution as released, so that it
+// runs again without using a retry. While heartbeats get through, nothing is cancelled.
+func TestSelfFencing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		defer mem.Close()
+		st := &cutStore{Store: mem}
+		ctx := context.Background()
+		ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now(), MaxRetry: 5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const hb, bound = time.Second, 8 * time.Second // OrphanAfter 10s
+		cancelled := make(chan time.Duration, 1)
+		ex := New(Config{
+			Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Node: "test", Concurrency: 1, HeartbeatInterval: hb, MaxDispatchRetries: 3, SelfFenceAfter: bound,
+			Handler: func(string) *Handler {
+				return &Handler{Timeout: time.Hour, Run: func(ctx context.Context, _ *store.Task) error {
+					begin := time.Now()
+					<-ctx.Done()
+					cancelled <- time.Since(begin)
+					return ctx.Err()
+				}}
+			},
+		})
+		ex.Start()
+		defer ex.Stop(ctx)
+		claimed, err := st.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "01900000-0000-7000-8000-000000000001"}})
+		if err != nil || len(claimed.Claimed) != 1 {
+			t.Fatalf("Claim = %+v, %v", claimed, err)
+		}
+		ex.Dispatch(nil, claimed.Claimed)
+
+		time.Sleep(30 * time.Second) // heartbeats get through: no fencing
+		synctest.Wait()
+		select {
+		case d := <-cancelled:
+			t.Fatalf("handler cancelled after %v while its heartbeats got through", d)
+		default:
+		}
+		st.cut.Store(true)
+		cutAt := time.Now()
+		var ran time.Duration
+		select {
+		case ran = <-cancelled:
+		case <-time.After(time.Minute):
+			t.Fatal("handler not cancelled a minute into the partition")
+		}
+		// The last stamp that got through was at most one interval before the cut.
+		if since := time.Since(cutAt); since > bound || since < bound-hb {
+			t.Fatalf("handler cancelled %v into the partition (after running %v), want within (%v, %v]", since, ran, bound-hb, bound)
+		}
+		st.cut.Store(false)
+		var task *store.Task
+		for range 100 {
+			time.Sleep(100 * time.Millisecond)
+			if task, err = st.Get(ctx, ins[0].Task.ID); err == nil && task.Status == store.Scheduled {
+				break
+			}
+		}
+		if task == nil || task.Status != store.Scheduled || task.Attempt != 0 {
+			t.Fatalf("task after self-fencing = %+v, want SCHEDULED again with attempt 0 (released)", task)
+		}
+	})
+}

@@ -1,0 +1,102 @@
+// Package nodes keeps a replica's row in the executor registry (store.NodeRegistry,
+// the ax_nodes table): written when the scheduler starts, refreshed every interval
+// with its handlers and the executions in flight, and deleted when it stops; the
+// leader deletes the rows of replicas that stopped refreshing them.
+package nodes
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// Config is what Keep needs.
+type Config struct {
+	Registry store.NodeRegistry // each call bounded
+	Info     func() store.NodeInfo
+	Interval time.Duration // between two refreshes
+	Log      *slog.Logger
+}
+
+// AliveFor is how long a row counts as a live replica after its last refresh: three
+// refreshes may fail before the replica drops out of the routing.
+func AliveFor(interval time.Duration) time.Duration { return 3 * interval }
+
+// DeadFor is how long after its last refresh the leader deletes a row.
+func DeadFor(interval time.Duration) time.Duration { return max(10*interval, time.Minute) }
+
+// removeTimeout bounds the deletion of the row when the replica stops.
+const removeTimeout = 5 * time.Second
+
+// Keep writes the replica's row now and every Interval until ctx ends, then deletes it.
+func Keep(ctx context.Context, cfg Config) {
+	info := cfg.Info()
+	write := func() {
+		n := cfg.Info()
+		n.StartedAt = info.StartedAt
+		if err := cfg.Registry.RegisterNode(ctx, n); err != nil && ctx.Err() == nil {
+			cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: refresh this node's registration", slog.Any("err", err))
+		}
+	}
+	write()
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+			defer cancel()
+			if err := cfg.Registry.RemoveNode(rctx, info.Name); err != nil {
+				cfg.Log.LogAttrs(rctx, slog.LevelWarn, "ax: remove this node's registration", slog.Any("err", err))
+			}
+			return
+		case <-t.C:
+			write()
+		}
+	}
+}
+
+// Expire deletes, every interval until ctx ends, the rows of replicas that stopped
+// refreshing them DeadFor(interval) ago. The leader runs it.
+func Expire(ctx context.Context, reg store.NodeRegistry, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := reg.ExpireNodes(ctx, DeadFor(interval))
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.LogAttrs(ctx, slog.LevelWarn, "ax: expire dead nodes", slog.Any("err", err))
+			case n > 0:
+				log.LogAttrs(ctx, slog.LevelInfo, "ax: expired dead nodes", slog.Int("nodes", n))
+			}
+		}
+	}
+}
+
+// Follow reads the live replicas every interval until ctx ends and hands them to set:
+// the leader's view for routing.
+func Follow(ctx context.Context, reg store.NodeRegistry, interval time.Duration, set func([]store.NodeInfo), log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			ns, err := reg.Nodes(ctx, AliveFor(interval))
+			if err != nil {
+				if ctx.Err() == nil {
+					log.LogAttrs(ctx, slog.LevelWarn, "ax: read the live nodes", slog.Any("err", err))
+				}
+				continue
+			}
+			set(ns)
+		}
+	}
+}

@@ -1,0 +1,336 @@
+// Package route is the leader's dispatch to executors: it picks, for each claimed task,
+// a live replica that registered the task's handler — by round-robin, least in flight,
+// or a consistent hash of the task's key — and hands the task to this process's
+// executor directly or POSTs it, in one batch per replica, to the replica's executor
+// endpoint (package remote). A replica that answers busy or without the handler is
+// passed over for the next candidate; one that cannot be reached is skipped until its
+// health endpoint answers again; a task no candidate takes is handed back as a dispatch
+// failure. An executor that has seen a newer leader ends the term.
+package route
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/axsched/ax/internal/execute"
+	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/remote"
+	"github.com/axsched/ax/store"
+)
+
+// Policy chooses among the replicas that can run a task.
+type Policy int
+
+// The policies.
+const (
+	RoundRobin     Policy = iota // each task to the next candidate in turn
+	LeastInFlight                // to the candidate with the fewest running per slot
+	ConsistentHash               // by the task's key (TaskKey, else Key): the same key to the same replica while the set is stable
+)
+
+// Config is what a Router needs.
+type Config struct {
+	Namespace string
+	Local     string // this replica's node name
+	Token     int64  // the term's fencing token
+	Policy    Policy
+	Exec      *execute.Executor // this replica's executor
+	Src       *execute.Source   // the term's source of tasks
+	Client    *remote.Client    // nil: no remote executors, everything runs here
+	// LocalHandles reports whether this replica has a handler for name.
+	LocalHandles func(name string) bool
+	// Fenced ends the term: an executor has seen a newer leader.
+	Fenced  func(error)
+	Observe *observe.Queue
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
+// node is a replica as the router sees it.
+type node struct {
+	store.NodeInfo
+	handles  map[string]bool
+	assigned int // tasks sent since its last report
+}
+
+// Router dispatches a term's claimed tasks. Its methods are safe for concurrent use.
+type Router struct {
+	cfg Config
+	ctx context.Context // the term's; requests in flight end with it
+
+	mu    sync.Mutex
+	nodes map[string]*node     // live remote replicas, by name (not the local one)
+	down  map[string]time.Time // replicas that did not answer, since when
+	rr    uint64
+	wg    sync.WaitGroup
+}
+
+// New returns a router for a term whose context is ctx.
+func New(ctx context.Context, cfg Config) *Router {
+	return &Router{cfg: cfg, ctx: ctx, nodes: map[string]*node{}, down: map[string]time.Time{}}
+}
+
+// SetNodes replaces the replicas known, from the node registry: those that advertise an
+// executor endpoint, other than this one.
+func (r *Router) SetNodes(ns []store.NodeInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for _, n := range ns {
+		if n.Name == r.cfg.Local || n.Advertise == "" || r.cfg.Client == nil {
+			continue
+		}
+		seen[n.Name] = true
+		h := make(map[string]bool, len(n.Handlers))
+		for _, name := range n.Handlers {
+			h[name] = true
+		}
+		r.nodes[n.Name] = &node{NodeInfo: n, handles: h}
+	}
+	for name := range r.nodes {
+		if !seen[name] {
+			delete(r.nodes, name)
+		}
+	}
+}
+
+// local is the name standing for this replica among the candidates.
+const local = ""
+
+// pick chooses a candidate for t other than those in tried: a remote replica's name,
+// local for this one, or false when none is left.
+func (r *Router) pick(t *store.Task, tried map[string]bool) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var cands []string
+	if !tried[local] && r.cfg.LocalHandles(t.Name) {
+		cands = append(cands, local)
+	}
+	for name, n := range r.nodes {
+		if _, isDown := r.down[name]; !isDown && !tried[name] && n.handles[t.Name] {
+			cands = append(cands, name)
+		}
+	}
+	if len(cands) == 0 {
+		return "", false
+	}
+	slices.Sort(cands)
+	var c string
+	switch r.cfg.Policy {
+	case LeastInFlight:
+		best := -1.0
+		for _, name := range cands {
+			if load := r.loadLocked(name); best < 0 || load < best {
+				c, best = name, load
+			}
+		}
+	case ConsistentHash:
+		key := t.TaskKey
+		if key == "" {
+			key = t.Name + "\x00" + t.Key
+		}
+		var best uint64
+		for i, name := range cands { // rendezvous hashing: the candidate with the highest weight
+			if name == local {
+				name = r.cfg.Local // weigh this replica by its name, as the others see it
+			}
+			h := fnv.New64a()
+			h.Write([]byte(name))
+			h.Write([]byte{0})
+			h.Write([]byte(key))
+			if w := h.Sum64(); i == 0 || w > best {
+				c, best = cands[i], w
+			}
+		}
+	default:
+		c = cands[r.rr%uint64(len(cands))]
+		r.rr++
+	}
+	if n := r.nodes[c]; n != nil {
+		n.assigned++
+	}
+	return c, true
+}
+
+// loadLocked is a candidate's running tasks per slot, as last reported plus those sent
+// since; r.mu is held.
+func (r *Router) loadLocked(name string) float64 {
+	if name == local {
+		running, free := r.cfg.Exec.Load()
+		return float64(running) / float64(max(running+free, 1))
+	}
+	n := r.nodes[name]
+	return float64(n.InFlight+n.assigned) / float64(max(n.Capacity, 1))
+}
+
+// Dispatch routes claimed tasks; it does not wait for remote answers.
+func (r *Router) Dispatch(tasks []store.Task) bool {
+	r.route(tasks, nil)
+	return true
+}
+
+// route sends each task to a candidate not in tried; what none takes is handed back.
+func (r *Router) route(tasks []store.Task, tried map[string]bool) {
+	groups := map[string][]store.Task{}
+	var none []store.Task
+	for _, t := range tasks {
+		c, ok := r.pick(&t, tried)
+		if !ok {
+			none = append(none, t)
+			continue
+		}
+		groups[c] = append(groups[c], t)
+	}
+	if len(none) > 0 {
+		code, reason := observe.NoHandler, "no live executor has a handler for it"
+		if len(tried) > 0 {
+			code, reason = observe.Busy, "every executor with its handler was busy or unreachable"
+		}
+		r.cfg.Exec.HandBack(r.cfg.Src, none, code, reason)
+	}
+	for c, group := range groups {
+		if c == local {
+			r.cfg.Exec.Dispatch(r.cfg.Src, group)
+			continue
+		}
+		next := map[string]bool{c: true}
+		for k := range tried {
+			next[k] = true
+		}
+		r.wg.Go(func() { r.send(c, group, next) })
+	}
+}
+
+// send POSTs one batch to replica name and routes what it does not take elsewhere.
+func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
+	r.mu.Lock()
+	n := r.nodes[name]
+	r.mu.Unlock()
+	if n == nil { // dropped from the registry meanwhile
+		r.route(tasks, tried)
+		return
+	}
+	if err := r.valid(); err != nil {
+		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.LeaseEnded, "claimed under a lease that ended: "+err.Error())
+		return
+	}
+	begin := time.Now()
+	resp, err := r.cfg.Client.Dispatch(r.ctx, n.Advertise, remote.DispatchRequest{
+		Namespace: r.cfg.Namespace, Node: name, Token: r.cfg.Token, Tasks: tasks,
+	})
+	result := "ok"
+	switch {
+	case errors.Is(err, remote.ErrFenced):
+		result = "fenced"
+	case errors.Is(err, remote.ErrUnreachable):
+		result = "unreachable"
+	case err != nil:
+		result = "error"
+	case len(resp.Busy) > 0:
+		result = "busy"
+	}
+	r.cfg.Observe.Send(observe.Event{Kind: observe.ExecutorRequest, At: r.cfg.Now(), Reason: result, Duration: time.Since(begin), Count: len(tasks)})
+	switch {
+	case errors.Is(err, remote.ErrFenced):
+		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: an executor has seen a newer leader; stepping down", slog.String("executor", name), slog.Any("err", err))
+		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Fenced, "an executor has seen a newer leader")
+		r.cfg.Fenced(err)
+		return
+	case err != nil:
+		// Unreachable, or an answer we cannot read: the executor may have taken some
+		// tasks (a duplicate delivery runs nothing), so they go elsewhere.
+		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: dispatch to an executor failed", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
+		r.markDown(name)
+		r.route(tasks, tried)
+		return
+	}
+	r.report(name, resp)
+	if len(resp.Accepted) > 0 && r.cfg.Src.Done != nil {
+		r.cfg.Src.Done(len(resp.Accepted))
+	}
+	var again []store.Task
+	if rest := len(resp.Busy) + len(resp.Unhandled); rest > 0 {
+		refused := map[int64]bool{}
+		for _, id := range resp.Busy {
+			refused[id] = true
+		}
+		for _, id := range resp.Unhandled {
+			refused[id] = true
+		}
+		for _, t := range tasks {
+			if refused[t.ID] {
+				again = append(again, t)
+			}
+		}
+		r.route(again, tried)
+	}
+}
+
+// valid reports whether the term's tasks may still be dispatched.
+func (r *Router) valid() error {
+	if r.cfg.Src.Valid == nil {
+		return nil
+	}
+	return r.cfg.Src.Valid()
+}
+
+// report records a replica's load as its executor answered.
+func (r *Router) report(name string, resp *remote.DispatchResponse) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.nodes[name]; n != nil {
+		n.InFlight, n.Capacity, n.assigned = resp.Running, resp.Running+resp.Free, 0
+	}
+}
+
+// markDown skips a replica until its health endpoint answers.
+func (r *Router) markDown(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.down[name]; !ok {
+		r.down[name] = time.Now()
+	}
+}
+
+// Probe checks, every interval until ctx ends, the health of the replicas marked
+// down, and routes to each again once it answers.
+func (r *Router) Probe(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		var check []*node
+		for name := range r.down {
+			if n := r.nodes[name]; n != nil {
+				check = append(check, n)
+			} else {
+				delete(r.down, name)
+			}
+		}
+		r.mu.Unlock()
+		for _, n := range check {
+			hctx, cancel := context.WithTimeout(ctx, interval)
+			err := r.cfg.Client.Health(hctx, n.Advertise)
+			cancel()
+			if err == nil {
+				r.mu.Lock()
+				delete(r.down, n.Name)
+				r.mu.Unlock()
+				r.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "ax: executor answers again", slog.String("executor", n.Name))
+			}
+		}
+	}
+}
+
+// Wait waits for the requests in flight, which end with the term's context.
+func (r *Router) Wait() { r.wg.Wait() }

@@ -1,0 +1,114 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client is the leader's side of the protocol: it POSTs dispatches to executors over
+// kept-alive connections, signed with the cluster secret, and checks their health.
+// Create it with NewClient; it is safe for concurrent use.
+type Client struct {
+	http   *http.Client
+	signer *Signer // nil: unsigned, for executors on loopback without a secret
+	now    func() time.Time
+}
+
+// NewClient returns a client that signs with signer (nil: no cluster secret, requests
+// go unsigned and only loopback executors take them) and gives every request timeout.
+func NewClient(signer *Signer, timeout time.Duration) *Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 16
+	tr.Proxy = nil // executors are reached directly, never through an environment proxy
+	return &Client{http: &http.Client{Transport: tr, Timeout: timeout}, signer: signer, now: time.Now}
+}
+
+// Close closes the client's idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// FencedError is a dispatch the executor refused because it has seen a higher token.
+type FencedError struct {
+	Token, Highest int64
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("ax: remote: dispatch under token %d refused: the executor has seen token %d: %v", e.Token, e.Highest, ErrFenced)
+}
+
+// Unwrap makes errors.Is(err, ErrFenced) hold.
+func (e *FencedError) Unwrap() error { return ErrFenced }
+
+// Dispatch sends dr to the executor at base (its advertised URL). It returns the
+// executor's answer; a *FencedError (ErrFenced) when the executor has seen a newer
+// leader; an error wrapping ErrUnreachable when the executor could not be reached or
+// did not answer within the timeout (the tasks may or may not have been taken: the
+// caller hands them back, and a duplicate delivery runs nothing); another error for
+// any other refusal.
+func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) (*DispatchResponse, error) {
+	body, err := json.Marshal(dr)
+	if err != nil {
+		return nil, fmt.Errorf("ax: remote: dispatch: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+DispatchPath, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w", base, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.signer != nil {
+		if err := c.signer.Sign(req, body, dr.Token, c.now()); err != nil {
+			return nil, fmt.Errorf("ax: remote: dispatch to %s: %w", base, err)
+		}
+	} else {
+		req.Header.Set(HeaderToken, strconv.FormatInt(dr.Token, 10))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w: %w", base, ErrUnreachable, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBodyBytes))
+	if err != nil {
+		return nil, fmt.Errorf("ax: remote: dispatch to %s: read the answer: %w: %w", base, ErrUnreachable, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var out DispatchResponse
+		if err := json.Unmarshal(data, &out); err != nil {
+			return nil, fmt.Errorf("ax: remote: dispatch to %s: malformed answer: %w", base, err)
+		}
+		return &out, nil
+	case http.StatusConflict:
+		var fb fencedBody
+		if err := json.Unmarshal(data, &fb); err != nil {
+			return nil, fmt.Errorf("ax: remote: dispatch to %s: malformed refusal: %w", base, err)
+		}
+		return nil, &FencedError{Token: dr.Token, Highest: fb.Highest}
+	default:
+		return nil, fmt.Errorf("ax: remote: dispatch to %s: %s: %s", base, resp.Status, strings.TrimSpace(string(data)))
+	}
+}
+
+// Health asks the executor at base whether it answers; nil when it does.
+func (c *Client) Health(ctx context.Context, base string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+HealthPath, nil)
+	if err != nil {
+		return fmt.Errorf("ax: remote: health of %s: %w", base, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("ax: remote: health of %s: %w: %w", base, ErrUnreachable, err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("ax: remote: health of %s: %w: %s", base, ErrUnreachable, resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// fakeExecutor takes up to free tasks, and none named "nobody".
+type fakeExecutor struct {
+	mu    sync.Mutex
+	free  int
+	taken []store.Task
+	valid []func() error
+}
+
+func (f *fakeExecutor) Take(token int64, tasks []store.Task, valid func() error) []Outcome {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Outcome, len(tasks))
+	for i, t := range tasks {
+		switch {
+		case t.Name == "nobody":
+			out[i] = Unhandled
+		case f.free == 0:
+			out[i] = Busy
+		default:
+			f.free--
+			f.taken = append(f.taken, t)
+			out[i] = Accepted
+		}
+	}
+	f.valid = append(f.valid, valid)
+	return out
+}
+
+func (f *fakeExecutor) Load() (int, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.taken), f.free
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func dispatchOf(token int64, ids ...int64) DispatchRequest {
+	dr := DispatchRequest{Namespace: "ns", Node: "exec-1", Token: token}
+	for _, id := range ids {
+		name := "job"
+		if id < 0 {
+			name, id = "nobody", -id
+		}
+		dr.Tasks = append(dr.Tasks, store.Task{ID: id, Name: name, ExecutionID: "e", Status: store.Dispatching})
+	}
+	return dr
+}
+
+// TestServerDispatch: a signed dispatch is taken up to the free slots, the rest answered
+// busy or unhandled; a token below the highest seen is refused 409 (ErrFenced) and
+// makes the older token's tasks invalid; a dispatch addressed to another node or
+// namespace is refused; an unsigned or forged one never reaches the executor.
+func TestServerDispatch(t *testing.T) {
+	t.Parallel()
+	exec := &fakeExecutor{free: 2}
+	v, err := NewVerifier(testSecret, WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewServer("ns", "exec-1", exec, v, quiet()))
+	defer srv.Close()
+	signer, _ := NewSigner(testSecret)
+	c := NewClient(signer, 5*time.Second)
+	defer c.Close()
+	ctx := context.Background()
+
+	resp, err := c.Dispatch(ctx, srv.URL, dispatchOf(5, 1, 2, 3, -4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Accepted) != 2 || len(resp.Busy) != 1 || resp.Busy[0] != 3 || len(resp.Unhandled) != 1 || resp.Unhandled[0] != 4 {
+		t.Fatalf("answer %+v, want 1 and 2 accepted, 3 busy, 4 unhandled", resp)
+	}
+	if resp.Running != 2 || resp.Free != 0 {
+		t.Fatalf("answer's load %d running, %d free; want 2, 0", resp.Running, resp.Free)
+	}
+	if err := exec.valid[0](); err != nil {
+		t.Fatalf("token 5's tasks invalid while it is the highest: %v", err)
+	}
+	exec.free = 1
+	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(7, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.valid[0](); !errors.Is(err, ErrFenced) {
+		t.Fatalf("token 5's tasks after token 7: valid() = %v, want ErrFenced", err)
+	}
+	_, err = c.Dispatch(ctx, srv.URL, dispatchOf(6, 6))
+	var fe *FencedError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrFenced) || fe.Highest != 7 {
+		t.Fatalf("dispatch under token 6 after 7: %v, want a FencedError naming 7", err)
+	}
+	misdirected := dispatchOf(7, 8)
+	misdirected.Node = "exec-2"
+	if _, err := c.Dispatch(ctx, srv.URL, misdirected); err == nil || !strings.Contains(err.Error(), "421") {
+		t.Fatalf("dispatch addressed to another node: %v, want 421", err)
+	}
+	unsigned := NewClient(nil, 5*time.Second)
+	defer unsigned.Close()
+	if _, err := unsigned.Dispatch(ctx, srv.URL, dispatchOf(9, 9)); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("unsigned dispatch: %v, want 401", err)
+	}
+	other, _ := NewSigner(otherSecret)
+	forged := NewClient(other, 5*time.Second)
+	defer forged.Close()
+	if _, err := forged.Dispatch(ctx, srv.URL, dispatchOf(9, 9)); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("dispatch signed with another secret: %v, want 401", err)
+	}
+	if len(exec.taken) != 3 {
+		t.Fatalf("executor took %d tasks, want 3 (none from refused requests)", len(exec.taken))
+	}
+	if err := c.Health(ctx, srv.URL); err != nil {
+		t.Fatalf("health: %v", err)
+	}
+}
+
+// TestServerWithoutSecret serves a loopback connection and refuses any other (403).
+func TestServerWithoutSecret(t *testing.T) {
+	t.Parallel()
+	exec := &fakeExecutor{free: 10}
+	s := NewServer("ns", "exec-1", exec, nil, quiet())
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := NewClient(nil, 5*time.Second)
+	defer c.Close()
+	if _, err := c.Dispatch(context.Background(), srv.URL, dispatchOf(1, 1)); err != nil {
+		t.Fatalf("unsigned dispatch on loopback: %v", err)
+	}
+	// A connection whose local address is not loopback: refused before reading.
+	req := httptest.NewRequest(http.MethodPost, DispatchPath, strings.NewReader(`{}`))
+	req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 7070}))
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		body, _ := io.ReadAll(rec.Body)
+		t.Fatalf("unsigned dispatch on 10.0.0.7: %d %s, want 403", rec.Code, body)
+	}
+	if len(exec.taken) != 1 {
+		t.Fatalf("executor took %d tasks, want 1", len(exec.taken))
+	}
+}
+
+// TestClientUnreachable: a refused connection is ErrUnreachable.
+func TestClientUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := NewClient(nil, time.Second)
+	defer c.Close()
+	if _, err := c.Dispatch(context.Background(), "http://"+addr, dispatchOf(1, 1)); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("dispatch to a closed port: %v, want ErrUnreachable", err)
+	}
+	if err := c.Health(context.Background(), "http://"+addr); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("health of a closed port: %v, want ErrUnreachable", err)
+	}
+}
