@@ -2,9 +2,11 @@ package ax_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -280,6 +282,87 @@ func TestExecutorOnlyNeverSchedules(t *testing.T) {
 		synctest.Wait()
 		if got, _ := s.Get(ctx, task.ID); got.Status != ax.Succeeded {
 			t.Fatalf("triggered task: %s, want SUCCEEDED", got.Status)
+		}
+	})
+}
+
+// cutNow is a store whose clock reads fail while cut is set: the leader's link to its
+// database, cut, while its election (a separate backend) goes on.
+type cutNow struct {
+	store.Store
+	cut atomic.Bool
+}
+
+func (c *cutNow) Now(ctx context.Context) (time.Time, error) {
+	if c.cut.Load() {
+		return time.Time{}, errors.New("connection refused")
+	}
+	return c.Store.Now(ctx)
+}
+
+// TestLeaderCutFromItsStoreResigns: a leader whose store stops answering for
+// StoreTimeout ends its term (reason store_down) and resigns although its lease is still
+// renewed, another replica leads, and the cut one campaigns again only once its store
+// answers.
+func TestLeaderCutFromItsStoreResigns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		defer mem.Close()
+		ctx := context.Background()
+		var ss [2]*ax.Scheduler
+		var obs [2]*roles
+		var links [2]*cutNow
+		for i := range ss {
+			el, err := sqllease.New(mem, sqllease.WithTTL(2*time.Second)) // the election does not go through the cut link
+			if err != nil {
+				t.Fatal(err)
+			}
+			links[i], obs[i] = &cutNow{Store: mem}, &roles{}
+			ss[i], err = ax.New(ax.Config{Store: links[i], Node: fmt.Sprintf("node-%d", i), Elector: el, Observer: obs[i],
+				Logger: quietLogger(), StoreTimeout: 3 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ss[i].Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer ss[i].Stop(ctx)
+			time.Sleep(100 * time.Millisecond) // node-0 campaigns first
+		}
+		synctest.Wait()
+		if !obs[0].leading() || obs[1].leading() {
+			t.Fatal("node-0 does not lead")
+		}
+		links[0].cut.Store(true)
+		cutAt := time.Now()
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		var ended time.Time
+		for _, e := range obs[0].list() {
+			if e.Kind == ax.EventLeadership && !e.Leader {
+				if e.Reason != "store_down" {
+					t.Fatalf("node-0's term ended with reason %q, want store_down", e.Reason)
+				}
+				ended = e.At
+			}
+		}
+		if ended.IsZero() || obs[0].leading() || !obs[1].leading() {
+			t.Fatalf("6s into the cut: node-0 leading %v (term ended at %v), node-1 leading %v; want node-0 stepped down, node-1 leading",
+				obs[0].leading(), ended, obs[1].leading())
+		}
+		// Counted from the start of the last ping that answered, at most a second before the cut.
+		if d := ended.Sub(cutAt); d < 2*time.Second {
+			t.Fatalf("node-0 stepped down %v into the cut, before StoreTimeout since its last answer", d)
+		}
+		// Restored, node-0 is a candidate again: it leads when node-1 stops.
+		links[0].cut.Store(false)
+		if err := ss[1].Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if !obs[0].leading() {
+			t.Fatal("node-0 does not lead again once its store answers and node-1 stopped")
 		}
 	})
 }

@@ -72,7 +72,7 @@ const (
 	EventUnhandled = EventKind(observe.Unhandled)
 	// EventLeadership: this scheduler's role changed (Config.Elector): Leader is true
 	// when it began leading, false when its term ended; Epoch is the term's fencing
-	// token; Reason, when a term ended, says why (lost, resigned, fenced, stopping).
+	// token; Reason, when a term ended, says why (lost, resigned, fenced, stopping, store_down).
 	EventLeadership = EventKind(observe.Leadership)
 	// EventFenceRejected: the store refused a write of this scheduler's as fenced by
 	// a newer leader, and its term ended. Reason names the part: claim, schedule,

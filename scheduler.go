@@ -520,6 +520,11 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 					s.newTerm(r, t).run(ctx, nil)
 				},
 				Changed: s.roleChanged,
+				Ping: func(ctx context.Context) error {
+					_, err := s.kst.Now(ctx)
+					return err
+				},
+				StoreDown: s.cfg.StoreTimeout,
 			})
 		})
 	}
@@ -597,6 +602,8 @@ func endReason(cause error) string {
 		return "fenced"
 	case errors.Is(cause, leadership.ErrStopping):
 		return "stopping"
+	case errors.Is(cause, leadership.ErrStoreDown):
+		return "store_down"
 	case errors.Is(cause, elect.ErrResigned):
 		return "resigned"
 	default:

@@ -48,7 +48,16 @@ type Config struct {
 	Changed func(leader bool, f store.Fence, cause error)
 	// Retry is the pause after a failed campaign or fence; defaults to one second.
 	Retry time.Duration
+	// Ping, when set, checks that the store answers: a candidate campaigns only once it
+	// does, and a leader whose store has not answered for StoreDown ends its term
+	// (ErrStoreDown) and resigns, so that a replica that can reach the store leads.
+	Ping      func(ctx context.Context) error
+	StoreDown time.Duration
 }
+
+// ErrStoreDown is the cause of a term ended because the leader's store stopped
+// answering.
+var ErrStoreDown = errors.New("the store has not answered")
 
 // ErrStopping is the cause of a term ended because the scheduler is stopping.
 var ErrStopping = errors.New("scheduler stopping")
@@ -63,6 +72,15 @@ func Run(ctx context.Context, cfg Config) {
 		cfg.Retry = time.Second
 	}
 	for ctx.Err() == nil {
+		if cfg.Ping != nil {
+			if err := cfg.Ping(ctx); err != nil {
+				if ctx.Err() == nil {
+					cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: not campaigning for leadership: the store does not answer", slog.Any("err", err))
+					pause(ctx, cfg.Retry)
+				}
+				continue
+			}
+		}
 		lease, err := cfg.Elector.Campaign(ctx, cfg.Candidate)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -109,6 +127,11 @@ func term(ctx context.Context, cfg Config, lease elect.Lease) {
 	if cfg.Changed != nil {
 		cfg.Changed(true, fence, nil)
 	}
+	if cfg.Ping != nil && cfg.StoreDown > 0 {
+		pinged := make(chan struct{})
+		defer func() { <-pinged }()
+		go func() { defer close(pinged); watchStore(termCtx, cfg, end) }()
+	}
 	cfg.Run(termCtx, Term{Ctx: termCtx, Fence: fence, Valid: valid, End: end, Remaining: lease.Remaining})
 	cause := context.Cause(termCtx)
 	if cause == nil || errors.Is(cause, context.Canceled) {
@@ -121,6 +144,37 @@ func term(ctx context.Context, cfg Config, lease elect.Lease) {
 	cfg.Log.LogAttrs(ctx, level, "ax: leadership ended", slog.String("namespace", cfg.Namespace), slog.Int64("epoch", fence.Token), slog.Any("cause", cause))
 	if cfg.Changed != nil {
 		cfg.Changed(false, fence, cause)
+	}
+}
+
+// watchStore pings the store every second of the term and ends it once no ping has
+// succeeded for cfg.StoreDown.
+func watchStore(ctx context.Context, cfg Config, end func(error)) {
+	every := min(time.Second, cfg.StoreDown/3)
+	lastOK := time.Now()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, cfg.StoreDown)
+		begin := time.Now()
+		err := cfg.Ping(pctx)
+		cancel()
+		if err == nil {
+			lastOK = begin
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if down := time.Since(lastOK); down >= cfg.StoreDown {
+			end(fmt.Errorf("%w for %v: %w", ErrStoreDown, down.Round(time.Millisecond), err))
+			return
+		}
 	}
 }
 
