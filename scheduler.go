@@ -165,15 +165,17 @@ func New(cfg Config) (*Scheduler, error) {
 		signer   *remote.Signer
 		verifier *remote.Verifier
 	)
+	s := &Scheduler{}
 	if len(cfg.Cluster.Secret) > 0 {
 		if signer, err = remote.NewSigner(cfg.Cluster.Secret); err == nil {
-			verifier, err = remote.NewVerifier(cfg.Cluster.Secret, remote.WithLogger(cfg.Logger))
+			verifier, err = remote.NewVerifier(cfg.Cluster.Secret, remote.WithLogger(cfg.Logger),
+				remote.WithClock(func() time.Time { return s.clock.Now() }))
 		}
 		if err != nil {
 			return nil, errorf("ax: config: Cluster.Secret: %w: %w", err, ErrInvalid)
 		}
 	}
-	s := &Scheduler{
+	*s = Scheduler{
 		cfg:       cfg,
 		st:        st,
 		kst:       storecall.Bounded(st, cfg.StoreTimeout),
@@ -184,7 +186,9 @@ func New(cfg Config) (*Scheduler, error) {
 		handlers:  make(map[string]*handler),
 
 		periodics: make(map[string]*registered),
-		client:    remote.NewClient(signer, cfg.Cluster.RequestTimeout),
+		// Signed and verified by the store-corrected clock, so that replicas whose
+		// hosts' clocks disagree still agree on the signing window.
+		client: remote.NewClient(signer, cfg.Cluster.RequestTimeout, func() time.Time { return s.clock.Now() }),
 	}
 	s.server = remote.NewServer(cfg.Namespace, cfg.Node, remoteExecutor{s}, verifier, cfg.Logger)
 	return s, nil
@@ -422,6 +426,7 @@ func (s *Scheduler) newTerm(r *running, t leadership.Term) *term {
 			Exec: r.exec, Src: src, Client: s.client,
 			LocalHandles: func(name string) bool { return s.handler(name) != nil },
 			Fenced:       func(err error) { t.End(err) },
+			Nodes:        s.liveNodes,
 			Observe:      s.obs, Now: s.clock.Now, Log: s.log,
 		})
 		exec = router
@@ -488,6 +493,15 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	}
 	r.setLoop(nil)
 	r.exec.Withdraw(tm.src)
+}
+
+// liveNodes reads the replicas registered and alive; none without a registry.
+func (s *Scheduler) liveNodes(ctx context.Context) ([]store.NodeInfo, error) {
+	reg := s.registry()
+	if reg == nil {
+		return nil, nil
+	}
+	return reg.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
 }
 
 // refreshNodes reads the live replicas into router once.

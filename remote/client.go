@@ -23,11 +23,17 @@ type Client struct {
 
 // NewClient returns a client that signs with signer (nil: no cluster secret, requests
 // go unsigned and only loopback executors take them) and gives every request timeout.
-func NewClient(signer *Signer, timeout time.Duration) *Client {
+// now, when not nil, is the clock requests are signed by (the executors verify them
+// against theirs, within the window): the scheduler passes its store-corrected clock,
+// so that replicas whose hosts' clocks disagree still agree. Nil: time.Now.
+func NewClient(signer *Signer, timeout time.Duration, now func() time.Time) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 16
 	tr.Proxy = nil // executors are reached directly, never through an environment proxy
-	return &Client{http: &http.Client{Transport: tr, Timeout: timeout}, signer: signer, now: time.Now}
+	if now == nil {
+		now = time.Now
+	}
+	return &Client{http: &http.Client{Transport: tr, Timeout: timeout}, signer: signer, now: now}
 }
 
 // Close closes the client's idle connections.

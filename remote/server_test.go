@@ -78,7 +78,7 @@ func TestServerDispatch(t *testing.T) {
 	srv := httptest.NewServer(NewServer("ns", "exec-1", exec, v, quiet()))
 	defer srv.Close()
 	signer, _ := NewSigner(testSecret)
-	c := NewClient(signer, 5*time.Second)
+	c := NewClient(signer, 5*time.Second, nil)
 	defer c.Close()
 	ctx := context.Background()
 
@@ -112,13 +112,13 @@ func TestServerDispatch(t *testing.T) {
 	if _, err := c.Dispatch(ctx, srv.URL, misdirected); err == nil || !strings.Contains(err.Error(), "421") {
 		t.Fatalf("dispatch addressed to another node: %v, want 421", err)
 	}
-	unsigned := NewClient(nil, 5*time.Second)
+	unsigned := NewClient(nil, 5*time.Second, nil)
 	defer unsigned.Close()
 	if _, err := unsigned.Dispatch(ctx, srv.URL, dispatchOf(9, 9)); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("unsigned dispatch: %v, want 401", err)
 	}
 	other, _ := NewSigner(otherSecret)
-	forged := NewClient(other, 5*time.Second)
+	forged := NewClient(other, 5*time.Second, nil)
 	defer forged.Close()
 	if _, err := forged.Dispatch(ctx, srv.URL, dispatchOf(9, 9)); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("dispatch signed with another secret: %v, want 401", err)
@@ -138,7 +138,7 @@ func TestServerWithoutSecret(t *testing.T) {
 	s := NewServer("ns", "exec-1", exec, nil, quiet())
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	c := NewClient(nil, 5*time.Second)
+	c := NewClient(nil, 5*time.Second, nil)
 	defer c.Close()
 	if _, err := c.Dispatch(context.Background(), srv.URL, dispatchOf(1, 1)); err != nil {
 		t.Fatalf("unsigned dispatch on loopback: %v", err)
@@ -166,7 +166,7 @@ func TestClientUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	c := NewClient(nil, time.Second)
+	c := NewClient(nil, time.Second, nil)
 	defer c.Close()
 	if _, err := c.Dispatch(context.Background(), "http://"+addr, dispatchOf(1, 1)); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("dispatch to a closed port: %v, want ErrUnreachable", err)

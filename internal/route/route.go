@@ -45,7 +45,11 @@ type Config struct {
 	// LocalHandles reports whether this replica has a handler for name.
 	LocalHandles func(name string) bool
 	// Fenced ends the term: an executor has seen a newer leader.
-	Fenced  func(error)
+	Fenced func(error)
+	// Nodes, when set, reads the live replicas from the registry: the router asks it
+	// (at most every second) before handing back a task no known replica can take,
+	// so that a replica that registered since the last refresh is found.
+	Nodes   func(ctx context.Context) ([]store.NodeInfo, error)
 	Observe *observe.Queue
 	Now     func() time.Time
 	Log     *slog.Logger
@@ -63,11 +67,12 @@ type Router struct {
 	cfg Config
 	ctx context.Context // the term's; requests in flight end with it
 
-	mu    sync.Mutex
-	nodes map[string]*node     // live remote replicas, by name (not the local one)
-	down  map[string]time.Time // replicas that did not answer, since when
-	rr    uint64
-	wg    sync.WaitGroup
+	mu        sync.Mutex
+	refreshed time.Time            // the last read of Nodes on a miss
+	nodes     map[string]*node     // live remote replicas, by name (not the local one)
+	down      map[string]time.Time // replicas that did not answer, since when
+	rr        uint64
+	wg        sync.WaitGroup
 }
 
 // New returns a router for a term whose context is ctx.
@@ -186,6 +191,18 @@ func (r *Router) route(tasks []store.Task, tried map[string]bool) {
 		}
 		groups[c] = append(groups[c], t)
 	}
+	if len(none) > 0 && r.refresh() {
+		again := none
+		none = nil
+		for _, t := range again {
+			c, ok := r.pick(&t, tried)
+			if !ok {
+				none = append(none, t)
+				continue
+			}
+			groups[c] = append(groups[c], t)
+		}
+	}
 	if len(none) > 0 {
 		code, reason := observe.NoHandler, "no live executor has a handler for it"
 		if len(tried) > 0 {
@@ -269,6 +286,28 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		}
 		r.route(again, tried)
 	}
+}
+
+// refresh re-reads the live replicas, unless it did less than a second ago, and reports
+// whether it did.
+func (r *Router) refresh() bool {
+	if r.cfg.Nodes == nil {
+		return false
+	}
+	r.mu.Lock()
+	if time.Since(r.refreshed) < time.Second {
+		r.mu.Unlock()
+		return false
+	}
+	r.refreshed = time.Now()
+	r.mu.Unlock()
+	ns, err := r.cfg.Nodes(r.ctx)
+	if err != nil {
+		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: read the live nodes", slog.Any("err", err))
+		return false
+	}
+	r.SetNodes(ns)
+	return true
 }
 
 // valid reports whether the term's tasks may still be dispatched.
