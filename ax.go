@@ -85,8 +85,10 @@ type Config struct {
 	// it must exceed HeartbeatInterval. An executor whose heartbeats have not reached
 	// the store for OrphanAfter − 2 × HeartbeatInterval (a partition, or a pause
 	// measured on the monotonic clock when the process resumes) cancels the handler's
-	// context first — self-fencing — and releases the execution: a handler that honours
-	// its context stops before another replica can re-run the task.
+	// context first — self-fencing — and records the attempt as failed, as recovery
+	// would: a handler that honours its context stops before another replica can re-run
+	// the task. Self-fencing needs OrphanAfter ≥ 4 × HeartbeatInterval (the defaults
+	// give 30×); below that it is off.
 	OrphanAfter time.Duration
 	// DispatchTimeout is how long a task may stay DISPATCHING (claimed, not yet
 	// started) before it is handed back as a dispatch failure. Defaults to
@@ -194,12 +196,14 @@ const DefaultNamespace = store.DefaultNamespace
 // selfFenceAfter is how old an execution's last heartbeat may get before its handler's
 // context is cancelled: OrphanAfter − 2 × HeartbeatInterval, so that the handler stops
 // before recovery on another replica can declare it orphaned, with two heartbeats'
-// margin (OrphanAfter − HeartbeatInterval when that leaves nothing).
+// margin. Zero (no self-fencing) when that bound would be under two heartbeat
+// intervals (OrphanAfter < 4 × HeartbeatInterval): a healthy execution could then miss
+// it between two heartbeats.
 func (c Config) selfFenceAfter() time.Duration {
-	if d := c.OrphanAfter - 2*c.HeartbeatInterval; d > 0 {
+	if d := c.OrphanAfter - 2*c.HeartbeatInterval; d >= 2*c.HeartbeatInterval {
 		return d
 	}
-	return c.OrphanAfter - c.HeartbeatInterval
+	return 0
 }
 
 // canLead reports whether the scheduler may schedule (Config.CanLead).

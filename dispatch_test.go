@@ -24,7 +24,7 @@ type replica struct {
 
 // cluster starts n replicas on st under one SQL lease, each serving its executor
 // endpoint (signed with secret) and registering handlers with reg before Start.
-func cluster(t *testing.T, st *memory.Store, n int, secret []byte, reg func(i int, s *ax.Scheduler)) []replica {
+func cluster(t *testing.T, st *memory.Store, n int, secret []byte, reg func(i int, s *ax.Scheduler), mods ...func(i int, c *ax.Config)) []replica {
 	t.Helper()
 	rs := make([]replica, n)
 	for i := range rs {
@@ -45,6 +45,9 @@ func cluster(t *testing.T, st *memory.Store, n int, secret []byte, reg func(i in
 		if i > 0 {
 			no := false
 			cfg.CanLead = &no // node-0 leads
+		}
+		for _, mod := range mods {
+			mod(i, &cfg)
 		}
 		sc, err := ax.New(cfg)
 		if err != nil {
@@ -189,6 +192,60 @@ func TestUnreachableExecutorIsSkipped(t *testing.T) {
 		task, _ := rs[0].s.Lookup(ctx, "remote.job", key)
 		if task.Attempt != 0 {
 			t.Errorf("task %s: attempt %d, want 0 (an unreachable executor is a dispatch failure, not a business one)", key, task.Attempt)
+		}
+	}
+}
+
+// TestBusyExecutorsDoNotFailTasks: a backlog larger than the one executor's slots waits
+// in the leader while the executor is full, instead of being handed back until its
+// dispatch retries run out: every task succeeds, none handed back.
+func TestBusyExecutorsDoNotFailTasks(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	var mu sync.Mutex
+	ran := map[string]int{}
+	rs := cluster(t, st, 2, nil, func(i int, s *ax.Scheduler) {
+		if i == 1 {
+			s.HandleFunc("slow", func(ctx context.Context, task *ax.Task) error {
+				time.Sleep(100 * time.Millisecond)
+				mu.Lock()
+				ran[task.Key]++
+				mu.Unlock()
+				return nil
+			})
+		}
+	}, func(i int, c *ax.Config) {
+		c.Concurrency = 1
+		c.MaxDispatchRetries = 2
+	})
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the executor to register", func() bool {
+		cs, err := rs[0].s.Cluster(ctx)
+		return err == nil && cs.IsLeader && len(cs.Nodes) == 2
+	})
+	const n = 10
+	for i := range n {
+		if _, err := rs[0].s.Delay(ctx, "slow", fmt.Sprint(i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "every task to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ran) == n
+	})
+	for i := range n {
+		task, err := rs[0].s.Lookup(ctx, "slow", fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the task's result", func() bool {
+			task, err = rs[0].s.Lookup(ctx, "slow", fmt.Sprint(i))
+			return err == nil && task.Status == ax.Succeeded
+		})
+		if task.DispatchRetries != 0 || ran[fmt.Sprint(i)] != 1 {
+			t.Errorf("task %d: %s, dispatch retries %d, ran %d times; want SUCCEEDED once, never handed back", i, task.Status, task.DispatchRetries, ran[fmt.Sprint(i)])
 		}
 	}
 }

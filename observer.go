@@ -131,6 +131,11 @@ const (
 	DispatchBusy = observe.Busy
 	// DispatchFenced: a replica's executor had seen a newer leader.
 	DispatchFenced = observe.Fenced
+	// DispatchUnreachable: the replica it was sent to did not answer; it is skipped
+	// until its health endpoint answers.
+	DispatchUnreachable = observe.Unreachable
+	// DispatchRefused: the replica it was sent to answered the dispatch with an error.
+	DispatchRefused = observe.Refused
 )
 
 // The results of EventScheduleFired.

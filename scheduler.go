@@ -217,22 +217,25 @@ func (x remoteExecutor) Take(token int64, tasks []store.Task, valid func() error
 		}
 		return out
 	}
-	_, free := r.exec.Load()
-	var take []store.Task
+	var (
+		offer []store.Task
+		at    []int // offer[k] is tasks[at[k]]
+	)
 	for i, t := range tasks {
-		switch {
-		case x.s.handler(t.Name) == nil:
+		if x.s.handler(t.Name) == nil {
 			out[i] = remote.Unhandled
-		case free == 0:
-			out[i] = remote.Busy
-		default:
-			out[i] = remote.Accepted
-			take = append(take, t)
-			free--
+			continue
 		}
+		offer, at = append(offer, t), append(at, i)
 	}
-	if len(take) > 0 {
-		r.exec.Dispatch(&execute.Source{Valid: valid}, take)
+	// The slots are taken under the executor's lock: concurrent dispatches never
+	// take more than fits.
+	rest := r.exec.Offer(&execute.Source{Valid: valid}, offer, 0)
+	for k := range offer {
+		out[at[k]] = remote.Accepted
+		if k >= len(offer)-len(rest) {
+			out[at[k]] = remote.Busy
+		}
 	}
 	return out
 }
@@ -427,6 +430,7 @@ func (s *Scheduler) newTerm(r *running, t leadership.Term) *term {
 			LocalHandles: func(name string) bool { return s.handler(name) != nil },
 			Fenced:       func(err error) { t.End(err) },
 			Nodes:        s.liveNodes,
+			BusyFor:      s.cfg.DispatchTimeout / 2,
 			Observe:      s.obs, Now: s.clock.Now, Log: s.log,
 		})
 		exec = router
@@ -447,6 +451,10 @@ func (s *Scheduler) newTerm(r *running, t leadership.Term) *term {
 // Start read them; nil: read them now.
 func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	s, r, t, st, loop := tm.s, tm.r, tm.t, tm.st, tm.loop
+	reg := s.registry()
+	if reg != nil && tm.router != nil {
+		s.refreshNodes(ctx, reg, tm.router) // before the loop's first claims are routed
+	}
 	var wg sync.WaitGroup
 	loop.Run(ctx, &wg)
 	wg.Go(func() {
@@ -474,10 +482,9 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	if s.obs != nil {
 		wg.Go(func() { s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log) })
 	}
-	if reg := s.registry(); reg != nil {
+	if reg != nil {
 		wg.Go(func() { nodes.Expire(ctx, reg, s.cfg.HeartbeatInterval, s.log) })
 		if tm.router != nil {
-			s.refreshNodes(ctx, reg, tm.router) // before the loop's first claims are routed
 			wg.Go(func() { nodes.Follow(ctx, reg, s.cfg.HeartbeatInterval, tm.router.SetNodes, s.log) })
 		}
 	}
@@ -544,7 +551,8 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 	}
 	if reg := s.registry(); reg != nil {
 		r.wg.Go(func() {
-			nodes.Keep(ctx, nodes.Config{Registry: reg, Info: func() store.NodeInfo { return s.nodeInfo(r) }, Interval: s.cfg.HeartbeatInterval, Log: s.log})
+			nodes.Keep(ctx, nodes.Config{Registry: reg, Info: func() store.NodeInfo { return s.nodeInfo(r) }, Interval: s.cfg.HeartbeatInterval, Log: s.log,
+				Refreshed: s.learnEpoch})
 		})
 	}
 	if !s.hooks.localClock {
@@ -600,8 +608,26 @@ func (s *Scheduler) nodeInfo(r *running) store.NodeInfo {
 	return store.NodeInfo{Name: s.cfg.Node, Advertise: s.cfg.Cluster.Advertise, Handlers: names, Capacity: s.cfg.Concurrency, InFlight: r.exec.InFlight()}
 }
 
+// learnEpoch raises the executor endpoint's highest token to the epoch the store
+// recorded for the namespace, so that it refuses an older leader within a heartbeat of
+// a newer one's election, whether or not the newer one has dispatched here yet.
+func (s *Scheduler) learnEpoch(ctx context.Context) {
+	l, ok := s.st.(store.Leaser)
+	if !ok {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	defer cancel()
+	if info, err := l.Lease(sctx, s.cfg.Namespace); err == nil {
+		s.server.Raise(info.Epoch)
+	}
+}
+
 // roleChanged reports a change of this scheduler's role under its Elector.
 func (s *Scheduler) roleChanged(leader bool, f store.Fence, cause error) {
+	if leader {
+		s.server.Raise(f.Token)
+	}
 	e := observe.Event{Kind: observe.Leadership, At: s.clock.Now(), Leader: leader, Epoch: f.Token}
 	if !leader {
 		e.Reason = endReason(cause)
@@ -687,6 +713,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		// stops within ctx, and the loop ends when its call returns.
 	}
 	err := r.exec.Stop(ctx)
+	s.client.Close()
 	s.obs.Close(ctx)
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: scheduler stopped", slog.String("node", s.cfg.Node))
 	if err != nil {

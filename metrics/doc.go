@@ -26,7 +26,8 @@
 //	ax_task_executions_total                 name, outcome       executions ended: succeeded, failed, panicked,
 //	                                                             timed_out, released, orphaned
 //	ax_task_dispatch_failures_total          name, reason        claimed tasks handed back unstarted: no_handler,
-//	                                                             stopping, stuck, lease_ended
+//	                                                             stopping, stuck, lease_ended, busy, unreachable,
+//	                                                             fenced, refused
 //	ax_task_retries_total                    name                failed executions that will be retried
 //	ax_tasks_submitted_total                 name                tasks written (submitted, or a schedule's occurrences)
 //	ax_tasks_skipped_total                   name                tasks SKIPPED because their task key was held

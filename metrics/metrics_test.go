@@ -147,15 +147,15 @@ func events() []ax.Event {
 		{Kind: ax.EventScheduleFired, Schedule: "nightly", Result: ax.ScheduleDispatched, Count: 1, Due: at.Add(1500 * time.Millisecond)},
 		{Kind: ax.EventScheduleFired, Schedule: "nightly", Result: ax.ScheduleMisfired, Count: 3, Due: at.Add(2250 * time.Millisecond)},
 		{Kind: ax.EventUnhandled, Name: "c"},
-		{Kind: ax.EventClockOffset, Offset: -1500 * time.Millisecond},
-		{Kind: ax.EventWheelSize, Count: 42},
-		{Kind: ax.EventTaskCounts, Counts: map[ax.Status]int64{ax.Scheduled: 5, ax.Running: 1}, Lag: 2500 * time.Millisecond, Dropped: 1},
 		{Kind: ax.EventLeadership, Leader: true, Epoch: 7},
 		{Kind: ax.EventLease, Epoch: 7, LeaseRemaining: 9 * time.Second},
 		{Kind: ax.EventFenceRejected, Reason: "claim"},
 		{Kind: ax.EventLeadership, Leader: false, Epoch: 7, Reason: "fenced"},
 		{Kind: ax.EventLeadership, Leader: true, Epoch: 9},
 		{Kind: ax.EventLease, Epoch: 9, LeaseRemaining: 8500 * time.Millisecond},
+		{Kind: ax.EventClockOffset, Offset: -1500 * time.Millisecond},
+		{Kind: ax.EventWheelSize, Count: 42},
+		{Kind: ax.EventTaskCounts, Counts: map[ax.Status]int64{ax.Scheduled: 5, ax.Running: 1}, Lag: 2500 * time.Millisecond, Dropped: 1},
 		{Kind: ax.EventExecutorRequest, Reason: "ok", Duration: 3 * time.Millisecond},
 		{Kind: ax.EventExecutorRequest, Reason: "unreachable", Duration: 5 * time.Second},
 		{Kind: ax.EventKind(999), Dropped: 4}, // an unknown kind: only its Dropped counts
@@ -541,5 +541,21 @@ func BenchmarkObserve(b *testing.B) {
 				m.Observe(c.e)
 			}
 		})
+	}
+}
+
+// TestStepDownZeroesTaskCounts: the task counts are the leader's; once a term ends the
+// replica exports zeros, so that summing across replicas counts each task once.
+func TestStepDownZeroesTaskCounts(t *testing.T) {
+	t.Parallel()
+	m, reg := setup(t)
+	m.Observe(ax.Event{Kind: ax.EventLeadership, Leader: true, Epoch: 3})
+	m.Observe(ax.Event{Kind: ax.EventTaskCounts, Counts: map[ax.Status]int64{ax.Scheduled: 5}, Lag: time.Second})
+	m.Observe(ax.Event{Kind: ax.EventLeadership, Leader: false, Epoch: 3, Reason: "lost"})
+	got := samples(t, reg)
+	for _, k := range []string{`ax_tasks{status="SCHEDULED"}`, "ax_queue_lag_seconds{}", "ax_leader_is_leader{}"} {
+		if got[k] != "0" {
+			t.Errorf("%s = %s after the term ended, want 0", k, got[k])
+		}
 	}
 }

@@ -120,7 +120,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		executions: counterVec("ax_task_executions_total",
 			"Executions that ended, per task name and outcome (succeeded, failed, panicked, timed_out, released, orphaned).", "name", "outcome"),
 		dispatchFailures: counterVec("ax_task_dispatch_failures_total",
-			"Claimed tasks that could not be started and were handed back, per task name and reason (no_handler, stopping, stuck, lease_ended).", "name", "reason"),
+			"Claimed tasks that could not be started and were handed back, per task name and reason (no_handler, stopping, stuck, lease_ended, busy, unreachable, fenced, refused).", "name", "reason"),
 		retries: counterVec("ax_task_retries_total",
 			"Failed executions that will be retried (business retries), per task name.", "name"),
 		skipped: counterVec("ax_tasks_skipped_total",
@@ -298,11 +298,23 @@ func (o *Observer) Observe(e ax.Event) {
 			o.isLeader.Set(1)
 			o.epoch.Set(float64(e.Epoch))
 		} else {
+			// The task counts are the leader's to report: a replica that stopped
+			// leading exports zeros, so that sums across replicas stay right.
 			o.isLeader.Set(0)
 			o.leaseRemaining.Set(0)
+			o.queueLag.Set(0)
+			o.taskCounts(nil)
 		}
 	case ax.EventLease:
+		// Sent every second of a term: it also repairs ax_leader_is_leader should a
+		// leadership event have been dropped from a full queue.
 		o.leaseRemaining.Set(e.LeaseRemaining.Seconds())
+		if e.LeaseRemaining > 0 {
+			o.isLeader.Set(1)
+			o.epoch.Set(float64(e.Epoch))
+		} else {
+			o.isLeader.Set(0)
+		}
 	case ax.EventFenceRejected:
 		o.fenced.WithLabelValues(e.Reason).Inc()
 	case ax.EventExecutorRequest:

@@ -115,6 +115,16 @@ func (s *Server) Highest() int64 {
 	return s.highest
 }
 
+// Raise records a fencing token learnt elsewhere — this replica's own term as leader,
+// or the epoch the store recorded for the namespace — so that dispatches under lower
+// tokens are refused, and their tasks not yet started never start, before a dispatch
+// of the newer leader has arrived here.
+func (s *Server) Raise(token int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.highest = max(s.highest, token)
+}
+
 // observe raises the highest token seen to token, or reports the higher one already
 // seen.
 func (s *Server) observe(token int64) (highest int64, ok bool) {

@@ -44,8 +44,9 @@ type Config struct {
 	// SelfFenceAfter, when positive, bounds how old an execution's last stamp in the
 	// store (its Start, then each Heartbeat, timed from the start of the request on the
 	// monotonic clock) may get while its handler runs: past it the handler's context is
-	// cancelled and the execution released, before recovery elsewhere can declare it
-	// orphaned. The scheduler sets OrphanAfter − 2 × HeartbeatInterval.
+	// cancelled and the attempt fails (a business retry, as an orphan's would), before
+	// recovery elsewhere can declare it orphaned. The scheduler sets
+	// OrphanAfter − 2 × HeartbeatInterval.
 	SelfFenceAfter time.Duration
 	// Handler returns the handler registered for name, or nil.
 	Handler func(name string) *Handler

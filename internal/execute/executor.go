@@ -178,6 +178,29 @@ func (e *Executor) Start() {
 	go func() { defer close(e.heartbeaterDone); e.heartbeater() }()
 }
 
+// Offer takes, of tasks claimed by src, as many as fit — running and pending
+// executions together at most Concurrency + queue — and returns the ones it did not
+// take, in order. The room is taken under the executor's lock, so concurrent offers
+// never take more than fits. A stopping executor hands everything back, as Dispatch does.
+func (e *Executor) Offer(src *Source, tasks []store.Task, queue int) (rest []store.Task) {
+	e.mu.Lock()
+	if e.stopping {
+		e.mu.Unlock()
+		e.Dispatch(src, tasks)
+		return nil
+	}
+	room := max(e.cfg.Concurrency+queue-len(e.running)-len(e.pending), 0)
+	n := min(room, len(tasks))
+	for _, t := range tasks[:n] {
+		e.pending = append(e.pending, dispatched{task: t, src: src})
+	}
+	e.mu.Unlock()
+	if n > 0 {
+		e.signal()
+	}
+	return tasks[n:]
+}
+
 // Load returns the handlers running (their results not yet written) and the slots
 // free for new tasks: Concurrency less the running and the pending ones.
 func (e *Executor) Load() (running, free int) {
@@ -311,6 +334,15 @@ func (e *Executor) startBatch(batch []dispatched) {
 			giveUp("scheduler stopping")
 			return
 		case <-time.After(wait):
+		}
+		// The lease may have ended while the store did not answer: what is no longer
+		// valid is handed back, not started by the next attempt.
+		if batch = e.dropInvalid(batch); len(batch) == 0 {
+			return
+		}
+		params = params[:0]
+		for _, d := range batch {
+			params = append(params, store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: e.cfg.Node})
 		}
 	}
 	gone := sourceCounts{}
@@ -467,8 +499,13 @@ func (e *Executor) run(x *execution) {
 	switch {
 	case panicked:
 		outcome = observe.Panicked
-	case err != nil && (errors.Is(e.base.Err(), context.Canceled) || x.fenced.Load()):
-		outcome = observe.Released // stopped, or self-fenced: runs again without using a retry
+	case err != nil && x.fenced.Load():
+		// Counted as the orphaned attempt it would have become: a retry, not a
+		// release, so that a task cannot loop on it.
+		err = fmt.Errorf("self-fenced: no heartbeat reached the store for %v: %w", e.cfg.SelfFenceAfter, err)
+		outcome = observe.Failed
+	case err != nil && errors.Is(e.base.Err(), context.Canceled):
+		outcome = observe.Released // stopped: runs again without using a retry
 	case err != nil:
 		outcome = observe.Failed
 	}

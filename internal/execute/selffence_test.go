@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -31,8 +32,8 @@ func (s *cutStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool,
 
 // TestSelfFencing: an executor whose heartbeats stop reaching the store cancels the
 // handler's context once its last stamp is SelfFenceAfter old — before recovery could
-// declare the execution orphaned — and records the execution as released, so that it
-// runs again without using a retry. While heartbeats get through, nothing is cancelled.
+// declare the execution orphaned — and records the attempt as failed, as recovery
+// would, so that it is retried. While heartbeats get through, nothing is cancelled.
 func TestSelfFencing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.New()
@@ -92,8 +93,8 @@ func TestSelfFencing(t *testing.T) {
 				break
 			}
 		}
-		if task == nil || task.Status != store.Scheduled || task.Attempt != 0 {
-			t.Fatalf("task after self-fencing = %+v, want SCHEDULED again with attempt 0 (released)", task)
+		if task == nil || task.Status != store.Scheduled || task.Attempt != 1 || !strings.HasPrefix(task.LastError, "self-fenced:") {
+			t.Fatalf("task after self-fencing = %+v, want SCHEDULED again with attempt 1 and a self-fenced error", task)
 		}
 	})
 }

@@ -18,6 +18,9 @@ type Config struct {
 	Info     func() store.NodeInfo
 	Interval time.Duration // between two refreshes
 	Log      *slog.Logger
+	// Refreshed, when set, is called after each refresh (the scheduler reads the
+	// namespace's fencing epoch then).
+	Refreshed func(ctx context.Context)
 }
 
 // AliveFor is how long a row counts as a live replica after its last refresh: three
@@ -38,6 +41,9 @@ func Keep(ctx context.Context, cfg Config) {
 		n.StartedAt = info.StartedAt
 		if err := cfg.Registry.RegisterNode(ctx, n); err != nil && ctx.Err() == nil {
 			cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: refresh this node's registration", slog.Any("err", err))
+		}
+		if cfg.Refreshed != nil {
+			cfg.Refreshed(ctx)
 		}
 	}
 	write()

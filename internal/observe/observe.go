@@ -62,6 +62,7 @@ const (
 	Busy        = "busy"        // every executor with the handler was full
 	Unreachable = "unreachable" // no executor with the handler answered
 	Fenced      = "fenced"      // an executor has seen a newer leader
+	Refused     = "refused"     // an executor answered the dispatch with an error
 )
 
 // Results of ScheduleFired, and of a skipped occurrence.

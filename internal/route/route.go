@@ -11,6 +11,7 @@ package route
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"slices"
@@ -49,10 +50,20 @@ type Config struct {
 	// Nodes, when set, reads the live replicas from the registry: the router asks it
 	// (at most every second) before handing back a task no known replica can take,
 	// so that a replica that registered since the last refresh is found.
-	Nodes   func(ctx context.Context) ([]store.NodeInfo, error)
+	Nodes func(ctx context.Context) ([]store.NodeInfo, error)
+	// BusyFor is how long a task every candidate refused as busy waits in the leader
+	// (DISPATCHING) before it is handed back; the scheduler gives DispatchTimeout/2,
+	// so that recovery never takes it for stuck meanwhile. Defaults to 15s.
+	BusyFor time.Duration
 	Observe *observe.Queue
 	Now     func() time.Time
 	Log     *slog.Logger
+}
+
+// busyTask is a task waiting in the leader for a free executor.
+type busyTask struct {
+	since time.Time
+	tries int
 }
 
 // node is a replica as the router sees it.
@@ -68,6 +79,7 @@ type Router struct {
 	ctx context.Context // the term's; requests in flight end with it
 
 	mu        sync.Mutex
+	busy      map[int64]*busyTask  // tasks every candidate refused, waiting to be routed again
 	refreshed time.Time            // the last read of Nodes on a miss
 	nodes     map[string]*node     // live remote replicas, by name (not the local one)
 	down      map[string]time.Time // replicas that did not answer, since when
@@ -77,7 +89,10 @@ type Router struct {
 
 // New returns a router for a term whose context is ctx.
 func New(ctx context.Context, cfg Config) *Router {
-	return &Router{cfg: cfg, ctx: ctx, nodes: map[string]*node{}, down: map[string]time.Time{}}
+	if cfg.BusyFor <= 0 {
+		cfg.BusyFor = 15 * time.Second
+	}
+	return &Router{cfg: cfg, ctx: ctx, nodes: map[string]*node{}, down: map[string]time.Time{}, busy: map[int64]*busyTask{}}
 }
 
 // SetNodes replaces the replicas known, from the node registry: those that advertise an
@@ -179,7 +194,10 @@ func (r *Router) Dispatch(tasks []store.Task) bool {
 	return true
 }
 
-// route sends each task to a candidate not in tried; what none takes is handed back.
+// route sends each task to a candidate not in tried. A task no candidate takes waits
+// in the leader, still DISPATCHING, and is routed again with a backoff for up to
+// BusyFor (every replica with its handler was full); then, or when no replica has its
+// handler at all, it is handed back as a dispatch failure.
 func (r *Router) route(tasks []store.Task, tried map[string]bool) {
 	groups := map[string][]store.Task{}
 	var none []store.Task
@@ -204,26 +222,109 @@ func (r *Router) route(tasks []store.Task, tried map[string]bool) {
 		}
 	}
 	if len(none) > 0 {
-		code, reason := observe.NoHandler, "no live executor has a handler for it"
-		if len(tried) > 0 {
-			code, reason = observe.Busy, "every executor with its handler was busy or unreachable"
+		if len(tried) == 0 {
+			r.cfg.Exec.HandBack(r.cfg.Src, none, observe.NoHandler, "no live executor has a handler for it")
+		} else {
+			r.wait(none)
 		}
-		r.cfg.Exec.HandBack(r.cfg.Src, none, code, reason)
 	}
 	for c, group := range groups {
 		if c == local {
-			r.cfg.Exec.Dispatch(r.cfg.Src, group)
+			if busy := r.cfg.Exec.Offer(r.cfg.Src, group, store.MaxBatch); len(busy) > 0 {
+				r.route(busy, with(tried, local))
+			}
 			continue
 		}
-		next := map[string]bool{c: true}
-		for k := range tried {
-			next[k] = true
+		for _, part := range split(group, maxBatchBytes) {
+			r.wg.Go(func() { r.send(c, part, with(tried, c)) })
 		}
-		r.wg.Go(func() { r.send(c, group, next) })
+	}
+}
+
+// with returns tried and name, as a new set.
+func with(tried map[string]bool, name string) map[string]bool {
+	next := map[string]bool{name: true}
+	for k := range tried {
+		next[k] = true
+	}
+	return next
+}
+
+// maxBatchBytes bounds the estimated size of one dispatch request, well under the
+// executor's body limit (remote.DefaultMaxBodyBytes).
+const maxBatchBytes = remote.DefaultMaxBodyBytes / 2
+
+// split cuts tasks into consecutive batches whose estimated JSON size stays under max
+// (a task larger than that goes alone).
+func split(tasks []store.Task, max int) [][]store.Task {
+	var out [][]store.Task
+	start, size := 0, 0
+	for i, t := range tasks {
+		n := len(t.Payload)*4/3 + len(t.LastError) + len(t.Name) + len(t.Key) + 1024
+		if i > start && size+n > max {
+			out = append(out, tasks[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	return append(out, tasks[start:])
+}
+
+// wait keeps tasks every candidate refused as busy and routes them again after a
+// backoff, until BusyFor has passed since they were first refused: then, or when the
+// term ends, they are handed back.
+func (r *Router) wait(tasks []store.Task) {
+	now := time.Now()
+	var keep, give []store.Task
+	delay := time.Duration(0)
+	r.mu.Lock()
+	for _, t := range tasks {
+		b, ok := r.busy[t.ID]
+		if !ok {
+			b = &busyTask{since: now}
+			r.busy[t.ID] = b
+		}
+		b.tries++
+		if now.Sub(b.since) >= r.cfg.BusyFor {
+			delete(r.busy, t.ID)
+			give = append(give, t)
+			continue
+		}
+		keep = append(keep, t)
+		delay = max(delay, min(50*time.Millisecond<<min(b.tries-1, 5), time.Second))
+	}
+	r.mu.Unlock()
+	if len(give) > 0 {
+		r.cfg.Exec.HandBack(r.cfg.Src, give, observe.Busy, "every executor with its handler was busy")
+	}
+	if len(keep) == 0 {
+		return
+	}
+	r.wg.Go(func() {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-r.ctx.Done():
+			r.forget(keep)
+			r.cfg.Exec.HandBack(r.cfg.Src, keep, observe.LeaseEnded, "leadership ended while every executor was busy")
+		case <-t.C:
+			r.route(keep, nil)
+		}
+	})
+}
+
+// forget drops the busy records of tasks that were placed or handed back.
+func (r *Router) forget(tasks []store.Task) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range tasks {
+		delete(r.busy, t.ID)
 	}
 }
 
 // send POSTs one batch to replica name and routes what it does not take elsewhere.
+// A request under way when the term ends is let finish (bounded by the client's
+// timeout): it was sent under a valid lease, and its answer says where the tasks are.
 func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 	r.mu.Lock()
 	n := r.nodes[name]
@@ -237,7 +338,7 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		return
 	}
 	begin := time.Now()
-	resp, err := r.cfg.Client.Dispatch(r.ctx, n.Advertise, remote.DispatchRequest{
+	resp, err := r.cfg.Client.Dispatch(context.WithoutCancel(r.ctx), n.Advertise, remote.DispatchRequest{
 		Namespace: r.cfg.Namespace, Node: name, Token: r.cfg.Token, Tasks: tasks,
 	})
 	result := "ok"
@@ -255,35 +356,51 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 	switch {
 	case errors.Is(err, remote.ErrFenced):
 		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: an executor has seen a newer leader; stepping down", slog.String("executor", name), slog.Any("err", err))
+		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Fenced, "an executor has seen a newer leader")
 		r.cfg.Fenced(err)
 		return
-	case err != nil:
-		// Unreachable, or an answer we cannot read: the executor may have taken some
-		// tasks (a duplicate delivery runs nothing), so they go elsewhere.
-		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: dispatch to an executor failed", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
+	case errors.Is(err, remote.ErrUnreachable):
+		// The executor may have taken some of them (a duplicate delivery runs nothing):
+		// they go back in line, a dispatch failure each, and the next claim routes them
+		// past this replica until its health endpoint answers.
+		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: executor unreachable; its tasks are handed back", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
 		r.markDown(name)
-		r.route(tasks, tried)
+		r.forget(tasks)
+		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Unreachable, fmt.Sprintf("executor %s unreachable", name))
+		return
+	case err != nil:
+		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: executor refused a dispatch", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
+		if len(tasks) > 1 { // a body too large, say: try halves
+			r.send(name, tasks[:len(tasks)/2], tried)
+			r.send(name, tasks[len(tasks)/2:], tried)
+			return
+		}
+		r.forget(tasks)
+		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Refused, fmt.Sprintf("executor %s refused it: %v", name, err))
 		return
 	}
 	r.report(name, resp)
 	if len(resp.Accepted) > 0 && r.cfg.Src.Done != nil {
 		r.cfg.Src.Done(len(resp.Accepted))
 	}
-	var again []store.Task
-	if rest := len(resp.Busy) + len(resp.Unhandled); rest > 0 {
-		refused := map[int64]bool{}
-		for _, id := range resp.Busy {
-			refused[id] = true
+	refused := map[int64]bool{}
+	for _, id := range resp.Busy {
+		refused[id] = true
+	}
+	for _, id := range resp.Unhandled {
+		refused[id] = true
+	}
+	var again, placed []store.Task
+	for _, t := range tasks {
+		if refused[t.ID] {
+			again = append(again, t)
+		} else {
+			placed = append(placed, t)
 		}
-		for _, id := range resp.Unhandled {
-			refused[id] = true
-		}
-		for _, t := range tasks {
-			if refused[t.ID] {
-				again = append(again, t)
-			}
-		}
+	}
+	r.forget(placed)
+	if len(again) > 0 {
 		r.route(again, tried)
 	}
 }
