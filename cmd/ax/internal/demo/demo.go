@@ -37,6 +37,14 @@
 // pauses the schedule (s.PauseSchedule); a later run on a kept database resumes it.
 //
 // The business data is an in-memory table; only the scheduler's state is in SQLite.
+//
+// RunCluster (`ax demo --nodes 3`) runs the same two cases on several replica
+// processes that share one SQLite file, elected by elect/sqllease on it: it kills the
+// leader with SIGKILL partway through, shows the lease expiring and another replica
+// taking over, starts a replacement, and checks from the file that every order was
+// closed exactly once and no reconciliation slot was lost or run twice. There the
+// orders are a table in the shared file (demo_orders), and every handler execution is
+// recorded in its business transaction (demo_runs). RunNode is one replica.
 package demo
 
 import (
