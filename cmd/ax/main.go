@@ -1,6 +1,7 @@
 // Command ax is the command-line tool of the ax scheduler.
 //
-//	ax demo [flags]                 close unpaid orders after a timeout and reconcile payments every 2s, on embedded SQLite
+//	ax demo [flags]                 close unpaid orders after a timeout and reconcile payments every 2s, on embedded SQLite;
+//	                                --nodes 3: three replicas, the leader killed and another taking over
 //	ax migrate up|status [flags]    apply or show the schema migrations of a store
 //	ax bench [flags]                run an end-to-end workload against a store, from an empty schema
 //
