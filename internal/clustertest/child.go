@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,6 +38,14 @@ const ChildTest = "TestChild"
 // TaskName is the name the child's handler is registered under.
 const TaskName = "job"
 
+// EveryName is the name of the periodic schedule a child registers when
+// ChildConfig.Every is set, and of its handler.
+const EveryName = "tick"
+
+// listenerFD is the descriptor under which a child finds the listener StartChild
+// passes it (the first of exec.Cmd.ExtraFiles).
+const listenerFD = 3
+
 // ChildConfig configures one child process: an ax scheduler on a PostgreSQL store,
 // elected by Redis.
 type ChildConfig struct {
@@ -51,26 +61,70 @@ type ChildConfig struct {
 	OrphanAfter       time.Duration
 	DispatchTimeout   time.Duration // zero: ax's default
 
+	// StoreTimeout is Config.StoreTimeout; zero: ax's default. Under an elector it
+	// also bounds how long a leader's store may go without answering before it resigns.
+	StoreTimeout time.Duration
+	// Concurrency is Config.Concurrency; zero: ax's default.
+	Concurrency int
+
 	// HandlerDuration is how long the handler sleeps, unless its context ends first.
 	HandlerDuration time.Duration
 	// RunLog is the path of the run log the handler appends to.
 	RunLog string
+
+	// ExecutorOnly makes the child never a candidate (Config.CanLead false): it runs
+	// only what a leader dispatches to it.
+	ExecutorOnly bool
+	// NoHandler registers no handler for TaskName: a leader without it has to send
+	// those tasks to another replica.
+	NoHandler bool
+	// Every, when set, registers the periodic schedule EveryName at this interval
+	// (Scheduler.Every) with catch-up misfires (MisfireCatchUp), queued overlaps
+	// (OverlapQueue: an occurrence due while the previous one is still running waits
+	// for it rather than being SKIPPED), and business retries 100ms apart. Its handler
+	// logs its runs as TaskName's does, and is registered whatever NoHandler says (a
+	// schedule needs one).
+	Every time.Duration
+
+	// Listener, when set, is a loopback listener the parent made for the child: the
+	// child serves its Scheduler.ExecutorHandler on it. StartChild passes it to the
+	// child as a file descriptor and closes the parent's copy, so that a child killed
+	// takes its endpoint with it.
+	Listener *net.TCPListener `json:"-"`
+	// Serve says that the child has a listener to serve on (set by StartChild).
+	Serve bool
+	// Advertise is Config.Cluster.Advertise: the URL at which the leader reaches the
+	// child's executor — its listener's, or that of a proxy in front of it. Empty:
+	// the child takes no remote dispatch.
+	Advertise string
+	// Secret is Config.Cluster.Secret, the same for every child of a test.
+	Secret []byte
+	// RequestTimeout is Config.Cluster.RequestTimeout; zero: ax's default.
+	RequestTimeout time.Duration
 }
 
 // RunChild is the child side: run from the test named ChildTest, it runs the
 // scheduler ChildEnv describes until SIGTERM, then stops it gracefully and exits the
 // process; without ChildEnv it skips the test. It prints, one line each, to stdout:
 //
+//	SERVING <addr>                 the executor endpoint serves on addr (ChildConfig.Listener)
 //	READY                          the scheduler started
 //	LEADING <epoch> <unix-nanos>   a term began (EventLeadership)
 //	FOLLOWING <reason> <unix-nanos> a term ended
 //	FENCED <part> <unix-nanos>     the store refused a write as fenced (EventFenceRejected)
+//	DISPATCH_FAILED <reason> <name> <unix-nanos>  a claimed task was handed back (EventDispatchFailed)
+//	REQUEST <result> <tasks> <nanos> <unix-nanos> a dispatch request to another replica did not
+//	                               end ok (EventExecutorRequest): its result, batch size, duration
+//	ORPHAN <name> <unix-nanos>     recovery declared an execution orphaned (EventOrphanRecovered)
 //	STOPPED                        Stop returned, after SIGTERM
 //	ERROR <message>                the child failed and exits
 //
-// The handler of TaskName writes a start entry to the run log when it is called, sleeps
-// for HandlerDuration or until its context ends, checks its context and writes an end
-// entry: ResultOK if the context was still live, ResultCancelled otherwise.
+// The times are those of the events, by the scheduler's store-corrected clock.
+//
+// The handler of TaskName (and of EveryName) writes a start entry to the run log when
+// it is called, sleeps for HandlerDuration or until its context ends, checks its
+// context and writes an end entry: ResultOK if the context was still live,
+// ResultCancelled otherwise.
 func RunChild(t testing.TB) {
 	raw := os.Getenv(ChildEnv)
 	if raw == "" {
@@ -111,6 +165,14 @@ func (l leadership) Observe(e ax.Event) {
 		}
 	case ax.EventFenceRejected:
 		l.out.line("FENCED %s %d", reason, e.At.UnixNano())
+	case ax.EventDispatchFailed:
+		l.out.line("DISPATCH_FAILED %s %s %d", reason, e.Name, e.At.UnixNano())
+	case ax.EventExecutorRequest:
+		if e.Reason != "ok" {
+			l.out.line("REQUEST %s %d %d %d", reason, e.Count, e.Duration.Nanoseconds(), e.At.UnixNano())
+		}
+	case ax.EventOrphanRecovered:
+		l.out.line("ORPHAN %s %d", e.Name, e.At.UnixNano())
 	}
 }
 
@@ -143,17 +205,25 @@ func runChild(raw string, out *printer) error {
 	}
 	defer rl.Close()
 
+	var canLead *bool
+	if cfg.ExecutorOnly {
+		no := false
+		canLead = &no
+	}
 	s, err := ax.New(ax.Config{
-		Store: st, Node: cfg.Node, Namespace: cfg.Namespace, Elector: el,
+		Store: st, Node: cfg.Node, Namespace: cfg.Namespace, Elector: el, CanLead: canLead,
 		HeartbeatInterval: cfg.HeartbeatInterval, OrphanAfter: cfg.OrphanAfter, DispatchTimeout: cfg.DispatchTimeout,
+		StoreTimeout: cfg.StoreTimeout, Concurrency: cfg.Concurrency,
 		Logger: logger, Observer: leadership{out: out},
+		Cluster: ax.ClusterConfig{Advertise: cfg.Advertise, Secret: cfg.Secret, RequestTimeout: cfg.RequestTimeout},
 	})
 	if err != nil {
 		return err
 	}
 	pid := os.Getpid()
-	s.HandleFunc(TaskName, func(ctx context.Context, t *ax.Task) error {
-		e := Entry{Event: EventStart, Node: cfg.Node, PID: pid, TaskID: t.ID, Key: t.Key, ExecutionID: t.ExecutionID, Attempt: t.Attempt, At: time.Now()}
+	handler := func(ctx context.Context, t *ax.Task) error {
+		e := Entry{Event: EventStart, Node: cfg.Node, PID: pid, TaskID: t.ID, Name: t.Name, Key: t.Key, ExecutionID: t.ExecutionID,
+			Attempt: t.Attempt, At: time.Now(), ClaimedAt: t.DispatchedAt}
 		e.CtxDone = ctx.Err() != nil
 		mustLog(rl, out, e)
 		if !e.CtxDone {
@@ -164,7 +234,7 @@ func runChild(raw string, out *printer) error {
 			}
 			timer.Stop()
 		}
-		e.Event, e.At, e.Result = EventEnd, time.Now(), ResultOK
+		e.Event, e.At, e.Result, e.ClaimedAt = EventEnd, time.Now(), ResultOK, time.Time{}
 		err := ctx.Err() // the last check, as a handler would before it commits its effect
 		if err != nil {
 			e.Result, e.Err = ResultCancelled, err.Error()
@@ -172,15 +242,45 @@ func runChild(raw string, out *printer) error {
 		e.CtxDone = false
 		mustLog(rl, out, e)
 		return err
-	})
+	}
+	if !cfg.NoHandler {
+		s.HandleFunc(TaskName, handler)
+	}
+	if cfg.Every > 0 {
+		s.HandleFunc(EveryName, handler)
+		if err := s.Every(EveryName, cfg.Every, ax.WithMisfire(ax.MisfireCatchUp), ax.WithOverlap(ax.OverlapQueue),
+			ax.WithBackoff(func(int) time.Duration { return 100 * time.Millisecond })); err != nil {
+			return err
+		}
+	}
+	var srv *http.Server
+	served := make(chan error, 1)
+	if cfg.Serve {
+		ln, err := net.FileListener(os.NewFile(listenerFD, "listener"))
+		if err != nil {
+			return fmt.Errorf("the listener passed as descriptor %d: %w", listenerFD, err)
+		}
+		srv = &http.Server{Handler: s.ExecutorHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { served <- srv.Serve(ln) }()
+		out.line("SERVING %s", ln.Addr())
+	}
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
 	out.line("READY")
-	<-sigs
+	var serveErr error
+	select {
+	case <-sigs:
+	case serveErr = <-served:
+		serveErr = fmt.Errorf("serve the executor endpoint: %w", serveErr)
+	}
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer stopCancel()
-	return s.Stop(stopCtx)
+	err = s.Stop(stopCtx)
+	if srv != nil {
+		srv.Close()
+	}
+	return errors.Join(serveErr, err)
 }
 
 // mustLog writes e to the run log, or ends the process: a history with a hole in it
@@ -244,6 +344,15 @@ type Child struct {
 // running; a data race or panic it reported fails the test then.
 func StartChild(t testing.TB, cfg ChildConfig) *Child {
 	t.Helper()
+	var lnFile *os.File
+	if cfg.Listener != nil {
+		f, err := cfg.Listener.File() // a duplicate, for the child
+		if err != nil {
+			t.Fatal(err)
+		}
+		lnFile = f
+		cfg.Serve = true
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -263,11 +372,21 @@ func StartChild(t testing.TB, cfg ChildConfig) *Child {
 	c.cmd.Env = append(os.Environ(), ChildEnv+"="+string(raw))
 	c.cmd.Stderr = stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
+	if lnFile != nil {
+		c.cmd.ExtraFiles = []*os.File{lnFile} // descriptor 3 (listenerFD)
+	}
 	stdout, err := c.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.cmd.Start(); err != nil {
+	err = c.cmd.Start()
+	if lnFile != nil {
+		// The child has its own descriptors now: the parent's copies go, so that the
+		// endpoint lives and dies with the child.
+		lnFile.Close()
+		cfg.Listener.Close()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	c.pid = c.cmd.Process.Pid
@@ -277,6 +396,19 @@ func StartChild(t testing.TB, cfg ChildConfig) *Child {
 		c.checkStderr(t)
 	})
 	return c
+}
+
+// Listen makes a listener on a free loopback port for a child's executor endpoint
+// (ChildConfig.Listener) and returns it with its URL. It is closed when the test ends
+// if no child took it.
+func Listen(t testing.TB) (*net.TCPListener, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.(*net.TCPListener), "http://" + ln.Addr().String()
 }
 
 // read collects the child's stdout until it closes, then reaps the child.

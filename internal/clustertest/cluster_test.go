@@ -2,7 +2,9 @@ package clustertest_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,10 +37,13 @@ const redisDB = 14
 // cluster is one test's replicas: child processes on one PostgreSQL schema, elected
 // under one Redis key prefix, and the parent's own store on that schema.
 type cluster struct {
-	t    *testing.T
-	dir  string
-	base clustertest.ChildConfig
-	st   store.Store
+	t      *testing.T
+	dir    string
+	base   clustertest.ChildConfig
+	st     store.Store
+	rc     *goredis.Client // the test's own client of the election's Redis, direct
+	prefix string          // the election's key prefix
+	dsn    string          // the schema's DSN, direct
 
 	mu       sync.Mutex
 	children []*clustertest.Child
@@ -55,8 +60,9 @@ func newCluster(t *testing.T, base clustertest.ChildConfig) *cluster {
 	t.Cleanup(func() {
 		// After the children are killed (cleanups run last-registered first): the
 		// lease expires by itself, the epoch key would not.
-		key := prefix + "leader:" + store.DefaultNamespace
-		rc.Del(context.Background(), key, "{"+key+"}:epoch")
+		if _, err := deletePrefix(context.Background(), rc, prefix); err != nil {
+			t.Log(err)
+		}
 		rc.Close()
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -67,7 +73,61 @@ func newCluster(t *testing.T, base clustertest.ChildConfig) *cluster {
 	}
 	t.Cleanup(func() { st.Close() })
 	base.PostgresDSN, base.RedisAddr, base.RedisDB, base.RedisPrefix = dsn, addr, redisDB, prefix
-	return &cluster{t: t, dir: logDir(t), base: base, st: st}
+	return &cluster{t: t, dir: logDir(t), base: base, st: st, rc: rc, prefix: prefix, dsn: dsn}
+}
+
+// deletePrefix deletes every key of the election under prefix, and no other: those
+// that start with prefix and those that start with "{"+prefix (the epoch counter's
+// hash tag). SCAN, then DEL. It returns the keys deleted.
+func deletePrefix(ctx context.Context, rc *goredis.Client, prefix string) ([]string, error) {
+	var keys []string
+	for _, match := range []string{prefix + "*", "{" + prefix + "*"} {
+		iter := rc.Scan(ctx, 0, match, 100).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return nil, fmt.Errorf("scan %s: %w", match, err)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	if err := rc.Del(ctx, keys...).Err(); err != nil {
+		return nil, fmt.Errorf("delete %v: %w", keys, err)
+	}
+	return keys, nil
+}
+
+// newSecret returns a cluster secret of 32 random bytes, for every child of a test.
+func newSecret(t *testing.T) []byte {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// viaProxy returns dsn (a URL) with its host:port replaced by addr, a proxy's.
+func viaProxy(t *testing.T, dsn, addr string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parse the DSN: %v", err)
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// postgresHost is the host:port of the test PostgreSQL, for a proxy in front of it.
+func (c *cluster) postgresHost() string {
+	c.t.Helper()
+	u, err := url.Parse(c.dsn)
+	if err != nil {
+		c.t.Fatalf("parse the DSN: %v", err)
+	}
+	return u.Host
 }
 
 // logDir is where the children's run logs and stderr go: a directory of the test's
@@ -87,7 +147,11 @@ func logDir(t *testing.T) string {
 }
 
 // spawn starts one more child, node-<n>, without waiting for it.
-func (c *cluster) spawn() *clustertest.Child {
+func (c *cluster) spawn() *clustertest.Child { return c.spawnWith(nil) }
+
+// spawnWith starts one more child, node-<n>, with the base config changed by mod
+// (when given), without waiting for it.
+func (c *cluster) spawnWith(mod func(cfg *clustertest.ChildConfig)) *clustertest.Child {
 	c.t.Helper()
 	c.mu.Lock()
 	n := len(c.children) + 1
@@ -95,6 +159,9 @@ func (c *cluster) spawn() *clustertest.Child {
 	cfg := c.base
 	cfg.Node = fmt.Sprintf("node-%d", n)
 	cfg.RunLog = filepath.Join(c.dir, cfg.Node+".jsonl")
+	if mod != nil {
+		mod(&cfg)
+	}
 	ch := clustertest.StartChild(c.t, cfg)
 	c.mu.Lock()
 	c.children = append(c.children, ch)
@@ -224,13 +291,20 @@ func (c *cluster) waitSettled(l *load, timeout time.Duration) {
 	}, func() string { return fmt.Sprintf("tasks per status: %v", counts) })
 }
 
-// verify reads the whole history and checks it (Verify), with ctx-aware handlers and
-// the deaths of the children that exited.
+// verify reads the whole history of l's tasks and checks it (verifyDues).
 func (c *cluster) verify(l *load) clustertest.Summary {
+	c.t.Helper()
+	return c.verifyDues(l.dues())
+}
+
+// verifyDues reads the whole history of the tasks in dues (id → due time as
+// submitted) and checks it (Verify), with ctx-aware handlers and the deaths of the
+// children that exited.
+func (c *cluster) verifyDues(dues map[int64]time.Time) clustertest.Summary {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h, err := clustertest.Collect(ctx, c.st, l.dues(), c.logs()...)
+	h, err := clustertest.Collect(ctx, c.st, dues, c.logs()...)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 // Package clustertest runs ax schedulers in child processes — the test binary
 // re-executed into a test that calls RunChild — on one PostgreSQL schema and one Redis
 // election, so that tests can pause (SIGSTOP), kill (SIGKILL) and stop (SIGTERM) whole
-// replicas; and it checks the full execution history of such a test against the
-// scheduler's guarantees (Verify).
+// replicas, have them dispatch to each other's executor endpoints, and reach them or
+// the services through proxies they can cut; and it checks the full execution
+// history of such a test against the scheduler's guarantees (Verify).
 //
 // The history has two sides: what the store recorded (the tasks and their execution
 // records, read with Collect) and what the handlers did (the run log: one JSON line

@@ -32,6 +32,7 @@ type Entry struct {
 	Node        string    `json:"node"`
 	PID         int       `json:"pid"`
 	TaskID      int64     `json:"task_id"`
+	Name        string    `json:"name,omitempty"` // the task's name (its handler)
 	Key         string    `json:"key"`
 	ExecutionID string    `json:"execution_id"`
 	Attempt     int       `json:"attempt"`
@@ -44,6 +45,9 @@ type Entry struct {
 	// entries): it returned at once, without an effect.
 	CtxDone bool   `json:"ctx_done,omitempty"`
 	Err     string `json:"err,omitempty"`
+	// ClaimedAt is the claim of the task that this execution started from, by the
+	// store's clock (start entries; Task.DispatchedAt as the handler received it).
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
 }
 
 // RunLog appends entries to a run log file: each entry is one line written by one
