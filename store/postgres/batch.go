@@ -41,19 +41,23 @@ import (
 // claimKeyed. A chunk without keyed tasks therefore costs what it did before keys
 // existed: this one statement. Rows of another namespace than $3 are locked by l (by
 // primary key, like every row asked for) but neither claimed nor returned: to the
-// view they are not SCHEDULED.
+// view they are not SCHEDULED. The namespace is compared as "t.namespace || ''", as
+// the status is, so that no index leading with the namespace can serve the statement:
+// on a table without statistics the planner otherwise read the whole namespace
+// through ax_tasks_name_key for every chunk (a 20,000-task drain fell from about
+// 10,000 to 145-390 tasks/s).
 const claimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.namespace = $3 AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.namespace || '' = $3 AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
 		AND (t.task_key = '' OR t.overlap = 'allow')
 	RETURNING ` + taskCols + `)
 SELECT 0, * FROM u
 UNION ALL
 SELECT CASE WHEN t.due_at > ts.now THEN 1 ELSE 2 END, ` + taskCols + ` FROM ax_tasks t, ts
-	WHERE t.id = ANY($1) AND t.namespace = $3 AND t.status || '' = 'SCHEDULED'
+	WHERE t.id = ANY($1) AND t.namespace || '' = $3 AND t.status || '' = 'SCHEDULED'
 		AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow'))`
 
 // The outcomes claimSQL returns in its first column.

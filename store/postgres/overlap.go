@@ -74,7 +74,7 @@ const (
 	// statement found them), and whether still due.
 	keyedLockSQL = `WITH ts AS (SELECT clock_timestamp() AS now)
 		SELECT t.id, t.due_at, t.task_key, t.overlap, t.due_at <= ts.now FROM ax_tasks t, ts
-		WHERE t.id = ANY($1::bigint[]) AND t.namespace = $2 AND t.status || '' = 'SCHEDULED'
+		WHERE t.id = ANY($1::bigint[]) AND t.namespace || '' = $2 AND t.status || '' = 'SCHEDULED'
 		ORDER BY t.id FOR NO KEY UPDATE OF t`
 
 	// keyedClaimSQL claims the winners ResolveKeys chose. The NOT EXISTS repeats the
@@ -263,7 +263,7 @@ const triggerKeyedSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution
 		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 		finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 	FROM (SELECT clock_timestamp() AS now) ts
-	WHERE t.id = $1 AND t.namespace = $3 AND t.status IN ('SCHEDULED', 'FAILED')
+	WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED')
 		AND NOT EXISTS (SELECT 1 FROM ax_tasks o
 			WHERE o.namespace = t.namespace AND o.task_key = t.task_key AND o.task_key <> ''
 				AND o.status IN ('DISPATCHING', 'RUNNING'))

@@ -381,7 +381,7 @@ func (s *Store) queryTasks(ctx context.Context, sql string, args ...any) ([]*sto
 }
 
 // getSQL reads one task of namespace $2 by id.
-const getSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.id = $1 AND t.namespace = $2`
+const getSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.id = $1 AND t.namespace || '' = $2`
 
 // Get returns one task of the view's namespace.
 func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
@@ -424,7 +424,7 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 	}
 	rows, err := s.pool.Query(ctx, `SELECT x.id IS NOT NULL, `+execCols+`
 		FROM ax_tasks t LEFT JOIN ax_executions x ON x.task_id = t.id
-		WHERE t.id = $1 AND t.namespace = $2 ORDER BY x.started_at, x.id`, taskID, s.ns)
+		WHERE t.id = $1 AND t.namespace || '' = $2 ORDER BY x.started_at, x.id`, taskID, s.ns)
 	if err != nil {
 		return nil, s.wrap("executions", err)
 	}
@@ -524,7 +524,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 			finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.namespace = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND (t.task_key = '' OR t.overlap = 'allow')
+		WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND (t.task_key = '' OR t.overlap = 'allow')
 		RETURNING `+taskCols, []any{id, executionID, s.ns},
 		getSQL, []any{id, s.ns})
 	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) {
