@@ -41,7 +41,7 @@ import (
 // claimKeyed. A chunk without keyed tasks therefore costs what it did before keys
 // existed: this one statement. Rows of another namespace than $3 are locked by l (by
 // primary key, like every row asked for) but neither claimed nor returned: to the
-// view they are not SCHEDULED. The namespace is compared as "t.namespace || ''", as
+// view they are not SCHEDULED. The namespace is compared as "t.namespace || ”", as
 // the status is, so that no index leading with the namespace can serve the statement:
 // on a table without statistics the planner otherwise read the whole namespace
 // through ax_tasks_name_key for every chunk (a 20,000-task drain fell from about
