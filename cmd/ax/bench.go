@@ -2,15 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/cmd/ax/internal/bench"
+	"github.com/axsched/ax/internal/freshdb"
 	"github.com/axsched/ax/metrics"
 )
 
@@ -43,25 +50,47 @@ var workloads = []struct {
 
 // runBench is `ax bench`.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (strings.HasPrefix(args[0], "--child-node=") || strings.HasPrefix(args[0], "-child-node=")) {
+		// A node of `ax bench --nodes N`, started by it (hidden: not in the usage).
+		_, node, _ := strings.Cut(args[0], "=")
+		if err := bench.RunChildFromEnv(ctx, node); err != nil {
+			fmt.Fprintf(stdout, "ERROR %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			fmt.Fprintf(stderr, "ax bench: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	storeName := fs.String("store", "sqlite", "store `KIND`: "+storeNames())
 	dsn := fs.String("dsn", "", "base `DSN`: each run creates a fresh schema/database in it (sqlite: a directory for the files, default the temp dir)")
 	workload := fs.String("workload", "precision", "`W`, see above")
-	tasks := fs.Int("tasks", 0, "number of tasks `N` (default: the workload's)")
-	concurrency := fs.Int("concurrency", 100, "drain: handlers running at once (`C`)")
+	tasks := fs.Int("tasks", 0, "number of tasks `N` (default: the workload's; with --nodes, the drain's: 20000)")
+	concurrency := fs.Int("concurrency", 100, "drain: handlers running at once (`C`); with --nodes, each node's")
 	runs := fs.Int("runs", 1, "repeat the workload `N` times, each on an empty schema")
 	withMetrics := fs.Bool("metrics", false, "feed the scheduler's events to Prometheus metrics (package metrics), to measure their cost")
+	var cl clusterFlags
+	cl.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: ax bench [flags]\n\nRuns an end-to-end workload against a store, from an empty schema each run, and\nprints a line and a JSON line per run. Workloads:\n")
 		for _, w := range workloads {
 			fmt.Fprintf(stderr, "  %-15s %d %s\n", w.name, w.tasks, w.about)
 		}
+		fmt.Fprint(stderr, clusterUsage)
 		fmt.Fprint(stderr, "\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ax bench: unexpected arguments %q\n", fs.Args())
+		return exitUsage
+	}
+	if cl.nodes != 1 {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		return runCluster(ctx, args, set, *storeName, *dsn, *tasks, *concurrency, cl, stdout, stderr)
 	}
 	kind, err := lookupStore(*storeName)
 	if err != nil {
@@ -114,4 +143,131 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stdout, string(line))
 	}
 	return exitOK
+}
+
+// clusterUsage describes `ax bench --nodes N` in the usage.
+const clusterUsage = `
+With --nodes N (N ≥ 2), runs N ax processes (this binary, re-executed) on one fresh
+PostgreSQL schema, elected by Redis under a fresh key prefix, every one executing
+(the leader in-process and over signed HTTP to the others), and prints one report:
+  1. drain: --tasks (default 20000) tasks due at one instant: tasks/s, spread over
+     the nodes, dispatch failures, the leader's executor requests by result;
+  2. lateness: a stream of --rate tasks/s for --steady, each due --delay after it
+     was written: start − due p50/p90/p99/max;
+  3. failover: kill -9 of the leader --failovers times under such a stream, a
+     replacement started each time: kill → next EventLeadership, and the lateness
+     of the tasks due during the gaps;
+  4. handover: SIGTERM of the leader --handovers times: SIGTERM → next leader;
+  5. a check that every task ran exactly once and none early (exit status 1 if not).
+--concurrency is then each node's; --store must be postgres (the default then).
+`
+
+// clusterFlags are the flags of `ax bench --nodes N`.
+type clusterFlags struct {
+	nodes, failovers, handovers, rate, redisDB int
+	ttl, steady, delay, settle                 time.Duration
+	heartbeat, orphanAfter, dispatchTimeout    time.Duration
+	redis                                      string
+	analyze                                    bool
+}
+
+func (c *clusterFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&c.nodes, "nodes", 1, "`N` processes: 1 runs --workload in this process; 2 or more runs the cluster bench (see above)")
+	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "--nodes: the Redis lease's TTL")
+	fs.IntVar(&c.failovers, "failovers", 10, "--nodes: leader kills (kill -9)")
+	fs.IntVar(&c.handovers, "handovers", 3, "--nodes: graceful leader stops (SIGTERM)")
+	fs.IntVar(&c.rate, "rate", 200, "--nodes: tasks per second of the steady streams")
+	fs.DurationVar(&c.steady, "steady", 20*time.Second, "--nodes: how long the lateness stream runs")
+	fs.DurationVar(&c.delay, "delay", time.Second, "--nodes: each stream task is due this long after it is written")
+	fs.DurationVar(&c.settle, "settle", 2*time.Second, "--nodes: steady leadership before each kill (plus a random part of --ttl/3, to sample the renew cycle) or stop")
+	fs.DurationVar(&c.heartbeat, "heartbeat", time.Second, "--nodes: each node's HeartbeatInterval")
+	fs.DurationVar(&c.orphanAfter, "orphan-after", 5*time.Second, "--nodes: each node's OrphanAfter (a killed node's running tasks rerun after it)")
+	fs.DurationVar(&c.dispatchTimeout, "dispatch-timeout", 5*time.Second, "--nodes: each node's DispatchTimeout (a killed leader's unstarted claims are handed back after it)")
+	fs.StringVar(&c.redis, "redis", "127.0.0.1:6379", "--nodes: the Redis `ADDR` of the election")
+	fs.IntVar(&c.redisDB, "redis-db", 0, "--nodes: the Redis database")
+	fs.BoolVar(&c.analyze, "analyze", false, "--nodes: ANALYZE ax_tasks once the drain's backlog is written (as autovacuum would, if it runs, within a minute)")
+}
+
+// runCluster is `ax bench --nodes N`: args are the command line's (for the report's
+// first line), set the flags given on it.
+func runCluster(ctx context.Context, args []string, set map[string]bool, storeName, dsn string, tasks, concurrency int,
+	cl clusterFlags, stdout, stderr io.Writer) int {
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ax bench: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case cl.nodes < 2:
+		return bad("--nodes %d: want 1 (one process) or at least 2", cl.nodes)
+	case set["store"] && storeName != "postgres":
+		return bad("--nodes: --store must be postgres, not %q", storeName)
+	case set["workload"] || set["runs"] || set["metrics"]:
+		return bad("--nodes runs its own workloads: --workload, --runs and --metrics do not apply")
+	case tasks < 0 || concurrency < 1 || cl.failovers < 0 || cl.handovers < 0 || cl.rate < 1 || cl.steady <= 0 || cl.delay < 0 || cl.settle < 0:
+		return bad("bad --tasks, --concurrency, --failovers, --handovers, --rate, --steady, --delay or --settle")
+	case cl.ttl < 100*time.Millisecond:
+		return bad("--ttl %v: at least 100ms", cl.ttl)
+	case cl.heartbeat <= 0 || cl.orphanAfter <= cl.heartbeat || cl.dispatchTimeout <= 0:
+		return bad("--heartbeat, --orphan-after, --dispatch-timeout: positive, and --orphan-after above --heartbeat")
+	}
+	if tasks == 0 {
+		tasks = 20_000
+	}
+	if dsn == "" {
+		dsn = freshdb.DefaultPostgresDSN
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "ax bench: %v\n", err)
+		return exitFail
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	name := "ax_bench_" + hex.EncodeToString(b[:])
+	schemaDSN, drop, err := freshdb.CreatePostgresSchema(ctx, dsn, name)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax bench: --dsn: %v\n", err)
+		return exitFail
+	}
+	defer drop(context.WithoutCancel(ctx))
+	dir, err := os.MkdirTemp("", "ax-bench-nodes-")
+	if err != nil {
+		fmt.Fprintf(stderr, "ax bench: %v\n", err)
+		return exitFail
+	}
+	rep, err := bench.RunCluster(ctx, bench.ClusterConfig{
+		Nodes: cl.nodes, DSN: schemaDSN, Schema: name, RedisAddr: cl.redis, RedisDB: cl.redisDB, RedisPrefix: name + ":",
+		TTL: cl.ttl, HeartbeatInterval: cl.heartbeat, OrphanAfter: cl.orphanAfter, DispatchTimeout: cl.dispatchTimeout,
+		Concurrency: concurrency, Drain: tasks, Rate: cl.rate, Steady: cl.steady, Delay: cl.delay,
+		Failovers: cl.failovers, Handovers: cl.handovers, Settle: cl.settle, Analyze: cl.analyze, Dir: dir, Progress: stderr,
+		Command: func(node string) (*exec.Cmd, error) {
+			return exec.Command(exe, "bench", "--child-node="+node), nil
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "ax bench: %v\nax bench: the nodes' logs are in %s\n", err, dir)
+		return exitFail
+	}
+	rep.Write(stdout, commandLine(args))
+	line, _ := json.Marshal(rep)
+	fmt.Fprintln(stdout, string(line))
+	if rep.Check.Violations > 0 {
+		fmt.Fprintf(stderr, "ax bench: %d violations of exactly-once or never-early; the nodes' logs are in %s\n", rep.Check.Violations, dir)
+		return exitFail
+	}
+	os.RemoveAll(dir)
+	return exitOK
+}
+
+// commandLine rebuilds `ax bench ARGS` for the report, quoting what a shell would
+// split.
+func commandLine(args []string) string {
+	parts := []string{"ax", "bench"}
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			a = strconv.Quote(a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
 }
