@@ -1,6 +1,7 @@
 package ax
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -294,6 +295,11 @@ func (c Config) validate() error {
 	if c.Namespace != "" {
 		if err := store.CheckNamespace(c.Namespace); err != nil {
 			errs = append(errs, fmt.Errorf("Namespace: %w", err))
+		}
+	}
+	if n, ok := c.Elector.(elect.Namespaced); ok {
+		if ns := cmp.Or(c.Namespace, DefaultNamespace); n.Namespace() != ns {
+			bad("Elector", "elects in namespace %q, the scheduler schedules in %q: give both the same", n.Namespace(), ns)
 		}
 	}
 	if len(c.Cluster.Secret) > 0 && len(c.Cluster.Secret) < remote.MinSecretLen {

@@ -366,3 +366,20 @@ func TestLeaderCutFromItsStoreResigns(t *testing.T) {
 		}
 	})
 }
+
+// TestElectorNamespaceMustMatch: an elector of another namespace than the scheduler's
+// is a configuration error: the leader it elects would be fenced in another namespace.
+func TestElectorNamespaceMustMatch(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	el, err := sqllease.New(st, sqllease.WithNamespace("billing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ax.New(ax.Config{Store: st, Elector: el}); !errors.Is(err, ax.ErrInvalid) {
+		t.Fatalf("New with an elector of namespace billing, scheduler in default: %v, want ErrInvalid", err)
+	}
+	if _, err := ax.New(ax.Config{Store: st, Elector: el, Namespace: "billing"}); err != nil {
+		t.Fatalf("New with matching namespaces: %v", err)
+	}
+}

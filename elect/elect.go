@@ -24,6 +24,13 @@ type Elector interface {
 	Leader(ctx context.Context) (State, error)
 }
 
+// Namespaced is implemented by electors whose election has a name (elect/redis,
+// elect/sqllease: WithNamespace): the scheduler refuses one whose name differs from its
+// Config.Namespace, since it fences the leader it elects in its own namespace.
+type Namespaced interface {
+	Namespace() string
+}
+
 // Lease is leadership held by one campaign. Its methods are safe for concurrent use.
 type Lease interface {
 	// Token returns the fencing token: strictly greater than the token of every earlier

@@ -18,13 +18,14 @@ import (
 // Elector is an elect.Elector backed by Redis. Create it with New; it is safe for concurrent
 // use and starts no goroutine of its own (each held Lease runs one renewer until it ends).
 type Elector struct {
-	client  goredis.UniversalClient
-	keys    []string // lease key, epoch key
-	channel string   // release notifications
-	ttlMS   int64
-	timing  held.Timing
-	poll    time.Duration
-	log     *slog.Logger
+	client    goredis.UniversalClient
+	keys      []string // lease key, epoch key
+	channel   string   // release notifications
+	ttlMS     int64
+	namespace string
+	timing    held.Timing
+	poll      time.Duration
+	log       *slog.Logger
 
 	// floor is the highest token this Elector has issued or seen; its next token exceeds it
 	// even if Redis lost the epoch key.
@@ -53,16 +54,20 @@ func New(client goredis.UniversalClient, opts ...Option) *Elector {
 	}
 	key := c.prefix + "leader:" + c.namespace
 	e := &Elector{
-		client:  client,
-		keys:    []string{key, "{" + key + "}:epoch"},
-		channel: "{" + key + "}:released",
-		ttlMS:   c.ttl.Milliseconds(),
-		timing:  held.NewTiming(c.ttl),
-		poll:    min(MaxPollInterval, c.ttl/2),
-		log:     c.logger.With("namespace", c.namespace),
+		client:    client,
+		keys:      []string{key, "{" + key + "}:epoch"},
+		channel:   "{" + key + "}:released",
+		ttlMS:     c.ttl.Milliseconds(),
+		namespace: c.namespace,
+		timing:    held.NewTiming(c.ttl),
+		poll:      min(MaxPollInterval, c.ttl/2),
+		log:       c.logger.With("namespace", c.namespace),
 	}
 	return e
 }
+
+// Namespace returns the election's name (WithNamespace).
+func (e *Elector) Namespace() string { return e.namespace }
 
 // observe raises the token floor to tok.
 func (e *Elector) observe(tok int64) {

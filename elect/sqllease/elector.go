@@ -62,6 +62,9 @@ func New(st store.Store, opts ...Option) (*Elector, error) {
 	}, nil
 }
 
+// Namespace returns the election's name (WithNamespace).
+func (e *Elector) Namespace() string { return e.namespace }
+
 // releases returns the channel closed at this Elector's next release.
 func (e *Elector) releases() <-chan struct{} {
 	e.mu.Lock()
