@@ -605,7 +605,8 @@ func (s *Scheduler) nodeInfo(r *running) store.NodeInfo {
 	}
 	s.mu.Unlock()
 	slices.Sort(names)
-	return store.NodeInfo{Name: s.cfg.Node, Advertise: s.cfg.Cluster.Advertise, Handlers: names, Capacity: s.cfg.Concurrency, InFlight: r.exec.InFlight()}
+	running, _ := r.exec.Load()
+	return store.NodeInfo{Name: s.cfg.Node, Advertise: s.cfg.Cluster.Advertise, Handlers: names, Capacity: s.cfg.Concurrency, InFlight: running}
 }
 
 // learnEpoch raises the executor endpoint's highest token to the epoch the store

@@ -220,14 +220,6 @@ func (e *Executor) HandBack(src *Source, tasks []store.Task, code, reason string
 	e.handBack(ds, code, reason)
 }
 
-// InFlight returns how many executions are running or waiting for their results to
-// be written.
-func (e *Executor) InFlight() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.running)
-}
-
 func (e *Executor) signal() {
 	select {
 	case e.wake <- struct{}{}:
