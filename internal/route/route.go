@@ -82,6 +82,7 @@ type Router struct {
 	busy      map[int64]*busyTask  // tasks every candidate refused, waiting to be routed again
 	refreshed time.Time            // the last read of Nodes on a miss
 	nodes     map[string]*node     // live remote replicas, by name (not the local one)
+	names     []string             // the keys of nodes, sorted: the candidates' order
 	down      map[string]time.Time // replicas that did not answer, since when
 	rr        uint64
 	wg        sync.WaitGroup
@@ -112,11 +113,15 @@ func (r *Router) SetNodes(ns []store.NodeInfo) {
 		}
 		r.nodes[n.Name] = &node{NodeInfo: n, handles: h}
 	}
+	r.names = r.names[:0]
 	for name := range r.nodes {
 		if !seen[name] {
 			delete(r.nodes, name)
+			continue
 		}
+		r.names = append(r.names, name)
 	}
+	slices.Sort(r.names)
 }
 
 // local is the name standing for this replica among the candidates.
@@ -131,15 +136,14 @@ func (r *Router) pick(t *store.Task, tried map[string]bool) (string, bool) {
 	if !tried[local] && r.cfg.LocalHandles(t.Name) {
 		cands = append(cands, local)
 	}
-	for name, n := range r.nodes {
-		if _, isDown := r.down[name]; !isDown && !tried[name] && n.handles[t.Name] {
+	for _, name := range r.names { // sorted, and local ("") before them
+		if _, isDown := r.down[name]; !isDown && !tried[name] && r.nodes[name].handles[t.Name] {
 			cands = append(cands, name)
 		}
 	}
 	if len(cands) == 0 {
 		return "", false
 	}
-	slices.Sort(cands)
 	var c string
 	switch r.cfg.Policy {
 	case LeastInFlight:
