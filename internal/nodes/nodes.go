@@ -67,27 +67,34 @@ func Keep(ctx context.Context, cfg Config) {
 // Expire deletes, every interval until ctx ends, the rows of replicas that stopped
 // refreshing them DeadFor(interval) ago. The leader runs it.
 func Expire(ctx context.Context, reg store.NodeRegistry, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := reg.ExpireNodes(ctx, DeadFor(interval))
-			switch {
-			case err != nil && ctx.Err() == nil:
-				log.LogAttrs(ctx, slog.LevelWarn, "ax: expire dead nodes", slog.Any("err", err))
-			case n > 0:
-				log.LogAttrs(ctx, slog.LevelInfo, "ax: expired dead nodes", slog.Int("nodes", n))
-			}
+	every(ctx, interval, func() {
+		n, err := reg.ExpireNodes(ctx, DeadFor(interval))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.LogAttrs(ctx, slog.LevelWarn, "ax: expire dead nodes", slog.Any("err", err))
+		case n > 0:
+			log.LogAttrs(ctx, slog.LevelInfo, "ax: expired dead nodes", slog.Int("nodes", n))
 		}
-	}
+	})
 }
 
 // Follow reads the live replicas every interval until ctx ends and hands them to set:
 // the leader's view for routing.
 func Follow(ctx context.Context, reg store.NodeRegistry, interval time.Duration, set func([]store.NodeInfo), log *slog.Logger) {
+	every(ctx, interval, func() {
+		ns, err := reg.Nodes(ctx, AliveFor(interval))
+		if err != nil {
+			if ctx.Err() == nil {
+				log.LogAttrs(ctx, slog.LevelWarn, "ax: read the live nodes", slog.Any("err", err))
+			}
+			return
+		}
+		set(ns)
+	})
+}
+
+// every calls f every interval, the first time one interval from now, until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -95,14 +102,7 @@ func Follow(ctx context.Context, reg store.NodeRegistry, interval time.Duration,
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			ns, err := reg.Nodes(ctx, AliveFor(interval))
-			if err != nil {
-				if ctx.Err() == nil {
-					log.LogAttrs(ctx, slog.LevelWarn, "ax: read the live nodes", slog.Any("err", err))
-				}
-				continue
-			}
-			set(ns)
+			f()
 		}
 	}
 }
