@@ -75,25 +75,15 @@ func TestLeaderDispatchesOverHTTP(t *testing.T) {
 	defer st.Close()
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	var mu sync.Mutex
-	ran := map[string][]string{} // key → nodes
+	rec := &starts{by: map[string][]string{}, when: map[string]time.Time{}}
+	mu, ran := &rec.mu, rec.by // key → nodes
 	rs := cluster(t, st, 3, secret, func(i int, s *ax.Scheduler) {
-		if i == 0 {
-			return
+		if i > 0 {
+			s.HandleFunc("remote.job", rec.handler(fmt.Sprintf("node-%d", i)))
 		}
-		node := fmt.Sprintf("node-%d", i)
-		s.HandleFunc("remote.job", func(ctx context.Context, task *ax.Task) error {
-			mu.Lock()
-			ran[task.Key] = append(ran[task.Key], node)
-			mu.Unlock()
-			return nil
-		})
 	})
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "the executor-only replicas to register", func() bool {
-		cs, err := rs[0].s.Cluster(ctx)
-		return err == nil && cs.IsLeader && len(cs.Nodes) == 3
-	})
+	waitForNodes(t, rs[0].s, 3)
 	const n = 40
 	due := map[string]time.Time{}
 	for i := range n {
@@ -151,25 +141,15 @@ func TestUnreachableExecutorIsSkipped(t *testing.T) {
 	t.Parallel()
 	st := memory.New()
 	defer st.Close()
-	var mu sync.Mutex
-	ran := map[string][]string{}
+	rec := &starts{by: map[string][]string{}, when: map[string]time.Time{}}
+	mu, ran := &rec.mu, rec.by // key → nodes
 	rs := cluster(t, st, 3, nil, func(i int, s *ax.Scheduler) {
-		if i == 0 {
-			return
+		if i > 0 {
+			s.HandleFunc("remote.job", rec.handler(fmt.Sprintf("node-%d", i)))
 		}
-		node := fmt.Sprintf("node-%d", i)
-		s.HandleFunc("remote.job", func(ctx context.Context, task *ax.Task) error {
-			mu.Lock()
-			ran[task.Key] = append(ran[task.Key], node)
-			mu.Unlock()
-			return nil
-		})
 	})
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "the executor-only replicas to register", func() bool {
-		cs, err := rs[0].s.Cluster(ctx)
-		return err == nil && cs.IsLeader && len(cs.Nodes) == 3
-	})
+	waitForNodes(t, rs[0].s, 3)
 	rs[2].srv.CloseClientConnections()
 	rs[2].srv.Close()
 	const n = 30
@@ -220,10 +200,7 @@ func TestBusyExecutorsDoNotFailTasks(t *testing.T) {
 		c.MaxDispatchRetries = 2
 	})
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "the executor to register", func() bool {
-		cs, err := rs[0].s.Cluster(ctx)
-		return err == nil && cs.IsLeader && len(cs.Nodes) == 2
-	})
+	waitForNodes(t, rs[0].s, 2)
 	const n = 10
 	for i := range n {
 		if _, err := rs[0].s.Delay(ctx, "slow", fmt.Sprint(i), 0); err != nil {
@@ -248,4 +225,13 @@ func TestBusyExecutorsDoNotFailTasks(t *testing.T) {
 			t.Errorf("task %d: %s, dispatch retries %d, ran %d times; want SUCCEEDED once, never handed back", i, task.Status, task.DispatchRetries, ran[fmt.Sprint(i)])
 		}
 	}
+}
+
+// waitForNodes waits until leader leads with n replicas registered.
+func waitForNodes(t *testing.T, leader *ax.Scheduler, n int) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("a leader with %d replicas registered", n), func() bool {
+		cs, err := leader.Cluster(context.Background())
+		return err == nil && cs.IsLeader && len(cs.Nodes) == n
+	})
 }
