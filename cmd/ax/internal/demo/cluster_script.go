@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -17,60 +16,17 @@ import (
 // goroutine; done is closed when it has played every action, and err is set (before
 // done) if one of them failed.
 type clusterScript struct {
-	c       *cluster
-	actions []action
-	cancel  context.CancelFunc
-	done    chan struct{}
-	err     error
-	paid    atomic.Int64
+	*timeline
+	c    *cluster
+	paid atomic.Int64
 }
 
 func newClusterScript(c *cluster, created map[string]time.Time) *clusterScript {
-	sc := &clusterScript{c: c, done: make(chan struct{})}
-	p := c.plan
-	for id, frac := range p.payAt {
-		at := created[id].Add(time.Duration(frac * float64(p.timeout[id])))
-		sc.actions = append(sc.actions, action{at: at, kind: pay, id: id})
-	}
-	id := p.cancelled
-	sc.actions = append(sc.actions,
-		action{at: created[id].Add(p.timeout[id] * 3 / 10), kind: cancelOrder, id: id},
-		action{at: created[id].Add(p.timeout[id] + cancelGrace), kind: checkCancelled, id: id})
-	sort.SliceStable(sc.actions, func(i, j int) bool { return sc.actions[i].at.Before(sc.actions[j].at) })
-	return sc
+	return &clusterScript{timeline: newTimeline(c.plan, created), c: c}
 }
 
-func (sc *clusterScript) start(ctx context.Context) {
-	ctx, sc.cancel = context.WithCancel(ctx)
-	go sc.run(ctx)
-}
-
-func (sc *clusterScript) run(ctx context.Context) {
-	defer close(sc.done)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for _, a := range sc.actions {
-		timer.Reset(max(time.Until(a.at), 0))
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		if err := sc.play(ctx, a); err != nil {
-			if ctx.Err() == nil {
-				sc.err = err
-			}
-			return
-		}
-	}
-}
-
-// stop ends the script and waits for its goroutine.
-func (sc *clusterScript) stop() {
-	sc.cancel()
-	<-sc.done
-}
+// start plays the script (see timeline.start).
+func (sc *clusterScript) start(ctx context.Context) { sc.timeline.start(ctx, sc.play) }
 
 func (sc *clusterScript) play(ctx context.Context, a action) error {
 	c := sc.c

@@ -18,11 +18,66 @@ const cancelGrace = 250 * time.Millisecond
 // It runs on its own goroutine; done is closed when it has played every action, and
 // err is set (before done) if one of them failed.
 type script struct {
-	r       *run
+	*timeline
+	r *run
+}
+
+// timeline is the users' actions of a plan in time order, played on their own
+// goroutine by a play function: done is closed when every action was played (or ctx
+// ended, or stop was called), and err is set before it if one failed.
+type timeline struct {
 	actions []action
 	cancel  context.CancelFunc
 	done    chan struct{}
 	err     error
+}
+
+// newTimeline lays out p's actions: each payment at its fraction of the order's
+// timeout, the cancellation at 30% of it, and its check cancelGrace after the timeout.
+func newTimeline(p *plan, created map[string]time.Time) *timeline {
+	tl := &timeline{done: make(chan struct{})}
+	for id, frac := range p.payAt {
+		at := created[id].Add(time.Duration(frac * float64(p.timeout[id])))
+		tl.actions = append(tl.actions, action{at: at, kind: pay, id: id})
+	}
+	id := p.cancelled
+	tl.actions = append(tl.actions,
+		action{at: created[id].Add(p.timeout[id] * 3 / 10), kind: cancelOrder, id: id},
+		action{at: created[id].Add(p.timeout[id] + cancelGrace), kind: checkCancelled, id: id})
+	sort.SliceStable(tl.actions, func(i, j int) bool { return tl.actions[i].at.Before(tl.actions[j].at) })
+	return tl
+}
+
+// start plays the actions in time order with play on a new goroutine, until they are
+// done, ctx ends or stop is called.
+func (tl *timeline) start(ctx context.Context, play func(context.Context, action) error) {
+	ctx, tl.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(tl.done)
+		timer := time.NewTimer(0)
+		defer timer.Stop()
+		<-timer.C
+		for _, a := range tl.actions {
+			timer.Reset(max(time.Until(a.at), 0))
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			if err := play(ctx, a); err != nil {
+				if ctx.Err() == nil {
+					tl.err = err
+				}
+				return
+			}
+		}
+	}()
+}
+
+// stop ends the timeline and waits for its goroutine.
+func (tl *timeline) stop() {
+	tl.cancel()
+	<-tl.done
 }
 
 type actionKind int
@@ -40,50 +95,11 @@ type action struct {
 }
 
 func newScript(r *run, created map[string]time.Time) *script {
-	sc := &script{r: r, done: make(chan struct{})}
-	for id, frac := range r.plan.payAt {
-		at := created[id].Add(time.Duration(frac * float64(r.plan.timeout[id])))
-		sc.actions = append(sc.actions, action{at: at, kind: pay, id: id})
-	}
-	id := r.plan.cancelled
-	sc.actions = append(sc.actions,
-		action{at: created[id].Add(r.plan.timeout[id] * 3 / 10), kind: cancelOrder, id: id},
-		action{at: created[id].Add(r.plan.timeout[id] + cancelGrace), kind: checkCancelled, id: id})
-	sort.SliceStable(sc.actions, func(i, j int) bool { return sc.actions[i].at.Before(sc.actions[j].at) })
-	return sc
+	return &script{timeline: newTimeline(r.plan, created), r: r}
 }
 
-// start plays the actions in time order on a new goroutine, until they are done, ctx
-// ends or stop is called.
-func (sc *script) start(ctx context.Context) {
-	ctx, sc.cancel = context.WithCancel(ctx)
-	go sc.run(ctx)
-}
-
-func (sc *script) run(ctx context.Context) {
-	defer close(sc.done)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for _, a := range sc.actions {
-		timer.Reset(max(time.Until(a.at), 0))
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		if err := sc.play(ctx, a); err != nil {
-			sc.err = err
-			return
-		}
-	}
-}
-
-// stop ends the script and waits for its goroutine.
-func (sc *script) stop() {
-	sc.cancel()
-	<-sc.done
-}
+// start plays the script (see timeline.start).
+func (sc *script) start(ctx context.Context) { sc.timeline.start(ctx, sc.play) }
 
 func (sc *script) play(ctx context.Context, a action) error {
 	r := sc.r
