@@ -688,6 +688,14 @@ func (s *Scheduler) startIO(ctx context.Context) ([]store.Schedule, error) {
 // Stop on a scheduler that is stopped, stopping or was never started returns nil at
 // once.
 func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	stopped := s.state == stateStopped
+	s.mu.Unlock()
+	if stopped {
+		// Not through the select below: with ctx already done, select may pick
+		// ctx.Done() over a free lifecycle and report an error for a no-op.
+		return nil
+	}
 	select {
 	case s.lifecycle <- struct{}{}:
 	case <-ctx.Done():
