@@ -235,3 +235,72 @@ func waitForNodes(t *testing.T, leader *ax.Scheduler, n int) {
 		return err == nil && cs.IsLeader && len(cs.Nodes) == n
 	})
 }
+
+// TestStopTellsStandbysToCampaign: the leader's graceful Stop tells the other replica
+// (a signed release notice), which campaigns at once. The replicas' SQL leases have a
+// TTL of a minute and a fallback poll as long: a standby refused at the start would not
+// try again for about a minute, so leading within seconds shows the notice at work.
+// The tasks due after the stop run once, on the new leader, never early.
+func TestStopTellsStandbysToCampaign(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	rec := &starts{}
+	rs := cluster(t, st, 2, secret, func(i int, s *ax.Scheduler) {
+		s.HandleFunc("job", rec.handler(fmt.Sprintf("node-%d", i)))
+	}, func(i int, c *ax.Config) {
+		el, err := sqllease.New(st, sqllease.WithTTL(time.Minute), sqllease.WithPollInterval(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Elector, c.CanLead = el, nil
+	})
+	ctx := context.Background()
+	leader := -1
+	waitFor(t, 10*time.Second, "a leader with both replicas registered", func() bool {
+		for i, r := range rs {
+			if cs, err := r.s.Cluster(ctx); err == nil && cs.IsLeader && len(cs.Nodes) == 2 {
+				leader = i
+				return true
+			}
+		}
+		return false
+	})
+	other := rs[1-leader].s
+	due := map[string]time.Time{}
+	for i := range 10 {
+		key := fmt.Sprint(i)
+		task, err := other.Delay(ctx, "job", key, time.Duration(i)*100*time.Millisecond+500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		due[key] = task.DueAt
+	}
+	stopped := time.Now()
+	if err := rs[leader].s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the standby to lead", func() bool {
+		cs, err := other.Cluster(ctx)
+		return err == nil && cs.IsLeader
+	})
+	if took := time.Since(stopped); took > 10*time.Second {
+		t.Fatalf("the standby led %v after the leader's Stop: not woken by the release notice (its next attempt was a minute away)", took)
+	} else {
+		t.Logf("the standby led %v after the leader's Stop began", took.Round(time.Millisecond))
+	}
+	waitFor(t, 20*time.Second, "every task to run", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.by) == len(due)
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for key, at := range due {
+		if nodes := rec.by[key]; len(nodes) != 1 || rec.when[key].Before(at) {
+			t.Errorf("task %s ran on %v at %v, due %v: want once, not early", key, nodes, rec.when[key], at)
+		}
+	}
+}

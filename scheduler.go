@@ -53,6 +53,8 @@ type Scheduler struct {
 	// The executor endpoint (ExecutorHandler) and the leader's client of the others'.
 	server *remote.Server
 	client *remote.Client
+	// wake cuts this replica's campaign short when a release notice arrives.
+	wake leadership.Wake
 
 	hooks testHooks
 }
@@ -197,7 +199,9 @@ func New(cfg Config) (*Scheduler, error) {
 // ExecutorHandler returns this replica's executor endpoint, to be served at
 // Config.Cluster.Advertise: POST /ax/v1/dispatch, by which the leader hands it claimed
 // tasks (signed with Cluster.Secret, and refused below the highest fencing token it has
-// seen), and GET /ax/v1/health, answered at once, apart from any task. Without a
+// seen); POST /ax/v1/released, by which a leader that resigned tells this replica to
+// campaign at once (signed the same way); and GET /ax/v1/health, answered at once,
+// apart from any task. Without a
 // Secret it serves only connections to a loopback address. Tasks dispatched to a
 // scheduler that is not started are answered busy.
 func (s *Scheduler) ExecutorHandler() http.Handler { return s.server }
@@ -239,6 +243,9 @@ func (x remoteExecutor) Take(token int64, tasks []store.Task, valid func() error
 	}
 	return out
 }
+
+// Released wakes this replica's campaign: the leader released its lease.
+func (x remoteExecutor) Released(token int64) { x.s.wake.Notify() }
 
 // Load returns the executor's running handlers and free slots.
 func (x remoteExecutor) Load() (running, free int) {
@@ -546,6 +553,8 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 					return err
 				},
 				StoreDown: s.cfg.StoreTimeout,
+				Wake:      &s.wake,
+				Released:  s.announceRelease,
 			})
 		})
 	}
@@ -568,6 +577,36 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 			})
 		}()
 	}
+}
+
+// releaseNoticeTimeout bounds the notices a leader sends when it releases its lease.
+const releaseNoticeTimeout = time.Second
+
+// announceRelease tells every other live replica with an executor endpoint that the
+// lease under f was released, so that a standby campaigns at once instead of at its
+// elector's next attempt (an SQL lease's fallback poll can be seconds away). Best
+// effort: a replica not told campaigns on its own schedule.
+func (s *Scheduler) announceRelease(ctx context.Context, f store.Fence) {
+	ctx, cancel := context.WithTimeout(ctx, releaseNoticeTimeout)
+	defer cancel()
+	ns, err := s.liveNodes(ctx)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelDebug, "ax: release notice: read the live nodes", slog.Any("err", err))
+		return
+	}
+	var wg sync.WaitGroup
+	for _, n := range ns {
+		if n.Name == s.cfg.Node || n.Advertise == "" {
+			continue
+		}
+		wg.Go(func() {
+			err := s.client.Released(ctx, n.Advertise, remote.ReleasedNotice{Namespace: s.cfg.Namespace, Node: n.Name, Token: f.Token})
+			if err != nil {
+				s.log.LogAttrs(ctx, slog.LevelDebug, "ax: release notice", slog.String("to", n.Name), slog.Any("err", err))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // reportLease sends the lease's remaining time every second of the term, and zero at

@@ -58,30 +58,9 @@ func (e *FencedError) Unwrap() error { return ErrFenced }
 // caller hands them back, and a duplicate delivery runs nothing); another error for
 // any other refusal.
 func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) (*DispatchResponse, error) {
-	body, err := json.Marshal(dr)
-	if err != nil {
-		return nil, fmt.Errorf("ax: remote: dispatch: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+DispatchPath, bytes.NewReader(body))
+	resp, data, err := c.post(ctx, base, DispatchPath, dr.Token, dr)
 	if err != nil {
 		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w", base, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.signer != nil {
-		if err := c.signer.Sign(req, body, dr.Token, c.now()); err != nil {
-			return nil, fmt.Errorf("ax: remote: dispatch to %s: %w", base, err)
-		}
-	} else {
-		req.Header.Set(HeaderToken, strconv.FormatInt(dr.Token, 10))
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w: %w", base, ErrUnreachable, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBodyBytes))
-	if err != nil {
-		return nil, fmt.Errorf("ax: remote: dispatch to %s: read the answer: %w: %w", base, ErrUnreachable, err)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
@@ -99,6 +78,52 @@ func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) 
 	default:
 		return nil, fmt.Errorf("ax: remote: dispatch to %s: %s: %s", base, resp.Status, strings.TrimSpace(string(data)))
 	}
+}
+
+// Released tells the replica at base that the leader under n.Token released its
+// lease, so that it campaigns at once. Nil when the replica took the notice; an error
+// wrapping ErrUnreachable when it could not be reached.
+func (c *Client) Released(ctx context.Context, base string, n ReleasedNotice) error {
+	resp, data, err := c.post(ctx, base, ReleasedPath, n.Token, n)
+	if err != nil {
+		return fmt.Errorf("ax: remote: release notice to %s: %w", base, err)
+	}
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("ax: remote: release notice to %s: %s: %s", base, resp.Status, strings.TrimSpace(string(data)))
+	}
+	return nil
+}
+
+// post sends v as JSON to path at base under token, signed when there is a signer, and
+// returns the answer with its body read (at most DefaultMaxBodyBytes). A request that
+// got no complete answer is an error wrapping ErrUnreachable.
+func (c *Client) post(ctx context.Context, base, path string, token int64, v any) (*http.Response, []byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.signer != nil {
+		if err := c.signer.Sign(req, body, token, c.now()); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		req.Header.Set(HeaderToken, strconv.FormatInt(token, 10))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBodyBytes))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the answer: %w: %w", ErrUnreachable, err)
+	}
+	return resp, data, nil
 }
 
 // Health asks the executor at base whether it answers; nil when it does.

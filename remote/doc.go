@@ -13,6 +13,12 @@
 // executor, in the store, exactly as in-process execution does: a duplicate delivery of
 // an execution id runs nothing.
 //
+// A release notice (POST ReleasedPath, a ReleasedNotice, signed the same way) tells a
+// replica that the leader under its token released its lease — a graceful stop — so
+// that a standby campaigns at once rather than at its elector's next attempt: a handover
+// in milliseconds whatever the elector. A notice of a token below the highest seen is
+// ignored; it can wake a campaign, never grant anything (the elector decides).
+//
 //	leader                                   executor
 //	Signer.Sign(req, body, token, now) ──▶   Verifier.Middleware ──▶ dispatch handler
 //	                                          │ 401 unsigned, forged, stale, replayed

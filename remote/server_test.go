@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +19,23 @@ import (
 
 // fakeExecutor takes up to free tasks, and none named "nobody".
 type fakeExecutor struct {
-	mu    sync.Mutex
-	free  int
-	taken []store.Task
-	valid []func() error
+	mu       sync.Mutex
+	free     int
+	taken    []store.Task
+	valid    []func() error
+	released []int64
+}
+
+func (f *fakeExecutor) Released(token int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, token)
+}
+
+func (f *fakeExecutor) releases() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.released...)
 }
 
 func (f *fakeExecutor) Take(token int64, tasks []store.Task, valid func() error) []Outcome {
@@ -131,6 +145,57 @@ func TestServerDispatch(t *testing.T) {
 	}
 }
 
+// TestServerReleased: a signed release notice reaches the executor's Released; one of a
+// token below the highest seen, one addressed to another node, an unsigned and a forged
+// one do not.
+func TestServerReleased(t *testing.T) {
+	t.Parallel()
+	exec := &fakeExecutor{free: 1}
+	v, err := NewVerifier(testSecret, WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewServer("ns", "exec-1", exec, v, quiet()))
+	defer srv.Close()
+	signer, _ := NewSigner(testSecret)
+	c := NewClient(signer, 5*time.Second, nil)
+	defer c.Close()
+	ctx := context.Background()
+	notice := func(token int64) ReleasedNotice { return ReleasedNotice{Namespace: "ns", Node: "exec-1", Token: token} }
+
+	if err := c.Released(ctx, srv.URL, notice(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(5, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Released(ctx, srv.URL, notice(4)); err != nil {
+		t.Fatalf("notice of an older term: %v, want nil (taken, and ignored)", err)
+	}
+	if err := c.Released(ctx, srv.URL, notice(5)); err != nil {
+		t.Fatal(err)
+	}
+	misdirected := notice(6)
+	misdirected.Node = "exec-2"
+	if err := c.Released(ctx, srv.URL, misdirected); err == nil || !strings.Contains(err.Error(), "421") {
+		t.Fatalf("notice addressed to another node: %v, want 421", err)
+	}
+	unsigned := NewClient(nil, 5*time.Second, nil)
+	defer unsigned.Close()
+	if err := unsigned.Released(ctx, srv.URL, notice(7)); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("unsigned notice: %v, want 401", err)
+	}
+	other, _ := NewSigner(otherSecret)
+	forged := NewClient(other, 5*time.Second, nil)
+	defer forged.Close()
+	if err := forged.Released(ctx, srv.URL, notice(8)); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("notice signed with another secret: %v, want 401", err)
+	}
+	if got := exec.releases(); !slices.Equal(got, []int64{3, 5}) {
+		t.Fatalf("executor told of releases %v, want [3 5]", got)
+	}
+}
+
 // TestServerWithoutSecret serves a loopback connection and refuses any other (403).
 func TestServerWithoutSecret(t *testing.T) {
 	t.Parallel()
@@ -154,6 +219,14 @@ func TestServerWithoutSecret(t *testing.T) {
 	}
 	if len(exec.taken) != 1 {
 		t.Fatalf("executor took %d tasks, want 1", len(exec.taken))
+	}
+	req = httptest.NewRequest(http.MethodPost, ReleasedPath, strings.NewReader(`{"namespace":"ns","node":"exec-1","token":1}`))
+	req.Header.Set(HeaderToken, "1")
+	req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 7070}))
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden || len(exec.releases()) != 0 {
+		t.Fatalf("unsigned release notice on 10.0.0.7: %d, executor told %v; want 403, nothing", rec.Code, exec.releases())
 	}
 }
 

@@ -24,9 +24,12 @@
 //
 // A standby does not poll blindly: a refused acquire reports the holder's remaining time
 // (expires_at − now, in the database's clock), and the standby tries again at that moment,
-// at most after the fallback poll of min(5s, TTL/2) — failover ≈ TTL. A Resign through the
-// same Elector wakes its own waiting campaigns at once; other processes try at their next
-// attempt, within the fallback poll.
+// at most after the fallback poll (WithPollInterval, by default min(5s, TTL/2)) — failover
+// ≈ TTL. A Resign through the same Elector wakes its own waiting campaigns at once. Other
+// processes cannot hear a release in the database; the ax scheduler that resigns tells the
+// other replicas' schedulers over their executor endpoints (a signed release notice), and
+// they campaign at once, so a graceful stop hands over in milliseconds. A replica not told
+// (no executor endpoint, the notice lost) tries at its next attempt, within the poll.
 //
 // # Losing the lease
 //

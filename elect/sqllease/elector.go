@@ -51,12 +51,15 @@ func New(st store.Store, opts ...Option) (*Elector, error) {
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
+	if c.poll == 0 {
+		c.poll = min(MaxPollInterval, c.ttl/2)
+	}
 	return &Elector{
 		leaser:    l,
 		namespace: c.namespace,
 		ttl:       c.ttl,
 		timing:    held.NewTiming(c.ttl),
-		poll:      min(MaxPollInterval, c.ttl/2),
+		poll:      c.poll,
 		log:       c.logger.With("namespace", c.namespace),
 		released:  make(chan struct{}),
 	}, nil
@@ -100,7 +103,7 @@ func (e *Elector) Leader(ctx context.Context) (elect.State, error) {
 
 // Campaign blocks until candidate holds the lease or ctx ends. Between attempts it waits
 // until the current lease's remaining time (in the database's clock) runs out, at most the
-// fallback poll (min(5s, TTL/2)), and wakes early when a lease of this Elector is released.
+// fallback poll (WithPollInterval), and wakes early when a lease of this Elector is released.
 // An attempt that wins returns the lease even if ctx ended while it was under way.
 func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, error) {
 	if err := ctx.Err(); err != nil {

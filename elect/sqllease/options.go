@@ -16,8 +16,8 @@ const (
 	// MinTTL is the shortest TTL New accepts. Every SQL store keeps expires_at to the
 	// microsecond, so the TTL is exact to 1µs.
 	MinTTL = 100 * time.Millisecond
-	// MaxPollInterval bounds how long a standby waits between two acquire attempts; the
-	// bound is also at most TTL/2.
+	// MaxPollInterval is the default bound on how long a standby waits between two
+	// acquire attempts (WithPollInterval); the default is also at most TTL/2.
 	MaxPollInterval = 5 * time.Second
 )
 
@@ -27,6 +27,7 @@ type Option func(*config)
 type config struct {
 	namespace string
 	ttl       time.Duration
+	poll      time.Duration
 	logger    *slog.Logger
 }
 
@@ -38,12 +39,23 @@ func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns
 // DefaultTTL; New refuses a TTL below MinTTL.
 func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
 
+// WithPollInterval bounds how long a standby waits between two acquire attempts: it
+// tries when the holder's lease would expire, or after d if that is sooner. Defaults to
+// min(MaxPollInterval, TTL/2). A longer bound means fewer reads of the lease row while
+// a holder renews; it does not slow a failover (the standby tries at the expiry it was
+// told) nor a handover (a Resign wakes this Elector's campaigns, and ax tells the other
+// replicas' schedulers at once).
+func WithPollInterval(d time.Duration) Option { return func(c *config) { c.poll = d } }
+
 // WithLogger sets the logger for renew failures and lost leases. Defaults to slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 func (c *config) validate() error {
 	if c.ttl < MinTTL {
 		return fmt.Errorf("ax: sql lease: TTL %v below the minimum %v: %w", c.ttl, MinTTL, store.ErrInvalid)
+	}
+	if c.poll < 0 || (c.poll > 0 && c.poll < minWait) {
+		return fmt.Errorf("ax: sql lease: poll interval %v below %v: %w", c.poll, minWait, store.ErrInvalid)
 	}
 	if c.namespace == "" {
 		return fmt.Errorf("ax: sql lease: empty namespace: %w", store.ErrInvalid)

@@ -24,7 +24,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/elect"
 	axredis "github.com/axsched/ax/elect/redis"
+	"github.com/axsched/ax/elect/sqllease"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -47,7 +49,7 @@ const EveryName = "tick"
 const listenerFD = 3
 
 // ChildConfig configures one child process: an ax scheduler on a PostgreSQL store,
-// elected by Redis.
+// elected by Redis (or by a SQL lease on the store).
 type ChildConfig struct {
 	Node        string // Config.Node and the Redis candidate name
 	PostgresDSN string
@@ -55,6 +57,11 @@ type ChildConfig struct {
 	RedisDB     int
 	RedisPrefix string // elect/redis WithKeyPrefix
 	Namespace   string // Config.Namespace and the election's; "" is ax.DefaultNamespace
+
+	// SQLLease elects by elect/sqllease on the PostgreSQL store instead of Redis, with
+	// LeasePoll as its fallback poll (zero: the elector's default).
+	SQLLease  bool
+	LeasePoll time.Duration
 
 	TTL               time.Duration // the election's lease
 	HeartbeatInterval time.Duration
@@ -195,10 +202,21 @@ func runChild(raw string, out *printer) error {
 		return err
 	}
 	defer st.Close()
-	rc := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, DB: cfg.RedisDB})
-	defer rc.Close()
-	el := axredis.New(rc, axredis.WithKeyPrefix(cfg.RedisPrefix), axredis.WithNamespace(cfg.Namespace),
-		axredis.WithTTL(cfg.TTL), axredis.WithLogger(logger))
+	var el elect.Elector
+	if cfg.SQLLease {
+		opts := []sqllease.Option{sqllease.WithNamespace(cfg.Namespace), sqllease.WithTTL(cfg.TTL), sqllease.WithLogger(logger)}
+		if cfg.LeasePoll > 0 {
+			opts = append(opts, sqllease.WithPollInterval(cfg.LeasePoll))
+		}
+		if el, err = sqllease.New(st, opts...); err != nil {
+			return err
+		}
+	} else {
+		rc := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, DB: cfg.RedisDB})
+		defer rc.Close()
+		el = axredis.New(rc, axredis.WithKeyPrefix(cfg.RedisPrefix), axredis.WithNamespace(cfg.Namespace),
+			axredis.WithTTL(cfg.TTL), axredis.WithLogger(logger))
+	}
 	rl, err := OpenRunLog(cfg.RunLog)
 	if err != nil {
 		return err
