@@ -154,6 +154,8 @@ func TestNewRejects(t *testing.T) {
 		{"not a Leaser", notLeaser{memory.New()}, nil},
 		{"short TTL", memory.New(), []sqllease.Option{sqllease.WithTTL(10 * time.Millisecond)}},
 		{"empty namespace", memory.New(), []sqllease.Option{sqllease.WithNamespace("")}},
+		{"negative poll", memory.New(), []sqllease.Option{sqllease.WithPollInterval(-time.Second)}},
+		{"poll of 1ns", memory.New(), []sqllease.Option{sqllease.WithPollInterval(time.Nanosecond)}},
 	} {
 		if e, err := sqllease.New(c.st, c.opts...); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("New(%s) = %v, %v; want ErrInvalid", c.name, e, err)
