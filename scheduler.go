@@ -234,7 +234,8 @@ func (x remoteExecutor) Take(token int64, tasks []store.Task, valid func() error
 	}
 	// The slots are taken under the executor's lock: concurrent dispatches never
 	// take more than fits.
-	rest := r.exec.Offer(&execute.Source{Valid: valid}, offer, 0)
+	src := &execute.Source{Valid: valid, Fence: store.Fence{Namespace: x.s.cfg.Namespace, Token: token}}
+	rest := r.exec.Offer(src, offer, 0)
 	for k := range offer {
 		out[at[k]] = remote.Accepted
 		if k >= len(offer)-len(rest) {
@@ -427,7 +428,7 @@ func (s *Scheduler) newTerm(r *running, t leadership.Term) *term {
 		notifier = n
 	}
 	var loop *dispatch.Loop
-	src := &execute.Source{Done: func(n int) { loop.Done(n) }, Valid: t.Valid}
+	src := &execute.Source{Done: func(n int) { loop.Done(n) }, Valid: t.Valid, Fence: t.Fence}
 	var exec dispatch.Executor = termExecutor{exec: r.exec, src: src}
 	var router *route.Router
 	if t.Fence.Token != 0 {

@@ -105,8 +105,10 @@ type Store interface {
 	// nothing changes; if the task is DISPATCHING with this execution id, the record
 	// is written (status RUNNING), the task becomes RUNNING with StartedAt and
 	// HeartbeatAt set, and the result is Started; otherwise the result is Lost and
-	// nothing is written.
-	Start(ctx context.Context, starts []StartParams) ([]StartResult, error)
+	// nothing is written. Executors pass the fence the tasks were claimed under (the
+	// zero Fence without an elector); the call applies only if fence admits it, else
+	// it fails with ErrFenced and writes nothing: a stale leader's claims never start.
+	Start(ctx context.Context, fence Fence, starts []StartParams) ([]StartResult, error)
 
 	// Heartbeat stamps HeartbeatAt on running executions and their tasks. It
 	// returns, in input order, whether each task is still RUNNING with that
@@ -194,8 +196,9 @@ type Store interface {
 	Close() error
 }
 
-// Fence is the fencing token a leader-only write carries: Claim, FireSchedule, and
-// recovery's Finish and Requeue. The store applies such a write only if Token is at
+// Fence is the fencing token a leader-only write carries: Claim, FireSchedule,
+// recovery's Finish and Requeue, and the Start of the tasks a leader claimed (on
+// whichever replica runs them). The store applies such a write only if Token is at
 // least the epoch recorded for Namespace in ax_leader (none recorded counts as 0),
 // checked in the write's own statement or transaction and holding off a concurrent
 // RaiseFence until it commits; otherwise the write fails with ErrFenced and changes
@@ -203,7 +206,7 @@ type Store interface {
 // commits.
 //
 // The zero Fence (Token 0) checks nothing: a scheduler without an elector, or an
-// executor. A negative Token, or a positive one with an empty Namespace, is ErrInvalid.
+// executor's heartbeats and results. A negative Token, or a positive one with an empty Namespace, is ErrInvalid.
 type Fence struct {
 	Namespace string
 	Token     int64

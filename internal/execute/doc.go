@@ -10,7 +10,9 @@
 // task keys are free (OnKeysFree) and what was rescheduled (OnRetry). Each dispatch
 // names its Source: the loop that claimed the tasks, told how many of them are done,
 // and, under an elector, the lease they were claimed under — a task whose lease ended
-// before it started is handed back, never started. Stop is graceful within its
+// before it started is handed back, never started; and its fence, which Start carries,
+// so that the store refuses to start it once a newer leader recorded itself, whatever
+// this process believes (a refused batch is handed back too). Stop is graceful within its
 // context: heartbeats go on until the results they protect are written.
 package execute
 
@@ -67,6 +69,18 @@ type Source struct {
 	// while the lease they were claimed under is held. It is asked right before a batch
 	// is recorded as started; a task whose source is no longer valid is handed back.
 	Valid func() error
+	// Fence is the token the tasks were claimed under: Start carries it, so that the
+	// store refuses to start them once a newer leader recorded itself, even if Valid
+	// was asked before a pause. The zero Fence checks nothing.
+	Fence store.Fence
+}
+
+// fence returns the fence of src's tasks.
+func (src *Source) fence() store.Fence {
+	if src == nil {
+		return store.Fence{}
+	}
+	return src.Fence
 }
 
 // valid reports whether tasks of src may start.

@@ -294,6 +294,16 @@ func (e *Executor) startBatch(batch []dispatched) {
 	if batch = e.dropInvalid(batch); len(batch) == 0 {
 		return
 	}
+	// One Start per fence: the store checks one per call. Tasks of two leaders' terms
+	// meet in a batch only around a change of leader.
+	fence := batch[0].src.fence()
+	for i, d := range batch {
+		if d.src.fence() != fence {
+			e.startBatch(batch[i:])
+			batch = batch[:i]
+			break
+		}
+	}
 	params := make([]store.StartParams, len(batch))
 	for i, d := range batch {
 		params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: e.cfg.Node}
@@ -304,19 +314,31 @@ func (e *Executor) startBatch(batch []dispatched) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
 		sent = time.Now()
-		if res, err = e.cfg.Store.Start(context.Background(), params); err == nil {
+		if res, err = e.cfg.Store.Start(context.Background(), fence, params); err == nil {
 			break
 		}
-		ambiguous = true
-		// The tasks stay DISPATCHING in the store; if this goes on past
-		// DispatchTimeout recovery hands them back and Start answers Lost.
-		e.cfg.Log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
 		giveUp := func(reason string) {
 			e.mu.Lock()
 			e.free += len(batch)
 			e.mu.Unlock()
 			e.handBack(batch, observe.Stopping, reason)
 		}
+		if errors.Is(err, store.ErrFenced) {
+			// A newer leader recorded itself: nothing was written, and these claims of
+			// the older one must never start. Handed back, the new leader runs them.
+			e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: executions not started: claimed by a leader the store has fenced",
+				slog.Int("tasks", len(batch)), slog.Any("err", err))
+			e.mu.Lock()
+			e.free += len(batch)
+			e.mu.Unlock()
+			e.handBack(batch, observe.Fenced, "claimed by a fenced leader: "+err.Error())
+			e.signal()
+			return
+		}
+		ambiguous = true
+		// The tasks stay DISPATCHING in the store; if this goes on past
+		// DispatchTimeout recovery hands them back and Start answers Lost.
+		e.cfg.Log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
 		if errors.Is(err, store.ErrClosed) {
 			giveUp("store closed") // no retry can succeed; recovery takes them
 			return

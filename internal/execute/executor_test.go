@@ -172,3 +172,51 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestFencedStartHandsBack: tasks a leader claimed reach the executor after a newer
+// leader recorded itself in the store. The source still says valid (its check came
+// before a pause, say), but Start carries the claim's fence and the store refuses it:
+// the handler never runs, no execution is recorded, and the task goes back to
+// SCHEDULED as a dispatch failure, for the new leader to run.
+func TestFencedStartHandsBack(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	ctx := context.Background()
+	old, err := st.RaiseFence(ctx, "default", "a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(-time.Second), MaxRetry: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Claim(ctx, old, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "01900000-0000-7000-8000-000000000003"}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	if _, err := st.RaiseFence(ctx, "default", "b", 1); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	ex := New(Config{
+		Store: st, Clock: clock.New(), Log: slog.New(slog.DiscardHandler),
+		Node: "test", Concurrency: 2, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
+		Handler: func(string) *Handler {
+			return &Handler{Run: func(context.Context, *store.Task) error { runs.Add(1); return nil }, Timeout: time.Minute}
+		},
+	})
+	ex.Start()
+	defer ex.Stop(ctx)
+	ex.Dispatch(&Source{Fence: old}, res.Claimed)
+	var got *store.Task
+	waitFor(t, 10*time.Second, "the task to be handed back", func() bool {
+		got, err = st.Get(ctx, ins[0].Task.ID)
+		return err == nil && got.Status == store.Scheduled
+	})
+	if got.DispatchRetries != 1 || got.Attempt != 0 {
+		t.Errorf("handed back with dispatch retries %d, attempt %d; want 1, 0", got.DispatchRetries, got.Attempt)
+	}
+	if execs, _ := st.Executions(ctx, got.ID); len(execs) != 0 || runs.Load() != 0 {
+		t.Errorf("%d executions recorded, handler ran %d times; want none", len(execs), runs.Load())
+	}
+}

@@ -44,7 +44,7 @@ func TestOrphansAndStuckClaims(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Start(ctx, []store.StartParams{
+		if _, err := st.Start(ctx, store.Fence{}, []store.StartParams{
 			{TaskID: orphan.ID, ExecutionID: "01900000-0000-7000-8000-00000000000a", Node: "gone"},
 			{TaskID: fine.ID, ExecutionID: "01900000-0000-7000-8000-00000000000c", Node: "alive"},
 		}); err != nil {

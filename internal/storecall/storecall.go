@@ -55,10 +55,10 @@ func (b boundedStore) Claim(ctx context.Context, fence store.Fence, claims []sto
 	return b.Store.Claim(ctx, fence, claims)
 }
 
-func (b boundedStore) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+func (b boundedStore) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	return b.Store.Start(ctx, starts)
+	return b.Store.Start(ctx, store.Fence{}, starts)
 }
 
 func (b boundedStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {

@@ -219,11 +219,11 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 }
 
 // Start counts the call and passes it on.
-func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := s.before(ctx, "Start"); err != nil {
 		return nil, err
 	}
-	return s.inner.Start(ctx, starts)
+	return s.inner.Start(ctx, store.Fence{}, starts)
 }
 
 // Heartbeat counts the call and passes it on.

@@ -478,12 +478,15 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 
 // Start records executions and moves their tasks from DISPATCHING to RUNNING. See
 // [store.Store.Start]. An empty execution id is ErrInvalid.
-func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: start executions: %w", err)
 	}
 	defer s.mu.Unlock()
 	if err := store.CheckStarts(starts); err != nil {
+		return nil, fmt.Errorf("ax: start executions: %w", err)
+	}
+	if err := s.fenced(fence); err != nil {
 		return nil, fmt.Errorf("ax: start executions: %w", err)
 	}
 	now := s.now()

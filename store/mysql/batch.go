@@ -223,10 +223,14 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 	return res, nil
 }
 
-// Start records executions and moves their tasks to RUNNING.
-func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+// Start records executions and moves their tasks to RUNNING; a fence with a token is
+// checked first in its transaction (see fence.go).
+func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := s.check("start"); err != nil {
 		return nil, err
+	}
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: mysql: start: %w", err)
 	}
 	if err := store.CheckStarts(starts); err != nil {
 		return nil, fmt.Errorf("ax: mysql: start: %w", err)
@@ -254,6 +258,9 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 	slices.SortStableFunc(uniq, func(a, b int) int { return cmp.Compare(starts[a].TaskID, starts[b].TaskID) })
 	err := s.run(ctx, "start", 0, func(tx *sql.Tx, _ int64) error {
 		clear(out)
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
 		return chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return starts[i].TaskID })

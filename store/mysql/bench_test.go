@@ -63,7 +63,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			if _, err := s.Claim(ctx, store.Fence{}, claims); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := s.Start(ctx, starts); err != nil {
+			if _, err := s.Start(ctx, store.Fence{}, starts); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := s.Heartbeat(ctx, refs); err != nil {

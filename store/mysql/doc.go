@@ -273,7 +273,7 @@
 //
 // # Fencing
 //
-// A fenced write (Claim, FireSchedule, and Finish or Requeue with a non-zero
+// A fenced write (Claim, FireSchedule, and Start, Finish or Requeue with a non-zero
 // store.Fence) begins its transaction with SELECT epoch FROM ax_leader WHERE
 // namespace = ? LOCK IN SHARE MODE and rolls back with store.ErrFenced, never retried,
 // when its token is below the epoch; the shared lock, held to commit, makes RaiseFence

@@ -10,7 +10,7 @@ import (
 )
 
 // Fencing (see store.Fence) rests on the ax_leader row's lock. A fenced write — Claim,
-// FireSchedule, and Finish or Requeue with a non-zero Fence — begins its transaction
+// FireSchedule, and Start, Finish or Requeue with a non-zero Fence — begins its transaction
 // with
 //
 //	SELECT epoch FROM ax_leader WHERE namespace = ? LOCK IN SHARE MODE

@@ -248,8 +248,12 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 	return res, nil
 }
 
-// Start records executions and moves their tasks to RUNNING, in one transaction.
-func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+// Start records executions and moves their tasks to RUNNING, in one transaction; a
+// fence with a token is checked first in it (see fence.go).
+func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: postgres: start: %w", err)
+	}
 	if err := store.CheckStarts(starts); err != nil {
 		return nil, fmt.Errorf("ax: postgres: start: %w", err)
 	}
@@ -260,6 +264,7 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	var others []int // inputs not started: duplicates or lost
 	err := s.tx(ctx, "start", func(b *pgx.Batch) {
+		queueFence(b, fence)
 		chunks(order, func(part []int) {
 			ids, eids, nodes := make([]int64, len(part)), make([]string, len(part)), make([]string, len(part))
 			for k, i := range part {
@@ -270,6 +275,9 @@ func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.
 	}, func(br pgx.BatchResults) error {
 		clear(out)
 		others = others[:0]
+		if err := readFence(br, fence); err != nil {
+			return err
+		}
 		var err error
 		chunks(order, func(part []int) {
 			if err != nil {

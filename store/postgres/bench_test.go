@@ -50,7 +50,7 @@ func BenchmarkLifecycle(b *testing.B) {
 				if c, err := st.Claim(ctx, store.Fence{}, claims); err != nil || len(c.Claimed) != size {
 					b.Fatalf("Claim: %d claimed, %v", len(c.Claimed), err)
 				}
-				if _, err := st.Start(ctx, starts); err != nil {
+				if _, err := st.Start(ctx, store.Fence{}, starts); err != nil {
 					b.Fatal(err)
 				}
 				if ok, err := st.Finish(ctx, store.Fence{}, fins); err != nil || !ok[size-1] {

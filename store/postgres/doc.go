@@ -292,8 +292,8 @@
 //
 // # Fencing
 //
-// Claim, FireSchedule, and recovery's Finish and Requeue are leader-only writes
-// (store.Fence). With a positive token their transaction begins, in the same
+// Claim, FireSchedule, recovery's Finish and Requeue, and the Start of a leader's
+// claims are fenced writes (store.Fence). With a positive token their transaction begins, in the same
 // pipelined batch (one statement more, no round trip more; the zero Fence adds
 // nothing), with
 //

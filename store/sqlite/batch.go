@@ -367,14 +367,21 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	return nil
 }
 
-// Start records executions and moves their tasks to RUNNING.
-func (s *Store) Start(ctx context.Context, starts []store.StartParams) ([]store.StartResult, error) {
+// Start records executions and moves their tasks to RUNNING, if fence admits them
+// (see fence.go).
+func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
+	if err := store.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: start: %w", err)
+	}
 	if err := store.CheckStarts(starts); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: start: %w", err)
 	}
 	out := make([]store.StartResult, len(starts))
 	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	err := s.write(ctx, "start", func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
 		ts := micros(now())
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]

@@ -114,7 +114,7 @@
 //
 // # Fencing
 //
-// A fenced write (Claim, FireSchedule, recovery's Finish and Requeue with a non-zero
+// A fenced write (Claim, FireSchedule, and Start, Finish or Requeue with a non-zero
 // store.Fence) first reads SELECT epoch FROM ax_leader WHERE namespace = ? in its own
 // IMMEDIATE transaction and rolls back with store.ErrFenced when its token is below
 // it. The database's one write lock, held from BEGIN to COMMIT, is the shared lock the

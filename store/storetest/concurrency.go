@@ -48,7 +48,7 @@ func testClose(e *env) {
 		},
 		"Trigger": func() error { _, err := s.Trigger(ctx, task.ID, newExecID()); return err },
 		"Start": func() error {
-			_, err := s.Start(ctx, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID}})
+			_, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID}})
 			return err
 		},
 		"Heartbeat": func() error { _, err := s.Heartbeat(ctx, []store.ExecRef{ref}); return err },
@@ -502,7 +502,7 @@ func lifecycleStep(e *env, rng *rand.Rand, ids []int64, started, finished *atomi
 		for i, t := range batch {
 			starts[i] = store.StartParams{TaskID: t.ID, ExecutionID: t.ExecutionID, Node: "node"}
 		}
-		res, err := e.s.Start(e.ctx, starts)
+		res, err := e.s.Start(e.ctx, store.Fence{}, starts)
 		for _, r := range res {
 			if r.Outcome == store.Started {
 				started.Add(1)

@@ -23,6 +23,7 @@ var fenceTests = []test{
 	{"ClaimKeyed", testFenceClaimKeyed},
 	{"ClaimInvalid", testFenceClaimInvalid},
 	{"FireSchedule", testFenceFireSchedule},
+	{"Start", testFenceStart},
 	{"Finish", testFenceFinish},
 	{"Requeue", testFenceRequeue},
 	{"RaceWithClaims", testFenceRaceWithClaims},
@@ -180,6 +181,33 @@ func testFenceFireSchedule(e *env) {
 	p.Fence = cur
 	if res := e.fire(p); !res.Applied || len(res.Inserted) != 1 || res.Inserted[0].Err != nil {
 		e.t.Fatalf("FireSchedule with the current fence = %+v, want applied with its occurrence", res)
+	}
+}
+
+// testFenceStart: the Start of a task claimed under an older leader's fence is refused
+// once a newer one recorded itself, writing no execution record; under the current
+// fence, and under none (a scheduler without an elector), it starts.
+func testFenceStart(e *env) {
+	old := e.raise("ns", "a", 1, 1)
+	task := e.inState(store.Dispatching)
+	cur := e.raise("ns", "b", 1, 2)
+	p := store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-1"}
+	_, err := e.s.Start(e.ctx, old, []store.StartParams{p})
+	e.fenced("Start", err)
+	e.unchanged("a fenced Start", task)
+	if execs := e.executions(task.ID); len(execs) != 0 {
+		e.t.Fatalf("after a fenced Start, executions = %+v, want none", execs)
+	}
+	if res, err := e.s.Start(e.ctx, cur, []store.StartParams{p}); err != nil || len(res) != 1 || res[0].Outcome != store.Started {
+		e.t.Fatalf("Start with the current fence = %+v, %v; want Started", res, err)
+	}
+	other := e.inState(store.Dispatching)
+	q := store.StartParams{TaskID: other.ID, ExecutionID: other.ExecutionID, Node: "node-1"}
+	if res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{q}); err != nil || len(res) != 1 || res[0].Outcome != store.Started {
+		e.t.Fatalf("Start with the zero fence = %+v, %v; want Started", res, err)
+	}
+	if _, err := e.s.Start(e.ctx, store.Fence{Token: 3}, []store.StartParams{q}); !errors.Is(err, store.ErrInvalid) {
+		e.t.Fatalf("Start with a fence without a namespace: error %v, want ErrInvalid", err)
 	}
 }
 

@@ -314,7 +314,7 @@ func testInsertBeyondMaxBatch(e *env) {
 		refs[i] = store.ExecRef{TaskID: c.ID, ExecutionID: c.ExecutionID}
 		results[i] = store.Finish{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}
 	}
-	started, err := e.s.Start(e.ctx, starts)
+	started, err := e.s.Start(e.ctx, store.Fence{}, starts)
 	if err != nil || len(started) != n {
 		e.t.Fatalf("Start(%d executions) = %d results, %v; want %d", n, len(started), err, n)
 	}

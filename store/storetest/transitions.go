@@ -319,7 +319,7 @@ func testTriggerInvalid(e *env) {
 func testStartStarted(e *env) {
 	before := e.inState(store.Dispatching)
 	lo := e.settle(before)
-	res, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: before.ID, ExecutionID: before.ExecutionID, Node: "node-7"}})
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: before.ID, ExecutionID: before.ExecutionID, Node: "node-7"}})
 	hi := e.now()
 	if err != nil {
 		e.t.Fatalf("Start(%d) error: %v", before.ID, err)
@@ -364,7 +364,7 @@ func testStartDuplicate(e *env) {
 	task := e.inState(store.Dispatching)
 	first := e.start(task)
 	running := e.get(task.ID)
-	res, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-2"}})
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-2"}})
 	if err != nil {
 		e.t.Fatalf("Start(%d) again error: %v", task.ID, err)
 	}
@@ -382,7 +382,7 @@ func testStartDuplicate(e *env) {
 	// Two deliveries in one batch.
 	task = e.inState(store.Dispatching)
 	p := store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-1"}
-	res, err = e.s.Start(e.ctx, []store.StartParams{p, p})
+	res, err = e.s.Start(e.ctx, store.Fence{}, []store.StartParams{p, p})
 	if err != nil {
 		e.t.Fatalf("Start(%d twice) error: %v", task.ID, err)
 	}
@@ -403,7 +403,7 @@ func testStartDuplicateOfAnotherTask(e *env) {
 	a := e.inState(store.Running)
 	b := e.inState(store.Dispatching)
 	recorded := e.executions(a.ID)[0]
-	res, err := e.s.Start(e.ctx, []store.StartParams{{TaskID: b.ID, ExecutionID: a.ExecutionID, Node: "node-1"}})
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: b.ID, ExecutionID: a.ExecutionID, Node: "node-1"}})
 	if err != nil {
 		e.t.Fatalf("Start(%d, execution of %d) error: %v", b.ID, a.ID, err)
 	}
@@ -432,7 +432,7 @@ func testStartLost(e *env) {
 		{"missing task", nil, store.StartParams{TaskID: running.ID + 1000, ExecutionID: newExecID()}},
 	}
 	for _, c := range cases {
-		res, err := e.s.Start(e.ctx, []store.StartParams{c.p})
+		res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{c.p})
 		if err != nil {
 			e.t.Fatalf("Start(%s) error: %v", c.what, err)
 		}
@@ -454,7 +454,7 @@ func testStartLost(e *env) {
 func testStartInputOrder(e *env) {
 	d1, d2 := e.inState(store.Dispatching), e.inState(store.Dispatching)
 	r := e.inState(store.Running)
-	res, err := e.s.Start(e.ctx, []store.StartParams{
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{
 		{TaskID: d1.ID, ExecutionID: newExecID()},
 		{TaskID: r.ID, ExecutionID: r.ExecutionID},
 		{TaskID: d2.ID, ExecutionID: d2.ExecutionID},
@@ -476,7 +476,7 @@ func testStartInputOrder(e *env) {
 
 func testStartInvalid(e *env) {
 	d1, d2 := e.inState(store.Dispatching), e.inState(store.Dispatching)
-	res, err := e.s.Start(e.ctx, []store.StartParams{
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{
 		{TaskID: d1.ID, ExecutionID: d1.ExecutionID},
 		{TaskID: d2.ID},
 	})
