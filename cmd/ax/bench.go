@@ -148,8 +148,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // clusterUsage describes `ax bench --nodes N` in the usage.
 const clusterUsage = `
 With --nodes N (N ≥ 2), runs N ax processes (this binary, re-executed) on one fresh
-PostgreSQL schema, elected by Redis under a fresh key prefix, every one executing
-(the leader in-process and over signed HTTP to the others), and prints one report:
+PostgreSQL schema, elected by Redis under a fresh key prefix (or, with --elector
+sqllease, by a SQL lease on the schema), every one executing (the leader in-process
+and over signed HTTP to the others), and prints one report:
   1. drain: --tasks (default 20000) tasks due at one instant: tasks/s, spread over
      the nodes, dispatch failures, the leader's executor requests by result;
   2. lateness: a stream of --rate tasks/s for --steady, each due --delay after it
@@ -167,13 +168,13 @@ type clusterFlags struct {
 	nodes, failovers, handovers, rate, redisDB int
 	ttl, steady, delay, settle                 time.Duration
 	heartbeat, orphanAfter, dispatchTimeout    time.Duration
-	redis                                      string
+	redis, elector                             string
 	analyze                                    bool
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.nodes, "nodes", 1, "`N` processes: 1 runs --workload in this process; 2 or more runs the cluster bench (see above)")
-	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "--nodes: the Redis lease's TTL")
+	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "--nodes: the lease's TTL")
 	fs.IntVar(&c.failovers, "failovers", 10, "--nodes: leader kills (kill -9)")
 	fs.IntVar(&c.handovers, "handovers", 3, "--nodes: graceful leader stops (SIGTERM)")
 	fs.IntVar(&c.rate, "rate", 200, "--nodes: tasks per second of the steady streams")
@@ -185,6 +186,7 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.dispatchTimeout, "dispatch-timeout", 5*time.Second, "--nodes: each node's DispatchTimeout (a killed leader's unstarted claims are handed back after it)")
 	fs.StringVar(&c.redis, "redis", "127.0.0.1:6379", "--nodes: the Redis `ADDR` of the election")
 	fs.IntVar(&c.redisDB, "redis-db", 0, "--nodes: the Redis database")
+	fs.StringVar(&c.elector, "elector", "redis", "--nodes: the election, `redis|sqllease` (a SQL lease on the bench's PostgreSQL schema)")
 	fs.BoolVar(&c.analyze, "analyze", false, "--nodes: ANALYZE ax_tasks once the drain's backlog is written (as autovacuum would, if it runs, within a minute)")
 }
 
@@ -205,6 +207,8 @@ func runCluster(ctx context.Context, args []string, set map[string]bool, storeNa
 		return bad("--nodes runs its own workloads: --workload, --runs and --metrics do not apply")
 	case tasks < 0 || concurrency < 1 || cl.failovers < 0 || cl.handovers < 0 || cl.rate < 1 || cl.steady <= 0 || cl.delay < 0 || cl.settle < 0:
 		return bad("bad --tasks, --concurrency, --failovers, --handovers, --rate, --steady, --delay or --settle")
+	case cl.elector != "redis" && cl.elector != "sqllease":
+		return bad("--elector %q: redis or sqllease", cl.elector)
 	case cl.ttl < 100*time.Millisecond:
 		return bad("--ttl %v: at least 100ms", cl.ttl)
 	case cl.heartbeat <= 0 || cl.orphanAfter <= cl.heartbeat || cl.dispatchTimeout <= 0:
@@ -237,7 +241,7 @@ func runCluster(ctx context.Context, args []string, set map[string]bool, storeNa
 	}
 	rep, err := bench.RunCluster(ctx, bench.ClusterConfig{
 		Nodes: cl.nodes, DSN: schemaDSN, Schema: name, RedisAddr: cl.redis, RedisDB: cl.redisDB, RedisPrefix: name + ":",
-		TTL: cl.ttl, HeartbeatInterval: cl.heartbeat, OrphanAfter: cl.orphanAfter, DispatchTimeout: cl.dispatchTimeout,
+		SQLLease: cl.elector == "sqllease", TTL: cl.ttl, HeartbeatInterval: cl.heartbeat, OrphanAfter: cl.orphanAfter, DispatchTimeout: cl.dispatchTimeout,
 		Concurrency: concurrency, Drain: tasks, Rate: cl.rate, Steady: cl.steady, Delay: cl.delay,
 		Failovers: cl.failovers, Handovers: cl.handovers, Settle: cl.settle, Analyze: cl.analyze, Dir: dir, Progress: stderr,
 		Command: func(node string) (*exec.Cmd, error) {

@@ -123,6 +123,9 @@ func TestBenchSmoke(t *testing.T) {
 	if !strings.Contains(stdout, `"workload":"drain"`) || !strings.Contains(stdout, "sqlite") {
 		t.Errorf("ax bench output lacks the drain result:\n%s", stdout)
 	}
+	if code, _, _ := runAx(t, "bench", "--nodes", "3", "--elector", "etcd"); code != exitUsage {
+		t.Errorf("ax bench --nodes 3 --elector etcd: exit %d, want %d", code, exitUsage)
+	}
 	if code, _, _ := runAx(t, "bench", "--store", "oracle"); code != exitUsage {
 		t.Errorf("ax bench --store oracle: exit %d, want %d", code, exitUsage)
 	}

@@ -19,7 +19,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/elect"
 	axredis "github.com/axsched/ax/elect/redis"
+	"github.com/axsched/ax/elect/sqllease"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -47,6 +49,7 @@ type ChildConfig struct {
 	RedisAddr         string        `json:"redis_addr"`
 	RedisDB           int           `json:"redis_db"`
 	RedisPrefix       string        `json:"redis_prefix"` // elect/redis WithKeyPrefix
+	SQLLease          bool          `json:"sql_lease"`    // elect/sqllease on the schema instead of Redis
 	TTL               time.Duration `json:"ttl"`          // the lease's
 	HeartbeatInterval time.Duration `json:"heartbeat_interval"`
 	OrphanAfter       time.Duration `json:"orphan_after"`
@@ -241,9 +244,16 @@ func RunChild(ctx context.Context, cfg ChildConfig, stdin io.Reader, stdout, std
 		return err
 	}
 	defer st.Close()
-	rc := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, DB: cfg.RedisDB})
-	defer rc.Close()
-	el := axredis.New(rc, axredis.WithKeyPrefix(cfg.RedisPrefix), axredis.WithTTL(cfg.TTL), axredis.WithLogger(logger))
+	var el elect.Elector
+	if cfg.SQLLease {
+		if el, err = sqllease.New(st, sqllease.WithTTL(cfg.TTL), sqllease.WithLogger(logger)); err != nil {
+			return fmt.Errorf("ax: bench: child: %w", err)
+		}
+	} else {
+		rc := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, DB: cfg.RedisDB})
+		defer rc.Close()
+		el = axredis.New(rc, axredis.WithKeyPrefix(cfg.RedisPrefix), axredis.WithTTL(cfg.TTL), axredis.WithLogger(logger))
+	}
 	runLog, err := os.OpenFile(cfg.RunLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("ax: bench: child: %w", err)

@@ -29,8 +29,10 @@ type ClusterConfig struct {
 	RedisAddr   string
 	RedisDB     int
 	RedisPrefix string // a key prefix no one else uses; RunCluster deletes its keys at the end
+	// SQLLease elects by elect/sqllease on the schema instead of Redis.
+	SQLLease bool
 
-	TTL               time.Duration // the lease's (elect/redis WithTTL)
+	TTL               time.Duration // the lease's (elect/redis or elect/sqllease WithTTL)
 	HeartbeatInterval time.Duration
 	OrphanAfter       time.Duration
 	DispatchTimeout   time.Duration
@@ -57,6 +59,14 @@ type ClusterConfig struct {
 	Command func(node string) (*exec.Cmd, error)
 	// Progress, when set, receives a line at each step.
 	Progress io.Writer
+}
+
+// electorName names the election for the report.
+func electorName(sqlLease bool) string {
+	if sqlLease {
+		return "sqllease"
+	}
+	return "redis"
 }
 
 // Dist is a distribution of durations: min, percentiles and max of N samples.
@@ -160,6 +170,7 @@ type ClusterReport struct {
 	Nodes             int           `json:"nodes"`
 	Schema            string        `json:"schema"`
 	RedisPrefix       string        `json:"redis_prefix"`
+	Elector           string        `json:"elector"` // "redis" or "sqllease"
 	TTL               time.Duration `json:"ttl_ns"`
 	HeartbeatInterval time.Duration `json:"heartbeat_ns"`
 	OrphanAfter       time.Duration `json:"orphan_after_ns"`
@@ -225,7 +236,7 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (rep ClusterReport, err 
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	r := &run{cfg: cfg, dues: map[string][]time.Time{}, start: time.Now()}
-	rep = ClusterReport{Nodes: cfg.Nodes, Schema: cfg.Schema, RedisPrefix: cfg.RedisPrefix, TTL: cfg.TTL,
+	rep = ClusterReport{Nodes: cfg.Nodes, Schema: cfg.Schema, RedisPrefix: cfg.RedisPrefix, Elector: electorName(cfg.SQLLease), TTL: cfg.TTL,
 		HeartbeatInterval: cfg.HeartbeatInterval, OrphanAfter: cfg.OrphanAfter, DispatchTimeout: cfg.DispatchTimeout,
 		Concurrency: cfg.Concurrency, Rate: cfg.Rate, Delay: cfg.Delay, Settle: cfg.Settle, Analyze: cfg.Analyze}
 
@@ -251,7 +262,7 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (rep ClusterReport, err 
 	}()
 
 	r.p = &procs{ctx: ctx, dir: cfg.Dir, command: cfg.Command, changed: make(chan struct{}), base: ChildConfig{
-		DSN: cfg.DSN, RedisAddr: cfg.RedisAddr, RedisDB: cfg.RedisDB, RedisPrefix: cfg.RedisPrefix, TTL: cfg.TTL,
+		DSN: cfg.DSN, RedisAddr: cfg.RedisAddr, RedisDB: cfg.RedisDB, RedisPrefix: cfg.RedisPrefix, SQLLease: cfg.SQLLease, TTL: cfg.TTL,
 		HeartbeatInterval: cfg.HeartbeatInterval, OrphanAfter: cfg.OrphanAfter, DispatchTimeout: cfg.DispatchTimeout,
 		Concurrency: cfg.Concurrency, Secret: secret,
 	}}

@@ -37,7 +37,7 @@ func TestChild(t *testing.T) {
 const redisDB = 14
 
 // TestCluster runs the cluster bench end to end at a tiny size — three nodes, a 1s
-// lease, two kills and one graceful stop — on the real services, and checks that the
+// lease (Redis, and a SQL lease), two kills and one graceful stop — on the real services, and checks that the
 // report is whole and consistent: every task ran exactly once (or again only after
 // the kill of its node), none early, every figure present. The figures themselves are
 // not asserted.
@@ -46,11 +46,20 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	for _, sqlLease := range []bool{false, true} {
+		t.Run(electorName(sqlLease), func(t *testing.T) {
+			t.Parallel()
+			testCluster(t, sqlLease)
+		})
+	}
+}
+
+func testCluster(t *testing.T, sqlLease bool) {
 	dsn := servicetest.PostgresDSN(t)
 	addr, prefix := servicetest.RedisAddr(t)
 	var progress bytes.Buffer
 	cfg := ClusterConfig{
-		Nodes: 3, DSN: dsn, Schema: "test", RedisAddr: addr, RedisDB: redisDB, RedisPrefix: prefix,
+		Nodes: 3, DSN: dsn, Schema: "test", RedisAddr: addr, RedisDB: redisDB, RedisPrefix: prefix, SQLLease: sqlLease,
 		TTL: time.Second, HeartbeatInterval: 250 * time.Millisecond, OrphanAfter: 2 * time.Second, DispatchTimeout: 2 * time.Second,
 		Concurrency: 20, Drain: 400, Rate: 100, Steady: 2 * time.Second, Delay: 300 * time.Millisecond,
 		Failovers: 2, Handovers: 1, Settle: 500 * time.Millisecond, Dir: t.TempDir(), Progress: &syncWriter{b: &progress},
@@ -117,6 +126,9 @@ func TestCluster(t *testing.T) {
 	}
 	if rep.Drain.Tasks != cfg.Drain || rep.Drain.LastStart <= 0 || rep.Drain.LastStart > rep.Drain.Elapsed {
 		t.Errorf("drain: %d tasks, last start %v, elapsed %v", rep.Drain.Tasks, rep.Drain.LastStart, rep.Drain.Elapsed)
+	}
+	if rep.Elector != electorName(sqlLease) {
+		t.Errorf("the report's elector is %q, want %q", rep.Elector, electorName(sqlLease))
 	}
 	if len(rep.Drain.Spread) != cfg.Nodes {
 		t.Errorf("drain: ran on %v, want all %d nodes", rep.Drain.Spread, cfg.Nodes)

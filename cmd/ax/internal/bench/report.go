@@ -29,7 +29,11 @@ func (d Dist) String() string {
 func (r ClusterReport) Write(w io.Writer, cmdline string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("$ %s", cmdline)
-	p("cluster: %d node processes on one PostgreSQL schema (%s), elected by Redis (key prefix %s), lease TTL %v;", r.Nodes, r.Schema, r.RedisPrefix, r.TTL)
+	if r.Elector == "sqllease" {
+		p("cluster: %d node processes on one PostgreSQL schema (%s), elected by a SQL lease on it, lease TTL %v;", r.Nodes, r.Schema, r.TTL)
+	} else {
+		p("cluster: %d node processes on one PostgreSQL schema (%s), elected by Redis (key prefix %s), lease TTL %v;", r.Nodes, r.Schema, r.RedisPrefix, r.TTL)
+	}
 	p("  every node executes: the leader in-process and over signed HTTP (random 32-byte secret, loopback, round-robin) to the others;")
 	p("  heartbeat %v, orphan-after %v, dispatch-timeout %v, concurrency %d per node; no-op handlers; run took %v",
 		r.HeartbeatInterval, r.OrphanAfter, r.DispatchTimeout, r.Concurrency, r.Elapsed.Round(time.Second))
