@@ -217,31 +217,43 @@ func (s *Server) readSigned(w http.ResponseWriter, req *http.Request) (int64, []
 	return token, body, true
 }
 
-// addressed reports whether a request's namespace and node are this server's, or
-// answers it 421: a request signed for another executor, replayed here.
-func (s *Server) addressed(w http.ResponseWriter, namespace, node string) bool {
-	if namespace != s.namespace || node != s.node {
-		http.Error(w, fmt.Sprintf("this is node %q of namespace %q", s.node, s.namespace), http.StatusMisdirectedRequest)
-		return false
+// addressedBody is a request body that names its target and its token.
+type addressedBody interface {
+	target() (namespace, node string, token int64)
+}
+
+func (dr *DispatchRequest) target() (string, string, int64) { return dr.Namespace, dr.Node, dr.Token }
+func (n *ReleasedNotice) target() (string, string, int64)   { return n.Namespace, n.Node, n.Token }
+
+// readRequest reads a signed request's JSON body (a what) into v and checks that it
+// carries the signed token and is addressed to this server; it returns the token, or
+// answers the request and returns false. A request signed for another executor,
+// replayed here, is answered 421.
+func (s *Server) readRequest(w http.ResponseWriter, req *http.Request, what string, v addressedBody) (int64, bool) {
+	token, body, ok := s.readSigned(w, req)
+	if !ok {
+		return 0, false
 	}
-	return true
+	if err := json.Unmarshal(body, v); err != nil {
+		http.Error(w, "malformed "+what+": "+err.Error(), http.StatusBadRequest)
+		return 0, false
+	}
+	namespace, node, bodyToken := v.target()
+	switch {
+	case bodyToken != token:
+		http.Error(w, "the body's token differs from the signed one", http.StatusBadRequest)
+		return 0, false
+	case namespace != s.namespace || node != s.node:
+		http.Error(w, fmt.Sprintf("this is node %q of namespace %q", s.node, s.namespace), http.StatusMisdirectedRequest)
+		return 0, false
+	}
+	return token, true
 }
 
 func (s *Server) serveReleased(w http.ResponseWriter, req *http.Request) {
-	token, body, ok := s.readSigned(w, req)
-	if !ok {
-		return
-	}
 	var n ReleasedNotice
-	if err := json.Unmarshal(body, &n); err != nil {
-		http.Error(w, "malformed release notice: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if n.Token != token {
-		http.Error(w, "the body's token differs from the signed one", http.StatusBadRequest)
-		return
-	}
-	if !s.addressed(w, n.Namespace, n.Node) {
+	token, ok := s.readRequest(w, req, "release notice", &n)
+	if !ok {
 		return
 	}
 	if highest := s.Highest(); token < highest {
@@ -254,20 +266,9 @@ func (s *Server) serveReleased(w http.ResponseWriter, req *http.Request) {
 }
 
 func (s *Server) serveDispatch(w http.ResponseWriter, req *http.Request) {
-	token, body, ok := s.readSigned(w, req)
-	if !ok {
-		return
-	}
 	var dr DispatchRequest
-	if err := json.Unmarshal(body, &dr); err != nil {
-		http.Error(w, "malformed dispatch: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if dr.Token != token {
-		http.Error(w, "the body's token differs from the signed one", http.StatusBadRequest)
-		return
-	}
-	if !s.addressed(w, dr.Namespace, dr.Node) {
+	token, ok := s.readRequest(w, req, "dispatch", &dr)
+	if !ok {
 		return
 	}
 	if highest, ok := s.observe(token); !ok {

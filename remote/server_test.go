@@ -78,6 +78,22 @@ func dispatchOf(token int64, ids ...int64) DispatchRequest {
 	return dr
 }
 
+// signedServer serves exec as node exec-1 of namespace ns, verifying with testSecret,
+// and returns the server and a client that signs with it.
+func signedServer(t *testing.T, exec Executor) (*httptest.Server, *Client) {
+	t.Helper()
+	v, err := NewVerifier(testSecret, WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewServer("ns", "exec-1", exec, v, quiet()))
+	t.Cleanup(srv.Close)
+	signer, _ := NewSigner(testSecret)
+	c := NewClient(signer, 5*time.Second, nil)
+	t.Cleanup(c.Close)
+	return srv, c
+}
+
 // TestServerDispatch: a signed dispatch is taken up to the free slots, the rest answered
 // busy or unhandled; a token below the highest seen is refused 409 (ErrFenced) and
 // makes the older token's tasks invalid; a dispatch addressed to another node or
@@ -85,15 +101,7 @@ func dispatchOf(token int64, ids ...int64) DispatchRequest {
 func TestServerDispatch(t *testing.T) {
 	t.Parallel()
 	exec := &fakeExecutor{free: 2}
-	v, err := NewVerifier(testSecret, WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(NewServer("ns", "exec-1", exec, v, quiet()))
-	defer srv.Close()
-	signer, _ := NewSigner(testSecret)
-	c := NewClient(signer, 5*time.Second, nil)
-	defer c.Close()
+	srv, c := signedServer(t, exec)
 	ctx := context.Background()
 
 	resp, err := c.Dispatch(ctx, srv.URL, dispatchOf(5, 1, 2, 3, -4))
@@ -151,15 +159,7 @@ func TestServerDispatch(t *testing.T) {
 func TestServerReleased(t *testing.T) {
 	t.Parallel()
 	exec := &fakeExecutor{free: 1}
-	v, err := NewVerifier(testSecret, WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(NewServer("ns", "exec-1", exec, v, quiet()))
-	defer srv.Close()
-	signer, _ := NewSigner(testSecret)
-	c := NewClient(signer, 5*time.Second, nil)
-	defer c.Close()
+	srv, c := signedServer(t, exec)
 	ctx := context.Background()
 	notice := func(token int64) ReleasedNotice { return ReleasedNotice{Namespace: "ns", Node: "exec-1", Token: token} }
 
