@@ -160,9 +160,9 @@ type ClusterConfig struct {
 	// registry. Empty: this replica takes no remote dispatch (the leader still runs
 	// tasks in its own process).
 	Advertise string
-	// Secret signs and verifies every dispatch (HMAC-SHA256; at least 32 bytes). The
-	// same on every replica. Empty: requests go unsigned and ExecutorHandler serves
-	// only connections to a loopback address.
+	// Secret signs and verifies every dispatch and release notice (HMAC-SHA256; at
+	// least 32 bytes). The same on every replica. Empty: requests go unsigned and
+	// ExecutorHandler serves only connections to a loopback address.
 	Secret []byte
 	// Routing is how the leader picks among the live replicas that registered a
 	// task's handler. Defaults to RouteRoundRobin.

@@ -84,7 +84,8 @@
 //     occurrence is written once. With an Elector only the leader of the Namespace
 //     schedules, under its lease, and the store fences it: once a newer leader has
 //     recorded itself (store.Store.RaiseFence), the old one's claims, schedule fires
-//     and recovery writes are refused (store.ErrFenced) and its term ends. A process
+//     and recovery writes, and the starts of what it claimed, on whichever replica,
+//     are refused (store.ErrFenced) and its term ends. A process
 //     that stalls past OrphanAfter and resumes can still finish an execution already
 //     re-run by recovery; its result is discarded, its side effects are not — hence
 //     handlers idempotent on the execution id or the business key.

@@ -53,8 +53,6 @@ type Scheduler struct {
 	// The executor endpoint (ExecutorHandler) and the leader's client of the others'.
 	server *remote.Server
 	client *remote.Client
-	// wake cuts this replica's campaign short when a release notice arrives.
-	wake leadership.Wake
 
 	hooks testHooks
 }
@@ -245,8 +243,14 @@ func (x remoteExecutor) Take(token int64, tasks []store.Task, valid func() error
 	return out
 }
 
-// Released wakes this replica's campaign: the leader released its lease.
-func (x remoteExecutor) Released(token int64) { x.s.wake.Notify() }
+// Released wakes this replica's campaign, through its elector when it can be woken
+// (elect.Waker): the leader released its lease. Electors that hear releases by
+// themselves (elect/redis: a publish) need no waking.
+func (x remoteExecutor) Released(token int64) {
+	if w, ok := x.s.cfg.Elector.(elect.Waker); ok && x.s.cfg.canLead() {
+		w.Wake()
+	}
+}
 
 // Load returns the executor's running handlers and free slots.
 func (x remoteExecutor) Load() (running, free int) {
@@ -554,7 +558,6 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 					return err
 				},
 				StoreDown: s.cfg.StoreTimeout,
-				Wake:      &s.wake,
 				Released:  s.announceRelease,
 			})
 		})
@@ -728,18 +731,16 @@ func (s *Scheduler) startIO(ctx context.Context) ([]store.Schedule, error) {
 // Stop on a scheduler that is stopped, stopping or was never started returns nil at
 // once.
 func (s *Scheduler) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	stopped := s.state == stateStopped
-	s.mu.Unlock()
-	if stopped {
-		// Not through the select below: with ctx already done, select may pick
-		// ctx.Done() over a free lifecycle and report an error for a no-op.
-		return nil
-	}
 	select {
 	case s.lifecycle <- struct{}{}:
-	case <-ctx.Done():
-		return errorf("ax: stop: %w", ctx.Err())
+		// Free: taken whatever ctx says (a select of both could pick ctx.Done() and
+		// fail a Stop that has nothing to wait for).
+	default:
+		select {
+		case s.lifecycle <- struct{}{}:
+		case <-ctx.Done():
+			return errorf("ax: stop: %w", ctx.Err())
+		}
 	}
 	s.mu.Lock()
 	r := s.run

@@ -391,3 +391,17 @@ func TestStopHonoursItsContextInEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// Stop on a scheduler that was never started, or is stopped, returns nil even when
+// its context has already ended: there is nothing to wait for.
+func TestStopWithEndedContextIsNoOp(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, openSQLite(t), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 { // a select of a free lifecycle and a done ctx would fail about half
+		if err := s.Stop(ctx); err != nil {
+			t.Fatalf("Stop of a scheduler never started, ctx done: %v, want nil", err)
+		}
+	}
+}

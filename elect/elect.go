@@ -31,6 +31,15 @@ type Namespaced interface {
 	Namespace() string
 }
 
+// Waker is implemented by electors whose standbys can be told that the lease was
+// released elsewhere (elect/sqllease: a database cannot tell them). Wake makes the
+// campaigns waiting now try again at once; it grants nothing, the backend decides. The
+// scheduler calls it on a leader's release notice (remote.ReleasedNotice). It must not
+// block.
+type Waker interface {
+	Wake()
+}
+
 // Lease is leadership held by one campaign. Its methods are safe for concurrent use.
 type Lease interface {
 	// Token returns the fencing token: strictly greater than the token of every earlier

@@ -82,7 +82,7 @@ type Executor interface {
 	Load() (running, free int)
 	// Released is told that the leader under token released its lease (a verified
 	// ReleasedNotice whose token is not below the highest seen): a replica that
-	// campaigns tries at once. It must not block.
+	// campaigns tries at once (elect.Waker). It must not block.
 	Released(token int64)
 }
 
@@ -151,7 +151,7 @@ func (s *Server) observe(token int64) (highest int64, ok bool) {
 	return token, true
 }
 
-// ServeHTTP serves DispatchPath and HealthPath.
+// ServeHTTP serves DispatchPath, ReleasedPath and HealthPath.
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch req.URL.Path {
 	case HealthPath:

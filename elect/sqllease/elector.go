@@ -35,7 +35,7 @@ const minWait = 2 * time.Millisecond
 
 // New returns an Elector of the election named by WithNamespace on st. It returns an error
 // wrapping store.ErrInvalid if st does not implement store.Leaser or an option is invalid
-// (a TTL below MinTTL, an empty namespace).
+// (a TTL below MinTTL, an empty namespace, a poll interval below 2ms).
 func New(st store.Store, opts ...Option) (*Elector, error) {
 	l, ok := st.(store.Leaser)
 	if !ok {
@@ -74,6 +74,13 @@ func (e *Elector) releases() <-chan struct{} {
 	defer e.mu.Unlock()
 	return e.released
 }
+
+var _ elect.Waker = (*Elector)(nil)
+
+// Wake makes this Elector's waiting campaigns try to acquire at once: another process
+// announced that it released the lease (see elect.Waker). A Resign through this Elector
+// wakes them by itself.
+func (e *Elector) Wake() { e.wake() }
 
 // wake tells this Elector's waiting campaigns that the lease was released.
 func (e *Elector) wake() {

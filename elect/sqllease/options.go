@@ -44,7 +44,9 @@ func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } 
 // min(MaxPollInterval, TTL/2). A longer bound means fewer reads of the lease row while
 // a holder renews; it does not slow a failover (the standby tries at the expiry it was
 // told) nor a handover (a Resign wakes this Elector's campaigns, and ax tells the other
-// replicas' schedulers at once).
+// replicas' schedulers at once). A shorter one costs more than a read: on PostgreSQL each
+// attempt takes the namespace's fence lock exclusively for a moment, holding back the
+// leader's fenced writes (claims, starts) meanwhile; keep it to seconds.
 func WithPollInterval(d time.Duration) Option { return func(c *config) { c.poll = d } }
 
 // WithLogger sets the logger for renew failures and lost leases. Defaults to slog.Default().

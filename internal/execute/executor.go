@@ -290,19 +290,28 @@ func (e *Executor) starter() {
 	}
 }
 
+// startBatch starts a batch in one Start per fence (the store checks one per call):
+// tasks of two leaders' terms meet in a batch only around a change of leader.
 func (e *Executor) startBatch(batch []dispatched) {
+	var fences []store.Fence
+	groups := map[store.Fence][]dispatched{}
+	for _, d := range batch {
+		f := d.src.fence()
+		if _, ok := groups[f]; !ok {
+			fences = append(fences, f)
+		}
+		groups[f] = append(groups[f], d)
+	}
+	for _, f := range fences {
+		e.startGroup(f, groups[f])
+	}
+}
+
+// startGroup records the executions of batch, claimed under fence, as started and runs
+// their handlers; the sources' validity is asked right before.
+func (e *Executor) startGroup(fence store.Fence, batch []dispatched) {
 	if batch = e.dropInvalid(batch); len(batch) == 0 {
 		return
-	}
-	// One Start per fence: the store checks one per call. Tasks of two leaders' terms
-	// meet in a batch only around a change of leader.
-	fence := batch[0].src.fence()
-	for i, d := range batch {
-		if d.src.fence() != fence {
-			e.startBatch(batch[i:])
-			batch = batch[:i]
-			break
-		}
 	}
 	params := make([]store.StartParams, len(batch))
 	for i, d := range batch {
@@ -324,16 +333,27 @@ func (e *Executor) startBatch(batch []dispatched) {
 			e.handBack(batch, observe.Stopping, reason)
 		}
 		if errors.Is(err, store.ErrFenced) {
-			// A newer leader recorded itself: nothing was written, and these claims of
-			// the older one must never start. Handed back, the new leader runs them.
+			// A newer leader recorded itself: this call wrote nothing, and these claims
+			// of the older one must never start. Handed back, the new leader runs them —
+			// except those an earlier, unanswered attempt started: it committed before
+			// the raise (which waits for fenced writes), so they are this executor's own.
+			var own []dispatched
+			if ambiguous {
+				batch, own, res = e.startedEarlier(batch)
+			}
 			e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: executions not started: claimed by a leader the store has fenced",
 				slog.Int("tasks", len(batch)), slog.Any("err", err))
 			e.mu.Lock()
 			e.free += len(batch)
 			e.mu.Unlock()
-			e.handBack(batch, observe.Fenced, "claimed by a fenced leader: "+err.Error())
+			if len(batch) > 0 {
+				e.handBack(batch, observe.Fenced, "claimed by a fenced leader: "+err.Error())
+			}
 			e.signal()
-			return
+			if batch = own; len(batch) == 0 {
+				return
+			}
+			break
 		}
 		ambiguous = true
 		// The tasks stay DISPATCHING in the store; if this goes on past
@@ -466,6 +486,29 @@ func (e *Executor) ownStart(d dispatched, r store.StartResult) store.StartResult
 		return r
 	}
 	return store.StartResult{Outcome: store.Started, Task: t, Execution: r.Execution}
+}
+
+// startedEarlier splits batch into the tasks whose execution an earlier attempt did not
+// record (rest) and those whose execution is recorded (own), with their results as a
+// Start would give them: Started when it is this executor's and still RUNNING.
+func (e *Executor) startedEarlier(batch []dispatched) (rest, own []dispatched, res []store.StartResult) {
+	for _, d := range batch {
+		execs, err := e.cfg.Store.Executions(context.Background(), d.task.ID)
+		var rec *store.Execution
+		for i := range execs {
+			if execs[i].ID == d.task.ExecutionID {
+				rec = &execs[i]
+			}
+		}
+		if err != nil || rec == nil {
+			rest = append(rest, d)
+			continue
+		}
+		// Recorded, and running here (Started), or not any more (Duplicate: it moved on,
+		// there is nothing to hand back).
+		own, res = append(own, d), append(res, e.ownStart(d, store.StartResult{Outcome: store.Duplicate, Execution: rec}))
+	}
+	return rest, own, res
 }
 
 func countStarted(res []store.StartResult) int {

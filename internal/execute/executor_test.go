@@ -220,3 +220,62 @@ func TestFencedStartHandsBack(t *testing.T) {
 		t.Errorf("%d executions recorded, handler ran %d times; want none", len(execs), runs.Load())
 	}
 }
+
+// raiseAfterStart commits the first Start, lets a newer leader record itself, and then
+// reports the Start failed, as when the connection drops during COMMIT.
+type raiseAfterStart struct {
+	store.Store
+	once atomic.Bool
+}
+
+func (s *raiseAfterStart) Start(ctx context.Context, f store.Fence, p []store.StartParams) ([]store.StartResult, error) {
+	res, err := s.Store.Start(ctx, f, p)
+	if err == nil && s.once.CompareAndSwap(false, true) {
+		if _, err := s.Store.RaiseFence(ctx, f.Namespace, "newer", f.Token+1); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("connection reset during commit")
+	}
+	return res, err
+}
+
+// TestFencedRetryKeepsEarlierStart: a Start commits unanswered, a newer leader records
+// itself, and the retry is refused as fenced. The execution the first attempt recorded
+// is this executor's own, started before the raise: its handler runs (once), rather
+// than the task being left RUNNING with no handler until it is taken for an orphan.
+func TestFencedRetryKeepsEarlierStart(t *testing.T) {
+	t.Parallel()
+	inner := openSQLite(t)
+	st := &raiseAfterStart{Store: inner}
+	ctx := context.Background()
+	fence, err := st.RaiseFence(ctx, "default", "a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(-time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Claim(ctx, fence, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "01900000-0000-7000-8000-000000000004"}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	var runs atomic.Int32
+	ex := New(Config{
+		Store: st, Clock: clock.New(), Log: slog.New(slog.DiscardHandler),
+		Node: "test", Concurrency: 2, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
+		Handler: func(string) *Handler {
+			return &Handler{Run: func(context.Context, *store.Task) error { runs.Add(1); return nil }, Timeout: time.Minute}
+		},
+	})
+	ex.Start()
+	defer ex.Stop(ctx)
+	ex.Dispatch(&Source{Fence: fence}, res.Claimed)
+	waitFor(t, 10*time.Second, "the task to succeed", func() bool {
+		got, err := st.Get(ctx, ins[0].Task.ID)
+		return err == nil && got.Status == store.Succeeded
+	})
+	if n := runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want once", n)
+	}
+}

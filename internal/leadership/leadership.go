@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/axsched/ax/elect"
@@ -54,39 +53,9 @@ type Config struct {
 	// (ErrStoreDown) and resigns, so that a replica that can reach the store leads.
 	Ping      func(ctx context.Context) error
 	StoreDown time.Duration
-	// Wake, when set, makes a campaign under way start a new attempt at once when it
-	// is notified: another replica released its lease.
-	Wake *Wake
 	// Released, when set, is called once a term's lease was released (not lost), so
 	// that the other replicas can be told to campaign at once; ctx bounds it.
 	Released func(ctx context.Context, f store.Fence)
-}
-
-// Wake tells a waiting campaign to try again at once. The zero value is ready to use;
-// it is safe for concurrent use.
-type Wake struct {
-	mu sync.Mutex
-	ch chan struct{} // closed, and replaced, by Notify
-}
-
-// Notify wakes the campaigns waiting now.
-func (w *Wake) Notify() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
-	}
-}
-
-// next returns the channel the next Notify closes.
-func (w *Wake) next() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch == nil {
-		w.ch = make(chan struct{})
-	}
-	return w.ch
 }
 
 // ErrStoreDown is the cause of a term ended because the leader's store stopped
@@ -106,10 +75,6 @@ func Run(ctx context.Context, cfg Config) {
 		cfg.Retry = time.Second
 	}
 	for ctx.Err() == nil {
-		var woken <-chan struct{}
-		if cfg.Wake != nil {
-			woken = cfg.Wake.next() // before the attempt, so that a notice during it is heard
-		}
 		if cfg.Ping != nil {
 			if err := cfg.Ping(ctx); err != nil {
 				if ctx.Err() == nil {
@@ -119,13 +84,10 @@ func Run(ctx context.Context, cfg Config) {
 				continue
 			}
 		}
-		lease, err := campaign(ctx, cfg, woken)
+		lease, err := cfg.Elector.Campaign(ctx, cfg.Candidate)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
-			}
-			if errors.Is(err, errWoken) {
-				continue
 			}
 			cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: campaign for leadership failed", slog.Any("err", err))
 			pause(ctx, cfg.Retry)
@@ -133,33 +95,6 @@ func Run(ctx context.Context, cfg Config) {
 		}
 		term(ctx, cfg, lease)
 	}
-}
-
-// errWoken ends a campaign that a Wake notice cut short.
-var errWoken = errors.New("woken by a release notice")
-
-// campaign runs one Campaign, cut short (errWoken) when woken is closed. A lease won as
-// the notice came is kept: its context does not derive from the campaign's.
-func campaign(ctx context.Context, cfg Config, woken <-chan struct{}) (elect.Lease, error) {
-	if woken == nil {
-		return cfg.Elector.Campaign(ctx, cfg.Candidate)
-	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case <-woken:
-			cancel(errWoken)
-		case <-stop:
-		}
-	}()
-	lease, err := cfg.Elector.Campaign(cctx, cfg.Candidate)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errWoken) {
-		return nil, errWoken
-	}
-	return lease, err
 }
 
 // term runs one term of a won lease and resigns it.

@@ -61,7 +61,7 @@ const (
 	LeaseEnded  = "lease_ended"
 	Busy        = "busy"        // every executor with the handler was full
 	Unreachable = "unreachable" // no executor with the handler answered
-	Fenced      = "fenced"      // an executor has seen a newer leader
+	Fenced      = "fenced"      // an executor, or the store at Start, has seen a newer leader
 	Refused     = "refused"     // an executor answered the dispatch with an error
 )
 

@@ -58,7 +58,7 @@ func (b boundedStore) Claim(ctx context.Context, fence store.Fence, claims []sto
 func (b boundedStore) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	return b.Store.Start(ctx, store.Fence{}, starts)
+	return b.Store.Start(ctx, fence, starts)
 }
 
 func (b boundedStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {

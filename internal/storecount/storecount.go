@@ -223,7 +223,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	if err := s.before(ctx, "Start"); err != nil {
 		return nil, err
 	}
-	return s.inner.Start(ctx, store.Fence{}, starts)
+	return s.inner.Start(ctx, fence, starts)
 }
 
 // Heartbeat counts the call and passes it on.

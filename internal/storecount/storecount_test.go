@@ -184,3 +184,29 @@ func TestWithOptionalInterfaces(t *testing.T) {
 		}
 	}
 }
+
+// A fenced Start reaches the store with its fence: a stale one is refused.
+func TestStartPassesFence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storecount.New(memory.New())
+	defer s.Close()
+	old, err := s.RaiseFence(ctx, "ns", "a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := s.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(-time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, old, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "e-1"}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	if _, err := s.RaiseFence(ctx, "ns", "b", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Start(ctx, old, []store.StartParams{{TaskID: ins[0].Task.ID, ExecutionID: "e-1"}}); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("Start under the older fence: %v, want ErrFenced", err)
+	}
+}

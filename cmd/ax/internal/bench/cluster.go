@@ -211,8 +211,8 @@ func (r *run) progress(format string, args ...any) {
 }
 
 // RunCluster runs the cluster bench: cfg.Nodes node processes on one PostgreSQL
-// schema with Redis election, every one executing (the leader in-process and over
-// signed HTTP to the others). It measures, in order:
+// schema with Redis election (or a SQL lease), every one executing (the leader
+// in-process and over signed HTTP to the others). It measures, in order:
 //
 //  1. drain: cfg.Drain tasks all due at one instant, no-op handlers: throughput from
 //     that instant to the last completion, the spread over the nodes, the dispatch
@@ -253,13 +253,15 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (rep ClusterReport, err 
 		return rep, fmt.Errorf("ax: bench: %w", err)
 	}
 	defer r.db.Close()
-	rc := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, DB: cfg.RedisDB})
-	defer func() {
-		// The lease expires by itself, the epoch key would not.
-		key := cfg.RedisPrefix + "leader:" + ax.DefaultNamespace
-		rc.Del(context.WithoutCancel(ctx), key, "{"+key+"}:epoch")
-		rc.Close()
-	}()
+	if !cfg.SQLLease {
+		rc := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, DB: cfg.RedisDB})
+		defer func() {
+			// The lease expires by itself, the epoch key would not.
+			key := cfg.RedisPrefix + "leader:" + ax.DefaultNamespace
+			rc.Del(context.WithoutCancel(ctx), key, "{"+key+"}:epoch")
+			rc.Close()
+		}()
+	}
 
 	r.p = &procs{ctx: ctx, dir: cfg.Dir, command: cfg.Command, changed: make(chan struct{}), base: ChildConfig{
 		DSN: cfg.DSN, RedisAddr: cfg.RedisAddr, RedisDB: cfg.RedisDB, RedisPrefix: cfg.RedisPrefix, SQLLease: cfg.SQLLease, TTL: cfg.TTL,
