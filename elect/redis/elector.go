@@ -139,7 +139,9 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 	id := held.CampaignID()
 	for {
 		start := time.Now()
-		res, err := acquireScript.Run(ctx, e.client, e.keys, id+" "+candidate, e.ttlMS, e.floor.Load()).Slice()
+		actx, cancel := held.AcquireContext(ctx, e.timing.TTL)
+		res, err := acquireScript.Run(actx, e.client, e.keys, id+" "+candidate, e.ttlMS, e.floor.Load()).Slice()
+		cancel()
 		if err == nil && len(res) >= 3 && res[0] == int64(1) {
 			// Won, even if ctx ended during the request: ctx bounds the wait only, and a
 			// lease left unrenewed in Redis would stall the election for a TTL.

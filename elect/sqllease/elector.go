@@ -120,7 +120,9 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 	for {
 		released := e.releases() // before the attempt, so that a release after it is heard
 		start := time.Now()
-		info, ok, err := e.leaser.AcquireLease(ctx, e.namespace, holder, e.ttl)
+		actx, cancel := held.AcquireContext(ctx, e.ttl)
+		info, ok, err := e.leaser.AcquireLease(actx, e.namespace, holder, e.ttl)
+		cancel()
 		if err == nil && ok {
 			// Won, even if ctx ended during the call: ctx bounds the wait only, and a lease
 			// left unrenewed in the store would stall the election for a TTL.
@@ -136,7 +138,9 @@ func (e *Elector) Campaign(ctx context.Context, candidate string) (elect.Lease, 
 		case info.Holder == holder && info.Remaining > 0:
 			// An earlier attempt took the lease but its answer was lost: confirm it.
 			start = time.Now()
-			ok, err := e.leaser.RenewLease(ctx, e.namespace, holder, info.Epoch, e.ttl)
+			actx, cancel := held.AcquireContext(ctx, e.ttl)
+			ok, err := e.leaser.RenewLease(actx, e.namespace, holder, info.Epoch, e.ttl)
+			cancel()
 			if err == nil && ok {
 				return e.newLease(ctx, candidate, info.Epoch, holder, start), nil
 			}

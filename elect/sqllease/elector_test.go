@@ -306,3 +306,51 @@ func TestResignWakesCampaignOfSameElector(t *testing.T) {
 		t.Fatalf("new holder's Token() = %d, want > %d", r.l.Token(), la.Token())
 	}
 }
+
+// cancelMidAcquire ends the campaign's context while an acquire request is in flight,
+// as a Stop would: the request goes on to the store.
+type cancelMidAcquire struct {
+	store.Store
+	leaser store.Leaser
+	cancel context.CancelFunc
+}
+
+func (c *cancelMidAcquire) AcquireLease(ctx context.Context, ns, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
+	c.cancel()
+	return c.leaser.AcquireLease(ctx, ns, holder, ttl)
+}
+
+func (c *cancelMidAcquire) RenewLease(ctx context.Context, ns, holder string, epoch int64, ttl time.Duration) (bool, error) {
+	return c.leaser.RenewLease(ctx, ns, holder, epoch, ttl)
+}
+
+func (c *cancelMidAcquire) ReleaseLease(ctx context.Context, ns, holder string, epoch int64) (bool, error) {
+	return c.leaser.ReleaseLease(ctx, ns, holder, epoch)
+}
+
+func (c *cancelMidAcquire) Lease(ctx context.Context, ns string) (store.LeaseInfo, error) {
+	return c.leaser.Lease(ctx, ns)
+}
+
+// TestCampaignCancelledMidAcquire: a campaign whose context ends while its acquire
+// request is in flight still completes the request, and returns the lease it won
+// rather than leave it held, unrenewed, in the store for a TTL.
+func TestCampaignCancelledMidAcquire(t *testing.T) {
+	t.Parallel()
+	mem := memory.New()
+	defer mem.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := sqllease.New(&cancelMidAcquire{Store: mem, leaser: mem, cancel: cancel}, sqllease.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("Campaign cancelled during its winning acquire: %v, want the lease", err)
+	}
+	defer l.Resign(context.Background())
+	if st, err := e.Leader(context.Background()); err != nil || st.Holder != "a" || st.Token != l.Token() {
+		t.Fatalf("Leader = %+v, %v; want a with token %d", st, err, l.Token())
+	}
+}

@@ -264,6 +264,15 @@ func (l *Lease) Resign(ctx context.Context) error {
 // each other's lease.
 func CampaignID() string { return rand.Text()[:16] }
 
+// AcquireContext is the context of one acquire request of a campaign under ctx: not
+// cancelled when ctx is (ctx bounds the campaign's wait only — a request cancelled in
+// flight may still commit, and a lease won but not answered is held, unrenewed, for a
+// TTL), but bounded by ttl, past which a won lease would have expired anyway. Its
+// values are ctx's.
+func AcquireContext(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), ttl)
+}
+
 // Pause waits between two acquire attempts of a campaign: until d has passed, wake
 // yields or is closed, or ctx ends, and then it returns ctx.Err(). wakeClosed reports
 // that wake was closed (a nil wake never wakes).
