@@ -61,3 +61,35 @@ func BenchmarkLifecycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBulkInsert inserts batches of new tasks, by binding arrays (insertSQL) and
+// by COPY (copy.go), into a table that grows by b.N batches: alternate the two in one
+// run (-count) to compare them.
+func BenchmarkBulkInsert(b *testing.B) {
+	for _, size := range []int{200, 1000, 2000, 5000} {
+		for _, path := range []string{"arrays", "copy"} {
+			b.Run(fmt.Sprintf("batch=%d/%s", size, path), func(b *testing.B) {
+				ctx := context.Background()
+				st, err := postgres.Open(ctx, servicetest.PostgresDSN(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer st.Close()
+				postgres.SetCopyThreshold(st, map[string]int{"arrays": 1 << 30, "copy": 1}[path])
+				due := time.Now().Add(time.Hour)
+				n := 0
+				for b.Loop() {
+					nts := make([]store.NewTask, size)
+					for i := range nts {
+						n++
+						nts[i] = store.NewTask{Name: "bench", Key: fmt.Sprint(n), DueAt: due, Payload: []byte(`{"order":42}`)}
+					}
+					if _, err := st.Insert(ctx, nts); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tasks/s")
+			})
+		}
+	}
+}

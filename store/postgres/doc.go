@@ -219,7 +219,12 @@
 // results of one execution before its multi-row UPDATE, which would otherwise pick one
 // arbitrarily. Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (namespace, name,
 // key) DO NOTHING per chunk, sorted by (name, key), which also returns the existing rows
-// of the duplicates. A transaction that fails with a deadlock (40P01) or a serialization
+// of the duplicates: one index probe each, through a LATERAL … LIMIT 1 over the rows the
+// insert did not write (a plain join let the planner read the whole namespace for every
+// chunk on a table without statistics, making bulk submits slow down as the table
+// grew: 7,000 tasks/s over 100,000 instead of 30,000). An Insert of 5,000 tasks or more
+// streams them with COPY into a session's temporary table instead, then moves them with
+// one INSERT … SELECT … ON CONFLICT of the same shape (copy.go). A transaction that fails with a deadlock (40P01) or a serialization
 // failure (40001) runs again, after a jittered backoff, up to 5 times.
 //
 // # Task keys

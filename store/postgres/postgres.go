@@ -47,6 +47,8 @@ type shared struct {
 	channel string // the NOTIFY channel: "ax_" + schema
 	lockKey int32  // classid of the refill watermark advisory locks: a hash of schema
 	keyLock int32  // classid of the task key advisory locks: another hash of schema, negative
+	// copyThreshold is the smallest Insert that goes through COPY (copy.go).
+	copyThreshold int
 
 	mu        sync.Mutex // guards closed transitions against new listeners
 	closed    atomic.Bool
@@ -118,7 +120,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
 	}
-	s := &Store{shared: &shared{pool: pool}, ns: store.DefaultNamespace}
+	s := &Store{shared: &shared{pool: pool, copyThreshold: copyThreshold}, ns: store.DefaultNamespace}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,15 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// TestBulkInsert runs the suite's inserts through COPY (copy.go), whatever their size.
+func TestBulkInsert(t *testing.T) {
+	storetest.RunInsert(t, func(t *testing.T) store.Store {
+		st := open(t)
+		postgres.SetCopyThreshold(st, 1)
+		return st
+	})
+}
+
 // open returns a fresh store on its own schema, closed when the test ends.
 func open(t *testing.T) *postgres.Store {
 	t.Helper()

@@ -39,11 +39,19 @@ ins AS (INSERT INTO ax_tasks AS t (namespace, name, key, payload, status, due_at
 	RETURNING ` + taskCols + `)
 SELECT true, * FROM ins
 UNION ALL
-SELECT false, ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $11 AND (t.name, t.key) IN (SELECT c.name, c.key FROM c)`
+SELECT false, x.* FROM c CROSS JOIN LATERAL (` + existingSQL + `) x
+	WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.name = c.name AND ins.key = c.key)`
+
+// existingSQL reads the task of namespace $11 with c's name and key, for a row of c
+// that the insert statement did not insert. One index probe per such row: LIMIT 1 keeps
+// the planner from pulling the subquery up into a join that reads the whole namespace
+// (it did, on a table without statistics: 15 of 19 ms per chunk at 40,000 rows, the
+// insert cost growing with the table).
+const existingSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $11 AND t.name = c.name AND t.key = c.key LIMIT 1`
 
 // lookupManySQL reads the tasks of namespace $3 with the given (name, key) pairs.
-const lookupManySQL = `SELECT ` + taskCols + ` FROM ax_tasks t
-	WHERE t.namespace = $3 AND (t.name, t.key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+const lookupManySQL = `SELECT x.* FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS c(name, key)) c
+	CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $3 AND t.name = c.name AND t.key = c.key LIMIT 1) x`
 
 type nameKey struct{ name, key string }
 
@@ -235,7 +243,11 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		}
 		return []store.Inserted{}, nil
 	}
-	err = s.tx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
+	if len(tasks) >= s.copyThreshold {
+		err = s.retry(ctx, "insert", func() error { return s.insertCopy(ctx, in) })
+	} else {
+		err = s.tx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,10 +40,7 @@ import (
 // durations.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
-	groups := []struct {
-		name  string
-		tests []test
-	}{
+	run(t, open, []group{
 		{"Insert", insertTests},
 		{"Read", readTests},
 		{"Cancel", cancelTests},
@@ -62,7 +60,25 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Fence", fenceTests},
 		{"Namespace", namespaceTests},
 		{"Nodes", nodeTests},
-	}
+	})
+}
+
+// RunInsert runs the suite's Insert group and its concurrent inserts of one key: for a
+// store's second insert path (a bulk one, above a size threshold), forced for every
+// size by open.
+func RunInsert(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Helper()
+	run(t, open, []group{{"Insert", append(slices.Clone(insertTests), test{"SameKey", testInsertSameKey})}})
+}
+
+// group is a named set of the suite's subtests.
+type group struct {
+	name  string
+	tests []test
+}
+
+func run(t *testing.T, open func(t *testing.T) store.Store, groups []group) {
+	t.Helper()
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
