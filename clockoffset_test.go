@@ -26,9 +26,10 @@ import (
 // clock.
 //
 // The replicas share one process (each with its own clock, its own pool, its own
-// endpoint): a process cannot set its host clock off without privileges. So the
-// signing window is not put to the test here — in one process every replica's wall
-// clock is the same — which is why requests are signed and verified by the
+// endpoint); internal/clustertest TestClockOffsetAcrossProcesses runs the same in three
+// processes. Either way the clocks are skewed in the schedulers: a process cannot set
+// its host clock off without privileges, so what reads the host's clock directly is
+// not put to the test — which is why requests are signed and verified by the
 // store-corrected clock (Scheduler.New), not by the host's.
 func TestClockOffsetBetweenReplicas(t *testing.T) {
 	t.Parallel()

@@ -28,6 +28,27 @@ func NewSkewed(skew time.Duration) *Clock {
 	return &Clock{base: now, wall: now.Round(0).Add(skew)}
 }
 
+// Skew moves the clock by d, as if its host's wall clock were off by d: until the next
+// Measure, which corrects it like any offset.
+func (c *Clock) Skew(d time.Duration) { c.offset.Add(int64(d)) }
+
+type skewKey struct{}
+
+// WithSkew returns ctx carrying a skew for the clock of a scheduler started under it
+// (Scheduler.Start reads it before it first measures the store's clock): tests run
+// replicas, in other processes too, "on" hosts whose wall clocks are off by d, which a
+// process cannot make true of its real clock without privileges. Only this module can
+// set it: the package is internal.
+func WithSkew(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, skewKey{}, d)
+}
+
+// SkewFrom returns the skew ctx carries (WithSkew); zero when none.
+func SkewFrom(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(skewKey{}).(time.Duration)
+	return d
+}
+
 // Now returns the corrected current time. It has no monotonic reading: compare it
 // only with times from the store or from Now.
 func (c *Clock) Now() time.Time {

@@ -67,3 +67,19 @@ func TestSkewedClockMeasuresBack(t *testing.T) {
 		}
 	})
 }
+
+// A skew carried by the context moves the clock until a measurement corrects it.
+func TestSkewFromContext(t *testing.T) {
+	ctx := WithSkew(context.Background(), 30*time.Second)
+	if d := SkewFrom(ctx); d != 30*time.Second {
+		t.Fatalf("SkewFrom = %v, want 30s", d)
+	}
+	if d := SkewFrom(context.Background()); d != 0 {
+		t.Fatalf("SkewFrom(no skew) = %v, want 0", d)
+	}
+	c := New()
+	c.Skew(SkewFrom(ctx))
+	if off := c.Now().Sub(time.Now()); off < 29*time.Second || off > 31*time.Second {
+		t.Fatalf("a clock skewed by 30s reads %v off, want about 30s", off)
+	}
+}

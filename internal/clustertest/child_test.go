@@ -27,6 +27,7 @@ import (
 	"github.com/axsched/ax/elect"
 	axredis "github.com/axsched/ax/elect/redis"
 	"github.com/axsched/ax/elect/sqllease"
+	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -108,6 +109,9 @@ type ChildConfig struct {
 	Secret []byte
 	// RequestTimeout is Config.Cluster.RequestTimeout; zero: ax's default.
 	RequestTimeout time.Duration
+	// ClockSkew runs the child's scheduler as on a host whose wall clock is off by
+	// this much (internal/clock.WithSkew): ahead when positive.
+	ClockSkew time.Duration
 }
 
 // RunChild is the child side: run from the test named ChildTest, it runs the
@@ -282,7 +286,7 @@ func runChild(raw string, out *printer) error {
 		go func() { served <- srv.Serve(ln) }()
 		out.line("SERVING %s", ln.Addr())
 	}
-	if err := s.Start(ctx); err != nil {
+	if err := s.Start(clock.WithSkew(ctx, cfg.ClockSkew)); err != nil {
 		return err
 	}
 	out.line("READY")
