@@ -313,72 +313,90 @@ func (e *Executor) startGroup(fence store.Fence, batch []dispatched) {
 	if batch = e.dropInvalid(batch); len(batch) == 0 {
 		return
 	}
-	params := make([]store.StartParams, len(batch))
-	for i, d := range batch {
-		params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: e.cfg.Node}
+	var (
+		ambiguous bool      // an earlier attempt failed: it may have committed
+		first     time.Time // the start of the first attempt: the earliest a start can be stamped
+		// What an unanswered attempt recorded, of tasks a later attempt did not start
+		// (fenced, or their lease ended meanwhile): they run as if it had answered.
+		own    []dispatched
+		ownRes []store.StartResult
+	)
+	keepRecorded := func(tasks []dispatched) (rest []dispatched) {
+		rest, o, r := e.startedEarlier(tasks)
+		own, ownRes = append(own, o...), append(ownRes, r...)
+		return rest
 	}
-	var res []store.StartResult
-	ambiguous := false // an earlier attempt failed: it may have committed
-	var sent time.Time // the start of the Start request that answered
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		var err error
-		sent = time.Now()
-		if res, err = e.cfg.Store.Start(context.Background(), fence, params); err == nil {
-			break
+	defer func() {
+		if len(own) > 0 {
+			e.launch(own, ownRes, first, false)
 		}
-		giveUp := func(reason string) {
-			e.mu.Lock()
-			e.free += len(batch)
-			e.mu.Unlock()
-			e.handBack(batch, observe.Stopping, reason)
+	}()
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		params := make([]store.StartParams, len(batch))
+		for i, d := range batch {
+			params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: e.cfg.Node}
+		}
+		sent := time.Now()
+		if first.IsZero() {
+			first = sent
+		}
+		res, err := e.cfg.Store.Start(context.Background(), fence, params)
+		if err == nil {
+			beat := sent
+			if ambiguous {
+				beat = first // a start resolved as this executor's own may date from then
+			}
+			e.launch(batch, res, beat, ambiguous)
+			return
 		}
 		if errors.Is(err, store.ErrFenced) {
 			// A newer leader recorded itself: this call wrote nothing, and these claims
 			// of the older one must never start. Handed back, the new leader runs them —
 			// except those an earlier, unanswered attempt started: it committed before
 			// the raise (which waits for fenced writes), so they are this executor's own.
-			var own []dispatched
 			if ambiguous {
-				batch, own, res = e.startedEarlier(batch)
+				batch = keepRecorded(batch)
 			}
-			e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: executions not started: claimed by a leader the store has fenced",
-				slog.Int("tasks", len(batch)), slog.Any("err", err))
-			e.mu.Lock()
-			e.free += len(batch)
-			e.mu.Unlock()
 			if len(batch) > 0 {
-				e.handBack(batch, observe.Fenced, "claimed by a fenced leader: "+err.Error())
+				e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: executions not started: claimed by a leader the store has fenced",
+					slog.Int("tasks", len(batch)), slog.Any("err", err))
+				e.giveBack(batch, observe.Fenced, "claimed by a fenced leader: "+err.Error())
 			}
-			e.signal()
-			if batch = own; len(batch) == 0 {
-				return
-			}
-			break
+			return
 		}
 		ambiguous = true
 		// The tasks stay DISPATCHING in the store; if this goes on past
 		// DispatchTimeout recovery hands them back and Start answers Lost.
 		e.cfg.Log.LogAttrs(e.base, slog.LevelError, "ax: start executions failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
 		if errors.Is(err, store.ErrClosed) {
-			giveUp("store closed") // no retry can succeed; recovery takes them
+			e.giveBack(batch, observe.Stopping, "store closed") // no retry can succeed; recovery takes them
 			return
 		}
 		select {
 		case <-e.quit:
-			giveUp("scheduler stopping")
+			e.giveBack(batch, observe.Stopping, "scheduler stopping")
 			return
 		case <-time.After(wait):
 		}
 		// The lease may have ended while the store did not answer: what is no longer
-		// valid is handed back, not started by the next attempt.
-		if batch = e.dropInvalid(batch); len(batch) == 0 {
+		// valid is not started by the next attempt, and handed back unless the
+		// unanswered attempt recorded it here.
+		valid, invalid, reason := splitInvalid(batch)
+		if len(invalid) > 0 {
+			if rest := keepRecorded(invalid); len(rest) > 0 {
+				e.giveBack(rest, observe.LeaseEnded, "claimed under a lease that ended: "+reason.Error())
+			}
+		}
+		if batch = valid; len(batch) == 0 {
 			return
 		}
-		params = params[:0]
-		for _, d := range batch {
-			params = append(params, store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: e.cfg.Node})
-		}
 	}
+}
+
+// launch runs the handlers of the tasks of batch that res says were started, their
+// executions stamped no earlier than beat; the others free their slots. ambiguous:
+// an earlier attempt may have recorded them, so a Duplicate may be this executor's own.
+func (e *Executor) launch(batch []dispatched, res []store.StartResult, beat time.Time, ambiguous bool) {
 	gone := sourceCounts{}
 	for i, r := range res {
 		d := batch[i]
@@ -394,9 +412,9 @@ func (e *Executor) startGroup(fence store.Fence, batch []dispatched) {
 		}
 		x := &execution{task: *r.Task, src: d.src}
 		x.ctx, x.cancel = context.WithCancel(e.base)
-		x.beat = sent
+		x.beat = beat
 		if bound := e.cfg.SelfFenceAfter; bound > 0 {
-			x.fence = time.AfterFunc(bound-time.Since(sent), func() { e.selfFence(x) })
+			x.fence = time.AfterFunc(bound-time.Since(beat), func() { e.selfFence(x) })
 		}
 		e.cfg.Observe.Started(e.cfg.Clock.Now(), &x.task)
 		e.mu.Lock()
@@ -414,26 +432,36 @@ func (e *Executor) startGroup(fence store.Fence, batch []dispatched) {
 	gone.report()
 }
 
+// giveBack frees the slots of tasks that will not start here and hands them back.
+func (e *Executor) giveBack(tasks []dispatched, code, reason string) {
+	e.mu.Lock()
+	e.free += len(tasks)
+	e.mu.Unlock()
+	e.handBack(tasks, code, reason)
+	e.signal()
+}
+
+// splitInvalid splits batch by whether each task's source is still valid, with the
+// reason of one that is not.
+func splitInvalid(batch []dispatched) (valid, invalid []dispatched, reason error) {
+	for _, d := range batch {
+		if err := d.src.valid(); err != nil {
+			invalid, reason = append(invalid, d), err
+			continue
+		}
+		valid = append(valid, d)
+	}
+	return valid, invalid, reason
+}
+
 // dropInvalid hands back the tasks of batch whose source is no longer valid (its lease
 // ended: another leader may be running them already) and returns the others.
 func (e *Executor) dropInvalid(batch []dispatched) []dispatched {
-	var keep, drop []dispatched
-	var reason error
-	for _, d := range batch {
-		if err := d.src.valid(); err != nil {
-			drop, reason = append(drop, d), err
-			continue
-		}
-		keep = append(keep, d)
+	valid, invalid, reason := splitInvalid(batch)
+	if len(invalid) > 0 {
+		e.giveBack(invalid, observe.LeaseEnded, "claimed under a lease that ended: "+reason.Error())
 	}
-	if len(drop) > 0 {
-		e.mu.Lock()
-		e.free += len(drop)
-		e.mu.Unlock()
-		e.handBack(drop, observe.LeaseEnded, "claimed under a lease that ended: "+reason.Error())
-		e.signal()
-	}
-	return keep
+	return valid
 }
 
 // Withdraw hands back the tasks src dispatched that have not started: its lease ended.
@@ -494,6 +522,9 @@ func (e *Executor) ownStart(d dispatched, r store.StartResult) store.StartResult
 func (e *Executor) startedEarlier(batch []dispatched) (rest, own []dispatched, res []store.StartResult) {
 	for _, d := range batch {
 		execs, err := e.cfg.Store.Executions(context.Background(), d.task.ID)
+		if err != nil { // once more: a task recorded but taken for not is left to orphan recovery
+			execs, err = e.cfg.Store.Executions(context.Background(), d.task.ID)
+		}
 		var rec *store.Execution
 		for i := range execs {
 			if execs[i].ID == d.task.ExecutionID {

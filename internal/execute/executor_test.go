@@ -221,17 +221,18 @@ func TestFencedStartHandsBack(t *testing.T) {
 	}
 }
 
-// raiseAfterStart commits the first Start, lets a newer leader record itself, and then
-// reports the Start failed, as when the connection drops during COMMIT.
+// raiseAfterStart commits the first Start, calls after (a newer leader records itself,
+// say), and then reports the Start failed, as when the connection drops during COMMIT.
 type raiseAfterStart struct {
 	store.Store
-	once atomic.Bool
+	once  atomic.Bool
+	after func(ctx context.Context, st store.Store, f store.Fence) error
 }
 
 func (s *raiseAfterStart) Start(ctx context.Context, f store.Fence, p []store.StartParams) ([]store.StartResult, error) {
 	res, err := s.Store.Start(ctx, f, p)
 	if err == nil && s.once.CompareAndSwap(false, true) {
-		if _, err := s.Store.RaiseFence(ctx, f.Namespace, "newer", f.Token+1); err != nil {
+		if err := s.after(ctx, s.Store, f); err != nil {
 			return nil, err
 		}
 		return nil, errors.New("connection reset during commit")
@@ -245,8 +246,31 @@ func (s *raiseAfterStart) Start(ctx context.Context, f store.Fence, p []store.St
 // than the task being left RUNNING with no handler until it is taken for an orphan.
 func TestFencedRetryKeepsEarlierStart(t *testing.T) {
 	t.Parallel()
+	testRetryKeepsEarlierStart(t, func(*atomic.Bool) func(context.Context, store.Store, store.Fence) error {
+		return func(ctx context.Context, st store.Store, f store.Fence) error {
+			_, err := st.RaiseFence(ctx, f.Namespace, "newer", f.Token+1)
+			return err
+		}
+	})
+}
+
+// TestLeaseEndedRetryKeepsEarlierStart: as above, but what the executor learns before
+// its retry is that the lease ended. The execution the unanswered attempt recorded
+// still runs here, rather than being handed back (a no-op: it is RUNNING) and left to
+// orphan recovery.
+func TestLeaseEndedRetryKeepsEarlierStart(t *testing.T) {
+	t.Parallel()
+	testRetryKeepsEarlierStart(t, func(ended *atomic.Bool) func(context.Context, store.Store, store.Fence) error {
+		return func(context.Context, store.Store, store.Fence) error { ended.Store(true); return nil }
+	})
+}
+
+// testRetryKeepsEarlierStart runs one task whose first Start commits unanswered and is
+// followed by what after(ended) does; ended, once set, makes the task's source invalid.
+func testRetryKeepsEarlierStart(t *testing.T, after func(ended *atomic.Bool) func(context.Context, store.Store, store.Fence) error) {
 	inner := openSQLite(t)
-	st := &raiseAfterStart{Store: inner}
+	var ended atomic.Bool
+	st := &raiseAfterStart{Store: inner, after: after(&ended)}
 	ctx := context.Background()
 	fence, err := st.RaiseFence(ctx, "default", "a", 1)
 	if err != nil {
@@ -270,7 +294,13 @@ func TestFencedRetryKeepsEarlierStart(t *testing.T) {
 	})
 	ex.Start()
 	defer ex.Stop(ctx)
-	ex.Dispatch(&Source{Fence: fence}, res.Claimed)
+	valid := func() error {
+		if ended.Load() {
+			return errors.New("lease ended")
+		}
+		return nil
+	}
+	ex.Dispatch(&Source{Fence: fence, Valid: valid}, res.Claimed)
 	waitFor(t, 10*time.Second, "the task to succeed", func() bool {
 		got, err := st.Get(ctx, ins[0].Task.ID)
 		return err == nil && got.Status == store.Succeeded

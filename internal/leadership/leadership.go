@@ -111,6 +111,9 @@ func term(ctx context.Context, cfg Config, lease elect.Lease) {
 			cfg.Log.LogAttrs(rctx, slog.LevelWarn, "ax: resign leadership", slog.Any("err", err))
 		}
 	}()
+	if ctx.Err() != nil {
+		return // won as the scheduler stopped: resigned at once, no term
+	}
 	fence, err := raise(ctx, cfg, lease)
 	if err != nil {
 		if ctx.Err() == nil {

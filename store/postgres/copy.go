@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Bulk inserts. An Insert of at least copyThreshold tasks does not bind them as arrays
@@ -20,7 +22,9 @@ import (
 //	publishSQL; insertStagedSQL; COMMIT
 //
 // The staging table lives as long as the pooled connection and is emptied at each
-// commit; it is never WAL-logged. The rows keep the (name, key) order of the
+// commit; it is never WAL-logged. Creating it needs the TEMPORARY privilege on the
+// database (PUBLIC has it by default); a role without it gets the arrays, for every
+// Insert of the store from the first refusal on. The rows keep the (name, key) order of the
 // insertion (the ord column), so that concurrent inserts take the unique index's
 // locks in one order.
 
@@ -54,20 +58,27 @@ SELECT false, x.* FROM pg_temp.ax_insert_stage c CROSS JOIN LATERAL (` + strings
 	WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.name = c.name AND ins.key = c.key)`
 
 // insertCopy runs one attempt of a bulk insertion (see above) on a connection of its
-// own.
+// own: three round trips, BEGIN and the table's creation pipelined, COPY, then the
+// move and COMMIT pipelined.
 func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	in.reset()
-	conn, err := s.pool.Acquire(ctx)
+	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) // after Commit, a no-op
-	if _, err := tx.Exec(ctx, createStageSQL); err != nil {
+	defer pc.Release()
+	conn := pc.Conn()
+	committed := false
+	defer func() {
+		if !committed { // best effort: pgxpool discards a connection left in a transaction
+			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)    // as every other write (send)
+	b.Queue(`SET LOCAL client_min_messages = warning`) // no NOTICE that the table exists
+	b.Queue(createStageSQL)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
 	rows := make([][]any, len(in.order))
@@ -84,29 +95,37 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 		rows[k] = []any{int64(k), nt.Name, nt.Key, payload, nt.DueAt, int64(nt.MaxRetry), nt.OwnerService,
 			nt.Timeout.Microseconds(), backoff, nt.TaskKey, string(nt.Overlap)} // backoff: '{}' when none, as insertSQL writes it
 	}
-	if _, err := tx.CopyFrom(ctx, stageTable, stageCols, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := conn.CopyFrom(ctx, stageTable, stageCols, pgx.CopyFromRows(rows)); err != nil {
 		return err
 	}
-	b := &pgx.Batch{}
+	b = &pgx.Batch{}
 	b.Queue(publishSQL, s.lockKey, s.channel)
 	b.Queue(insertStagedSQL, in.ns)
-	br := tx.SendBatch(ctx, b)
+	b.Queue(`COMMIT`)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		br.Close()
 		return err
 	}
 	res, err := br.Query()
 	if err != nil {
-		br.Close()
 		return err
 	}
 	err = in.collect(in.order, res)
 	res.Close()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	committed = true
+	return br.Close()
+}
+
+// noTempPrivilege reports an error of a role that may not create temporary tables
+// (REVOKE TEMPORARY ON DATABASE …): bulk inserts then bind arrays, as smaller ones do.
+func noTempPrivilege(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42501" // insufficient_privilege
 }

@@ -224,7 +224,8 @@
 // chunk on a table without statistics, making bulk submits slow down as the table
 // grew: 7,000 tasks/s over 100,000 instead of 30,000). An Insert of 5,000 tasks or more
 // streams them with COPY into a session's temporary table instead, then moves them with
-// one INSERT … SELECT … ON CONFLICT of the same shape (copy.go). A transaction that fails with a deadlock (40P01) or a serialization
+// one INSERT … SELECT … ON CONFLICT of the same shape (copy.go); a role without the
+// TEMPORARY privilege on the database gets the arrays. A transaction that fails with a deadlock (40P01) or a serialization
 // failure (40001) runs again, after a jittered backoff, up to 5 times.
 //
 // # Task keys

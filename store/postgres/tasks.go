@@ -243,9 +243,15 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		}
 		return []store.Inserted{}, nil
 	}
-	if len(tasks) >= s.copyThreshold {
+	bulk := len(tasks) >= s.copyThreshold && !s.noCopy.Load()
+	if bulk {
 		err = s.retry(ctx, "insert", func() error { return s.insertCopy(ctx, in) })
-	} else {
+		if noTempPrivilege(err) {
+			s.noCopy.Store(true)
+			bulk = false
+		}
+	}
+	if !bulk {
 		err = s.tx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
 	}
 	if err != nil {

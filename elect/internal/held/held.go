@@ -267,8 +267,9 @@ func CampaignID() string { return rand.Text()[:16] }
 // AcquireContext is the context of one acquire request of a campaign under ctx: not
 // cancelled when ctx is (ctx bounds the campaign's wait only — a request cancelled in
 // flight may still commit, and a lease won but not answered is held, unrenewed, for a
-// TTL), but bounded by ttl, past which a won lease would have expired anyway. Its
-// values are ctx's.
+// TTL), but bounded by ttl: a request that takes that long is given up, and what it
+// may still have won expires unrenewed within a TTL of its commit. Its values are
+// ctx's.
 func AcquireContext(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), ttl)
 }

@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/internal/servicetest"
+	"github.com/axsched/ax/store"
+)
+
+// TestBulkInsertWithoutTempPrivilege: a role that may not create temporary tables (the
+// TEMPORARY privilege revoked from PUBLIC on its database, a common hardening) still
+// inserts a batch above the COPY threshold — through the arrays — and keeps doing so.
+func TestBulkInsertWithoutTempPrivilege(t *testing.T) {
+	t.Parallel()
+	servicetest.PostgresDSN(t) // skips, or fails under AX_REQUIRE_SERVICES, without the server
+	base := os.Getenv("AX_TEST_POSTGRES_DSN")
+	if base == "" {
+		base = servicetest.DefaultPostgresDSN
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := servicetest.Name()
+	admin := func(dsn string, stmts ...string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		for _, stmt := range stmts {
+			if _, err := conn.Exec(ctx, stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+	}
+	admin(base, "CREATE DATABASE "+name, "REVOKE TEMPORARY ON DATABASE "+name+" FROM PUBLIC", "CREATE ROLE "+name+" LOGIN")
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		for _, stmt := range []string{"DROP DATABASE " + name + " WITH (FORCE)", "DROP ROLE " + name} {
+			if _, err := conn.Exec(context.Background(), stmt); err != nil {
+				t.Errorf("%s: %v", stmt, err)
+			}
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("AX_TEST_POSTGRES_DSN is not a URL: %v", err)
+	}
+	u.Path = "/" + name
+	admin(u.String(), "CREATE SCHEMA ax AUTHORIZATION "+name)
+	u.User = url.User(name)
+	q := u.Query()
+	q.Set("search_path", "ax")
+	u.RawQuery = q.Encode()
+
+	st, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.copyThreshold = 10
+	for round := range 2 {
+		var tasks []store.NewTask
+		for i := range 20 {
+			tasks = append(tasks, store.NewTask{Name: "bulk", Key: fmt.Sprintf("%d-%d", round, i), DueAt: time.Now().Add(time.Hour)})
+		}
+		res, err := st.Insert(ctx, tasks)
+		if err != nil {
+			t.Fatalf("round %d: Insert of %d tasks without the TEMPORARY privilege: %v", round, len(tasks), err)
+		}
+		for i, r := range res {
+			if r.Err != nil || r.Task == nil || r.Task.Key != tasks[i].Key {
+				t.Fatalf("round %d: result %d = %+v", round, i, r)
+			}
+		}
+		if !st.noCopy.Load() {
+			t.Fatalf("round %d: the store still tries COPY", round)
+		}
+	}
+}
