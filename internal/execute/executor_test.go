@@ -197,16 +197,7 @@ func TestFencedStartHandsBack(t *testing.T) {
 	if _, err := st.RaiseFence(ctx, "default", "b", 1); err != nil {
 		t.Fatal(err)
 	}
-	var runs atomic.Int32
-	ex := New(Config{
-		Store: st, Clock: clock.New(), Log: slog.New(slog.DiscardHandler),
-		Node: "test", Concurrency: 2, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
-		Handler: func(string) *Handler {
-			return &Handler{Run: func(context.Context, *store.Task) error { runs.Add(1); return nil }, Timeout: time.Minute}
-		},
-	})
-	ex.Start()
-	defer ex.Stop(ctx)
+	ex, runs := countingExecutor(t, st)
 	ex.Dispatch(&Source{Fence: old}, res.Claimed)
 	var got *store.Task
 	waitFor(t, 10*time.Second, "the task to be handed back", func() bool {
@@ -284,16 +275,7 @@ func testRetryKeepsEarlierStart(t *testing.T, after func(ended *atomic.Bool) fun
 	if err != nil || len(res.Claimed) != 1 {
 		t.Fatalf("Claim = %+v, %v", res, err)
 	}
-	var runs atomic.Int32
-	ex := New(Config{
-		Store: st, Clock: clock.New(), Log: slog.New(slog.DiscardHandler),
-		Node: "test", Concurrency: 2, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
-		Handler: func(string) *Handler {
-			return &Handler{Run: func(context.Context, *store.Task) error { runs.Add(1); return nil }, Timeout: time.Minute}
-		},
-	})
-	ex.Start()
-	defer ex.Stop(ctx)
+	ex, runs := countingExecutor(t, st)
 	valid := func() error {
 		if ended.Load() {
 			return errors.New("lease ended")
@@ -308,4 +290,20 @@ func testRetryKeepsEarlierStart(t *testing.T, after func(ended *atomic.Bool) fun
 	if n := runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want once", n)
 	}
+}
+
+// countingExecutor starts an executor of two slots on st whose handler counts its runs;
+// it stops when the test ends.
+func countingExecutor(t *testing.T, st store.Store) (*Executor, *atomic.Int32) {
+	runs := new(atomic.Int32)
+	ex := New(Config{
+		Store: st, Clock: clock.New(), Log: slog.New(slog.DiscardHandler),
+		Node: "test", Concurrency: 2, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
+		Handler: func(string) *Handler {
+			return &Handler{Run: func(context.Context, *store.Task) error { runs.Add(1); return nil }, Timeout: time.Minute}
+		},
+	})
+	ex.Start()
+	t.Cleanup(func() { ex.Stop(context.Background()) })
+	return ex, runs
 }
