@@ -76,8 +76,8 @@ func TestExplain(t *testing.T) {
 	}
 	keys := strings.Join(names, ",")
 	var byKey []string
-	for i := range 20 {
-		byKey = append(byKey, fmt.Sprintf("(name = 'handler.%d' AND `key` = 'key-%d')", (1507+i*20)%20, 1507+i*20))
+	for i := range 200 {
+		byKey = append(byKey, fmt.Sprintf("('handler.%d', 'key-%d')", (1507+i*20)%20, 1507+i*20))
 	}
 	const ns = `namespace = 'default' AND `
 	var out strings.Builder
@@ -102,7 +102,7 @@ func TestExplain(t *testing.T) {
 		{"schedule's pending occurrences (pause)", `SELECT id FROM ax_tasks WHERE ` + ns + `name = 'sched.7' AND task_key = 'sched.7' AND status = 'SCHEDULED' ORDER BY id`, "ax_tasks_name_key", 1004},
 		{"task stats", strings.Replace(strings.Replace(strings.Replace(mysql.TaskStatsSQL, "?", "'default'", 1), "?", "'"+ts(0)+"'", 1), "?", "'default'", 1), "ax_tasks_status_", 202},
 		{"business key lookup", "SELECT id FROM ax_tasks WHERE " + ns + "name = 'handler.7' AND `key` = 'key-1507'", "ax_tasks_name_key", 3006},
-		{"insert's read back (20 keys)", "SELECT id, seq FROM ax_tasks WHERE " + ns + "(" + strings.Join(byKey, " OR ") + ")", "ax_tasks_name_key", 3006},
+		{"insert's read back (a chunk of 200 keys)", "SELECT id, seq FROM ax_tasks WHERE " + ns + "(name, `key`) IN (" + strings.Join(byKey, ", ") + ") LOCK IN SHARE MODE", "ax_tasks_name_key", 3006},
 		{"executions of a task", `SELECT t.id FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id WHERE t.id = 1507 AND t.namespace = 'default' ORDER BY e.started_at, e.id`, "PRIMARY", 8},
 	} {
 		fmt.Fprintf(&out, "\n-- %s\n", c.name)
