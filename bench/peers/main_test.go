@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// services returns the PostgreSQL DSN and Redis address of the test, or skips it if
-// either is unreachable.
+// services returns the PostgreSQL DSN and Redis address of the test, or skips it (fails
+// it under AX_REQUIRE_SERVICES=1) if either is unreachable.
 func services(t *testing.T) (pg, rd string) {
 	t.Helper()
 	pg = envOr("AX_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
@@ -21,12 +23,12 @@ func services(t *testing.T) (pg, rd string) {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, pg)
 	if err != nil {
-		t.Skipf("PostgreSQL unreachable at %s (set AX_TEST_POSTGRES_DSN): %v", redactDSN(pg), err)
+		unavailable(t, fmt.Sprintf("PostgreSQL unreachable at %s (set AX_TEST_POSTGRES_DSN): %v", redactDSN(pg), err))
 	}
 	conn.Close(ctx)
 	c, err := net.DialTimeout("tcp", rd, 3*time.Second)
 	if err != nil {
-		t.Skipf("Redis unreachable at %s (set AX_TEST_REDIS_ADDR): %v", rd, err)
+		unavailable(t, fmt.Sprintf("Redis unreachable at %s (set AX_TEST_REDIS_ADDR): %v", rd, err))
 	}
 	c.Close()
 	return pg, rd
@@ -103,4 +105,14 @@ func TestParse(t *testing.T) {
 			t.Errorf("parse(%q): no error", bad)
 		}
 	}
+}
+
+// unavailable skips the test for a service it cannot reach, or fails it when
+// AX_REQUIRE_SERVICES=1 says the services must be there.
+func unavailable(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("AX_REQUIRE_SERVICES") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
 }
