@@ -75,15 +75,9 @@ func TestLeaderDispatchesOverHTTP(t *testing.T) {
 	defer st.Close()
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	rec := &starts{by: map[string][]string{}, when: map[string]time.Time{}}
+	rec, rs := remoteJobs(t, st, secret)
 	mu, ran := &rec.mu, rec.by // key → nodes
-	rs := cluster(t, st, 3, secret, func(i int, s *ax.Scheduler) {
-		if i > 0 {
-			s.HandleFunc("remote.job", rec.handler(fmt.Sprintf("node-%d", i)))
-		}
-	})
 	ctx := context.Background()
-	waitForNodes(t, rs[0].s, 3)
 	const n = 40
 	due := map[string]time.Time{}
 	for i := range n {
@@ -121,6 +115,20 @@ func TestLeaderDispatchesOverHTTP(t *testing.T) {
 	}
 }
 
+// remoteJobs starts three replicas on st (node-0 leads and has no handler; node-1 and
+// node-2 record their runs of "remote.job" in rec) and waits until all are registered.
+func remoteJobs(t *testing.T, st *memory.Store, secret []byte) (*starts, []replica) {
+	t.Helper()
+	rec := &starts{by: map[string][]string{}, when: map[string]time.Time{}}
+	rs := cluster(t, st, 3, secret, func(i int, s *ax.Scheduler) {
+		if i > 0 {
+			s.HandleFunc("remote.job", rec.handler(fmt.Sprintf("node-%d", i)))
+		}
+	})
+	waitForNodes(t, rs[0].s, 3)
+	return rec, rs
+}
+
 // handlerFunc serves the executor endpoint of the scheduler get returns, once there is
 // one.
 func handlerFunc(get func() *ax.Scheduler) http.Handler {
@@ -141,15 +149,9 @@ func TestUnreachableExecutorIsSkipped(t *testing.T) {
 	t.Parallel()
 	st := memory.New()
 	defer st.Close()
-	rec := &starts{by: map[string][]string{}, when: map[string]time.Time{}}
+	rec, rs := remoteJobs(t, st, nil)
 	mu, ran := &rec.mu, rec.by // key → nodes
-	rs := cluster(t, st, 3, nil, func(i int, s *ax.Scheduler) {
-		if i > 0 {
-			s.HandleFunc("remote.job", rec.handler(fmt.Sprintf("node-%d", i)))
-		}
-	})
 	ctx := context.Background()
-	waitForNodes(t, rs[0].s, 3)
 	rs[2].srv.CloseClientConnections()
 	rs[2].srv.Close()
 	const n = 30
