@@ -302,12 +302,7 @@ func (c *cluster) verify(l *load) clustertest.Summary {
 // children that exited.
 func (c *cluster) verifyDues(dues map[int64]time.Time) clustertest.Summary {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	h, err := clustertest.Collect(ctx, c.st, dues, c.logs()...)
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	h := c.collect(dues)
 	h.CtxAware = true
 	h.Deaths = c.deaths()
 	sum := clustertest.Verify(c.t, h)
