@@ -100,3 +100,19 @@ func (c *Clock) Follow(ctx context.Context, src Source, every time.Duration, mea
 		measured(offset, rtt, err)
 	}
 }
+
+// Every calls f every interval, the first time one interval from now, until ctx ends:
+// the loop of the scheduler's periodic chores (node registration, store pings, health
+// probes).
+func Every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}

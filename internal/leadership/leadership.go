@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/store"
 )
 
@@ -161,32 +162,20 @@ func term(ctx context.Context, cfg Config, lease elect.Lease) {
 // watchStore pings the store every second of the term and ends it once no ping has
 // succeeded for cfg.StoreDown.
 func watchStore(ctx context.Context, cfg Config, end func(error)) {
-	every := min(time.Second, cfg.StoreDown/3)
 	lastOK := time.Now()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	clock.Every(ctx, min(time.Second, cfg.StoreDown/3), func() {
 		pctx, cancel := context.WithTimeout(ctx, cfg.StoreDown)
 		begin := time.Now()
 		err := cfg.Ping(pctx)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
 			lastOK = begin
-			continue
+		case ctx.Err() != nil: // the term ended meanwhile
+		case time.Since(lastOK) >= cfg.StoreDown:
+			end(fmt.Errorf("%w for %v: %w", ErrStoreDown, time.Since(lastOK).Round(time.Millisecond), err)) // ends ctx, and so the loop
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		if down := time.Since(lastOK); down >= cfg.StoreDown {
-			end(fmt.Errorf("%w for %v: %w", ErrStoreDown, down.Round(time.Millisecond), err))
-			return
-		}
-	}
+	})
 }
 
 // raise records the lease in the store's fence, retrying while the lease lasts.

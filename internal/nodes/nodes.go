@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/store"
 )
 
@@ -67,7 +68,7 @@ func Keep(ctx context.Context, cfg Config) {
 // Expire deletes, every interval until ctx ends, the rows of replicas that stopped
 // refreshing them DeadFor(interval) ago. The leader runs it.
 func Expire(ctx context.Context, reg store.NodeRegistry, interval time.Duration, log *slog.Logger) {
-	every(ctx, interval, func() {
+	clock.Every(ctx, interval, func() {
 		n, err := reg.ExpireNodes(ctx, DeadFor(interval))
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -81,7 +82,7 @@ func Expire(ctx context.Context, reg store.NodeRegistry, interval time.Duration,
 // Follow reads the live replicas every interval until ctx ends and hands them to set:
 // the leader's view for routing.
 func Follow(ctx context.Context, reg store.NodeRegistry, interval time.Duration, set func([]store.NodeInfo), log *slog.Logger) {
-	every(ctx, interval, func() {
+	clock.Every(ctx, interval, func() {
 		ns, err := reg.Nodes(ctx, AliveFor(interval))
 		if err != nil {
 			if ctx.Err() == nil {
@@ -91,18 +92,4 @@ func Follow(ctx context.Context, reg store.NodeRegistry, interval time.Duration,
 		}
 		set(ns)
 	})
-}
-
-// every calls f every interval, the first time one interval from now, until ctx ends.
-func every(ctx context.Context, interval time.Duration, f func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f()
-		}
-	}
 }

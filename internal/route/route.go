@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/remote"
@@ -460,14 +461,7 @@ func (r *Router) markDown(name string) {
 // Probe checks, every interval until ctx ends, the health of the replicas marked
 // down, and routes to each again once it answers.
 func (r *Router) Probe(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	clock.Every(ctx, interval, func() {
 		r.mu.Lock()
 		var check []*node
 		for name := range r.down {
@@ -489,7 +483,7 @@ func (r *Router) Probe(ctx context.Context, interval time.Duration) {
 				r.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "ax: executor answers again", slog.String("executor", n.Name))
 			}
 		}
-	}
+	})
 }
 
 // Wait waits for the requests in flight, which end with the term's context.
