@@ -404,4 +404,16 @@ func TestStopWithEndedContextIsNoOp(t *testing.T) {
 			t.Fatalf("Stop of a scheduler never started, ctx done: %v, want nil", err)
 		}
 	}
+	started := newScheduler(t, openSQLite(t), nil)
+	if err := started.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := started.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if err := started.Stop(ctx); err != nil {
+			t.Fatalf("Stop of a stopped scheduler, ctx done: %v, want nil", err)
+		}
+	}
 }

@@ -217,10 +217,12 @@ func TestFencedStartHandsBack(t *testing.T) {
 type raiseAfterStart struct {
 	store.Store
 	once  atomic.Bool
+	calls atomic.Int32
 	after func(ctx context.Context, st store.Store, f store.Fence) error
 }
 
 func (s *raiseAfterStart) Start(ctx context.Context, f store.Fence, p []store.StartParams) ([]store.StartResult, error) {
+	s.calls.Add(1)
 	res, err := s.Store.Start(ctx, f, p)
 	if err == nil && s.once.CompareAndSwap(false, true) {
 		if err := s.after(ctx, s.Store, f); err != nil {
@@ -237,7 +239,7 @@ func (s *raiseAfterStart) Start(ctx context.Context, f store.Fence, p []store.St
 // than the task being left RUNNING with no handler until it is taken for an orphan.
 func TestFencedRetryKeepsEarlierStart(t *testing.T) {
 	t.Parallel()
-	testRetryKeepsEarlierStart(t, func(*atomic.Bool) func(context.Context, store.Store, store.Fence) error {
+	testRetryKeepsEarlierStart(t, 2, func(*atomic.Bool) func(context.Context, store.Store, store.Fence) error {
 		return func(ctx context.Context, st store.Store, f store.Fence) error {
 			_, err := st.RaiseFence(ctx, f.Namespace, "newer", f.Token+1)
 			return err
@@ -251,14 +253,16 @@ func TestFencedRetryKeepsEarlierStart(t *testing.T) {
 // orphan recovery.
 func TestLeaseEndedRetryKeepsEarlierStart(t *testing.T) {
 	t.Parallel()
-	testRetryKeepsEarlierStart(t, func(ended *atomic.Bool) func(context.Context, store.Store, store.Fence) error {
+	testRetryKeepsEarlierStart(t, 1, func(ended *atomic.Bool) func(context.Context, store.Store, store.Fence) error {
 		return func(context.Context, store.Store, store.Fence) error { ended.Store(true); return nil }
 	})
 }
 
 // testRetryKeepsEarlierStart runs one task whose first Start commits unanswered and is
 // followed by what after(ended) does; ended, once set, makes the task's source invalid.
-func testRetryKeepsEarlierStart(t *testing.T, after func(ended *atomic.Bool) func(context.Context, store.Store, store.Fence) error) {
+// starts is how many Start calls the executor makes: the unanswered one, then a
+// retry refused as fenced (2), or none once the lease is seen ended (1).
+func testRetryKeepsEarlierStart(t *testing.T, starts int32, after func(ended *atomic.Bool) func(context.Context, store.Store, store.Fence) error) {
 	inner := openSQLite(t)
 	var ended atomic.Bool
 	st := &raiseAfterStart{Store: inner, after: after(&ended)}
@@ -289,6 +293,9 @@ func testRetryKeepsEarlierStart(t *testing.T, after func(ended *atomic.Bool) fun
 	})
 	if n := runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want once", n)
+	}
+	if n := st.calls.Load(); !st.once.Load() || n != starts {
+		t.Errorf("%d Start calls (the first answered as failed: %v), want %d", n, st.once.Load(), starts)
 	}
 }
 
