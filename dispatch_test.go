@@ -129,6 +129,38 @@ func remoteJobs(t *testing.T, st *memory.Store, secret []byte) (*starts, []repli
 	return rec, rs
 }
 
+// TestNodeStartedAtIsKept: a replica's registration keeps its start time across its
+// refreshes; only the heartbeat moves.
+func TestNodeStartedAtIsKept(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	_, rs := remoteJobs(t, st, nil)
+	ctx := context.Background()
+	first, err := rs[0].s.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "every node refreshed", func() bool {
+		cs, err := rs[0].s.Cluster(ctx)
+		if err != nil || len(cs.Nodes) != len(first.Nodes) {
+			return false
+		}
+		for i, n := range cs.Nodes {
+			if !n.HeartbeatAt.After(first.Nodes[i].HeartbeatAt) {
+				return false
+			}
+		}
+		for i, n := range cs.Nodes {
+			if !n.StartedAt.Equal(first.Nodes[i].StartedAt) || !n.StartedAt.Before(n.HeartbeatAt) {
+				t.Fatalf("%s: started %v, then %v (heartbeat %v): want its start kept, before its heartbeat",
+					n.Node, first.Nodes[i].StartedAt, n.StartedAt, n.HeartbeatAt)
+			}
+		}
+		return true
+	})
+}
+
 // handlerFunc serves the executor endpoint of the scheduler get returns, once there is
 // one.
 func handlerFunc(get func() *ax.Scheduler) http.Handler {

@@ -563,8 +563,9 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 		})
 	}
 	if reg := s.registry(); reg != nil {
+		started := s.clock.Now() // kept by every refresh (a zero StartedAt is "now" to the registry)
 		r.wg.Go(func() {
-			nodes.Keep(ctx, nodes.Config{Registry: reg, Info: func() store.NodeInfo { return s.nodeInfo(r) }, Interval: s.cfg.HeartbeatInterval, Log: s.log,
+			nodes.Keep(ctx, nodes.Config{Registry: reg, Info: func() store.NodeInfo { return s.nodeInfo(r, started) }, Interval: s.cfg.HeartbeatInterval, Log: s.log,
 				Refreshed: s.learnEpoch})
 		})
 	}
@@ -640,7 +641,7 @@ func (s *Scheduler) registry() store.NodeRegistry {
 }
 
 // nodeInfo is this replica's row in the node registry.
-func (s *Scheduler) nodeInfo(r *running) store.NodeInfo {
+func (s *Scheduler) nodeInfo(r *running, started time.Time) store.NodeInfo {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.handlers))
 	for name := range s.handlers {
@@ -649,7 +650,8 @@ func (s *Scheduler) nodeInfo(r *running) store.NodeInfo {
 	s.mu.Unlock()
 	slices.Sort(names)
 	running, _ := r.exec.Load()
-	return store.NodeInfo{Name: s.cfg.Node, Advertise: s.cfg.Cluster.Advertise, Handlers: names, Capacity: s.cfg.Concurrency, InFlight: running}
+	return store.NodeInfo{Name: s.cfg.Node, Advertise: s.cfg.Cluster.Advertise, Handlers: names, Capacity: s.cfg.Concurrency, InFlight: running,
+		StartedAt: started}
 }
 
 // learnEpoch raises the executor endpoint's highest token to the epoch the store

@@ -38,9 +38,7 @@ const removeTimeout = 5 * time.Second
 func Keep(ctx context.Context, cfg Config) {
 	info := cfg.Info()
 	write := func() {
-		n := cfg.Info()
-		n.StartedAt = info.StartedAt
-		if err := cfg.Registry.RegisterNode(ctx, n); err != nil && ctx.Err() == nil {
+		if err := cfg.Registry.RegisterNode(ctx, cfg.Info()); err != nil && ctx.Err() == nil {
 			cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: refresh this node's registration", slog.Any("err", err))
 		}
 		if cfg.Refreshed != nil {
