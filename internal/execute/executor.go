@@ -238,33 +238,38 @@ func (e *Executor) Dispatch(src *Source, tasks []store.Task) (accepted bool) {
 	e.mu.Lock()
 	if e.stopping {
 		e.mu.Unlock()
-		ds := make([]dispatched, len(tasks))
-		for i, t := range tasks {
-			ds[i] = dispatched{task: t, src: src}
-		}
-		e.handBack(ds, observe.Stopping, "scheduler stopping")
+		e.HandBack(src, tasks, observe.Stopping, "scheduler stopping")
 		return false
 	}
-	var unroutable []dispatched
+	var unroutable []store.Task
 	for _, t := range tasks {
 		if e.cfg.Handler(t.Name) == nil {
-			unroutable = append(unroutable, dispatched{task: t, src: src})
+			unroutable = append(unroutable, t)
 			continue
 		}
 		e.pending = append(e.pending, dispatched{task: t, src: src})
 	}
 	e.mu.Unlock()
 	e.signal()
-	if len(unroutable) > 0 {
-		// A dispatch failure, not a business one: the handler may be deployed later.
-		for _, d := range unroutable {
-			e.unhandled(d.task.Name)
-		}
-		e.handBackEach(unroutable, observe.NoHandler, func(d dispatched) string {
-			return fmt.Sprintf("no executor has a handler for %q", d.task.Name)
-		})
-	}
+	e.HandBackUnhandled(src, unroutable)
 	return true
+}
+
+// HandBackUnhandled hands back tasks of src that no executor has a handler for, as
+// dispatch failures, not business ones (the handler may be deployed later), in one
+// store call; the first of each name in a minute is logged, each is observed.
+func (e *Executor) HandBackUnhandled(src *Source, tasks []store.Task) {
+	if len(tasks) == 0 {
+		return
+	}
+	ds := make([]dispatched, len(tasks))
+	for i, t := range tasks {
+		e.unhandled(t.Name)
+		ds[i] = dispatched{task: t, src: src}
+	}
+	e.handBackEach(ds, observe.NoHandler, func(d dispatched) string {
+		return fmt.Sprintf("no executor has a handler for %q", d.task.Name)
+	})
 }
 
 func (e *Executor) starter() {

@@ -228,7 +228,7 @@ func (r *Router) route(tasks []store.Task, tried map[string]bool) {
 	}
 	if len(none) > 0 {
 		if len(tried) == 0 {
-			r.cfg.Exec.HandBack(r.cfg.Src, none, observe.NoHandler, "no live executor has a handler for it")
+			r.cfg.Exec.HandBackUnhandled(r.cfg.Src, none)
 		} else {
 			r.wait(none)
 		}
