@@ -81,5 +81,5 @@ func (s *Scheduler) Cluster(ctx context.Context) (ClusterState, error) {
 // leading reports whether a term of this scheduler's is under way.
 func (s *Scheduler) leading() bool {
 	r := s.current()
-	return r != nil && r.currentLoop() != nil && s.cfg.Elector != nil
+	return r != nil && r.currentLoop() != nil
 }

@@ -43,7 +43,7 @@ type Config struct {
 	Policy    Policy
 	Exec      *execute.Executor // this replica's executor
 	Src       *execute.Source   // the term's source of tasks
-	Client    *remote.Client    // nil: no remote executors, everything runs here
+	Client    *remote.Client    // the other replicas' executor endpoints
 	// LocalHandles reports whether this replica has a handler for name.
 	LocalHandles func(name string) bool
 	// Fenced ends the term: an executor has seen a newer leader.
@@ -80,11 +80,11 @@ type Router struct {
 	ctx context.Context // the term's; requests in flight end with it
 
 	mu        sync.Mutex
-	busy      map[int64]*busyTask  // tasks every candidate refused, waiting to be routed again
-	refreshed time.Time            // the last read of Nodes on a miss
-	nodes     map[string]*node     // live remote replicas, by name (not the local one)
-	names     []string             // the keys of nodes, sorted: the candidates' order
-	down      map[string]time.Time // replicas that did not answer, since when
+	busy      map[int64]*busyTask // tasks every candidate refused, waiting to be routed again
+	refreshed time.Time           // the last read of Nodes on a miss
+	nodes     map[string]*node    // live remote replicas, by name (not the local one)
+	names     []string            // the keys of nodes, sorted: the candidates' order
+	down      map[string]struct{} // replicas that did not answer, until their health does
 	rr        uint64
 	wg        sync.WaitGroup
 }
@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg Config) *Router {
 	if cfg.BusyFor <= 0 {
 		cfg.BusyFor = 15 * time.Second
 	}
-	return &Router{cfg: cfg, ctx: ctx, nodes: map[string]*node{}, down: map[string]time.Time{}, busy: map[int64]*busyTask{}}
+	return &Router{cfg: cfg, ctx: ctx, nodes: map[string]*node{}, down: map[string]struct{}{}, busy: map[int64]*busyTask{}}
 }
 
 // SetNodes replaces the replicas known, from the node registry: those that advertise an
@@ -104,7 +104,7 @@ func (r *Router) SetNodes(ns []store.NodeInfo) {
 	defer r.mu.Unlock()
 	seen := map[string]bool{}
 	for _, n := range ns {
-		if n.Name == r.cfg.Local || n.Advertise == "" || r.cfg.Client == nil {
+		if n.Name == r.cfg.Local || n.Advertise == "" {
 			continue
 		}
 		seen[n.Name] = true
@@ -453,9 +453,7 @@ func (r *Router) report(name string, resp *remote.DispatchResponse) {
 func (r *Router) markDown(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.down[name]; !ok {
-		r.down[name] = time.Now()
-	}
+	r.down[name] = struct{}{}
 }
 
 // Probe checks, every interval until ctx ends, the health of the replicas marked

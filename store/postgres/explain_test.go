@@ -96,7 +96,7 @@ func TestExplain(t *testing.T) {
 	}
 	keys[199] = "order-4242" // a duplicate
 	now := time.Now()
-	ns := s.Namespace()
+	ns := s.ns
 	cases := []struct {
 		name  string
 		sql   string

@@ -76,9 +76,6 @@ func (s *Store) InNamespace(ns string) (store.Store, error) {
 	return &Store{shared: s.shared, ns: ns}, nil
 }
 
-// Namespace returns the view's namespace.
-func (s *Store) Namespace() string { return s.ns }
-
 // Open connects to the database at dsn (a URL or keyword/value string, as pgx
 // accepts), checks that it answers, migrates the schema and returns the store. The
 // pool it creates is closed by Close.

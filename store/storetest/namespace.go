@@ -88,9 +88,6 @@ func testNamespaceReadsAndWrites(e *env) {
 		e.t.Errorf("Trigger of b's task in a: error %v, want ErrNotFound", err)
 	}
 	b.unchanged("a's calls on b's task", tb)
-	if got := b.get(tb.ID); got.Status != store.Scheduled {
-		e.t.Fatalf("b's task after a's calls: %s", got.Status)
-	}
 }
 
 func testNamespaceRefillClaimStale(e *env) {
@@ -113,7 +110,6 @@ func testNamespaceRefillClaimStale(e *env) {
 		e.t.Fatalf("Claim in a of a's and b's tasks = %+v, %v; want a's only", res, err)
 	}
 	b.unchanged("a's claim", tb)
-	e.after(e.now().Add(2 * slack))
 	stale, err := b.s.Stale(e.ctx, store.Dispatching, e.future(), 10)
 	if err != nil || len(stale) != 0 {
 		e.t.Fatalf("Stale(DISPATCHING) in b = %+v, %v; want none (a's claim is a's)", stale, err)
