@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,28 +33,17 @@ import (
 const copyThreshold = 5000
 
 const createStageSQL = `CREATE TEMP TABLE IF NOT EXISTS ax_insert_stage (
-	ord bigint, name text, key text, payload bytea, due_at timestamptz, max_retry bigint,
-	owner_service text, timeout_us bigint, backoff_us bigint[], task_key text, overlap text
+	name text, key text, payload bytea, due_at timestamptz, max_retry bigint,
+	owner_service text, timeout_us bigint, backoff_us text, task_key text, overlap text, ord bigint
 ) ON COMMIT DELETE ROWS`
 
 var stageTable = pgx.Identifier{"pg_temp", "ax_insert_stage"}
 
-var stageCols = []string{"ord", "name", "key", "payload", "due_at", "max_retry", "owner_service", "timeout_us",
-	"backoff_us", "task_key", "overlap"}
+var stageCols = []string{"name", "key", "payload", "due_at", "max_retry", "owner_service", "timeout_us",
+	"backoff_us", "task_key", "overlap", "ord"}
 
 // insertStagedSQL moves the staged tasks into namespace $1, as insertSQL does a chunk.
-var insertStagedSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
-ins AS (INSERT INTO ax_tasks AS t (namespace, name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
-		task_key, overlap, seq, created_at, updated_at)
-	SELECT $1, c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us,
-		c.task_key, c.overlap, nextval('ax_seq'), ts.now, ts.now
-	FROM pg_temp.ax_insert_stage c, ts ORDER BY c.ord
-	ON CONFLICT (namespace, name, key) DO NOTHING
-	RETURNING ` + taskCols + `)
-SELECT true, * FROM ins
-UNION ALL
-SELECT false, x.* FROM pg_temp.ax_insert_stage c CROSS JOIN LATERAL (` + strings.ReplaceAll(existingSQL, "$11", "$1") + `) x
-	WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.name = c.name AND ins.key = c.key)`
+var insertStagedSQL = insertFromSQL(`SELECT * FROM pg_temp.ax_insert_stage`, "$1")
 
 // insertCopy runs one attempt of a bulk insertion (see above) on a connection of its
 // own: three round trips, BEGIN and the table's creation pipelined, COPY, then the
@@ -84,16 +72,8 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	rows := make([][]any, len(in.order))
 	for k, i := range in.order {
 		nt := in.tasks[i]
-		payload := nt.Payload
-		if payload != nil && len(payload) == 0 {
-			payload = []byte{} // empty, not NULL
-		}
-		backoff := make([]int64, len(nt.Backoff))
-		for j, d := range nt.Backoff {
-			backoff[j] = d.Microseconds()
-		}
-		rows[k] = []any{int64(k), nt.Name, nt.Key, payload, nt.DueAt, int64(nt.MaxRetry), nt.OwnerService,
-			nt.Timeout.Microseconds(), backoff, nt.TaskKey, string(nt.Overlap)} // backoff: '{}' when none, as insertSQL writes it
+		rows[k] = []any{nt.Name, nt.Key, payloadArg(nt.Payload), nt.DueAt, int64(nt.MaxRetry), nt.OwnerService,
+			nt.Timeout.Microseconds(), formatBackoff(nt.Backoff), nt.TaskKey, string(nt.Overlap), int64(k)}
 	}
 	if _, err := conn.CopyFrom(ctx, stageTable, stageCols, pgx.CopyFromRows(rows)); err != nil {
 		return err

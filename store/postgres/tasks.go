@@ -22,32 +22,37 @@ import (
 // commit.
 const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_seq') & 2147483647)::int4), pg_notify($2, '')`
 
-// insertSQL inserts one chunk of tasks into namespace $11, sorted by (name, key) so
-// that concurrent inserts take the unique index's locks in one order, and returns the
-// inserted rows (true) and the rows of the namespace that existed before the
-// statement began (false).
-const insertSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
-c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[], $7::bigint[], $8::text[],
-		$9::text[], $10::text[])
-	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, task_key, overlap, ord)),
+// insertFromSQL is the insert statement over the rows of c, a query of the columns
+// name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us (text,
+// as formatBackoff writes it), task_key, overlap and ord: it inserts them into
+// namespace ns (a placeholder) in ord order — sorted by (name, key), so that concurrent
+// inserts take the unique index's locks in one order — and returns the inserted rows
+// (true) and the rows of the namespace that existed before the statement began (false).
+// Those are read with one index probe per row not inserted: LIMIT 1 keeps the planner
+// from pulling the subquery up into a join that reads the whole namespace (it did, on a
+// table without statistics: 15 of 19 ms per chunk at 40,000 rows, the insert cost
+// growing with the table).
+func insertFromSQL(c, ns string) string {
+	return `WITH ts AS (SELECT clock_timestamp() AS now),
+c AS (` + c + `),
 ins AS (INSERT INTO ax_tasks AS t (namespace, name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
 		task_key, overlap, seq, created_at, updated_at)
-	SELECT $11, c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
+	SELECT ` + ns + `, c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
 		c.task_key, c.overlap, nextval('ax_seq'), ts.now, ts.now
 	FROM c, ts ORDER BY c.ord
 	ON CONFLICT (namespace, name, key) DO NOTHING
 	RETURNING ` + taskCols + `)
 SELECT true, * FROM ins
 UNION ALL
-SELECT false, x.* FROM c CROSS JOIN LATERAL (` + existingSQL + `) x
+SELECT false, x.* FROM c
+	CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = ` + ns + ` AND t.name = c.name AND t.key = c.key LIMIT 1) x
 	WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.name = c.name AND ins.key = c.key)`
+}
 
-// existingSQL reads the task of namespace $11 with c's name and key, for a row of c
-// that the insert statement did not insert. One index probe per such row: LIMIT 1 keeps
-// the planner from pulling the subquery up into a join that reads the whole namespace
-// (it did, on a table without statistics: 15 of 19 ms per chunk at 40,000 rows, the
-// insert cost growing with the table).
-const existingSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $11 AND t.name = c.name AND t.key = c.key LIMIT 1`
+// insertSQL inserts one chunk of tasks, bound as arrays, into namespace $11.
+var insertSQL = insertFromSQL(`SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[],
+		$7::bigint[], $8::text[], $9::text[], $10::text[])
+	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, task_key, overlap, ord)`, "$11")
 
 // lookupManySQL reads the tasks of namespace $3 with the given (name, key) pairs.
 const lookupManySQL = `SELECT x.* FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS c(name, key)) c
@@ -105,6 +110,14 @@ func (in *insertion) reset() {
 	in.missing = in.missing[:0]
 }
 
+// payloadArg is a payload as it is bound: an empty one stays empty, not NULL.
+func payloadArg(p []byte) []byte {
+	if p != nil && len(p) == 0 {
+		return []byte{}
+	}
+	return p
+}
+
 func (in *insertion) args(part []int) []any {
 	names, keys, payloads := make([]string, len(part)), make([]string, len(part)), make([][]byte, len(part))
 	dues, owners, backoffs := make([]time.Time, len(part)), make([]string, len(part)), make([]string, len(part))
@@ -112,10 +125,7 @@ func (in *insertion) args(part []int) []any {
 	taskKeys, overlaps := make([]string, len(part)), make([]string, len(part))
 	for k, i := range part {
 		nt := in.tasks[i]
-		names[k], keys[k], payloads[k], dues[k] = nt.Name, nt.Key, nt.Payload, nt.DueAt
-		if nt.Payload != nil && len(nt.Payload) == 0 {
-			payloads[k] = []byte{} // empty, not NULL
-		}
+		names[k], keys[k], payloads[k], dues[k] = nt.Name, nt.Key, payloadArg(nt.Payload), nt.DueAt
 		retries[k], owners[k], timeouts[k], backoffs[k] = int64(nt.MaxRetry), nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff)
 		taskKeys[k], overlaps[k] = nt.TaskKey, string(nt.Overlap)
 	}
