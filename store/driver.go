@@ -354,6 +354,9 @@ func CheckNode(n NodeInfo) error {
 		return fmt.Errorf("node %q: negative capacity %d or in flight %d: %w", n.Name, n.Capacity, n.InFlight, ErrInvalid)
 	case slices.Contains(n.Handlers, ""):
 		return fmt.Errorf("node %q: empty handler name: %w", n.Name, ErrInvalid)
+	case slices.ContainsFunc(n.Handlers, func(h string) bool { return strings.Contains(h, "\n") }):
+		// Task names hold no line break (ax checks them); the drivers join handlers with one.
+		return fmt.Errorf("node %q: a handler name holds a line break: %w", n.Name, ErrInvalid)
 	}
 	return nil
 }

@@ -433,7 +433,7 @@ type NodeRegistry interface {
 	// RegisterNode writes the node's row (inserting it or replacing every field of an
 	// existing one) with HeartbeatAt = now, and StartedAt = now when the row is new or
 	// n.StartedAt is zero. An empty name, a negative capacity or in-flight count, or a
-	// handler name that is empty, is ErrInvalid.
+	// handler name that is empty or holds a line break, is ErrInvalid.
 	RegisterNode(ctx context.Context, n NodeInfo) error
 
 	// Nodes returns the nodes whose heartbeat is newer than now − aliveWithin, by name.

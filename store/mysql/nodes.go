@@ -51,8 +51,8 @@ func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
 		return fmt.Errorf("ax: mysql: register node %q: start %v outside years 1000-9999: %w", n.Name, n.StartedAt, store.ErrInvalid)
 	}
 	for _, h := range n.Handlers {
-		if strings.Contains(h, handlerSep) || !utf8.ValidString(h) {
-			return fmt.Errorf("ax: mysql: register node %q: handler name %q holds a line break or is not UTF-8: %w", n.Name, h, store.ErrInvalid)
+		if !utf8.ValidString(h) {
+			return fmt.Errorf("ax: mysql: register node %q: handler name %q is not UTF-8: %w", n.Name, h, store.ErrInvalid)
 		}
 	}
 	handlers := strings.Join(slices.Sorted(slices.Values(n.Handlers)), handlerSep)

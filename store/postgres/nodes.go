@@ -41,9 +41,6 @@ func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
 		return fmt.Errorf("ax: postgres: register node %q: capacity %d or in flight %d over %d: %w",
 			n.Name, n.Capacity, n.InFlight, math.MaxInt32, store.ErrInvalid)
 	}
-	if slices.ContainsFunc(n.Handlers, func(h string) bool { return strings.Contains(h, handlerSep) }) {
-		return fmt.Errorf("ax: postgres: register node %q: a handler name holds a newline: %w", n.Name, store.ErrInvalid)
-	}
 	if err := s.check("register node"); err != nil {
 		return err
 	}

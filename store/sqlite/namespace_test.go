@@ -245,14 +245,14 @@ func TestViews(t *testing.T) {
 	}
 	a := view(t, s, "a")
 	b := view(t, a, "b")
-	if err := b.RegisterNode(ctx, store.NodeInfo{Name: "n", Handlers: []string{"z", "a\nb", `"q"`}}); err != nil {
+	if err := b.RegisterNode(ctx, store.NodeInfo{Name: "n", Handlers: []string{"z", "a,b", `"q"`}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := a.Nodes(ctx, time.Hour); err != nil || len(got) != 0 {
 		t.Errorf("Nodes in a = %+v, %v; want none (n is b's)", got, err)
 	}
 	got, err := view(t, s, "b").Nodes(ctx, time.Hour)
-	if err != nil || len(got) != 1 || !slices.Equal(got[0].Handlers, []string{`"q"`, "a\nb", "z"}) {
+	if err != nil || len(got) != 1 || !slices.Equal(got[0].Handlers, []string{`"q"`, "a,b", "z"}) {
 		t.Errorf("Nodes in b = %+v, %v; want n with its handlers, sorted", got, err)
 	}
 	if err := b.Close(); err != nil {

@@ -321,7 +321,8 @@ func testNodesNamespaced(e *env) {
 
 func testNodesInvalid(e *env) {
 	r := e.nodes()
-	for i, n := range []store.NodeInfo{{}, {Name: "a", Capacity: -1}, {Name: "a", InFlight: -1}, {Name: "a", Handlers: []string{"x", ""}}} {
+	for i, n := range []store.NodeInfo{{}, {Name: "a", Capacity: -1}, {Name: "a", InFlight: -1}, {Name: "a", Handlers: []string{"x", ""}},
+		{Name: "a", Handlers: []string{"a\nb"}}} {
 		if err := r.RegisterNode(e.ctx, n); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("RegisterNode(case %d: %+v) error %v, want ErrInvalid", i, n, err)
 		}
