@@ -36,7 +36,7 @@ func lockKeys(ctx context.Context, tx *sql.Tx, ns string, keys []string) error {
 	for lo := 0; lo < len(keys); lo += store.MaxBatch {
 		part := keys[lo:min(len(keys), lo+store.MaxBatch)]
 		rows, err := tx.QueryContext(ctx, `SELECT task_key FROM ax_task_keys WHERE namespace = ? AND task_key IN (`+marks(len(part))+`)
-			ORDER BY task_key FOR UPDATE`, nsTexts(ns, part)...)
+			ORDER BY task_key FOR UPDATE`, append([]any{ns}, texts(part)...)...)
 		if err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func holders(ctx context.Context, tx *sql.Tx, ns string, keys []string) (map[str
 	for lo := 0; lo < len(keys); lo += store.MaxBatch {
 		part := keys[lo:min(len(keys), lo+store.MaxBatch)]
 		rows, err := tx.QueryContext(ctx, `SELECT held_key, MIN(id) FROM ax_tasks WHERE namespace = ? AND held_key IN (`+marks(len(part))+`)
-			GROUP BY namespace, held_key ORDER BY NULL`, nsTexts(ns, part)...)
+			GROUP BY namespace, held_key ORDER BY NULL`, append([]any{ns}, texts(part)...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -249,16 +249,6 @@ func triggerKeyed(ctx context.Context, tx *sql.Tx, ns string, id int64, taskKey,
 		return t, holder, nil
 	}
 	return t, 0, nil
-}
-
-// nsTexts returns ns followed by ss, as query arguments.
-func nsTexts(ns string, ss []string) []any {
-	out := make([]any, 0, 1+len(ss))
-	out = append(out, ns)
-	for _, s := range ss {
-		out = append(out, s)
-	}
-	return out
 }
 
 // texts returns ss as query arguments.

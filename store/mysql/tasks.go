@@ -32,6 +32,12 @@ const (
 // servers' default max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL 8).
 const maxChunkBytes = 4 << 20
 
+// getSQL reads a task of the view's namespace by id; lookupSQL by name and key.
+const (
+	getSQL    = "SELECT " + taskColumns + " FROM ax_tasks WHERE id = ? AND namespace = ?"
+	lookupSQL = "SELECT " + taskColumns + " FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ?"
+)
+
 func validText(s string, limit int) bool { return len(s) <= limit && utf8.ValidString(s) }
 
 // validateNew checks tasks as Insert does; op names the operation in the error
@@ -299,7 +305,7 @@ func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
 	if err := s.check("get task"); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ? AND namespace = ?`, id, s.ns))
+	t, err := scanTask(s.db.QueryRowContext(ctx, getSQL, id, s.ns))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ax: mysql: get task %d: %w", id, store.ErrNotFound)
 	}
@@ -311,7 +317,7 @@ func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, erro
 	if err := s.check("lookup task"); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(s.db.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ?", s.ns, name, key))
+	t, err := scanTask(s.db.QueryRowContext(ctx, lookupSQL, s.ns, name, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ax: mysql: lookup %q/%q: %w", name, key, store.ErrNotFound)
 	}
@@ -372,7 +378,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 		if err != nil {
 			return err
 		}
-		t, err = scanTask(tx.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ?", s.ns, name, key))
+		t, err = scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, name, key))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			sentinel = store.ErrNotFound
@@ -423,7 +429,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		if err != nil {
 			return err
 		}
-		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ? AND namespace = ?`, id, s.ns))
+		t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			sentinel = store.ErrNotFound
