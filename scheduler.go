@@ -419,8 +419,8 @@ type term struct {
 }
 
 // newTerm assembles a term's parts and makes its loop the current one, so that tasks
-// submitted from now on reach its wheel.
-func (s *Scheduler) newTerm(r *running, t leadership.Term) *term {
+// submitted from now on reach its wheel; ctx ends with the term.
+func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) *term {
 	st := s.kst
 	if t.Fence.Token != 0 {
 		st = leadership.Guard(s.kst, t.End, func(component string) {
@@ -436,7 +436,7 @@ func (s *Scheduler) newTerm(r *running, t leadership.Term) *term {
 	var exec dispatch.Executor = termExecutor{exec: r.exec, src: src}
 	var router *route.Router
 	if t.Fence.Token != 0 {
-		router = route.New(t.Ctx, route.Config{
+		router = route.New(ctx, route.Config{
 			Namespace: s.cfg.Namespace, Local: s.cfg.Node, Token: t.Fence.Token, Policy: route.Policy(s.cfg.Cluster.Routing),
 			Exec: r.exec, Src: src, Client: s.client,
 			LocalHandles: func(name string) bool { return s.handler(name) != nil },
@@ -543,14 +543,14 @@ const clockInterval = time.Minute
 func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Schedule) {
 	switch {
 	case s.cfg.Elector == nil && s.cfg.canLead():
-		tm := s.newTerm(r, leadership.Term{})
+		tm := s.newTerm(ctx, r, leadership.Term{})
 		r.wg.Go(func() { tm.run(ctx, rows) })
 	case s.cfg.canLead():
 		r.wg.Go(func() {
 			leadership.Run(ctx, leadership.Config{
 				Elector: s.cfg.Elector, Store: s.kst, Namespace: s.cfg.Namespace, Candidate: s.cfg.Node, Log: s.log,
 				Run: func(ctx context.Context, t leadership.Term) {
-					s.newTerm(r, t).run(ctx, nil)
+					s.newTerm(ctx, r, t).run(ctx, nil)
 				},
 				Changed: s.roleChanged,
 				Ping: func(ctx context.Context) error {

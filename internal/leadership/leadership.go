@@ -18,10 +18,8 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Term is one won lease, as the leader-only parts see it.
+// Term is one won lease, as the leader-only parts see it; Run's ctx ends with it.
 type Term struct {
-	// Ctx ends with the term.
-	Ctx context.Context
 	// Fence is carried by every leader-only write of the term.
 	Fence store.Fence
 	// Valid is nil while the term lasts. It checks the lease's deadline on the
@@ -144,7 +142,7 @@ func term(ctx context.Context, cfg Config, lease elect.Lease) {
 		defer func() { <-pinged }()
 		go func() { defer close(pinged); watchStore(termCtx, cfg, end) }()
 	}
-	cfg.Run(termCtx, Term{Ctx: termCtx, Fence: fence, Valid: valid, End: end, Remaining: lease.Remaining})
+	cfg.Run(termCtx, Term{Fence: fence, Valid: valid, End: end, Remaining: lease.Remaining})
 	cause := context.Cause(termCtx)
 	if cause == nil || errors.Is(cause, context.Canceled) {
 		cause = valid()
