@@ -51,23 +51,29 @@ func TestCrashChild(t *testing.T) {
 		<-block // until killed
 		return nil
 	})
-	switch mode {
-	case "claimed":
-		s.hooks.afterClaim = func(ts []store.Task) {
-			for _, t := range ts {
-				if t.Name == "work" {
-					fmt.Println("CLAIMED", t.ID)
-					<-block
-				}
+	// Killed right after the claim committed, before anything else: "claimed" with the
+	// task started by the claim (RUNNING, its execution recorded), "dispatched" with it
+	// claimed DISPATCHING (a task with a queued key is never started by the claim).
+	hold := func(ts []store.Task) {
+		for _, t := range ts {
+			if t.Name == "work" {
+				fmt.Println("CLAIMED", t.ID)
+				<-block
 			}
 		}
+	}
+	switch mode {
+	case "claimed":
+		s.hooks.afterClaim = func(_, started []store.Task) { hold(started) }
+	case "dispatched":
+		s.hooks.afterClaim = func(claimed, _ []store.Task) { hold(claimed) }
 	}
 	if err := s.Start(ctx); err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)
 	}
-	mustDelay := func(name, key string, d time.Duration) {
-		if _, err := s.Delay(ctx, name, key, d); err != nil {
+	mustDelay := func(name, key string, d time.Duration, opts ...TaskOption) {
+		if _, err := s.Delay(ctx, name, key, d, opts...); err != nil {
 			fmt.Println("ERROR", err)
 			os.Exit(1)
 		}
@@ -89,6 +95,8 @@ func TestCrashChild(t *testing.T) {
 		fmt.Println("READY")
 	case "running", "claimed":
 		mustDelay("work", "crash", 0)
+	case "dispatched":
+		mustDelay("work", "crash", 0, WithTaskKey("crash"), WithOverlap(OverlapQueue))
 	}
 	<-block
 }
@@ -98,11 +106,11 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	for _, mode := range []string{"pending", "running", "claimed"} {
+	for _, mode := range []string{"pending", "running", "claimed", "dispatched"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "ax.db")
-			marker := map[string]string{"pending": "READY", "running": "RUNNING", "claimed": "CLAIMED"}[mode]
+			marker := map[string]string{"pending": "READY", "running": "RUNNING", "claimed": "CLAIMED", "dispatched": "CLAIMED"}[mode]
 			runChildUntil(t, mode, path, marker)
 			if mode == "pending" {
 				time.Sleep(time.Second) // downtime: the first tasks fall due with no process running
@@ -180,13 +188,15 @@ func TestCrashRecovery(t *testing.T) {
 					if task.Attempt != 0 || len(execs) != 1 {
 						t.Errorf("task %s: attempt %d, %d executions; want 0, 1", key, task.Attempt, len(execs))
 					}
-				case "running":
-					// The execution killed mid-handler is orphaned and retried.
+				case "running", "claimed":
+					// The execution killed mid-handler, or after the claim recorded it
+					// and before its handler ran (which no one can tell apart), is
+					// orphaned and retried.
 					if task.Attempt != 1 || len(execs) != 2 || execs[0].Status != Failed ||
 						!strings.Contains(execs[0].Error, "orphaned") || execs[1].Status != Succeeded {
 						t.Errorf("orphaned task: attempt %d, executions %+v; want attempt 1, an orphaned FAILED execution then a SUCCEEDED one", task.Attempt, execs)
 					}
-				case "claimed":
+				case "dispatched":
 					// The claim that never started is handed back as a dispatch failure.
 					if task.Attempt != 0 || task.DispatchRetries != 1 || len(execs) != 1 || execs[0].Status != Succeeded {
 						t.Errorf("stuck claim: attempt %d, dispatch retries %d, executions %+v; want 0, 1, one SUCCEEDED", task.Attempt, task.DispatchRetries, execs)

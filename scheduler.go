@@ -60,7 +60,7 @@ type Scheduler struct {
 // testHooks let tests stop the scheduler at chosen points (a crash between claim and
 // start, for instance). Nil hooks are skipped.
 type testHooks struct {
-	afterClaim func([]store.Task) // on the claimer goroutine, before dispatch
+	afterClaim func(claimed, started []store.Task) // on the claimer goroutine, before dispatch
 	// localClock: trust the local clock, never measure the store's. A synctest
 	// bubble's fake clock then drives scheduling against a real database, whose
 	// own clock is years ahead (so everything the bubble schedules is due for it).
@@ -131,6 +131,13 @@ func (r *running) remove(id int64) {
 func (r *running) watch(id int64, due time.Time) {
 	if l := r.currentLoop(); l != nil {
 		l.Watch(id, due)
+	}
+}
+
+// wake tells the current term's loop that the executor has room to start tasks.
+func (r *running) wake() {
+	if l := r.currentLoop(); l != nil {
+		l.Wake()
 	}
 }
 
@@ -325,6 +332,17 @@ func (s *Scheduler) handler(name string) *handler {
 	return s.handlers[name]
 }
 
+// handlerNames returns the names with a handler here, for claims that start tasks.
+func (s *Scheduler) handlerNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.handlers))
+	for name := range s.handlers {
+		names = append(names, name)
+	}
+	return names
+}
+
 // execHandler is the executor's handler lookup.
 func (s *Scheduler) execHandler(name string) *execute.Handler {
 	if hd := s.handler(name); hd != nil {
@@ -390,6 +408,8 @@ func (s *Scheduler) assemble(cancel context.CancelFunc) *running {
 		HeartbeatInterval: s.cfg.HeartbeatInterval, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
 		SelfFenceAfter: s.cfg.selfFenceAfter(),
 		Handler:        s.execHandler,
+		Handlers:       s.handlerNames,
+		OnRoom:         r.wake,
 		OnKeysFree:     r.unblock,
 		OnRetry:        func(d store.Due) { r.add(d) },
 	})
@@ -404,6 +424,18 @@ type termExecutor struct {
 }
 
 func (t termExecutor) Dispatch(tasks []store.Task) bool { return t.exec.Dispatch(t.src, tasks) }
+
+// Reserve, Launch and ClaimFailed have the claim start the tasks this process runs
+// (dispatch.Starter).
+func (t termExecutor) Reserve(n int) (store.StartOn, int, bool) { return t.exec.Reserve(n) }
+
+func (t termExecutor) Launch(started []store.Task, k int, sent time.Time) {
+	t.exec.Launch(t.src, started, k, sent)
+}
+
+func (t termExecutor) ClaimFailed(claims []store.Claim, k int, sent time.Time) {
+	t.exec.ClaimFailed(t.src, claims, k, sent)
+}
 
 // term is one term's leader-only parts: the scheduling loop (with its wheel, filled
 // afresh), recovery, schedule firing, and the task counts for the observer. Without an

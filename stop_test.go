@@ -363,12 +363,22 @@ func TestStopHonoursItsContextInEveryStep(t *testing.T) {
 				if err := s.Start(ctx); err != nil {
 					t.Fatal(err)
 				}
-				for _, key := range []string{"a", "b", "c", "d"} {
-					if _, err := s.Delay(ctx, "job", key, 0); err != nil {
+				if _, err := s.Delay(ctx, "job", "a", 0); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait() // a runs
+				// Triggered, the others are DISPATCHING, pending behind it: Stop hands
+				// them back (a claim would start no more than the one free slot).
+				for _, key := range []string{"b", "c", "d"} {
+					task, err := s.Delay(ctx, "job", key, time.Hour)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := s.Trigger(ctx, task.ID); err != nil {
 						t.Fatal(err)
 					}
 				}
-				synctest.Wait() // one runs, the others are claimed and pending
+				synctest.Wait()
 				hanging.Store(true)
 				if hang == "Heartbeat" {
 					time.Sleep(11 * time.Second) // a heartbeat call is in flight, hanging

@@ -78,6 +78,34 @@ func CheckClaims(claims []Claim) error {
 	return nil
 }
 
+// CheckStartOn rejects what the contract calls invalid for ClaimStart: handlers with
+// no node to start them on.
+func CheckStartOn(on StartOn) error {
+	if on.Node == "" && len(on.Handlers) > 0 {
+		return fmt.Errorf("start on no node: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// Startable returns the claims' ids with Start set when on can start them, for a
+// driver to look tasks up in; nil when none can start (no handler names, or no
+// claim asks).
+func Startable(on StartOn, claims []Claim) map[int64]bool {
+	if on.Node == "" || len(on.Handlers) == 0 {
+		return nil
+	}
+	var m map[int64]bool
+	for _, c := range claims {
+		if c.Start {
+			if m == nil {
+				m = make(map[int64]bool)
+			}
+			m[c.ID] = true
+		}
+	}
+	return m
+}
+
 // CheckStarts rejects what the contract calls invalid for Start: an empty execution
 // id.
 func CheckStarts(starts []StartParams) error {

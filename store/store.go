@@ -91,6 +91,18 @@ type Store interface {
 	// checked in the claiming transaction, else it fails with ErrFenced.
 	Claim(ctx context.Context, fence Fence, claims []Claim) (*ClaimResult, error)
 
+	// ClaimStart is Claim for a scheduler that runs tasks itself: claim and start in one
+	// write. Each task of a claim with Start set that Claim would move to DISPATCHING,
+	// whose Name is one of on.Handlers and whose key does not restrict it (no TaskKey,
+	// or Overlap allow), goes instead from SCHEDULED straight to RUNNING, in the
+	// claiming statement or transaction: DispatchedAt, StartedAt and HeartbeatAt are
+	// set to one time, and its execution is recorded (status RUNNING, Node on.Node) as
+	// Start records it. Those tasks are returned in Started; every other outcome is
+	// Claim's. So no handler can start before its execution record is durable, and the
+	// fence is checked in the same write. Claim is ClaimStart with the zero StartOn.
+	// Handlers with an empty on.Node are ErrInvalid.
+	ClaimStart(ctx context.Context, fence Fence, on StartOn, claims []Claim) (*ClaimResult, error)
+
 	// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now, bypassing
 	// DueAt, with a new execution id; it sets DispatchedAt and TriggeredAt to one
 	// and the same time, so that a triggered execution can be told from a claimed
@@ -264,11 +276,21 @@ type RefillResult struct {
 type Claim struct {
 	ID          int64
 	ExecutionID string
+	// Start asks ClaimStart to start the task in the claiming write, if it can: the
+	// claimer has a handler slot free for it now. Claim ignores it.
+	Start bool
+}
+
+// StartOn says which claimed tasks ClaimStart may start, and for whom.
+type StartOn struct {
+	Node     string   // the executor, recorded on the executions
+	Handlers []string // the task names it has handlers for
 }
 
 // ClaimResult is the answer to a Claim.
 type ClaimResult struct {
 	Claimed []Task    // now DISPATCHING, in id order
+	Started []Task    // now RUNNING, their executions recorded (ClaimStart only), in id order
 	NotDue  []Due     // still SCHEDULED but due after the store's Now: try again at DueAt
 	Skipped []Task    // now SKIPPED: their key was held and their Overlap is skip
 	Blocked []Blocked // still SCHEDULED and due, their key held and their Overlap queue: try again when it frees

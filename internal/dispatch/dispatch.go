@@ -39,6 +39,21 @@ type Executor interface {
 	Dispatch(tasks []store.Task) (accepted bool)
 }
 
+// Starter is implemented by an Executor that can have the claim itself start the tasks
+// it runs in this process (store.ClaimStart): one write per task instead of a claim
+// then a start.
+type Starter interface {
+	// Reserve takes room for up to n of the tasks about to be claimed, and returns
+	// what the claim may start and how many (k). wait: claim nothing now; the
+	// executor calls Loop.Wake when it has room.
+	Reserve(n int) (on store.StartOn, k int, wait bool)
+	// Launch takes what a claim with a reservation of k started, sent at sent.
+	Launch(started []store.Task, k int, sent time.Time)
+	// ClaimFailed takes a claim with a reservation of k whose answer was an error: it
+	// may have committed. It tells the loop Done for the tasks it did not start.
+	ClaimFailed(claims []store.Claim, k int, sent time.Time)
+}
+
 // Config is what a Loop needs.
 type Config struct {
 	Store store.Store // each call bounded by a timeout of its own
@@ -57,8 +72,9 @@ type Config struct {
 	RefillInterval time.Duration // how often the store is read for changes
 	Capacity       int           // tasks claimed and not finished, at most
 
-	// AfterClaim, when set, sees each claim's tasks before dispatch (tests).
-	AfterClaim func([]store.Task)
+	// AfterClaim, when set, sees each claim's tasks before dispatch (tests): those
+	// claimed DISPATCHING and those started.
+	AfterClaim func(claimed, started []store.Task)
 }
 
 // Loop is the scheduling loop. Its methods are safe for concurrent use and never
@@ -85,7 +101,7 @@ type Loop struct {
 	inflight    atomic.Int64
 	maxInflight int64
 	claiming    atomic.Bool
-	claims      chan []int64
+	claims      chan claimBatch
 
 	// owned by loop
 	wheel    *wheel.Wheel
@@ -107,7 +123,7 @@ func New(cfg Config) *Loop {
 		keyRetry:  make(map[string]time.Time),
 		keyFreed:  make(map[string]uint64),
 
-		claims:      make(chan []int64, 1),
+		claims:      make(chan claimBatch, 1),
 		maxInflight: int64(cfg.Capacity),
 		wheel:       wheel.New(cfg.Tick, cfg.Window+2*cfg.RefillInterval+time.Minute, cfg.Clock.Now()),
 	}
@@ -131,6 +147,9 @@ func (l *Loop) Done(n int) {
 	l.inflight.Add(-int64(n))
 	l.signal()
 }
+
+// Wake tells the loop that its executor has room to start tasks (Starter).
+func (l *Loop) Wake() { l.signal() }
 
 // listen turns the store's change notifications into immediate refills, so that a
 // task committed by another process (or in a caller's transaction) is in the wheel
@@ -185,8 +204,8 @@ func (l *Loop) retryInvisible(ids []int64, res *store.ClaimResult) {
 	if len(l.watched) == 0 {
 		return
 	}
-	found := make(map[int64]bool, len(res.Claimed)+len(res.NotDue)+len(res.Skipped)+len(res.Blocked))
-	for _, ts := range [][]store.Task{res.Claimed, res.Skipped} {
+	found := make(map[int64]bool, len(res.Claimed)+len(res.Started)+len(res.NotDue)+len(res.Skipped)+len(res.Blocked))
+	for _, ts := range [][]store.Task{res.Claimed, res.Started, res.Skipped} {
 		for _, t := range ts {
 			found[t.ID] = true
 		}
@@ -295,8 +314,17 @@ func (l *Loop) loop(ctx context.Context) {
 	}
 }
 
+// claimBatch is one claim for the claimer: the tasks, in the order they fell due, and
+// what the executor reserved for them (Starter): the first k are asked to start.
+type claimBatch struct {
+	ids []int64
+	on  store.StartOn
+	k   int
+}
+
 // claim hands the claimer the next batch of due tasks, if it is idle and there is
-// capacity.
+// capacity: for an executor that starts tasks in the claim, as many as it has room
+// for, else as many as the loop's capacity allows.
 func (l *Loop) claim() {
 	if len(l.ready) == l.head || l.claiming.Load() {
 		return
@@ -305,11 +333,21 @@ func (l *Loop) claim() {
 	if n <= 0 {
 		return
 	}
-	batch := make([]int64, n)
-	l.head += copy(batch, l.ready[l.head:])
+	var b claimBatch
+	if st, ok := l.exec.(Starter); ok {
+		var wait bool
+		if b.on, b.k, wait = st.Reserve(int(n)); wait {
+			return
+		}
+		if b.k > 0 {
+			n = int64(b.k)
+		}
+	}
+	b.ids = make([]int64, n)
+	l.head += copy(b.ids, l.ready[l.head:])
 	l.inflight.Add(n)
 	l.claiming.Store(true)
-	l.claims <- batch
+	l.claims <- b
 }
 
 // valid reports whether the loop may claim.
@@ -326,16 +364,18 @@ func (l *Loop) valid() error {
 func (l *Loop) claimer(ctx context.Context) {
 	log := l.cfg.Log
 	for {
-		var ids []int64
+		var b claimBatch
 		select {
 		case <-ctx.Done():
 			return
-		case ids = <-l.claims:
+		case b = <-l.claims:
 		}
+		ids := b.ids
 		claims := make([]store.Claim, len(ids))
 		for i, id := range ids {
-			claims[i] = store.Claim{ID: id, ExecutionID: uuid.Must(uuid.NewV7()).String()}
+			claims[i] = store.Claim{ID: id, ExecutionID: uuid.Must(uuid.NewV7()).String(), Start: i < b.k}
 		}
+		st, _ := l.exec.(Starter)
 		l.mu.Lock()
 		claimFrees := l.frees
 		l.mu.Unlock()
@@ -343,9 +383,18 @@ func (l *Loop) claimer(ctx context.Context) {
 		// leave its tasks DISPATCHING until DispatchTimeout; answered, the tasks are
 		// handed back at once.
 		var res *store.ClaimResult
+		sent := time.Now()
+		resolving := 0 // tasks asked to start whose fate ClaimFailed settles, Done included
 		err := l.valid()
-		if err == nil {
-			res, err = l.cfg.Store.Claim(context.WithoutCancel(ctx), l.cfg.Fence, claims)
+		switch {
+		case err != nil && b.k > 0:
+			st.Launch(nil, b.k, sent) // not sent: the room goes back
+		case err == nil:
+			res, err = l.cfg.Store.ClaimStart(context.WithoutCancel(ctx), l.cfg.Fence, b.on, claims)
+			if err != nil && b.k > 0 {
+				st.ClaimFailed(claims, b.k, sent)
+				resolving = b.k
+			}
 		}
 		if err != nil {
 			// The tasks are still SCHEDULED: try them again shortly.
@@ -358,9 +407,9 @@ func (l *Loop) claimer(ctx context.Context) {
 				dues[i] = store.Due{ID: id, DueAt: retry}
 			}
 			l.Add(dues...)
-			l.inflight.Add(-int64(len(ids)))
+			l.inflight.Add(-int64(len(ids) - resolving))
 		} else {
-			l.inflight.Add(-int64(len(ids) - len(res.Claimed)))
+			l.inflight.Add(-int64(len(ids) - len(res.Claimed) - len(res.Started)))
 			if len(res.NotDue) > 0 {
 				// Due by our clock, not yet by the store's: try again at its due time,
 				// but no sooner than a tick from now, so that a clock offset not yet
@@ -379,6 +428,7 @@ func (l *Loop) claimer(ctx context.Context) {
 				l.block(res.Blocked, claimFrees)
 			}
 			l.cfg.Observe.Claimed(l.cfg.Clock.Now(), res.Claimed)
+			l.cfg.Observe.Claimed(l.cfg.Clock.Now(), res.Started)
 			for _, t := range res.Skipped {
 				log.LogAttrs(ctx, slog.LevelInfo, "ax: task skipped", append(observe.TaskAttrs(&t), slog.String("reason", t.LastError))...)
 				e := observe.Event{Kind: observe.Skipped, At: l.cfg.Clock.Now(), Name: t.Name}
@@ -388,7 +438,10 @@ func (l *Loop) claimer(ctx context.Context) {
 				l.cfg.Observe.Send(e)
 			}
 			if l.cfg.AfterClaim != nil {
-				l.cfg.AfterClaim(res.Claimed)
+				l.cfg.AfterClaim(res.Claimed, res.Started)
+			}
+			if b.k > 0 {
+				st.Launch(res.Started, b.k, sent)
 			}
 			l.exec.Dispatch(res.Claimed)
 		}

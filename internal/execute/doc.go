@@ -52,6 +52,12 @@ type Config struct {
 	SelfFenceAfter time.Duration
 	// Handler returns the handler registered for name, or nil.
 	Handler func(name string) *Handler
+	// Handlers returns the names with a handler registered, for a claim that starts
+	// tasks itself (Reserve); nil: such claims start nothing.
+	Handlers func() []string
+	// OnRoom is told that the executor has room for a claim that starts tasks itself
+	// (see Reserve): a handler returned, or a reservation was given back.
+	OnRoom func()
 	// OnKeysFree is told the task keys that tasks of this process stopped holding
 	// (finished, retried later or handed back), so that tasks waiting for them start.
 	OnKeysFree func(keys []string)

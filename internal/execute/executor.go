@@ -14,11 +14,15 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Executor runs handlers for claimed tasks in this process. For each batch it first
-// records the executions and moves the tasks to RUNNING in one store call, then
-// starts the handlers; results and heartbeats are written in batches too, by one
-// goroutine each, so that the number of store calls per task falls as load rises.
+// Executor runs handlers for claimed tasks in this process. Tasks the loop claimed and
+// started in one write (Reserve, then Launch) wait in queued for a free slot; tasks
+// dispatched DISPATCHING (triggered, handed over by a leader, or claimed without a
+// start) wait in pending, and for each batch of those it first records the executions
+// and moves the tasks to RUNNING in one store call, then starts the handlers. Results
+// and heartbeats are written in batches too, by one goroutine each, so that the
+// number of store calls per task falls as load rises.
 //
+//	claim+start ─► queued ──────────────┐
 //	dispatch ─► pending ─► starter ──Start──► handlers ─► results ─► finisher ──Finish──►
 //	                                             ▲
 //	                               heartbeater ──┘ (Heartbeat every HeartbeatInterval)
@@ -27,8 +31,11 @@ type Executor struct {
 
 	mu       sync.Mutex
 	pending  []dispatched          // claimed, waiting for a free slot
-	running  map[string]*execution // by execution id, until its result is written
+	queued   []*execution          // started by a claim, waiting for a free slot
+	reserved int                   // slots taken by claims in flight that start tasks (Reserve)
+	running  map[string]*execution // by execution id, until its result is written (queued ones too)
 	free     int                   // handler slots
+	pace     pace                  // the prefetch's measures (under mu)
 	stopping bool
 	warned   map[string]time.Time // name → last WARN for a task without a handler
 	wake     chan struct{}
@@ -148,6 +155,12 @@ func New(cfg Config) *Executor {
 	}
 	if cfg.OnRetry == nil {
 		cfg.OnRetry = func(store.Due) {}
+	}
+	if cfg.OnRoom == nil {
+		cfg.OnRoom = func() {}
+	}
+	if cfg.Handlers == nil {
+		cfg.Handlers = func() []string { return nil }
 	}
 	base, cancel := context.WithCancel(context.Background())
 	return &Executor{
@@ -275,6 +288,12 @@ func (e *Executor) HandBackUnhandled(src *Source, tasks []store.Task) {
 func (e *Executor) starter() {
 	for {
 		e.mu.Lock()
+		var run []*execution // started already: their handlers run now
+		if k := min(len(e.queued), e.free); k > 0 && !e.stopping {
+			run = append(run, e.queued[:k]...)
+			e.queued = e.queued[:copy(e.queued, e.queued[k:])]
+			e.free -= k
+		}
 		n := min(len(e.pending), e.free, store.MaxBatch)
 		var batch []dispatched
 		if n > 0 && !e.stopping {
@@ -283,7 +302,13 @@ func (e *Executor) starter() {
 			e.free -= n
 		}
 		e.mu.Unlock()
+		for _, x := range run {
+			go e.run(x) // counted in e.handlers since its Reserve
+		}
 		if len(batch) == 0 {
+			if len(run) > 0 {
+				continue
+			}
 			select {
 			case <-e.quit:
 				return
@@ -415,13 +440,7 @@ func (e *Executor) launch(batch []dispatched, res []store.StartResult, beat time
 			gone.add(d.src)
 			continue
 		}
-		x := &execution{task: *r.Task, src: d.src}
-		x.ctx, x.cancel = context.WithCancel(e.base)
-		x.beat = beat
-		if bound := e.cfg.SelfFenceAfter; bound > 0 {
-			x.fence = time.AfterFunc(bound-time.Since(beat), func() { e.selfFence(x) })
-		}
-		e.cfg.Observe.Started(e.cfg.Clock.Now(), &x.task)
+		x := e.newExecution(r.Task, d.src, beat)
 		e.mu.Lock()
 		e.running[x.task.ExecutionID] = x
 		e.mu.Unlock()
@@ -435,6 +454,18 @@ func (e *Executor) launch(batch []dispatched, res []store.StartResult, beat time
 		e.signal()
 	}
 	gone.report()
+}
+
+// newExecution returns the execution of t, started in the store by a request sent at
+// beat, with its self-fencing timer running.
+func (e *Executor) newExecution(t *store.Task, src *Source, beat time.Time) *execution {
+	x := &execution{task: *t, src: src}
+	x.ctx, x.cancel = context.WithCancel(e.base)
+	x.beat = beat
+	if bound := e.cfg.SelfFenceAfter; bound > 0 {
+		x.fence = time.AfterFunc(bound-time.Since(beat), func() { e.selfFence(x) })
+	}
+	return x
 }
 
 // giveBack frees the slots of tasks that will not start here and hands them back.
@@ -564,10 +595,16 @@ func (e *Executor) run(x *execution) {
 	defer func() {
 		e.mu.Lock()
 		e.free++
+		e.pace.done++
+		room := e.roomLocked()
 		e.mu.Unlock()
 		e.signal()
+		if room {
+			e.cfg.OnRoom()
+		}
 	}()
 	t := &x.task
+	e.cfg.Observe.Started(e.cfg.Clock.Now(), t)
 	hd := e.cfg.Handler(t.Name) // dispatch checked it is registered; handlers are never removed
 	timeout := hd.Timeout
 	if t.Timeout > 0 {
@@ -922,7 +959,10 @@ func (e *Executor) Quiesce() {
 		e.stopping = true
 		pending := e.pending
 		e.pending = nil
+		queued := e.queued
+		e.queued = nil
 		e.mu.Unlock()
+		e.release(queued)
 		close(e.quit)
 		go func() {
 			defer close(e.handedBack)

@@ -232,6 +232,12 @@ func (g guarded) Claim(ctx context.Context, f store.Fence, claims []store.Claim)
 	return res, err
 }
 
+func (g guarded) ClaimStart(ctx context.Context, f store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
+	res, err := g.Store.ClaimStart(ctx, f, on, claims)
+	g.check("claim", err)
+	return res, err
+}
+
 func (g guarded) Finish(ctx context.Context, f store.Fence, results []store.Finish) ([]bool, error) {
 	res, err := g.Store.Finish(ctx, f, results)
 	g.check("recovery", err)

@@ -199,6 +199,30 @@ func (r *Router) Dispatch(tasks []store.Task) bool {
 	return true
 }
 
+// Reserve has the claim start the tasks itself while this replica is the only one
+// that takes dispatches (no other live replica advertises an executor endpoint):
+// then every task it has a handler for runs here anyway, and one write claims and
+// starts it. With other replicas, tasks are claimed DISPATCHING and routed.
+func (r *Router) Reserve(n int) (store.StartOn, int, bool) {
+	r.mu.Lock()
+	alone := len(r.names) == 0
+	r.mu.Unlock()
+	if !alone {
+		return store.StartOn{}, 0, false
+	}
+	return r.cfg.Exec.Reserve(n)
+}
+
+// Launch runs what a claim started here (see Reserve).
+func (r *Router) Launch(started []store.Task, k int, sent time.Time) {
+	r.cfg.Exec.Launch(r.cfg.Src, started, k, sent)
+}
+
+// ClaimFailed settles a failed claim that asked to start tasks here (see Reserve).
+func (r *Router) ClaimFailed(claims []store.Claim, k int, sent time.Time) {
+	r.cfg.Exec.ClaimFailed(r.cfg.Src, claims, k, sent)
+}
+
 // route sends each task to a candidate not in tried. A task no candidate takes waits
 // in the leader, still DISPATCHING, and is routed again with a backoff for up to
 // BusyFor (every replica with its handler was full); then, or when no replica has its

@@ -55,6 +55,12 @@ func (b boundedStore) Claim(ctx context.Context, fence store.Fence, claims []sto
 	return b.Store.Claim(ctx, fence, claims)
 }
 
+func (b boundedStore) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.ClaimStart(ctx, fence, on, claims)
+}
+
 func (b boundedStore) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

@@ -19,6 +19,11 @@ func (f *fences) Claim(_ context.Context, fence store.Fence, _ []store.Claim) (*
 	return &store.ClaimResult{}, nil
 }
 
+func (f *fences) ClaimStart(_ context.Context, fence store.Fence, _ store.StartOn, _ []store.Claim) (*store.ClaimResult, error) {
+	f.got["ClaimStart"] = fence
+	return &store.ClaimResult{}, nil
+}
+
 func (f *fences) Start(_ context.Context, fence store.Fence, _ []store.StartParams) ([]store.StartResult, error) {
 	f.got["Start"] = fence
 	return nil, nil
@@ -47,11 +52,12 @@ func TestBoundedPassesFences(t *testing.T) {
 	ctx := context.Background()
 	f := store.Fence{Namespace: "ns", Token: 7}
 	st.Claim(ctx, f, nil)
+	st.ClaimStart(ctx, f, store.StartOn{}, nil)
 	st.Start(ctx, f, nil)
 	st.Finish(ctx, f, nil)
 	st.Requeue(ctx, f, nil)
 	st.FireSchedule(ctx, store.FireParams{Fence: f})
-	for _, op := range []string{"Claim", "Start", "Finish", "Requeue", "FireSchedule"} {
+	for _, op := range []string{"Claim", "ClaimStart", "Start", "Finish", "Requeue", "FireSchedule"} {
 		if got, ok := inner.got[op]; !ok || got != f {
 			t.Errorf("%s reached the store with fence %+v (called: %v), want %+v", op, got, ok, f)
 		}

@@ -210,6 +210,14 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 	return s.inner.Claim(ctx, fence, claims)
 }
 
+// ClaimStart counts the call and passes it on.
+func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
+	if err := s.before(ctx, "ClaimStart"); err != nil {
+		return nil, err
+	}
+	return s.inner.ClaimStart(ctx, fence, on, claims)
+}
+
 // Trigger counts the call and passes it on.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if err := s.before(ctx, "Trigger"); err != nil {

@@ -347,6 +347,12 @@ func (r *row) current(c change) bool {
 // Claim moves due tasks from SCHEDULED to DISPATCHING. See [store.Store.Claim]. An
 // empty execution id is ErrInvalid; an id given twice is claimed at most once.
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
+	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
+}
+
+// ClaimStart is Claim that moves the tasks on can start straight to RUNNING. See
+// [store.Store.ClaimStart].
+func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
@@ -354,11 +360,15 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 	if err := store.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
+	if err := store.CheckStartOn(on); err != nil {
+		return nil, fmt.Errorf("ax: claim tasks: %w", err)
+	}
 	if err := s.fenced(fence); err != nil {
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
 	now := s.now()
 	res := &store.ClaimResult{}
+	startable := store.Startable(on, claims)
 	var keyed []store.Keyed
 	execs := make(map[int64]string)
 	for _, c := range store.UniqueClaims(claims) {
@@ -376,6 +386,11 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 			continue
 		}
 		s.dispatch(r, c.ExecutionID, now)
+		if startable[c.ID] && slices.Contains(on.Handlers, r.task.Name) {
+			s.start(r, on.Node, now)
+			res.Started = append(res.Started, *copyTask(&r.task))
+			continue
+		}
 		res.Claimed = append(res.Claimed, *copyTask(&r.task))
 	}
 	if len(keyed) == 0 {
@@ -501,24 +516,30 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 			out[i] = store.StartResult{Outcome: store.Lost}
 			continue
 		}
-		e := &store.Execution{
-			ID:          p.ExecutionID,
-			TaskID:      p.TaskID,
-			Attempt:     r.task.Attempt,
-			Node:        p.Node,
-			Status:      store.Running,
-			StartedAt:   now,
-			HeartbeatAt: now,
-		}
-		s.execs[e.ID] = e
-		r.execs = append(r.execs, e.ID)
-		r.task.Status = store.Running
-		r.task.StartedAt = now
-		r.task.HeartbeatAt = now
-		r.task.UpdatedAt = now
+		e := s.start(r, p.Node, now)
 		out[i] = store.StartResult{Outcome: store.Started, Task: copyTask(&r.task), Execution: new(*e)}
 	}
 	return out, nil
+}
+
+// start records the execution of the DISPATCHING row r on node and moves r to RUNNING.
+func (s *Store) start(r *row, node string, now time.Time) *store.Execution {
+	e := &store.Execution{
+		ID:          r.task.ExecutionID,
+		TaskID:      r.task.ID,
+		Attempt:     r.task.Attempt,
+		Node:        node,
+		Status:      store.Running,
+		StartedAt:   now,
+		HeartbeatAt: now,
+	}
+	s.execs[e.ID] = e
+	r.execs = append(r.execs, e.ID)
+	r.task.Status = store.Running
+	r.task.StartedAt = now
+	r.task.HeartbeatAt = now
+	r.task.UpdatedAt = now
+	return e
 }
 
 // running returns the row of task id if it is RUNNING with this execution id.

@@ -52,19 +52,20 @@ type locked struct {
 	dueAt   time.Time
 	overlap store.OverlapPolicy // Claim only: skip or queue when the task's key rules, else empty
 	taskKey string              // Claim only, when its key rules
+	name    string              // Claim only
 }
 
 // lockRows locks the rows among ids whose status is status, in id order, and returns
 // them by id with the database time of the statement. A non-empty ns (Claim) leaves out
 // the rows of other namespaces, as if they were not in that status; Start, Heartbeat,
 // Finish and Requeue pass "": they act on execution ids, unique across namespaces.
-// With keys (Claim) it also reads the overlap policy and task key of the tasks whose
-// key rules; both are NULL for the others, which the driver hands over without
-// allocating.
+// With keys (Claim) it also reads the name, and the overlap policy and task key of the
+// tasks whose key rules; both are NULL for the others, which the driver hands over
+// without allocating.
 func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, ids []int64, keys bool) (map[int64]*locked, time.Time, error) {
 	cols := ""
 	if keys {
-		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL)`
+		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL), name`
 	}
 	where := ""
 	args := make([]any, 0, len(ids)+2)
@@ -90,7 +91,7 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 		l := &locked{}
 		if keys {
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now},
-				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey})
+				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name)
 		} else {
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now})
 		}
@@ -121,6 +122,13 @@ func selectTasks(ctx context.Context, tx *sql.Tx, ids []int64) ([]store.Task, er
 // their keys' locks (claimKeyed), so that a claim takes rows, then keys, always in
 // that order.
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
+	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
+}
+
+// ClaimStart is Claim that, in the claiming transaction, also starts the tasks on can
+// start: their transition goes to RUNNING in the same UPDATE, and their execution
+// records in one INSERT after it. Keyed tasks (skip, queue) are claimed DISPATCHING.
+func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := s.check("claim"); err != nil {
 		return nil, err
 	}
@@ -130,11 +138,18 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 	if err := store.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: mysql: claim: %w", err)
 	}
+	if err := store.CheckStartOn(on); err != nil {
+		return nil, fmt.Errorf("ax: mysql: claim: %w", err)
+	}
+	if !validText(on.Node, maxNode) {
+		return nil, fmt.Errorf("ax: mysql: claim: node over %d bytes or not UTF-8: %w", maxNode, store.ErrInvalid)
+	}
 	for i, c := range claims {
 		if !validText(c.ExecutionID, maxExecID) {
 			return nil, fmt.Errorf("ax: mysql: claim: claim %d: execution id over %d bytes or not UTF-8: %w", i, maxExecID, store.ErrInvalid)
 		}
 	}
+	startable := store.Startable(on, claims)
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	if len(uniq) == 0 {
@@ -167,8 +182,8 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 			if !now.IsZero() {
 				last = now
 			}
-			var dueIDs []int64
-			var execs []any
+			var dueIDs, startIDs []int64
+			var execs, records []any
 			for _, c := range part {
 				l := rows[c.ID]
 				switch {
@@ -184,21 +199,47 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 				default:
 					dueIDs = append(dueIDs, c.ID)
 					execs = append(execs, c.ExecutionID)
+					if startable[c.ID] && slices.Contains(on.Handlers, l.name) {
+						startIDs = append(startIDs, c.ID)
+						records = append(records, c.ExecutionID, c.ID, l.attempt, on.Node)
+					}
 				}
 			}
 			if len(dueIDs) == 0 {
 				return nil
 			}
-			// 2. The transition, with the per-row CAS.
+			// 2. The transition, with the per-row CAS: to RUNNING for the tasks to
+			//    start, which the lock's rows say are due and SCHEDULED.
 			ts := dt(now)
 			execCase, args := caseID(dueIDs, execs, "")
+			set := `status = 'DISPATCHING'`
+			if len(startIDs) > 0 { // MySQL assigns left to right; none of these reads another
+				in := `id IN (` + marks(len(startIDs)) + `)`
+				set = `status = IF(` + in + `, 'RUNNING', 'DISPATCHING'), started_at = IF(` + in + `, ?, started_at), heartbeat_at = IF(` + in + `, ?, heartbeat_at)`
+				ids := int64s(startIDs)
+				args = append(append(args, ids...), ids...)
+				args = append(append(args, ts), ids...)
+				args = append(args, ts)
+			}
 			args = append(args, ts, ts)
 			args = append(args, int64s(dueIDs)...)
 			args = append(args, ts)
-			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING', execution_id = `+execCase+`,
+			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET execution_id = `+execCase+`, `+set+`,
 				dispatched_at = ?, updated_at = ?
 				WHERE id IN (`+marks(len(dueIDs))+`) AND status = 'SCHEDULED' AND due_at <= ?`, args...); err != nil {
 				return err
+			}
+			if len(startIDs) > 0 {
+				values := strings.TrimSuffix(strings.Repeat("(?,?,?,?,'RUNNING',?,?,''),", len(startIDs)), ",")
+				ins := make([]any, 0, 6*len(startIDs))
+				for k := 0; k < len(records); k += 4 {
+					ins = append(ins, records[k:k+4]...)
+					ins = append(ins, ts, ts)
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at, error)
+					VALUES `+values, ins...); err != nil {
+					return err
+				}
 			}
 			// 3. Read them back.
 			claimed, err := selectTasks(ctx, tx, dueIDs)
@@ -206,8 +247,11 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 				return err
 			}
 			for _, t := range claimed {
-				if t.Status == store.Dispatching {
+				switch t.Status {
+				case store.Dispatching:
 					res.Claimed = append(res.Claimed, t)
+				case store.Running:
+					res.Started = append(res.Started, t)
 				}
 			}
 			return nil

@@ -108,7 +108,8 @@ func TestExplain(t *testing.T) {
 			"ax_tasks_scheduled_due", false},
 		{"refill (Refill, Changed)", refillSQL, []any{seq, now.Add(5 * time.Minute), 1000, now.Add(5 * time.Minute), int64(0), ns},
 			"ax_tasks_scheduled_seq", false},
-		{"claim (200 ids)", claimSQL, []any{claimIDs, claimEIDs, ns}, "ax_tasks_pkey", false},
+		{"claim (200 ids)", claimSQL, []any{claimIDs, claimEIDs, ns, make([]bool, len(claimIDs)), []string{}, ""}, "ax_tasks_pkey", false},
+		{"claim and start (200 ids)", claimSQL, []any{claimIDs, claimEIDs, ns, starts(len(claimIDs)), []string{"order.close"}, "node-1"}, "ax_tasks_pkey", false},
 		{"orphan scan (Stale RUNNING)", staleRunningSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_running_heartbeat", false},
 		{"stuck-claim scan (Stale DISPATCHING)", staleDispatchingSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_dispatching_since", false},
 		{"insert (200 tasks, one a duplicate)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps, ns},
@@ -170,4 +171,13 @@ func namespaceInIndexCond(plan, index string) bool {
 		}
 	}
 	return false
+}
+
+// starts is n claims' Start flags, all set.
+func starts(n int) []bool {
+	b := make([]bool, n)
+	for i := range b {
+		b[i] = true
+	}
+	return b
 }

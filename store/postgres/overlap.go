@@ -299,6 +299,7 @@ func (s *Store) triggerKeyed(ctx context.Context, id int64, executionID, taskKey
 func sortResult(res *store.ClaimResult) {
 	byID := func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) }
 	slices.SortFunc(res.Claimed, byID)
+	slices.SortFunc(res.Started, byID)
 	slices.SortFunc(res.Skipped, byID)
 	slices.SortFunc(res.NotDue, func(a, b store.Due) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(res.Blocked, func(a, b store.Blocked) int { return cmp.Compare(a.ID, b.ID) })

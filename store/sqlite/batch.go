@@ -216,12 +216,23 @@ func chunks(n int, f func(lo, hi int) error) error {
 // non-zero fence adds one read of ax_leader at the start of the transaction (see
 // fence.go), which covers the keyed tasks' statements too.
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
+	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
+}
+
+// ClaimStart is Claim that, in the claiming transaction, also starts the claimed tasks
+// on can start, with Start's two statements (record, then run). SQLite's cost is the
+// commit, and this is still one. Keyed tasks (skip, queue) are claimed DISPATCHING.
+func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := store.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
+	if err := store.CheckStartOn(on); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
+	}
+	startable := store.Startable(on, claims)
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
@@ -240,7 +251,9 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 			if err != nil {
 				return err
 			}
-			res.Claimed = append(res.Claimed, claimed...)
+			if err := s.startClaimed(ctx, tx, ts, on, startable, claimed, res); err != nil {
+				return err
+			}
 			if len(claimed) == len(part) {
 				return nil
 			}
@@ -283,7 +296,49 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 		return nil, err
 	}
 	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(res.Started, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
 	return res, nil
+}
+
+// startClaimed records the executions of the tasks just claimed (DISPATCHING) that on
+// can start and moves them to RUNNING, in the claim's transaction; it adds them to
+// res.Started and the rest to res.Claimed.
+func (s *Store) startClaimed(ctx context.Context, tx *sql.Tx, ts int64, on store.StartOn, startable map[int64]bool, claimed []store.Task, res *store.ClaimResult) error {
+	var args []any
+	for _, t := range claimed {
+		if startable[t.ID] && slices.Contains(on.Handlers, t.Name) {
+			args = append(args, t.ID, t.ExecutionID, on.Node)
+		}
+	}
+	if len(args) == 0 {
+		res.Claimed = append(res.Claimed, claimed...)
+		return nil
+	}
+	if err := s.batchExec(ctx, tx, recordStmt, []any{ts, ts}, args, nil); err != nil {
+		return err
+	}
+	run := make([]any, 0, len(args)/3*2)
+	for k := 0; k < len(args); k += 3 {
+		run = append(run, args[k], args[k+1])
+	}
+	started, err := scanTasks(s.batch(ctx, tx, runStmt, []any{ts, ts, ts}, run, nil))
+	if err != nil {
+		return err
+	}
+	if len(started) != len(run)/2 { // claimed in this transaction, under the writer lock
+		return fmt.Errorf("started %d of %d tasks just claimed", len(started), len(run)/2)
+	}
+	res.Started = append(res.Started, started...)
+	in := make(map[int64]bool, len(started))
+	for _, t := range started {
+		in[t.ID] = true
+	}
+	for _, t := range claimed {
+		if !in[t.ID] {
+			res.Claimed = append(res.Claimed, t)
+		}
+	}
+	return nil
 }
 
 // claimKeyed applies the overlap rule to the due keyed tasks of a Claim, in its

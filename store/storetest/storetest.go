@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Read", readTests},
 		{"Cancel", cancelTests},
 		{"Claim", claimTests},
+		{"ClaimStart", claimStartTests},
 		{"Trigger", triggerTests},
 		{"Start", startTests},
 		{"Heartbeat", heartbeatTests},
