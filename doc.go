@@ -19,13 +19,23 @@
 // changes nothing.
 //
 //	state        meaning                                         may move to
-//	SCHEDULED    persisted, waiting for DueAt                    DISPATCHING, CANCELLED, SKIPPED
+//	SCHEDULED    persisted, waiting for DueAt                    RUNNING (claim and start), DISPATCHING, CANCELLED, SKIPPED
 //	DISPATCHING  due; claimed, being handed to an executor       RUNNING, SCHEDULED (dispatch retry), FAILED
-//	RUNNING      the execution is recorded; the handler runs     SUCCEEDED, SCHEDULED (retry), FAILED
+//	RUNNING      the execution is recorded; the handler runs     SUCCEEDED, SCHEDULED (retry, release), FAILED
+//	             (or waits in the process for a free slot)
 //	SUCCEEDED    done                                            —
 //	FAILED       business or dispatch retries exhausted          DISPATCHING (Trigger)
 //	CANCELLED    cancelled before it ran                         —
 //	SKIPPED      skipped by OverlapSkip: its task key was held   —
+//
+// A scheduler that runs the tasks it claims (one process, or a leader that no other
+// replica takes dispatches from) claims and starts them in one write, SCHEDULED →
+// RUNNING with their execution records, fenced like every claim: as many as it has
+// free handler slots plus a prefetch of twice what its handlers finish in one claim
+// round trip (at most 200). A prefetched task waits in the process, RUNNING and
+// heartbeated; at Stop it is released: SCHEDULED at once, its attempt unchanged.
+// DISPATCHING is for tasks handed to another replica's executor, triggered, restricted
+// by their task key (OverlapSkip, OverlapQueue), or without a handler here.
 //
 // # Time fields
 //
@@ -35,9 +45,11 @@
 //	CreatedAt     the task was submitted (or, for an occurrence, materialised)
 //	DueAt         when it should run; a business retry moves it to the retry's time;
 //	              for an occurrence, its slot
-//	DispatchedAt  the last claim: due, taken by a scheduler (SCHEDULED/FAILED → DISPATCHING)
-//	StartedAt     the last execution really began: recorded just before the handler
-//	              ran (DISPATCHING → RUNNING); StartedAt − DueAt is the lateness
+//	DispatchedAt  the last claim: due, taken by a scheduler (SCHEDULED/FAILED → DISPATCHING,
+//	              or SCHEDULED → RUNNING)
+//	StartedAt     the last execution was recorded, before its handler ran (→ RUNNING;
+//	              the same time as DispatchedAt when one write claimed and started it);
+//	              StartedAt − DueAt is the lateness of the start in the store
 //	HeartbeatAt   the running execution's last sign of life (every HeartbeatInterval)
 //	FinishedAt    it reached SUCCEEDED, FAILED, CANCELLED or SKIPPED
 //	TriggeredAt   the last manual Trigger (operator compensation)

@@ -61,8 +61,10 @@ type Task struct {
 	UpdatedAt time.Time
 	// DispatchedAt is the last claim (SCHEDULED or FAILED → DISPATCHING).
 	DispatchedAt time.Time
-	// StartedAt is when the last execution really began, recorded just before the
-	// handler ran; StartedAt − DueAt is its lateness.
+	// StartedAt is when the last execution was recorded, before its handler ran (by
+	// the claim itself when one write claimed and started it; a prefetched task's
+	// handler may begin a little later, when a slot frees); StartedAt − DueAt is its
+	// lateness in the store.
 	StartedAt time.Time
 	// HeartbeatAt is the running execution's last sign of life.
 	HeartbeatAt time.Time
