@@ -36,6 +36,12 @@ type Result struct {
 	Early       int           `json:"early"`                         // handler starts before DueAt
 	CallsPerSec float64       `json:"store_calls_per_sec,omitempty"` // idle: scheduler → store calls
 	DBCPU       time.Duration `json:"db_cpu_ns,omitempty"`           // idle: CPU the database used
+	// The other workloads: the scheduler's store calls (each one statement or one
+	// transaction) and the database's CPU, per task, over the measured span. The CPU
+	// is the server's processes' (PostgreSQL, MariaDB), or this process's for SQLite,
+	// which runs in it with the scheduler and the workload.
+	CallsPerTask float64       `json:"store_calls_per_task,omitempty"`
+	CPUPerTask   time.Duration `json:"db_cpu_per_task_ns,omitempty"`
 }
 
 // String formats the result as one line of a table.
@@ -55,7 +61,57 @@ func (r Result) String() string {
 	if r.Workload == "idle" {
 		s += fmt.Sprintf(" store-calls=%.2f/s db-cpu=%v", r.CallsPerSec, r.DBCPU.Round(time.Millisecond))
 	}
+	if r.CallsPerTask > 0 {
+		s += fmt.Sprintf(" store-calls/task=%.3f", r.CallsPerTask)
+	}
+	if r.CPUPerTask > 0 {
+		s += fmt.Sprintf(" db-cpu/task=%v", r.CPUPerTask.Round(100*time.Nanosecond))
+	}
 	return s
+}
+
+// meter counts a scheduler's store calls and the database's CPU over a span.
+type meter struct {
+	env   Env
+	cs    *storecount.Store
+	calls int
+	cpu   time.Duration
+}
+
+// newMeter wraps env's store to count the calls made through the returned Env.
+func newMeter(env Env) (*meter, Env) {
+	m := &meter{env: env, cs: storecount.New(env.Store)}
+	env.Store = m.cs.WithOptionalInterfaces() // what the scheduler sees is unchanged
+	return m, env
+}
+
+// start begins the span.
+func (m *meter) start() error {
+	m.calls = m.cs.Snapshot().Total()
+	if m.env.DBCPU != nil {
+		cpu, err := m.env.DBCPU()
+		if err != nil {
+			return err
+		}
+		m.cpu = cpu
+	}
+	return nil
+}
+
+// stop ends the span and sets r's per-task figures.
+func (m *meter) stop(r *Result) error {
+	if r.Tasks == 0 {
+		return nil
+	}
+	r.CallsPerTask = float64(m.cs.Snapshot().Total()-m.calls) / float64(r.Tasks)
+	if m.env.DBCPU != nil {
+		cpu, err := m.env.DBCPU()
+		if err != nil {
+			return err
+		}
+		r.CPUPerTask = (cpu - m.cpu) / time.Duration(r.Tasks)
+	}
+	return nil
 }
 
 // Env is what a workload runs against.
@@ -92,8 +148,12 @@ func insertAll(ctx context.Context, st ax.Store, name string, dues []time.Time) 
 
 // EnqueueSingle submits n tasks due in an hour, one Delay each, from 8 goroutines.
 func EnqueueSingle(ctx context.Context, env Env, n int) (Result, error) {
+	m, env := newMeter(env)
 	s, err := newScheduler(env, 0)
 	if err != nil {
+		return Result{}, err
+	}
+	if err := m.start(); err != nil {
 		return Result{}, err
 	}
 	var next atomic.Int64
@@ -117,13 +177,18 @@ func EnqueueSingle(ctx context.Context, env Env, n int) (Result, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Result{}, err
 	}
-	return Result{Workload: "enqueue-single", Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds()}, nil
+	r := Result{Workload: "enqueue-single", Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds()}
+	return r, m.stop(&r)
 }
 
 // EnqueueBatch submits n tasks due in an hour through SubmitMany, 1,000 at a time.
 func EnqueueBatch(ctx context.Context, env Env, n int) (Result, error) {
+	m, env := newMeter(env)
 	s, err := newScheduler(env, 0)
 	if err != nil {
+		return Result{}, err
+	}
+	if err := m.start(); err != nil {
 		return Result{}, err
 	}
 	due := time.Now().Add(time.Hour)
@@ -138,7 +203,8 @@ func EnqueueBatch(ctx context.Context, env Env, n int) (Result, error) {
 		}
 	}
 	elapsed := time.Since(start)
-	return Result{Workload: "enqueue-batch", Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds()}, nil
+	r := Result{Workload: "enqueue-batch", Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds()}
+	return r, m.stop(&r)
 }
 
 // Drain writes n tasks due now, starts a scheduler with the given concurrency and a
@@ -201,6 +267,7 @@ func runLateness(ctx context.Context, env Env, workload string, concurrency int,
 	lateness := make([]time.Duration, 0, n)
 	early := 0
 	done := make(chan struct{})
+	m, env := newMeter(env)
 	s, err := newScheduler(env, concurrency)
 	if err != nil {
 		return Result{}, err
@@ -218,6 +285,9 @@ func runLateness(ctx context.Context, env Env, workload string, concurrency int,
 		}
 		return nil
 	})
+	if err := m.start(); err != nil {
+		return Result{}, err
+	}
 	if err := s.Start(ctx); err != nil {
 		return Result{}, err
 	}
@@ -242,10 +312,11 @@ func runLateness(ctx context.Context, env Env, workload string, concurrency int,
 	defer mu.Unlock()
 	slices.Sort(lateness)
 	pct := func(p float64) time.Duration { return lateness[min(int(p*float64(n)), n-1)] }
-	return Result{
+	r := Result{
 		Workload: workload, Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds(),
 		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Max: lateness[n-1], Early: early,
-	}, nil
+	}
+	return r, m.stop(&r)
 }
 
 // checkSucceeded reads every task back (keys 0..n-1) and fails unless all are
