@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -121,8 +122,15 @@ var (
 	// Overlap allow): the whole batch in one statement. A keyed skip or queue task is
 	// left for claimKeyed; an id of another namespace is left alone, as one no longer
 	// SCHEDULED is.
-	claimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
-		dispatched_at = ?, updated_at = ?
+	//
+	// A claimed row whose claim asks to start (column3) and whose name is one of the
+	// handlers (a JSON array, read once per statement) goes straight to RUNNING
+	// (ClaimStart); claimedStmt then records its execution.
+	claimStmt = &batchStmt{cols: 3, pad: []any{0, "", false}, sql: `UPDATE ax_tasks SET
+		status = CASE WHEN c.column3 AND ax_tasks.name IN (SELECT value FROM json_each(?)) THEN 'RUNNING' ELSE 'DISPATCHING' END,
+		started_at = CASE WHEN c.column3 AND ax_tasks.name IN (SELECT value FROM json_each(?)) THEN ? ELSE started_at END,
+		heartbeat_at = CASE WHEN c.column3 AND ax_tasks.name IN (SELECT value FROM json_each(?)) THEN ? ELSE heartbeat_at END,
+		execution_id = c.column2, dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
 			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow')
@@ -149,6 +157,11 @@ var (
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED'
 		RETURNING ` + taskColumns}
+	// claimedStmt records the executions of the tasks claimStmt started.
+	claimedStmt = &batchStmt{cols: 4, pad: []any{nil, 0, 0, ""}, sql: `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
+		SELECT c.column1, c.column2, c.column3, c.column4, 'RUNNING', ?, ?
+		FROM (VALUES %V%) AS c
+		WHERE c.column1 IS NOT NULL`}
 	recordStmt = &batchStmt{cols: 3, pad: []any{0, "", ""}, sql: `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
 		SELECT c.column2, t.id, t.attempt, c.column3, 'RUNNING', ?, ?
 		FROM (VALUES %V%) AS c
@@ -193,7 +206,7 @@ var (
 		ON CONFLICT (namespace, name, key) DO NOTHING
 		RETURNING ` + taskColumns}
 
-	batchStmts = []*batchStmt{insertStmt, claimStmt, missedStmt, holdersStmt, keyedClaimStmt, skipStmt,
+	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, keyedClaimStmt, skipStmt,
 		recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
 )
 
@@ -233,6 +246,14 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
 	startable := store.Startable(on, claims)
+	handlers := "[]"
+	if startable != nil {
+		b, err := json.Marshal(on.Handlers)
+		if err != nil {
+			return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
+		}
+		handlers = string(b)
+	}
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
@@ -243,15 +264,16 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		ts := micros(now())
 		err := chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
-			args := make([]any, 0, 2*len(part))
+			args := make([]any, 0, 3*len(part))
 			for _, c := range part {
-				args = append(args, c.ID, c.ExecutionID)
+				args = append(args, c.ID, c.ExecutionID, startable[c.ID])
 			}
-			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, []any{ts, ts}, args, []any{ts, s.ns}))
+			head := []any{handlers, handlers, ts, handlers, ts, ts, ts}
+			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, head, args, []any{ts, s.ns}))
 			if err != nil {
 				return err
 			}
-			if err := s.startClaimed(ctx, tx, ts, on, startable, claimed, res); err != nil {
+			if err := s.recordClaimed(ctx, tx, ts, on.Node, claimed, res); err != nil {
 				return err
 			}
 			if len(claimed) == len(part) {
@@ -300,45 +322,23 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	return res, nil
 }
 
-// startClaimed records the executions of the tasks just claimed (DISPATCHING) that on
-// can start and moves them to RUNNING, in the claim's transaction; it adds them to
-// res.Started and the rest to res.Claimed.
-func (s *Store) startClaimed(ctx context.Context, tx *sql.Tx, ts int64, on store.StartOn, startable map[int64]bool, claimed []store.Task, res *store.ClaimResult) error {
+// recordClaimed records the executions of the tasks the claim statement started
+// (RUNNING) on node, in the claim's transaction, and adds them to res.Started and the
+// others (DISPATCHING) to res.Claimed.
+func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node string, claimed []store.Task, res *store.ClaimResult) error {
 	var args []any
 	for _, t := range claimed {
-		if startable[t.ID] && slices.Contains(on.Handlers, t.Name) {
-			args = append(args, t.ID, t.ExecutionID, on.Node)
-		}
-	}
-	if len(args) == 0 {
-		res.Claimed = append(res.Claimed, claimed...)
-		return nil
-	}
-	if err := s.batchExec(ctx, tx, recordStmt, []any{ts, ts}, args, nil); err != nil {
-		return err
-	}
-	run := make([]any, 0, len(args)/3*2)
-	for k := 0; k < len(args); k += 3 {
-		run = append(run, args[k], args[k+1])
-	}
-	started, err := scanTasks(s.batch(ctx, tx, runStmt, []any{ts, ts, ts}, run, nil))
-	if err != nil {
-		return err
-	}
-	if len(started) != len(run)/2 { // claimed in this transaction, under the writer lock
-		return fmt.Errorf("started %d of %d tasks just claimed", len(started), len(run)/2)
-	}
-	res.Started = append(res.Started, started...)
-	in := make(map[int64]bool, len(started))
-	for _, t := range started {
-		in[t.ID] = true
-	}
-	for _, t := range claimed {
-		if !in[t.ID] {
+		if t.Status == store.Running {
+			args = append(args, t.ExecutionID, t.ID, t.Attempt, node)
+			res.Started = append(res.Started, t)
+		} else {
 			res.Claimed = append(res.Claimed, t)
 		}
 	}
-	return nil
+	if len(args) == 0 {
+		return nil
+	}
+	return s.batchExec(ctx, tx, claimedStmt, []any{ts, ts}, args, nil)
 }
 
 // claimKeyed applies the overlap rule to the due keyed tasks of a Claim, in its
