@@ -195,7 +195,9 @@ var (
 	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
 		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
 
-	// insertStmt inserts the tasks into one namespace (the last of its head arguments).
+	// insertStmt inserts the tasks into one namespace (the last of its head arguments)
+	// and returns the id and sequence number of each row written: the sequence numbers
+	// are the inputs' (see insert), and the rest of the row is the input's.
 	insertStmt = &batchStmt{cols: 12, pad: []any{nil, nil, false, nil, 0, 0, "", 0, "", 0, "", ""}, sql: `INSERT INTO ax_tasks
 		(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, task_key, overlap,
 			created_at, updated_at, namespace)
@@ -204,7 +206,7 @@ var (
 		FROM (VALUES %V%) AS c
 		WHERE c.column1 IS NOT NULL
 		ON CONFLICT (namespace, name, key) DO NOTHING
-		RETURNING ` + taskColumns}
+		RETURNING id, seq`}
 
 	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, keyedClaimStmt, skipStmt,
 		recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}

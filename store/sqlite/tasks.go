@@ -74,22 +74,33 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i),
 				nt.TaskKey, string(nt.Overlap))
 		}
-		inserted, err := scanTasks(run(ctx, tx, insertStmt, []any{ts, ts, s.ns}, args, nil))
+		// Each row written answers with its id and sequence number, seq+i for input i:
+		// the task is the input as stored, read back from no row.
+		rows, err := run(ctx, tx, insertStmt, []any{ts, ts, s.ns}, args, nil)
 		if err != nil {
 			return err
 		}
-		byKey := make(map[[2]string]*store.Task, len(inserted))
-		for k := range inserted {
-			byKey[[2]string{inserted[k].Name, inserted[k].Key}] = &inserted[k]
+		ids := make(map[int]int64, hi-lo)
+		for rows.Next() {
+			var id, n int64
+			if err := rows.Scan(&id, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			ids[int(n-seq)] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
 		}
 		for i := lo; i < hi; i++ {
-			k := [2]string{tasks[i].Name, tasks[i].Key}
-			if t := byKey[k]; t != nil {
-				out[i] = store.Inserted{Task: t}
-				delete(byKey, k) // a second copy in this batch is a duplicate
+			if id, ok := ids[i]; ok {
+				if out[i].Task, err = stored(&tasks[i], id, ts); err != nil {
+					return err
+				}
 				continue
 			}
-			t, err := scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, k[0], k[1]))
+			t, err := scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, tasks[i].Name, tasks[i].Key))
 			if err != nil {
 				return err
 			}
@@ -97,6 +108,23 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 		}
 		return nil
 	})
+}
+
+// stored returns the task insertStmt wrote for nt with id at ts: what scanTask would
+// read back (times to the microsecond, in UTC; an empty payload non-nil).
+func stored(nt *store.NewTask, id, ts int64) (*store.Task, error) {
+	t := &store.Task{
+		ID: id, Name: nt.Name, Key: nt.Key, Status: store.Scheduled, DueAt: fromMicros(micros(nt.DueAt)),
+		MaxRetry: nt.MaxRetry, OwnerService: nt.OwnerService, TaskKey: nt.TaskKey, Overlap: nt.Overlap,
+		Timeout:   time.Duration(nt.Timeout.Microseconds()) * time.Microsecond,
+		CreatedAt: fromMicros(ts), UpdatedAt: fromMicros(ts),
+	}
+	if nt.Payload != nil {
+		t.Payload = append([]byte{}, nt.Payload...)
+	}
+	var err error
+	t.Backoff, err = store.ParseBackoff(store.FormatBackoff(nt.Backoff))
+	return t, err
 }
 
 const (
