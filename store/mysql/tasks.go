@@ -194,12 +194,32 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 				return ok
 			})
 		}
-		byKey, err := readByKey(ctx, tx, ns, tasks, part, false)
+		// The rows written carry their input's sequence number: their tasks are built
+		// from the input and the few columns the database set. Only the others —
+		// duplicates — are read whole.
+		written, err := readWritten(ctx, tx, ns, tasks, part)
+		if err != nil {
+			return nil, err
+		}
+		var others []int
+		for _, i := range part {
+			if w, ok := written[[2]string{tasks[i].Name, tasks[i].Key}]; ok && w.seq == seq+int64(i) {
+				if out[i].Task, err = storedTask(&tasks[i], w); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			others = append(others, i)
+		}
+		if len(others) == 0 {
+			continue
+		}
+		byKey, err := readByKey(ctx, tx, ns, tasks, others, false)
 		if err != nil {
 			return nil, err
 		}
 		var missing []int // duplicates committed after a REPEATABLE READ snapshot
-		for _, i := range part {
+		for _, i := range others {
 			if _, ok := byKey[[2]string{tasks[i].Name, tasks[i].Key}]; !ok {
 				missing = append(missing, i)
 			}
@@ -211,7 +231,7 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 			}
 			maps.Copy(byKey, more)
 		}
-		for _, i := range part {
+		for _, i := range others {
 			r, ok := byKey[[2]string{tasks[i].Name, tasks[i].Key}]
 			if !ok {
 				return nil, fmt.Errorf("task %q/%q not found after insert", tasks[i].Name, tasks[i].Key)
@@ -250,6 +270,60 @@ func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTas
 type keyedRow struct {
 	t   *store.Task
 	seq int64
+}
+
+// writtenRow is what readWritten reads of a row: what the database set on insert.
+type writtenRow struct {
+	id, seq          int64
+	created, updated time.Time
+}
+
+// readWritten reads the id, sequence number and stamps of the tasks of namespace ns
+// with the business keys of tasks[i], i in rows, with a plain read.
+func readWritten(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int) (map[[2]string]writtenRow, error) {
+	var q strings.Builder
+	q.WriteString("SELECT id, name, `key`, seq, created_at, updated_at FROM ax_tasks WHERE namespace = ? AND (name, `key`) IN (")
+	args := make([]any, 0, 1+2*len(rows))
+	args = append(args, ns)
+	for k, i := range rows {
+		if k > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?)")
+		args = append(args, tasks[i].Name, tasks[i].Key)
+	}
+	q.WriteByte(')')
+	r, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	out := make(map[[2]string]writtenRow, len(rows))
+	for r.Next() {
+		var w writtenRow
+		var k [2]string
+		if err := r.Scan(&w.id, &k[0], &k[1], &w.seq, dbTime{&w.created}, dbTime{&w.updated}); err != nil {
+			return nil, err
+		}
+		out[k] = w
+	}
+	return out, r.Err()
+}
+
+// storedTask returns the task insertRows wrote for nt, as scanTask would read it back.
+func storedTask(nt *store.NewTask, w writtenRow) (*store.Task, error) {
+	t := &store.Task{
+		ID: w.id, Name: nt.Name, Key: nt.Key, Status: store.Scheduled, DueAt: nt.DueAt.UTC().Truncate(time.Microsecond),
+		MaxRetry: nt.MaxRetry, OwnerService: nt.OwnerService, TaskKey: nt.TaskKey, Overlap: nt.Overlap,
+		Timeout:   time.Duration(nt.Timeout.Microseconds()) * time.Microsecond,
+		CreatedAt: w.created, UpdatedAt: w.updated,
+	}
+	if nt.Payload != nil {
+		t.Payload = append([]byte{}, nt.Payload...)
+	}
+	var err error
+	t.Backoff, err = store.ParseBackoff(store.FormatBackoff(nt.Backoff))
+	return t, err
 }
 
 // readByKey reads the tasks of namespace ns with the business keys of tasks[i], i in rows. A locking
