@@ -473,6 +473,7 @@ func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) 
 			Exec: r.exec, Src: src, Client: s.client,
 			LocalHandles: func(name string) bool { return s.handler(name) != nil },
 			Fenced:       func(err error) { t.End(err) },
+			Registry:     s.registry() != nil,
 			Nodes:        s.liveNodes,
 			BusyFor:      s.cfg.DispatchTimeout / 2,
 			Observe:      s.obs, Now: s.clock.Now, Log: s.log,

@@ -95,7 +95,12 @@ func Startable(on StartOn, claims []Claim) map[int64]bool {
 		return nil
 	}
 	var m map[int64]bool
+	seen := make(map[int64]bool, len(claims))
 	for _, c := range claims {
+		if seen[c.ID] {
+			continue // a task named twice is claimed with its first claim (UniqueClaims)
+		}
+		seen[c.ID] = true
 		if c.Start {
 			if m == nil {
 				m = make(map[int64]bool)

@@ -47,7 +47,8 @@ type Starter interface {
 	// what the claim may start and how many (k). wait: claim nothing now; the
 	// executor calls Loop.Wake when it has room.
 	Reserve(n int) (on store.StartOn, k int, wait bool)
-	// Launch takes what a claim with a reservation of k started, sent at sent.
+	// Launch takes what a claim with a reservation of k started, sent at sent; with
+	// a zero sent, the claim was not sent and the room goes back.
 	Launch(started []store.Task, k int, sent time.Time)
 	// ClaimFailed takes a claim with a reservation of k whose answer was an error: it
 	// may have committed. It tells the loop Done for the tasks it did not start.
@@ -367,6 +368,15 @@ func (l *Loop) claimer(ctx context.Context) {
 		var b claimBatch
 		select {
 		case <-ctx.Done():
+			// A batch the loop queued meanwhile is not claimed: the room reserved for
+			// it goes back (the executor outlives the term, and Stop waits for it).
+			select {
+			case b := <-l.claims:
+				if st, ok := l.exec.(Starter); ok && b.k > 0 {
+					st.Launch(nil, b.k, time.Time{})
+				}
+			default:
+			}
 			return
 		case b = <-l.claims:
 		}
@@ -388,7 +398,7 @@ func (l *Loop) claimer(ctx context.Context) {
 		err := l.valid()
 		switch {
 		case err != nil && b.k > 0:
-			st.Launch(nil, b.k, sent) // not sent: the room goes back
+			st.Launch(nil, b.k, time.Time{}) // not sent: the room goes back
 		case err == nil:
 			res, err = l.cfg.Store.ClaimStart(context.WithoutCancel(ctx), l.cfg.Fence, b.on, claims)
 			if err != nil && b.k > 0 {

@@ -114,12 +114,21 @@ func (e *Executor) Reserve(n int) (on store.StartOn, k int, wait bool) {
 
 // Launch takes the tasks a claim sent at sent started for src (store.ClaimStart), of
 // reserved tasks Reserve made room for: they queue for a free slot, and their handlers
-// run in the order given. The room they did not use is given back. A stopping executor
-// releases them at once (their handlers never run).
+// run in the order given. The room they did not use is given back; with a zero sent,
+// the claim was not sent, and all of it is. A stopping executor releases them at once
+// (their handlers never run).
 func (e *Executor) Launch(src *Source, started []store.Task, reserved int, sent time.Time) {
+	e.launchStarted(src, started, reserved, sent, !sent.IsZero())
+}
+
+// launchStarted is Launch; measured: sent began a claim whose round trip sizes the
+// prefetch (not a failed one, whose tasks were read back one by one).
+func (e *Executor) launchStarted(src *Source, started []store.Task, reserved int, sent time.Time, measured bool) {
 	e.mu.Lock()
 	e.reserved -= reserved
-	e.pace.claimed(time.Since(sent))
+	if measured {
+		e.pace.claimed(time.Since(sent))
+	}
 	xs := make([]*execution, len(started))
 	for i := range started {
 		xs[i] = e.newExecution(&started[i], src, sent)
@@ -179,7 +188,7 @@ func (e *Executor) ClaimFailed(src *Source, claims []store.Claim, reserved int, 
 				}
 			}
 		}
-		e.Launch(src, found, reserved, sent)
+		e.launchStarted(src, found, reserved, sent, false)
 		if n := reserved - len(found); n > 0 && src != nil && src.Done != nil {
 			src.Done(n) // the others were not claimed, or are left to recovery
 		}
@@ -191,13 +200,41 @@ func (e *Executor) ClaimFailed(src *Source, claims []store.Claim, reserved int, 
 var errReleased = errors.New("the scheduler stopped before the handler ran")
 
 // release reports executions started by a claim, whose handlers never ran, as
-// released: their tasks become SCHEDULED at once, their attempt unchanged.
+// released: their tasks become SCHEDULED at once, their attempt unchanged. It reports
+// in the background: the results queue may be full while the store is out of reach,
+// and Stop, which waits for them within its context, must not wait longer.
 func (e *Executor) release(xs []*execution) {
-	for _, x := range xs {
-		x.begin = time.Now()
-		x.stopFence()
-		x.cancel()
-		e.report(x, errReleased, observe.Released)
-		e.handlers.Done()
+	if len(xs) == 0 {
+		return
 	}
+	go func() {
+		for _, x := range xs {
+			e.notRun(x, errReleased)
+		}
+	}()
+}
+
+// notRun reports an execution started by a claim whose handler is not run as released
+// with err, and gives back its count in e.handlers (taken by Reserve).
+func (e *Executor) notRun(x *execution, err error) {
+	x.begin = time.Now()
+	x.stopFence()
+	x.cancel()
+	e.report(x, err, observe.Released)
+	e.handlers.Done()
+}
+
+// errSuperseded is the result of a task started by a claim whose handler is not run
+// because, while it waited for a slot, a heartbeat found it moved on, or none reached
+// the store for SelfFenceAfter: it may have been declared orphaned and run elsewhere.
+// Its Finish applies only if it did not move on: then it runs again, as released.
+var errSuperseded = errors.New("not run: while it waited for a slot, its execution was superseded or not stamped alive in time")
+
+// expired reports whether a queued execution must not run its handler (errSuperseded).
+func (e *Executor) expired(x *execution) bool {
+	if x.ctx.Err() != nil || x.fenced.Load() {
+		return true
+	}
+	bound := e.cfg.SelfFenceAfter
+	return bound > 0 && x.stale(bound)
 }

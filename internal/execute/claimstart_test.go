@@ -256,3 +256,48 @@ func TestPaceSizesPrefetch(t *testing.T) {
 		}
 	}
 }
+
+// A prefetched task that a heartbeat finds moved on while it waits for a slot (here:
+// orphaned by another scheduler) never runs its handler.
+func TestQueuedSupersededDoesNotRun(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	c := newClaimStarter(t, 1, 2, gate)
+	defer c.ex.Stop(context.Background())
+	if k, _ := c.claim(t, 0); k != 1 {
+		t.Fatalf("Reserve gave %d, want 1", k)
+	}
+	waitFor(t, 5*time.Second, "the first handler to run", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.runs) == 1 })
+	c.ex.mu.Lock()
+	c.ex.pace.prefetch = 1
+	c.ex.mu.Unlock()
+	if k, res := c.claim(t, 1); k != 1 || len(res.Started) != 1 {
+		t.Fatalf("prefetch claim: %d reserved, %+v", k, res)
+	}
+	queued := c.status(t, c.ids[1])
+	// Recovery elsewhere declares it orphaned and it is retried there.
+	if ok, err := c.st.Finish(context.Background(), store.Fence{}, []store.Finish{{TaskID: queued.ID, ExecutionID: queued.ExecutionID,
+		Status: store.Scheduled, Attempt: 1, Error: "orphaned", DueAt: time.Now().Add(time.Hour)}}); err != nil || !ok[0] {
+		t.Fatalf("orphaning the queued task: %v, %v", ok, err)
+	}
+	waitFor(t, 5*time.Second, "a heartbeat to find it moved on", func() bool {
+		c.ex.mu.Lock()
+		defer c.ex.mu.Unlock()
+		x := c.ex.running[queued.ExecutionID]
+		return x != nil && x.ctx.Err() != nil
+	})
+	close(gate)
+	waitFor(t, 5*time.Second, "the superseded execution to be dropped", func() bool {
+		c.ex.mu.Lock()
+		defer c.ex.mu.Unlock()
+		return c.ex.running[queued.ExecutionID] == nil
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs[queued.ID] != 0 {
+		t.Errorf("the superseded task's handler ran %d times, want never", c.runs[queued.ID])
+	}
+	if got := c.status(t, queued.ID); got.Status != store.Scheduled || got.Attempt != 1 || got.LastError != "orphaned" {
+		t.Errorf("superseded task: %+v, want it as recovery left it (its result not applied)", got)
+	}
+}

@@ -301,8 +301,20 @@ func (e *Executor) starter() {
 			e.pending = e.pending[:copy(e.pending, e.pending[n:])]
 			e.free -= n
 		}
+		room := e.roomLocked() // the queue or the slots changed: the loop may claim again
 		e.mu.Unlock()
+		if room {
+			e.cfg.OnRoom()
+		}
 		for _, x := range run {
+			if e.expired(x) {
+				e.mu.Lock()
+				e.free++
+				e.mu.Unlock()
+				go e.notRun(x, errSuperseded)
+				e.signal()
+				continue
+			}
 			go e.run(x) // counted in e.handlers since its Reserve
 		}
 		if len(batch) == 0 {

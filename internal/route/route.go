@@ -48,6 +48,9 @@ type Config struct {
 	LocalHandles func(name string) bool
 	// Fenced ends the term: an executor has seen a newer leader.
 	Fenced func(error)
+	// Registry: the replicas are known from a node registry (SetNodes). Until its
+	// first read every claim is routed; without one, this replica is alone.
+	Registry bool
 	// Nodes, when set, reads the live replicas from the registry: the router asks it
 	// (at most every second) before handing back a task no known replica can take,
 	// so that a replica that registered since the last refresh is found.
@@ -83,6 +86,7 @@ type Router struct {
 	busy      map[int64]*busyTask // tasks every candidate refused, waiting to be routed again
 	refreshed time.Time           // the last read of Nodes on a miss
 	nodes     map[string]*node    // live remote replicas, by name (not the local one)
+	synced    bool                // SetNodes was called: nodes is the registry's view
 	names     []string            // the keys of nodes, sorted: the candidates' order
 	down      map[string]struct{} // replicas that did not answer, until their health does
 	rr        uint64
@@ -102,6 +106,7 @@ func New(ctx context.Context, cfg Config) *Router {
 func (r *Router) SetNodes(ns []store.NodeInfo) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.synced = true
 	seen := map[string]bool{}
 	for _, n := range ns {
 		if n.Name == r.cfg.Local || n.Advertise == "" {
@@ -200,12 +205,13 @@ func (r *Router) Dispatch(tasks []store.Task) bool {
 }
 
 // Reserve has the claim start the tasks itself while this replica is the only one
-// that takes dispatches (no other live replica advertises an executor endpoint):
-// then every task it has a handler for runs here anyway, and one write claims and
-// starts it. With other replicas, tasks are claimed DISPATCHING and routed.
+// that takes dispatches (no other live replica advertises an executor endpoint, as
+// the registry last said): then every task it has a handler for runs here anyway, and
+// one write claims and starts it. With other replicas, or before the registry was
+// read, tasks are claimed DISPATCHING and routed.
 func (r *Router) Reserve(n int) (store.StartOn, int, bool) {
 	r.mu.Lock()
-	alone := len(r.names) == 0
+	alone := len(r.names) == 0 && (r.synced || !r.cfg.Registry)
 	r.mu.Unlock()
 	if !alone {
 		return store.StartOn{}, 0, false

@@ -10,6 +10,8 @@ import (
 var claimStartTests = []test{
 	{"Started", testClaimStartStarted},
 	{"Mixed", testClaimStartMixed},
+	{"ManyChunks", testClaimStartManyChunks},
+	{"RetryAndAllow", testClaimStartRetryAndAllow},
 	{"Invalid", testClaimStartInvalid},
 	{"Fenced", testClaimStartFenced},
 }
@@ -138,6 +140,54 @@ func testClaimStartMixed(e *env) {
 	res, err = e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: b.ID, ExecutionID: newExecID(), Start: true}})
 	if err != nil || len(res.Started) != 0 || len(res.Claimed) != 1 {
 		e.t.Errorf("Claim with Start set = %+v, %v; want the task claimed, not started", res, err)
+	}
+}
+
+// testClaimStartManyChunks: a call of more than a batch, every other claim asking to
+// start, starts exactly those, with a record each.
+func testClaimStartManyChunks(e *env) {
+	n := 2*store.MaxBatch + 7
+	news := make([]store.NewTask, n)
+	for i := range news {
+		news[i] = e.newTask(e.past())
+	}
+	tasks := e.insert(news...)
+	claims := make([]store.Claim, n)
+	for i, t := range tasks {
+		claims[i] = store.Claim{ID: t.ID, ExecutionID: newExecID(), Start: i%2 == 0}
+	}
+	res, err := e.s.ClaimStart(e.ctx, store.Fence{}, here, claims)
+	if err != nil {
+		e.t.Fatalf("ClaimStart(%d) error: %v", n, err)
+	}
+	if len(res.Started) != (n+1)/2 || len(res.Claimed) != n/2 {
+		e.t.Fatalf("ClaimStart(%d, every other to start): %d started, %d claimed; want %d and %d", n, len(res.Started), len(res.Claimed), (n+1)/2, n/2)
+	}
+	for i, t := range tasks {
+		x := e.executions(t.ID)
+		if want := i%2 == 0; (len(x) == 1) != want || (want && x[0].ID != claims[i].ExecutionID) {
+			e.t.Fatalf("task %d (start %v): executions %+v", t.ID, want, x)
+		}
+	}
+}
+
+// testClaimStartRetryAndAllow: the execution of a retried task records its attempt; a
+// task with a key and Overlap allow is not restricted by it, and starts.
+func testClaimStartRetryAndAllow(e *env) {
+	retried := e.claim(e.scheduled(e.past()).ID)
+	e.start(retried)
+	e.finish(store.Finish{TaskID: retried.ID, ExecutionID: retried.ExecutionID, Status: store.Scheduled, Attempt: 2, Error: "boom", DueAt: e.past()})
+	allow := e.insert(e.keyed(e.past(), "shared", store.OverlapAllow))[0]
+	claims := []store.Claim{{ID: retried.ID, ExecutionID: newExecID(), Start: true}, {ID: allow.ID, ExecutionID: newExecID(), Start: true}}
+	res, err := e.s.ClaimStart(e.ctx, store.Fence{}, here, claims)
+	if err != nil || len(res.Started) != 2 {
+		e.t.Fatalf("ClaimStart(retried, keyed allow) = %+v, %v; want both started", res, err)
+	}
+	if x := e.executions(retried.ID); len(x) != 2 || x[1].ID != claims[0].ExecutionID || x[1].Attempt != 2 || x[1].Status != store.Running {
+		e.t.Errorf("retried task: executions %+v, want the second RUNNING at attempt 2", x)
+	}
+	if x := e.executions(allow.ID); len(x) != 1 || x[0].Status != store.Running {
+		e.t.Errorf("keyed allow task: executions %+v, want one RUNNING", x)
 	}
 }
 
