@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/axsched/ax/cmd/ax/internal/bench"
+	axredis "github.com/axsched/ax/elect/redis"
 	"github.com/axsched/ax/internal/freshdb"
 	"github.com/axsched/ax/metrics"
 )
@@ -69,6 +71,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	concurrency := fs.Int("concurrency", 100, "drain: handlers running at once (`C`); with --nodes, each node's")
 	runs := fs.Int("runs", 1, "repeat the workload `N` times, each on an empty schema")
 	withMetrics := fs.Bool("metrics", false, "feed the scheduler's events to Prometheus metrics (package metrics), to measure their cost")
+	withElector := fs.Bool("elect", false, "one process: run the scheduler under a Redis elector (elect/redis on --redis and --redis-db, a fresh key prefix each run), its writes fenced, to measure what that costs")
 	var cl clusterFlags
 	cl.register(fs)
 	fs.Usage = func() {
@@ -123,6 +126,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitFail
 		}
 		env := bench.Env{Store: st, Name: *storeName, DBCPU: kind.dbCPU}
+		var rc *goredis.Client
+		var prefix string
+		if *withElector {
+			rc = goredis.NewClient(&goredis.Options{Addr: cl.redis, DB: cl.redisDB})
+			b := make([]byte, 8)
+			rand.Read(b)
+			prefix = "ax-bench-" + hex.EncodeToString(b) + ":"
+			env.Elector = axredis.New(rc, axredis.WithKeyPrefix(prefix))
+		}
 		if *withMetrics {
 			m, err := metrics.New(prometheus.NewRegistry())
 			if err != nil {
@@ -134,6 +146,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		r, err := workloads[w].run(ctx, env, n, *concurrency)
 		drop()
+		if rc != nil { // the run's keys only: the Redis may be shared
+			keys, _ := rc.Keys(context.WithoutCancel(ctx), prefix+"*").Result()
+			if len(keys) > 0 {
+				rc.Del(context.WithoutCancel(ctx), keys...)
+			}
+			rc.Close()
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
 			return exitFail

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/internal/storecount"
 	"github.com/axsched/ax/store"
 )
@@ -123,12 +124,16 @@ type Env struct {
 	// Observer, when set, receives the scheduler's events (ax bench --metrics), so
 	// that a run measures their cost.
 	Observer ax.Observer
+	// Elector, when set, elects the scheduler (ax bench --elect): its writes are
+	// fenced, and the run measures what that costs.
+	Elector elect.Elector
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newScheduler(env Env, concurrency int) (*ax.Scheduler, error) {
-	return ax.New(ax.Config{Store: env.Store, Logger: quiet(), OwnerService: "ax-bench", Concurrency: concurrency, Observer: env.Observer})
+	return ax.New(ax.Config{Store: env.Store, Logger: quiet(), OwnerService: "ax-bench", Concurrency: concurrency,
+		Observer: env.Observer, Elector: env.Elector})
 }
 
 // insertAll writes tasks straight to the store in batches of 1,000, so that
