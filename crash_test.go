@@ -14,18 +14,42 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/mysql"
+	"github.com/axsched/ax/store/postgres"
 	"github.com/axsched/ax/store/sqlite"
 )
 
 // The crash tests run a scheduler in a child process (this test binary, re-executed
 // into TestCrashChild), kill -9 it at a chosen point, and start a new scheduler on the
-// same SQLite file: nothing may be lost, nothing completed may run again.
+// same database — a SQLite file, a fresh PostgreSQL schema, a fresh MariaDB database:
+// nothing may be lost, nothing completed may run again.
 
 const (
-	crashModeEnv = "AX_CRASH_CHILD"
-	crashDBEnv   = "AX_CRASH_DB"
+	crashModeEnv  = "AX_CRASH_CHILD"
+	crashStoreEnv = "AX_CRASH_STORE"
+	crashDBEnv    = "AX_CRASH_DB"
 )
+
+// openCrashStore opens the store of kind (sqlite, postgres, mysql) at dsn.
+func openCrashStore(kind, dsn string) (Store, error) {
+	switch kind {
+	case "postgres":
+		return postgres.Open(context.Background(), dsn)
+	case "mysql":
+		return mysql.Open(dsn)
+	default:
+		return sqlite.Open(dsn)
+	}
+}
+
+// crashDatabases are where the crash tests run, by store kind: a fresh one per test.
+var crashDatabases = map[string]func(t testing.TB) string{
+	"sqlite":   func(t testing.TB) string { return filepath.Join(t.TempDir(), "ax.db") },
+	"postgres": servicetest.PostgresDSN,
+	"mysql":    servicetest.MySQLDSN,
+}
 
 // TestCrashChild is the child side; it does nothing unless run by TestCrashRecovery.
 func TestCrashChild(t *testing.T) {
@@ -33,7 +57,7 @@ func TestCrashChild(t *testing.T) {
 	if mode == "" {
 		t.Skip("child process of TestCrashRecovery only")
 	}
-	st, err := sqlite.Open(os.Getenv(crashDBEnv))
+	st, err := openCrashStore(os.Getenv(crashStoreEnv), os.Getenv(crashDBEnv))
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)
@@ -106,113 +130,120 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	for _, mode := range []string{"pending", "running", "claimed", "dispatched"} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			path := filepath.Join(t.TempDir(), "ax.db")
-			marker := map[string]string{"pending": "READY", "running": "RUNNING", "claimed": "CLAIMED", "dispatched": "CLAIMED"}[mode]
-			runChildUntil(t, mode, path, marker)
-			if mode == "pending" {
-				time.Sleep(time.Second) // downtime: the first tasks fall due with no process running
-			}
-
-			st, err := sqlite.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			ctx := context.Background()
-			s, err := New(Config{
-				Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				HeartbeatInterval: 100 * time.Millisecond, OrphanAfter: time.Second, DispatchTimeout: time.Second,
+	for kind, database := range crashDatabases {
+		for _, mode := range []string{"pending", "running", "claimed", "dispatched"} {
+			t.Run(kind+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				crashRecovery(t, kind, database(t), mode)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var mu sync.Mutex
-			runs := map[string][]time.Time{}
-			record := func(ctx context.Context, t *Task) error {
-				mu.Lock()
-				runs[t.Key] = append(runs[t.Key], time.Now())
-				mu.Unlock()
-				return nil
-			}
-			s.HandleFunc("done", record)
-			s.HandleFunc("work", record)
-			if err := s.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer s.Stop(ctx)
-
-			keys := []string{"crash"}
-			if mode == "pending" {
-				keys = keys[:0]
-				for i := range 50 {
-					keys = append(keys, fmt.Sprintf("pending-%d", i))
-				}
-			}
-			deadline := time.Now().Add(20 * time.Second)
-			for _, key := range keys {
-				for {
-					task, err := s.Lookup(ctx, "work", key)
-					if err != nil {
-						t.Fatalf("Lookup(work, %s): %v", key, err)
-					}
-					if task.Status == Succeeded {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("task %s is %s after restart, want SUCCEEDED", key, task.Status)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if n := len(runs["finished-before-crash"]); n != 0 {
-				t.Errorf("a task completed before the crash ran %d more times", n)
-			}
-			for _, key := range keys {
-				task, _ := s.Lookup(ctx, "work", key)
-				if n := len(runs[key]); n != 1 {
-					t.Errorf("task %s ran %d times after restart, want 1", key, n)
-				} else if runs[key][0].Before(task.DueAt) {
-					t.Errorf("task %s ran %v before its due time", key, task.DueAt.Sub(runs[key][0]))
-				}
-				execs, err := s.Executions(ctx, task.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				switch mode {
-				case "pending":
-					if task.Attempt != 0 || len(execs) != 1 {
-						t.Errorf("task %s: attempt %d, %d executions; want 0, 1", key, task.Attempt, len(execs))
-					}
-				case "running", "claimed":
-					// The execution killed mid-handler, or after the claim recorded it
-					// and before its handler ran (which no one can tell apart), is
-					// orphaned and retried.
-					if task.Attempt != 1 || len(execs) != 2 || execs[0].Status != Failed ||
-						!strings.Contains(execs[0].Error, "orphaned") || execs[1].Status != Succeeded {
-						t.Errorf("orphaned task: attempt %d, executions %+v; want attempt 1, an orphaned FAILED execution then a SUCCEEDED one", task.Attempt, execs)
-					}
-				case "dispatched":
-					// The claim that never started is handed back as a dispatch failure.
-					if task.Attempt != 0 || task.DispatchRetries != 1 || len(execs) != 1 || execs[0].Status != Succeeded {
-						t.Errorf("stuck claim: attempt %d, dispatch retries %d, executions %+v; want 0, 1, one SUCCEEDED", task.Attempt, task.DispatchRetries, execs)
-					}
-				}
-			}
-		})
+		}
 	}
 }
 
-// runChildUntil starts TestCrashChild in mode on the database at path, waits until
+// crashRecovery kills a scheduler on the database (kind, dsn) at the point mode names
+// and checks what a new one makes of it.
+func crashRecovery(t *testing.T, kind, dsn, mode string) {
+	marker := map[string]string{"pending": "READY", "running": "RUNNING", "claimed": "CLAIMED", "dispatched": "CLAIMED"}[mode]
+	runChildUntil(t, mode, kind, dsn, marker)
+	if mode == "pending" {
+		time.Sleep(time.Second) // downtime: the first tasks fall due with no process running
+	}
+
+	st, err := openCrashStore(kind, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	s, err := New(Config{
+		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		HeartbeatInterval: 100 * time.Millisecond, OrphanAfter: time.Second, DispatchTimeout: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runs := map[string][]time.Time{}
+	record := func(ctx context.Context, t *Task) error {
+		mu.Lock()
+		runs[t.Key] = append(runs[t.Key], time.Now())
+		mu.Unlock()
+		return nil
+	}
+	s.HandleFunc("done", record)
+	s.HandleFunc("work", record)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+
+	keys := []string{"crash"}
+	if mode == "pending" {
+		keys = keys[:0]
+		for i := range 50 {
+			keys = append(keys, fmt.Sprintf("pending-%d", i))
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, key := range keys {
+		for {
+			task, err := s.Lookup(ctx, "work", key)
+			if err != nil {
+				t.Fatalf("Lookup(work, %s): %v", key, err)
+			}
+			if task.Status == Succeeded {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s is %s after restart, want SUCCEEDED", key, task.Status)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(runs["finished-before-crash"]); n != 0 {
+		t.Errorf("a task completed before the crash ran %d more times", n)
+	}
+	for _, key := range keys {
+		task, _ := s.Lookup(ctx, "work", key)
+		if n := len(runs[key]); n != 1 {
+			t.Errorf("task %s ran %d times after restart, want 1", key, n)
+		} else if runs[key][0].Before(task.DueAt) {
+			t.Errorf("task %s ran %v before its due time", key, task.DueAt.Sub(runs[key][0]))
+		}
+		execs, err := s.Executions(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch mode {
+		case "pending":
+			if task.Attempt != 0 || len(execs) != 1 {
+				t.Errorf("task %s: attempt %d, %d executions; want 0, 1", key, task.Attempt, len(execs))
+			}
+		case "running", "claimed":
+			// The execution killed mid-handler, or after the claim recorded it
+			// and before its handler ran (which no one can tell apart), is
+			// orphaned and retried.
+			if task.Attempt != 1 || len(execs) != 2 || execs[0].Status != Failed ||
+				!strings.Contains(execs[0].Error, "orphaned") || execs[1].Status != Succeeded {
+				t.Errorf("orphaned task: attempt %d, executions %+v; want attempt 1, an orphaned FAILED execution then a SUCCEEDED one", task.Attempt, execs)
+			}
+		case "dispatched":
+			// The claim that never started is handed back as a dispatch failure.
+			if task.Attempt != 0 || task.DispatchRetries != 1 || len(execs) != 1 || execs[0].Status != Succeeded {
+				t.Errorf("stuck claim: attempt %d, dispatch retries %d, executions %+v; want 0, 1, one SUCCEEDED", task.Attempt, task.DispatchRetries, execs)
+			}
+		}
+	}
+}
+
+// runChildUntil starts TestCrashChild in mode on the database (kind, dsn), waits until
 // it prints marker, and kills it with SIGKILL.
-func runChildUntil(t *testing.T, mode, path, marker string) {
+func runChildUntil(t *testing.T, mode, kind, dsn, marker string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashModeEnv+"="+mode, crashDBEnv+"="+path)
+	cmd.Env = append(os.Environ(), crashModeEnv+"="+mode, crashStoreEnv+"="+kind, crashDBEnv+"="+dsn)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
