@@ -272,17 +272,14 @@ type keyedRow struct {
 	seq int64
 }
 
-// writtenRow is what readWritten reads of a row: what the database set on insert.
-type writtenRow struct {
-	id, seq          int64
-	created, updated time.Time
-}
-
-// readWritten reads the id, sequence number and stamps of the tasks of namespace ns
-// with the business keys of tasks[i], i in rows, with a plain read.
-func readWritten(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int) (map[[2]string]writtenRow, error) {
+// byKeys returns the query selecting cols from the tasks of namespace ns with the
+// business keys of tasks[i], i in rows, and its arguments. A row-constructor IN list,
+// a range on ax_tasks_name_key (TestExplain): 1.12 times the bulk-insert rate of the
+// equivalent OR list; chunks of 500 or 1,000 rows measured no faster (BENCHMARKS.md,
+// "Bulk submits").
+func byKeys(cols, ns string, tasks []store.NewTask, rows []int) (string, []any) {
 	var q strings.Builder
-	q.WriteString("SELECT id, name, `key`, seq, created_at, updated_at FROM ax_tasks WHERE namespace = ? AND (name, `key`) IN (")
+	q.WriteString(cols + " FROM ax_tasks WHERE namespace = ? AND (name, `key`) IN (")
 	args := make([]any, 0, 1+2*len(rows))
 	args = append(args, ns)
 	for k, i := range rows {
@@ -293,7 +290,20 @@ func readWritten(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTa
 		args = append(args, tasks[i].Name, tasks[i].Key)
 	}
 	q.WriteByte(')')
-	r, err := tx.QueryContext(ctx, q.String(), args...)
+	return q.String(), args
+}
+
+// writtenRow is what readWritten reads of a row: what the database set on insert.
+type writtenRow struct {
+	id, seq          int64
+	created, updated time.Time
+}
+
+// readWritten reads the id, sequence number and stamps of the tasks of namespace ns
+// with the business keys of tasks[i], i in rows, with a plain read.
+func readWritten(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int) (map[[2]string]writtenRow, error) {
+	q, args := byKeys("SELECT id, name, `key`, seq, created_at, updated_at", ns, tasks, rows)
+	r, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -331,25 +341,11 @@ func storedTask(nt *store.NewTask, w writtenRow) (*store.Task, error) {
 // even inside a caller's REPEATABLE READ transaction, but there it also locks gaps, so
 // it is used only where a plain read may miss a row.
 func readByKey(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int, locking bool) (map[[2]string]keyedRow, error) {
-	var q strings.Builder
-	// A row-constructor IN list, a range on ax_tasks_name_key (TestExplain): 1.12 times
-	// the bulk-insert rate of the equivalent OR list; chunks of 500 or 1,000 rows
-	// measured no faster (BENCHMARKS.md, "Bulk submits").
-	q.WriteString("SELECT " + taskColumns + ", seq FROM ax_tasks WHERE namespace = ? AND (name, `key`) IN (")
-	args := make([]any, 0, 1+2*len(rows))
-	args = append(args, ns)
-	for k, i := range rows {
-		if k > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?)")
-		args = append(args, tasks[i].Name, tasks[i].Key)
-	}
-	q.WriteByte(')')
+	q, args := byKeys("SELECT "+taskColumns+", seq", ns, tasks, rows)
 	if locking {
-		q.WriteString(" LOCK IN SHARE MODE")
+		q += " LOCK IN SHARE MODE"
 	}
-	r, err := tx.QueryContext(ctx, q.String(), args...)
+	r, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
