@@ -171,7 +171,8 @@ func crashRecovery(t *testing.T, kind, dsn, mode string) {
 		return nil
 	}
 	s.HandleFunc("done", record)
-	s.HandleFunc("work", record)
+	// An orphan's retry at once: the test waits for it.
+	s.HandleFunc("work", record, WithBackoff(func(int) time.Duration { return 10 * time.Millisecond }))
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
