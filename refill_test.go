@@ -56,7 +56,7 @@ func TestIdleRefillDoesNotGrowWithPendingTasks(t *testing.T) {
 		if rows := after.RefillRows - before.RefillRows; rows != 0 {
 			t.Errorf("n=%d: idle refills returned %d rows, want 0", n, rows)
 		}
-		for _, m := range []string{"Claim", "Get"} {
+		for _, m := range []string{"ClaimStart", "Claim", "Get"} {
 			if d := after.Calls[m] - before.Calls[m]; d != 0 {
 				t.Errorf("n=%d: %d %s calls while idle, want 0", n, d, m)
 			}
