@@ -393,3 +393,22 @@ func CheckNode(n NodeInfo) error {
 	}
 	return nil
 }
+
+// Stored returns the task a SQL driver wrote for nt, SCHEDULED with id and the stamps
+// the database set, as reading the row back would give it — times and durations kept
+// to the microsecond, times in UTC, an empty payload non-nil — so that an insert need
+// not read back the rows it wrote.
+func Stored(nt *NewTask, id int64, created, updated time.Time) (*Task, error) {
+	t := &Task{
+		ID: id, Name: nt.Name, Key: nt.Key, Status: Scheduled, DueAt: nt.DueAt.UTC().Truncate(time.Microsecond),
+		MaxRetry: nt.MaxRetry, OwnerService: nt.OwnerService, TaskKey: nt.TaskKey, Overlap: nt.Overlap,
+		Timeout:   nt.Timeout.Truncate(time.Microsecond),
+		CreatedAt: created, UpdatedAt: updated,
+	}
+	if nt.Payload != nil {
+		t.Payload = append([]byte{}, nt.Payload...)
+	}
+	var err error
+	t.Backoff, err = ParseBackoff(FormatBackoff(nt.Backoff))
+	return t, err
+}

@@ -204,7 +204,7 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 		var others []int
 		for _, i := range part {
 			if w, ok := written[[2]string{tasks[i].Name, tasks[i].Key}]; ok && w.seq == seq+int64(i) {
-				if out[i].Task, err = storedTask(&tasks[i], w); err != nil {
+				if out[i].Task, err = store.Stored(&tasks[i], w.id, w.created, w.updated); err != nil {
 					return nil, err
 				}
 				continue
@@ -318,22 +318,6 @@ func readWritten(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTa
 		out[k] = w
 	}
 	return out, r.Err()
-}
-
-// storedTask returns the task insertRows wrote for nt, as scanTask would read it back.
-func storedTask(nt *store.NewTask, w writtenRow) (*store.Task, error) {
-	t := &store.Task{
-		ID: w.id, Name: nt.Name, Key: nt.Key, Status: store.Scheduled, DueAt: nt.DueAt.UTC().Truncate(time.Microsecond),
-		MaxRetry: nt.MaxRetry, OwnerService: nt.OwnerService, TaskKey: nt.TaskKey, Overlap: nt.Overlap,
-		Timeout:   time.Duration(nt.Timeout.Microseconds()) * time.Microsecond,
-		CreatedAt: w.created, UpdatedAt: w.updated,
-	}
-	if nt.Payload != nil {
-		t.Payload = append([]byte{}, nt.Payload...)
-	}
-	var err error
-	t.Backoff, err = store.ParseBackoff(store.FormatBackoff(nt.Backoff))
-	return t, err
 }
 
 // readByKey reads the tasks of namespace ns with the business keys of tasks[i], i in rows. A locking

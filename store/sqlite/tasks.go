@@ -95,7 +95,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 		}
 		for i := lo; i < hi; i++ {
 			if id, ok := ids[i]; ok {
-				if out[i].Task, err = stored(&tasks[i], id, ts); err != nil {
+				if out[i].Task, err = store.Stored(&tasks[i], id, fromMicros(ts), fromMicros(ts)); err != nil {
 					return err
 				}
 				continue
@@ -108,23 +108,6 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 		}
 		return nil
 	})
-}
-
-// stored returns the task insertStmt wrote for nt with id at ts: what scanTask would
-// read back (times to the microsecond, in UTC; an empty payload non-nil).
-func stored(nt *store.NewTask, id, ts int64) (*store.Task, error) {
-	t := &store.Task{
-		ID: id, Name: nt.Name, Key: nt.Key, Status: store.Scheduled, DueAt: fromMicros(micros(nt.DueAt)),
-		MaxRetry: nt.MaxRetry, OwnerService: nt.OwnerService, TaskKey: nt.TaskKey, Overlap: nt.Overlap,
-		Timeout:   time.Duration(nt.Timeout.Microseconds()) * time.Microsecond,
-		CreatedAt: fromMicros(ts), UpdatedAt: fromMicros(ts),
-	}
-	if nt.Payload != nil {
-		t.Payload = append([]byte{}, nt.Payload...)
-	}
-	var err error
-	t.Backoff, err = store.ParseBackoff(store.FormatBackoff(nt.Backoff))
-	return t, err
 }
 
 const (
