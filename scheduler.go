@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -45,6 +46,7 @@ type Scheduler struct {
 
 	mu        sync.Mutex
 	handlers  map[string]*handler
+	names     []string               // the keys of handlers, sorted; replaced, never changed in place
 	periodics map[string]*registered // Cron, Every
 	state     runState
 	run       *running // set while started
@@ -314,7 +316,11 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 		hd.exec.Timeout = *o.timeout
 	}
 	s.mu.Lock()
+	_, replaced := s.handlers[name]
 	s.handlers[name] = hd
+	if !replaced {
+		s.names = slices.Sorted(maps.Keys(s.handlers))
+	}
 	s.mu.Unlock()
 }
 
@@ -333,14 +339,11 @@ func (s *Scheduler) handler(name string) *handler {
 }
 
 // handlerNames returns the names with a handler here, for claims that start tasks.
+// Asked before every claim, it reads the list Handle keeps rather than build one.
 func (s *Scheduler) handlerNames() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.handlers))
-	for name := range s.handlers {
-		names = append(names, name)
-	}
-	return names
+	return s.names
 }
 
 // execHandler is the executor's handler lookup.

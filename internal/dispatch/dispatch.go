@@ -81,8 +81,9 @@ type Config struct {
 // Loop is the scheduling loop. Its methods are safe for concurrent use and never
 // block.
 type Loop struct {
-	cfg  Config
-	exec Executor
+	cfg     Config
+	exec    Executor
+	starter Starter // exec, when it can start tasks in the claim; else nil
 
 	mu       sync.Mutex
 	incoming []store.Due            // to add to the wheel
@@ -117,6 +118,7 @@ func New(cfg Config) *Loop {
 	return &Loop{
 		cfg:       cfg,
 		exec:      cfg.Executor,
+		starter:   starterOf(cfg.Executor),
 		wake:      make(chan struct{}, 1),
 		refillNow: make(chan struct{}, 1),
 		watched:   make(map[int64]*watchedTask),
@@ -128,6 +130,12 @@ func New(cfg Config) *Loop {
 		maxInflight: int64(cfg.Capacity),
 		wheel:       wheel.New(cfg.Tick, cfg.Window+2*cfg.RefillInterval+time.Minute, cfg.Clock.Now()),
 	}
+}
+
+// starterOf returns exec as a Starter, or nil.
+func starterOf(exec Executor) Starter {
+	st, _ := exec.(Starter)
+	return st
 }
 
 // Run starts the loop's goroutines, counted in wg; they end when ctx ends.
@@ -335,9 +343,9 @@ func (l *Loop) claim() {
 		return
 	}
 	var b claimBatch
-	if st, ok := l.exec.(Starter); ok {
+	if l.starter != nil {
 		var wait bool
-		if b.on, b.k, wait = st.Reserve(int(n)); wait {
+		if b.on, b.k, wait = l.starter.Reserve(int(n)); wait {
 			return
 		}
 		if b.k > 0 {
@@ -372,8 +380,8 @@ func (l *Loop) claimer(ctx context.Context) {
 			// it goes back (the executor outlives the term, and Stop waits for it).
 			select {
 			case b := <-l.claims:
-				if st, ok := l.exec.(Starter); ok && b.k > 0 {
-					st.Launch(nil, b.k, time.Time{})
+				if b.k > 0 {
+					l.starter.Launch(nil, b.k, time.Time{})
 				}
 			default:
 			}
@@ -385,7 +393,6 @@ func (l *Loop) claimer(ctx context.Context) {
 		for i, id := range ids {
 			claims[i] = store.Claim{ID: id, ExecutionID: uuid.Must(uuid.NewV7()).String(), Start: i < b.k}
 		}
-		st, _ := l.exec.(Starter)
 		l.mu.Lock()
 		claimFrees := l.frees
 		l.mu.Unlock()
@@ -398,11 +405,11 @@ func (l *Loop) claimer(ctx context.Context) {
 		err := l.valid()
 		switch {
 		case err != nil && b.k > 0:
-			st.Launch(nil, b.k, time.Time{}) // not sent: the room goes back
+			l.starter.Launch(nil, b.k, time.Time{}) // not sent: the room goes back
 		case err == nil:
 			res, err = l.cfg.Store.ClaimStart(context.WithoutCancel(ctx), l.cfg.Fence, b.on, claims)
 			if err != nil && b.k > 0 {
-				st.ClaimFailed(claims, b.k, sent)
+				l.starter.ClaimFailed(claims, b.k, sent)
 				resolving = b.k
 			}
 		}
@@ -451,7 +458,7 @@ func (l *Loop) claimer(ctx context.Context) {
 				l.cfg.AfterClaim(res.Claimed, res.Started)
 			}
 			if b.k > 0 {
-				st.Launch(res.Started, b.k, sent)
+				l.starter.Launch(res.Started, b.k, sent)
 			}
 			l.exec.Dispatch(res.Claimed)
 		}
