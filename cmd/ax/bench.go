@@ -146,10 +146,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		r, err := workloads[w].run(ctx, env, n, *concurrency)
 		drop()
-		if rc != nil { // the run's keys only: the Redis may be shared
-			keys, _ := rc.Keys(context.WithoutCancel(ctx), prefix+"*").Result()
-			if len(keys) > 0 {
-				rc.Del(context.WithoutCancel(ctx), keys...)
+		if rc != nil { // the run's keys only, found by SCAN: the Redis may be shared
+			bg := context.WithoutCancel(ctx)
+			for it := rc.Scan(bg, 0, prefix+"*", 100).Iterator(); it.Next(bg); {
+				rc.Del(bg, it.Val())
 			}
 			rc.Close()
 		}
