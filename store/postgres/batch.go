@@ -228,7 +228,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		chunks(uniq, func(part []store.Claim) {
 			ids, eids, start := make([]int64, len(part)), make([]string, len(part)), make([]bool, len(part))
 			for k, c := range part {
-				ids[k], eids[k], start[k] = c.ID, c.ExecutionID, c.Start && on.Node != ""
+				ids[k], eids[k], start[k] = c.ID, c.ExecutionID, c.Start
 			}
 			b.Queue(claimSQL, ids, eids, s.ns, start, handlers, on.Node)
 		})
