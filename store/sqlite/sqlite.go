@@ -187,6 +187,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/store"
 )
 
@@ -211,8 +212,8 @@ type conns struct {
 	closed atomic.Bool
 	stmts  map[*batchStmt][]*sql.Stmt // prepared on w, by size bucket
 
-	stopCheckpoints chan struct{} // closed by Close
-	checkpointsDone chan struct{} // closed when the checkpointer has ended
+	stopCheckpoints context.CancelFunc // called by Close
+	checkpointsDone chan struct{}      // closed when the checkpointer has ended
 }
 
 var (
@@ -252,8 +253,13 @@ func Open(path string) (*Store, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	s.r = r
-	s.stopCheckpoints, s.checkpointsDone = make(chan struct{}), make(chan struct{})
-	go s.checkpoint()
+	var ctx context.Context
+	ctx, s.stopCheckpoints = context.WithCancel(context.Background())
+	s.checkpointsDone = make(chan struct{})
+	go func() {
+		defer close(s.checkpointsDone)
+		clock.Every(ctx, checkpointInterval, s.checkpoint)
+	}()
 	return s, nil
 }
 
@@ -261,28 +267,18 @@ func Open(path string) (*Store, error) {
 // file, in the background.
 const checkpointInterval = 250 * time.Millisecond
 
-// checkpoint copies the write-ahead log into the database file every
-// checkpointInterval, on a read connection, without waiting for readers or the writer
-// (PASSIVE), until Close. SQLite would otherwise checkpoint inside the commit that
-// takes the log past 1,000 pages, on the one writer connection: every claim and result
-// behind that commit waited for the copy and its fsync (a p99 start lateness of 20-25
-// ms against 12 ms without, ax bench precision). The writer's automatic checkpoints
-// are off (wal_autocheckpoint(0)); the log is reused from its start once a checkpoint
-// has copied all of it.
+// checkpoint copies the write-ahead log into the database file, on a read connection,
+// without waiting for readers or the writer (PASSIVE); Open runs it every
+// checkpointInterval until Close. SQLite would otherwise checkpoint inside the commit
+// that takes the log past 1,000 pages, on the one writer connection: every claim and
+// result behind that commit waited for the copy and its fsync (a p99 start lateness of
+// 20-25 ms against 12 ms without, ax bench precision). The writer's automatic
+// checkpoints are off (wal_autocheckpoint(0)); the log is reused from its start once a
+// checkpoint has copied all of it. An error (the file busy, a reader in the way) is
+// left to the next one.
 func (s *Store) checkpoint() {
-	defer close(s.checkpointsDone)
-	t := time.NewTicker(checkpointInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stopCheckpoints:
-			return
-		case <-t.C:
-		}
-		var busy, log, done int
-		// An error (the file busy, a reader in the way) is retried at the next tick.
-		s.r.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
-	}
+	var busy, log, done int
+	s.r.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
 }
 
 // pragmas are the connection settings of both pools (see the package doc).
@@ -317,7 +313,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return fmt.Errorf("ax: sqlite: close: %w", store.ErrClosed)
 	}
-	close(s.stopCheckpoints)
+	s.stopCheckpoints()
 	<-s.checkpointsDone
 	return errors.Join(s.w.Close(), s.r.Close())
 }
