@@ -86,7 +86,7 @@ c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c(task_id, e
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET status = 'RUNNING', started_at = ts.now, heartbeat_at = ts.now, updated_at = ts.now
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.task_id AND t.status = 'DISPATCHING' AND t.execution_id = c.eid
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.task_id AND t.status || '' = 'DISPATCHING' AND t.execution_id = c.eid
 		AND NOT EXISTS (SELECT 1 FROM ax_executions x WHERE x.id = c.eid)
 	RETURNING c.node, ` + taskCols + `),
 ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
@@ -98,7 +98,7 @@ c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET heartbeat_at = ts.now
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status = 'RUNNING' AND t.execution_id = c.eid
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
 	RETURNING t.id, t.execution_id),
 x AS (UPDATE ax_executions x SET heartbeat_at = ts.now FROM u, ts WHERE x.id = u.execution_id)
 SELECT id, execution_id FROM u`
@@ -116,7 +116,7 @@ u AS (UPDATE ax_tasks t SET
 		finished_at = CASE c.status WHEN 'SCHEDULED' THEN t.finished_at ELSE ts.now END,
 		updated_at = ts.now
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status = 'RUNNING' AND t.execution_id = c.eid
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
 	RETURNING t.id, t.execution_id, c.status AS new_status, c.error),
 x AS (UPDATE ax_executions x SET status = CASE u.new_status WHEN 'SUCCEEDED' THEN 'SUCCEEDED' ELSE 'FAILED' END,
 		error = u.error, finished_at = ts.now
@@ -134,7 +134,7 @@ UPDATE ax_tasks t SET
 	seq = CASE WHEN t.dispatch_retries + 1 > c.max_dispatch_retries THEN t.seq ELSE nextval('ax_seq') END,
 	dispatch_retries = t.dispatch_retries + 1, last_error = c.error, updated_at = ts.now
 FROM c, ts
-WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status = 'DISPATCHING' AND t.execution_id = c.eid
+WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status || '' = 'DISPATCHING' AND t.execution_id = c.eid
 RETURNING t.id, t.execution_id`
 
 // chunks calls f for consecutive chunks of at most store.MaxBatch of items.

@@ -217,12 +217,26 @@
 // recorded, and records exactly those executions in the same statement; the others
 // are read back as Duplicate (recorded) or Lost. Finish drops repeated
 // results of one execution before its multi-row UPDATE, which would otherwise pick one
-// arbitrarily. Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (namespace, name,
+// arbitrarily. These statements compare the status with the empty string appended
+// (as the claim does the namespace), so that no partial index on the status can
+// serve them: every row they touch is reached by its primary key. A Finish written as t.status = 'RUNNING' was planned as a scan of
+// every RUNNING row of ax_tasks_running_heartbeat, joined to the batch; with 20,000
+// tasks running, finishing cost 111 µs of server CPU per task instead of 48. Each
+// of them is planned for its arrays (SET LOCAL plan_cache_mode = force_custom_plan):
+// generic plans, which PostgreSQL chooses after five executions, were three times
+// slower for them. Insert is the exception (next).
+//
+// Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (namespace, name,
 // key) DO NOTHING per chunk, sorted by (name, key), which also returns the existing rows
 // of the duplicates: one index probe each, through a LATERAL … LIMIT 1 over the rows the
 // insert did not write (a plain join let the planner read the whole namespace for every
 // chunk on a table without statistics, making bulk submits slow down as the table
-// grew: 7,000 tasks/s over 100,000 instead of 30,000). An Insert of 5,000 tasks or more
+// grew: 7,000 tasks/s over 100,000 instead of 30,000). That plan has no choice to
+// make for the arrays it is given, so Insert runs it on its generic plan, cached per
+// connection (force_generic_plan; TestExplain checks that plan): planning took longer
+// than running the small inserts that group-committed single submits (Delay, At) are,
+// and without it PostgreSQL spent about 45 % less CPU per single submit (122 against
+// 68 µs) and took 1.5 × as many. An Insert of 5,000 tasks or more
 // streams them with COPY into a session's temporary table instead, then moves them with
 // one INSERT … SELECT … ON CONFLICT of the same shape (copy.go); a role without the
 // TEMPORARY privilege on the database gets the arrays. A transaction that fails with a deadlock (40P01) or a serialization

@@ -262,7 +262,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		}
 	}
 	if !bulk {
-		err = s.tx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
+		err = s.genericTx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
 	}
 	if err != nil {
 		return nil, err
