@@ -223,8 +223,10 @@
 // every RUNNING row of ax_tasks_running_heartbeat, joined to the batch; with 20,000
 // tasks running, finishing cost 111 µs of server CPU per task instead of 48. Each
 // of them is planned for its arrays (SET LOCAL plan_cache_mode = force_custom_plan):
-// generic plans, which PostgreSQL chooses after five executions, were three times
-// slower for them. Insert is the exception (next).
+// generic plans, which PostgreSQL may choose after five executions, were three times
+// slower for them, and one cached while the table was empty read the whole primary
+// key for every batch later (TestExecutionPathPlansOnStaleStatistics). Insert is
+// the exception (next).
 //
 // Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (namespace, name,
 // key) DO NOTHING per chunk, sorted by (name, key), which also returns the existing rows

@@ -282,23 +282,26 @@ func (s *Store) tx(ctx context.Context, op string, queue func(b *pgx.Batch), rea
 
 // genericTx is tx with every statement run on its generic plan, which PostgreSQL
 // caches per connection: for statements whose plan cannot depend on the arrays they
-// are given (see genericPlans).
+// are given or on the table's size (see genericPlans).
 func (s *Store) genericTx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	return s.retry(ctx, op, func() error { return send(ctx, s.pool, genericPlans, true, queue, read) })
 }
 
-// How a transaction's statements are planned: the plan_cache_mode it sets.
+// How a transaction's statements are planned: the statement that sets it up, after
+// BEGIN.
 const (
-	// customPlans plans every statement for its actual arrays: after five
-	// executions of a prepared statement PostgreSQL may switch to a generic plan,
-	// which for the execution path's unnest()/ANY($1) statements was three times
-	// slower (a 20-worker drain went from 4,500 to 1,600 tasks/s).
-	customPlans = "force_custom_plan"
-	// genericPlans skips the planner: for the insert, whose only choice is the
-	// unique index probe for duplicates, planning each small multi-row insert
-	// took longer than running it (0.21 of 0.39 ms per group-committed insert of
-	// about 7 rows), and PostgreSQL spent 40 % less CPU per single submit without it.
-	genericPlans = "force_generic_plan"
+	// customPlans plans every statement for its actual arrays. The generic plan
+	// PostgreSQL may switch to after five executions is built once per connection
+	// and kept until the table's statistics change: for the execution path's
+	// unnest()/ANY($1) statements, one built while the table was empty read the
+	// whole primary key for every batch once it held 30,000 tasks (0.4–0.6 s per
+	// batch of 200; TestExecutionPathPlansOnStaleStatistics shows it).
+	customPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+	// genericPlans runs every statement on its generic plan, with sequential scans
+	// disabled for the plan: only for Insert, whose plan has no choice to make but
+	// the unique index's probe for duplicates, and whose small inserts took longer
+	// to plan than to run.
+	genericPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
 )
 
 // retry runs once, and runs it again after a deadlock or a serialization failure,
@@ -328,15 +331,15 @@ type batchSender interface {
 }
 
 // send sends one pipelined batch: unless plans is "" (the transaction is open
-// already), first BEGIN and SET LOCAL plan_cache_mode = plans (customPlans or
-// genericPlans); then the statements queue adds; when commit, last COMMIT. read
+// already), first BEGIN and the plans statement (customPlans or genericPlans); then
+// the statements queue adds; when commit, last COMMIT. read
 // consumes the results of queue's statements.
 func send(ctx context.Context, to batchSender, plans string, commit bool, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	begin := plans != ""
 	b := &pgx.Batch{}
 	if begin {
 		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-		b.Queue(`SET LOCAL plan_cache_mode = ` + plans)
+		b.Queue(plans)
 	}
 	queue(b)
 	if commit {
