@@ -13,7 +13,7 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0005_namespaces.sql); New applies what is missing in one transaction that
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0006_executions_fillfactor.sql); New applies what is missing in one transaction that
 // first takes pg_advisory_xact_lock on a key derived from the schema name, so several
 // processes starting at once migrate it exactly once, and running it again is a
 // no-op. A schema whose ax_schema_migrations records a version newer than this package
@@ -27,7 +27,9 @@
 //     2) carry the overlap rule (see Task keys, below). namespace (version 5; 'default'
 //     on every older row) is the view the row belongs to (see Namespaces, below).
 //   - ax_executions: one row per execution id (primary key), with its task, attempt,
-//     node, status (RUNNING, SUCCEEDED, FAILED) and times.
+//     node, status (RUNNING, SUCCEEDED, FAILED) and times; fillfactor 50 (version 6),
+//     so that finishing an execution, which changes no indexed column, is a HOT
+//     update on the row's own page.
 //   - ax_schedules: one row per schedule, keyed by (namespace, name): spec, time_zone, overlap,
 //     misfire, payload (bytea, NULL and empty distinct), paused, next_fire_at,
 //     last_fire_at (NULL before the first occurrence), created_at, updated_at;
