@@ -15,8 +15,10 @@ import (
 )
 
 // TestBulkInsertWithoutTempPrivilege: a role that may not create temporary tables (the
-// TEMPORARY privilege revoked from PUBLIC on its database, a common hardening) still
-// inserts a batch above the COPY threshold — through the arrays — and keeps doing so.
+// TEMPORARY privilege revoked from PUBLIC on its database, a common hardening) inserts
+// batches above the COPY threshold: the COPY goes straight into ax_tasks. (Before
+// version 7 it went through a temporary staging table, and such a role fell back to
+// the arrays.)
 func TestBulkInsertWithoutTempPrivilege(t *testing.T) {
 	t.Parallel()
 	servicetest.PostgresDSN(t) // skips, or fails under AX_REQUIRE_SERVICES, without the server
@@ -84,9 +86,6 @@ func TestBulkInsertWithoutTempPrivilege(t *testing.T) {
 			if r.Err != nil || r.Task == nil || r.Task.Key != tasks[i].Key {
 				t.Fatalf("round %d: result %d = %+v", round, i, r)
 			}
-		}
-		if !st.noCopy.Load() {
-			t.Fatalf("round %d: the store still tries COPY", round)
 		}
 	}
 }

@@ -47,10 +47,8 @@ type shared struct {
 	channel string // the NOTIFY channel: "ax_" + schema
 	lockKey int32  // classid of the refill watermark advisory locks: a hash of schema
 	keyLock int32  // classid of the task key advisory locks: another hash of schema, negative
-	// copyThreshold is the smallest Insert that goes through COPY (copy.go); noCopy:
-	// the role may not create the staging table, every Insert binds arrays.
+	// copyThreshold is the smallest Insert that tries COPY (copy.go).
 	copyThreshold int
-	noCopy        atomic.Bool
 
 	mu        sync.Mutex // guards closed transitions against new listeners
 	closed    atomic.Bool

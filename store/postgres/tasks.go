@@ -26,27 +26,23 @@ const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_s
 // name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us (text,
 // as formatBackoff writes it), task_key, overlap and ord: it inserts them into
 // namespace ns (a placeholder) in ord order — sorted by (name, key), so that concurrent
-// inserts take the unique index's locks in one order — and returns the inserted rows
-// (true) and the rows of the namespace that existed before the statement began (false).
-// Those are read with one index probe per row not inserted: LIMIT 1 keeps the planner
-// from pulling the subquery up into a join that reads the whole namespace (it did, on a
-// table without statistics: 15 of 19 ms per chunk at 40,000 rows, the insert cost
-// growing with the table).
+// inserts take the unique index's locks in one order — and returns, of each row it
+// wrote, what the database chose: id and created_at (= updated_at), with name and key
+// to match it to its input; the rest of the task is its input (store.Stored). A row
+// it did not write is a duplicate, read afterwards (insertion.resolve): reading the
+// existing rows in the statement itself, through a LATERAL probe per row not
+// written, made every insert return every column, and cost the rows that were
+// written more than the rare duplicate.
 func insertFromSQL(c, ns string) string {
 	return `WITH ts AS (SELECT clock_timestamp() AS now),
-c AS (` + c + `),
-ins AS (INSERT INTO ax_tasks AS t (namespace, name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
+c AS (` + c + `)
+INSERT INTO ax_tasks AS t (namespace, name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
 		task_key, overlap, seq, created_at, updated_at)
 	SELECT ` + ns + `, c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
 		c.task_key, c.overlap, nextval('ax_seq'), ts.now, ts.now
 	FROM c, ts ORDER BY c.ord
 	ON CONFLICT (namespace, name, key) DO NOTHING
-	RETURNING ` + taskCols + `)
-SELECT true, * FROM ins
-UNION ALL
-SELECT false, x.* FROM c
-	CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = ` + ns + ` AND t.name = c.name AND t.key = c.key LIMIT 1) x
-	WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.name = c.name AND ins.key = c.key)`
+	RETURNING t.id, t.name, t.key, t.created_at`
 }
 
 // insertSQL inserts one chunk of tasks, bound as arrays, into namespace $11.
@@ -169,45 +165,47 @@ func (in *insertion) resolveOnPool(ctx context.Context, s *Store) error {
 	})
 }
 
-// collect reads the rows of one chunk statement.
+// collect reads the rows of one chunk statement: its inputs written are built
+// from the input and what the row returned (store.Stored); the others are
+// duplicates, of a row that existed before or of an earlier copy in the call, read
+// by resolve.
 func (in *insertion) collect(part []int, rows interface {
 	Next() bool
 	scanner
 	Err() error
 }) error {
-	inserted := map[nameKey]*store.Task{}
-	existing := map[nameKey]*store.Task{}
+	type written struct {
+		id      int64
+		created time.Time
+	}
+	inserted := map[nameKey]written{}
 	for rows.Next() {
-		var fresh bool
-		t, err := scanTask(rows, &fresh)
-		if err != nil {
+		var (
+			k nameKey
+			w written
+		)
+		if err := rows.Scan(&w.id, &k.name, &k.key, &w.created); err != nil {
 			return err
 		}
-		if fresh {
-			inserted[nameKey{t.Name, t.Key}] = t
-		} else {
-			existing[nameKey{t.Name, t.Key}] = t
-		}
+		inserted[k] = w
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
 	for _, i := range part {
 		k := nameKey{in.tasks[i].Name, in.tasks[i].Key}
-		if t := inserted[k]; t != nil {
-			in.out[i] = store.Inserted{Task: t}
-			delete(inserted, k)
-			existing[k] = t // a second copy in this call is a duplicate of the first
+		w, ok := inserted[k]
+		if !ok {
+			in.missing = append(in.missing, i)
 			continue
 		}
-		if t := existing[k]; t != nil {
-			c := *t
-			in.out[i] = store.Inserted{Task: &c, Err: store.ErrDuplicate}
-			continue
+		delete(inserted, k) // a second copy in this call is a duplicate of the first
+		created := w.created.UTC()
+		t, err := store.Stored(&in.tasks[i], w.id, created, created)
+		if err != nil {
+			return err
 		}
-		// Inserted by a transaction that committed while the statement waited on
-		// the unique index: invisible to its snapshot, read it afresh.
-		in.missing = append(in.missing, i)
+		in.out[i] = store.Inserted{Task: t}
 	}
 	return nil
 }
@@ -253,19 +251,21 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		}
 		return []store.Inserted{}, nil
 	}
-	bulk := len(tasks) >= s.copyThreshold && !s.noCopy.Load()
-	if bulk {
+	copied := false
+	if len(tasks) >= s.copyThreshold && in.copyable() {
 		err = s.retry(ctx, "insert", func() error { return s.insertCopy(ctx, in) })
-		if noTempPrivilege(err) {
-			s.noCopy.Store(true)
-			bulk = false
+		copied = err == nil
+		if errors.Is(err, errCopyConflict) { // a duplicate: the arrays, with ON CONFLICT
+			err = nil
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	if !bulk {
-		err = s.genericTx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
-	}
-	if err != nil {
-		return nil, err
+	if !copied {
+		if err := s.genericTx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read); err != nil {
+			return nil, err
+		}
 	}
 	if err := in.resolveOnPool(ctx, s); err != nil {
 		return nil, s.wrap("insert", err)
