@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/axsched/ax/internal/servicetest"
 )
 
 // TestExplain loads 100k tasks in a realistic mix of states and namespaces and checks
@@ -24,11 +22,7 @@ func TestExplain(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, servicetest.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	// 100k rows: 70% finished, 20% scheduled over the next day (20 minutes' worth overdue),
 	// 5% running, 5% dispatching. 4% are occurrences of 200 schedules (task key
 	// schedule-N, Overlap skip), finished or scheduled; the latest occurrence of every
@@ -58,10 +52,9 @@ func TestExplain(t *testing.T) {
 	if err := s.pool.QueryRow(ctx, `SELECT last_value - 100 FROM ax_seq`).Scan(&seq); err != nil {
 		t.Fatal(err)
 	}
-	var claimIDs []int64
 	rows, _ := s.pool.Query(ctx, `SELECT id FROM ax_tasks WHERE namespace = 'default' AND status = 'SCHEDULED' AND due_at <= clock_timestamp()
 		ORDER BY id LIMIT 200`)
-	claimIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	claimIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,11 +288,7 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, servicetest.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	conn, err := s.pool.Acquire(ctx) // a prepared statement and its plan are the connection's
 	if err != nil {
 		t.Fatal(err)

@@ -72,11 +72,7 @@ func TestKeyLocks(t *testing.T) {
 func TestClaimWaitsForKeyLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, servicetest.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	now, err := s.Now(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -156,11 +152,7 @@ func waitBlocking(t *testing.T, tx pgx.Tx) {
 func TestKeyLockPerNamespace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, servicetest.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	v, err := s.InNamespace("other")
 	if err != nil {
 		t.Fatal(err)
@@ -207,4 +199,15 @@ func TestKeyLockPerNamespace(t *testing.T) {
 	if err != nil || len(res.Blocked) != 1 || res.Blocked[0].ID != ins[1].Task.ID {
 		t.Fatalf("Claim(waiter) in the default namespace = %+v, %v; want it blocked by its own namespace's holder", res, err)
 	}
+}
+
+// openInternal opens a store on a fresh schema, closed when the test ends.
+func openInternal(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
