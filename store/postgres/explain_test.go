@@ -89,6 +89,10 @@ func TestExplain(t *testing.T) {
 		taskKeys, overlaps = append(taskKeys, ""), append(overlaps, "")
 	}
 	keys[199] = "order-4242" // a duplicate
+	dupKeys := make([]string, 20)
+	for i := range dupKeys {
+		dupKeys[i] = fmt.Sprintf("order-%d", 1000+i*37)
+	}
 	// 200 of the 5,000 RUNNING and of the 5,000 DISPATCHING tasks, with their execution ids.
 	inFlight := func(status string) (ids []int64, eids []string) {
 		rows, _ := s.pool.Query(ctx, `SELECT id, execution_id FROM ax_tasks WHERE namespace = 'default' AND status = $1 ORDER BY id LIMIT 200`, status)
@@ -134,6 +138,7 @@ func TestExplain(t *testing.T) {
 			"ax_tasks_name_key", false, true},
 		{"key holders (Claim, Trigger: 20 keys)", holdersSQL, []any{holderKeys, ns}, "ax_tasks_key_held", false, false},
 		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs}, "ax_tasks_key_held", false, false},
+		{"duplicates (Insert's read of 20 existing keys)", lookupManySQL, []any{fill(20, "order.close"), dupKeys, ns}, "ax_tasks_name_key", false, false},
 		{"business key (Lookup)", lookupSQL, []any{"order.close", "order-4242", ns}, "ax_tasks_name_key", false, false},
 		{"task stats (TaskStats)", taskStatsSQL, []any{now, ns}, "ax_tasks_scheduled_due", true, false},
 	}
@@ -323,6 +328,10 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 		keys[i] = fmt.Sprintf("new-%d", i)
 	}
 	keys[199] = "order-4242" // a duplicate
+	dupKeys := make([]string, 20)
+	for i := range dupKeys {
+		dupKeys[i] = fmt.Sprintf("order-%d", 1000+i*37)
+	}
 	if lits, err = literals(ctx, conn, "ins", insertArgs(keys...)); err != nil {
 		t.Fatal(err)
 	}

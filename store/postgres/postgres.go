@@ -47,8 +47,10 @@ type shared struct {
 	channel string // the NOTIFY channel: "ax_" + schema
 	lockKey int32  // classid of the refill watermark advisory locks: a hash of schema
 	keyLock int32  // classid of the task key advisory locks: another hash of schema, negative
-	// copyThreshold is the smallest Insert that tries COPY (copy.go).
+	// copyThreshold is the smallest Insert that tries COPY (copy.go); noCopy: the
+	// role may not draw ids from the id column's sequence, every Insert binds arrays.
 	copyThreshold int
+	noCopy        atomic.Bool
 
 	mu        sync.Mutex // guards closed transitions against new listeners
 	closed    atomic.Bool
@@ -195,9 +197,18 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, int32(migrateLockClass), int32(h.Sum32())); err != nil {
 		return s.wrap("migrate: lock", err)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS ax_schema_migrations (
-		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+	// Created only if missing (under the lock): CREATE … IF NOT EXISTS would need the
+	// CREATE privilege on the schema even when the table exists, and a role granted
+	// only what ax's statements need may open a schema its owner migrated.
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('ax_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
 		return s.wrap("migrate", err)
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, `CREATE TABLE ax_schema_migrations (
+			version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+			return s.wrap("migrate", err)
+		}
 	}
 	var have int
 	if err := tx.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM ax_schema_migrations`).Scan(&have); err != nil {

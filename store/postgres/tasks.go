@@ -63,7 +63,7 @@ type insertion struct {
 	tasks   []store.NewTask
 	order   []int // input indexes sorted by (name, key), stable
 	out     []store.Inserted
-	missing []int // inputs whose existing row the chunk statement did not see
+	missing []int // inputs not written: duplicates, whose existing rows resolve reads
 }
 
 // maxTaskKey bounds a task key (and so a schedule name, the task key of its
@@ -106,6 +106,11 @@ func (in *insertion) reset() {
 	in.missing = in.missing[:0]
 }
 
+// dueArg is a due time as it is bound: truncated to the microsecond, as store.Stored
+// keeps it, whichever way pgx sends it (binary truncates, the simple protocol's text
+// would be rounded by the server).
+func dueArg(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+
 // payloadArg is a payload as it is bound: an empty one stays empty, not NULL.
 func payloadArg(p []byte) []byte {
 	if p != nil && len(p) == 0 {
@@ -121,7 +126,7 @@ func (in *insertion) args(part []int) []any {
 	taskKeys, overlaps := make([]string, len(part)), make([]string, len(part))
 	for k, i := range part {
 		nt := in.tasks[i]
-		names[k], keys[k], payloads[k], dues[k] = nt.Name, nt.Key, payloadArg(nt.Payload), nt.DueAt
+		names[k], keys[k], payloads[k], dues[k] = nt.Name, nt.Key, payloadArg(nt.Payload), dueArg(nt.DueAt)
 		retries[k], owners[k], timeouts[k], backoffs[k] = int64(nt.MaxRetry), nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff)
 		taskKeys[k], overlaps[k] = nt.TaskKey, string(nt.Overlap)
 	}
@@ -252,10 +257,14 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		return []store.Inserted{}, nil
 	}
 	copied := false
-	if len(tasks) >= s.copyThreshold && in.copyable() {
+	if len(tasks) >= s.copyThreshold && !s.noCopy.Load() && in.copyable() {
 		err = s.retry(ctx, "insert", func() error { return s.insertCopy(ctx, in) })
 		copied = err == nil
-		if errors.Is(err, errCopyConflict) { // a duplicate: the arrays, with ON CONFLICT
+		switch {
+		case errors.Is(err, errCopyConflict): // a duplicate: the arrays, with ON CONFLICT
+			err = nil
+		case copyRefused(err):
+			s.noCopy.Store(true)
 			err = nil
 		}
 		if err != nil {
