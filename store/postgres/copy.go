@@ -41,13 +41,14 @@ const copyThreshold = 1000
 
 // copyStampsSQL draws, for $1 tasks, the creation time, ids from the identity
 // column's sequence and refill stamps. COPY writes the ids given for an identity
-// column, GENERATED ALWAYS or not (it is how pg_dump restores one). Calling nextval
-// on the identity's sequence needs USAGE on it, which an insert that takes the
-// column's default does not: a role without it gets the arrays (copyRefused).
+// column, GENERATED ALWAYS or not (it is how pg_dump restores one). The sequence is
+// named as 0001_init.sql's identity column created it (looking it up with
+// pg_get_serial_sequence in the statement made bulk inserts 15–20 % slower). Calling
+// nextval on it needs USAGE on it, which an insert that takes the column's default
+// does not: a role without it gets the arrays (copyRefused).
 const copyStampsSQL = `SELECT clock_timestamp(),
-	array(SELECT nextval(s.id) FROM generate_series(1, $1::int)),
-	array(SELECT nextval('ax_seq') FROM generate_series(1, $1::int))
-	FROM (SELECT pg_get_serial_sequence('ax_tasks', 'id')::regclass AS id) s`
+	array(SELECT nextval('ax_tasks_id_seq') FROM generate_series(1, $1::int)),
+	array(SELECT nextval('ax_seq') FROM generate_series(1, $1::int))`
 
 var copyCols = []string{"id", "namespace", "name", "key", "payload", "status", "due_at", "max_retry", "owner_service",
 	"timeout_us", "backoff_us", "task_key", "overlap", "seq", "created_at", "updated_at"}

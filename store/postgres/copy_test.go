@@ -16,9 +16,8 @@ import (
 
 // TestBulkInsertWithoutTempPrivilege: a role that may not create temporary tables (the
 // TEMPORARY privilege revoked from PUBLIC on its database, a common hardening) inserts
-// batches above the COPY threshold: the COPY goes straight into ax_tasks. (Before
-// version 7 it went through a temporary staging table, and such a role fell back to
-// the arrays.)
+// batches above the COPY threshold: the COPY goes straight into ax_tasks. (It went
+// through a temporary staging table before, and such a role fell back to the arrays.)
 func TestBulkInsertWithoutTempPrivilege(t *testing.T) {
 	t.Parallel()
 	servicetest.PostgresDSN(t) // skips, or fails under AX_REQUIRE_SERVICES, without the server
