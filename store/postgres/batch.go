@@ -50,9 +50,14 @@ import (
 // A claimed row whose claim asks to start ($4) and whose name is one of the handlers
 // ($5) goes straight to RUNNING, and ins records its execution on node $6, in the
 // same statement (ClaimStart): one write per task where Claim then Start were two.
+//
+// The rows not due and the keyed ones are read from l, the rows as locked (their
+// latest version, once any lock the claim waited for was released), not by a second
+// scan of ax_tasks: that scan cost about a third of the statement's planning (0.42 →
+// 0.32 ms for 25 tasks) and 200 more index probes for a full chunk.
 const claimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $4::bool[]) AS c(id, eid, start)),
-l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
+l AS (SELECT t.* FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET status = CASE WHEN c.start AND t.name = ANY($5::text[]) THEN 'RUNNING' ELSE 'DISPATCHING' END,
 		execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now,
 		started_at = CASE WHEN c.start AND t.name = ANY($5::text[]) THEN ts.now ELSE t.started_at END,
@@ -65,9 +70,8 @@ ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_a
 	SELECT u.execution_id, u.id, u.attempt, $6::text, 'RUNNING', u.started_at, u.heartbeat_at FROM u WHERE u.status = 'RUNNING')
 SELECT CASE WHEN u.status = 'RUNNING' THEN 3 ELSE 0 END, * FROM u
 UNION ALL
-SELECT CASE WHEN t.due_at > ts.now THEN 1 ELSE 2 END, ` + taskCols + ` FROM ax_tasks t, ts
-	WHERE t.id = ANY($1) AND t.namespace || '' = $3 AND t.status || '' = 'SCHEDULED'
-		AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow'))`
+SELECT CASE WHEN t.due_at > ts.now THEN 1 ELSE 2 END, ` + taskCols + ` FROM l t, ts
+	WHERE t.namespace = $3 AND t.status = 'SCHEDULED' AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow'))`
 
 // The outcomes claimSQL returns in its first column.
 const (
