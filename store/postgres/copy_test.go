@@ -71,6 +71,14 @@ func TestBulkInsertWithoutTempPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	bulkRounds(ctx, t, st, false)
+}
+
+// bulkRounds inserts 20 new tasks into st twice, above a COPY threshold lowered to
+// 10, checks every answer, and that st binds arrays from the first round on exactly
+// when arrays is set.
+func bulkRounds(ctx context.Context, t *testing.T, st *Store, arrays bool) {
+	t.Helper()
 	st.copyThreshold = 10
 	for round := range 2 {
 		var tasks []store.NewTask
@@ -79,12 +87,15 @@ func TestBulkInsertWithoutTempPrivilege(t *testing.T) {
 		}
 		res, err := st.Insert(ctx, tasks)
 		if err != nil {
-			t.Fatalf("round %d: Insert of %d tasks without the TEMPORARY privilege: %v", round, len(tasks), err)
+			t.Fatalf("round %d: Insert of %d tasks: %v", round, len(tasks), err)
 		}
 		for i, r := range res {
 			if r.Err != nil || r.Task == nil || r.Task.Key != tasks[i].Key {
 				t.Fatalf("round %d: result %d = %+v", round, i, r)
 			}
+		}
+		if st.noCopy.Load() != arrays {
+			t.Fatalf("round %d: the store binds arrays: %v, want %v", round, st.noCopy.Load(), arrays)
 		}
 	}
 }
@@ -137,23 +148,5 @@ func TestBulkInsertWithoutSequencePrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	st.copyThreshold = 10
-	for round := range 2 {
-		var tasks []store.NewTask
-		for i := range 20 {
-			tasks = append(tasks, store.NewTask{Name: "bulk", Key: fmt.Sprintf("%d-%d", round, i), DueAt: time.Now().Add(time.Hour)})
-		}
-		res, err := st.Insert(ctx, tasks)
-		if err != nil {
-			t.Fatalf("round %d: Insert of %d tasks without USAGE on the id's sequence: %v", round, len(tasks), err)
-		}
-		for i, r := range res {
-			if r.Err != nil || r.Task == nil || r.Task.Key != tasks[i].Key {
-				t.Fatalf("round %d: result %d = %+v", round, i, r)
-			}
-		}
-		if !st.noCopy.Load() {
-			t.Fatalf("round %d: the store still tries COPY", round)
-		}
-	}
+	bulkRounds(ctx, t, st, true)
 }
