@@ -397,8 +397,9 @@ func CheckNode(n NodeInfo) error {
 // Stored returns the task a SQL driver wrote for nt, SCHEDULED with id and the stamps
 // the database set, as reading the row back would give it — times and durations kept
 // to the microsecond, times in UTC, an empty payload non-nil — so that an insert need
-// not read back the rows it wrote.
-func Stored(nt *NewTask, id int64, created, updated time.Time) (*Task, error) {
+// not read back the rows it wrote. Durations are kept to the microsecond as
+// FormatBackoff does, towards zero; no delays is a nil Backoff.
+func Stored(nt *NewTask, id int64, created, updated time.Time) *Task {
 	t := &Task{
 		ID: id, Name: nt.Name, Key: nt.Key, Status: Scheduled, DueAt: nt.DueAt.UTC().Truncate(time.Microsecond),
 		MaxRetry: nt.MaxRetry, OwnerService: nt.OwnerService, TaskKey: nt.TaskKey, Overlap: nt.Overlap,
@@ -408,7 +409,11 @@ func Stored(nt *NewTask, id int64, created, updated time.Time) (*Task, error) {
 	if nt.Payload != nil {
 		t.Payload = append([]byte{}, nt.Payload...)
 	}
-	var err error
-	t.Backoff, err = ParseBackoff(FormatBackoff(nt.Backoff))
-	return t, err
+	if len(nt.Backoff) > 0 {
+		t.Backoff = make([]time.Duration, len(nt.Backoff))
+		for i, d := range nt.Backoff {
+			t.Backoff[i] = d.Truncate(time.Microsecond)
+		}
+	}
+	return t
 }

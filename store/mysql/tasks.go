@@ -204,9 +204,7 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 		var others []int
 		for _, i := range part {
 			if w, ok := written[[2]string{tasks[i].Name, tasks[i].Key}]; ok && w.seq == seq+int64(i) {
-				if out[i].Task, err = store.Stored(&tasks[i], w.id, w.created, w.updated); err != nil {
-					return nil, err
-				}
+				out[i].Task = store.Stored(&tasks[i], w.id, w.created, w.updated)
 				continue
 			}
 			others = append(others, i)

@@ -130,11 +130,7 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	committed = true
 	now = now.UTC()
 	for k, i := range in.order {
-		t, err := store.Stored(&in.tasks[i], ids[k], now, now)
-		if err != nil {
-			return err
-		}
-		in.out[i] = store.Inserted{Task: t}
+		in.out[i] = store.Inserted{Task: store.Stored(&in.tasks[i], ids[k], now, now)}
 	}
 	return nil
 }

@@ -206,11 +206,7 @@ func (in *insertion) collect(part []int, rows interface {
 		}
 		delete(inserted, k) // a second copy in this call is a duplicate of the first
 		created := w.created.UTC()
-		t, err := store.Stored(&in.tasks[i], w.id, created, created)
-		if err != nil {
-			return err
-		}
-		in.out[i] = store.Inserted{Task: t}
+		in.out[i] = store.Inserted{Task: store.Stored(&in.tasks[i], w.id, created, created)}
 	}
 	return nil
 }

@@ -95,9 +95,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 		}
 		for i := lo; i < hi; i++ {
 			if id, ok := ids[i]; ok {
-				if out[i].Task, err = store.Stored(&tasks[i], id, fromMicros(ts), fromMicros(ts)); err != nil {
-					return err
-				}
+				out[i].Task = store.Stored(&tasks[i], id, fromMicros(ts), fromMicros(ts))
 				continue
 			}
 			t, err := scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, tasks[i].Name, tasks[i].Key))

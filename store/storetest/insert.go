@@ -176,6 +176,9 @@ func testInsertBackoffTimeout(e *env) {
 		if d := diff(c.backoff, got.Backoff); d != "" {
 			e.t.Errorf("Get(%d).Backoff mismatch (-want +got):\n%s", task.ID, d)
 		}
+		if d := diff(task, got); d != "" { // what Insert answered is what it wrote
+			e.t.Errorf("Insert's answer differs from Get(%d) (-insert +get):\n%s", task.ID, d)
+		}
 	}
 }
 
