@@ -277,8 +277,7 @@ const checkpointInterval = 250 * time.Millisecond
 // checkpoint has copied all of it. An error (the file busy, a reader in the way) is
 // left to the next one.
 func (s *Store) checkpoint() {
-	var busy, log, done int
-	s.r.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
+	s.r.Exec("PRAGMA wal_checkpoint(PASSIVE)")
 }
 
 // pragmas are the connection settings of both pools (see the package doc).
