@@ -144,39 +144,12 @@ func TestExplain(t *testing.T) {
 	}
 	var out strings.Builder
 	for _, c := range cases {
-		tx, err := s.pool.Begin(ctx) // rolled back: EXPLAIN ANALYZE of the claim writes
-		if err != nil {
-			t.Fatal(err)
-		}
-		explain, args := `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY OFF) `+c.sql, c.args
+		var plan string
 		if c.generic {
-			// The plan PostgreSQL caches for the prepared statement, whatever its
-			// arguments: EXPLAIN of the statement itself would plan it for them.
-			if _, err := tx.Exec(ctx, genericPlans); err != nil {
-				tx.Rollback(ctx)
-				t.Fatal(err)
-			}
-			lits, err := prepared(ctx, tx, c.sql, c.args)
-			if err != nil {
-				tx.Rollback(ctx)
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			explain, args = `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY OFF) EXECUTE explained(`+strings.Join(lits, ", ")+`)`, nil
+			plan = genericPlan(ctx, t, s, c.sql, c.args)
+		} else {
+			plan = explainIn(ctx, t, s.pool, c.sql, c.args...) // rolled back: EXPLAIN ANALYZE of the claim writes
 		}
-		rows, err := tx.Query(ctx, explain, args...)
-		if err != nil {
-			tx.Rollback(ctx)
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if c.generic {
-			tx.Exec(ctx, `DEALLOCATE explained`) // a prepared statement outlives the transaction
-		}
-		tx.Rollback(ctx)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		plan := strings.Join(lines, "\n")
 		out.WriteString("-- " + c.name + "\n" + plan + "\n\n")
 		if strings.Contains(plan, "Seq Scan on ax_tasks") != c.whole || !strings.Contains(plan, c.index) {
 			t.Errorf("%s: plan does not use %s, or scans ax_tasks sequentially (expected: %v):\n%s", c.name, c.index, c.whole, plan)
@@ -203,13 +176,32 @@ func TestExplain(t *testing.T) {
 	}
 }
 
-// prepared prepares sql as the statement "explained" in tx and returns its arguments
-// as SQL literals (see literals).
-func prepared(ctx context.Context, tx pgx.Tx, sql string, args []any) ([]string, error) {
-	if _, err := tx.Exec(ctx, `PREPARE explained AS `+sql); err != nil {
-		return nil, err
+// genericSession has a connection's statements run on their generic plans, as
+// genericPlans has a transaction's.
+const genericSession = `SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('enable_seqscan', 'off', false)`
+
+// genericPlan returns the plan of EXPLAIN ANALYZE of sql's generic plan, the one
+// PostgreSQL caches for the prepared statement whatever its arguments (EXPLAIN of the
+// statement itself would plan it for them), run with args and rolled back, on a
+// connection of its own that is closed afterwards.
+func genericPlan(ctx context.Context, t *testing.T, s *Store, sql string, args []any) string {
+	t.Helper()
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return literals(ctx, tx, "explained", args)
+	conn := pc.Hijack() // its session settings and prepared statement go with it
+	defer conn.Close(ctx)
+	for _, q := range []string{genericSession, `PREPARE explained AS ` + sql} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	lits, err := literals(ctx, conn, "explained", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return explainIn(ctx, t, conn, `EXECUTE explained(`+strings.Join(lits, ", ")+`)`)
 }
 
 // literals returns args, the arguments of the prepared statement name, as SQL
@@ -317,7 +309,7 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec(`SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('enable_seqscan', 'off', false)`)
+	exec(genericSession)
 	exec(`EXECUTE ins(` + strings.Join(lits, ", ") + `)`)
 	exec(`INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at, execution_id)
 		SELECT 'order.close', 'order-' || g, CASE g % 3 WHEN 0 THEN 'SCHEDULED' WHEN 1 THEN 'RUNNING' ELSE 'DISPATCHING' END,
