@@ -87,20 +87,15 @@ func CheckStartOn(on StartOn) error {
 	return nil
 }
 
-// Startable returns the claims' ids with Start set when on can start them, for a
-// driver to look tasks up in; nil when none can start (no handler names, or no
-// claim asks).
-func Startable(on StartOn, claims []Claim) map[int64]bool {
+// Startable returns the ids of uniq, claims with each task once (UniqueClaims), whose
+// Start is set, when on can start them, for a driver to look tasks up in; nil when
+// none can start (no handler names, or no claim asks).
+func Startable(on StartOn, uniq []Claim) map[int64]bool {
 	if on.Node == "" || len(on.Handlers) == 0 {
 		return nil
 	}
 	var m map[int64]bool
-	seen := make(map[int64]bool, len(claims))
-	for _, c := range claims {
-		if seen[c.ID] {
-			continue // a task named twice is claimed with its first claim (UniqueClaims)
-		}
-		seen[c.ID] = true
+	for _, c := range uniq {
 		if c.Start {
 			if m == nil {
 				m = make(map[int64]bool)

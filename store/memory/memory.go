@@ -368,10 +368,11 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	}
 	now := s.now()
 	res := &store.ClaimResult{}
-	startable := store.Startable(on, claims)
+	uniq := store.UniqueClaims(claims)
+	startable := store.Startable(on, uniq)
 	var keyed []store.Keyed
 	execs := make(map[int64]string)
-	for _, c := range store.UniqueClaims(claims) {
+	for _, c := range uniq {
 		r, ok := s.mine(c.ID)
 		if !ok || r.task.Status != store.Scheduled {
 			continue

@@ -149,8 +149,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			return nil, fmt.Errorf("ax: mysql: claim: claim %d: execution id over %d bytes or not UTF-8: %w", i, maxExecID, store.ErrInvalid)
 		}
 	}
-	startable := store.Startable(on, claims)
 	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
+	startable := store.Startable(on, uniq)
 	res := &store.ClaimResult{}
 	if len(uniq) == 0 {
 		return res, nil

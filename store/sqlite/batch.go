@@ -247,7 +247,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	if err := store.CheckStartOn(on); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
-	startable := store.Startable(on, claims)
+	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
+	startable := store.Startable(on, uniq)
 	handlers := "[]"
 	if startable != nil {
 		b, err := json.Marshal(on.Handlers)
@@ -256,7 +257,6 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		}
 		handlers = string(b)
 	}
-	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
 		if err := checkFence(ctx, tx, fence); err != nil {
