@@ -12,6 +12,7 @@ var claimStartTests = []test{
 	{"Mixed", testClaimStartMixed},
 	{"ManyChunks", testClaimStartManyChunks},
 	{"RetryAndAllow", testClaimStartRetryAndAllow},
+	{"NamedTwice", testClaimStartNamedTwice},
 	{"Invalid", testClaimStartInvalid},
 	{"Fenced", testClaimStartFenced},
 }
@@ -188,6 +189,20 @@ func testClaimStartRetryAndAllow(e *env) {
 	}
 	if x := e.executions(allow.ID); len(x) != 1 || x[0].Status != store.Running {
 		e.t.Errorf("keyed allow task: executions %+v, want one RUNNING", x)
+	}
+}
+
+// testClaimStartNamedTwice: a task named twice in one call is claimed with its first
+// claim, execution id and Start flag alike: here not started, whatever the second asks.
+func testClaimStartNamedTwice(e *env) {
+	a := e.scheduled(e.past())
+	first := newExecID()
+	res, err := e.s.ClaimStart(e.ctx, store.Fence{}, here, []store.Claim{{ID: a.ID, ExecutionID: first}, {ID: a.ID, ExecutionID: newExecID(), Start: true}})
+	if err != nil || len(res.Claimed) != 1 || len(res.Started) != 0 || res.Claimed[0].ExecutionID != first {
+		e.t.Fatalf("ClaimStart(the task twice, the second to start) = %+v, %v; want it claimed once, with the first claim", res, err)
+	}
+	if x := e.executions(a.ID); len(x) != 0 {
+		e.t.Errorf("executions %+v, want none: the claim did not start it", x)
 	}
 }
 
