@@ -267,6 +267,7 @@ func (l *Loop) Remove(id int64) {
 func (l *Loop) loop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer l.unqueue()
 	var in []store.Due
 	var rm []int64
 	var lastSize time.Time
@@ -359,6 +360,20 @@ func (l *Loop) claim() {
 	l.claims <- b
 }
 
+// unqueue gives back the room reserved for a batch the claimer did not take: the
+// claimer may have ended (ctx) before the loop's last claim queued it. It runs when
+// the loop, the only sender, has ended, so nothing is queued after it; the executor
+// outlives the term, and its Stop waits for every reservation.
+func (l *Loop) unqueue() {
+	select {
+	case b := <-l.claims:
+		if b.k > 0 {
+			l.starter.Launch(nil, b.k, time.Time{})
+		}
+	default:
+	}
+}
+
 // valid reports whether the loop may claim.
 func (l *Loop) valid() error {
 	if l.cfg.Valid == nil {
@@ -376,16 +391,7 @@ func (l *Loop) claimer(ctx context.Context) {
 		var b claimBatch
 		select {
 		case <-ctx.Done():
-			// A batch the loop queued meanwhile is not claimed: the room reserved for
-			// it goes back (the executor outlives the term, and Stop waits for it).
-			select {
-			case b := <-l.claims:
-				if b.k > 0 {
-					l.starter.Launch(nil, b.k, time.Time{})
-				}
-			default:
-			}
-			return
+			return // a batch left queued is given back by the loop, its only sender
 		case b = <-l.claims:
 		}
 		ids := b.ids

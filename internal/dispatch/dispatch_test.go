@@ -157,3 +157,60 @@ func TestBlockedTaskStartsWhenItsKeyIsFreed(t *testing.T) {
 		}
 	})
 }
+
+// gatedStarter is a Starter whose first Reserve waits for open to close, and which
+// counts the room reserved and the room given back.
+type gatedStarter struct {
+	recorder
+	open     chan struct{}
+	entered  chan struct{}
+	once     sync.Once
+	reserved int
+	returned int
+}
+
+func (g *gatedStarter) Reserve(n int) (store.StartOn, int, bool) {
+	g.once.Do(func() { close(g.entered); <-g.open })
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reserved += n
+	return store.StartOn{Node: "n", Handlers: []string{"job"}}, n, false
+}
+
+func (g *gatedStarter) Launch(started []store.Task, k int, sent time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.returned += k
+}
+
+func (g *gatedStarter) ClaimFailed(claims []store.Claim, k int, sent time.Time) {
+	g.Launch(nil, k, sent)
+}
+
+// A claim the loop queues while its term ends, after the claimer has ended, is not
+// lost: the room reserved for it goes back to the executor, whose Stop waits for
+// every reservation (it once waited out its whole deadline instead).
+func TestReservationQueuedAtTheEndGoesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		if _, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "a", DueAt: time.Now(), MaxRetry: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		g := &gatedStarter{open: make(chan struct{}), entered: make(chan struct{})}
+		l := newLoop(st, g, 10)
+		var wg sync.WaitGroup
+		l.Run(ctx, &wg)
+		<-g.entered // the loop is claiming the due task
+		cancel()
+		synctest.Wait() // the claimer and the refill have ended; the loop waits in Reserve
+		close(g.open)
+		wg.Wait()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.reserved != 1 || g.returned != 1 {
+			t.Fatalf("reserved %d, given back %d; want 1 and 1", g.reserved, g.returned)
+		}
+	})
+}
