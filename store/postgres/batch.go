@@ -63,7 +63,7 @@ u AS (UPDATE ax_tasks t SET status = CASE WHEN c.start AND t.name = ANY($5::text
 		started_at = CASE WHEN c.start AND t.name = ANY($5::text[]) THEN ts.now ELSE t.started_at END,
 		heartbeat_at = CASE WHEN c.start AND t.name = ANY($5::text[]) THEN ts.now ELSE t.heartbeat_at END
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.namespace || '' = $3 AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.namespace || '' = $3 AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
 		AND (t.task_key = '' OR t.overlap = 'allow')
 	RETURNING ` + taskCols + `),
 ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
@@ -90,8 +90,8 @@ c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c(task_id, e
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET status = 'RUNNING', started_at = ts.now, heartbeat_at = ts.now, updated_at = ts.now
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.task_id AND t.status || '' = 'DISPATCHING' AND t.execution_id = c.eid
-		AND NOT EXISTS (SELECT 1 FROM ax_executions x WHERE x.id = c.eid)
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.task_id AND t.id = ANY($1) AND t.status || '' = 'DISPATCHING' AND t.execution_id = c.eid
+		AND NOT EXISTS (SELECT 1 FROM ax_executions x WHERE x.id = c.eid AND x.id = ANY($2))
 	RETURNING c.node, ` + taskCols + `),
 ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
 	SELECT u.execution_id, u.id, u.attempt, u.node, 'RUNNING', u.started_at, u.heartbeat_at FROM u)
@@ -102,9 +102,9 @@ c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET heartbeat_at = ts.now
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
 	RETURNING t.id, t.execution_id),
-x AS (UPDATE ax_executions x SET heartbeat_at = ts.now FROM u, ts WHERE x.id = u.execution_id)
+x AS (UPDATE ax_executions x SET heartbeat_at = ts.now FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($2))
 SELECT id, execution_id FROM u`
 
 const finishSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
@@ -120,11 +120,11 @@ u AS (UPDATE ax_tasks t SET
 		finished_at = CASE c.status WHEN 'SCHEDULED' THEN t.finished_at ELSE ts.now END,
 		updated_at = ts.now
 	FROM c, ts
-	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
+	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
 	RETURNING t.id, t.execution_id, c.status AS new_status, c.error),
 x AS (UPDATE ax_executions x SET status = CASE u.new_status WHEN 'SUCCEEDED' THEN 'SUCCEEDED' ELSE 'FAILED' END,
 		error = u.error, finished_at = ts.now
-	FROM u, ts WHERE x.id = u.execution_id)
+	FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($2))
 SELECT id, execution_id FROM u`
 
 const requeueSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
@@ -138,7 +138,7 @@ UPDATE ax_tasks t SET
 	seq = CASE WHEN t.dispatch_retries + 1 > c.max_dispatch_retries THEN t.seq ELSE nextval('ax_seq') END,
 	dispatch_retries = t.dispatch_retries + 1, last_error = c.error, updated_at = ts.now
 FROM c, ts
-WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.status || '' = 'DISPATCHING' AND t.execution_id = c.eid
+WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'DISPATCHING' AND t.execution_id = c.eid
 RETURNING t.id, t.execution_id`
 
 // chunks calls f for consecutive chunks of at most store.MaxBatch of items.
@@ -227,7 +227,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		keyedClaims []store.Claim // due, keyed: for claimKeyed, in id order
 		keys        []string
 	)
-	err := s.tx(ctx, "claim", func(b *pgx.Batch) {
+	err := s.execTx(ctx, "claim", func(b *pgx.Batch) {
 		queueFence(b, fence)
 		chunks(uniq, func(part []store.Claim) {
 			ids, eids, start := make([]int64, len(part)), make([]string, len(part)), make([]bool, len(part))
@@ -292,7 +292,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	}
 	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	var others []int // inputs not started: duplicates or lost
-	err := s.tx(ctx, "start", func(b *pgx.Batch) {
+	err := s.execTx(ctx, "start", func(b *pgx.Batch) {
 		queueFence(b, fence)
 		chunks(order, func(part []int) {
 			ids, eids, nodes := make([]int64, len(part)), make([]string, len(part)), make([]string, len(part))
@@ -393,7 +393,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	}
 	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	alive := map[ref]int{}
-	err := s.tx(ctx, "heartbeat", func(b *pgx.Batch) {
+	err := s.execTx(ctx, "heartbeat", func(b *pgx.Batch) {
 		chunks(order, func(part []int) {
 			ids, eids := make([]int64, len(part)), make([]string, len(part))
 			for k, i := range part {
@@ -441,7 +441,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return dup
 	})
 	done := map[ref]int{}
-	err := s.tx(ctx, "finish", func(b *pgx.Batch) {
+	err := s.execTx(ctx, "finish", func(b *pgx.Batch) {
 		queueFence(b, fence)
 		if retry {
 			b.Queue(publishSQL, s.lockKey, s.channel)
@@ -498,7 +498,7 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 		return dup
 	})
 	done := map[ref]int{}
-	err := s.tx(ctx, "requeue", func(b *pgx.Batch) {
+	err := s.execTx(ctx, "requeue", func(b *pgx.Batch) {
 		queueFence(b, fence)
 		b.Queue(publishSQL, s.lockKey, s.channel)
 		chunks(order, func(part []int) {

@@ -819,7 +819,7 @@ func (tr *tracer) take() (roundTrips, statements int64) {
 }
 
 // TestClaimRoundTrips pins the cost of Claim: tasks without a key (or with Overlap
-// allow) cost one round trip of four statements (BEGIN, SET LOCAL, the claim,
+// allow) cost one round trip of four statements (BEGIN, plans, the claim,
 // COMMIT) as before task keys existed; keyed tasks add one transaction of two round
 // trips; a fence adds one statement and no round trip.
 func TestClaimRoundTrips(t *testing.T) {
@@ -871,14 +871,14 @@ func TestClaimRoundTrips(t *testing.T) {
 		t.Fatalf("Claim(250 tasks without a restricting key) = %d claimed, %v", len(res.Claimed), err)
 	}
 	if rt, n := tr.take(); rt != 1 || n != 5 {
-		t.Errorf("Claim(250 tasks without a restricting key): %d round trips, %d statements; want 1, 5 (BEGIN, SET LOCAL, 2 chunks, COMMIT)", rt, n)
+		t.Errorf("Claim(250 tasks without a restricting key): %d round trips, %d statements; want 1, 5 (BEGIN, plans, 2 chunks, COMMIT)", rt, n)
 	}
 
 	res, err = st.Claim(ctx, store.Fence{}, claims(250, 253))
 	if err != nil || len(res.Claimed) != 2 || len(res.Skipped) != 1 {
 		t.Fatalf("Claim(keyed tasks) = %+v, %v; want 2 claimed (one per key), 1 skipped", res, err)
 	}
-	// 1: the claim statement; 2: BEGIN, SET LOCAL, lock, lock the tasks, holders;
+	// 1: the claim statement; 2: BEGIN, plans, lock, lock the tasks, holders;
 	// 3: claim the winners, skip the loser, COMMIT.
 	if rt, n := tr.take(); rt != 3 || n != 4+5+3 {
 		t.Errorf("Claim(keyed tasks): %d round trips, %d statements; want 3, 12", rt, n)
@@ -899,6 +899,6 @@ func TestClaimRoundTrips(t *testing.T) {
 		t.Fatalf("Claim(fenced) = %+v, %v; want claimed", res, err)
 	}
 	if rt, n := tr.take(); rt != 1 || n != 5 {
-		t.Errorf("Claim(fenced): %d round trips, %d statements; want 1, 5 (BEGIN, SET LOCAL, fence, claim, COMMIT)", rt, n)
+		t.Errorf("Claim(fenced): %d round trips, %d statements; want 1, 5 (BEGIN, plans, fence, claim, COMMIT)", rt, n)
 	}
 }

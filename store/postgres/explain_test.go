@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -266,19 +267,26 @@ func starts(n int) []bool {
 	return b
 }
 
+// executionSession has a connection's statements planned as executionPlans has a
+// transaction's.
+const executionSession = `SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('enable_seqscan', 'off', false),
+	set_config('enable_nestloop', 'off', false), set_config('enable_mergejoin', 'off', false), set_config('jit', 'off', false)`
+
 // TestExecutionPathPlansOnStaleStatistics checks the plans of the statements that
-// write tasks by id, and of Insert, in the worst case for their statistics: the table
-// analyzed while empty, then 30,000 tasks written and a third of them each claimed
-// and started at once, as after a bulk submit, before autovacuum runs.
+// write tasks by id, and of Insert, in the worst case for their statistics: the
+// generic plans cached while the table was empty (and analyzed so), then run once
+// 30,000 tasks are written and a third of them each claimed and started at once, as
+// after a bulk submit, before autovacuum runs.
 //
-// The execution path is planned per call (customPlans) and must reach every row
-// through the primary key alone: comparing the status as such had it read every
-// RUNNING row of ax_tasks_running_heartbeat for each batch it finished (111 µs of
-// server CPU per finished task with 20,000 running, not 48). Its generic plans, had
-// they been used, were cached while the table was empty and read the whole primary
-// key for each batch (0.4–0.6 s per 200 tasks). Insert runs on its generic plan
-// (genericPlans), cached here on the empty table: it must read nothing of ax_tasks
-// and leave the duplicate to the unique index.
+// The execution path runs on its generic plans (executionPlans) and must reach every
+// row through the primary key alone, by the index condition id = ANY($1), and join
+// the batch by hash: comparing the status as such had it read every RUNNING row of
+// ax_tasks_running_heartbeat for each batch it finished (111 µs of server CPU per
+// finished task with 20,000 running, not 48); generic plans without the index
+// condition read the whole primary key for each batch (0.4–0.6 s per 200 tasks), and
+// with it but nested loops allowed they rescanned the unnest()ed batch for every row.
+// Insert runs on its generic plan (genericPlans): it must read nothing of ax_tasks and
+// leave the duplicate to the unique index.
 func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 30k rows")
@@ -286,11 +294,12 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openInternal(t)
-	conn, err := s.pool.Acquire(ctx) // a prepared statement and its plan are the connection's
+	pc, err := s.pool.Acquire(ctx) // a prepared statement and its plan are the connection's
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
+	conn := pc.Hijack() // its session settings and prepared statements go with it
+	defer conn.Close(ctx)
 	exec := func(q string) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, q); err != nil {
@@ -302,39 +311,65 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 		return []any{fill(n, "order.close"), keys, fill(n, []byte("{}")), fill(n, time.Now()), fill(n, int64(5)), fill(n, "orders"),
 			fill(n, int64(0)), fill(n, "{}"), fill(n, ""), fill(n, ""), s.ns}
 	}
-	exec(`ANALYZE ax_tasks`)
-	// Insert's generic plan, cached by its first execution on the empty table.
-	exec(`PREPARE ins AS ` + insertSQL)
-	lits, err := literals(ctx, conn, "ins", insertArgs())
-	if err != nil {
-		t.Fatal(err)
+	execute := func(name string, args []any) string {
+		t.Helper()
+		lits, err := literals(ctx, conn, name, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return `EXECUTE ` + name + `(` + strings.Join(lits, ", ") + `)`
 	}
+	now := time.Now()
+	statements := []struct {
+		name string
+		sql  string
+		args func(ids []int64, eids []string) []any
+	}{
+		{"claim", claimSQL, func(ids []int64, eids []string) []any {
+			return []any{ids, eids, s.ns, fill(len(ids), true), []string{"order.close"}, "node-1"}
+		}},
+		{"start", startSQL, func(ids []int64, eids []string) []any { return []any{ids, eids, fill(len(ids), "node-1")} }},
+		{"heartbeat", heartbeatSQL, func(ids []int64, eids []string) []any { return []any{ids, eids} }},
+		{"finish", finishSQL, func(ids []int64, eids []string) []any {
+			n := len(ids)
+			return []any{ids, eids, fill(n, "SUCCEEDED"), fill(n, ""), fill(n, int64(0)), fill(n, now)}
+		}},
+		{"requeue", requeueSQL, func(ids []int64, eids []string) []any {
+			n := len(ids)
+			return []any{ids, eids, fill(n, now), fill(n, "busy"), fill(n, int64(3))}
+		}},
+	}
+	exec(`ANALYZE ax_tasks`)
+	exec(`ANALYZE ax_executions`)
+	// The generic plans, cached by a first execution on the empty tables.
+	exec(`PREPARE ins AS ` + insertSQL)
 	exec(genericSession)
-	exec(`EXECUTE ins(` + strings.Join(lits, ", ") + `)`)
-	exec(`INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at, execution_id)
-		SELECT 'order.close', 'order-' || g, CASE g % 3 WHEN 0 THEN 'SCHEDULED' WHEN 1 THEN 'RUNNING' ELSE 'DISPATCHING' END,
+	exec(execute("ins", insertArgs()))
+	exec(executionSession)
+	for _, c := range statements {
+		exec(`PREPARE ` + c.name + ` AS ` + c.sql)
+		explainIn(ctx, t, conn, execute(c.name, c.args([]int64{1}, []string{"none"})))
+	}
+	exec(`INSERT INTO ax_tasks (namespace, name, key, status, due_at, seq, created_at, updated_at, execution_id)
+		SELECT '` + s.ns + `', 'order.close', 'order-' || g, CASE g % 3 WHEN 0 THEN 'SCHEDULED' WHEN 1 THEN 'RUNNING' ELSE 'DISPATCHING' END,
 			clock_timestamp() - interval '1 second', nextval('ax_seq'), clock_timestamp(), clock_timestamp(), gen_random_uuid()::text
 		FROM generate_series(1, 30000) g`)
+	exec(`INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at)
+		SELECT execution_id, id, 1, 'node-1', 'RUNNING', clock_timestamp() FROM ax_tasks WHERE status = 'RUNNING'`)
+
 	keys := make([]string, 200)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("new-%d", i)
 	}
 	keys[199] = "order-4242" // a duplicate
-	dupKeys := make([]string, 20)
-	for i := range dupKeys {
-		dupKeys[i] = fmt.Sprintf("order-%d", 1000+i*37)
-	}
-	if lits, err = literals(ctx, conn, "ins", insertArgs(keys...)); err != nil {
-		t.Fatal(err)
-	}
-	plan := explainIn(ctx, t, conn, `EXECUTE ins(`+strings.Join(lits, ", ")+`)`)
+	exec(genericSession)
+	plan := explainIn(ctx, t, conn, execute("ins", insertArgs(keys...)))
 	if strings.Contains(plan, "Scan on ax_tasks") || !strings.Contains(plan, "Conflict Arbiter Indexes: ax_tasks_name_key") ||
 		!strings.Contains(plan, "Tuples Inserted: 199") || !strings.Contains(plan, "Conflicting Tuples: 1") {
 		t.Errorf("insert: the generic plan reads ax_tasks, or does not leave the duplicate to ax_tasks_name_key:\n%s", plan)
 	}
 	t.Logf("insert, generic plan cached on the empty table:\n%s", plan)
 
-	exec(`SELECT set_config('plan_cache_mode', 'force_custom_plan', false), set_config('enable_seqscan', 'on', false)`)
 	inFlight := func(status string) (ids []int64, eids []string) {
 		rows, _ := conn.Query(ctx, `SELECT id, execution_id FROM ax_tasks WHERE status = $1 ORDER BY id LIMIT 200`, status)
 		var id int64
@@ -354,29 +389,44 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	}
 	runIDs, runEIDs := inFlight("RUNNING")
 	dispIDs, dispEIDs := inFlight("DISPATCHING")
-	now := time.Now()
-	for _, c := range []struct {
-		name string
-		sql  string
-		args []any
-	}{
-		{"claim and start", claimSQL, []any{dueIDs, newEIDs, s.ns, fill(200, true), []string{"order.close"}, "node-1"}},
-		{"start", startSQL, []any{dispIDs, dispEIDs, fill(200, "node-1")}},
-		{"heartbeat", heartbeatSQL, []any{runIDs, runEIDs}},
-		{"finish", finishSQL, []any{runIDs, runEIDs, fill(200, "SUCCEEDED"), fill(200, ""), fill(200, int64(0)), fill(200, now)}},
-		{"requeue", requeueSQL, []any{dispIDs, dispEIDs, fill(200, now), fill(200, "busy"), fill(200, int64(3))}},
-	} {
-		plan := explainIn(ctx, t, conn, c.sql, c.args...)
+	exec(executionSession)
+	for _, c := range statements {
+		ids, eids := runIDs, runEIDs
+		switch c.name {
+		case "claim":
+			ids, eids = dueIDs, newEIDs
+		case "start", "requeue":
+			ids, eids = dispIDs, dispEIDs
+		}
+		plan := explainIn(ctx, t, conn, execute(c.name, c.args(ids, eids)))
 		for _, m := range otherIndex.FindAllString(plan, -1) {
 			if !strings.HasSuffix(m, "ax_tasks_pkey") {
 				t.Errorf("%s: the plan reads %s:\n%s", c.name, m, plan)
 			}
 		}
-		if strings.Contains(plan, "Seq Scan on ax_tasks") || !strings.Contains(plan, "ax_tasks_pkey") || !strings.Contains(plan, "rows=200 loops=1") {
-			t.Errorf("%s: the plan does not write the 200 tasks through ax_tasks_pkey alone:\n%s", c.name, plan)
+		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Cond: (id = ANY ($1))") || !strings.Contains(plan, "Update on ax_tasks t") {
+			t.Errorf("%s: the plan does not reach the tasks by the generic index condition on ax_tasks_pkey:\n%s", c.name, plan)
+		}
+		// Every node sees at most the batch (or one row per task and execution): none
+		// reads the table, none rescans its input per row.
+		for _, line := range strings.Split(plan, "\n") {
+			m := actualRows.FindStringSubmatch(line)
+			if m == nil || strings.Contains(line, "CTE Scan on ts") { // the one-row CTE of the statement's time
+				continue
+			}
+			if rows, _ := strconv.Atoi(m[1]); rows > 200 || m[2] != "1" {
+				t.Errorf("%s: a node reads %s rows %s times:\n%s", c.name, m[1], m[2], plan)
+				break
+			}
+		}
+		if !strings.Contains(plan, "rows=200 loops=1") {
+			t.Errorf("%s: the plan does not write the 200 tasks:\n%s", c.name, plan)
 		}
 	}
 }
+
+// actualRows finds the row count and loops of each node of an EXPLAIN ANALYZE.
+var actualRows = regexp.MustCompile(`\(actual time=[0-9.]+\.\.[0-9.]+ rows=(\d+) loops=(\d+)\)`)
 
 // explainIn returns the plan of EXPLAIN ANALYZE of sql, run on conn in a transaction
 // it rolls back.

@@ -136,7 +136,7 @@ func appendTask(into *[]store.Task) func(rows pgx.Rows) error {
 // statement left SCHEDULED (candidates, in id order, with their execution ids; keys,
 // their task keys in any order), in a transaction of its own: two round trips.
 //
-//	round 1: BEGIN; SET LOCAL; check the fence (if it has a token); lock the keys
+//	round 1: BEGIN; plans; check the fence (if it has a token); lock the keys
 //	         (ascending lock ids); lock and re-read the candidates (ascending ids);
 //	         read the holders of their keys
 //	(Go)     store.ResolveKeys: one winner per free key, the others skipped or blocked
@@ -270,7 +270,7 @@ const triggerKeyedSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution
 	RETURNING ` + taskCols
 
 // triggerKeyed is Trigger for a task whose key restricts it: one transaction, one
-// round trip (BEGIN; SET LOCAL; lock the key; read its holder; the conditional
+// round trip (BEGIN; plans; lock the key; read its holder; the conditional
 // UPDATE; read the task; COMMIT). It returns the task, and whether it moved or
 // else the holder of its key, if any.
 func (s *Store) triggerKeyed(ctx context.Context, id int64, executionID, taskKey string) (t *store.Task, applied bool, holder int64, err error) {
