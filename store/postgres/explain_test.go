@@ -407,14 +407,16 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Cond: (id = ANY ($1))") || !strings.Contains(plan, "Update on ax_tasks t") {
 			t.Errorf("%s: the plan does not reach the tasks by the generic index condition on ax_tasks_pkey:\n%s", c.name, plan)
 		}
-		// Every node sees at most the batch (or one row per task and execution): none
-		// reads the table, none rescans its input per row.
+		// No node reads more than a few times the batch — an index scan counts the
+		// entries of the row versions the statements explained before left (rolled
+		// back), so up to 400 here — where reading the table is 10,000 rows; and none
+		// is run more than once, so none rescans its input per row.
 		for _, line := range strings.Split(plan, "\n") {
 			m := actualRows.FindStringSubmatch(line)
 			if m == nil || strings.Contains(line, "CTE Scan on ts") { // the one-row CTE of the statement's time
 				continue
 			}
-			if rows, _ := strconv.Atoi(m[1]); rows > 200 || m[2] != "1" {
+			if rows, _ := strconv.Atoi(m[1]); rows > 1000 || m[2] != "1" {
 				t.Errorf("%s: a node reads %s rows %s times:\n%s", c.name, m[1], m[2], plan)
 				break
 			}
