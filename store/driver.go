@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Helpers shared by the SQL drivers, so that they agree on the details the contract
@@ -193,6 +194,82 @@ func CheckScheduleDefs(defs []ScheduleDef) error {
 func CheckFire(p FireParams) error {
 	if p.Name == "" || p.Expect.IsZero() || p.Next.IsZero() {
 		return fmt.Errorf("fire schedule %q: empty name, or zero expected or next fire time: %w", p.Name, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckTaskQuery rejects what the contract calls invalid for Tasks: a Limit outside
+// 1..MaxQueryLimit, an unknown status, an empty range (a lower bound not before its
+// upper one), a cursor with no id (or, for Soonest, no due time).
+func CheckTaskQuery(q TaskQuery) error {
+	if q.Limit < 1 || q.Limit > MaxQueryLimit {
+		return fmt.Errorf("limit %d is outside 1..%d: %w", q.Limit, MaxQueryLimit, ErrInvalid)
+	}
+	if !utf8.ValidString(q.KeyPrefix) {
+		return fmt.Errorf("key prefix is not valid UTF-8: %w", ErrInvalid)
+	}
+	for _, st := range q.Statuses {
+		if !st.Valid() {
+			return fmt.Errorf("unknown status %q: %w", st, ErrInvalid)
+		}
+	}
+	for _, r := range []struct {
+		name     string
+		from, to time.Time
+	}{{"due", q.DueFrom, q.DueBefore}, {"finished", q.FinishedFrom, q.FinishedBefore}} {
+		if !r.from.IsZero() && !r.to.IsZero() && !r.from.Before(r.to) {
+			return fmt.Errorf("empty %s range [%v, %v): %w", r.name, r.from, r.to, ErrInvalid)
+		}
+	}
+	if c := q.After; c != nil && (c.ID <= 0 || q.Soonest && c.DueAt.IsZero()) {
+		return fmt.Errorf("cursor without a position: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// Selects reports whether q's filters select t (its order and cursor aside): the
+// reference the SQL drivers' queries agree with.
+func (q TaskQuery) Selects(t *Task) bool {
+	in := func(at, from, to time.Time) bool {
+		return (from.IsZero() || !at.Before(from)) && (to.IsZero() || at.Before(to))
+	}
+	switch {
+	case len(q.Statuses) > 0 && !slices.Contains(q.Statuses, t.Status),
+		q.Name != "" && t.Name != q.Name,
+		!strings.HasPrefix(t.Key, q.KeyPrefix),
+		q.OwnerService != "" && t.OwnerService != q.OwnerService,
+		q.TaskKey != "" && t.TaskKey != q.TaskKey,
+		!in(t.DueAt, q.DueFrom, q.DueBefore):
+		return false
+	case !q.FinishedFrom.IsZero() || !q.FinishedBefore.IsZero():
+		return !t.FinishedAt.IsZero() && in(t.FinishedAt, q.FinishedFrom, q.FinishedBefore)
+	}
+	return true
+}
+
+// Follows reports whether t comes after c in q's order (c nil: every task does).
+func (q TaskQuery) Follows(t *Task, c *TaskCursor) bool {
+	switch {
+	case c == nil:
+		return true
+	case q.Soonest:
+		return t.DueAt.After(c.DueAt) || t.DueAt.Equal(c.DueAt) && t.ID > c.ID
+	}
+	return t.ID < c.ID
+}
+
+// Before reports whether a comes before b in q's order.
+func (q TaskQuery) Before(a, b *Task) bool {
+	if q.Soonest {
+		return a.DueAt.Before(b.DueAt) || a.DueAt.Equal(b.DueAt) && a.ID < b.ID
+	}
+	return a.ID > b.ID
+}
+
+// CheckCountCap rejects a CountTasks cap below 1.
+func CheckCountCap(atMost int64) error {
+	if atMost < 1 {
+		return fmt.Errorf("count cap %d is below 1: %w", atMost, ErrInvalid)
 	}
 	return nil
 }

@@ -204,9 +204,54 @@ type Store interface {
 	// scraped every few seconds, not for the execution path. A zero now is ErrInvalid.
 	TaskStats(ctx context.Context, now time.Time) (*TaskStats, error)
 
+	// Tasks returns the tasks of the view's namespace that q selects, at most q.Limit,
+	// in q's order, starting after q.After. It only reads. An invalid q (see
+	// [CheckTaskQuery]) is ErrInvalid.
+	Tasks(ctx context.Context, q TaskQuery) ([]Task, error)
+
+	// CountTasks counts the tasks of the view's namespace in each status, each count
+	// stopping at atMost + 1: a count above atMost is reported as atMost + 1, so that
+	// counting stays bounded on a table of tens of millions of rows. Every Status is
+	// present, zero included. atMost below 1 is ErrInvalid.
+	CountTasks(ctx context.Context, atMost int64) (map[Status]int64, error)
+
 	// Close releases the store's resources. Calls after Close return ErrClosed.
 	Close() error
 }
+
+// TaskQuery selects tasks for [Store.Tasks]. Its filters combine with AND; a zero
+// field does not filter.
+type TaskQuery struct {
+	Statuses     []Status // any of these
+	Name         string   // the handler name, exactly
+	KeyPrefix    string   // the business key starts with it (byte-wise, case-sensitive)
+	OwnerService string
+	TaskKey      string // the overlap key (WithTaskKey; a schedule's name)
+	// DueFrom ≤ DueAt < DueBefore, and FinishedFrom ≤ FinishedAt < FinishedBefore;
+	// a zero bound is open. A task not finished has no FinishedAt: a finished range
+	// selects finished tasks only.
+	DueFrom, DueBefore           time.Time
+	FinishedFrom, FinishedBefore time.Time
+	// Soonest orders by (DueAt, ID) ascending; otherwise the newest come first, by ID
+	// descending.
+	Soonest bool
+	// After, when set, is the last task of the previous page: the result starts
+	// strictly after it in the query's order (ID alone for the newest first; DueAt,
+	// then ID, for the soonest).
+	After *TaskCursor
+	// Limit is the most tasks returned, 1 to MaxQueryLimit.
+	Limit int
+}
+
+// TaskCursor is a position in a TaskQuery's order: the last task of a page.
+type TaskCursor struct {
+	ID    int64
+	DueAt time.Time // used by Soonest
+}
+
+// MaxQueryLimit is the largest TaskQuery.Limit: a page of 1,000 tasks and one more,
+// which tells the caller whether another page follows.
+const MaxQueryLimit = 1001
 
 // Fence is the fencing token a leader-only write carries: Claim, FireSchedule,
 // recovery's Finish and Requeue, and the Start of the tasks a leader claimed (on

@@ -330,6 +330,22 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	return s.inner.TaskStats(ctx, now)
 }
 
+// Tasks counts the call and passes it on.
+func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
+	if err := s.before(ctx, "Tasks"); err != nil {
+		return nil, err
+	}
+	return s.inner.Tasks(ctx, q)
+}
+
+// CountTasks counts the call and passes it on.
+func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
+	if err := s.before(ctx, "CountTasks"); err != nil {
+		return nil, err
+	}
+	return s.inner.CountTasks(ctx, atMost)
+}
+
 // Close counts the call and closes the wrapped store.
 func (s *Store) Close() error {
 	if err := s.before(context.Background(), "Close"); err != nil {

@@ -159,6 +159,16 @@
 // an optimizer that prefers a status index would scan, and lock, every row in that
 // status.
 //
+// # Finding tasks
+//
+// Tasks is one SELECT with a LIMIT (store/internal/taskquery writes its conditions, as
+// for PostgreSQL and SQLite). A key prefix is LIKE 'prefix%' with the wildcards
+// escaped: under the key's binary collation a byte-wise, case-sensitive match and a
+// range of ax_tasks_name_key after the namespace and the name. A status filter and
+// CountTasks's per-status counts (each stopping at the cap) are ranges of
+// ax_tasks_status_due, which leads with (namespace, status); the newest first reads
+// the primary key backwards. (No test pins these plans yet.)
+//
 // # Task keys
 //
 // A due task with a TaskKey and Overlap skip or queue is claimed only while no other

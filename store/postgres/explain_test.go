@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // TestExplain loads 100k tasks in a realistic mix of states and namespaces and checks
@@ -143,6 +146,38 @@ func TestExplain(t *testing.T) {
 		{"business key (Lookup)", lookupSQL, []any{"order.close", "order-4242", ns}, "ax_tasks_name_key", false, false},
 		{"task stats (TaskStats)", taskStatsSQL, []any{now, ns}, "ax_tasks_scheduled_due", true, false},
 	}
+	for _, q := range []struct {
+		name  string
+		q     store.TaskQuery
+		index string
+	}{
+		{"tasks: due soonest (Tasks, SCHEDULED)", store.TaskQuery{Statuses: []store.Status{store.Scheduled}, Soonest: true}, "ax_tasks_scheduled_due"},
+		{"tasks: a name and a key prefix (Tasks)", store.TaskQuery{Name: "order.close", KeyPrefix: "order-42"}, "ax_tasks_name_key"},
+		{"tasks: finished in an hour (Tasks, SUCCEEDED)", store.TaskQuery{Statuses: []store.Status{store.Succeeded},
+			FinishedFrom: now.Add(-time.Hour), FinishedBefore: now}, "ax_tasks_finished"},
+		{"tasks: running newest (Tasks, RUNNING)", store.TaskQuery{Statuses: []store.Status{store.Running}}, "ax_tasks_pkey"},
+		{"tasks: a page after a cursor (Tasks)", store.TaskQuery{After: &store.TaskCursor{ID: 50000}}, "ax_tasks_pkey"},
+	} {
+		q.q.Limit = 101
+		sql, args := taskquery.Select(s.query, taskCols, "ax_tasks t", ns, q.q)
+		cases = append(cases, struct {
+			name    string
+			sql     string
+			args    []any
+			index   string
+			whole   bool
+			generic bool
+		}{q.name, sql, args, q.index, false, false})
+	}
+	countSQL, countArgs := taskquery.Count(s.query, ns, 100_000)
+	cases = append(cases, struct {
+		name    string
+		sql     string
+		args    []any
+		index   string
+		whole   bool
+		generic bool
+	}{"counts (CountTasks)", countSQL, countArgs, "ax_tasks_finished", false, false})
 	var out strings.Builder
 	for _, c := range cases {
 		var plan string

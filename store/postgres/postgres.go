@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 //go:embed migrations/*.sql
@@ -51,6 +52,9 @@ type shared struct {
 	// role may not draw ids from the id column's sequence, every Insert binds arrays.
 	copyThreshold int
 	noCopy        atomic.Bool
+	// query is how Tasks writes its statements: with a key prefix as a range of the
+	// business key's index when its collation orders keys by code point (query.go).
+	query taskquery.Dialect
 
 	mu        sync.Mutex // guards closed transitions against new listeners
 	closed    atomic.Bool
@@ -128,6 +132,11 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	h.Write([]byte("ax refill " + s.schema))
 	s.lockKey = int32(h.Sum32() & 0x7fffffff)
 	s.keyLock = keyLockClass(s.schema)
+	var collation string
+	if err := pool.QueryRow(ctx, keyCollationSQL).Scan(&collation); err != nil {
+		return nil, s.wrap("new", err)
+	}
+	s.query = dialect(codePointOrder[collation])
 	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }

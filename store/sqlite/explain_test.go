@@ -4,7 +4,24 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
+
+// tasksSQL is the statement Tasks runs for q (a page of 100).
+func tasksSQL(q store.TaskQuery) string {
+	q.Limit = 100
+	sql, _ := taskquery.Select(dialect, taskColumns, tasksFrom(q), store.DefaultNamespace, q)
+	return sql
+}
+
+// countSQL is the statement CountTasks runs.
+func countSQL() string {
+	sql, _ := taskquery.Count(dialect, store.DefaultNamespace, 100_000)
+	return sql
+}
 
 // TestExplain pins the plans of the overlap rule's lookups: SQLite uses a partial
 // index only for a query whose WHERE clause contains the index's, so a reworded
@@ -67,6 +84,20 @@ func TestExplain(t *testing.T) {
 			[]string{"CORRELATED", scanTask}},
 		{"nodes", nodesSQL, []string{"SEARCH ax_nodes USING INDEX sqlite_autoindex_ax_nodes_1 (namespace=?)"},
 			[]string{"SCAN ax_nodes", sorted}},
+		{"tasks: a name and a key prefix", tasksSQL(store.TaskQuery{Name: "n", KeyPrefix: "cust-7/"}),
+			[]string{"SEARCH ax_tasks USING INDEX ax_tasks_ns_name_key (namespace=? AND name=? AND key>? AND key<?)"}, []string{scanTask}},
+		{"tasks: the newest failed", tasksSQL(store.TaskQuery{Statuses: []store.Status{store.Failed}}),
+			[]string{"SCAN ax_tasks"}, []string{sorted}},
+		{"tasks: due soonest", tasksSQL(store.TaskQuery{Statuses: []store.Status{store.Scheduled}, Soonest: true}),
+			[]string{"SEARCH ax_tasks USING INDEX ax_tasks_ns_scheduled_due (namespace=?)"}, []string{scanTask, sorted}},
+		{"tasks: failed in a range", tasksSQL(store.TaskQuery{Statuses: []store.Status{store.Failed}, FinishedFrom: time.Unix(1, 0), FinishedBefore: time.Unix(2, 0)}),
+			[]string{"SEARCH ax_tasks USING INDEX ax_tasks_ns_failed (namespace=? AND finished_at>? AND finished_at<?)"}, []string{scanTask}},
+		{"tasks: a page of every task", tasksSQL(store.TaskQuery{After: &store.TaskCursor{ID: 9}}),
+			[]string{"SEARCH ax_tasks USING INTEGER PRIMARY KEY (rowid<?)"}, []string{sorted}},
+		{"counts", countSQL(),
+			[]string{"ax_tasks_ns_scheduled_", "ax_tasks_ns_succeeded (namespace=?)", "ax_tasks_ns_failed (namespace=?)",
+				"ax_tasks_ns_running_heartbeat (namespace=?)", "ax_tasks_ns_dispatching_since (namespace=?)", "ax_tasks_ns_skipped (namespace=?)",
+				"ax_tasks_ns_cancelled (namespace=?)"}, []string{scanTask}},
 		{"fence check", fenceSQL, []string{"SEARCH ax_leader USING INDEX sqlite_autoindex_ax_leader_1 (namespace=?)"},
 			[]string{"SCAN ax_leader"}},
 	} {

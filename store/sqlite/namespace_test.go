@@ -64,8 +64,8 @@ func TestMigrateFromV3(t *testing.T) {
 		t.Fatalf("Open of a version 3 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 4 || want != 4 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 4, 4", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 5 || want != 5 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 5, 5", have, want, err)
 	}
 	if after := rootpage(); after != before {
 		t.Errorf("ax_tasks moved from root page %d to %d: the migration rewrote the table", before, after)

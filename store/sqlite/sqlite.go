@@ -141,6 +141,20 @@
 //	SCALAR SUBQUERY 1
 //	SEARCH ax_tasks USING COVERING INDEX ax_tasks_ns_scheduled_due (namespace=? AND due_at<?)
 //
+// # Finding tasks
+//
+// Tasks is one SELECT with a LIMIT (store/internal/taskquery writes its conditions,
+// as for PostgreSQL and MySQL); CountTasks counts each status in its own subquery
+// that stops at the cap. SQLite has no statistics to choose an index by (nothing runs
+// ANALYZE), so Tasks names the index itself (tasksFrom): the business key's for a
+// name, the prefix as the byte-wise range it is under BINARY ("SEARCH ax_tasks USING
+// INDEX ax_tasks_ns_name_key (namespace=? AND name=? AND key>? AND key<?)"); the due
+// index for SCHEDULED soonest first; a terminal status's own partial index (schema
+// v5) for a finished range ("… ax_tasks_ns_failed (namespace=? AND finished_at>? AND
+// finished_at<?)"); and otherwise the rows in id order, backwards for the newest
+// first ("SEARCH ax_tasks USING INTEGER PRIMARY KEY (rowid<?)" after a cursor), which
+// stops at the page's end. TestExplain pins these plans.
+//
 // # Namespaces
 //
 // A Store is the view of one namespace (store.Namespaced): Open returns

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	run(t, open, []group{
 		{"Insert", insertTests},
 		{"Read", readTests},
+		{"Query", queryTests},
 		{"Cancel", cancelTests},
 		{"Claim", claimTests},
 		{"ClaimStart", claimStartTests},

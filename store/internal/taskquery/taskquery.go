@@ -1,0 +1,112 @@
+// Package taskquery writes the SQL of store.Store's Tasks and CountTasks for the SQL
+// drivers, so that the three agree on what a query selects: the conditions, the
+// keyset cursor, the order and the limit. Each driver gives its dialect: how it
+// writes a placeholder, binds a time and matches a key prefix.
+package taskquery
+
+import (
+	"strings"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// Dialect is what differs between the SQL drivers.
+type Dialect struct {
+	// Placeholder writes the nth (1-based) placeholder: "$1" or "?".
+	Placeholder func(n int) string
+	// Time binds a time as the driver stores it.
+	Time func(t time.Time) any
+	// Prefix returns the condition "the business key starts with prefix", binding
+	// its arguments through ph, which returns each one's placeholder.
+	Prefix func(ph func(v any) string, prefix string) string
+}
+
+// Select returns the statement of Tasks: columns from table (ax_tasks, perhaps with
+// an alias; the conditions name its columns unqualified) of namespace ns that q selects, in q's order, from after q.After, LIMIT q.Limit; and
+// its arguments. q must have been checked (store.CheckTaskQuery). The statuses are
+// written as literals, so that a planner can match them to a partial index's
+// predicate (SQLite cannot through a placeholder).
+func Select(d Dialect, columns, table, ns string, q store.TaskQuery) (string, []any) {
+	var args []any
+	ph := func(v any) string {
+		args = append(args, v)
+		return d.Placeholder(len(args))
+	}
+	conds := []string{"namespace = " + ph(ns)}
+	if len(q.Statuses) > 0 {
+		in := make([]string, len(q.Statuses))
+		for i, st := range q.Statuses {
+			in[i] = "'" + string(st) + "'" // valid statuses only (checked): constants
+		}
+		if len(in) == 1 {
+			conds = append(conds, "status = "+in[0]) // the very term of a partial index's predicate
+		} else {
+			conds = append(conds, "status IN ("+strings.Join(in, ", ")+")")
+		}
+	}
+	if q.Name != "" {
+		conds = append(conds, "name = "+ph(q.Name))
+	}
+	if q.KeyPrefix != "" {
+		conds = append(conds, d.Prefix(ph, q.KeyPrefix))
+	}
+	if q.OwnerService != "" {
+		conds = append(conds, "owner_service = "+ph(q.OwnerService))
+	}
+	if q.TaskKey != "" {
+		conds = append(conds, "task_key = "+ph(q.TaskKey))
+	}
+	for _, r := range []struct {
+		col      string
+		from, to time.Time
+	}{{"due_at", q.DueFrom, q.DueBefore}, {"finished_at", q.FinishedFrom, q.FinishedBefore}} {
+		if !r.from.IsZero() {
+			conds = append(conds, r.col+" >= "+ph(d.Time(r.from)))
+		}
+		if !r.to.IsZero() {
+			conds = append(conds, r.col+" < "+ph(d.Time(r.to)))
+		}
+	}
+	order := "id DESC"
+	if q.Soonest {
+		order = "due_at, id"
+	}
+	if c := q.After; c != nil {
+		if q.Soonest {
+			at := d.Time(c.DueAt)
+			conds = append(conds, "(due_at > "+ph(at)+" OR (due_at = "+ph(at)+" AND id > "+ph(c.ID)+"))")
+		} else {
+			conds = append(conds, "id < "+ph(c.ID))
+		}
+	}
+	return "SELECT " + columns + " FROM " + table + " WHERE " + strings.Join(conds, " AND ") +
+		" ORDER BY " + order + " LIMIT " + ph(q.Limit), args
+}
+
+// Count returns the statement of CountTasks: one row (status, count) per status with
+// tasks in namespace ns, each count stopping at atMost + 1, so that each reads at
+// most atMost + 1 index entries; and its arguments.
+func Count(d Dialect, ns string, atMost int64) (string, []any) {
+	var args []any
+	ph := func(v any) string {
+		args = append(args, v)
+		return d.Placeholder(len(args))
+	}
+	parts := make([]string, 0, len(store.Statuses()))
+	for _, st := range store.Statuses() {
+		lit := "'" + string(st) + "'" // one of the constants: nothing to quote
+		parts = append(parts, "SELECT "+lit+" AS status, (SELECT count(*) FROM (SELECT 1 FROM ax_tasks WHERE namespace = "+
+			ph(ns)+" AND status = "+lit+" LIMIT "+ph(atMost+1)+") c) AS n")
+	}
+	return strings.Join(parts, " UNION ALL "), args
+}
+
+// Successor returns the least string above every string that starts with prefix, in
+// byte order: prefix with its last byte incremented (valid UTF-8 never has a 0xFF
+// byte, so no carry is needed). For a byte-wise range scan: prefix ≤ key < Successor.
+func Successor(prefix string) string {
+	b := []byte(prefix)
+	b[len(b)-1]++
+	return string(b)
+}

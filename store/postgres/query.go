@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
+)
+
+// dialect is how PostgreSQL writes a task query. A key prefix is starts_with(), and,
+// when the business key's collation orders text by code point (byteOrder: the same
+// order as UTF-8's bytes), also the range it is then, which ax_tasks_name_key serves
+// after the namespace and the name. Under another collation (en_US, ICU) the strings
+// with a prefix need not be one range of the index, which then serves the namespace
+// and the name only, and the prefix filters what they find.
+func dialect(byteOrder bool) taskquery.Dialect {
+	return taskquery.Dialect{
+		Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
+		Time:        func(t time.Time) any { return t },
+		Prefix: func(ph func(any) string, prefix string) string {
+			match := "starts_with(key, " + ph(prefix) + ")"
+			if !byteOrder {
+				return match
+			}
+			return "key >= " + ph(prefix) + " AND key < " + ph(taskquery.Successor(prefix)) + " AND " + match
+		},
+	}
+}
+
+// keyCollationSQL reads the collation ax_tasks.key is compared under: its own, or the
+// database's default.
+const keyCollationSQL = `SELECT COALESCE(CASE WHEN a.attcollation = (SELECT oid FROM pg_collation WHERE collname = 'default')
+		THEN (SELECT datcollate FROM pg_database WHERE datname = current_database())
+		ELSE (SELECT collcollate FROM pg_collation WHERE oid = a.attcollation) END, '')
+	FROM pg_attribute a WHERE a.attrelid = 'ax_tasks'::regclass AND a.attname = 'key'`
+
+// codePointOrder holds the libc collations that order text by code point.
+var codePointOrder = map[string]bool{"C": true, "POSIX": true, "C.UTF-8": true, "C.utf8": true}
+
+// Tasks returns the tasks of the view's namespace that q selects, in one statement
+// (see store.Store.Tasks), planned for its arguments.
+func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
+	if err := store.CheckTaskQuery(q); err != nil {
+		return nil, fmt.Errorf("ax: postgres: list tasks: %w", err)
+	}
+	if err := s.check("list tasks"); err != nil {
+		return nil, err
+	}
+	query, args := taskquery.Select(s.query, taskCols, "ax_tasks t", s.ns, q)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, s.wrap("list tasks", err)
+	}
+	tasks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Task, error) {
+		t, err := scanTask(row)
+		if err != nil {
+			return store.Task{}, err
+		}
+		return *t, nil
+	})
+	if err != nil {
+		return nil, s.wrap("list tasks", err)
+	}
+	return tasks, nil
+}
+
+// CountTasks counts the tasks of the view's namespace per status in one statement,
+// each count read from its status's partial index and stopping at atMost + 1 (see
+// store.Store.CountTasks).
+func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
+	if err := store.CheckCountCap(atMost); err != nil {
+		return nil, fmt.Errorf("ax: postgres: count tasks: %w", err)
+	}
+	if err := s.check("count tasks"); err != nil {
+		return nil, err
+	}
+	query, args := taskquery.Count(s.query, s.ns, atMost)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, s.wrap("count tasks", err)
+	}
+	counts := store.NewTaskStats().Counts
+	var st string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&st, &n}, func() error {
+		counts[store.Status(st)] = n
+		return nil
+	}); err != nil {
+		return nil, s.wrap("count tasks", err)
+	}
+	return counts, nil
+}
