@@ -248,3 +248,48 @@ func ExampleNextFireTimes() {
 	// 2026-03-29T01:00:00Z Sun 03:00 CEST
 	// 2026-03-30T00:30:00Z Mon 02:30 CEST
 }
+
+// Finding tasks: the failed and scheduled timeouts of one customer's orders, soonest
+// first, a page at a time, and the counts by status.
+func ExampleScheduler_Tasks() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	for i, key := range []string{"cust-7/order-1", "cust-7/order-2", "cust-9/order-3", "cust-7/order-4"} {
+		if _, err := s.Delay(ctx, "order.close.timeout", key, time.Duration(30+i)*time.Minute); err != nil {
+			panic(err)
+		}
+	}
+	q := ax.TaskQuery{
+		Name:      "order.close.timeout",
+		KeyPrefix: "cust-7/",
+		Statuses:  []ax.Status{ax.Scheduled, ax.Failed},
+		Order:     ax.SoonestFirst,
+		Limit:     2,
+	}
+	for {
+		page, err := s.Tasks(ctx, q)
+		if err != nil {
+			panic(err)
+		}
+		for _, t := range page.Tasks {
+			fmt.Println(t.Key, t.Status)
+		}
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	counts, err := s.Counts(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("scheduled:", counts[ax.Scheduled])
+	// Output:
+	// cust-7/order-1 SCHEDULED
+	// cust-7/order-2 SCHEDULED
+	// cust-7/order-4 SCHEDULED
+	// scheduled: 4
+}
