@@ -112,9 +112,22 @@ func TestCrashChild(t *testing.T) {
 	}
 	switch mode {
 	case "pending":
-		for i := range 50 {
-			// Due after the kill: some while no process runs, some after the restart.
-			mustDelay("work", fmt.Sprintf("pending-%d", i), 500*time.Millisecond+time.Duration(i)*40*time.Millisecond)
+		// Due after the kill: some while no process runs, some after the restart. One
+		// SubmitMany, timed from one instant: 50 Delays one after the other took over a
+		// second on a loaded machine, and the first tasks fell due (and were claimed
+		// and started) before the kill.
+		base := time.Now().Add(500 * time.Millisecond)
+		specs := make([]TaskSpec, 50)
+		for i := range specs {
+			specs[i] = TaskSpec{Name: "work", Key: fmt.Sprintf("pending-%d", i), DueAt: base.Add(time.Duration(i) * 40 * time.Millisecond)}
+		}
+		if _, err := s.SubmitMany(ctx, specs); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		if late := time.Since(base); late > 0 {
+			fmt.Println("ERROR the pending tasks were written", late, "after the first fell due")
+			os.Exit(1)
 		}
 		fmt.Println("READY")
 	case "running", "claimed":
