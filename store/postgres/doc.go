@@ -191,7 +191,8 @@
 // literals, so that a partial index's predicate matches them. CountTasks is one
 // statement of seven scalar subqueries, each "count(*) FROM (SELECT 1 … WHERE
 // status = '…' LIMIT atMost + 1)": an index-only scan of the status's partial index
-// (ax_tasks_finished for the terminal ones, schema v7) that stops at the cap. On
+// (ax_tasks_finished for the terminal ones, schema v7) that stops at the cap — or, for
+// a status most rows are in, a sequential scan that the LIMIT stops as early. On
 // 100,000 rows (TestExplain, AX_EXPLAIN_OUT=file writes the plans):
 //
 //	-- a name and a key prefix, under a code-point collation (C, C.UTF-8)
