@@ -25,6 +25,12 @@ var (
 	// ErrNotTriggerable: only a SCHEDULED or FAILED task whose task key is free can
 	// be triggered; errors.As gives a *TaskStateError holding the task as it is.
 	ErrNotTriggerable = store.ErrNotTriggerable
+	// ErrNotReschedulable: only a SCHEDULED task can be rescheduled; errors.As gives
+	// a *TaskStateError holding the task as it is.
+	ErrNotReschedulable = store.ErrNotReschedulable
+	// ErrNotRetryable: only a FAILED task can be retried; errors.As gives a
+	// *TaskStateError holding the task as it is.
+	ErrNotRetryable = store.ErrNotRetryable
 	// ErrNotRunning: the call needs a started scheduler (Trigger), or Start was
 	// called on a started or stopped scheduler.
 	ErrNotRunning = errors.New("scheduler not running")
@@ -38,7 +44,8 @@ func lifecycleError(msg string) error {
 
 // TaskStateError is the error of a call that the state of an existing task refused:
 // ErrDuplicate (Delay, At: a task with this name and key exists), ErrNotCancellable
-// (Cancel) or ErrNotTriggerable (Trigger). errors.Is matches the sentinel; errors.As
+// (Cancel), ErrNotTriggerable (Trigger), ErrNotReschedulable (Reschedule) or
+// ErrNotRetryable (Retry). errors.Is matches the sentinel; errors.As
 // gives the task, for its ID and Status.
 type TaskStateError struct {
 	Op   string // the operation, e.g. `cancel "order.close"/"42"`
@@ -51,7 +58,7 @@ type TaskStateError struct {
 // "account-42" held by task 6: not triggerable`.
 func (e *TaskStateError) Error() string {
 	msg := fmt.Sprintf("ax: %s: task %d is %s", e.Op, e.Task.ID, e.Task.Status)
-	for _, sentinel := range []error{ErrDuplicate, ErrNotCancellable, ErrNotTriggerable} {
+	for _, sentinel := range []error{ErrDuplicate, ErrNotCancellable, ErrNotTriggerable, ErrNotReschedulable, ErrNotRetryable} {
 		if !errors.Is(e.Err, sentinel) {
 			continue
 		}

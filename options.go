@@ -68,6 +68,19 @@ type taskOnly func(o *options)
 func (f taskOnly) apply(o *options) { f(o) }
 func (taskOnly) taskOption()        {}
 
+// ActionOption configures an action on a task that exists (Cancel).
+type ActionOption interface {
+	apply(o *options)
+	actionOption()
+}
+
+// TxOption is WithTx's option: a TaskOption and an ActionOption.
+type TxOption func(o *options)
+
+func (f TxOption) apply(o *options) { f(o) }
+func (TxOption) taskOption()        {}
+func (TxOption) actionOption()      {}
+
 // scheduleOnly is a ScheduleOption that nothing else takes.
 type scheduleOnly func(o *options)
 
@@ -169,14 +182,18 @@ func WithOwner(service string) ContentOption {
 	return ContentOption{func(o *options) { o.owner = &service }}
 }
 
-// WithTx writes the task (Delay, At, SubmitMany) inside tx, a transaction the caller
-// owns and will commit or roll back, so that "create the order" and "schedule its
-// timeout" commit or roll back together: rolled back, the task never existed; once
-// committed, it runs on time (a task already due runs right after the commit). tx is
-// a *sql.Tx on the store's database for every SQL store, or a pgx.Tx on PostgreSQL;
-// anything else, or a store that cannot join a caller's transaction, is ErrInvalid.
-func WithTx(tx any) TaskOption {
-	return taskOnly(func(o *options) {
+// WithTx writes the task (Delay, At, SubmitMany), or its cancellation (Cancel),
+// inside tx, a transaction the caller owns and will commit or roll back, so that
+// "create the order" and "schedule its timeout", or "mark the order paid" and
+// "cancel its timeout", commit or roll back together: rolled back, the task never
+// existed, or was never cancelled; once committed, it runs on time (a task already
+// due runs right after the commit), or never. tx is a *sql.Tx on the store's database
+// for every SQL store, or a pgx.Tx on PostgreSQL; anything else, a transaction on
+// another database or schema (found before anything is written, so tx stays usable),
+// or a store that cannot join a caller's transaction, is ErrInvalid. Keep such
+// transactions short: a claim of a task the transaction wrote waits for it.
+func WithTx(tx any) TxOption {
+	return TxOption(func(o *options) {
 		if tx == nil {
 			o.invalid("Tx", "is nil")
 			return

@@ -857,15 +857,27 @@ func (s *Scheduler) Executions(ctx context.Context, id int64) ([]Execution, erro
 
 // Cancel cancels the SCHEDULED task (name, key): it becomes CANCELLED and never runs.
 // A task that is dispatching, running or finished is ErrNotCancellable; a missing
-// one ErrNotFound.
-func (s *Scheduler) Cancel(ctx context.Context, name, key string) error {
+// one ErrNotFound. With WithTx the cancellation is part of the caller's transaction:
+// it holds if, and only if, the transaction commits.
+func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...ActionOption) error {
 	if err := ctx.Err(); err != nil {
 		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
-	if err := errors.Join(validName(name), validKey(key)); err != nil {
+	o := collect(opts)
+	if err := errors.Join(append(o.errs, validName(name), validKey(key))...); err != nil {
 		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
-	t, err := s.st.Cancel(ctx, name, key)
+	var t *store.Task
+	var err error
+	if o.hasTx {
+		txs, ok := s.st.(store.TxStore)
+		if !ok {
+			return errorf("ax: cancel %q/%q: Tx: store %T cannot write in a caller's transaction: %w", name, key, s.st, ErrInvalid)
+		}
+		t, err = txs.CancelTx(ctx, o.tx, name, key)
+	} else {
+		t, err = s.st.Cancel(ctx, name, key)
+	}
 	if err != nil {
 		op := fmt.Sprintf("cancel %q/%q", name, key)
 		if t != nil && errors.Is(err, ErrNotCancellable) {
@@ -873,7 +885,7 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string) error {
 		}
 		return errorf("ax: %s: %w", op, err)
 	}
-	if r := s.current(); r != nil {
+	if r := s.current(); r != nil && !o.hasTx { // rolled back, the task would still be due: leave it in the wheel
 		r.remove(t.ID)
 	}
 	return nil

@@ -209,3 +209,115 @@ func TestWithTxRejectsWhatTheStoreCannotUse(t *testing.T) {
 		t.Errorf("a rejected submit wrote a task: %v", err)
 	}
 }
+
+// "Mark the order paid and cancel its timeout" is one transaction: committed, the
+// timeout is CANCELLED and never runs; rolled back, the order is unpaid and the
+// timeout still fires on time (the scheduler kept it in its wheel).
+func TestCancelWithTx(t *testing.T) {
+	t.Parallel()
+	for name, open := range txStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, begin := open(t)
+			s := newScheduler(t, st, nil)
+			rec := newRecorder()
+			s.Handle("order.close.timeout", rec)
+			start(t, s)
+			ctx := context.Background()
+			paid, err := s.Delay(ctx, "order.close.timeout", "paid", 700*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unpaid, err := s.Delay(ctx, "order.close.timeout", "unpaid", 700*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				key    string
+				commit bool
+			}{{"paid", true}, {"unpaid", false}} {
+				tx := begin(ctx)
+				if err := tx.exec(ctx, `INSERT INTO orders VALUES ('`+c.key+`', 'paid')`); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Cancel(ctx, "order.close.timeout", c.key, ax.WithTx(tx.handle)); err != nil {
+					t.Fatalf("Cancel(%s) in tx: %v", c.key, err)
+				}
+				end := tx.rollback
+				if c.commit {
+					end = tx.commit
+				}
+				if err := end(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitStatus(t, s, unpaid.ID, ax.Succeeded, 10*time.Second)
+			if got := mustGet(t, s, paid.ID); got.Status != ax.Cancelled {
+				t.Errorf("the paid order's timeout is %s, want CANCELLED", got.Status)
+			}
+			if runs := rec.runs("paid"); len(runs) != 0 {
+				t.Errorf("the cancelled timeout ran %d times", len(runs))
+			}
+			if runs := rec.runs("unpaid"); len(runs) != 1 || runs[0].Before(unpaid.DueAt) {
+				t.Errorf("the rolled-back cancellation's timeout ran at %v, want once, at or after %v", runs, unpaid.DueAt)
+			}
+		})
+	}
+}
+
+// A transaction on another database (another schema on PostgreSQL, another file on
+// SQLite) is ErrInvalid, for a submit and a cancellation, and is not aborted by it:
+// the caller's own statements go on and commit.
+func TestWithTxOnAnotherDatabase(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]func(t *testing.T) (ax.Store, func(context.Context) appTx){
+		"sqlite": func(t *testing.T) (ax.Store, func(context.Context) appTx) {
+			_, begin := txStores["sqlite"](t) // the application's file
+			return openSQLite(t), begin       // the scheduler's, another
+		},
+		"postgres/sql.Tx": func(t *testing.T) (ax.Store, func(context.Context) appTx) {
+			_, begin := txStores["postgres/sql.Tx"](t)
+			st, _ := txStores["postgres/pgx.Tx"](t) // another schema
+			return st, begin
+		},
+		"postgres/pgx.Tx": func(t *testing.T) (ax.Store, func(context.Context) appTx) {
+			_, begin := txStores["postgres/pgx.Tx"](t)
+			st, _ := txStores["postgres/sql.Tx"](t)
+			return st, begin
+		},
+		"mysql": func(t *testing.T) (ax.Store, func(context.Context) appTx) {
+			_, begin := txStores["mysql"](t)
+			st, _ := txStores["mysql"](t) // another database
+			return st, begin
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, begin := open(t)
+			s := newScheduler(t, st, nil)
+			ctx := context.Background()
+			if _, err := s.Delay(ctx, "order.close.timeout", "42", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			tx := begin(ctx)
+			if _, err := s.Delay(ctx, "order.close.timeout", "43", time.Hour, ax.WithTx(tx.handle)); !errors.Is(err, ax.ErrInvalid) {
+				t.Errorf("Delay in a transaction elsewhere: %v, want ErrInvalid", err)
+			}
+			if err := s.Cancel(ctx, "order.close.timeout", "42", ax.WithTx(tx.handle)); !errors.Is(err, ax.ErrInvalid) {
+				t.Errorf("Cancel in a transaction elsewhere: %v, want ErrInvalid", err)
+			}
+			if err := tx.exec(ctx, `INSERT INTO orders VALUES ('42', 'paid')`); err != nil {
+				t.Errorf("the caller's transaction after the refusals: %v", err)
+			}
+			if err := tx.commit(); err != nil {
+				t.Errorf("commit after the refusals: %v", err)
+			}
+			if task, err := s.Lookup(ctx, "order.close.timeout", "42"); err != nil || task.Status != ax.Scheduled {
+				t.Errorf("the task after a refused cancellation: %v, %v; want SCHEDULED", task, err)
+			}
+			if _, err := s.Lookup(ctx, "order.close.timeout", "43"); !errors.Is(err, ax.ErrNotFound) {
+				t.Errorf("a refused submit wrote a task: %v", err)
+			}
+		})
+	}
+}

@@ -20,6 +20,10 @@ var (
 	ErrNotCancellable = errors.New("not cancellable")
 	// ErrNotTriggerable: the task is neither SCHEDULED nor FAILED, so it cannot be triggered.
 	ErrNotTriggerable = errors.New("not triggerable")
+	// ErrNotReschedulable: the task is not SCHEDULED, so its due time cannot be moved.
+	ErrNotReschedulable = errors.New("not reschedulable")
+	// ErrNotRetryable: the task is not FAILED, so it cannot be retried.
+	ErrNotRetryable = errors.New("not retryable")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
 	// ErrSchemaVersion: the database was migrated by a newer ax than this one.
@@ -65,6 +69,20 @@ type Store interface {
 	// Cancel moves the task (name, key) from SCHEDULED to CANCELLED and returns it.
 	// It returns ErrNotFound, or the unchanged task with ErrNotCancellable.
 	Cancel(ctx context.Context, name, key string) (*Task, error)
+
+	// Reschedule moves the SCHEDULED task (name, key) to be due at at, keeping its id,
+	// in one conditional write that stamps it with a fresh sequence number, as every
+	// write that leaves a row SCHEDULED does (see RefillParams), and returns it. It
+	// returns ErrNotFound, or the unchanged task with ErrNotReschedulable. A zero at
+	// is ErrInvalid.
+	Reschedule(ctx context.Context, name, key string, at time.Time) (*Task, error)
+
+	// Retry moves a FAILED task back to SCHEDULED, due now by the store's clock,
+	// with a fresh business retry budget — Attempt and DispatchRetries 0, FinishedAt
+	// cleared, LastError kept — in one conditional write that stamps it with a fresh
+	// sequence number, and returns it. It returns ErrNotFound, or the unchanged task
+	// with ErrNotRetryable.
+	Retry(ctx context.Context, id int64) (*Task, error)
 
 	// Refill reads what the timing wheel needs: scheduled tasks whose row changed
 	// since a sequence cursor, and scheduled tasks that entered the window. See
@@ -415,6 +433,12 @@ type TxStore interface {
 	// A tx of a kind the store cannot use is ErrInvalid. If InsertTx fails, the
 	// caller's transaction may be aborted (PostgreSQL): roll it back.
 	InsertTx(ctx context.Context, tx any, tasks []NewTask) ([]Inserted, error)
+
+	// CancelTx is Cancel inside tx, as InsertTx is Insert: the task is CANCELLED if,
+	// and only if, tx commits, and until then a claim of it waits for tx. A tx on
+	// another database or schema than the store's is ErrInvalid, found before
+	// anything is written (the caller's transaction is not aborted by it).
+	CancelTx(ctx context.Context, tx any, name, key string) (*Task, error)
 }
 
 // Notifier is implemented by stores that can signal, soon after a transaction that

@@ -290,6 +290,54 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return copyTask(&r.task), nil
 }
 
+// Reschedule moves the SCHEDULED task (name, key) to be due at at. See
+// [store.Store.Reschedule].
+func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: reschedule task %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	id, ok := s.keys[nameKey{s.ns, name, key}]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	r := s.rows[id]
+	if r.task.Status != store.Scheduled {
+		return store.Refusal(op, copyTask(&r.task), store.ErrNotReschedulable)
+	}
+	s.unschedule(r)
+	r.task.DueAt = utc(at)
+	r.task.UpdatedAt = s.now()
+	s.schedule(r)
+	return copyTask(&r.task), nil
+}
+
+// Retry moves a FAILED task back to SCHEDULED, due now, with a fresh retry budget.
+// See [store.Store.Retry].
+func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	op := fmt.Sprintf("ax: retry task %d", id)
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.mine(id)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	if r.task.Status != store.Failed {
+		return store.Refusal(op, copyTask(&r.task), store.ErrNotRetryable)
+	}
+	now := s.now()
+	r.task.Status, r.task.DueAt, r.task.UpdatedAt = store.Scheduled, now, now
+	r.task.Attempt, r.task.DispatchRetries, r.task.FinishedAt = 0, 0, time.Time{}
+	s.schedule(r)
+	return copyTask(&r.task), nil
+}
+
 // Refill reads the changed and the entered scheduled tasks. See [store.Store.Refill]
 // and [store.RefillParams]. A Limit below 1 is ErrInvalid.
 func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {

@@ -38,6 +38,27 @@ const (
 	lookupSQL = "SELECT " + taskColumns + " FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ?"
 )
 
+// callerTx returns tx, a transaction of the caller's, as a *sql.Tx after checking
+// that it is on the store's server and database: a read, which changes nothing.
+func (s *Store) callerTx(ctx context.Context, op string, tx any) (*sql.Tx, error) {
+	if err := s.check(op); err != nil {
+		return nil, err
+	}
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return nil, fmt.Errorf("ax: mysql: %s: transaction of type %T, want a *sql.Tx: %w", op, tx, store.ErrInvalid)
+	}
+	var host, dbName sql.NullString
+	var port int
+	if err := stx.QueryRowContext(ctx, `SELECT @@hostname, @@port, DATABASE()`).Scan(&host, &port, &dbName); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	if id := fmt.Sprintf("%s:%d/%s", host.String, port, dbName.String); id != s.identity {
+		return nil, fmt.Errorf("ax: mysql: %s: the transaction is on %s, the store on %s: %w", op, id, s.identity, store.ErrInvalid)
+	}
+	return stx, nil
+}
+
 func validText(s string, limit int) bool { return len(s) <= limit && utf8.ValidString(s) }
 
 // validateNew checks tasks as Insert does; op names the operation in the error
@@ -88,23 +109,12 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 // such transactions short: a long one holds back the incremental refill of tasks that
 // other transactions submit meanwhile (they are still found by the window scan).
 func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
-	if err := s.check("insert"); err != nil {
-		return nil, err
-	}
-	stx, ok := tx.(*sql.Tx)
-	if !ok || stx == nil {
-		return nil, fmt.Errorf("ax: mysql: insert: transaction of type %T, want a *sql.Tx: %w", tx, store.ErrInvalid)
-	}
 	if err := validateNew("insert", tasks); err != nil {
 		return nil, err
 	}
-	var host, dbName sql.NullString
-	var port int
-	if err := stx.QueryRowContext(ctx, `SELECT @@hostname, @@port, DATABASE()`).Scan(&host, &port, &dbName); err != nil {
-		return nil, s.wrap("insert", err)
-	}
-	if id := fmt.Sprintf("%s:%d/%s", host.String, port, dbName.String); id != s.identity {
-		return nil, fmt.Errorf("ax: mysql: insert: the transaction is on %s, the store on %s: %w", id, s.identity, store.ErrInvalid)
+	stx, err := s.callerTx(ctx, "insert", tx)
+	if err != nil {
+		return nil, err
 	}
 	if len(tasks) == 0 {
 		return []store.Inserted{}, nil
@@ -420,33 +430,111 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	var t *store.Task
 	var sentinel error
 	err := s.run(ctx, "cancel", 0, func(tx *sql.Tx, _ int64) error {
-		t, sentinel = nil, nil
-		res, err := tx.ExecContext(ctx, "UPDATE ax_tasks SET status = 'CANCELLED', updated_at = UTC_TIMESTAMP(6), finished_at = UTC_TIMESTAMP(6) "+
-			"WHERE namespace = ? AND name = ? AND `key` = ? AND status = 'SCHEDULED'", s.ns, name, key)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		t, err = scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, name, key))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			sentinel = store.ErrNotFound
-			return nil
-		case err != nil:
-			return err
-		case n == 0:
-			sentinel = store.ErrNotCancellable
-		}
-		return nil
+		var err error
+		t, sentinel, err = s.cancelIn(ctx, tx, name, key)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if sentinel != nil {
 		return store.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
+	}
+	return t, nil
+}
+
+// CancelTx is Cancel inside the caller's transaction tx, a *sql.Tx on the store's
+// database, which it neither commits nor rolls back. A tx elsewhere is ErrInvalid.
+func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
+	stx, err := s.callerTx(ctx, "cancel", tx)
+	if err != nil {
+		return nil, err
+	}
+	t, sentinel, err := s.cancelIn(ctx, stx, name, key)
+	if err != nil {
+		return nil, s.wrap("cancel", err)
+	}
+	if sentinel != nil {
+		return store.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
+	}
+	return t, nil
+}
+
+// cancelIn cancels the task in tx: the task as it is afterwards (nil when there is
+// none), the refusal's sentinel when it was not SCHEDULED, and the database's error.
+func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
+	return s.moveIn(ctx, tx, store.ErrNotCancellable,
+		"UPDATE ax_tasks SET status = 'CANCELLED', updated_at = UTC_TIMESTAMP(6), finished_at = UTC_TIMESTAMP(6) "+
+			"WHERE namespace = ? AND name = ? AND `key` = ? AND status = 'SCHEDULED'", []any{s.ns, name, key},
+		lookupSQL, []any{s.ns, name, key})
+}
+
+// moveIn runs update, a conditional transition of one row, in tx, and reads the row
+// by read: the task as it is afterwards (nil when there is none), refusal when the
+// update changed nothing, and the database's error.
+func (s *Store) moveIn(ctx context.Context, tx *sql.Tx, refusal error, update string, updArgs []any, read string, readArgs []any) (*store.Task, error, error) {
+	res, err := tx.ExecContext(ctx, update, updArgs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := scanTask(tx.QueryRowContext(ctx, read, readArgs...))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, store.ErrNotFound, nil
+	case err != nil:
+		return nil, nil, err
+	case n == 0:
+		return t, refusal, nil
+	}
+	return t, nil, nil
+}
+
+// Reschedule moves the SCHEDULED task (name, key) of the view's namespace to due at
+// at, with a fresh sequence number, in one transaction.
+func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: mysql: reschedule %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	return s.moveBack(ctx, "reschedule", op, func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+		return s.moveIn(ctx, tx, store.ErrNotReschedulable,
+			"UPDATE ax_tasks SET due_at = ?, seq = ?, updated_at = UTC_TIMESTAMP(6) "+
+				"WHERE namespace = ? AND name = ? AND `key` = ? AND status = 'SCHEDULED'", []any{dt(at), seq, s.ns, name, key},
+			lookupSQL, []any{s.ns, name, key})
+	})
+}
+
+// Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
+// a fresh retry budget and sequence number, in one transaction.
+func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	return s.moveBack(ctx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+		return s.moveIn(ctx, tx, store.ErrNotRetryable,
+			`UPDATE ax_tasks SET status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6), attempt = 0, dispatch_retries = 0,
+				finished_at = NULL, seq = ?, updated_at = UTC_TIMESTAMP(6)
+			WHERE id = ? AND namespace = ? AND status = 'FAILED'`, []any{seq, id, s.ns},
+			getSQL, []any{id, s.ns})
+	})
+}
+
+// moveBack runs move, a transition that leaves one task SCHEDULED, in a transaction
+// with a fresh sequence number for it, and turns a refusal into its error under op.
+func (s *Store) moveBack(ctx context.Context, name, op string, move func(tx *sql.Tx, seq int64) (t *store.Task, refusal, err error)) (*store.Task, error) {
+	var t *store.Task
+	var sentinel error
+	err := s.run(ctx, name, 1, func(tx *sql.Tx, seq int64) error {
+		var err error
+		t, sentinel, err = move(tx, seq)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sentinel != nil {
+		return store.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }

@@ -42,12 +42,13 @@ type Store struct {
 // shared is what every view of one store shares: the pool, the schema's derived
 // names and lock keys, and the closed flag (closing one view closes all).
 type shared struct {
-	pool    *pgxpool.Pool
-	owned   bool   // Open created the pool: Close closes it
-	schema  string // the schema ax lives in (current_schema() when New ran)
-	channel string // the NOTIFY channel: "ax_" + schema
-	lockKey int32  // classid of the refill watermark advisory locks: a hash of schema
-	keyLock int32  // classid of the task key advisory locks: another hash of schema, negative
+	pool     *pgxpool.Pool
+	owned    bool   // Open created the pool: Close closes it
+	schema   string // the schema ax lives in (current_schema() when New ran)
+	database string // current_database() when New ran
+	channel  string // the NOTIFY channel: "ax_" + schema
+	lockKey  int32  // classid of the refill watermark advisory locks: a hash of schema
+	keyLock  int32  // classid of the task key advisory locks: another hash of schema, negative
 	// copyThreshold is the smallest Insert that tries COPY (copy.go); noCopy: the
 	// role may not draw ids from the id column's sequence, every Insert binds arrays.
 	copyThreshold int
@@ -133,7 +134,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	s.lockKey = int32(h.Sum32() & 0x7fffffff)
 	s.keyLock = keyLockClass(s.schema)
 	var collation string
-	if err := pool.QueryRow(ctx, keyCollationSQL).Scan(&collation); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT current_database(), (`+keyCollationSQL+`)`).Scan(&s.database, &collation); err != nil {
 		return nil, s.wrap("new", err)
 	}
 	s.query = dialect(codePointOrder[collation])

@@ -281,27 +281,14 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 // InsertTx is Insert, into the view's namespace, inside tx, the caller's transaction:
 // a pgx.Tx, or a *sql.Tx opened through the pgx stdlib driver (stdlib.OpenDBFromPool,
 // sql.Open("pgx", …)) on the store's database. The tasks, and the wake-up signal, become visible when tx
-// commits; InsertTx neither commits nor rolls back. Another kind of tx is
-// store.ErrInvalid. On error the caller should roll tx back: the statement that
-// failed has aborted it.
+// commits; InsertTx neither commits nor rolls back. Another kind of tx, or one on
+// another database or schema (callerTx: a read that leaves it usable), is
+// store.ErrInvalid. On another error the caller should roll tx back: the statement
+// that failed has aborted it.
 func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
-	if err := s.check("insert tx"); err != nil {
+	q, err := s.callerTx(ctx, "insert tx", tx)
+	if err != nil {
 		return nil, err
-	}
-	var q txQuerier
-	switch tx := tx.(type) {
-	case pgx.Tx:
-		if tx == nil {
-			return nil, fmt.Errorf("ax: postgres: insert tx: nil pgx.Tx: %w", store.ErrInvalid)
-		}
-		q = pgxQuerier{tx}
-	case *sql.Tx:
-		if tx == nil {
-			return nil, fmt.Errorf("ax: postgres: insert tx: nil *sql.Tx: %w", store.ErrInvalid)
-		}
-		q = sqlQuerier{tx}
-	default:
-		return nil, fmt.Errorf("ax: postgres: insert tx: a %T is neither a pgx.Tx nor a *sql.Tx: %w", tx, store.ErrInvalid)
 	}
 	in, err := newInsertion("insert tx", s.ns, tasks)
 	if err != nil {
@@ -496,10 +483,25 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 // transaction, a fresh read of the row, so that a refused transition reports the
 // task as it is now.
 func (s *Store) transition(ctx context.Context, op, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
+	return s.transitionTo(ctx, op, false, update, updArgs, read, readArgs)
+}
+
+// transitionTo is transition; scheduled: the update leaves its row SCHEDULED with a
+// fresh sequence number, so publishSQL goes first in its transaction (see "The
+// refill cursor" in doc.go).
+func (s *Store) transitionTo(ctx context.Context, op string, scheduled bool, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
 	err = s.tx(ctx, op, func(b *pgx.Batch) {
+		if scheduled {
+			b.Queue(publishSQL, s.lockKey, s.channel)
+		}
 		b.Queue(update, updArgs...)
 		b.Queue(read, readArgs...)
 	}, func(br pgx.BatchResults) error {
+		if scheduled {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
 		var err error
 		t, applied, err = readTransition(br)
 		return err
@@ -528,11 +530,7 @@ func readTransition(br pgx.BatchResults) (t *store.Task, applied bool, err error
 
 // Cancel moves a SCHEDULED task of the view's namespace to CANCELLED.
 func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
-	t, ok, err := s.transition(ctx, "cancel",
-		`UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.now, updated_at = ts.now
-		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING `+taskCols, []any{name, key, s.ns},
-		lookupSQL, []any{name, key, s.ns})
+	t, ok, err := s.transition(ctx, "cancel", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
 	switch {
 	case err != nil:
 		return nil, err
@@ -540,6 +538,126 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 		return store.Refusal(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), nil, store.ErrNotFound)
 	case !ok:
 		return store.Refusal(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, store.ErrNotCancellable)
+	}
+	return t, nil
+}
+
+// cancelSQL cancels the SCHEDULED task (name $1, key $2) of namespace $3.
+const cancelSQL = `UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.now, updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING ` + taskCols
+
+// CancelTx is Cancel inside the caller's transaction tx (a pgx.Tx or a *sql.Tx on
+// the store's database, with the store's schema first on its search_path), which it
+// neither commits nor rolls back. A tx elsewhere is ErrInvalid, found by a read that
+// leaves the transaction usable.
+func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
+	op := fmt.Sprintf("ax: postgres: cancel %q/%q", name, key)
+	q, err := s.callerTx(ctx, "cancel tx", tx)
+	if err != nil {
+		return nil, err
+	}
+	var t *store.Task
+	read := func(rows txRows) error {
+		if rows.Next() {
+			var err error
+			t, err = scanTask(rows)
+			return err
+		}
+		return nil
+	}
+	if err := q.query(ctx, cancelSQL, []any{name, key, s.ns}, read); err != nil {
+		return nil, s.wrap("cancel tx", err)
+	}
+	if t != nil {
+		return t, nil
+	}
+	if err := q.query(ctx, lookupSQL, []any{name, key, s.ns}, read); err != nil {
+		return nil, s.wrap("cancel tx", err)
+	}
+	if t == nil {
+		return store.Refusal(op, nil, store.ErrNotFound)
+	}
+	return store.Refusal(op, t, store.ErrNotCancellable)
+}
+
+// callerTx returns the caller's transaction tx as a txQuerier, after checking that it
+// is on the store's database and schema: a read, which an error of its own does not
+// abort the transaction with.
+func (s *Store) callerTx(ctx context.Context, op string, tx any) (txQuerier, error) {
+	if err := s.check(op); err != nil {
+		return nil, err
+	}
+	var q txQuerier
+	switch tx := tx.(type) {
+	case pgx.Tx:
+		if tx == nil {
+			return nil, fmt.Errorf("ax: postgres: %s: nil pgx.Tx: %w", op, store.ErrInvalid)
+		}
+		q = pgxQuerier{tx}
+	case *sql.Tx:
+		if tx == nil {
+			return nil, fmt.Errorf("ax: postgres: %s: nil *sql.Tx: %w", op, store.ErrInvalid)
+		}
+		q = sqlQuerier{tx}
+	default:
+		return nil, fmt.Errorf("ax: postgres: %s: a %T is neither a pgx.Tx nor a *sql.Tx: %w", op, tx, store.ErrInvalid)
+	}
+	var db, schema string
+	if err := q.query(ctx, `SELECT current_database(), COALESCE(current_schema(), '')`, nil, func(rows txRows) error {
+		if !rows.Next() {
+			return errors.New("no row")
+		}
+		return rows.Scan(&db, &schema)
+	}); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	if db != s.database || schema != s.schema {
+		return nil, fmt.Errorf("ax: postgres: %s: the transaction is on database %q, schema %q; the store's are %q, %q: %w",
+			op, db, schema, s.database, s.schema, store.ErrInvalid)
+	}
+	return q, nil
+}
+
+// Reschedule moves the SCHEDULED task (name, key) of the view's namespace to due at
+// at, with a fresh sequence number, in one transaction.
+func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: postgres: reschedule %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	t, ok, err := s.transitionTo(ctx, "reschedule", true,
+		`UPDATE ax_tasks t SET due_at = $4, seq = nextval('ax_seq'), updated_at = clock_timestamp()
+		WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING `+taskCols,
+		[]any{name, key, s.ns, dueArg(at)}, lookupSQL, []any{name, key, s.ns})
+	switch {
+	case err != nil:
+		return nil, err
+	case t == nil:
+		return store.Refusal(op, nil, store.ErrNotFound)
+	case !ok:
+		return store.Refusal(op, t, store.ErrNotReschedulable)
+	}
+	return t, nil
+}
+
+// Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
+// a fresh retry budget and sequence number, in one transaction.
+func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	op := fmt.Sprintf("ax: postgres: retry task %d", id)
+	t, ok, err := s.transitionTo(ctx, "retry", true,
+		`UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now, attempt = 0, dispatch_retries = 0, finished_at = NULL,
+			seq = nextval('ax_seq'), updated_at = ts.now
+		FROM (SELECT clock_timestamp() AS now) ts
+		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status = 'FAILED' RETURNING `+taskCols,
+		[]any{id, s.ns}, getSQL, []any{id, s.ns})
+	switch {
+	case err != nil:
+		return nil, err
+	case t == nil:
+		return store.Refusal(op, nil, store.ErrNotFound)
+	case !ok:
+		return store.Refusal(op, t, store.ErrNotRetryable)
 	}
 	return t, nil
 }

@@ -225,6 +225,7 @@ type conns struct {
 	r      *sql.DB // read-only pool
 	closed atomic.Bool
 	stmts  map[*batchStmt][]*sql.Stmt // prepared on w, by size bucket
+	file   string                     // the main database's file, as SQLite names it: a caller's transaction must be on it
 
 	stopCheckpoints context.CancelFunc // called by Close
 	checkpointsDone chan struct{}      // closed when the checkpointer has ended
@@ -258,6 +259,10 @@ func Open(path string) (*Store, error) {
 	if err := s.prepareBatches(context.Background()); err != nil {
 		w.Close()
 		return nil, err
+	}
+	if err := w.QueryRow(mainFileSQL).Scan(&s.file); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("ax: sqlite: open %s: %w", path, err)
 	}
 	r, err := sql.Open("sqlite", "file:"+url.PathEscape(path)+"?"+pragmas+"&_pragma=query_only(1)")
 	if err != nil {

@@ -30,21 +30,41 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 // while the caller's transaction is open, the scheduler's own writes wait for it (up
 // to the busy timeout, 10s), so keep such transactions short.
 func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
-	stx, ok := tx.(*sql.Tx)
-	if !ok || stx == nil {
-		return nil, fmt.Errorf("ax: sqlite: insert in transaction: %T is not a *sql.Tx: %w", tx, store.ErrInvalid)
-	}
 	if err := validNew("insert in transaction", tasks); err != nil {
 		return nil, err
 	}
-	if s.closed.Load() {
-		return nil, fmt.Errorf("ax: sqlite: insert in transaction: %w", store.ErrClosed)
+	stx, err := s.callerTx(ctx, "insert in transaction", tx)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]store.Inserted, len(tasks))
 	if err := s.insert(ctx, stx, s.batchText, tasks, out); err != nil {
 		return nil, s.wrap("insert in transaction", err)
 	}
 	return out, nil
+}
+
+// mainFileSQL reads the file of a connection's main database.
+const mainFileSQL = `SELECT file FROM pragma_database_list WHERE name = 'main'`
+
+// callerTx returns tx, a transaction of the caller's, as a *sql.Tx after checking that
+// it is on the store's file: a read, which changes nothing.
+func (s *Store) callerTx(ctx context.Context, op string, tx any) (*sql.Tx, error) {
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return nil, fmt.Errorf("ax: sqlite: %s: %T is not a *sql.Tx: %w", op, tx, store.ErrInvalid)
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("ax: sqlite: %s: %w", op, store.ErrClosed)
+	}
+	var file string
+	if err := stx.QueryRowContext(ctx, mainFileSQL).Scan(&file); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	if file != s.file {
+		return nil, fmt.Errorf("ax: sqlite: %s: the transaction is on %q, the store on %q: %w", op, file, s.file, store.ErrInvalid)
+	}
+	return stx, nil
 }
 
 // validNew checks tasks as the contract asks of Insert; op names the caller in the
@@ -161,29 +181,113 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	var t *store.Task
 	var sentinel error
 	err := s.write(ctx, "cancel", func(tx *sql.Tx) error {
-		ts := micros(now())
 		var err error
-		t, err = scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', updated_at = ?, finished_at = ?
-			WHERE namespace = ? AND name = ? AND key = ? AND status = 'SCHEDULED' RETURNING `+taskColumns, ts, ts, s.ns, name, key))
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		t, err = scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, name, key))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			sentinel = store.ErrNotFound
-			return nil
-		case err != nil:
-			return err
-		}
-		sentinel = store.ErrNotCancellable
-		return nil
+		t, sentinel, err = s.cancelIn(ctx, tx, name, key)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if sentinel != nil {
 		return store.Refusal(fmt.Sprintf("ax: sqlite: cancel %q/%q", name, key), t, sentinel)
+	}
+	return t, nil
+}
+
+// CancelTx is Cancel inside the caller's transaction tx, a *sql.Tx on the store's
+// file, which it neither commits nor rolls back. A tx on another file is ErrInvalid.
+func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
+	stx, err := s.callerTx(ctx, "cancel in transaction", tx)
+	if err != nil {
+		return nil, err
+	}
+	t, sentinel, err := s.cancelIn(ctx, stx, name, key)
+	if err != nil {
+		return nil, s.wrap("cancel in transaction", err)
+	}
+	if sentinel != nil {
+		return store.Refusal(fmt.Sprintf("ax: sqlite: cancel %q/%q", name, key), t, sentinel)
+	}
+	return t, nil
+}
+
+// cancelIn cancels the task in tx: the task cancelled, or the task as it is (nil
+// when there is none) with the refusal's sentinel; err is the database's.
+func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
+	ts := micros(now())
+	t, err = scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', updated_at = ?, finished_at = ?
+		WHERE namespace = ? AND name = ? AND key = ? AND status = 'SCHEDULED' RETURNING `+taskColumns, ts, ts, s.ns, name, key))
+	if !errors.Is(err, sql.ErrNoRows) {
+		return t, nil, err
+	}
+	return s.refused(ctx, tx, store.ErrNotCancellable, lookupSQL, s.ns, name, key)
+}
+
+// refused reads the task a transition did not apply to, by read with args: the task
+// and sentinel, or ErrNotFound when there is none.
+func (s *Store) refused(ctx context.Context, tx *sql.Tx, sentinel error, read string, args ...any) (t *store.Task, refusal, err error) {
+	t, err = scanTask(tx.QueryRowContext(ctx, read, args...))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, store.ErrNotFound, nil
+	case err != nil:
+		return nil, nil, err
+	}
+	return t, sentinel, nil
+}
+
+// Reschedule moves the SCHEDULED task (name, key) of the view's namespace to due at
+// at, with a fresh sequence number, in one write transaction.
+func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: sqlite: reschedule %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	return s.moveBack(ctx, "reschedule", op, func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+		t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET due_at = ?, seq = ?, updated_at = ?
+			WHERE namespace = ? AND name = ? AND key = ? AND status = 'SCHEDULED' RETURNING `+taskColumns,
+			micros(at), seq, micros(now()), s.ns, name, key))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return t, nil, err
+		}
+		return s.refused(ctx, tx, store.ErrNotReschedulable, lookupSQL, s.ns, name, key)
+	})
+}
+
+// Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
+// a fresh retry budget and sequence number, in one write transaction.
+func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	return s.moveBack(ctx, "retry", fmt.Sprintf("ax: sqlite: retry task %d", id), func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+		ts := micros(now())
+		t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'SCHEDULED', due_at = ?, attempt = 0,
+			dispatch_retries = 0, finished_at = NULL, seq = ?, updated_at = ?
+			WHERE id = ? AND +namespace = ? AND status = 'FAILED' RETURNING `+taskColumns, ts, seq, ts, id, s.ns))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return t, nil, err
+		}
+		return s.refused(ctx, tx, store.ErrNotRetryable, getSQL, id, s.ns)
+	})
+}
+
+// moveBack runs move, a transition that leaves one task SCHEDULED, in a write
+// transaction with a fresh sequence number for it, and turns a refusal into its
+// error under op.
+func (s *Store) moveBack(ctx context.Context, name, op string, move func(tx *sql.Tx, seq int64) (t *store.Task, refusal, err error)) (*store.Task, error) {
+	var t *store.Task
+	var sentinel error
+	err := s.write(ctx, name, func(tx *sql.Tx) error {
+		seq, err := nextSeq(ctx, tx, 1)
+		if err != nil {
+			return err
+		}
+		t, sentinel, err = move(tx, seq)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sentinel != nil {
+		return store.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }

@@ -45,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Read", readTests},
 		{"Query", queryTests},
 		{"Cancel", cancelTests},
+		{"Reschedule", rescheduleTests},
+		{"Retry", retryTests},
 		{"Claim", claimTests},
 		{"ClaimStart", claimStartTests},
 		{"Trigger", triggerTests},
