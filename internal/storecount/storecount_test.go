@@ -126,6 +126,9 @@ func (notifyingTxStore) Listen(ctx context.Context, f func()) error { return nil
 func (notifyingTxStore) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
 	return nil, nil
 }
+func (notifyingTxStore) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
+	return nil, nil
+}
 
 type notifyingStore struct{ store.Store }
 
@@ -134,6 +137,9 @@ func (notifyingStore) Listen(ctx context.Context, f func()) error { return nil }
 type txStore struct{ store.Store }
 
 func (txStore) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
+	return nil, nil
+}
+func (txStore) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
 	return nil, nil
 }
 
@@ -177,7 +183,8 @@ func TestWithOptionalInterfaces(t *testing.T) {
 		}
 		if isTxStore {
 			tx.InsertTx(context.Background(), nil, nil)
-			want["InsertTx"] = 1
+			tx.CancelTx(context.Background(), nil, "job", "k")
+			want["InsertTx"], want["CancelTx"] = 1, 1
 		}
 		if d := cmp.Diff(want, s.Snapshot().Calls); d != "" {
 			t.Errorf("%s: Snapshot().Calls mismatch (-want +got):\n%s", tc.name, d)
