@@ -75,31 +75,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var cl clusterFlags
 	cl.register(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: ax bench [flags]\n\nRuns an end-to-end workload against a store, from an empty schema each run, and\nprints a line and a JSON line per run. Workloads:\n")
+		fmt.Fprint(fs.Output(), "usage: ax bench [flags]\n\nRuns an end-to-end workload against a store, from an empty schema each run, and\nprints a line and a JSON line per run. Workloads:\n")
 		for _, w := range workloads {
-			fmt.Fprintf(stderr, "  %-15s %d %s\n", w.name, w.tasks, w.about)
+			fmt.Fprintf(fs.Output(), "  %-15s %d %s\n", w.name, w.tasks, w.about)
 		}
-		fmt.Fprint(stderr, clusterUsage)
-		fmt.Fprint(stderr, "\nflags:\n")
+		fmt.Fprint(fs.Output(), clusterUsage)
+		fmt.Fprint(fs.Output(), "\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ax bench: unexpected arguments %q\n", fs.Args())
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if cl.nodes != 1 {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		return runCluster(ctx, args, set, *storeName, *dsn, *tasks, *concurrency, cl, stdout, stderr)
 	}
-	kind, err := lookupStore(*storeName)
+	name, kind, d, err := storeFor(fs, *storeName, *dsn)
 	if err != nil {
 		fmt.Fprintf(stderr, "ax bench: %v\n", err)
 		return exitUsage
 	}
+	*storeName, *dsn = name, d
 	w := -1
 	for i := range workloads {
 		if workloads[i].name == *workload {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 )
 
@@ -45,9 +49,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return c.run(ctx, []string{"-h"}, stdout, stderr)
 			}
 			fmt.Fprintf(stderr, "ax help: unknown command %q\n\n", rest[0])
+			usage(stderr)
+			return exitUsage
 		}
-		usage(stderr)
-		return exitUsage
+		usage(stdout) // asked for: the answer, not an error
+		return exitOK
 	}
 	c, ok := lookup(name)
 	if !ok {
@@ -76,4 +82,73 @@ func usage(w io.Writer) {
 	}
 	b.WriteString("\nRun 'ax help COMMAND' for a command's flags.\n")
 	io.WriteString(w, b.String())
+}
+
+// parseFlags parses args into fs, whose output is stderr. It returns ok when the
+// command goes on; otherwise the exit status: 0 after -h or --help, whose usage goes
+// to stdout, 2 after a bad flag or an argument left over (extra arguments are errors),
+// with the flag package's message and the usage on stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(stderr)
+		return exitOK, false
+	case err != nil:
+		io.Copy(stderr, &out)
+		return exitUsage, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "ax %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// storeFor resolves the store a command opens: the kind --store names, or, when
+// --store is absent, the kind the DSN says — postgres:// or postgresql:// for
+// PostgreSQL, mysql:// (turned into the driver's form) or a go-sql-driver DSN
+// (user@tcp(host:port)/db) for MySQL, anything else a file path for SQLite — and the
+// DSN to open it with.
+func storeFor(fs *flag.FlagSet, kindName, dsn string) (string, storeKind, string, error) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "store" })
+	if !given && dsn != "" {
+		kindName, dsn = kindOfDSN(dsn)
+	}
+	kind, err := lookupStore(kindName)
+	return kindName, kind, dsn, err
+}
+
+// kindOfDSN is the store kind a DSN names, and the DSN as that store opens it.
+func kindOfDSN(dsn string) (string, string) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "postgres", dsn
+	case strings.HasPrefix(dsn, "mysql://"):
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "mysql", dsn // the driver says what is wrong with it
+		}
+		auth := u.User.Username()
+		if pw, ok := u.User.Password(); ok {
+			auth += ":" + pw
+		}
+		if auth != "" {
+			auth += "@"
+		}
+		out := auth + "tcp(" + u.Host + ")" + u.Path
+		if u.RawQuery != "" {
+			out += "?" + u.RawQuery
+		}
+		return "mysql", out
+	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") || strings.Contains(dsn, "@/"):
+		return "mysql", dsn
+	}
+	return "sqlite", dsn
 }

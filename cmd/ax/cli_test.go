@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"os/exec"
@@ -82,34 +83,69 @@ func TestUsage(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		args []string
-		want string // in stderr
+		code int
+		want string // in stdout when the code is 0 (help was asked for), else in stderr
 	}{
-		{nil, "usage: ax COMMAND"},
-		{[]string{"help"}, "usage: ax COMMAND"},
-		{[]string{"-h"}, "usage: ax COMMAND"},
-		{[]string{"--help"}, "usage: ax COMMAND"},
-		{[]string{"help", "demo"}, "usage: ax demo"},
-		{[]string{"help", "nope"}, `unknown command "nope"`},
-		{[]string{"nope"}, `ax: unknown command "nope"`},
-		{[]string{"demo", "-h"}, "-orders"},
-		{[]string{"demo", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
-		{[]string{"demo", "--scale", "slow"}, `--scale "slow": want normal or fast`},
-		{[]string{"demo", "--orders", "2"}, "need at least 3"},
-		{[]string{"demo", "--metrics", "9090"}, `Metrics "9090": want HOST:PORT`},
+		{nil, exitUsage, "usage: ax COMMAND"},
+		{[]string{"help"}, exitOK, "usage: ax COMMAND"},
+		{[]string{"-h"}, exitOK, "usage: ax COMMAND"},
+		{[]string{"--help"}, exitOK, "usage: ax COMMAND"},
+		{[]string{"help", "demo"}, exitOK, "usage: ax demo"},
+		{[]string{"help", "migrate"}, exitOK, "usage: ax migrate"},
+		{[]string{"help", "bench"}, exitOK, "usage: ax bench"},
+		{[]string{"help", "nope"}, exitUsage, `unknown command "nope"`},
+		{[]string{"nope"}, exitUsage, `ax: unknown command "nope"`},
+		{[]string{"demo", "-h"}, exitOK, "-orders"},
+		{[]string{"demo", "--help"}, exitOK, "-orders"},
+		{[]string{"migrate", "--help"}, exitOK, "usage: ax migrate"},
+		{[]string{"bench", "-h"}, exitOK, "-workload"},
+		{[]string{"demo", "--bogus"}, exitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"demo", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"demo", "--scale", "slow"}, exitUsage, `--scale "slow": want normal or fast`},
+		{[]string{"demo", "--orders", "2"}, exitUsage, "need at least 3"},
+		{[]string{"demo", "--metrics", "9090"}, exitUsage, `Metrics "9090": want HOST:PORT`},
+		{[]string{"migrate"}, exitUsage, "missing action: want up or status"},
+		{[]string{"migrate", "--dsn", "ax.db", "up"}, exitUsage, `the action (up or status) comes first, before the flags; got "--dsn"`},
+		{[]string{"migrate", "sideways"}, exitUsage, `unknown action "sideways"`},
+		{[]string{"migrate", "up"}, exitUsage, "--dsn is required"},
+		{[]string{"migrate", "status", "--dsn", "ax.db", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"bench", "extra"}, exitUsage, `unexpected argument "extra"`},
 	} {
 		code, stdout, stderr := runAx(t, c.args...)
-		if code != exitUsage || !strings.Contains(stderr, c.want) {
-			t.Errorf("ax %s: exit %d, stderr:\n%s\nwant exit %d with %q", strings.Join(c.args, " "), code, stderr, exitUsage, c.want)
+		out, other := stderr, stdout
+		if c.code == exitOK {
+			out, other = stdout, stderr
 		}
-		if stdout != "" {
-			t.Errorf("ax %s: stdout %q, want nothing", strings.Join(c.args, " "), stdout)
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("ax %s: exit %d, stdout:\n%s\nstderr:\n%s\nwant exit %d with %q", strings.Join(c.args, " "), code, stdout, stderr, c.code, c.want)
+		}
+		if other != "" {
+			t.Errorf("ax %s: unexpected output on the other stream: %q", strings.Join(c.args, " "), other)
 		}
 	}
-	code, _, stderr := runAx(t, "help")
+	code, stdout, _ := runAx(t, "help")
 	for _, cmd := range commands {
-		if !strings.Contains(stderr, cmd.name) {
-			t.Errorf("ax help: exit %d, usage lacks command %q:\n%s", code, cmd.name, stderr)
+		if !strings.Contains(stdout, cmd.name) {
+			t.Errorf("ax help: exit %d, usage lacks command %q:\n%s", code, cmd.name, stdout)
+		}
+	}
+}
+
+// The store kind comes from the DSN when --store is absent.
+func TestKindOfDSN(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ dsn, kind, open string }{
+		{"postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"},
+		{"postgresql://u:p@db/x", "postgres", "postgresql://u:p@db/x"},
+		{"mysql://root:s%40cret@127.0.0.1:3306/test?parseTime=true", "mysql", "root:s@cret@tcp(127.0.0.1:3306)/test?parseTime=true"},
+		{"mysql://root@127.0.0.1:3306/test", "mysql", "root@tcp(127.0.0.1:3306)/test"},
+		{"root@tcp(127.0.0.1:3306)/test", "mysql", "root@tcp(127.0.0.1:3306)/test"},
+		{"u:p@unix(/run/mysqld.sock)/db", "mysql", "u:p@unix(/run/mysqld.sock)/db"},
+		{"/var/lib/app/ax.db", "sqlite", "/var/lib/app/ax.db"},
+		{"ax.db", "sqlite", "ax.db"},
+	} {
+		if kind, open := kindOfDSN(c.dsn); kind != c.kind || open != c.open {
+			t.Errorf("kindOfDSN(%q) = %q, %q; want %q, %q", c.dsn, kind, open, c.kind, c.open)
 		}
 	}
 }
@@ -144,8 +180,17 @@ func TestMigrateSQLite(t *testing.T) {
 	if code, stdout, _ := runAx(t, "migrate", "status", "--dsn", path); code != exitOK || !strings.Contains(stdout, "up to date") {
 		t.Errorf("migrate status after up: exit %d, %q", code, stdout)
 	}
-	if code, _, _ := runAx(t, "migrate", "sideways"); code != exitUsage {
-		t.Errorf("migrate sideways: exit %d, want %d", code, exitUsage)
+	// A file a newer ax migrated: status says so, instead of a negative count.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO ax_schema_migrations (version, applied_at) VALUES (99, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, _ := runAx(t, "migrate", "status", "--dsn", path); code != exitFail || !strings.Contains(stdout, "newer than this ax") {
+		t.Errorf("migrate status of a newer schema: exit %d, %q; want %d and newer", code, stdout, exitFail)
 	}
 }
 
@@ -157,7 +202,8 @@ func TestMigrateNetworkStores(t *testing.T) {
 			if code, stdout, stderr := runAx(t, "migrate", "status", "--store", name, "--dsn", d); code != exitFail || !strings.Contains(stdout, "pending") {
 				t.Errorf("migrate status of an empty schema: exit %d, %q %q; want %d and pending", code, stdout, stderr, exitFail)
 			}
-			if code, stdout, stderr := runAx(t, "migrate", "up", "--store", name, "--dsn", d); code != exitOK || !strings.Contains(stdout, "up to date") {
+			// No --store: the DSN says which.
+			if code, stdout, stderr := runAx(t, "migrate", "up", "--dsn", d); code != exitOK || !strings.Contains(stdout, "up to date") {
 				t.Fatalf("migrate up: exit %d, %q %q", code, stdout, stderr)
 			}
 			if code, stdout, _ := runAx(t, "migrate", "status", "--store", name, "--dsn", d); code != exitOK || !strings.Contains(stdout, "up to date") {

@@ -49,7 +49,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	metricsAddr := fs.String("metrics", "", "serve the scheduler's Prometheus metrics at /metrics on `ADDR` (HOST:PORT, e.g. 127.0.0.1:9090) while the demo runs (default: off; not with --nodes)")
 	nodes := fs.Int("nodes", 1, "run `N` replica processes (2–7) sharing the SQLite file, elected by elect/sqllease, and kill -9 the leader partway through; 1: one scheduler in this process")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: ax demo [flags]
+		fmt.Fprint(fs.Output(), `usage: ax demo [flags]
 
 Runs two cases at the same time on one scheduler and embedded SQLite.
 Order timeout: orders are created with a close timeout (s.Delay) and closed if
@@ -79,13 +79,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage // the flag package printed the error and the usage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ax demo: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if *nodes < 1 || *nodes > demo.MaxNodes {
 		fmt.Fprintf(stderr, "ax demo: --nodes %d: want 1 (one process) or 2 to %d replicas\n", *nodes, demo.MaxNodes)

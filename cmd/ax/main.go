@@ -6,8 +6,10 @@
 //	ax bench [flags]                run an end-to-end workload against a store, from an empty schema
 //
 // Run `ax help` for the list of commands and `ax help COMMAND` for a command's flags.
-// The exit status is 0 on success, 1 when a command fails and 2 on a usage error
-// (including `ax help`).
+// The exit status is 0 on success (and after `ax help` or --help, whose usage goes
+// to stdout), 1 when a command fails and 2 on a usage error. Where a command takes
+// --store and it is absent, the store kind is the DSN's: postgres:// for PostgreSQL,
+// mysql:// or user@tcp(host:port)/db for MySQL, a file path for SQLite.
 package main
 
 import (

@@ -5,16 +5,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // runMigrate is `ax migrate up|status`.
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	storeName := fs.String("store", "sqlite", "store `KIND`: "+storeNames())
+	storeName := fs.String("store", "sqlite", "store `KIND`: "+storeNames()+" (default: the DSN's kind)")
 	dsn := fs.String("dsn", "", "the database: a file path for sqlite, a DSN otherwise")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: ax migrate up|status --store KIND --dsn DSN
+		fmt.Fprint(fs.Output(), `usage: ax migrate up|status --store KIND --dsn DSN
 
   up      apply the migrations the database lacks (under a lock: safe while other
           processes start) and print the schema version
@@ -25,22 +26,38 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if len(args) == 0 || (args[0] != "up" && args[0] != "status") {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		code, _ := parseFlags(fs, args[:1], stdout, stderr)
+		return code
+	}
+	switch {
+	case len(args) == 0:
+		fmt.Fprintf(stderr, "ax migrate: missing action: want up or status\n\n")
+		fs.Usage()
+		return exitUsage
+	case strings.HasPrefix(args[0], "-"):
+		fmt.Fprintf(stderr, "ax migrate: the action (up or status) comes first, before the flags; got %q\n\n", args[0])
+		fs.Usage()
+		return exitUsage
+	case args[0] != "up" && args[0] != "status":
+		fmt.Fprintf(stderr, "ax migrate: unknown action %q: want up or status\n\n", args[0])
 		fs.Usage()
 		return exitUsage
 	}
 	action := args[0]
-	if err := fs.Parse(args[1:]); err != nil {
+	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+		return code
+	}
+	if *dsn == "" {
+		fmt.Fprintf(stderr, "ax migrate: --dsn is required\n")
 		return exitUsage
 	}
-	kind, err := lookupStore(*storeName)
-	if err != nil || *dsn == "" {
-		if err == nil {
-			err = fmt.Errorf("--dsn is required")
-		}
+	name, kind, d, err := storeFor(fs, *storeName, *dsn)
+	if err != nil {
 		fmt.Fprintf(stderr, "ax migrate: %v\n", err)
 		return exitUsage
 	}
+	*storeName, *dsn = name, d
 	if action == "up" {
 		st, err := kind.open(ctx, *dsn)
 		if err != nil {
@@ -54,9 +71,13 @@ flags:
 		fmt.Fprintf(stderr, "ax migrate %s: %v\n", action, err)
 		return exitFail
 	}
-	if have == want {
+	switch {
+	case have == want:
 		fmt.Fprintf(stdout, "%s: schema version %d, up to date\n", *storeName, have)
 		return exitOK
+	case have > want:
+		fmt.Fprintf(stdout, "%s: schema version %d is newer than this ax knows (%d): a newer ax migrated it; upgrade this one\n", *storeName, have, want)
+		return exitFail
 	}
 	fmt.Fprintf(stdout, "%s: schema version %d, latest %d: %d migration(s) pending\n", *storeName, have, want, want-have)
 	return exitFail
