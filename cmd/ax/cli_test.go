@@ -131,6 +131,17 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runAx(t, "version")
+	if code != exitOK || !strings.HasPrefix(stdout, "ax ") || !strings.Contains(stdout, "schema: sqlite ") || stderr != "" {
+		t.Errorf("ax version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, _, _ := runAx(t, "version", "extra"); code != exitUsage {
+		t.Errorf("ax version extra: exit %d, want %d", code, exitUsage)
+	}
+}
+
 // The store kind comes from the DSN when --store is absent.
 func TestKindOfDSN(t *testing.T) {
 	t.Parallel()
