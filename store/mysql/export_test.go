@@ -3,10 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // Applied reports how many migrations the New behind s applied.
@@ -37,3 +39,35 @@ func MigrateTo(db *sql.DB, version int) error {
 
 // TaskStatsSQL is TaskStats's statement, for TestExplain.
 const TaskStatsSQL = taskStatsSQL
+
+// TasksSQL is Tasks's statement for q in the default namespace, its arguments
+// written in as literals, for TestExplain.
+func TasksSQL(q store.TaskQuery) string {
+	sql, args := taskquery.Select(dialect, taskColumns, "ax_tasks", store.DefaultNamespace, q)
+	return inline(sql, args)
+}
+
+// CountSQL is CountTasks's statement, its arguments written in, for TestExplain.
+func CountSQL(atMost int64) string {
+	sql, args := taskquery.Count(dialect, store.DefaultNamespace, atMost)
+	return inline(sql, args)
+}
+
+// inline replaces each ? of sql by its argument, quoted when a string.
+func inline(sql string, args []any) string {
+	var b strings.Builder
+	for _, part := range strings.Split(sql, "?") {
+		b.WriteString(part)
+		if len(args) == 0 {
+			continue
+		}
+		switch a := args[0].(type) {
+		case string:
+			b.WriteString("'" + strings.ReplaceAll(a, "'", "''") + "'")
+		default:
+			fmt.Fprint(&b, a)
+		}
+		args = args[1:]
+	}
+	return b.String()
+}
