@@ -896,12 +896,25 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 // this process executes it. From FAILED it gets one more attempt. A task that is
 // dispatching or running is ErrNotTriggerable. The scheduler must be started
 // (ErrNotRunning otherwise).
-func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
+//
+// With WithTx the trigger is part of the caller's transaction: the task becomes
+// SCHEDULED and due now (TriggeredAt recorded, from FAILED with one more attempt) if,
+// and only if, the transaction commits, and runs right after the commit on this
+// scheduler if it is started, else on whichever claims it; its key's overlap rule
+// applies at that claim, as for any due task. The scheduler need not be started.
+func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption) error {
 	if err := ctx.Err(); err != nil {
 		return errorf("ax: trigger task %d: %w", id, err)
 	}
+	o := collect(opts)
 	if id <= 0 {
-		return errorf("ax: trigger task %d: id is not positive: %w", id, ErrInvalid)
+		o.errs = append(o.errs, fmt.Errorf("id is not positive: %w", ErrInvalid))
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return errorf("ax: trigger task %d: %w", id, err)
+	}
+	if o.hasTx {
+		return s.triggerTx(ctx, id, o.tx)
 	}
 	r := s.current()
 	if r == nil {
@@ -923,6 +936,27 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64) error {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", observe.TaskAttrs(t)...)
 	if !r.exec.Dispatch(nil, []store.Task{*t}) {
 		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is stopping; the task was handed back and runs when a scheduler claims it"))
+	}
+	return nil
+}
+
+// triggerTx is Trigger inside the caller's transaction tx.
+func (s *Scheduler) triggerTx(ctx context.Context, id int64, tx any) error {
+	txs, ok := s.st.(store.TxStore)
+	if !ok {
+		return errorf("ax: trigger task %d: Tx: store %T cannot write in a caller's transaction: %w", id, s.st, ErrInvalid)
+	}
+	t, err := txs.TriggerTx(ctx, tx, id)
+	if err != nil {
+		if t != nil && errors.Is(err, ErrNotTriggerable) {
+			return &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err}
+		}
+		return errorf("ax: trigger task %d: %w", id, err)
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered in a transaction", observe.TaskAttrs(t)...)
+	if r := s.current(); r != nil { // claimed once the commit makes it visible
+		r.watch(t.ID, t.DueAt)
+		r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
 	}
 	return nil
 }

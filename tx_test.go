@@ -321,3 +321,61 @@ func TestWithTxOnAnotherDatabase(t *testing.T) {
 		})
 	}
 }
+
+// A trigger inside the caller's transaction: committed, the task runs right after the
+// commit, not before; rolled back, it stays as it was, due in an hour.
+func TestTriggerWithTx(t *testing.T) {
+	t.Parallel()
+	for name, open := range txStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, begin := open(t)
+			s := newScheduler(t, st, func(c *ax.Config) { c.RefillInterval = time.Hour })
+			rec := newRecorder()
+			s.Handle("order.close.timeout", rec)
+			start(t, s)
+			ctx := context.Background()
+			kept, err := s.Delay(ctx, "order.close.timeout", "rolled-back", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			task, err := s.Delay(ctx, "order.close.timeout", "committed", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx := begin(ctx)
+			if err := s.Trigger(ctx, kept.ID, ax.WithTx(tx.handle)); err != nil {
+				t.Fatalf("Trigger in tx: %v", err)
+			}
+			if err := tx.rollback(); err != nil {
+				t.Fatal(err)
+			}
+			tx = begin(ctx)
+			if err := tx.exec(ctx, `INSERT INTO orders VALUES ('committed', 'compensated')`); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Trigger(ctx, task.ID, ax.WithTx(tx.handle)); err != nil {
+				t.Fatalf("Trigger in tx: %v", err)
+			}
+			time.Sleep(300 * time.Millisecond) // the application's transaction is still busy
+			if err := tx.commit(); err != nil {
+				t.Fatal(err)
+			}
+			committed := time.Now()
+			done := waitStatus(t, s, task.ID, ax.Succeeded, 10*time.Second)
+			if runs := rec.runs("committed"); len(runs) != 1 || runs[0].Before(committed) || done.TriggeredAt.IsZero() {
+				t.Errorf("the triggered task ran at %v (TriggeredAt %v), want once, after the commit at %v", runs, done.TriggeredAt, committed)
+			}
+			after := mustGet(t, s, kept.ID)
+			if after.Status != ax.Scheduled || !after.DueAt.Equal(kept.DueAt) || !after.TriggeredAt.IsZero() || len(rec.runs("rolled-back")) != 0 {
+				t.Errorf("the task whose trigger rolled back: %s due %v triggered %v, ran %d times; want it SCHEDULED as before",
+					after.Status, after.DueAt, after.TriggeredAt, len(rec.runs("rolled-back")))
+			}
+			tx = begin(ctx)
+			defer tx.rollback()
+			if err := s.Trigger(ctx, task.ID, ax.WithTx(tx.handle)); !errors.Is(err, ax.ErrNotTriggerable) {
+				t.Errorf("Trigger in tx of a SUCCEEDED task: %v, want ErrNotTriggerable", err)
+			}
+		})
+	}
+}

@@ -439,6 +439,16 @@ type TxStore interface {
 	// another database or schema than the store's is ErrInvalid, found before
 	// anything is written (the caller's transaction is not aborted by it).
 	CancelTx(ctx context.Context, tx any, name, key string) (*Task, error)
+
+	// TriggerTx is a trigger inside tx: the SCHEDULED or FAILED task becomes
+	// SCHEDULED, due now by the store's clock, with TriggeredAt stamped — from FAILED
+	// with one more attempt (Attempt + 1) and FinishedAt cleared — and a fresh
+	// sequence number, if and only if tx commits. Unlike Trigger it does not claim the
+	// task (no scheduler could start it before the commit): the claim that follows
+	// applies its key's overlap rule, as for any due task. It returns ErrNotFound, or
+	// the unchanged task with ErrNotTriggerable; a tx elsewhere is ErrInvalid, as for
+	// CancelTx.
+	TriggerTx(ctx context.Context, tx any, id int64) (*Task, error)
 }
 
 // Notifier is implemented by stores that can signal, soon after a transaction that

@@ -28,7 +28,7 @@ import (
 type Store struct {
 	// Before, when set, is called before each call is passed on, with the call's
 	// context (context.Background() for Close) and its method name, e.g. "Insert" —
-	// the names of store.Store's methods, and "Listen", "InsertTx" and "CancelTx". It may sleep
+	// the names of store.Store's methods, and "Listen", "InsertTx", "CancelTx" and "TriggerTx". It may sleep
 	// (a network database's round trip), block, or fail the call: a non-nil error is
 	// returned as the call's error, and the call does not reach the wrapped store.
 	// It runs on the caller's goroutine, after the call is counted. Set it before the
@@ -78,7 +78,7 @@ func (s *Store) Snapshot() Counts {
 // WithOptionalInterfaces returns s as a store.Store that also implements each of
 // store.Notifier and store.TxStore that the wrapped store implements, so that a
 // scheduler given it behaves as with the wrapped store (it listens for
-// notifications; WithTx works). Listen, InsertTx and CancelTx are counted, and pass through
+// notifications; WithTx works). Listen, InsertTx, CancelTx and TriggerTx are counted, and pass through
 // Before, like the other methods.
 func (s *Store) WithOptionalInterfaces() store.Store {
 	n, isNotifier := s.inner.(store.Notifier)
@@ -133,6 +133,13 @@ func (t txStore) CancelTx(ctx context.Context, tx any, name, key string) (*store
 		return nil, err
 	}
 	return t.inner.CancelTx(ctx, tx, name, key)
+}
+
+func (t txStore) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	if err := t.s.before(ctx, "TriggerTx"); err != nil {
+		return nil, err
+	}
+	return t.inner.TriggerTx(ctx, tx, id)
 }
 
 // before counts a call to method and runs the Before hook.

@@ -129,6 +129,9 @@ func (notifyingTxStore) InsertTx(ctx context.Context, tx any, tasks []store.NewT
 func (notifyingTxStore) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
 	return nil, nil
 }
+func (notifyingTxStore) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	return nil, nil
+}
 
 type notifyingStore struct{ store.Store }
 
@@ -140,6 +143,9 @@ func (txStore) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]s
 	return nil, nil
 }
 func (txStore) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
+	return nil, nil
+}
+func (txStore) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
 	return nil, nil
 }
 
@@ -184,7 +190,8 @@ func TestWithOptionalInterfaces(t *testing.T) {
 		if isTxStore {
 			tx.InsertTx(context.Background(), nil, nil)
 			tx.CancelTx(context.Background(), nil, "job", "k")
-			want["InsertTx"], want["CancelTx"] = 1, 1
+			tx.TriggerTx(context.Background(), nil, 1)
+			want["InsertTx"], want["CancelTx"], want["TriggerTx"] = 1, 1, 1
 		}
 		if d := cmp.Diff(want, s.Snapshot().Calls); d != "" {
 			t.Errorf("%s: Snapshot().Calls mismatch (-want +got):\n%s", tc.name, d)

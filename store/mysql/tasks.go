@@ -119,30 +119,66 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	if len(tasks) == 0 {
 		return []store.Inserted{}, nil
 	}
+	lo, err := s.callerSeq(ctx, "insert", stx, len(tasks))
+	if err != nil {
+		return nil, err
+	}
+	out, err := insert(ctx, stx, s.ns, tasks, lo)
+	if err != nil {
+		// The caller's transaction is still open, holding the range: it comes back
+		// unlocked when the caller rolls back, and the next refill reaps it.
+		return nil, s.wrap("insert", err)
+	}
+	return out, nil
+}
+
+// callerSeq reserves n sequence numbers for rows the caller's transaction stx writes,
+// their hold taken inside stx (see run), and returns the first.
+func (s *Store) callerSeq(ctx context.Context, op string, stx *sql.Tx, n int) (int64, error) {
 	for attempt := 1; ; attempt++ {
-		lo, err := s.allocSeq(ctx, len(tasks))
+		lo, err := s.allocSeq(ctx, n)
 		if err != nil {
-			return nil, s.wrap("insert", err)
+			return 0, s.wrap(op, err)
 		}
 		ok, err := takeHold(ctx, stx, lo)
 		if err != nil {
 			s.dropHold(ctx, lo)
-			return nil, s.wrap("insert", err)
+			return 0, s.wrap(op, err)
 		}
-		if !ok {
-			if attempt == maxAttempts {
-				return nil, fmt.Errorf("ax: mysql: insert: sequence hold lost %d times", attempt)
-			}
-			continue
+		if ok {
+			return lo, nil
 		}
-		out, err := insert(ctx, stx, s.ns, tasks, lo)
-		if err != nil {
-			// The caller's transaction is still open, holding the range: it comes back
-			// unlocked when the caller rolls back, and the next refill reaps it.
-			return nil, s.wrap("insert", err)
+		if attempt == maxAttempts {
+			return 0, fmt.Errorf("ax: mysql: %s: sequence hold lost %d times", op, attempt)
 		}
-		return out, nil
 	}
+}
+
+// TriggerTx is a trigger inside the caller's transaction tx, a *sql.Tx on the store's
+// database: the SCHEDULED or FAILED task becomes SCHEDULED, due now, TriggeredAt
+// stamped (from FAILED with one more attempt), with a fresh sequence number, if and
+// only if tx commits; the claim that follows applies its key's overlap rule.
+func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	stx, err := s.callerTx(ctx, "trigger", tx)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := s.callerSeq(ctx, "trigger", stx, 1)
+	if err != nil {
+		return nil, err
+	}
+	t, sentinel, err := s.moveIn(ctx, stx, store.ErrNotTriggerable,
+		`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
+			finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = ?, updated_at = UTC_TIMESTAMP(6)
+		WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED')`, []any{seq, id, s.ns},
+		getSQL, []any{id, s.ns})
+	if err != nil {
+		return nil, s.wrap("trigger", err)
+	}
+	if sentinel != nil {
+		return store.Refusal(fmt.Sprintf("ax: mysql: trigger task %d", id), t, sentinel)
+	}
+	return t, nil
 }
 
 // insert writes tasks into namespace ns in chunks (at most store.MaxBatch rows and

@@ -581,6 +581,45 @@ func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.
 	return store.Refusal(op, t, store.ErrNotCancellable)
 }
 
+// TriggerTx is a trigger inside the caller's transaction tx (see store.TxStore): the
+// task SCHEDULED, due now, with a fresh sequence number, published as Insert's are.
+func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	q, err := s.callerTx(ctx, "trigger tx", tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
+		return nil, s.wrap("trigger tx", err)
+	}
+	var t *store.Task
+	read := func(rows txRows) error {
+		if rows.Next() {
+			var err error
+			t, err = scanTask(rows)
+			return err
+		}
+		return nil
+	}
+	if err := q.query(ctx, `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now,
+			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
+			finished_at = NULL, triggered_at = ts.now, seq = nextval('ax_seq'), updated_at = ts.now
+		FROM (SELECT clock_timestamp() AS now) ts
+		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status IN ('SCHEDULED', 'FAILED') RETURNING `+taskCols,
+		[]any{id, s.ns}, read); err != nil {
+		return nil, s.wrap("trigger tx", err)
+	}
+	if t != nil {
+		return t, nil
+	}
+	if err := q.query(ctx, getSQL, []any{id, s.ns}, read); err != nil {
+		return nil, s.wrap("trigger tx", err)
+	}
+	if t == nil {
+		return store.Refusal(triggerOp(id), nil, store.ErrNotFound)
+	}
+	return store.Refusal(triggerOp(id), t, store.ErrNotTriggerable)
+}
+
 // callerTx returns the caller's transaction tx as a txQuerier, after checking that it
 // is on the store's database and schema: a read, which an error of its own does not
 // abort the transaction with.

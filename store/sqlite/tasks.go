@@ -211,6 +211,35 @@ func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.
 	return t, nil
 }
 
+// TriggerTx is a trigger inside the caller's transaction tx, a *sql.Tx on the store's
+// file (see store.TxStore): the task SCHEDULED, due now, with a fresh sequence number.
+func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	op := fmt.Sprintf("ax: sqlite: trigger task %d", id)
+	stx, err := s.callerTx(ctx, "trigger in transaction", tx)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := nextSeq(ctx, stx, 1)
+	if err != nil {
+		return nil, s.wrap("trigger in transaction", err)
+	}
+	ts := micros(now())
+	t, err := scanTask(stx.QueryRowContext(ctx, `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED',
+		due_at = ?, finished_at = NULL, triggered_at = ?, seq = ?, updated_at = ?
+		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') RETURNING `+taskColumns, ts, ts, seq, ts, id, s.ns))
+	var sentinel error
+	if errors.Is(err, sql.ErrNoRows) {
+		t, sentinel, err = s.refused(ctx, stx, store.ErrNotTriggerable, getSQL, id, s.ns)
+	}
+	if err != nil {
+		return nil, s.wrap("trigger in transaction", err)
+	}
+	if sentinel != nil {
+		return store.Refusal(op, t, sentinel)
+	}
+	return t, nil
+}
+
 // cancelIn cancels the task in tx: the task cancelled, or the task as it is (nil
 // when there is none) with the refusal's sentinel; err is the database's.
 func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
