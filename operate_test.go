@@ -123,3 +123,53 @@ func TestRetry(t *testing.T) {
 		}
 	})
 }
+
+// Reschedule and Retry made through one scheduler reach another on the same
+// database within its refill interval: the moved task runs at its new time, the
+// retried one at once, each once.
+func TestActionsReachOtherSchedulers(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"sqlite", "postgres/pgx.Tx", "mysql"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, _ := txStores[name](t)
+			runner := newScheduler(t, st, func(c *ax.Config) { c.RefillInterval = 200 * time.Millisecond })
+			rec := newRecorder()
+			var failed atomic.Bool
+			rec.err = func(task *ax.Task) error {
+				if task.Key == "retried" && !failed.Swap(true) {
+					return errors.New("down")
+				}
+				return nil
+			}
+			runner.Handle("job", rec, ax.WithMaxRetry(0))
+			start(t, runner)
+			operator := newScheduler(t, st, nil) // not started: it only writes
+			ctx := context.Background()
+			retried, err := operator.Delay(ctx, "job", "retried", 0, ax.WithMaxRetry(0)) // the operator has no handler: its defaults are not the runner's
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitStatus(t, runner, retried.ID, ax.Failed, 10*time.Second)
+			moved, err := operator.Delay(ctx, "job", "moved", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := time.Now().Add(500 * time.Millisecond)
+			if moved, err = operator.Reschedule(ctx, "job", "moved", at); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := operator.Retry(ctx, retried.ID); err != nil {
+				t.Fatal(err)
+			}
+			waitStatus(t, runner, retried.ID, ax.Succeeded, 10*time.Second)
+			waitStatus(t, runner, moved.ID, ax.Succeeded, 10*time.Second)
+			if runs := rec.runs("moved"); len(runs) != 1 || runs[0].Before(moved.DueAt) {
+				t.Errorf("the rescheduled task ran at %v, want once, at or after %v", runs, moved.DueAt)
+			}
+			if runs := rec.runs("retried"); len(runs) != 2 {
+				t.Errorf("the retried task ran %d times, want twice (failed, then retried)", len(runs))
+			}
+		})
+	}
+}
