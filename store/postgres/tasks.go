@@ -531,13 +531,19 @@ func readTransition(br pgx.BatchResults) (t *store.Task, applied bool, err error
 // Cancel moves a SCHEDULED task of the view's namespace to CANCELLED.
 func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
 	t, ok, err := s.transition(ctx, "cancel", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
+	return moved(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, ok, err, store.ErrNotCancellable)
+}
+
+// moved is the answer of op, a transition whose answer was t, applied and err: the
+// task moved, or ErrNotFound, or the unchanged task with the refusal's sentinel.
+func moved(op string, t *store.Task, applied bool, err, sentinel error) (*store.Task, error) {
 	switch {
 	case err != nil:
 		return nil, err
 	case t == nil:
-		return store.Refusal(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), nil, store.ErrNotFound)
-	case !ok:
-		return store.Refusal(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, store.ErrNotCancellable)
+		return store.Refusal(op, nil, store.ErrNotFound)
+	case !applied:
+		return store.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }
@@ -669,15 +675,7 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 		`UPDATE ax_tasks t SET due_at = $4, seq = nextval('ax_seq'), updated_at = clock_timestamp()
 		WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING `+taskCols,
 		[]any{name, key, s.ns, dueArg(at)}, lookupSQL, []any{name, key, s.ns})
-	switch {
-	case err != nil:
-		return nil, err
-	case t == nil:
-		return store.Refusal(op, nil, store.ErrNotFound)
-	case !ok:
-		return store.Refusal(op, t, store.ErrNotReschedulable)
-	}
-	return t, nil
+	return moved(op, t, ok, err, store.ErrNotReschedulable)
 }
 
 // Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
@@ -690,15 +688,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 		FROM (SELECT clock_timestamp() AS now) ts
 		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status = 'FAILED' RETURNING `+taskCols,
 		[]any{id, s.ns}, getSQL, []any{id, s.ns})
-	switch {
-	case err != nil:
-		return nil, err
-	case t == nil:
-		return store.Refusal(op, nil, store.ErrNotFound)
-	case !ok:
-		return store.Refusal(op, t, store.ErrNotRetryable)
-	}
-	return t, nil
+	return moved(op, t, ok, err, store.ErrNotRetryable)
 }
 
 // Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING

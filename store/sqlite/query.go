@@ -59,19 +59,9 @@ func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]
 		return nil, fmt.Errorf("ax: sqlite: count tasks: %w", err)
 	}
 	query, args := taskquery.Count(dialect, s.ns, atMost)
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	counts, err := taskquery.ReadCounts(s.r.QueryContext(ctx, query, args...))
 	if err != nil {
 		return nil, s.wrap("count tasks", err)
 	}
-	defer rows.Close()
-	counts := store.NewTaskStats().Counts
-	for rows.Next() {
-		var st string
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, s.wrap("count tasks", err)
-		}
-		counts[store.Status(st)] = n
-	}
-	return counts, s.wrap("count tasks", rows.Err())
+	return counts, nil
 }

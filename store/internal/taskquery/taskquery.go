@@ -5,6 +5,7 @@
 package taskquery
 
 import (
+	"database/sql"
 	"strings"
 	"time"
 
@@ -109,4 +110,23 @@ func Successor(prefix string) string {
 	b := []byte(prefix)
 	b[len(b)-1]++
 	return string(b)
+}
+
+// ReadCounts reads the rows of Count's statement through database/sql (SQLite,
+// MySQL): every status present, zero included.
+func ReadCounts(rows *sql.Rows, err error) (map[store.Status]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	counts := store.NewTaskStats().Counts
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		counts[store.Status(st)] = n
+	}
+	return counts, rows.Err()
 }
