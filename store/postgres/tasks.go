@@ -558,13 +558,19 @@ const cancelSQL = `UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.
 // neither commits nor rolls back. A tx elsewhere is ErrInvalid, found by a read that
 // leaves the transaction usable.
 func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
-	op := fmt.Sprintf("ax: postgres: cancel %q/%q", name, key)
 	q, err := s.callerTx(ctx, "cancel tx", tx)
 	if err != nil {
 		return nil, err
 	}
-	var t *store.Task
-	read := func(rows txRows) error {
+	t, ok, err := s.transitionIn(ctx, q, "cancel tx", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
+	return moved(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, ok, err, store.ErrNotCancellable)
+}
+
+// transitionIn is transition in the caller's transaction q: update, a conditional
+// UPDATE … RETURNING taskCols, then, if it moved nothing, read: the task moved, or
+// else as it is (nil when there is none).
+func (s *Store) transitionIn(ctx context.Context, q txQuerier, op, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
+	one := func(rows txRows) error {
 		if rows.Next() {
 			var err error
 			t, err = scanTask(rows)
@@ -572,19 +578,16 @@ func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.
 		}
 		return nil
 	}
-	if err := q.query(ctx, cancelSQL, []any{name, key, s.ns}, read); err != nil {
-		return nil, s.wrap("cancel tx", err)
+	if err := q.query(ctx, update, updArgs, one); err != nil {
+		return nil, false, s.wrap(op, err)
 	}
 	if t != nil {
-		return t, nil
+		return t, true, nil
 	}
-	if err := q.query(ctx, lookupSQL, []any{name, key, s.ns}, read); err != nil {
-		return nil, s.wrap("cancel tx", err)
+	if err := q.query(ctx, read, readArgs, one); err != nil {
+		return nil, false, s.wrap(op, err)
 	}
-	if t == nil {
-		return store.Refusal(op, nil, store.ErrNotFound)
-	}
-	return store.Refusal(op, t, store.ErrNotCancellable)
+	return t, false, nil
 }
 
 // TriggerTx is a trigger inside the caller's transaction tx (see store.TxStore): the
@@ -597,33 +600,13 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
 		return nil, s.wrap("trigger tx", err)
 	}
-	var t *store.Task
-	read := func(rows txRows) error {
-		if rows.Next() {
-			var err error
-			t, err = scanTask(rows)
-			return err
-		}
-		return nil
-	}
-	if err := q.query(ctx, `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now,
+	t, ok, err := s.transitionIn(ctx, q, "trigger tx", `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now,
 			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 			finished_at = NULL, triggered_at = ts.now, seq = nextval('ax_seq'), updated_at = ts.now
 		FROM (SELECT clock_timestamp() AS now) ts
 		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status IN ('SCHEDULED', 'FAILED') RETURNING `+taskCols,
-		[]any{id, s.ns}, read); err != nil {
-		return nil, s.wrap("trigger tx", err)
-	}
-	if t != nil {
-		return t, nil
-	}
-	if err := q.query(ctx, getSQL, []any{id, s.ns}, read); err != nil {
-		return nil, s.wrap("trigger tx", err)
-	}
-	if t == nil {
-		return store.Refusal(triggerOp(id), nil, store.ErrNotFound)
-	}
-	return store.Refusal(triggerOp(id), t, store.ErrNotTriggerable)
+		[]any{id, s.ns}, getSQL, []any{id, s.ns})
+	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
 }
 
 // callerTx returns the caller's transaction tx as a txQuerier, after checking that it
