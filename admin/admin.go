@@ -1,0 +1,242 @@
+// Package admin serves ax's operations API: JSON over HTTP, as an http.Handler the
+// service mounts where it wants (ax never listens by itself).
+//
+//	h, err := admin.NewHandler(s, admin.Config{Tokens: []admin.Token{
+//		{Actor: "alice", Role: admin.Viewer, Hash: admin.HashToken(os.Getenv("ALICE_TOKEN"))},
+//	}})
+//	mux.Handle("/ax/", http.StripPrefix("/ax", h))
+//
+// Every request but GET /health carries "Authorization: Bearer <token>". Tokens are
+// configured by their hashes (HashToken: SHA-256), never kept in the clear, and a
+// presented token is hashed and compared with each configured hash in constant time.
+// With no tokens configured the handler refuses every request but /health: there are
+// no default credentials. Roles are ordered: Viewer (read) < Operator < Admin.
+//
+// Routes (this version serves the reads; the actions, their audit trail and the
+// schedules and cluster views follow):
+//
+//	GET /health              200 {"status":"ok"}; no token needed
+//	GET /tasks               viewer: a page of tasks (ax.TaskQuery from the query string)
+//	GET /tasks/counts        viewer: tasks per status, capped (ax.Counts)
+//	GET /tasks/{id}          viewer: one task and its executions
+//
+// The query string of GET /tasks: status (repeated or comma-separated), name,
+// key_prefix, owner, task_key, due_from, due_before, finished_from, finished_before
+// (RFC 3339), order (newest or soonest), limit (1 to 1,000; default 100) and cursor
+// (the next of the page before). An unknown parameter, a malformed value or a cursor
+// of another query is 400.
+//
+// Errors are JSON, {"error": {"code": "…", "message": "…"}}, with a stable code:
+// unauthorized (401: no token, or one that matches none), forbidden (403: the role
+// does not allow the route), invalid (400), not_found (404), method_not_allowed
+// (405), internal (500).
+package admin
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/axsched/ax"
+)
+
+// Role is what a token may do. Roles are ordered: each allows what the ones below it
+// do.
+type Role int
+
+// The roles, lowest first. The zero Role allows nothing.
+const (
+	Viewer   Role = iota + 1 // read tasks, counts, schedules, the cluster
+	Operator                 // also cancel, retry, trigger, reschedule, pause and resume
+	Admin                    // everything, the audit log included
+)
+
+// String returns the role's name: "viewer", "operator" or "admin".
+func (r Role) String() string {
+	switch r {
+	case Viewer:
+		return "viewer"
+	case Operator:
+		return "operator"
+	case Admin:
+		return "admin"
+	}
+	return fmt.Sprintf("Role(%d)", int(r))
+}
+
+// ParseRole returns the role named s ("viewer", "operator", "admin").
+func ParseRole(s string) (Role, error) {
+	for _, r := range []Role{Viewer, Operator, Admin} {
+		if r.String() == s {
+			return r, nil
+		}
+	}
+	return 0, fmt.Errorf("ax: admin: unknown role %q: want viewer, operator or admin: %w", s, ax.ErrInvalid)
+}
+
+// Token is one bearer token the handler accepts: whose it is (the actor recorded for
+// what it does), its role, and its hash as HashToken writes it.
+type Token struct {
+	Actor string
+	Role  Role
+	Hash  string // "sha256:" and 64 hex digits
+}
+
+// HashToken returns the hash a Token is configured with for the bearer token secret.
+func HashToken(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Config configures the handler.
+type Config struct {
+	// Tokens are the bearer tokens accepted. None: every request but /health is
+	// refused.
+	Tokens []Token
+}
+
+// token is a configured token with its hash decoded.
+type token struct {
+	actor string
+	role  Role
+	sum   [sha256.Size]byte
+}
+
+// Handler is the admin API of one scheduler.
+type Handler struct {
+	s      *ax.Scheduler
+	tokens []token
+	mux    *http.ServeMux
+}
+
+// NewHandler returns the admin API of s. A token without an actor, with an unknown
+// role or with a malformed hash is ErrInvalid.
+func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
+	if s == nil {
+		return nil, fmt.Errorf("ax: admin: nil scheduler: %w", ax.ErrInvalid)
+	}
+	h := &Handler{s: s, mux: http.NewServeMux()}
+	seen := map[string]bool{}
+	for i, t := range cfg.Tokens {
+		if seen[t.Hash] {
+			return nil, fmt.Errorf("ax: admin: token %d (%s): the same token is configured twice: %w", i, t.Actor, ax.ErrInvalid)
+		}
+		seen[t.Hash] = true
+		hexSum, ok := strings.CutPrefix(t.Hash, "sha256:")
+		sum, err := hex.DecodeString(hexSum)
+		switch {
+		case strings.TrimSpace(t.Actor) == "":
+			return nil, fmt.Errorf("ax: admin: token %d: no actor: %w", i, ax.ErrInvalid)
+		case t.Role < Viewer || t.Role > Admin:
+			return nil, fmt.Errorf("ax: admin: token %d (%s): role %v: want Viewer, Operator or Admin: %w", i, t.Actor, t.Role, ax.ErrInvalid)
+		case !ok || err != nil || len(sum) != sha256.Size:
+			return nil, fmt.Errorf("ax: admin: token %d (%s): the hash is not \"sha256:\" and 64 hex digits (HashToken): %w", i, t.Actor, ax.ErrInvalid)
+		}
+		tk := token{actor: t.Actor, role: t.Role}
+		copy(tk.sum[:], sum)
+		h.tokens = append(h.tokens, tk)
+	}
+	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	h.route("GET /tasks", Viewer, h.listTasks)
+	h.route("GET /tasks/counts", Viewer, h.counts)
+	h.route("GET /tasks/{id}", Viewer, h.task)
+	// What no route takes, answered in JSON like the rest (the mux's own answers are
+	// plain text).
+	for _, path := range []string{"/health", "/tasks", "/tasks/{id}"} { // /tasks/{id} also covers /tasks/counts
+		h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "GET")
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
+		})
+	}
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.URL.Path)
+	})
+	return h, nil
+}
+
+// ServeHTTP serves the API.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// caller is who made a request.
+type caller struct {
+	actor string
+	role  Role
+}
+
+// route registers f for pattern, for callers whose role is at least least.
+func (h *Handler) route(pattern string, least Role, f func(w http.ResponseWriter, r *http.Request, c caller)) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		c, ok := h.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+			return
+		}
+		if c.role < least {
+			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("%s's role, %s, does not allow this; it needs %s", c.actor, c.role, least))
+			return
+		}
+		f(w, r, c)
+	})
+}
+
+// authenticate finds the token the request carries. Every configured hash is
+// compared, in constant time, whichever matches.
+func (h *Handler) authenticate(r *http.Request) (caller, bool) {
+	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || secret == "" {
+		return caller{}, false
+	}
+	sum := sha256.Sum256([]byte(secret))
+	var found caller
+	matched := 0
+	for _, t := range h.tokens {
+		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
+			found, matched = caller{actor: t.actor, role: t.role}, matched+1
+		}
+	}
+	return found, matched == 1
+}
+
+// writeJSON writes v as the response, with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// apiError is the body of every error response.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var e apiError
+	e.Error.Code, e.Error.Message = code, msg
+	writeJSON(w, status, e)
+}
+
+// writeErr writes err, an error of the scheduler, with the status its sentinel says.
+func writeErr(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ax.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, ax.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}

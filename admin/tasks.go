@@ -1,0 +1,187 @@
+package admin
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/axsched/ax"
+)
+
+// taskJSON is a task as the API shows it.
+type taskJSON struct {
+	ID              int64      `json:"id"`
+	Name            string     `json:"name"`
+	Key             string     `json:"key"`
+	Status          string     `json:"status"`
+	DueAt           time.Time  `json:"due_at"`
+	Attempt         int        `json:"attempt"`
+	MaxRetry        int        `json:"max_retry"`
+	DispatchRetries int        `json:"dispatch_retries"`
+	ExecutionID     string     `json:"execution_id,omitempty"`
+	OwnerService    string     `json:"owner_service,omitempty"`
+	LastError       string     `json:"last_error,omitempty"`
+	TaskKey         string     `json:"task_key,omitempty"`
+	Overlap         string     `json:"overlap,omitempty"`
+	PayloadBytes    int        `json:"payload_bytes"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	DispatchedAt    *time.Time `json:"dispatched_at,omitempty"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	HeartbeatAt     *time.Time `json:"heartbeat_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	TriggeredAt     *time.Time `json:"triggered_at,omitempty"`
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func taskOf(t *ax.Task) taskJSON {
+	return taskJSON{
+		ID: t.ID, Name: t.Name, Key: t.Key, Status: string(t.Status), DueAt: t.DueAt, Attempt: t.Attempt, MaxRetry: t.MaxRetry,
+		DispatchRetries: t.DispatchRetries, ExecutionID: t.ExecutionID, OwnerService: t.OwnerService, LastError: t.LastError,
+		TaskKey: t.TaskKey, Overlap: string(t.Overlap), PayloadBytes: len(t.Payload), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		DispatchedAt: optTime(t.DispatchedAt), StartedAt: optTime(t.StartedAt), HeartbeatAt: optTime(t.HeartbeatAt),
+		FinishedAt: optTime(t.FinishedAt), TriggeredAt: optTime(t.TriggeredAt),
+	}
+}
+
+// executionJSON is an execution as the API shows it.
+type executionJSON struct {
+	ID          string     `json:"id"`
+	Attempt     int        `json:"attempt"`
+	Node        string     `json:"node,omitempty"`
+	Status      string     `json:"status"`
+	StartedAt   time.Time  `json:"started_at"`
+	HeartbeatAt *time.Time `json:"heartbeat_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	Error       string     `json:"error,omitempty"`
+}
+
+// listTasks is GET /tasks.
+func (h *Handler) listTasks(w http.ResponseWriter, r *http.Request, _ caller) {
+	q, err := parseTaskQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	page, err := h.s.Tasks(r.Context(), q)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := struct {
+		Tasks []taskJSON `json:"tasks"`
+		Next  string     `json:"next,omitempty"`
+	}{Tasks: make([]taskJSON, len(page.Tasks)), Next: page.Next}
+	for i, t := range page.Tasks {
+		out.Tasks[i] = taskOf(t)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// queryParams are the parameters GET /tasks takes.
+var queryParams = map[string]bool{"status": true, "name": true, "key_prefix": true, "owner": true, "task_key": true,
+	"due_from": true, "due_before": true, "finished_from": true, "finished_before": true, "order": true, "limit": true, "cursor": true}
+
+// parseTaskQuery reads an ax.TaskQuery from GET /tasks's query string: an unknown
+// parameter, one given twice (but status), or a malformed value is an error. The
+// scheduler checks the rest (a status it does not know, the page size, the cursor).
+func parseTaskQuery(v url.Values) (ax.TaskQuery, error) {
+	var q ax.TaskQuery
+	for name, vals := range v {
+		if !queryParams[name] {
+			return q, fmt.Errorf("unknown parameter %q", name)
+		}
+		if len(vals) > 1 && name != "status" {
+			return q, fmt.Errorf("parameter %q given %d times", name, len(vals))
+		}
+	}
+	for _, s := range v["status"] {
+		for _, st := range strings.Split(s, ",") {
+			q.Statuses = append(q.Statuses, ax.Status(strings.ToUpper(strings.TrimSpace(st))))
+		}
+	}
+	q.Name, q.KeyPrefix, q.OwnerService, q.TaskKey, q.Cursor = v.Get("name"), v.Get("key_prefix"), v.Get("owner"), v.Get("task_key"), v.Get("cursor")
+	for _, t := range []struct {
+		name string
+		into *time.Time
+	}{{"due_from", &q.DueFrom}, {"due_before", &q.DueBefore}, {"finished_from", &q.FinishedFrom}, {"finished_before", &q.FinishedBefore}} {
+		if s := v.Get(t.name); s != "" {
+			at, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return q, fmt.Errorf("%s %q: want an RFC 3339 time", t.name, s)
+			}
+			*t.into = at
+		}
+	}
+	switch o := v.Get("order"); o {
+	case "", "newest":
+	case "soonest":
+		q.Order = ax.SoonestFirst
+	default:
+		return q, fmt.Errorf("order %q: want newest or soonest", o)
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return q, fmt.Errorf("limit %q: want 1 to %d", s, ax.MaxPageSize)
+		}
+		q.Limit = n
+	}
+	return q, nil
+}
+
+// counts is GET /tasks/counts.
+func (h *Handler) counts(w http.ResponseWriter, r *http.Request, _ caller) {
+	counts, err := h.s.Counts(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	type countJSON struct {
+		N      int64  `json:"n"`
+		Capped bool   `json:"capped,omitempty"`
+		Text   string `json:"text"` // "100,000+" when capped
+	}
+	out := map[string]countJSON{}
+	for st, c := range counts {
+		out[string(st)] = countJSON{N: c.N, Capped: c.Capped, Text: c.String()}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"counts": out})
+}
+
+// task is GET /tasks/{id}.
+func (h *Handler) task(w http.ResponseWriter, r *http.Request, _ caller) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("task id %q: want a positive integer", r.PathValue("id")))
+		return
+	}
+	t, err := h.s.Get(r.Context(), id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	es, err := h.s.Executions(r.Context(), id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := struct {
+		Task       taskJSON        `json:"task"`
+		Executions []executionJSON `json:"executions"`
+	}{Task: taskOf(t), Executions: make([]executionJSON, len(es))}
+	for i, e := range es {
+		out.Executions[i] = executionJSON{ID: e.ID, Attempt: e.Attempt, Node: e.Node, Status: string(e.Status), StartedAt: e.StartedAt,
+			HeartbeatAt: optTime(e.HeartbeatAt), FinishedAt: optTime(e.FinishedAt), Error: e.Error}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
