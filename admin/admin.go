@@ -12,13 +12,14 @@
 // With no tokens configured the handler refuses every request but /health: there are
 // no default credentials. Roles are ordered: Viewer (read) < Operator < Admin.
 //
-// Routes (this version serves the reads; the actions, their audit trail and the
-// schedules and cluster views follow):
+// Routes (this version serves the reads; the actions and their audit trail follow):
 //
 //	GET /health              200 {"status":"ok"}; no token needed
 //	GET /tasks               viewer: a page of tasks (ax.TaskQuery from the query string)
 //	GET /tasks/counts        viewer: tasks per status, capped (ax.Counts)
 //	GET /tasks/{id}          viewer: one task and its executions
+//	GET /schedules           viewer: the schedules, paused or not, with their next and last slots
+//	GET /cluster             viewer: the leader, its epoch and lease, the live replicas
 //
 // The query string of GET /tasks: status (repeated or comma-separated), name,
 // key_prefix, owner, task_key, due_from, due_before, finished_from, finished_before
@@ -147,9 +148,11 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	h.route("GET /tasks", Viewer, h.listTasks)
 	h.route("GET /tasks/counts", Viewer, h.counts)
 	h.route("GET /tasks/{id}", Viewer, h.task)
+	h.route("GET /schedules", Viewer, h.schedules)
+	h.route("GET /cluster", Viewer, h.cluster)
 	// What no route takes, answered in JSON like the rest (the mux's own answers are
 	// plain text).
-	for _, path := range []string{"/health", "/tasks", "/tasks/{id}"} { // /tasks/{id} also covers /tasks/counts
+	for _, path := range []string{"/health", "/tasks", "/tasks/{id}", "/schedules", "/cluster"} { // /tasks/{id} also covers /tasks/counts
 		h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "GET")
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")

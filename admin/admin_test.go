@@ -83,7 +83,7 @@ func code(body map[string]any) string {
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	h, _ := newAPI(t)
-	for _, target := range []string{"/tasks", "/tasks/counts", "/tasks/1"} {
+	for _, target := range []string{"/tasks", "/tasks/counts", "/tasks/1", "/schedules", "/cluster"} {
 		for name, secret := range map[string]string{
 			"no token":                  "",
 			"a forged token":            "v-7f3b",
@@ -259,4 +259,32 @@ func FuzzListTasks(f *testing.F) {
 			t.Fatalf("GET /tasks?%s: the body is not JSON: %s", query, rec.Body)
 		}
 	})
+}
+
+// GET /schedules lists the schedules with their policies; GET /cluster the
+// namespace, its epoch and the replicas (none registered here).
+func TestSchedulesAndCluster(t *testing.T) {
+	t.Parallel()
+	h, s := newAPI(t)
+	s.HandleFunc("payment.reconcile", func(context.Context, *ax.Task) error { return nil })
+	if err := s.Every("payment.reconcile", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	v := secrets[admin.Viewer]
+	status, body, _ := call(t, h, "GET", "/schedules", v)
+	list, _ := body["schedules"].([]any)
+	if status != http.StatusOK || len(list) != 1 {
+		t.Fatalf("GET /schedules: %d %v, want the one schedule", status, body)
+	}
+	if sc := list[0].(map[string]any); sc["name"] != "payment.reconcile" || sc["spec"] != "@every 2m0s" || sc["paused"] != false || sc["dormant"] != false {
+		t.Errorf("GET /schedules: %v", sc)
+	}
+	status, body, _ = call(t, h, "GET", "/cluster", v)
+	if status != http.StatusOK || body["namespace"] != "default" || body["nodes"] == nil {
+		t.Errorf("GET /cluster: %d %v", status, body)
+	}
 }

@@ -1,0 +1,72 @@
+package admin
+
+import (
+	"net/http"
+	"time"
+)
+
+// scheduleJSON is a schedule as the API shows it.
+type scheduleJSON struct {
+	Name       string     `json:"name"`
+	Spec       string     `json:"spec"`
+	TimeZone   string     `json:"time_zone"`
+	Overlap    string     `json:"overlap"`
+	Misfire    string     `json:"misfire"`
+	Paused     bool       `json:"paused"`
+	Dormant    bool       `json:"dormant"` // stored, but not registered in the scheduler serving the API
+	NextFireAt time.Time  `json:"next_fire_at"`
+	LastFireAt *time.Time `json:"last_fire_at,omitempty"`
+}
+
+// schedules is GET /schedules.
+func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, _ caller) {
+	ss, err := h.s.Schedules(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := make([]scheduleJSON, len(ss))
+	for i, sc := range ss {
+		out[i] = scheduleJSON{Name: sc.Name, Spec: sc.Spec, TimeZone: sc.TimeZone, Overlap: string(sc.Overlap), Misfire: string(sc.Misfire),
+			Paused: sc.Paused, Dormant: sc.Dormant, NextFireAt: sc.NextFireAt, LastFireAt: optTime(sc.LastFireAt)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
+}
+
+// nodeJSON is a replica as the API shows it.
+type nodeJSON struct {
+	Node        string    `json:"node"`
+	Advertise   string    `json:"advertise,omitempty"`
+	Handlers    []string  `json:"handlers"`
+	Capacity    int       `json:"capacity"`
+	InFlight    int       `json:"in_flight"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+}
+
+// cluster is GET /cluster: the leader, its epoch and lease, the live replicas.
+func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
+	cs, err := h.s.Cluster(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := struct {
+		Namespace        string     `json:"namespace"`
+		Leader           string     `json:"leader,omitempty"`
+		ServedByLeader   bool       `json:"served_by_leader"`
+		Epoch            int64      `json:"epoch"`
+		LeaseRemainingMS int64      `json:"lease_remaining_ms"`
+		Nodes            []nodeJSON `json:"nodes"`
+	}{Namespace: cs.Namespace, Leader: cs.Leader, ServedByLeader: cs.IsLeader, Epoch: cs.Epoch,
+		LeaseRemainingMS: cs.LeaseRemaining.Milliseconds(), Nodes: make([]nodeJSON, len(cs.Nodes))}
+	for i, n := range cs.Nodes {
+		handlers := n.Handlers
+		if handlers == nil {
+			handlers = []string{}
+		}
+		out.Nodes[i] = nodeJSON{Node: n.Node, Advertise: n.Advertise, Handlers: handlers, Capacity: n.Capacity, InFlight: n.InFlight,
+			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
