@@ -5,15 +5,23 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/admin"
 	"github.com/axsched/ax/internal/servicetest"
+	"github.com/axsched/ax/store/memory"
 )
 
 // TestMain lets the tests run this test binary as the ax command itself: with
@@ -238,5 +246,73 @@ func TestBenchNetworkStores(t *testing.T) {
 				t.Errorf("ax bench --store %s --runs 2: %d drain results, want 2 of store %s:\n%s", name, n, name, stdout)
 			}
 		})
+	}
+}
+
+// ax tasks and ax schedules against an admin API: aligned tables, --json, the
+// server's errors as exit status 1, usage errors as 2.
+func TestTasksCommands(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	s, err := ax.New(ax.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OwnerService: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.HandleFunc("payment.reconcile", func(context.Context, *ax.Task) error { return nil })
+	if err := s.Every("payment.reconcile", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	var ids []int64
+	for _, key := range []string{"cust-7/1", "cust-7/2", "cust-9/3"} {
+		task, err := s.Delay(context.Background(), "order.close", key, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	h, err := admin.NewHandler(s, admin.Config{Tokens: []admin.Token{{Actor: "ops", Role: admin.Viewer, Hash: admin.HashToken("tok")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	api := []string{"--server", srv.URL, "--token", "tok"}
+	for _, c := range []struct {
+		args []string
+		code int
+		want []string // in stdout when 0, else in stderr
+	}{
+		{append([]string{"tasks", "list", "--name", "order.close"}, api...), exitOK,
+			[]string{"ID  NAME", "order.close  cust-9/3  SCHEDULED", "cust-7/1", "orders"}},
+		{append([]string{"tasks", "list", "--status", "SCHEDULED", "--limit", "2", "--order", "soonest"}, api...), exitOK, []string{"next: "}},
+		{append([]string{"tasks", "list", "--json"}, api...), exitOK, []string{`"tasks":[`}},
+		{append([]string{"tasks", "show", strconv.FormatInt(ids[2], 10)}, api...), exitOK, []string{"key:", "cust-9/3", "status:", "SCHEDULED"}},
+		{append([]string{"schedules", "list"}, api...), exitOK, []string{"NAME", "payment.reconcile  @every 1h0m0s  UTC", "active"}},
+		{append([]string{"tasks", "show", "999999"}, api...), exitFail, []string{"not_found (404)"}},
+		{append([]string{"tasks", "list", "--limit", "5000"}, api...), exitFail, []string{"invalid (400)"}},
+		{[]string{"tasks", "list", "--server", srv.URL, "--token", "forged"}, exitFail, []string{"unauthorized (401)"}},
+		{[]string{"tasks"}, exitUsage, []string{"missing action: want list or show"}},
+		{[]string{"tasks", "--server", srv.URL, "list"}, exitUsage, []string{"the action (list or show) comes first"}},
+		{[]string{"tasks", "show"}, exitUsage, []string{"missing task ID"}},
+		{append([]string{"tasks", "list", "extra"}, api...), exitUsage, []string{`unexpected argument "extra"`}},
+		{[]string{"schedules"}, exitUsage, []string{"missing action: want list"}},
+		{[]string{"tasks", "list", "-h"}, exitOK, []string{"-key-prefix"}},
+	} {
+		code, stdout, stderr := runAx(t, c.args...)
+		out := stderr
+		if c.code == exitOK {
+			out = stdout
+		}
+		for _, w := range c.want {
+			if code != c.code || !strings.Contains(out, w) {
+				t.Errorf("ax %s: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d with %q", strings.Join(c.args, " "), code, stdout, stderr, c.code, w)
+				break
+			}
+		}
 	}
 }

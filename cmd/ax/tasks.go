@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The operators' commands talk to an admin API (package admin) over HTTP: the server
+// is --server or AX_SERVER, the bearer token AX_TOKEN (or --token, which other users
+// of the machine can read in the process list).
+
+// apiFlags are the flags every API command takes.
+type apiFlags struct {
+	server, token string
+	json          bool
+}
+
+func (a *apiFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.server, "server", envOr("AX_SERVER", "http://127.0.0.1:8080"), "the admin API's base `URL` (env AX_SERVER)")
+	fs.StringVar(&a.token, "token", os.Getenv("AX_TOKEN"), "the bearer `TOKEN` (env AX_TOKEN; prefer it: a flag shows in the process list)")
+	fs.BoolVar(&a.json, "json", false, "print the server's JSON instead of a table")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// get calls GET path (with query) on the API and decodes its JSON into out, returning
+// the raw body too; an error response is returned as an error carrying the server's
+// code and message.
+func (a *apiFlags) get(ctx context.Context, path string, query url.Values, out any) ([]byte, error) {
+	u := strings.TrimSuffix(a.server, "/") + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	req.Close = true // one request per command: keep no connection open
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+			return nil, fmt.Errorf("%s (%d): %s", e.Error.Code, resp.StatusCode, e.Error.Message)
+		}
+		return nil, fmt.Errorf("%s: %.200s", resp.Status, body)
+	}
+	return body, json.Unmarshal(body, out)
+}
+
+// apiTask is a task as the API returns it (the fields the tables show).
+type apiTask struct {
+	ID           int64     `json:"id"`
+	Name         string    `json:"name"`
+	Key          string    `json:"key"`
+	Status       string    `json:"status"`
+	DueAt        time.Time `json:"due_at"`
+	Attempt      int       `json:"attempt"`
+	MaxRetry     int       `json:"max_retry"`
+	OwnerService string    `json:"owner_service"`
+	LastError    string    `json:"last_error"`
+}
+
+// runTasks is `ax tasks list|show`.
+func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, `usage: ax tasks list [flags]     a page of tasks, newest first
+       ax tasks show ID [flags]  one task and its executions
+
+Run 'ax tasks list -h' or 'ax tasks show -h' for the flags.
+`)
+	}
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "ax tasks: missing action: want list or show\n\n")
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	case "list":
+		return tasksList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return tasksShow(ctx, args[1:], stdout, stderr)
+	}
+	if strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(stderr, "ax tasks: the action (list or show) comes first, before the flags; got %q\n\n", args[0])
+	} else {
+		fmt.Fprintf(stderr, "ax tasks: unknown action %q: want list or show\n\n", args[0])
+	}
+	usage(stderr)
+	return exitUsage
+}
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tasks list", flag.ContinueOnError)
+	var api apiFlags
+	api.register(fs)
+	var statuses repeated
+	fs.Var(&statuses, "status", "only tasks in `STATUS` (repeat, or comma-separate, for several)")
+	name := fs.String("name", "", "only tasks of handler `NAME`")
+	prefix := fs.String("key-prefix", "", "only keys that start with `P`")
+	owner := fs.String("owner", "", "only tasks submitted by `SERVICE`")
+	order := fs.String("order", "newest", "`newest` or soonest (by due time)")
+	limit := fs.Int("limit", 0, "page size `N` (default 100, at most 1000)")
+	cursor := fs.String("cursor", "", "continue after a page: its `NEXT`")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: ax tasks list [flags]\n\nPrints a page of tasks and, when there are more, the cursor of the next page.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	q := url.Values{}
+	for _, s := range statuses {
+		q.Add("status", s)
+	}
+	for k, v := range map[string]string{"name": *name, "key_prefix": *prefix, "owner": *owner, "order": *order, "cursor": *cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if *limit != 0 {
+		q.Set("limit", fmt.Sprint(*limit))
+	}
+	var page struct {
+		Tasks []apiTask `json:"tasks"`
+		Next  string    `json:"next"`
+	}
+	body, err := api.get(ctx, "/tasks", q, &page)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax tasks list: %v\n", err)
+		return exitFail
+	}
+	if api.json {
+		stdout.Write(body)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tKEY\tSTATUS\tDUE\tATTEMPT\tOWNER")
+	for _, t := range page.Tasks {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", t.ID, t.Name, t.Key, t.Status, t.DueAt.Format(time.RFC3339), t.Attempt, t.MaxRetry, t.OwnerService)
+	}
+	tw.Flush()
+	if page.Next != "" {
+		fmt.Fprintf(stdout, "next: %s\n", page.Next)
+	}
+	return exitOK
+}
+
+func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tasks show", flag.ContinueOnError)
+	var api apiFlags
+	api.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: ax tasks show ID [flags]\n\nPrints one task and its executions.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			code, _ := parseFlags(fs, args[:1], stdout, stderr)
+			return code
+		}
+		fmt.Fprintf(stderr, "ax tasks show: missing task ID (it comes first, before the flags)\n\n")
+		fs.Usage()
+		return exitUsage
+	}
+	id := args[0]
+	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+		return code
+	}
+	var detail struct {
+		Task       apiTask `json:"task"`
+		Executions []struct {
+			ID         string     `json:"id"`
+			Attempt    int        `json:"attempt"`
+			Node       string     `json:"node"`
+			Status     string     `json:"status"`
+			StartedAt  time.Time  `json:"started_at"`
+			FinishedAt *time.Time `json:"finished_at"`
+			Error      string     `json:"error"`
+		} `json:"executions"`
+	}
+	body, err := api.get(ctx, "/tasks/"+url.PathEscape(id), nil, &detail)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax tasks show: %v\n", err)
+		return exitFail
+	}
+	if api.json {
+		stdout.Write(body)
+		return exitOK
+	}
+	t := detail.Task
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	for _, row := range [][2]string{{"id", fmt.Sprint(t.ID)}, {"name", t.Name}, {"key", t.Key}, {"status", t.Status},
+		{"due", t.DueAt.Format(time.RFC3339Nano)}, {"attempt", fmt.Sprintf("%d of %d retries", t.Attempt, t.MaxRetry)},
+		{"owner", t.OwnerService}, {"last error", t.LastError}} {
+		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+	}
+	tw.Flush()
+	if len(detail.Executions) > 0 {
+		fmt.Fprintln(stdout)
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "EXECUTION\tATTEMPT\tNODE\tSTATUS\tSTARTED\tFINISHED\tERROR")
+		for _, e := range detail.Executions {
+			finished := ""
+			if e.FinishedAt != nil {
+				finished = e.FinishedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Attempt, e.Node, e.Status, e.StartedAt.Format(time.RFC3339), finished, firstLine(e.Error))
+		}
+		tw.Flush()
+	}
+	return exitOK
+}
+
+// firstLine is s up to its first line break (a panic's error carries its stack).
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// runSchedules is `ax schedules list`.
+func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("schedules list", flag.ContinueOnError)
+	var api apiFlags
+	api.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: ax schedules list [flags]\n\nPrints the schedules, paused or not, with their next and last slots.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		code, _ := parseFlags(fs, args[:1], stdout, stderr)
+		return code
+	case len(args) == 0:
+		fmt.Fprintf(stderr, "ax schedules: missing action: want list\n\n")
+		fs.Usage()
+		return exitUsage
+	case args[0] != "list":
+		fmt.Fprintf(stderr, "ax schedules: unknown action %q (it comes first, before the flags): want list\n\n", args[0])
+		fs.Usage()
+		return exitUsage
+	}
+	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+		return code
+	}
+	var out struct {
+		Schedules []struct {
+			Name       string     `json:"name"`
+			Spec       string     `json:"spec"`
+			TimeZone   string     `json:"time_zone"`
+			Overlap    string     `json:"overlap"`
+			Paused     bool       `json:"paused"`
+			Dormant    bool       `json:"dormant"`
+			NextFireAt time.Time  `json:"next_fire_at"`
+			LastFireAt *time.Time `json:"last_fire_at"`
+		} `json:"schedules"`
+	}
+	body, err := api.get(ctx, "/schedules", nil, &out)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax schedules list: %v\n", err)
+		return exitFail
+	}
+	if api.json {
+		stdout.Write(body)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSPEC\tZONE\tOVERLAP\tSTATE\tNEXT\tLAST")
+	for _, sc := range out.Schedules {
+		state := "active"
+		if sc.Paused {
+			state = "paused"
+		}
+		if sc.Dormant {
+			state += ", dormant"
+		}
+		last := ""
+		if sc.LastFireAt != nil {
+			last = sc.LastFireAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.Name, sc.Spec, sc.TimeZone, sc.Overlap, state, sc.NextFireAt.Format(time.RFC3339), last)
+	}
+	tw.Flush()
+	return exitOK
+}
