@@ -87,7 +87,21 @@ func testNamespaceReadsAndWrites(e *env) {
 	if _, err := a.s.Trigger(e.ctx, tb.ID, newExecID()); !errors.Is(err, store.ErrNotFound) {
 		e.t.Errorf("Trigger of b's task in a: error %v, want ErrNotFound", err)
 	}
+	if _, err := a.s.Reschedule(e.ctx, tb.Name, tb.Key, e.past()); !errors.Is(err, store.ErrNotFound) {
+		e.t.Errorf("Reschedule of b's key in a: error %v, want ErrNotFound", err)
+	}
+	failed := b.inState(store.Failed)
+	if _, err := a.s.Retry(e.ctx, failed.ID); !errors.Is(err, store.ErrNotFound) {
+		e.t.Errorf("Retry of b's task in a: error %v, want ErrNotFound", err)
+	}
+	if got, err := a.s.Tasks(e.ctx, store.TaskQuery{Limit: store.MaxQueryLimit}); err != nil || len(got) != 0 {
+		e.t.Errorf("Tasks in a = %d tasks, %v; want none of b's", len(got), err)
+	}
+	if counts, err := a.s.CountTasks(e.ctx, 100); err != nil || counts[store.Scheduled]+counts[store.Running]+counts[store.Failed] != 0 {
+		e.t.Errorf("CountTasks in a = %v, %v; want none of b's", counts, err)
+	}
 	b.unchanged("a's calls on b's task", tb)
+	b.unchanged("a's calls on b's failed task", failed)
 }
 
 func testNamespaceRefillClaimStale(e *env) {
