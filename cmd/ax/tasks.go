@@ -76,6 +76,26 @@ func (a *apiFlags) get(ctx context.Context, path string, query url.Values, out a
 	return body, json.Unmarshal(body, out)
 }
 
+// show is a read command's whole answer: GET path into out, then the server's JSON
+// (--json) or table, which writes out's table; the server's error is exit 1 under
+// the command's name.
+func (a *apiFlags) show(ctx context.Context, command, path string, query url.Values, out any, stdout, stderr io.Writer, table func(w io.Writer)) int {
+	body, err := a.get(ctx, path, query, out)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax %s: %v\n", command, err)
+		return exitFail
+	}
+	if a.json {
+		stdout.Write(body)
+		return exitOK
+	}
+	table(stdout)
+	return exitOK
+}
+
+// newTable is the aligned table every command prints.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
 // apiTask is a task as the API returns it (the fields the tables show).
 type apiTask struct {
 	ID           int64     `json:"id"`
@@ -162,25 +182,17 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Tasks []apiTask `json:"tasks"`
 		Next  string    `json:"next"`
 	}
-	body, err := api.get(ctx, "/tasks", q, &page)
-	if err != nil {
-		fmt.Fprintf(stderr, "ax tasks list: %v\n", err)
-		return exitFail
-	}
-	if api.json {
-		stdout.Write(body)
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tKEY\tSTATUS\tDUE\tATTEMPT\tOWNER")
-	for _, t := range page.Tasks {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", t.ID, t.Name, t.Key, t.Status, t.DueAt.Format(time.RFC3339), t.Attempt, t.MaxRetry, t.OwnerService)
-	}
-	tw.Flush()
-	if page.Next != "" {
-		fmt.Fprintf(stdout, "next: %s\n", page.Next)
-	}
-	return exitOK
+	return api.show(ctx, "tasks list", "/tasks", q, &page, stdout, stderr, func(w io.Writer) {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "ID\tNAME\tKEY\tSTATUS\tDUE\tATTEMPT\tOWNER")
+		for _, t := range page.Tasks {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", t.ID, t.Name, t.Key, t.Status, t.DueAt.Format(time.RFC3339), t.Attempt, t.MaxRetry, t.OwnerService)
+		}
+		tw.Flush()
+		if page.Next != "" {
+			fmt.Fprintf(w, "next: %s\n", page.Next)
+		}
+	})
 }
 
 func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -216,26 +228,20 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			Error      string     `json:"error"`
 		} `json:"executions"`
 	}
-	body, err := api.get(ctx, "/tasks/"+url.PathEscape(id), nil, &detail)
-	if err != nil {
-		fmt.Fprintf(stderr, "ax tasks show: %v\n", err)
-		return exitFail
-	}
-	if api.json {
-		stdout.Write(body)
-		return exitOK
-	}
-	t := detail.Task
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	for _, row := range [][2]string{{"id", fmt.Sprint(t.ID)}, {"name", t.Name}, {"key", t.Key}, {"status", t.Status},
-		{"due", t.DueAt.Format(time.RFC3339Nano)}, {"attempt", fmt.Sprintf("%d of %d retries", t.Attempt, t.MaxRetry)},
-		{"owner", t.OwnerService}, {"last error", t.LastError}} {
-		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
-	}
-	tw.Flush()
-	if len(detail.Executions) > 0 {
-		fmt.Fprintln(stdout)
-		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	return api.show(ctx, "tasks show", "/tasks/"+url.PathEscape(id), nil, &detail, stdout, stderr, func(w io.Writer) {
+		t := detail.Task
+		tw := newTable(w)
+		for _, row := range [][2]string{{"id", fmt.Sprint(t.ID)}, {"name", t.Name}, {"key", t.Key}, {"status", t.Status},
+			{"due", t.DueAt.Format(time.RFC3339Nano)}, {"attempt", fmt.Sprintf("%d of %d retries", t.Attempt, t.MaxRetry)},
+			{"owner", t.OwnerService}, {"last error", t.LastError}} {
+			fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+		}
+		tw.Flush()
+		if len(detail.Executions) == 0 {
+			return
+		}
+		fmt.Fprintln(w)
+		tw = newTable(w)
 		fmt.Fprintln(tw, "EXECUTION\tATTEMPT\tNODE\tSTATUS\tSTARTED\tFINISHED\tERROR")
 		for _, e := range detail.Executions {
 			finished := ""
@@ -245,8 +251,7 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Attempt, e.Node, e.Status, e.StartedAt.Format(time.RFC3339), finished, firstLine(e.Error))
 		}
 		tw.Flush()
-	}
-	return exitOK
+	})
 }
 
 // firstLine is s up to its first line break (a panic's error carries its stack).
@@ -292,31 +297,23 @@ func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			LastFireAt *time.Time `json:"last_fire_at"`
 		} `json:"schedules"`
 	}
-	body, err := api.get(ctx, "/schedules", nil, &out)
-	if err != nil {
-		fmt.Fprintf(stderr, "ax schedules list: %v\n", err)
-		return exitFail
-	}
-	if api.json {
-		stdout.Write(body)
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSPEC\tZONE\tOVERLAP\tSTATE\tNEXT\tLAST")
-	for _, sc := range out.Schedules {
-		state := "active"
-		if sc.Paused {
-			state = "paused"
+	return api.show(ctx, "schedules list", "/schedules", nil, &out, stdout, stderr, func(w io.Writer) {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "NAME\tSPEC\tZONE\tOVERLAP\tSTATE\tNEXT\tLAST")
+		for _, sc := range out.Schedules {
+			state := "active"
+			if sc.Paused {
+				state = "paused"
+			}
+			if sc.Dormant {
+				state += ", dormant"
+			}
+			last := ""
+			if sc.LastFireAt != nil {
+				last = sc.LastFireAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.Name, sc.Spec, sc.TimeZone, sc.Overlap, state, sc.NextFireAt.Format(time.RFC3339), last)
 		}
-		if sc.Dormant {
-			state += ", dormant"
-		}
-		last := ""
-		if sc.LastFireAt != nil {
-			last = sc.LastFireAt.Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.Name, sc.Spec, sc.TimeZone, sc.Overlap, state, sc.NextFireAt.Format(time.RFC3339), last)
-	}
-	tw.Flush()
-	return exitOK
+		tw.Flush()
+	})
 }
