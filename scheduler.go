@@ -867,23 +867,19 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 	if err := errors.Join(append(o.errs, validName(name), validKey(key))...); err != nil {
 		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
+	op := fmt.Sprintf("cancel %q/%q", name, key)
 	var t *store.Task
 	var err error
 	if o.hasTx {
-		txs, ok := s.st.(store.TxStore)
-		if !ok {
-			return errorf("ax: cancel %q/%q: Tx: store %T cannot write in a caller's transaction: %w", name, key, s.st, ErrInvalid)
+		var txs store.TxStore
+		if txs, err = s.txStore(); err == nil {
+			t, err = txs.CancelTx(ctx, o.tx, name, key)
 		}
-		t, err = txs.CancelTx(ctx, o.tx, name, key)
 	} else {
 		t, err = s.st.Cancel(ctx, name, key)
 	}
 	if err != nil {
-		op := fmt.Sprintf("cancel %q/%q", name, key)
-		if t != nil && errors.Is(err, ErrNotCancellable) {
-			return &TaskStateError{Op: op, Task: taskOf(t), Err: err}
-		}
-		return errorf("ax: %s: %w", op, err)
+		return s.refused(op, t, err, ErrNotCancellable)
 	}
 	if r := s.current(); r != nil && !o.hasTx { // rolled back, the task would still be due: leave it in the wheel
 		r.remove(t.ID)
@@ -942,9 +938,9 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption)
 
 // triggerTx is Trigger inside the caller's transaction tx.
 func (s *Scheduler) triggerTx(ctx context.Context, id int64, tx any) error {
-	txs, ok := s.st.(store.TxStore)
-	if !ok {
-		return errorf("ax: trigger task %d: Tx: store %T cannot write in a caller's transaction: %w", id, s.st, ErrInvalid)
+	txs, err := s.txStore()
+	if err != nil {
+		return errorf("ax: trigger task %d: %w", id, err)
 	}
 	t, err := txs.TriggerTx(ctx, tx, id)
 	if err != nil {
