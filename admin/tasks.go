@@ -11,8 +11,8 @@ import (
 	"github.com/axsched/ax"
 )
 
-// taskJSON is a task as the API shows it.
-type taskJSON struct {
+// TaskView is a task as the API shows it (what a client decodes).
+type TaskView struct {
 	ID              int64      `json:"id"`
 	Name            string     `json:"name"`
 	Key             string     `json:"key"`
@@ -43,8 +43,8 @@ func optTime(t time.Time) *time.Time {
 	return &t
 }
 
-func taskOf(t *ax.Task) taskJSON {
-	return taskJSON{
+func taskOf(t *ax.Task) TaskView {
+	return TaskView{
 		ID: t.ID, Name: t.Name, Key: t.Key, Status: string(t.Status), DueAt: t.DueAt, Attempt: t.Attempt, MaxRetry: t.MaxRetry,
 		DispatchRetries: t.DispatchRetries, ExecutionID: t.ExecutionID, OwnerService: t.OwnerService, LastError: t.LastError,
 		TaskKey: t.TaskKey, Overlap: string(t.Overlap), PayloadBytes: len(t.Payload), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
@@ -53,8 +53,8 @@ func taskOf(t *ax.Task) taskJSON {
 	}
 }
 
-// executionJSON is an execution as the API shows it.
-type executionJSON struct {
+// ExecutionView is an execution as the API shows it.
+type ExecutionView struct {
 	ID          string     `json:"id"`
 	Attempt     int        `json:"attempt"`
 	Node        string     `json:"node,omitempty"`
@@ -63,6 +63,18 @@ type executionJSON struct {
 	HeartbeatAt *time.Time `json:"heartbeat_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 	Error       string     `json:"error,omitempty"`
+}
+
+// TaskPage is the answer of GET /tasks.
+type TaskPage struct {
+	Tasks []TaskView `json:"tasks"`
+	Next  string     `json:"next,omitempty"` // the cursor of the next page; empty on the last
+}
+
+// TaskDetail is the answer of GET /tasks/{id}.
+type TaskDetail struct {
+	Task       TaskView        `json:"task"`
+	Executions []ExecutionView `json:"executions"`
 }
 
 // listTasks is GET /tasks.
@@ -77,10 +89,7 @@ func (h *Handler) listTasks(w http.ResponseWriter, r *http.Request, _ caller) {
 		writeErr(w, err)
 		return
 	}
-	out := struct {
-		Tasks []taskJSON `json:"tasks"`
-		Next  string     `json:"next,omitempty"`
-	}{Tasks: make([]taskJSON, len(page.Tasks)), Next: page.Next}
+	out := TaskPage{Tasks: make([]TaskView, len(page.Tasks)), Next: page.Next}
 	for i, t := range page.Tasks {
 		out.Tasks[i] = taskOf(t)
 	}
@@ -175,12 +184,9 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request, _ caller) {
 		writeErr(w, err)
 		return
 	}
-	out := struct {
-		Task       taskJSON        `json:"task"`
-		Executions []executionJSON `json:"executions"`
-	}{Task: taskOf(t), Executions: make([]executionJSON, len(es))}
+	out := TaskDetail{Task: taskOf(t), Executions: make([]ExecutionView, len(es))}
 	for i, e := range es {
-		out.Executions[i] = executionJSON{ID: e.ID, Attempt: e.Attempt, Node: e.Node, Status: string(e.Status), StartedAt: e.StartedAt,
+		out.Executions[i] = ExecutionView{ID: e.ID, Attempt: e.Attempt, Node: e.Node, Status: string(e.Status), StartedAt: e.StartedAt,
 			HeartbeatAt: optTime(e.HeartbeatAt), FinishedAt: optTime(e.FinishedAt), Error: e.Error}
 	}
 	writeJSON(w, http.StatusOK, out)

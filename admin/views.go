@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// scheduleJSON is a schedule as the API shows it.
-type scheduleJSON struct {
+// ScheduleView is a schedule as the API shows it.
+type ScheduleView struct {
 	Name       string     `json:"name"`
 	Spec       string     `json:"spec"`
 	TimeZone   string     `json:"time_zone"`
@@ -18,6 +18,11 @@ type scheduleJSON struct {
 	LastFireAt *time.Time `json:"last_fire_at,omitempty"`
 }
 
+// Schedules is the answer of GET /schedules.
+type Schedules struct {
+	Schedules []ScheduleView `json:"schedules"`
+}
+
 // schedules is GET /schedules.
 func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, _ caller) {
 	ss, err := h.s.Schedules(r.Context())
@@ -25,12 +30,12 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, _ caller) {
 		writeErr(w, err)
 		return
 	}
-	out := make([]scheduleJSON, len(ss))
+	out := make([]ScheduleView, len(ss))
 	for i, sc := range ss {
-		out[i] = scheduleJSON{Name: sc.Name, Spec: sc.Spec, TimeZone: sc.TimeZone, Overlap: string(sc.Overlap), Misfire: string(sc.Misfire),
+		out[i] = ScheduleView{Name: sc.Name, Spec: sc.Spec, TimeZone: sc.TimeZone, Overlap: string(sc.Overlap), Misfire: string(sc.Misfire),
 			Paused: sc.Paused, Dormant: sc.Dormant, NextFireAt: sc.NextFireAt, LastFireAt: optTime(sc.LastFireAt)}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
+	writeJSON(w, http.StatusOK, Schedules{Schedules: out})
 }
 
 // nodeJSON is a replica as the API shows it.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/axsched/ax/admin"
 )
 
 // The operators' commands talk to an admin API (package admin) over HTTP: the server
@@ -96,19 +98,6 @@ func (a *apiFlags) show(ctx context.Context, command, path string, query url.Val
 // newTable is the aligned table every command prints.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// apiTask is a task as the API returns it (the fields the tables show).
-type apiTask struct {
-	ID           int64     `json:"id"`
-	Name         string    `json:"name"`
-	Key          string    `json:"key"`
-	Status       string    `json:"status"`
-	DueAt        time.Time `json:"due_at"`
-	Attempt      int       `json:"attempt"`
-	MaxRetry     int       `json:"max_retry"`
-	OwnerService string    `json:"owner_service"`
-	LastError    string    `json:"last_error"`
-}
-
 // runTasks is `ax tasks list|show`.
 func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
@@ -178,10 +167,7 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *limit != 0 {
 		q.Set("limit", fmt.Sprint(*limit))
 	}
-	var page struct {
-		Tasks []apiTask `json:"tasks"`
-		Next  string    `json:"next"`
-	}
+	var page admin.TaskPage
 	return api.show(ctx, "tasks list", "/tasks", q, &page, stdout, stderr, func(w io.Writer) {
 		tw := newTable(w)
 		fmt.Fprintln(tw, "ID\tNAME\tKEY\tSTATUS\tDUE\tATTEMPT\tOWNER")
@@ -216,18 +202,7 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
 		return code
 	}
-	var detail struct {
-		Task       apiTask `json:"task"`
-		Executions []struct {
-			ID         string     `json:"id"`
-			Attempt    int        `json:"attempt"`
-			Node       string     `json:"node"`
-			Status     string     `json:"status"`
-			StartedAt  time.Time  `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-			Error      string     `json:"error"`
-		} `json:"executions"`
-	}
+	var detail admin.TaskDetail
 	return api.show(ctx, "tasks show", "/tasks/"+url.PathEscape(id), nil, &detail, stdout, stderr, func(w io.Writer) {
 		t := detail.Task
 		tw := newTable(w)
@@ -285,18 +260,7 @@ func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
 		return code
 	}
-	var out struct {
-		Schedules []struct {
-			Name       string     `json:"name"`
-			Spec       string     `json:"spec"`
-			TimeZone   string     `json:"time_zone"`
-			Overlap    string     `json:"overlap"`
-			Paused     bool       `json:"paused"`
-			Dormant    bool       `json:"dormant"`
-			NextFireAt time.Time  `json:"next_fire_at"`
-			LastFireAt *time.Time `json:"last_fire_at"`
-		} `json:"schedules"`
-	}
+	var out admin.Schedules
 	return api.show(ctx, "schedules list", "/schedules", nil, &out, stdout, stderr, func(w io.Writer) {
 		tw := newTable(w)
 		fmt.Fprintln(tw, "NAME\tSPEC\tZONE\tOVERLAP\tSTATE\tNEXT\tLAST")
