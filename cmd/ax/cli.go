@@ -87,6 +87,9 @@ func usage(w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
+// isHelp reports whether arg asks for a command's help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
 // parseFlags parses args into fs, whose output is stderr. It returns ok when the
 // command goes on; otherwise the exit status: 0 after -h or --help, whose usage goes
 // to stdout, 2 after a bad flag or an argument left over (extra arguments are errors),

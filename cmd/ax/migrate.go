@@ -26,7 +26,7 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+	if len(args) > 0 && isHelp(args[0]) {
 		code, _ := parseFlags(fs, args[:1], stdout, stderr)
 		return code
 	}

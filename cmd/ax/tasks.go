@@ -47,6 +47,8 @@ func (a *apiFlags) get(ctx context.Context, path string, query url.Values, out a
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
 	if err != nil {
 		return nil, err
@@ -55,9 +57,7 @@ func (a *apiFlags) get(ctx context.Context, path string, query url.Values, out a
 		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
 	req.Close = true // one request per command: keep no connection open
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.PrintDefaults()
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		if len(args) > 0 && isHelp(args[0]) {
 			code, _ := parseFlags(fs, args[:1], stdout, stderr)
 			return code
 		}
@@ -245,7 +245,7 @@ func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fs.PrintDefaults()
 	}
 	switch {
-	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+	case len(args) > 0 && isHelp(args[0]):
 		code, _ := parseFlags(fs, args[:1], stdout, stderr)
 		return code
 	case len(args) == 0:
