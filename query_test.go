@@ -35,10 +35,10 @@ func TestTasksPages(t *testing.T) {
 		q    ax.TaskQuery
 		want []string // keys, in order
 	}{
-		{ax.TaskQuery{Name: "order.close", Limit: 6}, keysOf(specs, "order.close", true)},
-		{ax.TaskQuery{Name: "order.close", Order: ax.SoonestFirst, Limit: 7}, keysOf(specs, "order.close", true)}, // due falls as i grows
-		{ax.TaskQuery{Limit: 25}, keysOf(specs, "", true)},
-		{ax.TaskQuery{Name: "invoice.send", Limit: 5}, keysOf(specs, "invoice.send", true)},
+		{ax.TaskQuery{Name: "order.close", Limit: 6}, newestKeys(specs, "order.close")},
+		{ax.TaskQuery{Name: "order.close", Order: ax.SoonestFirst, Limit: 7}, newestKeys(specs, "order.close")}, // due falls as i grows
+		{ax.TaskQuery{Limit: 25}, newestKeys(specs, "")},
+		{ax.TaskQuery{Name: "invoice.send", Limit: 5}, newestKeys(specs, "invoice.send")},
 	} {
 		var got []string
 		q := c.q
@@ -96,18 +96,16 @@ func TestTasksPages(t *testing.T) {
 	}
 }
 
-// keysOf returns the keys of specs with name ("" for all), newest (last submitted)
-// first when newest.
-func keysOf(specs []ax.TaskSpec, name string, newest bool) []string {
+// newestKeys returns the keys of specs with name ("" for all), the last submitted
+// first.
+func newestKeys(specs []ax.TaskSpec, name string) []string {
 	var out []string
 	for _, sp := range specs {
 		if name == "" || sp.Name == name {
 			out = append(out, sp.Key)
 		}
 	}
-	if newest {
-		slices.Reverse(out)
-	}
+	slices.Reverse(out)
 	return out
 }
 

@@ -117,14 +117,15 @@ func TestExplain(t *testing.T) {
 
 	now := time.Now()
 	ns := s.ns
-	cases := []struct {
+	type explainCase struct {
 		name    string
 		sql     string
 		args    []any
 		index   string // an index the plan must use
 		whole   bool   // the statement reads the whole table: a Seq Scan on ax_tasks is expected
 		generic bool   // the store runs it on its generic plan (genericTx): explain that one
-	}{
+	}
+	cases := []explainCase{
 		{"window scan (Refill, Entered)", refillSQL, []any{int64(1<<63 - 1), now.Add(5 * time.Minute), 1000, time.Time{}, int64(0), ns},
 			"ax_tasks_scheduled_due", false, false},
 		{"refill (Refill, Changed)", refillSQL, []any{seq, now.Add(5 * time.Minute), 1000, now.Add(5 * time.Minute), int64(0), ns},
@@ -160,14 +161,7 @@ func TestExplain(t *testing.T) {
 	} {
 		q.q.Limit = 101
 		sql, args := taskquery.Select(s.query, taskCols, "ax_tasks t", ns, q.q)
-		cases = append(cases, struct {
-			name    string
-			sql     string
-			args    []any
-			index   string
-			whole   bool
-			generic bool
-		}{q.name, sql, args, q.index, false, false})
+		cases = append(cases, explainCase{name: q.name, sql: sql, args: args, index: q.index})
 	}
 
 	var out strings.Builder
