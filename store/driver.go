@@ -247,8 +247,10 @@ func (q TaskQuery) Selects(t *Task) bool {
 	return true
 }
 
-// Follows reports whether t comes after c in q's order (c nil: every task does).
-func (q TaskQuery) Follows(t *Task, c *TaskCursor) bool {
+// Follows reports whether t comes after q.After in q's order (no After: every task
+// does).
+func (q TaskQuery) Follows(t *Task) bool {
+	c := q.After
 	switch {
 	case c == nil:
 		return true

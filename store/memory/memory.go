@@ -801,7 +801,7 @@ func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, err
 	defer s.mu.Unlock()
 	var out []store.Task
 	for _, r := range s.rows {
-		if r.ns == s.ns && q.Selects(&r.task) && q.Follows(&r.task, q.After) {
+		if r.ns == s.ns && q.Selects(&r.task) && q.Follows(&r.task) {
 			out = append(out, *copyTask(&r.task))
 		}
 	}

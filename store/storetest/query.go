@@ -61,7 +61,7 @@ func (e *env) queryFixture() []*store.Task {
 func want(q store.TaskQuery, all []*store.Task) []int64 {
 	var sel []*store.Task
 	for _, t := range all {
-		if q.Selects(t) && q.Follows(t, q.After) {
+		if q.Selects(t) && q.Follows(t) {
 			sel = append(sel, t)
 		}
 	}
