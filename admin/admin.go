@@ -201,13 +201,13 @@ func (h *Handler) authenticate(r *http.Request) (caller, bool) {
 	}
 	sum := sha256.Sum256([]byte(secret))
 	var found caller
-	matched := 0
-	for _, t := range h.tokens {
+	ok = false
+	for _, t := range h.tokens { // every one, whichever matches: NewHandler refused duplicates
 		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
-			found, matched = caller{actor: t.actor, role: t.role}, matched+1
+			found, ok = caller{actor: t.actor, role: t.role}, true
 		}
 	}
-	return found, matched == 1
+	return found, ok
 }
 
 // writeJSON writes v as the response, with status.
