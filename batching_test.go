@@ -45,11 +45,16 @@ func TestSubmitMany(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "all tasks to run", func() bool { return rec.count() == len(specs) })
 
-	// Duplicates: the others are written, the error says so.
-	more := []ax.TaskSpec{{Name: "job", Key: "0", DueAt: now}, {Name: "job", Key: "new", DueAt: now.Add(time.Hour)}}
+	// A finished task's key is free again: a new task.
+	more := []ax.TaskSpec{{Name: "job", Key: "0", DueAt: now.Add(time.Hour)}, {Name: "job", Key: "new", DueAt: now.Add(time.Hour)}}
 	got, err := s.SubmitMany(ctx, more)
-	if !errors.Is(err, ax.ErrDuplicate) || got[0].ID != tasks[0].ID || got[1].Key != "new" {
-		t.Errorf("SubmitMany with a duplicate = %v, %v; want the existing task 0, the new one, and ErrDuplicate", got, err)
+	if err != nil || got[0].ID == tasks[0].ID || got[0].Status != ax.Scheduled || got[1].Key != "new" {
+		t.Fatalf("SubmitMany of a finished task's key = %v, %v; want two new tasks", got, err)
+	}
+	// Duplicates of live tasks: the others are written, the error says so.
+	again, err := s.SubmitMany(ctx, []ax.TaskSpec{{Name: "job", Key: "0", DueAt: now}, {Name: "job", Key: "newer", DueAt: now.Add(time.Hour)}})
+	if !errors.Is(err, ax.ErrDuplicate) || again[0].ID != got[0].ID || again[1].Key != "newer" {
+		t.Errorf("SubmitMany with a duplicate = %v, %v; want the existing task, the new one, and ErrDuplicate", again, err)
 	}
 	// An invalid spec: nothing is written.
 	bad := []ax.TaskSpec{{Name: "job", Key: "fine", DueAt: now}, {Name: "job", Key: "", DueAt: now}}

@@ -12,8 +12,11 @@
 //
 // # Tasks and their states
 //
-// A task is identified by its id and by its business key (Name, Key), which is unique:
-// submitting the same name and key again returns the existing task with ErrDuplicate.
+// A task is identified by its id and by its business key (Name, Key), which is unique
+// among the tasks that hold it: submitting the same name and key again returns the
+// existing task with ErrDuplicate while it holds the key — while it is live and, by
+// default, once it FAILED — and creates a new task once it SUCCEEDED, was CANCELLED
+// or SKIPPED (see Unique and WithUnique for longer holds and dedup windows).
 // Every change of state is one conditional write in the store (UPDATE … WHERE id = ?
 // AND status = old [AND execution_id = ?]); a write whose condition no longer holds
 // changes nothing.

@@ -293,3 +293,37 @@ func ExampleScheduler_Tasks() {
 	// cust-7/order-4 SCHEDULED
 	// scheduled: 4
 }
+
+// Reusing a business key: a cancelled order timeout's key can be scheduled again (the
+// default, UniqueLive), while a welcome email's handler keeps its keys for good.
+func ExampleWithUnique() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	s.HandleFunc("welcome.email", func(context.Context, *ax.Task) error { return nil }, ax.WithUnique(ax.UniqueForever))
+
+	first, _ := s.Delay(ctx, "order.close.timeout", "order-42", 30*time.Minute)
+	if err := s.Cancel(ctx, "order.close.timeout", "order-42"); err != nil {
+		panic(err)
+	}
+	second, err := s.Delay(ctx, "order.close.timeout", "order-42", 30*time.Minute)
+	old, _ := s.Get(ctx, first.ID)
+	fmt.Println("after a cancel:", err, second.ID != first.ID, old.Status, old.Superseded)
+
+	welcome, _ := s.Delay(ctx, "welcome.email", "user-7", time.Hour)
+	if err := s.Cancel(ctx, "welcome.email", "user-7"); err != nil {
+		panic(err)
+	}
+	again, err := s.Delay(ctx, "welcome.email", "user-7", time.Hour)
+	fmt.Println("forever:", errors.Is(err, ax.ErrDuplicate), again.ID == welcome.ID)
+
+	// A deduplication window: the key stays taken for a day after the submit.
+	daily, _ := s.Delay(ctx, "report.send", "2030-01-01", 0, ax.WithUnique(ax.UniqueFor(24*time.Hour)))
+	fmt.Println("window:", daily.KeyUntil.Sub(daily.CreatedAt).Round(time.Hour))
+	// Output:
+	// after a cancel: <nil> true CANCELLED true
+	// forever: true true
+	// window: 24h0m0s
+}

@@ -17,6 +17,7 @@ import (
 //	WithPayload                   ✓                  ✓   (ContentOption)
 //	WithOwner                     ✓                  ✓   (ContentOption)
 //	WithOverlap                   ✓                  ✓   (ContentOption)
+//	WithUnique       ✓            ✓                      (UniqueOption)
 //	WithTx                        ✓
 //	WithTaskKey                   ✓
 //	WithTimeZone                                     ✓   (Cron only)
@@ -99,6 +100,7 @@ type options struct {
 	tx         any
 	hasTx      bool
 	taskKey    *string
+	unique     *Unique
 	overlap    *OverlapPolicy
 	misfire    *MisfirePolicy
 	loc        *time.Location
@@ -216,6 +218,93 @@ func WithTaskKey(key string) TaskOption {
 		}
 		o.taskKey = &key
 	})
+}
+
+// Unique says how long a task's business key (Name, Key) stays taken once the task
+// has finished (WithUnique). While it is taken, submitting the key again returns the
+// task with ErrDuplicate; once it is not, the submit creates a new task with a new id,
+// and the old one, marked Superseded, keeps its row and its history (Get, Tasks)
+// until retention removes it. A task holds its key while SCHEDULED, DISPATCHING or
+// RUNNING whatever its Unique.
+//
+// The default, UniqueLive, frees the key of a task that SUCCEEDED, was CANCELLED or
+// SKIPPED, and keeps the key of a FAILED one, which an operator may still Retry. A
+// submit repeated because its first attempt's outcome was unknown (a network error
+// at commit) can therefore create a second task if the first one has already
+// finished: a UniqueFor window longer than the caller's retries rules that out.
+type Unique int64
+
+// How long a finished task keeps its business key.
+const (
+	// UniqueLive: SUCCEEDED, CANCELLED and SKIPPED free the key; FAILED keeps it.
+	// The default.
+	UniqueLive Unique = 0
+	// UniqueActive: every finished state frees the key, FAILED too (a superseded
+	// FAILED task can no longer be retried).
+	UniqueActive Unique = -1
+	// UniqueForever: the key stays taken as long as the task's row exists. A
+	// schedule's occurrences always hold their keys so.
+	UniqueForever Unique = -2
+)
+
+// UniqueFor is UniqueLive, and besides keeps the key taken for d after the task was
+// submitted, whatever its status: a deduplication window. d must be positive.
+func UniqueFor(d time.Duration) Unique {
+	if d <= 0 {
+		return Unique(minUnique - 1) // refused by WithUnique
+	}
+	return Unique(d)
+}
+
+// minUnique is the smallest valid Unique.
+const minUnique = UniqueForever
+
+// keyHold returns the store's hold for u and, for a window, the time the key is
+// kept until for a task submitted at now.
+func (u Unique) keyHold(now time.Time) (store.KeyHold, time.Time) {
+	switch {
+	case u == UniqueActive:
+		return store.HoldActive, time.Time{}
+	case u == UniqueForever:
+		return store.HoldForever, time.Time{}
+	case u > 0:
+		return store.HoldLive, now.Add(time.Duration(u))
+	}
+	return store.HoldLive, time.Time{}
+}
+
+// KeyHold is how a stored task keeps its business key once finished (Task.KeyHold):
+// HoldLive, HoldActive or HoldForever, what UniqueLive, UniqueActive (and UniqueFor)
+// and UniqueForever store.
+type KeyHold = store.KeyHold
+
+// The stored key holds.
+const (
+	HoldLive    = store.HoldLive
+	HoldActive  = store.HoldActive
+	HoldForever = store.HoldForever
+)
+
+// UniqueOption is WithUnique's option: a HandlerOption (the default for the
+// handler's tasks submitted through this scheduler) and a TaskOption.
+type UniqueOption func(o *options)
+
+func (f UniqueOption) apply(o *options) { f(o) }
+func (UniqueOption) handlerOption()     {}
+func (UniqueOption) taskOption()        {}
+
+// WithUnique says how long the task's business key stays taken once it has finished
+// (see Unique). On Handle it is the default for the handler's tasks submitted
+// through a scheduler where the handler is registered; on a task it overrides it.
+// Not for schedules: an occurrence keeps its key for good.
+func WithUnique(u Unique) UniqueOption {
+	return func(o *options) {
+		if u < minUnique {
+			o.invalid("Unique", "%d is not UniqueLive, UniqueActive, UniqueForever or UniqueFor of a positive duration", u)
+			return
+		}
+		o.unique = &u
+	}
 }
 
 // OverlapPolicy says what a task with a task key does when it comes due while

@@ -290,6 +290,7 @@ func (s *Scheduler) occurrenceOf(hd *handler, p *registered, slot time.Time) (st
 		return store.NewTask{}, err
 	}
 	nt.TaskKey, nt.Overlap = p.Name, p.Overlap
+	nt.KeyHold, nt.KeyUntil = store.HoldForever, time.Time{} // an occurrence runs once, whatever its handler's Unique
 	return nt, nil
 }
 

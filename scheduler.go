@@ -85,6 +85,7 @@ const (
 // executor runs.
 type handler struct {
 	maxRetry int
+	unique   Unique
 	exec     *execute.Handler // Run, Timeout, Backoff
 }
 
@@ -314,6 +315,9 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	}
 	if o.timeout != nil {
 		hd.exec.Timeout = *o.timeout
+	}
+	if o.unique != nil {
+		hd.unique = *o.unique
 	}
 	s.mu.Lock()
 	_, replaced := s.handlers[name]
@@ -831,7 +835,8 @@ func (s *Scheduler) Get(ctx context.Context, id int64) (*Task, error) {
 	return taskOf(t), nil
 }
 
-// Lookup returns the task with this name and key, or ErrNotFound.
+// Lookup returns the newest task with this name and key — the one holding the key,
+// if any (see Unique) — or ErrNotFound.
 func (s *Scheduler) Lookup(ctx context.Context, name, key string) (*Task, error) {
 	if err := errors.Join(validName(name), validKey(key)); err != nil {
 		return nil, errorf("ax: lookup %q/%q: %w", name, key, err)
@@ -855,8 +860,9 @@ func (s *Scheduler) Executions(ctx context.Context, id int64) ([]Execution, erro
 	return executionsOf(es), nil
 }
 
-// Cancel cancels the SCHEDULED task (name, key): it becomes CANCELLED and never runs.
-// A task that is dispatching, running or finished is ErrNotCancellable; a missing
+// Cancel cancels the SCHEDULED task (name, key): it becomes CANCELLED and never runs
+// (and, by default, frees its key: see Unique). A task that is dispatching, running
+// or finished is ErrNotCancellable; a missing
 // one ErrNotFound. With WithTx the cancellation is part of the caller's transaction:
 // it holds if, and only if, the transaction commits.
 func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...ActionOption) error {
@@ -890,7 +896,7 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 // Trigger runs a SCHEDULED or FAILED task now, bypassing its due time (manual
 // compensation): it is claimed with a new execution id, TriggeredAt is recorded, and
 // this process executes it. From FAILED it gets one more attempt. A task that is
-// dispatching or running is ErrNotTriggerable. The scheduler must be started
+// dispatching or running, or Superseded, is ErrNotTriggerable. The scheduler must be started
 // (ErrNotRunning otherwise).
 //
 // With WithTx the trigger is part of the caller's transaction: the task becomes

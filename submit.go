@@ -214,9 +214,14 @@ func (s *Scheduler) buildTask(hd *handler, name, key string, due time.Time, o *o
 		Name: name, Key: key, Payload: o.payload, DueAt: due.UTC().Truncate(time.Microsecond),
 		MaxRetry: DefaultMaxRetry, OwnerService: s.cfg.OwnerService,
 	}
+	unique := UniqueLive
 	if hd != nil {
-		nt.MaxRetry = hd.maxRetry
+		nt.MaxRetry, unique = hd.maxRetry, hd.unique
 	}
+	if o.unique != nil {
+		unique = *o.unique
+	}
+	nt.KeyHold, nt.KeyUntil = unique.keyHold(s.clock.Now())
 	if o.maxRetry != nil {
 		nt.MaxRetry = *o.maxRetry
 	}

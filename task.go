@@ -14,9 +14,9 @@ type Task struct {
 	ID int64
 	// Name is the handler name the task runs under (Handle).
 	Name string
-	// Key is the business key; (Name, Key) is unique: submitting it again returns
-	// this task with ErrDuplicate. A schedule's occurrence has its slot as Key, in
-	// RFC 3339 UTC.
+	// Key is the business key. (Name, Key) is unique among the tasks that hold it:
+	// submitting it again returns this task with ErrDuplicate while it holds it (see
+	// Unique). A schedule's occurrence has its slot as Key, in RFC 3339 UTC.
 	Key string
 	// Payload is the bytes given with WithPayload; nil when none.
 	Payload []byte
@@ -54,6 +54,14 @@ type Task struct {
 	// Backoff, when not empty, holds the delay before business retry n+1 at index
 	// n, fixed at submission (WithBackoff on the task); empty means the handler's.
 	Backoff []time.Duration
+	// KeyHold and KeyUntil say how long the task keeps its business key once it
+	// has finished (WithUnique; KeyUntil is the end of a UniqueFor window).
+	KeyHold  KeyHold
+	KeyUntil time.Time
+	// Superseded reports that the task gave its key up to a newer task of the same
+	// (Name, Key), which Lookup returns now; it can no longer be retried or
+	// triggered.
+	Superseded bool
 
 	// CreatedAt is when the task was submitted (for an occurrence, materialised).
 	CreatedAt time.Time

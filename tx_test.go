@@ -379,3 +379,51 @@ func TestTriggerWithTx(t *testing.T) {
 		})
 	}
 }
+
+// A key freed by a cancelled task can be submitted again inside the caller's
+// transaction: rolled back, the old task keeps its key (not superseded) and nothing
+// new exists; committed, the new task exists and the old one is superseded.
+func TestWithTxReusesAKey(t *testing.T) {
+	t.Parallel()
+	for name, open := range txStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, begin := open(t)
+			s := newScheduler(t, st, nil) // not started: nothing runs
+			ctx := context.Background()
+			old, err := s.Delay(ctx, "order.close.timeout", "order-9", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Cancel(ctx, "order.close.timeout", "order-9"); err != nil {
+				t.Fatal(err)
+			}
+			for _, commit := range []bool{false, true} {
+				tx := begin(ctx)
+				again, err := s.Delay(ctx, "order.close.timeout", "order-9", time.Hour, ax.WithTx(tx.handle))
+				if err != nil || again.ID == old.ID {
+					t.Fatalf("Delay of a cancelled task's key in a tx = %+v, %v; want a new task", again, err)
+				}
+				end := tx.rollback
+				if commit {
+					end = tx.commit
+				}
+				if err := end(); err != nil {
+					t.Fatal(err)
+				}
+				looked, err := s.Lookup(ctx, "order.close.timeout", "order-9")
+				if err != nil {
+					t.Fatal(err)
+				}
+				superseded := mustGet(t, s, old.ID).Superseded
+				switch {
+				case !commit && (looked.ID != old.ID || superseded):
+					t.Errorf("rolled back: Lookup = task %d, the old one superseded %t; want the old task %d, not superseded", looked.ID, superseded, old.ID)
+				case commit && (looked.ID != again.ID || looked.Status != ax.Scheduled || !superseded):
+					t.Errorf("committed: Lookup = task %d (%s), the old one superseded %t; want the new task %d, the old one superseded",
+						looked.ID, looked.Status, superseded, again.ID)
+				}
+			}
+		})
+	}
+}

@@ -27,6 +27,9 @@ type TaskView struct {
 	TaskKey         string     `json:"task_key,omitempty"`
 	Overlap         string     `json:"overlap,omitempty"`
 	PayloadBytes    int        `json:"payload_bytes"`
+	KeyHold         string     `json:"key_hold,omitempty"`  // "" (live), "active" or "forever": see ax.Unique
+	KeyUntil        *time.Time `json:"key_until,omitempty"` // the end of a ax.UniqueFor window
+	Superseded      bool       `json:"superseded,omitempty"`
 	CreatedAt       time.Time  `json:"created_at"`
 	UpdatedAt       time.Time  `json:"updated_at"`
 	DispatchedAt    *time.Time `json:"dispatched_at,omitempty"`
@@ -47,7 +50,8 @@ func taskOf(t *ax.Task) TaskView {
 	return TaskView{
 		ID: t.ID, Name: t.Name, Key: t.Key, Status: string(t.Status), DueAt: t.DueAt, Attempt: t.Attempt, MaxRetry: t.MaxRetry,
 		DispatchRetries: t.DispatchRetries, ExecutionID: t.ExecutionID, OwnerService: t.OwnerService, LastError: t.LastError,
-		TaskKey: t.TaskKey, Overlap: string(t.Overlap), PayloadBytes: len(t.Payload), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		TaskKey: t.TaskKey, Overlap: string(t.Overlap), PayloadBytes: len(t.Payload),
+		KeyHold: string(t.KeyHold), KeyUntil: optTime(t.KeyUntil), Superseded: t.Superseded, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 		DispatchedAt: optTime(t.DispatchedAt), StartedAt: optTime(t.StartedAt), HeartbeatAt: optTime(t.HeartbeatAt),
 		FinishedAt: optTime(t.FinishedAt), TriggeredAt: optTime(t.TriggeredAt),
 	}

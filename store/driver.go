@@ -138,8 +138,11 @@ func CheckFinishes(results []Finish) error {
 // the task as it is, or nil when it does not exist, with the sentinel (ErrNotFound,
 // ErrNotCancellable, ErrNotTriggerable) wrapped under op.
 func Refusal(op string, t *Task, sentinel error) (*Task, error) {
-	if t == nil {
+	switch {
+	case t == nil:
 		return nil, fmt.Errorf("%s: %w", op, sentinel)
+	case t.Superseded:
+		return t, fmt.Errorf("%s: task is %s and superseded: a newer task holds its key: %w", op, t.Status, sentinel)
 	}
 	return t, fmt.Errorf("%s: task is %s: %w", op, t.Status, sentinel)
 }
@@ -150,6 +153,9 @@ func Refusal(op string, t *Task, sentinel error) (*Task, error) {
 func CheckNewTask(nt NewTask) error {
 	if nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero() {
 		return fmt.Errorf("empty name, key or due time: %w", ErrInvalid)
+	}
+	if !nt.KeyHold.Valid() {
+		return fmt.Errorf("key hold %q is not %q, %q or %q: %w", nt.KeyHold, HoldLive, HoldActive, HoldForever, ErrInvalid)
 	}
 	return CheckTaskKey(nt)
 }
@@ -477,11 +483,14 @@ func Stored(nt *NewTask, id int64, created, updated time.Time) *Task {
 	t := &Task{
 		ID: id, Name: nt.Name, Key: nt.Key, Status: Scheduled, DueAt: nt.DueAt.UTC().Truncate(time.Microsecond),
 		MaxRetry: nt.MaxRetry, OwnerService: nt.OwnerService, TaskKey: nt.TaskKey, Overlap: nt.Overlap,
-		Timeout:   nt.Timeout.Truncate(time.Microsecond),
+		KeyHold: nt.KeyHold, Timeout: nt.Timeout.Truncate(time.Microsecond),
 		CreatedAt: created, UpdatedAt: updated,
 	}
 	if nt.Payload != nil {
 		t.Payload = append([]byte{}, nt.Payload...)
+	}
+	if !nt.KeyUntil.IsZero() {
+		t.KeyUntil = nt.KeyUntil.UTC().Truncate(time.Microsecond)
 	}
 	if len(nt.Backoff) > 0 {
 		t.Backoff = make([]time.Duration, len(nt.Backoff))

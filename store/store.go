@@ -45,7 +45,7 @@ var (
 // On a network database an error can leave the outcome unknown (the connection failed
 // during COMMIT): the caller must not assume nothing was written. Every write is safe
 // to repeat — Insert through the business key (a repeat answers ErrDuplicate with the
-// row), the transitions through their conditions (a repeat does not apply, or, for
+// row, unless the task has finished and given its key up meanwhile: see KeyHold), the transitions through their conditions (a repeat does not apply, or, for
 // Start, answers Duplicate with the recorded execution).
 type Store interface {
 	// Now returns the database's current time: the clock that has the final word on
@@ -53,14 +53,18 @@ type Store interface {
 	Now(ctx context.Context) (time.Time, error)
 
 	// Insert writes new SCHEDULED tasks, all in one transaction, and returns one
-	// result per input in input order. A task whose (Name, Key) already exists is not
-	// written: its result holds the existing task and ErrDuplicate. A returned error
-	// means nothing was written.
+	// result per input in input order. A task whose (Name, Key) is held by a task
+	// that exists (see KeyHold) is not written: its result holds the existing task
+	// and ErrDuplicate. A task whose key is held by none is written, and the task that
+	// held it last, if any, is marked Superseded in the same transaction; of two
+	// Inserts of one key racing, in any number of processes, one writes it and the
+	// other answers ErrDuplicate. A returned error means nothing was written.
 	Insert(ctx context.Context, tasks []NewTask) ([]Inserted, error)
 
 	// Get returns the task with this id, or ErrNotFound.
 	Get(ctx context.Context, id int64) (*Task, error)
-	// Lookup returns the task with this name and key, or ErrNotFound.
+	// Lookup returns the newest task with this name and key — the one holding the
+	// key, if any — or ErrNotFound.
 	Lookup(ctx context.Context, name, key string) (*Task, error)
 	// Executions returns the task's executions, oldest first, or ErrNotFound when
 	// the task does not exist.
@@ -81,7 +85,7 @@ type Store interface {
 	// with a fresh business retry budget — Attempt and DispatchRetries 0, FinishedAt
 	// cleared, LastError kept — in one conditional write that stamps it with a fresh
 	// sequence number, and returns it. It returns ErrNotFound, or the unchanged task
-	// with ErrNotRetryable.
+	// with ErrNotRetryable (also for a Superseded task: a newer one has its key).
 	Retry(ctx context.Context, id int64) (*Task, error)
 
 	// Refill reads what the timing wheel needs: scheduled tasks whose row changed
@@ -126,7 +130,8 @@ type Store interface {
 	// and the same time, so that a triggered execution can be told from a claimed
 	// one. From FAILED, Attempt grows by one. It returns ErrNotFound, or the unchanged task
 	// with ErrNotTriggerable — also when the task's key is held (Overlap skip or
-	// queue, as in Claim), with an error naming the task holding it.
+	// queue, as in Claim), with an error naming the task holding it, and when the
+	// task is Superseded.
 	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)
 
 	// Start records executions and moves their tasks from DISPATCHING to RUNNING,

@@ -75,7 +75,7 @@ const MaxBatch = 200
 type Task struct {
 	ID              int64
 	Name            string // handler name
-	Key             string // business key; (Name, Key) is unique
+	Key             string // business key; (Name, Key) is unique among the tasks that hold it (KeyHold)
 	Payload         []byte
 	Status          Status
 	DueAt           time.Time // when it should run
@@ -98,6 +98,13 @@ type Task struct {
 	// Backoff, when non-empty, is the delay before business retry n+1 at index n,
 	// fixed when the task was submitted; empty means the handler's backoff.
 	Backoff []time.Duration
+
+	// KeyHold and KeyUntil say how long the task keeps its business key once it has
+	// finished (see KeyHold). Superseded reports that it gave the key up to a newer
+	// task of the same (Name, Key): it can no longer be retried or triggered.
+	KeyHold    KeyHold
+	KeyUntil   time.Time
+	Superseded bool
 
 	CreatedAt    time.Time // when the task was submitted
 	UpdatedAt    time.Time // the last change of the row
@@ -136,6 +143,48 @@ type NewTask struct {
 	Backoff      []time.Duration
 	TaskKey      string        // optional mutual-exclusion key (see Task.TaskKey)
 	Overlap      OverlapPolicy // required with a TaskKey, empty without
+	KeyHold      KeyHold       // how long the finished task keeps its business key
+	KeyUntil     time.Time     // when set, the key is kept until then at least
+}
+
+// KeyHold says how long a task keeps its business key (Name, Key) once it has
+// finished. A task holds its key while it is SCHEDULED, DISPATCHING or RUNNING, and
+// until its KeyUntil when that is set, whatever its KeyHold; while it holds it,
+// inserting the key again answers ErrDuplicate with this task. Once it no longer
+// does, an Insert of the key writes a new task, with a new id, and the old one is
+// marked Superseded in the same transaction (it keeps its row and its history).
+// Its value is the lower-case name stored in the database.
+type KeyHold string
+
+// How long a finished task keeps its business key.
+const (
+	// HoldLive: SUCCEEDED, CANCELLED and SKIPPED give the key up; FAILED keeps it,
+	// since an operator may still retry the task. The default.
+	HoldLive KeyHold = ""
+	// HoldActive: every finished state gives the key up, FAILED too.
+	HoldActive KeyHold = "active"
+	// HoldForever: the task keeps its key as long as its row exists. Periodic
+	// occurrences are inserted so.
+	HoldForever KeyHold = "forever"
+)
+
+// Valid reports whether h is one of the defined holds.
+func (h KeyHold) Valid() bool { return h == HoldLive || h == HoldActive || h == HoldForever }
+
+// Frees reports whether a task in status st, with hold h and KeyUntil until, no
+// longer holds its business key at now. Drivers evaluate the same rule in SQL
+// (see each driver's package doc).
+func (h KeyHold) Frees(st Status, until, now time.Time) bool {
+	if !until.IsZero() && now.Before(until) {
+		return false
+	}
+	switch st {
+	case Succeeded, Cancelled, Skipped:
+		return h != HoldForever
+	case Failed:
+		return h == HoldActive
+	}
+	return false
 }
 
 // Due is a scheduled task's id and due time: what the timing wheel holds.

@@ -206,7 +206,11 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return api.show(ctx, "tasks show", "/tasks/"+url.PathEscape(id), nil, &detail, stdout, stderr, func(w io.Writer) {
 		t := detail.Task
 		tw := newTable(w)
-		for _, row := range [][2]string{{"id", fmt.Sprint(t.ID)}, {"name", t.Name}, {"key", t.Key}, {"status", t.Status},
+		status := t.Status
+		if t.Superseded {
+			status += " (superseded: a newer task has its key)"
+		}
+		for _, row := range [][2]string{{"id", fmt.Sprint(t.ID)}, {"name", t.Name}, {"key", t.Key}, {"status", status},
 			{"due", t.DueAt.Format(time.RFC3339Nano)}, {"attempt", fmt.Sprintf("%d of %d retries", t.Attempt, t.MaxRetry)},
 			{"owner", t.OwnerService}, {"last error", t.LastError}} {
 			fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])

@@ -175,12 +175,16 @@ func (s *Store) insert(tasks []store.NewTask) []store.Inserted {
 	out := make([]store.Inserted, len(tasks))
 	for i, nt := range tasks {
 		k := nameKey{s.ns, nt.Name, nt.Key}
-		if id, ok := s.keys[k]; ok {
-			out[i] = store.Inserted{
-				Task: copyTask(&s.rows[id].task),
-				Err:  fmt.Errorf("ax: insert task %q/%q: %w", nt.Name, nt.Key, store.ErrDuplicate),
+		if id, ok := s.keys[k]; ok { // the newest task of the key
+			old := &s.rows[id].task
+			if !old.KeyHold.Frees(old.Status, old.KeyUntil, now) {
+				out[i] = store.Inserted{
+					Task: copyTask(old),
+					Err:  fmt.Errorf("ax: insert task %q/%q: %w", nt.Name, nt.Key, store.ErrDuplicate),
+				}
+				continue
 			}
-			continue
+			old.Superseded = true
 		}
 		s.lastID++
 		r := &row{ns: s.ns, task: store.Task{
@@ -196,6 +200,8 @@ func (s *Store) insert(tasks []store.NewTask) []store.Inserted {
 			Backoff:      slices.Clone(nt.Backoff),
 			TaskKey:      nt.TaskKey,
 			Overlap:      nt.Overlap,
+			KeyHold:      nt.KeyHold,
+			KeyUntil:     utc(nt.KeyUntil).Truncate(time.Microsecond),
 			CreatedAt:    now,
 			UpdatedAt:    now,
 		}}
@@ -328,7 +334,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
-	if r.task.Status != store.Failed {
+	if r.task.Status != store.Failed || r.task.Superseded {
 		return store.Refusal(op, copyTask(&r.task), store.ErrNotRetryable)
 	}
 	now := s.now()
@@ -516,7 +522,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		return nil, fmt.Errorf("ax: trigger task %d: %w", id, store.ErrNotFound)
 	}
 	op := fmt.Sprintf("ax: trigger task %d", id)
-	if r.task.Status != store.Scheduled && r.task.Status != store.Failed {
+	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
 		return store.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
 	}
 	if serialised(&r.task) {

@@ -84,7 +84,7 @@
 // rows out of the index — InnoDB indexes NULLs too; with status first they are simply
 // never in the scanned range.)
 //
-//	UNIQUE ax_tasks_name_key (namespace, name, key)            Lookup, Cancel, Insert's duplicate check
+//	UNIQUE ax_tasks_name_key (namespace, name, key, key_slot)  Lookup, Cancel, Insert's duplicate check (key_slot 0: the holder)
 //	ax_tasks_status_due (namespace, status, due_at, id)        window scan; Claim's rows come by primary key
 //	ax_tasks_status_seq (namespace, status, seq)               Refill's changed set
 //	ax_tasks_status_heartbeat (namespace, status, heartbeat_at, id)    orphan scan (Stale RUNNING)
@@ -345,6 +345,19 @@
 // even in a caller's REPEATABLE READ snapshot) and inserts the rest. Each row carries
 // its own sequence number, so reading the rows back tells a row this call wrote from a
 // duplicate, in the same call or not.
+//
+// Reusing a business key (migrations/0005_key_reuse.sql): the task holding its key
+// has key_slot 0, one per key by the unique index. On a duplicate key the insert first
+// runs one UPDATE over the chunk's keys that moves each holder that no longer holds
+// its key (store.KeyHold.Frees: finished, by key_hold, past key_until) to key_slot =
+// id — Superseded — and, if it moved any, inserts again; only then are the remaining
+// holders read and left out as duplicates. So an Insert of new keys costs what it
+// did, and a reuse a failed INSERT, the UPDATE and the INSERT again. The failed INSERT
+// leaves a shared lock on the old row's index entry, so two inserts of one freed key
+// racing can deadlock on the UPDATE: Insert runs again (it then finds the winner's
+// task live: ErrDuplicate), and InsertTx's caller sees the deadlock error and its
+// transaction rolled back. Lookup reads the key's newest row; Retry and Trigger
+// require key_slot = 0, refusing a superseded task.
 //
 // # The refill cursor
 //

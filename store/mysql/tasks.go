@@ -34,8 +34,10 @@ const maxChunkBytes = 4 << 20
 
 // getSQL reads a task of the view's namespace by id; lookupSQL by name and key.
 const (
-	getSQL    = "SELECT " + taskColumns + " FROM ax_tasks WHERE id = ? AND namespace = ?"
-	lookupSQL = "SELECT " + taskColumns + " FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ?"
+	getSQL = "SELECT " + taskColumns + " FROM ax_tasks WHERE id = ? AND namespace = ?"
+	// lookupSQL reads the newest task of a business key: the one holding it, if
+	// any, for every other gave it up to a newer one.
+	lookupSQL = "SELECT " + taskColumns + " FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ? ORDER BY id DESC LIMIT 1"
 )
 
 // callerTx returns tx, a transaction of the caller's, as a *sql.Tx after checking
@@ -170,7 +172,7 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 	t, sentinel, err := s.moveIn(ctx, stx, store.ErrNotTriggerable,
 		`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
 			finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = ?, updated_at = UTC_TIMESTAMP(6)
-		WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED')`, []any{seq, id, s.ns},
+		WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`, []any{seq, id, s.ns},
 		getSQL, []any{id, s.ns})
 	if err != nil {
 		return nil, s.wrap("trigger", err)
@@ -230,6 +232,15 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 			}
 			if !errors.As(err, &me) || me.Number != 1062 || try == maxAttempts {
 				return nil, err
+			}
+			// A key taken by a task that no longer holds it is freed, and the rows
+			// inserted again; else the holders are read and left out.
+			released, err := release(ctx, tx, ns, tasks, fresh)
+			if err != nil {
+				return nil, err
+			}
+			if released {
+				continue
 			}
 			existing, err := readByKey(ctx, tx, ns, tasks, fresh, true)
 			if err != nil {
@@ -291,21 +302,46 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 	return out, nil
 }
 
+// keyFreeSQL is store.KeyHold.Frees over a task's columns, now.
+const keyFreeSQL = `key_hold <> 'forever' AND (key_until IS NULL OR key_until <= UTC_TIMESTAMP(6))
+	AND (status IN ('SUCCEEDED', 'CANCELLED', 'SKIPPED') OR status = 'FAILED' AND key_hold = 'active')`
+
+// release moves the tasks holding the business keys of tasks[i], i in rows, off them
+// where they no longer hold them (keyFreeSQL): key_slot becomes the task's id, which
+// marks it Superseded and leaves slot 0 to a new task. It reports whether it released
+// any. Only after a duplicate-key error: the failed insert holds a shared lock on the
+// old row's index entry, so two inserts of one freed key racing can deadlock here,
+// which retries the transaction (Insert) or ends the caller's (InsertTx).
+func release(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int) (bool, error) {
+	q, args := byKeys("UPDATE ax_tasks SET key_slot = id", ns, tasks, rows)
+	res, err := tx.ExecContext(ctx, strings.Replace(q, " FROM ax_tasks WHERE ", " WHERE "+keyFreeSQL+" AND ", 1), args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
 // insertRows inserts tasks[i] for i in rows into namespace ns with one multi-row INSERT.
 func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int, seq int64) error {
 	var q strings.Builder
 	q.WriteString("INSERT INTO ax_tasks (namespace, name, `key`, payload, status, due_at, max_retry, owner_service, last_error, " +
-		"timeout_us, backoff, seq, task_key, overlap, created_at, updated_at) VALUES ")
-	args := make([]any, 0, 12*len(rows))
+		"timeout_us, backoff, seq, task_key, overlap, key_hold, key_until, created_at, updated_at) VALUES ")
+	args := make([]any, 0, 14*len(rows))
 	nsArg := any(ns) // boxed once, not once per row
 	for k, i := range rows {
 		if k > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString("(?,?,?,?,'SCHEDULED',?,?,?,'',?,?,?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
+		q.WriteString("(?,?,?,?,'SCHEDULED',?,?,?,'',?,?,?,?,?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
 		nt := tasks[i]
+		var until any
+		if !nt.KeyUntil.IsZero() {
+			until = dt(nt.KeyUntil)
+		}
 		args = append(args, nsArg, nt.Name, nt.Key, nullPayload(nt.Payload), dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
-			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap))
+			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap),
+			string(nt.KeyHold), until)
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return err
@@ -323,7 +359,7 @@ type keyedRow struct {
 // "Bulk submits").
 func byKeys(cols, ns string, tasks []store.NewTask, rows []int) (string, []any) {
 	var q strings.Builder
-	q.WriteString(cols + " FROM ax_tasks WHERE namespace = ? AND (name, `key`) IN (")
+	q.WriteString(cols + " FROM ax_tasks WHERE namespace = ? AND key_slot = 0 AND (name, `key`) IN (")
 	args := make([]any, 0, 1+2*len(rows))
 	args = append(args, ns)
 	for k, i := range rows {
@@ -501,7 +537,7 @@ func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.
 func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
 	return s.moveIn(ctx, tx, store.ErrNotCancellable,
 		"UPDATE ax_tasks SET status = 'CANCELLED', updated_at = UTC_TIMESTAMP(6), finished_at = UTC_TIMESTAMP(6) "+
-			"WHERE namespace = ? AND name = ? AND `key` = ? AND status = 'SCHEDULED'", []any{s.ns, name, key},
+			"WHERE namespace = ? AND name = ? AND `key` = ? AND key_slot = 0 AND status = 'SCHEDULED'", []any{s.ns, name, key},
 		lookupSQL, []any{s.ns, name, key})
 }
 
@@ -539,7 +575,7 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	return s.moveBack(ctx, "reschedule", op, func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
 		return s.moveIn(ctx, tx, store.ErrNotReschedulable,
 			"UPDATE ax_tasks SET due_at = ?, seq = ?, updated_at = UTC_TIMESTAMP(6) "+
-				"WHERE namespace = ? AND name = ? AND `key` = ? AND status = 'SCHEDULED'", []any{dt(at), seq, s.ns, name, key},
+				"WHERE namespace = ? AND name = ? AND `key` = ? AND key_slot = 0 AND status = 'SCHEDULED'", []any{dt(at), seq, s.ns, name, key},
 			lookupSQL, []any{s.ns, name, key})
 	})
 }
@@ -551,7 +587,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 		return s.moveIn(ctx, tx, store.ErrNotRetryable,
 			`UPDATE ax_tasks SET status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6), attempt = 0, dispatch_retries = 0,
 				finished_at = NULL, seq = ?, updated_at = UTC_TIMESTAMP(6)
-			WHERE id = ? AND namespace = ? AND status = 'FAILED'`, []any{seq, id, s.ns},
+			WHERE id = ? AND namespace = ? AND status = 'FAILED' AND key_slot = 0`, []any{seq, id, s.ns},
 			getSQL, []any{id, s.ns})
 	})
 }
@@ -581,7 +617,7 @@ func (s *Store) moveBack(ctx context.Context, name, op string, move func(tx *sql
 const triggerSet = `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'),
 	status = 'DISPATCHING', execution_id = ?, finished_at = NULL,
 	dispatched_at = UTC_TIMESTAMP(6), triggered_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
-	WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED')`
+	WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`
 
 // Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING now.
 // A task without a key, or with Overlap allow, takes one UPDATE and one SELECT; a task
@@ -612,7 +648,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			return nil
 		case err != nil:
 			return err
-		case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && keyRules(t.Overlap):
+		case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded && keyRules(t.Overlap):
 			t, holder, err = triggerKeyed(ctx, tx, s.ns, id, t.TaskKey, executionID)
 			if err != nil {
 				return err

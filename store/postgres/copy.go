@@ -51,7 +51,7 @@ const copyStampsSQL = `SELECT clock_timestamp(),
 	array(SELECT nextval('ax_seq') FROM generate_series(1, $1::int))`
 
 var copyCols = []string{"id", "namespace", "name", "key", "payload", "status", "due_at", "max_retry", "owner_service",
-	"timeout_us", "backoff_us", "task_key", "overlap", "seq", "created_at", "updated_at"}
+	"timeout_us", "backoff_us", "task_key", "overlap", "key_hold", "key_until", "seq", "created_at", "updated_at"}
 
 // errCopyConflict: a copied task's (namespace, name, key) exists; nothing was written.
 var errCopyConflict = errors.New("a task of the copy exists already")
@@ -115,8 +115,13 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 		for j, d := range nt.Backoff {
 			backoff[j] = d.Microseconds()
 		}
+		var until *time.Time
+		if !nt.KeyUntil.IsZero() {
+			u := dueArg(nt.KeyUntil)
+			until = &u
+		}
 		rows[k] = []any{ids[k], in.ns, nt.Name, nt.Key, payloadArg(nt.Payload), string(store.Scheduled), dueArg(nt.DueAt), int64(nt.MaxRetry),
-			nt.OwnerService, nt.Timeout.Microseconds(), backoff, nt.TaskKey, string(nt.Overlap), stamp[k], now, now}
+			nt.OwnerService, nt.Timeout.Microseconds(), backoff, nt.TaskKey, string(nt.Overlap), string(nt.KeyHold), until, stamp[k], now, now}
 	}
 	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"ax_tasks"}, copyCols, pgx.CopyFromRows(rows)); err != nil {
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "ax_tasks_name_key" {

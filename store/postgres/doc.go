@@ -60,7 +60,8 @@
 // # Indexes
 //
 //	ax_tasks_pkey              (id)                                     Get, and every batch: id = ANY($1)
-//	ax_tasks_name_key          UNIQUE (namespace, name, key)            the business key: Lookup, Cancel, Insert's ON CONFLICT
+//	ax_tasks_name_key          UNIQUE (namespace, name, key, key_slot)  the business key: Lookup, Cancel, Insert's ON CONFLICT
+//	                                                                    and release (key_slot 0: the task holding the key)
 //	ax_tasks_scheduled_due     (namespace, due_at, id) WHERE status = 'SCHEDULED'
 //	                                                                    the window scan (Refill.Entered), the claim's "due" test,
 //	                                                                    TaskStats's oldest due task
@@ -272,7 +273,7 @@
 // have each call compile its expressions.
 //
 // Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (namespace, name,
-// key) DO NOTHING per chunk, sorted by (name, key), returning only what the database
+// key, key_slot) DO NOTHING per chunk, sorted by (name, key), returning only what the database
 // chose for each row it wrote (id, created_at) with its name and key; the rest of
 // each task is its input (store.Stored), as on SQLite and MySQL. The rows it did not
 // write are duplicates, read in one more statement by (namespace, name, key) — of
@@ -287,6 +288,30 @@
 // exists already the COPY fails, nothing is written, and the arrays above follow
 // (copy.go). A transaction that fails with a deadlock (40P01) or a serialization
 // failure (40001) runs again, after a jittered backoff, up to 5 times.
+//
+// # Reusing a business key
+//
+// The task holding its business key has key_slot 0; the unique index (namespace,
+// name, key, key_slot) allows one such task per key. A holder that no longer holds
+// its key (store.KeyHold.Frees: finished, by its key_hold, past its key_until) is
+// moved off it by releaseSQL — key_slot = id, Superseded — in the transaction that
+// inserts the key again, so the insert writes the new task at slot 0 and Lookup (the
+// newest row of the key) finds it. Nothing else writes key_slot: the terminal
+// transitions are as they were, and a finished task gives its key up only when the
+// key is submitted again.
+//
+// Insert does not pay for that on new keys: its insert's ON CONFLICT is a DO UPDATE
+// whose WHERE is the free condition and whose SET calls ax_key_freed (migration 8),
+// which raises SQLSTATE AXK01. A key held by a live task is left alone, as by DO
+// NOTHING; one whose holder is free aborts the transaction, and Insert runs it again
+// with releaseSQL before the inserts (whose ON CONFLICT is then DO NOTHING). So new
+// keys cost what they did, a reused one a transaction more. InsertTx and FireSchedule
+// run releaseSQL first (an error would abort the caller's transaction; occurrences are
+// few): one probe of ax_tasks_name_key per key. Two Inserts of one freed key racing:
+// the second waits for the old row's lock, finds it released, and its ON CONFLICT
+// meets the first one's task, live: ErrDuplicate. Retry and Trigger require key_slot
+// = 0, refusing a superseded task. Migration 8 marks the existing occurrences
+// (task_key = name) key_hold 'forever', as every row was before.
 //
 // # Task keys
 //

@@ -92,7 +92,7 @@ func TestExplain(t *testing.T) {
 		timeouts, backoffs = append(timeouts, 0), append(backoffs, "{}")
 		taskKeys, overlaps = append(taskKeys, ""), append(overlaps, "")
 	}
-	keys[199] = "order-4242" // a duplicate
+	keys[199] = "order-4255" // a duplicate, of a SCHEDULED task
 	dupKeys := make([]string, 20)
 	for i := range dupKeys {
 		dupKeys[i] = fmt.Sprintf("order-%d", 1000+i*37)
@@ -139,8 +139,9 @@ func TestExplain(t *testing.T) {
 		{"requeue (200 ids)", requeueSQL, []any{dispIDs, dispEIDs, fill(200, now), fill(200, "busy"), fill(200, int64(3))}, "ax_tasks_pkey", false, false},
 		{"orphan scan (Stale RUNNING)", staleRunningSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_running_heartbeat", false, false},
 		{"stuck-claim scan (Stale DISPATCHING)", staleDispatchingSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_dispatching_since", false, false},
-		{"insert (200 tasks, one a duplicate; generic plan)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps, ns},
-			"ax_tasks_name_key", false, true},
+		{"insert (200 tasks, one a duplicate; generic plan)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps,
+			fill(200, ""), make([]*time.Time, 200), ns}, "ax_tasks_name_key", false, true},
+		{"release of the keys given up (Insert's 200 keys; generic plan)", releaseSQL, []any{names, keys, ns}, "ax_tasks_name_key", false, true},
 		{"key holders (Claim, Trigger: 20 keys)", holdersSQL, []any{holderKeys, ns}, "ax_tasks_key_held", false, false},
 		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs}, "ax_tasks_key_held", false, false},
 		{"duplicates (Insert's read of 20 existing keys)", lookupManySQL, []any{fill(20, "order.close"), dupKeys, ns}, "ax_tasks_name_key", false, false},
@@ -345,7 +346,7 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	insertArgs := func(keys ...string) []any {
 		n := len(keys)
 		return []any{fill(n, "order.close"), keys, fill(n, []byte("{}")), fill(n, time.Now()), fill(n, int64(5)), fill(n, "orders"),
-			fill(n, int64(0)), fill(n, "{}"), fill(n, ""), fill(n, ""), s.ns}
+			fill(n, int64(0)), fill(n, "{}"), fill(n, ""), fill(n, ""), fill(n, ""), make([]*time.Time, n), s.ns}
 	}
 	execute := func(name string, args []any) string {
 		t.Helper()
@@ -379,8 +380,10 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	exec(`ANALYZE ax_executions`)
 	// The generic plans, cached by a first execution on the empty tables.
 	exec(`PREPARE ins AS ` + insertSQL)
+	exec(`PREPARE rel AS ` + releaseSQL)
 	exec(genericSession)
 	exec(execute("ins", insertArgs()))
+	exec(execute("rel", []any{[]string{}, []string{}, s.ns}))
 	exec(executionSession)
 	for _, c := range statements {
 		exec(`PREPARE ` + c.name + ` AS ` + c.sql)
@@ -405,6 +408,11 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 		t.Errorf("insert: the generic plan reads ax_tasks, or does not leave the duplicate to ax_tasks_name_key:\n%s", plan)
 	}
 	t.Logf("insert, generic plan cached on the empty table:\n%s", plan)
+	plan = explainIn(ctx, t, conn, execute("rel", []any{fill(200, "order.close"), keys, s.ns}))
+	if strings.Contains(plan, "Seq Scan on ax_tasks") || !strings.Contains(plan, "Index Cond: (id = ANY") ||
+		!strings.Contains(plan, "(name = c.name) AND (key = c.key) AND (key_slot = 0)") || strings.Contains(plan, "Index Cond: (key_slot = 0)") {
+		t.Errorf("release: the generic plan cached on the empty table does not probe ax_tasks_name_key per key, then the primary key:\n%s", plan)
+	}
 
 	inFlight := func(status string) (ids []int64, eids []string) {
 		rows, _ := conn.Query(ctx, `SELECT id, execution_id FROM ax_tasks WHERE status = $1 ORDER BY id LIMIT 200`, status)

@@ -263,7 +263,7 @@ const triggerKeyedSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution
 		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 		finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 	FROM (SELECT clock_timestamp() AS now) ts
-	WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED')
+	WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0
 		AND NOT EXISTS (SELECT 1 FROM ax_tasks o
 			WHERE o.namespace = t.namespace AND o.task_key = t.task_key AND o.task_key <> ''
 				AND o.status IN ('DISPATCHING', 'RUNNING'))

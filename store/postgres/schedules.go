@@ -323,6 +323,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	if err != nil {
 		return nil, err
 	}
+	in.release = true // a few occurrences: the release, not the check's second round
 	var last *time.Time
 	if !p.Last.IsZero() {
 		last = &p.Last

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/axsched/ax/store"
 )
@@ -24,35 +25,90 @@ const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_s
 
 // insertFromSQL is the insert statement over the rows of c, a query of the columns
 // name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us (text,
-// as formatBackoff writes it), task_key, overlap and ord: it inserts them into
-// namespace ns (a placeholder) in ord order — sorted by (name, key), so that concurrent
-// inserts take the unique index's locks in one order — and returns, of each row it
-// wrote, what the database chose: id and created_at (= updated_at), with name and key
-// to match it to its input; the rest of the task is its input (store.Stored). A row
-// it did not write is a duplicate, read afterwards (insertion.resolve): reading the
-// existing rows in the statement itself, through a LATERAL probe per row not
-// written, made every insert return every column, and cost the rows that were
-// written more than the rare duplicate.
-func insertFromSQL(c, ns string) string {
+// as formatBackoff writes it), task_key, overlap, key_hold, key_until and ord: it inserts
+// them into namespace ns (a placeholder) in ord order — sorted by (name, key), so that
+// concurrent inserts take the unique index's locks in one order — and returns, of
+// each row it wrote, what the database chose: id and created_at (= updated_at), with
+// name and key to match it to its input; the rest of the task is its input
+// (store.Stored). A row it did not write is a duplicate, read afterwards
+// (insertion.resolve): reading the existing rows in the statement itself, through a
+// LATERAL probe per row not written, made every insert return every column, and cost
+// the rows that were written more than the rare duplicate.
+//
+// onConflict is what a row does whose key is held: nothing (insertQuietSQL), or
+// (insertSQL) when the holder no longer holds it, raise keyFreed — ax_key_freed, in
+// the SET of an ON CONFLICT DO UPDATE whose WHERE is store.KeyHold.Frees — which
+// aborts the transaction, and Insert runs again with releaseSQL first. That costs the
+// rows written nothing. A DO UPDATE locks every row it conflicts with, even where its
+// WHERE is false, until the transaction ends — Insert's is one pipelined round trip —
+// and cannot meet one key twice in a statement: insertion.args leaves a second copy
+// of a key out of the chunk, a duplicate of the first.
+func insertFromSQL(c, ns, onConflict string) string {
 	return `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (` + c + `)
 INSERT INTO ax_tasks AS t (namespace, name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
-		task_key, overlap, seq, created_at, updated_at)
+		task_key, overlap, key_hold, key_until, seq, created_at, updated_at)
 	SELECT ` + ns + `, c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
-		c.task_key, c.overlap, nextval('ax_seq'), ts.now, ts.now
+		c.task_key, c.overlap, COALESCE(c.key_hold, ''), c.key_until, nextval('ax_seq'), ts.now, ts.now
 	FROM c, ts ORDER BY c.ord
-	ON CONFLICT (namespace, name, key) DO NOTHING
+	ON CONFLICT (namespace, name, key, key_slot) ` + onConflict + `
 	RETURNING t.id, t.name, t.key, t.created_at`
 }
 
-// insertSQL inserts one chunk of tasks, bound as arrays, into namespace $11.
-var insertSQL = insertFromSQL(`SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[],
-		$7::bigint[], $8::text[], $9::text[], $10::text[])
-	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, task_key, overlap, ord)`, "$11")
+// keyFreeSQL is store.KeyHold.Frees over the columns of t, a task holding its key:
+// one CASE, which no index serves (see releaseSQL).
+const keyFreeSQL = `CASE WHEN t.key_slot <> 0 OR t.key_hold = 'forever' OR t.key_until > clock_timestamp() THEN false
+	WHEN t.status = 'FAILED' THEN t.key_hold = 'active'
+	ELSE t.status IN ('SUCCEEDED', 'CANCELLED', 'SKIPPED') END`
 
-// lookupManySQL reads the tasks of namespace $3 with the given (name, key) pairs.
+// keyFreed is the SQLSTATE ax_key_freed raises.
+const keyFreed = "AXK01"
+
+// keyWasFreed reports the error of an insert that met a key held by a task that no
+// longer holds it (insertFromSQL).
+func keyWasFreed(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == keyFreed
+}
+
+// insertArrays is the rows of one chunk of tasks, bound as arrays.
+const insertArrays = `SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[],
+		$7::bigint[], $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[])
+	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, task_key, overlap,
+		key_hold, key_until, ord)`
+
+// insertSQL inserts one chunk of tasks into namespace $13, raising keyFreed on a key
+// whose holder no longer holds it; insertQuietSQL, after releaseSQL, leaves such a
+// key alone, a duplicate.
+var (
+	insertSQL      = insertFromSQL(insertArrays, "$13", `DO UPDATE SET key_slot = ax_key_freed(t.name, t.key) WHERE `+keyFreeSQL)
+	insertQuietSQL = insertFromSQL(insertArrays, "$13", `DO NOTHING`)
+)
+
+// lookupManySQL reads the tasks of namespace $3 holding the given (name, key) pairs.
 const lookupManySQL = `SELECT x.* FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS c(name, key)) c
-	CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $3 AND t.name = c.name AND t.key = c.key LIMIT 1) x`
+	CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM ax_tasks t
+		WHERE t.namespace = $3 AND t.name = c.name AND t.key = c.key AND t.key_slot = 0) x`
+
+// releaseSQL moves the tasks holding the business keys ($1, $2) of namespace $3 off
+// them where they no longer hold them (store.KeyHold.Frees): key_slot becomes the
+// task's id, which marks it Superseded and leaves slot 0 to the insert that follows in
+// the transaction. It runs before the inserts of InsertTx, and of an Insert whose
+// first attempt found such a key (insertFromSQL); for a key no task has, a probe of
+// ax_tasks_name_key that finds nothing. The holders are found by a LATERAL probe per
+// key, its LIMIT keeping the planner from flattening it into a join, so that each
+// probe's index condition names the whole key whatever the statistics (joined
+// freely, the generic plan read the namespace's whole index for every insert), and
+// updated by id = ANY, the primary key. The condition on the updated row — which
+// PostgreSQL checks again on its latest version when it had to wait for its lock —
+// is one CASE, which no index serves: as plain terms, a generic plan cached on a small
+// table scanned ax_tasks_name_key for key_slot = 0 (ax_tasks_finished for the
+// statuses) instead of the primary key (TestExecutionPathPlansOnStaleStatistics).
+const releaseSQL = `UPDATE ax_tasks t SET key_slot = t.id
+	WHERE t.id = ANY (ARRAY(SELECT h.id FROM unnest($1::text[], $2::text[]) AS c(name, key)
+			CROSS JOIN LATERAL (SELECT h.id FROM ax_tasks h
+				WHERE h.namespace = $3 AND h.name = c.name AND h.key = c.key AND h.key_slot = 0 LIMIT 1) h))
+		AND ` + keyFreeSQL
 
 type nameKey struct{ name, key string }
 
@@ -64,6 +120,7 @@ type insertion struct {
 	order   []int // input indexes sorted by (name, key), stable
 	out     []store.Inserted
 	missing []int // inputs not written: duplicates, whose existing rows resolve reads
+	release bool  // run releaseSQL before the inserts (insertQuietSQL); else insertSQL
 }
 
 // maxTaskKey bounds a task key (and so a schedule name, the task key of its
@@ -119,25 +176,68 @@ func payloadArg(p []byte) []byte {
 	return p
 }
 
+// args returns the arguments of the insert of part, less any second copy of a key
+// (sorted: the one after its first), which the statement cannot meet twice.
 func (in *insertion) args(part []int) []any {
+	part = slices.CompactFunc(slices.Clone(part), func(a, b int) bool {
+		return in.tasks[a].Name == in.tasks[b].Name && in.tasks[a].Key == in.tasks[b].Key
+	})
 	names, keys, payloads := make([]string, len(part)), make([]string, len(part)), make([][]byte, len(part))
 	dues, owners, backoffs := make([]time.Time, len(part)), make([]string, len(part)), make([]string, len(part))
 	retries, timeouts := make([]int64, len(part)), make([]int64, len(part))
 	taskKeys, overlaps := make([]string, len(part)), make([]string, len(part))
+	// The key holds and windows are NULL arrays when every task has the default:
+	// unnest() pads them with NULLs, which the statement reads as the defaults.
+	var holds []string
+	var untils []*time.Time
 	for k, i := range part {
 		nt := in.tasks[i]
 		names[k], keys[k], payloads[k], dues[k] = nt.Name, nt.Key, payloadArg(nt.Payload), dueArg(nt.DueAt)
 		retries[k], owners[k], timeouts[k], backoffs[k] = int64(nt.MaxRetry), nt.OwnerService, nt.Timeout.Microseconds(), formatBackoff(nt.Backoff)
 		taskKeys[k], overlaps[k] = nt.TaskKey, string(nt.Overlap)
+		if nt.KeyHold != store.HoldLive {
+			if holds == nil {
+				holds = make([]string, len(part))
+			}
+			holds[k] = string(nt.KeyHold)
+		}
+		if !nt.KeyUntil.IsZero() {
+			if untils == nil {
+				untils = make([]*time.Time, len(part))
+			}
+			until := dueArg(nt.KeyUntil)
+			untils[k] = &until
+		}
 	}
-	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps, in.ns}
+	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps, holds, untils, in.ns}
+}
+
+// insertSQL is the insert statement of in (see insertFromSQL).
+func (in *insertion) insertSQL() string {
+	if in.release {
+		return insertQuietSQL
+	}
+	return insertSQL
+}
+
+// releaseArgs are releaseSQL's arguments: every key of the insertion, sorted.
+func (in *insertion) releaseArgs() []any {
+	names, keys := make([]string, len(in.order)), make([]string, len(in.order))
+	for k, i := range in.order {
+		names[k], keys[k] = in.tasks[i].Name, in.tasks[i].Key
+	}
+	return []any{names, keys, in.ns}
 }
 
 // queue adds the insertion's statements to a transaction's batch: the announcing
-// lock and wake-up signal (publishSQL), then one insertSQL per chunk.
+// lock and wake-up signal (publishSQL), with in.release the release of the keys
+// given up (releaseSQL), then one insertSQL per chunk.
 func (in *insertion) queue(b *pgx.Batch, s *Store) {
 	b.Queue(publishSQL, s.lockKey, s.channel)
-	chunks(in.order, func(part []int) { b.Queue(insertSQL, in.args(part)...) })
+	if in.release {
+		b.Queue(releaseSQL, in.releaseArgs()...)
+	}
+	chunks(in.order, func(part []int) { b.Queue(in.insertSQL(), in.args(part)...) })
 }
 
 // read consumes the results of the statements queue added.
@@ -145,6 +245,11 @@ func (in *insertion) read(br pgx.BatchResults) error {
 	in.reset()
 	if _, err := br.Exec(); err != nil {
 		return err
+	}
+	if in.release {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
 	var err error
 	chunks(in.order, func(part []int) {
@@ -268,7 +373,12 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		}
 	}
 	if !copied {
-		if err := s.genericTx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read); err != nil {
+		err := s.genericTx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
+		if keyWasFreed(err) { // nothing was written: again, moving such holders off their keys first
+			in.release = true
+			err = s.genericTx(ctx, "insert", func(b *pgx.Batch) { in.queue(b, s) }, in.read)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -294,15 +404,19 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	if err != nil {
 		return nil, err
 	}
+	in.release = true // insertSQL's error would abort the caller's transaction
 	if len(tasks) == 0 {
 		return []store.Inserted{}, nil
 	}
 	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
 		return nil, s.wrap("insert tx", err)
 	}
+	if err := q.exec(ctx, releaseSQL, in.releaseArgs()...); err != nil {
+		return nil, s.wrap("insert tx", err)
+	}
 	chunks(in.order, func(part []int) {
 		if err == nil {
-			err = q.query(ctx, insertSQL, in.args(part), func(rows txRows) error { return in.collect(part, rows) })
+			err = q.query(ctx, in.insertSQL(), in.args(part), func(rows txRows) error { return in.collect(part, rows) })
 		}
 	})
 	if err == nil {
@@ -418,8 +532,10 @@ func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
 	return t, nil
 }
 
-// lookupSQL reads the task of namespace $3 with a business key.
-const lookupSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2`
+// lookupSQL reads the newest task of namespace $3 with a business key: the one
+// holding it, if any, for every other gave it up to a newer one.
+const lookupSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2
+	ORDER BY t.id DESC LIMIT 1`
 
 // Lookup returns the task of the view's namespace with this name and key.
 func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
@@ -551,7 +667,7 @@ func moved(op string, t *store.Task, applied bool, err, sentinel error) (*store.
 // cancelSQL cancels the SCHEDULED task (name $1, key $2) of namespace $3.
 const cancelSQL = `UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.now, updated_at = ts.now
 	FROM (SELECT clock_timestamp() AS now) ts
-	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING ` + taskCols
+	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0 AND t.status = 'SCHEDULED' RETURNING ` + taskCols
 
 // CancelTx is Cancel inside the caller's transaction tx (a pgx.Tx or a *sql.Tx on
 // the store's database, with the store's schema first on its search_path), which it
@@ -604,7 +720,7 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 			finished_at = NULL, triggered_at = ts.now, seq = nextval('ax_seq'), updated_at = ts.now
 		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status IN ('SCHEDULED', 'FAILED') RETURNING `+taskCols,
+		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0 RETURNING `+taskCols,
 		[]any{id, s.ns}, getSQL, []any{id, s.ns})
 	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
 }
@@ -656,7 +772,7 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	}
 	t, ok, err := s.transitionTo(ctx, "reschedule", true,
 		`UPDATE ax_tasks t SET due_at = $4, seq = nextval('ax_seq'), updated_at = clock_timestamp()
-		WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.status = 'SCHEDULED' RETURNING `+taskCols,
+		WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0 AND t.status = 'SCHEDULED' RETURNING `+taskCols,
 		[]any{name, key, s.ns, dueArg(at)}, lookupSQL, []any{name, key, s.ns})
 	return moved(op, t, ok, err, store.ErrNotReschedulable)
 }
@@ -669,7 +785,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 		`UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now, attempt = 0, dispatch_retries = 0, finished_at = NULL,
 			seq = nextval('ax_seq'), updated_at = ts.now
 		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status = 'FAILED' RETURNING `+taskCols,
+		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status = 'FAILED' AND t.key_slot = 0 RETURNING `+taskCols,
 		[]any{id, s.ns}, getSQL, []any{id, s.ns})
 	return moved(op, t, ok, err, store.ErrNotRetryable)
 }
@@ -687,10 +803,11 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 			finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND (t.task_key = '' OR t.overlap = 'allow')
+		WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0
+			AND (t.task_key = '' OR t.overlap = 'allow')
 		RETURNING `+taskCols, []any{id, executionID, s.ns},
 		getSQL, []any{id, s.ns})
-	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) {
+	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
 		var holder int64
 		t, ok, holder, err = s.triggerKeyed(ctx, id, executionID, t.TaskKey)
 		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {

@@ -41,7 +41,8 @@ func TestMigrateFromV3(t *testing.T) {
 	defer db.Close()
 	past := time.Now().Add(-time.Hour).UnixMicro()
 	if _, err := db.Exec(`INSERT INTO ax_tasks (name, key, status, due_at, execution_id, task_key, overlap, created_at, updated_at)
-		VALUES ('v3', 'waiting', 'SCHEDULED', ?1, NULL, '', '', ?1, ?1), ('v3', 'holder', 'RUNNING', ?1, 'exec-1', 'k', 'queue', ?1, ?1)`,
+		VALUES ('v3', 'waiting', 'SCHEDULED', ?1, NULL, '', '', ?1, ?1), ('v3', 'holder', 'RUNNING', ?1, 'exec-1', 'k', 'queue', ?1, ?1),
+			('v3', 'done', 'SUCCEEDED', ?1, 'exec-2', '', '', ?1, ?1), ('report', 'at-1', 'SUCCEEDED', ?1, 'exec-3', 'report', 'skip', ?1, ?1)`,
 		past); err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +65,8 @@ func TestMigrateFromV3(t *testing.T) {
 		t.Fatalf("Open of a version 3 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 5 || want != 5 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 5, 5", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 6 || want != 6 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 6, 6", have, want, err)
 	}
 	if after := rootpage(); after != before {
 		t.Errorf("ax_tasks moved from root page %d to %d: the migration rewrote the table", before, after)
@@ -82,8 +83,8 @@ func TestMigrateFromV3(t *testing.T) {
 		}
 	}
 	var defaults int
-	if err := db.QueryRow(`SELECT count(*) FROM ax_tasks WHERE namespace = 'default'`).Scan(&defaults); err != nil || defaults != 2 {
-		t.Errorf("%d version 3 tasks in the default namespace (%v), want 2", defaults, err)
+	if err := db.QueryRow(`SELECT count(*) FROM ax_tasks WHERE namespace = 'default'`).Scan(&defaults); err != nil || defaults != 4 {
+		t.Errorf("%d version 3 tasks in the default namespace (%v), want 4", defaults, err)
 	}
 
 	ctx := t.Context()
@@ -105,6 +106,11 @@ func TestMigrateFromV3(t *testing.T) {
 	ins, err := a.Insert(ctx, []store.NewTask{{Name: "v3", Key: "waiting", DueAt: time.Now().Add(-time.Minute)}})
 	if err != nil || ins[0].Err != nil || ins[0].Task.ID == old.ID {
 		t.Fatalf("Insert(v3, waiting) in a = %+v, %v; want a new task", ins, err)
+	}
+	// Since v6 a finished task's key can be used again, but not an occurrence's.
+	again, err := s.Insert(ctx, []store.NewTask{{Name: "v3", Key: "done", DueAt: time.Now()}, {Name: "report", Key: "at-1", DueAt: time.Now()}})
+	if err != nil || again[0].Err != nil || !errors.Is(again[1].Err, store.ErrDuplicate) {
+		t.Errorf("Insert of a finished v3 task's key and of a finished occurrence's = %+v, %v; want a new task, then ErrDuplicate", again, err)
 	}
 	// The old running task holds k in the default namespace only.
 	keyed := store.NewTask{Name: "v4", Key: "keyed", DueAt: time.Now().Add(-time.Minute), TaskKey: "k", Overlap: store.OverlapQueue}

@@ -23,7 +23,11 @@
 // store.ErrSchemaVersion.
 //
 // Indexes (see migrations/0001_init.sql, rebuilt with the namespace first by
-// 0004_namespaces.sql): the business key (namespace, name, key) is unique; partial
+// 0004_namespaces.sql): the business key (namespace, name, key, key_slot) is unique,
+// key_slot 0 for the task holding the key (since 0006_key_reuse.sql: an insert that
+// finds the key taken by a task that no longer holds it, store.KeyHold.Frees, moves
+// that task to key_slot = id, Superseded, and inserts again in the same transaction;
+// Lookup reads the key's newest row; Retry and Trigger refuse a superseded task); partial
 // indexes on SCHEDULED rows make the window scan a range scan on (namespace, due_at,
 // id) and the incremental refill a range scan on (namespace, seq); partial indexes on
 // RUNNING and DISPATCHING rows serve recovery. Version 2 added the index of the
@@ -437,7 +441,7 @@ func nextSeq(ctx context.Context, tx *sql.Tx, n int) (int64, error) {
 const taskColumns = `id, name, key, payload, status, due_at, attempt, max_retry, dispatch_retries,
 	execution_id, owner_service, last_error, timeout_us, backoff,
 	created_at, updated_at, dispatched_at, started_at, heartbeat_at, finished_at, triggered_at,
-	task_key, overlap, payload IS NOT NULL`
+	task_key, overlap, payload IS NOT NULL, key_hold, key_until, key_slot <> 0`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -450,10 +454,13 @@ func scanTask(row scanner) (*store.Task, error) {
 		due, created, updated, timeout          int64
 		dispatched, started, hb, fin, triggered sql.NullInt64
 		hasPayload                              bool
+		hold                                    string
+		until                                   sql.NullInt64
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
 		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
-		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &t.TaskKey, &overlap, &hasPayload)
+		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &t.TaskKey, &overlap, &hasPayload,
+		&hold, &until, &t.Superseded)
 	if err != nil {
 		return nil, err
 	}
@@ -472,6 +479,7 @@ func scanTask(row scanner) (*store.Task, error) {
 	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
 	t.DispatchedAt, t.StartedAt = fromNull(dispatched), fromNull(started)
 	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(hb), fromNull(fin), fromNull(triggered)
+	t.KeyHold, t.KeyUntil = store.KeyHold(hold), fromNull(until)
 	return &t, nil
 }
 

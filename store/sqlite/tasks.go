@@ -80,45 +80,88 @@ func validNew(op string, tasks []store.NewTask) error {
 
 // insert writes tasks in tx and fills out, one result per task. run is s.batch on
 // the store's writer, s.batchText in a transaction of the caller's.
+//
+// A task whose key is taken by a task that no longer holds it (store.KeyHold) is
+// written by a second statement, after releaseSQL has moved the old task off the key;
+// a task whose key is held is a duplicate of the holder.
 func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []store.NewTask, out []store.Inserted) error {
 	seq, err := nextSeq(ctx, tx, len(tasks))
 	if err != nil {
 		return err
 	}
 	ts := micros(now())
-	return chunks(len(tasks), func(lo, hi int) error {
-		args := make([]any, 0, insertStmt.cols*(hi-lo))
-		for i := lo; i < hi; i++ {
+	write := func(rows []int) (missing []int, err error) {
+		args := make([]any, 0, insertStmt.cols*len(rows))
+		for _, i := range rows {
 			nt := tasks[i]
+			var until any
+			if !nt.KeyUntil.IsZero() {
+				until = micros(nt.KeyUntil)
+			}
 			args = append(args, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt),
 				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i),
-				nt.TaskKey, string(nt.Overlap))
+				nt.TaskKey, string(nt.Overlap), string(nt.KeyHold), until)
 		}
 		// Each row written answers with its id and sequence number, seq+i for input i:
 		// the task is the input as stored, read back from no row.
-		rows, err := run(ctx, tx, insertStmt, []any{ts, ts, s.ns}, args, nil)
+		res, err := run(ctx, tx, insertStmt, []any{ts, ts, s.ns}, args, nil)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		ids := make(map[int]int64, hi-lo)
-		for rows.Next() {
+		ids := make(map[int]int64, len(rows))
+		for res.Next() {
 			var id, n int64
-			if err := rows.Scan(&id, &n); err != nil {
-				rows.Close()
-				return err
+			if err := res.Scan(&id, &n); err != nil {
+				res.Close()
+				return nil, err
 			}
 			ids[int(n-seq)] = id
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		res.Close()
+		if err := res.Err(); err != nil {
+			return nil, err
 		}
-		for i := lo; i < hi; i++ {
+		for _, i := range rows {
 			if id, ok := ids[i]; ok {
 				out[i].Task = store.Stored(&tasks[i], id, fromMicros(ts), fromMicros(ts))
-				continue
+			} else {
+				missing = append(missing, i)
 			}
-			t, err := scanTask(tx.QueryRowContext(ctx, lookupSQL, s.ns, tasks[i].Name, tasks[i].Key))
+		}
+		return missing, nil
+	}
+	return chunks(len(tasks), func(lo, hi int) error {
+		rows := make([]int, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			rows = append(rows, i)
+		}
+		missing, err := write(rows)
+		if err != nil || len(missing) == 0 {
+			return err
+		}
+		var freed, held []int
+		for _, i := range missing {
+			res, err := tx.ExecContext(ctx, releaseSQL, ts, s.ns, tasks[i].Name, tasks[i].Key)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n > 0 {
+				freed = append(freed, i)
+			} else {
+				held = append(held, i)
+			}
+		}
+		if len(freed) > 0 {
+			again, err := write(freed) // what is still missing: a second copy of a freed key
+			if err != nil {
+				return err
+			}
+			held = append(held, again...)
+		}
+		for _, i := range held {
+			t, err := scanTask(tx.QueryRowContext(ctx, holderOfKeySQL, s.ns, tasks[i].Name, tasks[i].Key))
 			if err != nil {
 				return err
 			}
@@ -128,11 +171,24 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 	})
 }
 
+// keyFreeSQL is store.KeyHold.Frees over a task's columns, with ? the time now.
+const keyFreeSQL = `key_hold <> 'forever' AND (key_until IS NULL OR key_until <= ?)
+	AND (status IN ('SUCCEEDED', 'CANCELLED', 'SKIPPED') OR status = 'FAILED' AND key_hold = 'active')`
+
+// releaseSQL moves the task holding a business key off it, if it no longer holds it
+// at the given time: its key_slot becomes its id, which makes it Superseded and
+// leaves slot 0 to the insert that follows.
+const releaseSQL = `UPDATE ax_tasks SET key_slot = id WHERE ` + keyFreeSQL + `
+	AND namespace = ? AND name = ? AND key = ? AND key_slot = 0`
+
 const (
 	// getSQL reads one task of the view's namespace by id (the primary key).
 	getSQL = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE id = ? AND +namespace = ?`
-	// lookupSQL reads one task by its business key (ax_tasks_ns_name_key).
-	lookupSQL = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE namespace = ? AND name = ? AND key = ?`
+	// lookupSQL reads the newest task of a business key (ax_tasks_ns_name_key): the
+	// one holding it, if any, for every other gave it up to a newer one.
+	lookupSQL = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE namespace = ? AND name = ? AND key = ? ORDER BY id DESC LIMIT 1`
+	// holderOfKeySQL reads the task holding a business key.
+	holderOfKeySQL = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE namespace = ? AND name = ? AND key = ? AND key_slot = 0`
 )
 
 // Get returns one task of the view's namespace.
@@ -226,7 +282,7 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 	ts := micros(now())
 	t, err := scanTask(stx.QueryRowContext(ctx, `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED',
 		due_at = ?, finished_at = NULL, triggered_at = ?, seq = ?, updated_at = ?
-		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') RETURNING `+taskColumns, ts, ts, seq, ts, id, s.ns))
+		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0 RETURNING `+taskColumns, ts, ts, seq, ts, id, s.ns))
 	var sentinel error
 	if errors.Is(err, sql.ErrNoRows) {
 		t, sentinel, err = s.refused(ctx, stx, store.ErrNotTriggerable, getSQL, id, s.ns)
@@ -245,7 +301,7 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
 	ts := micros(now())
 	t, err = scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', updated_at = ?, finished_at = ?
-		WHERE namespace = ? AND name = ? AND key = ? AND status = 'SCHEDULED' RETURNING `+taskColumns, ts, ts, s.ns, name, key))
+		WHERE namespace = ? AND name = ? AND key = ? AND key_slot = 0 AND status = 'SCHEDULED' RETURNING `+taskColumns, ts, ts, s.ns, name, key))
 	if !errors.Is(err, sql.ErrNoRows) {
 		return t, nil, err
 	}
@@ -274,7 +330,7 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	}
 	return s.moveBack(ctx, "reschedule", op, func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
 		t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET due_at = ?, seq = ?, updated_at = ?
-			WHERE namespace = ? AND name = ? AND key = ? AND status = 'SCHEDULED' RETURNING `+taskColumns,
+			WHERE namespace = ? AND name = ? AND key = ? AND key_slot = 0 AND status = 'SCHEDULED' RETURNING `+taskColumns,
 			micros(at), seq, micros(now()), s.ns, name, key))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return t, nil, err
@@ -290,7 +346,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 		ts := micros(now())
 		t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'SCHEDULED', due_at = ?, attempt = 0,
 			dispatch_retries = 0, finished_at = NULL, seq = ?, updated_at = ?
-			WHERE id = ? AND +namespace = ? AND status = 'FAILED' RETURNING `+taskColumns, ts, seq, ts, id, s.ns))
+			WHERE id = ? AND +namespace = ? AND status = 'FAILED' AND key_slot = 0 RETURNING `+taskColumns, ts, seq, ts, id, s.ns))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return t, nil, err
 		}
@@ -437,7 +493,7 @@ const (
 	triggerSQL = `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = ?,
 		attempt = attempt + (CASE status WHEN 'FAILED' THEN 1 ELSE 0 END),
 		finished_at = NULL, dispatched_at = ?, triggered_at = ?, updated_at = ?
-		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED')
+		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0
 			AND (task_key = '' OR overlap = 'allow' OR ` + keyFree + `)
 		RETURNING ` + taskColumns
 	// holderSQL names the task holding one key of a namespace (ax_tasks_ns_key_holder).
@@ -470,7 +526,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			return err
 		}
 		sentinel = store.ErrNotTriggerable
-		if t.Status != store.Scheduled && t.Status != store.Failed {
+		if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
 			return nil
 		}
 		// Triggerable but not triggered: its key is held. Name the holder.

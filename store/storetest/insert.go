@@ -38,6 +38,8 @@ func testInsertRoundTrip(e *env) {
 		OwnerService: "orders",
 		Timeout:      45 * time.Second,
 		Backoff:      []time.Duration{time.Second, 2 * time.Second},
+		KeyHold:      store.HoldActive,
+		KeyUntil:     due.Add(time.Hour),
 	}
 	lo := e.now()
 	got := e.insert(nt)[0]
@@ -61,6 +63,8 @@ func testInsertRoundTrip(e *env) {
 		OwnerService: "orders",
 		Timeout:      nt.Timeout,
 		Backoff:      nt.Backoff,
+		KeyHold:      store.HoldActive,
+		KeyUntil:     due.Add(time.Hour),
 		CreatedAt:    got.CreatedAt,
 		UpdatedAt:    got.UpdatedAt,
 	}
@@ -257,6 +261,7 @@ func testInsertInvalid(e *env) {
 		"empty name":    func(nt *store.NewTask) { nt.Name = "" },
 		"empty key":     func(nt *store.NewTask) { nt.Key = "" },
 		"zero due time": func(nt *store.NewTask) { nt.DueAt = time.Time{} },
+		"unknown hold":  func(nt *store.NewTask) { nt.KeyHold = "sometimes" },
 	})
 	res, err := e.s.Refill(e.ctx, store.RefillParams{AfterSeq: 0, To: e.future(), Limit: 10})
 	if err != nil {

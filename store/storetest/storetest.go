@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
 	run(t, open, []group{
 		{"Insert", insertTests},
+		{"KeyReuse", reuseTests},
 		{"Read", readTests},
 		{"Query", queryTests},
 		{"Cancel", cancelTests},
@@ -290,17 +291,36 @@ func (e *env) future() time.Time { e.t.Helper(); return e.now().Add(time.Hour) }
 // inState returns a fresh task in status, reached through the store's own transitions.
 func (e *env) inState(status store.Status) *store.Task {
 	e.t.Helper()
-	if status == store.Scheduled {
-		return e.scheduled(e.future())
-	}
-	if status == store.Cancelled {
-		task := e.scheduled(e.future())
+	return e.inStateAs(status, e.newTask(e.now()))
+}
+
+// inStateAs is inState for the task nt (its DueAt is set here), which must not
+// exist yet: in status SKIPPED, its TaskKey and Overlap are set here too.
+func (e *env) inStateAs(status store.Status, nt store.NewTask) *store.Task {
+	e.t.Helper()
+	switch status {
+	case store.Scheduled:
+		nt.DueAt = e.future()
+		return e.insert(nt)[0]
+	case store.Cancelled:
+		nt.DueAt = e.future()
+		task := e.insert(nt)[0]
 		if _, err := e.s.Cancel(e.ctx, task.Name, task.Key); err != nil {
 			e.t.Fatalf("Cancel(%q, %q) error: %v", task.Name, task.Key, err)
 		}
 		return e.get(task.ID)
+	case store.Skipped:
+		key := fmt.Sprintf("skip-%d", e.n.Add(1))
+		e.holding(key, store.OverlapSkip, store.Running)
+		nt.DueAt, nt.TaskKey, nt.Overlap = e.past(), key, store.OverlapSkip
+		task := e.insert(nt)[0]
+		if res := e.claimAll(task.ID); len(res.Skipped) != 1 {
+			e.t.Fatalf("Claim of %d while its key is held = %+v, want it skipped", task.ID, res)
+		}
+		return e.get(task.ID)
 	}
-	task := e.claim(e.scheduled(e.past()).ID)
+	nt.DueAt = e.past()
+	task := e.claim(e.insert(nt)[0].ID)
 	if status == store.Dispatching {
 		return task
 	}

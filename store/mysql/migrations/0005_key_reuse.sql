@@ -1,0 +1,28 @@
+-- ax schema v5: a business key can be used again once its task has finished
+-- (store.KeyHold). Every statement is harmless to rerun when a migration resumes at it
+-- (see 0004_namespaces.sql).
+--
+-- key_slot is 0 for the task holding its key (at most one per key: the unique index)
+-- and the task's own id once a newer task of the key took it over. key_hold and
+-- key_until are the task's store.KeyHold and KeyUntil. The business key grows by 8
+-- bytes, to 3,014 of InnoDB's 3,072.
+--
+-- As in v4, the indexed virtual column's index is dropped first, so that MariaDB adds
+-- the columns instantly, and rebuilt with the business key in one ALTER that changes
+-- only secondary indexes (online, no table rebuild).
+ALTER TABLE ax_tasks
+    DROP KEY ax_tasks_held_key;
+
+ALTER TABLE ax_tasks
+    ADD COLUMN key_slot  BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN key_hold  VARCHAR(8) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
+    ADD COLUMN key_until DATETIME(6) NULL;
+
+-- Periodic occurrences (their task key is their name, the schedule's) keep their keys
+-- for good, as every task did before v5; every other finished task gives its key up
+-- when the key is submitted again.
+UPDATE ax_tasks SET key_hold = 'forever' WHERE task_key = name AND key_hold = '';
+
+ALTER TABLE ax_tasks
+    DROP KEY ax_tasks_name_key, ADD UNIQUE KEY ax_tasks_name_key (namespace, name, `key`, key_slot),
+    ADD KEY ax_tasks_held_key (namespace, held_key);
