@@ -128,6 +128,10 @@ type Config struct {
 	// status and the queue lag (one store query each time; never per scrape).
 	// Defaults to DefaultStatsInterval (15s).
 	StatsInterval time.Duration
+	// Retention bounds the history of finished tasks: by default SUCCEEDED,
+	// CANCELLED and SKIPPED tasks are deleted 7 days after they finished, FAILED ones
+	// after 30 (see Retention).
+	Retention Retention
 
 	// Namespace names the scheduling domain whose leader is elected and fenced: the
 	// store records each new leader of the namespace (its fencing token) and refuses
@@ -250,6 +254,7 @@ func (c Config) withDefaults() Config {
 		c.Namespace = DefaultNamespace
 	}
 	def(&c.Cluster.RequestTimeout, DefaultRequestTimeout)
+	c.Retention = c.Retention.withDefaults()
 	return c
 }
 
@@ -289,6 +294,7 @@ func (c Config) validate() error {
 	if c.MaxPayload < 0 {
 		bad("MaxPayload", "is negative (%d)", c.MaxPayload)
 	}
+	errs = append(errs, c.Retention.validate()...)
 	if c.MaxCatchUp < 0 || c.MaxCatchUp > maxCatchUp {
 		bad("MaxCatchUp", "%d is outside [0, %d]", c.MaxCatchUp, maxCatchUp)
 	}

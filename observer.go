@@ -86,6 +86,9 @@ const (
 	// replica's executor. Reason is the result (ok, busy — some tasks refused for want
 	// of a slot —, unreachable, fenced, error), Duration the request's time.
 	EventExecutorRequest = EventKind(observe.ExecutorRequest)
+	// EventPruned: retention deleted Count finished tasks, with their executions.
+	// Reason is their status, lower case: succeeded, failed, cancelled, skipped.
+	EventPruned = EventKind(observe.Pruned)
 )
 
 var eventKindNames = [...]string{
@@ -95,7 +98,7 @@ var eventKindNames = [...]string{
 	EventSkipped: "skipped", EventScheduleFired: "schedule_fired", EventClockOffset: "clock_offset",
 	EventWheelSize: "wheel_size", EventTaskCounts: "task_counts", EventUnhandled: "unhandled",
 	EventLeadership: "leadership", EventFenceRejected: "fence_rejected", EventLease: "lease",
-	EventExecutorRequest: "executor_request",
+	EventExecutorRequest: "executor_request", EventPruned: "pruned",
 }
 
 // String returns the kind in snake case, e.g. "dispatch_failed".

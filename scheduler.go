@@ -23,6 +23,7 @@ import (
 	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/internal/periodic"
 	"github.com/axsched/ax/internal/recovery"
+	"github.com/axsched/ax/internal/retention"
 	"github.com/axsched/ax/internal/route"
 	"github.com/axsched/ax/internal/storecall"
 	"github.com/axsched/ax/remote"
@@ -533,6 +534,15 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	})
 	if s.obs != nil {
 		wg.Go(func() { s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log) })
+	}
+	if p, ok := s.st.(store.Pruner); ok && !s.cfg.Retention.Off {
+		wg.Go(func() {
+			retention.Run(ctx, retention.Config{
+				Store: storecall.BoundedPruner(p, s.cfg.StoreTimeout), Now: s.clock.Now, Log: s.log, Observe: s.obs,
+				Rules: s.cfg.Retention.rules(), Interval: s.cfg.Retention.Interval, Pause: s.cfg.Retention.Pause,
+				Batch: store.MaxPrune,
+			})
+		})
 	}
 	if reg != nil {
 		wg.Go(func() { nodes.Expire(ctx, reg, s.cfg.HeartbeatInterval, s.log) })

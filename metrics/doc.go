@@ -32,6 +32,7 @@
 //	ax_tasks_submitted_total                 name                tasks written (submitted, or a schedule's occurrences)
 //	ax_tasks_skipped_total                   name                tasks SKIPPED because their task key was held
 //	ax_tasks_unhandled_total                 name                tasks due under a name with no handler here
+//	ax_tasks_pruned_total                    status              finished tasks deleted by retention (Config.Retention)
 //	ax_schedule_fires_total                  schedule, result    slots: dispatched, misfired, caught_up,
 //	                                                             skipped_overlap
 //	ax_schedule_next_fire_timestamp_seconds  schedule            Unix time of the schedule's next slot

@@ -158,6 +158,8 @@ func events() []ax.Event {
 		{Kind: ax.EventTaskCounts, Counts: map[ax.Status]int64{ax.Scheduled: 5, ax.Running: 1}, Lag: 2500 * time.Millisecond, Dropped: 1},
 		{Kind: ax.EventExecutorRequest, Reason: "ok", Duration: 3 * time.Millisecond},
 		{Kind: ax.EventExecutorRequest, Reason: "unreachable", Duration: 5 * time.Second},
+		{Kind: ax.EventPruned, Count: 1000, Reason: "succeeded"},
+		{Kind: ax.EventPruned, Count: 250, Reason: "succeeded"},
 		{Kind: ax.EventKind(999), Dropped: 4}, // an unknown kind: only its Dropped counts
 	}
 }
@@ -211,6 +213,7 @@ func TestObserveSeries(t *testing.T) {
 		`ax_schedule_fires_total{result="misfired",schedule="nightly"}`:        "3",
 		`ax_schedule_next_fire_timestamp_seconds{schedule="nightly"}`:          strconv.FormatFloat(due, 'g', -1, 64),
 		`ax_tasks_unhandled_total{name="c"}`:                                   "1",
+		`ax_tasks_pruned_total{status="succeeded"}`:                            "1250",
 
 		`ax_clock_offset_seconds{}`:      "-1.5",
 		`ax_wheel_tasks{}`:               "42",
@@ -310,7 +313,7 @@ func TestEveryMetricHasHelpAndAllowedLabels(t *testing.T) {
 		"ax_orphans_recovered_total", "ax_queue_lag_seconds", "ax_schedule_fires_total",
 		"ax_schedule_next_fire_timestamp_seconds", "ax_stuck_claims_total", "ax_task_dispatch_failures_total",
 		"ax_task_dispatch_lateness_seconds", "ax_task_duration_seconds", "ax_task_executions_total",
-		"ax_task_lateness_seconds", "ax_task_retries_total", "ax_tasks", "ax_tasks_skipped_total",
+		"ax_task_lateness_seconds", "ax_task_retries_total", "ax_tasks", "ax_tasks_pruned_total", "ax_tasks_skipped_total",
 		"ax_tasks_submitted_total", "ax_tasks_unhandled_total", "ax_wheel_tasks",
 	}
 	sort.Strings(names)

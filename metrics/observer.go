@@ -73,6 +73,7 @@ type Observer struct {
 	transitions    prometheus.Counter
 	leaseRemaining prometheus.Gauge
 	fenced         *prometheus.CounterVec
+	pruned         *prometheus.CounterVec
 	requests       *prometheus.CounterVec
 	requestTime    prometheus.Histogram
 
@@ -159,6 +160,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 			"Seconds until the leader stops acting on its lease unless renewed (0 when not leading)."),
 		fenced: counterVec("ax_fence_rejections_total",
 			"Writes refused as fenced by a newer leader, per component (claim, schedule, recovery).", "component"),
+		pruned: counterVec("ax_tasks_pruned_total",
+			"Finished tasks deleted by retention (Config.Retention), with their executions, per status.", "status"),
 		requests: counterVec("ax_executor_requests_total",
 			"Dispatch requests the leader sent to other replicas' executors, per result (ok, busy, unreachable, fenced, error).", "result"),
 		requestTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ax_executor_request_duration_seconds",
@@ -196,6 +199,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		{"ax_leader_transitions_total", o.transitions},
 		{"ax_leader_lease_remaining_seconds", o.leaseRemaining},
 		{"ax_fence_rejections_total", o.fenced},
+		{"ax_tasks_pruned_total", o.pruned},
 		{"ax_executor_requests_total", o.requests},
 		{"ax_executor_request_duration_seconds", o.requestTime},
 	}
@@ -320,6 +324,8 @@ func (o *Observer) Observe(e ax.Event) {
 	case ax.EventExecutorRequest:
 		o.requests.WithLabelValues(e.Reason).Inc()
 		o.requestTime.Observe(seconds(e.Duration))
+	case ax.EventPruned:
+		o.pruned.WithLabelValues(e.Reason).Add(float64(e.Count))
 	}
 }
 

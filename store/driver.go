@@ -274,6 +274,21 @@ func (q TaskQuery) Before(a, b *Task) bool {
 	return a.ID > b.ID
 }
 
+// CheckPrune rejects what the contract calls invalid for Prune.
+func CheckPrune(p PruneParams) error {
+	switch {
+	case !p.Status.Terminal():
+		return fmt.Errorf("prune: status %q is not a finished one: %w", p.Status, ErrInvalid)
+	case p.Limit < 1 || p.Limit > MaxPrune:
+		return fmt.Errorf("prune: limit %d is outside 1..%d: %w", p.Limit, MaxPrune, ErrInvalid)
+	case p.Before.IsZero() && p.KeepNewest <= 0:
+		return fmt.Errorf("prune: neither a time nor a number of tasks to keep: %w", ErrInvalid)
+	case p.KeepNewest < 0:
+		return fmt.Errorf("prune: negative number of tasks to keep %d: %w", p.KeepNewest, ErrInvalid)
+	}
+	return nil
+}
+
 // CheckCountCap rejects a CountTasks cap below 1.
 func CheckCountCap(atMost int64) error {
 	if atMost < 1 {

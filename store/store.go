@@ -456,6 +456,32 @@ type TxStore interface {
 	TriggerTx(ctx context.Context, tx any, id int64) (*Task, error)
 }
 
+// Pruner is implemented by stores that can remove finished tasks, for retention
+// (ax.Config.Retention). Every driver of this module implements it.
+type Pruner interface {
+	// Prune deletes, in one transaction, up to p.Limit tasks of the view's namespace
+	// in status p.Status, oldest FinishedAt first: those that finished before
+	// p.Before (unless it is zero) and, when p.KeepNewest is positive, those beyond
+	// the p.KeepNewest that finished last. Their executions go with them. It returns
+	// how many tasks it deleted. The rows are read with the status condition under a
+	// row lock, so a task that leaves p.Status meanwhile (a Retry of a FAILED task) is
+	// never deleted. A status that is not terminal, a Limit outside [1, MaxPrune], or
+	// neither a Before nor a KeepNewest is ErrInvalid.
+	Prune(ctx context.Context, p PruneParams) (int, error)
+}
+
+// PruneParams says which finished tasks Prune deletes.
+type PruneParams struct {
+	Status     Status    // SUCCEEDED, FAILED, CANCELLED or SKIPPED
+	Before     time.Time // delete what finished before this time; zero: no age limit
+	KeepNewest int       // when positive, also delete what is beyond this many, newest kept
+	Limit      int       // at most this many tasks, in [1, MaxPrune]
+}
+
+// MaxPrune is the most tasks one Prune deletes: its statements stay small, so that
+// they hold few locks and little of the write-ahead log at a time.
+const MaxPrune = 1000
+
 // Notifier is implemented by stores that can signal, soon after a transaction that
 // inserted tasks or made them SCHEDULED commits, that a refill would find something
 // (PostgreSQL LISTEN/NOTIFY). Signals may be coalesced or lost; the scheduler's

@@ -41,6 +41,7 @@ const (
 	FenceRejected
 	LeaseState
 	ExecutorRequest
+	Pruned
 )
 
 // Outcomes of Finished.

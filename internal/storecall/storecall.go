@@ -154,3 +154,19 @@ func (b boundedRegistry) ExpireNodes(ctx context.Context, deadFor time.Duration)
 	defer cancel()
 	return b.reg.ExpireNodes(ctx, deadFor)
 }
+
+// BoundedPruner returns p with every Prune given a timeout of its own (see Bounded).
+func BoundedPruner(p store.Pruner, timeout time.Duration) store.Pruner {
+	return boundedPruner{p: p, timeout: timeout}
+}
+
+type boundedPruner struct {
+	p       store.Pruner
+	timeout time.Duration
+}
+
+func (b boundedPruner) Prune(ctx context.Context, p store.PruneParams) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.p.Prune(ctx, p)
+}

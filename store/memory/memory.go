@@ -107,7 +107,10 @@ func WithClockSkew(d time.Duration) Option {
 	return func(s *Store) { s.skew = d }
 }
 
-var _ store.Namespaced = (*Store)(nil)
+var (
+	_ store.Namespaced = (*Store)(nil)
+	_ store.Pruner     = (*Store)(nil)
+)
 
 // InNamespace returns the view of namespace ns. See [store.Namespaced].
 func (s *Store) InNamespace(ns string) (store.Store, error) {
@@ -1032,4 +1035,59 @@ func copySchedule(sc *store.Schedule) store.Schedule {
 	c := *sc
 	c.Payload = slices.Clone(sc.Payload)
 	return c
+}
+
+// Prune deletes finished tasks with their executions. See [store.Pruner].
+func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
+	if err := store.CheckPrune(p); err != nil {
+		return 0, fmt.Errorf("ax: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, fmt.Errorf("ax: prune: %w", err)
+	}
+	defer s.mu.Unlock()
+	var finished []*row
+	for _, r := range s.rows {
+		if r.ns == s.ns && r.task.Status == p.Status {
+			finished = append(finished, r)
+		}
+	}
+	slices.SortFunc(finished, func(a, b *row) int {
+		if c := a.task.FinishedAt.Compare(b.task.FinishedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.task.ID, b.task.ID)
+	})
+	beyond := 0 // the oldest rows past the KeepNewest newest
+	if p.KeepNewest > 0 {
+		beyond = max(len(finished)-p.KeepNewest, 0)
+	}
+	n := 0
+	for i, r := range finished {
+		if n == p.Limit || i >= beyond && (p.Before.IsZero() || !r.task.FinishedAt.Before(p.Before)) {
+			break
+		}
+		s.delete(r)
+		n++
+	}
+	return n, nil
+}
+
+// delete removes a row and its executions; the caller holds s.mu. The business key
+// goes to the newest task of the key that is left, if any.
+func (s *Store) delete(r *row) {
+	for _, id := range r.execs {
+		delete(s.execs, id)
+	}
+	delete(s.rows, r.task.ID)
+	k := nameKey{r.ns, r.task.Name, r.task.Key}
+	if s.keys[k] != r.task.ID {
+		return
+	}
+	delete(s.keys, k)
+	for id, o := range s.rows {
+		if o.ns == r.ns && o.task.Name == r.task.Name && o.task.Key == r.task.Key && id > s.keys[k] {
+			s.keys[k] = id
+		}
+	}
 }

@@ -65,6 +65,7 @@ type shared struct {
 var (
 	_ store.Store        = (*Store)(nil)
 	_ store.TxStore      = (*Store)(nil)
+	_ store.Pruner       = (*Store)(nil)
 	_ store.Namespaced   = (*Store)(nil)
 	_ store.NodeRegistry = (*Store)(nil)
 )

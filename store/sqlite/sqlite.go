@@ -238,6 +238,7 @@ type conns struct {
 var (
 	_ store.Store        = (*Store)(nil)
 	_ store.TxStore      = (*Store)(nil)
+	_ store.Pruner       = (*Store)(nil)
 	_ store.Namespaced   = (*Store)(nil)
 	_ store.NodeRegistry = (*Store)(nil)
 )

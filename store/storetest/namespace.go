@@ -278,13 +278,21 @@ func testNodesAlive(e *env) {
 	if err := r.RegisterNode(e.ctx, store.NodeInfo{Name: "old", Capacity: 1}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.after(e.now().Add(300 * time.Millisecond))
+	e.after(e.now().Add(time.Second))
 	if err := r.RegisterNode(e.ctx, store.NodeInfo{Name: "new", Capacity: 1}); err != nil {
 		e.t.Fatal(err)
 	}
-	got := e.listNodes(r, 200*time.Millisecond)
+	all := e.listNodes(r, time.Hour)
+	if len(all) != 2 || all[0].Name != "new" || all[1].Name != "old" {
+		e.t.Fatalf("Nodes(1h) = %+v, want new and old", all)
+	}
+	// A window that ends halfway between the two heartbeats, measured now: new is in
+	// it unless this listing comes half the gap (half a second) after the last one.
+	mid := all[1].HeartbeatAt.Add(all[0].HeartbeatAt.Sub(all[1].HeartbeatAt) / 2)
+	within := e.now().Sub(mid)
+	got := e.listNodes(r, within)
 	if len(got) != 1 || got[0].Name != "new" {
-		e.t.Fatalf("Nodes(200ms) = %+v, want only the node that beat within it", got)
+		e.t.Fatalf("Nodes(%v) = %+v, want only the node that beat within it", within, got)
 	}
 }
 

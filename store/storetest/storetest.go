@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Cancel", cancelTests},
 		{"Reschedule", rescheduleTests},
 		{"Retry", retryTests},
+		{"Prune", pruneTests},
 		{"Claim", claimTests},
 		{"ClaimStart", claimStartTests},
 		{"Trigger", triggerTests},

@@ -1,5 +1,5 @@
 -- ax schema v5: a business key can be used again once its task has finished
--- (store.KeyHold). Every statement is harmless to rerun when a migration resumes at it
+-- (store.KeyHold), and an index of the finished tasks for retention. Every statement is harmless to rerun when a migration resumes at it
 -- (see 0004_namespaces.sql).
 --
 -- key_slot is 0 for the task holding its key (at most one per key: the unique index)
@@ -23,6 +23,10 @@ ALTER TABLE ax_tasks
 -- when the key is submitted again.
 UPDATE ax_tasks SET key_hold = 'forever' WHERE task_key = name AND key_hold = '';
 
+-- ax_tasks_status_finished serves retention (Prune: the oldest finished tasks of an
+-- outcome) and the task queries by a finished range. MySQL has no partial indexes:
+-- every row is in it, as in the other status indexes.
 ALTER TABLE ax_tasks
     DROP KEY ax_tasks_name_key, ADD UNIQUE KEY ax_tasks_name_key (namespace, name, `key`, key_slot),
-    ADD KEY ax_tasks_held_key (namespace, held_key);
+    ADD KEY ax_tasks_held_key (namespace, held_key),
+    ADD KEY ax_tasks_status_finished (namespace, status, finished_at, id);

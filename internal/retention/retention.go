@@ -1,0 +1,96 @@
+// Package retention deletes finished tasks once they are older than their outcome's
+// limit, or beyond its number of rows, with their executions: the leader's bounded
+// history (ax.Config.Retention). It works in small steps — at most Batch tasks per
+// store call, a pause between calls — so that it never holds many locks or much of
+// the write-ahead log at a time, and the store's claims and writes go on beside it:
+// the rows it deletes are finished ones, which nothing else writes.
+package retention
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/store"
+)
+
+// Rule is how long the finished tasks of one status are kept.
+type Rule struct {
+	Status store.Status
+	Age    time.Duration // deleted once finished longer ago than this; 0: no age limit
+	Rows   int           // when positive, at most this many are kept, the newest
+}
+
+// Config is what retention needs.
+type Config struct {
+	Store    store.Pruner
+	Now      func() time.Time // the store-corrected clock
+	Log      *slog.Logger
+	Observe  *observe.Queue
+	Rules    []Rule
+	Interval time.Duration // between rounds
+	Pause    time.Duration // between two calls of a round
+	Batch    int           // tasks per call, at most store.MaxPrune
+}
+
+// Run runs a round at once and then every Interval until ctx ends.
+func Run(ctx context.Context, cfg Config) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if _, err := Once(ctx, cfg); err != nil && ctx.Err() == nil {
+			cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: retention: prune failed; the next round tries again", slog.Any("err", err))
+		}
+		timer.Reset(cfg.Interval)
+	}
+}
+
+// Once runs one round: for each rule, calls until one deletes less than a batch,
+// pausing between calls. It returns how many tasks it deleted.
+func Once(ctx context.Context, cfg Config) (int, error) {
+	total := 0
+	for _, r := range cfg.Rules {
+		if r.Age <= 0 && r.Rows <= 0 {
+			continue
+		}
+		p := store.PruneParams{Status: r.Status, KeepNewest: r.Rows, Limit: cfg.Batch}
+		if r.Age > 0 {
+			p.Before = cfg.Now().Add(-r.Age)
+		}
+		for {
+			n, err := cfg.Store.Prune(ctx, p)
+			if n > 0 {
+				total += n
+				cfg.Observe.Send(observe.Event{Kind: observe.Pruned, At: cfg.Now(), Count: n, Reason: strings.ToLower(string(r.Status))})
+			}
+			if err != nil {
+				return total, err
+			}
+			if n < cfg.Batch {
+				break
+			}
+			if err := sleep(ctx, cfg.Pause); err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
