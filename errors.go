@@ -34,6 +34,9 @@ var (
 	// ErrNotRunning: the call needs a started scheduler (Trigger), or Start was
 	// called on a started or stopped scheduler.
 	ErrNotRunning = errors.New("scheduler not running")
+	// ErrUnsupported: the store does not offer what the call needs (an audit log:
+	// store.Auditor).
+	ErrUnsupported = errors.New("not supported by the store")
 )
 
 // lifecycleError is an ErrNotRunning that reads as its own message only ("already

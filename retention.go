@@ -21,6 +21,10 @@ type Retention struct {
 	Succeeded Keep
 	Failed    Keep
 	Cancelled Keep
+	// Audit is how long the records of the admin API's audit log are kept (where
+	// the store keeps one, store.Auditor). Defaults to 90 days; KeepForever keeps
+	// them all.
+	Audit time.Duration
 	// Interval is how often a round runs. Defaults to DefaultRetentionInterval (1m).
 	Interval time.Duration
 	// Pause is the pause between two batches of a round, which leaves the store to
@@ -49,6 +53,7 @@ const (
 	DefaultRetainSucceeded   = 7 * 24 * time.Hour
 	DefaultRetainFailed      = 30 * 24 * time.Hour
 	DefaultRetainCancelled   = 7 * 24 * time.Hour
+	DefaultRetainAudit       = 90 * 24 * time.Hour
 	DefaultRetentionInterval = time.Minute
 	DefaultRetentionPause    = 50 * time.Millisecond
 )
@@ -62,6 +67,7 @@ func (r Retention) withDefaults() Retention {
 	def(&r.Succeeded.For, DefaultRetainSucceeded)
 	def(&r.Failed.For, DefaultRetainFailed)
 	def(&r.Cancelled.For, DefaultRetainCancelled)
+	def(&r.Audit, DefaultRetainAudit)
 	def(&r.Interval, DefaultRetentionInterval)
 	def(&r.Pause, DefaultRetentionPause)
 	return r
@@ -79,6 +85,9 @@ func (r Retention) validate() []error {
 		if k.keep.Rows < 0 {
 			errs = append(errs, fmt.Errorf("Retention.%s.Rows is negative (%d): %w", k.name, k.keep.Rows, ErrInvalid))
 		}
+	}
+	if r.Audit < 0 && r.Audit != KeepForever {
+		errs = append(errs, fmt.Errorf("Retention.Audit is negative (%v) but not KeepForever: %w", r.Audit, ErrInvalid))
 	}
 	if r.Interval < 0 || r.Pause < 0 {
 		errs = append(errs, fmt.Errorf("Retention.Interval %v or Pause %v is negative: %w", r.Interval, r.Pause, ErrInvalid))

@@ -536,13 +536,15 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 		wg.Go(func() { s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log) })
 	}
 	if p, ok := s.st.(store.Pruner); ok && !s.cfg.Retention.Off {
-		wg.Go(func() {
-			retention.Run(ctx, retention.Config{
-				Store: storecall.BoundedPruner(p, s.cfg.StoreTimeout), Now: s.clock.Now, Log: s.log, Observe: s.obs,
-				Rules: s.cfg.Retention.rules(), Interval: s.cfg.Retention.Interval, Pause: s.cfg.Retention.Pause,
-				Batch: store.MaxPrune,
-			})
-		})
+		cfg := retention.Config{
+			Store: storecall.BoundedPruner(p, s.cfg.StoreTimeout), Now: s.clock.Now, Log: s.log, Observe: s.obs,
+			Rules: s.cfg.Retention.rules(), Interval: s.cfg.Retention.Interval, Pause: s.cfg.Retention.Pause,
+			Batch: store.MaxPrune, AuditAge: max(s.cfg.Retention.Audit, 0),
+		}
+		if a, ok := s.st.(store.Auditor); ok {
+			cfg.Audit = a // each call on the store's own timeouts: one small DELETE
+		}
+		wg.Go(func() { retention.Run(ctx, cfg) })
 	}
 	if reg != nil {
 		wg.Go(func() { nodes.Expire(ctx, reg, s.cfg.HeartbeatInterval, s.log) })

@@ -289,6 +289,38 @@ func CheckPrune(p PruneParams) error {
 	return nil
 }
 
+// CheckAudit rejects what the contract calls invalid for Audit.
+func CheckAudit(rec AuditRecord) error {
+	if rec.Actor == "" || rec.Action == "" || rec.Result == "" {
+		return fmt.Errorf("audit: a record needs an actor, an action and a result: %w", ErrInvalid)
+	}
+	for _, f := range []string{rec.Actor, rec.Role, rec.Action, rec.Target, rec.Result, string(rec.StatusBefore), string(rec.StatusAfter), rec.ExecutionID} {
+		if len(f) > MaxAuditText || !utf8.ValidString(f) {
+			return fmt.Errorf("audit: a field longer than %d bytes or not UTF-8: %w", MaxAuditText, ErrInvalid)
+		}
+	}
+	if len(rec.Reason) > MaxAuditReason || !utf8.ValidString(rec.Reason) {
+		return fmt.Errorf("audit: a reason longer than %d bytes or not UTF-8: %w", MaxAuditReason, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckAuditQuery rejects what the contract calls invalid for AuditLog.
+func CheckAuditQuery(q AuditQuery) error {
+	if q.Limit < 1 || q.Limit > MaxQueryLimit {
+		return fmt.Errorf("audit log: limit %d is outside 1..%d: %w", q.Limit, MaxQueryLimit, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckPruneAudit rejects what the contract calls invalid for PruneAudit.
+func CheckPruneAudit(before time.Time, limit int) error {
+	if before.IsZero() || limit < 1 || limit > MaxPrune {
+		return fmt.Errorf("prune audit: a zero time, or a limit %d outside 1..%d: %w", limit, MaxPrune, ErrInvalid)
+	}
+	return nil
+}
+
 // CheckCountCap rejects a CountTasks cap below 1.
 func CheckCountCap(atMost int64) error {
 	if atMost < 1 {

@@ -482,6 +482,54 @@ type PruneParams struct {
 // they hold few locks and little of the write-ahead log at a time.
 const MaxPrune = 1000
 
+// Auditor is implemented by stores that keep the audit log of the operations API
+// (package admin): one row per mutating call, allowed or refused, per namespace.
+// Every driver of this module implements it.
+type Auditor interface {
+	// Audit appends rec to the view's namespace's log and returns it with its ID
+	// and At (the store's clock) set. A record without an Actor, Action or Result,
+	// or with a field longer than MaxAuditText bytes (Reason: MaxAuditReason), is
+	// ErrInvalid.
+	Audit(ctx context.Context, rec AuditRecord) (*AuditRecord, error)
+	// AuditLog returns the records of the view's namespace that match q, newest
+	// first. A Limit outside [1, MaxQueryLimit] is ErrInvalid.
+	AuditLog(ctx context.Context, q AuditQuery) ([]AuditRecord, error)
+	// PruneAudit deletes up to limit records (in [1, MaxPrune]) of the view's
+	// namespace older than before, oldest first, and returns how many.
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// AuditRecord is one row of the audit log.
+type AuditRecord struct {
+	ID           int64
+	At           time.Time
+	Actor        string // who: the token's actor
+	Role         string // the token's role
+	Action       string // e.g. "task.cancel"
+	Target       string // e.g. "task 42", "schedule nightly"
+	Reason       string // the operator's reason, if given
+	Result       string // "ok", or the refusal's code and message
+	StatusBefore Status // the task's status before the call, when there is one
+	StatusAfter  Status // and after it
+	ExecutionID  string // the execution it led to (a trigger), if any
+}
+
+// AuditQuery selects audit records: each non-empty field must match exactly; BeforeID,
+// when positive, keeps the records older than that one (the next page).
+type AuditQuery struct {
+	Actor    string
+	Action   string
+	Target   string
+	BeforeID int64
+	Limit    int
+}
+
+// The limits of an AuditRecord's fields, in bytes.
+const (
+	MaxAuditText   = 1000
+	MaxAuditReason = 2000
+)
+
 // Notifier is implemented by stores that can signal, soon after a transaction that
 // inserted tasks or made them SCHEDULED commits, that a refill would find something
 // (PostgreSQL LISTEN/NOTIFY). Signals may be coalesced or lost; the scheduler's

@@ -30,6 +30,8 @@ type Config struct {
 	Log      *slog.Logger
 	Observe  *observe.Queue
 	Rules    []Rule
+	Audit    store.Auditor // nil: no audit log to prune
+	AuditAge time.Duration // audit records older than this are deleted; 0: none
 	Interval time.Duration // between rounds
 	Pause    time.Duration // between two calls of a round
 	Batch    int           // tasks per call, at most store.MaxPrune
@@ -81,7 +83,23 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 			}
 		}
 	}
-	return total, nil
+	if cfg.Audit == nil || cfg.AuditAge <= 0 {
+		return total, nil
+	}
+	before := cfg.Now().Add(-cfg.AuditAge)
+	for {
+		n, err := cfg.Audit.PruneAudit(ctx, before, cfg.Batch)
+		if n > 0 {
+			total += n
+			cfg.Observe.Send(observe.Event{Kind: observe.Pruned, At: cfg.Now(), Count: n, Reason: "audit"})
+		}
+		if err != nil || n < cfg.Batch {
+			return total, err
+		}
+		if err := sleep(ctx, cfg.Pause); err != nil {
+			return total, err
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -52,6 +52,8 @@ type state struct {
 	schedules map[nameKey]*store.Schedule // key unused
 	leases    map[string]*leaseRow        // by namespace (lease.go)
 	nodes     map[nameKey]*store.NodeInfo // key unused (nodes.go)
+	audit     []auditRow                  // id order (audit.go)
+	lastAudit int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -110,6 +112,7 @@ func WithClockSkew(d time.Duration) Option {
 var (
 	_ store.Namespaced = (*Store)(nil)
 	_ store.Pruner     = (*Store)(nil)
+	_ store.Auditor    = (*Store)(nil)
 )
 
 // InNamespace returns the view of namespace ns. See [store.Namespaced].

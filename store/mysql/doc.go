@@ -346,7 +346,7 @@
 // its own sequence number, so reading the rows back tells a row this call wrote from a
 // duplicate, in the same call or not.
 //
-// Reusing a business key (migrations/0005_key_reuse.sql): the task holding its key
+// Reusing a business key (migrations/0005_operations.sql): the task holding its key
 // has key_slot 0, one per key by the unique index. On a duplicate key the insert first
 // runs one UPDATE over the chunk's keys that moves each holder that no longer holds
 // its key (store.KeyHold.Frees: finished, by key_hold, past key_until) to key_slot =

@@ -68,6 +68,7 @@ var (
 	_ store.Store        = (*Store)(nil)
 	_ store.TxStore      = (*Store)(nil)
 	_ store.Pruner       = (*Store)(nil)
+	_ store.Auditor      = (*Store)(nil)
 	_ store.Notifier     = (*Store)(nil)
 	_ store.Namespaced   = (*Store)(nil)
 	_ store.NodeRegistry = (*Store)(nil)

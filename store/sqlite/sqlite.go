@@ -24,7 +24,7 @@
 //
 // Indexes (see migrations/0001_init.sql, rebuilt with the namespace first by
 // 0004_namespaces.sql): the business key (namespace, name, key, key_slot) is unique,
-// key_slot 0 for the task holding the key (since 0006_key_reuse.sql: an insert that
+// key_slot 0 for the task holding the key (since 0006_operations.sql: an insert that
 // finds the key taken by a task that no longer holds it, store.KeyHold.Frees, moves
 // that task to key_slot = id, Superseded, and inserts again in the same transaction;
 // Lookup reads the key's newest row; Retry and Trigger refuse a superseded task); partial
@@ -239,6 +239,7 @@ var (
 	_ store.Store        = (*Store)(nil)
 	_ store.TxStore      = (*Store)(nil)
 	_ store.Pruner       = (*Store)(nil)
+	_ store.Auditor      = (*Store)(nil)
 	_ store.Namespaced   = (*Store)(nil)
 	_ store.NodeRegistry = (*Store)(nil)
 )

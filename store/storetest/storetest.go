@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Reschedule", rescheduleTests},
 		{"Retry", retryTests},
 		{"Prune", pruneTests},
+		{"Audit", auditTests},
 		{"Claim", claimTests},
 		{"ClaimStart", claimStartTests},
 		{"Trigger", triggerTests},

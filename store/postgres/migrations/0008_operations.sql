@@ -28,3 +28,21 @@ BEGIN
     RAISE EXCEPTION 'ax: the task holding %/% has given the key up', name, key USING ERRCODE = 'AXK01';
 END
 $$;
+
+-- The audit log of the operations API (store.Auditor): one row per mutating call,
+-- allowed or refused. Read newest first by id, pruned by age (ax_audit_at).
+CREATE TABLE ax_audit (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    namespace     text        NOT NULL,
+    at            timestamptz NOT NULL,
+    actor         text        NOT NULL,
+    role          text        NOT NULL,
+    action        text        NOT NULL,
+    target        text        NOT NULL,
+    reason        text        NOT NULL DEFAULT '',
+    result        text        NOT NULL,
+    status_before text        NOT NULL DEFAULT '',
+    status_after  text        NOT NULL DEFAULT '',
+    execution_id  text        NOT NULL DEFAULT ''
+);
+CREATE INDEX ax_audit_at ON ax_audit (namespace, at);

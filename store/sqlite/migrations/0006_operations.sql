@@ -16,3 +16,22 @@ UPDATE ax_tasks SET key_hold = 'forever' WHERE task_key = name;
 
 DROP INDEX ax_tasks_ns_name_key;
 CREATE UNIQUE INDEX ax_tasks_ns_name_key ON ax_tasks (namespace, name, key, key_slot);
+
+-- The audit log of the operations API (store.Auditor): one row per mutating call,
+-- allowed or refused. Read newest first by id, pruned by age (ax_audit_at). Times in
+-- microseconds.
+CREATE TABLE ax_audit (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace     TEXT    NOT NULL,
+    at            INTEGER NOT NULL,
+    actor         TEXT    NOT NULL,
+    role          TEXT    NOT NULL,
+    action        TEXT    NOT NULL,
+    target        TEXT    NOT NULL,
+    reason        TEXT    NOT NULL DEFAULT '',
+    result        TEXT    NOT NULL,
+    status_before TEXT    NOT NULL DEFAULT '',
+    status_after  TEXT    NOT NULL DEFAULT '',
+    execution_id  TEXT    NOT NULL DEFAULT ''
+);
+CREATE INDEX ax_audit_at ON ax_audit (namespace, at);

@@ -1,0 +1,46 @@
+package ax
+
+import (
+	"context"
+
+	"github.com/axsched/ax/store"
+)
+
+// AuditRecord is one row of the audit log of the operations API (package admin): who
+// did what to which task or schedule, why, and how it ended. Audit sets its ID and At.
+type AuditRecord = store.AuditRecord
+
+// AuditQuery selects audit records (AuditLog): each non-empty field must match
+// exactly; BeforeID, when positive, keeps the records older than that one (the next
+// page); Limit is the page size, 1 to 1,000.
+type AuditQuery = store.AuditQuery
+
+// Audit appends rec to the audit log of the scheduler's namespace, stamped by the
+// store's clock, and returns it. The admin API calls it for every mutating request;
+// a service's own tools may too. A store without an audit log is ErrUnsupported; a
+// record without an actor, action or result, or with an over-long field, ErrInvalid.
+func (s *Scheduler) Audit(ctx context.Context, rec AuditRecord) (*AuditRecord, error) {
+	a, ok := s.st.(store.Auditor)
+	if !ok {
+		return nil, errorf("ax: audit: %T: %w", s.cfg.Store, ErrUnsupported)
+	}
+	got, err := a.Audit(ctx, rec)
+	if err != nil {
+		return nil, errorf("ax: audit: %w", err)
+	}
+	return got, nil
+}
+
+// AuditLog returns the audit records of the scheduler's namespace that match q, newest
+// first. A store without an audit log is ErrUnsupported.
+func (s *Scheduler) AuditLog(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
+	a, ok := s.st.(store.Auditor)
+	if !ok {
+		return nil, errorf("ax: audit log: %T: %w", s.cfg.Store, ErrUnsupported)
+	}
+	out, err := a.AuditLog(ctx, q)
+	if err != nil {
+		return nil, errorf("ax: audit log: %w", err)
+	}
+	return out, nil
+}

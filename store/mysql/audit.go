@@ -1,0 +1,117 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+const auditCols = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
+
+// Audit appends a record to the view's namespace's audit log, stamped by the
+// database's clock, in one transaction (see store.Auditor).
+func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := store.CheckAudit(rec); err != nil {
+		return nil, fmt.Errorf("ax: mysql: %w", err)
+	}
+	err := s.run(ctx, "audit", 0, func(tx *sql.Tx, _ int64) error {
+		if err := tx.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(dbTime{&rec.At}); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
+				status_before, status_after, execution_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.ns, dt(rec.At), rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
+			string(rec.StatusAfter), rec.ExecutionID)
+		if err != nil {
+			return err
+		}
+		rec.ID, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// AuditLog returns the view's namespace's matching records, newest first (see
+// store.Auditor).
+func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
+	if err := store.CheckAuditQuery(q); err != nil {
+		return nil, fmt.Errorf("ax: mysql: %w", err)
+	}
+	if err := s.check("audit log"); err != nil {
+		return nil, err
+	}
+	where, args := []string{"namespace = ?"}, []any{s.ns}
+	for _, f := range []struct {
+		cond string
+		v    any
+		set  bool
+	}{{"actor = ?", q.Actor, q.Actor != ""}, {"action = ?", q.Action, q.Action != ""}, {"target = ?", q.Target, q.Target != ""},
+		{"id < ?", q.BeforeID, q.BeforeID > 0}} {
+		if f.set {
+			where, args = append(where, f.cond), append(args, f.v)
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+auditCols+` FROM ax_audit WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id DESC LIMIT ?`, append(args, q.Limit)...)
+	if err != nil {
+		return nil, s.wrap("audit log", err)
+	}
+	defer rows.Close()
+	out := []store.AuditRecord{}
+	for rows.Next() {
+		var r store.AuditRecord
+		var before, after string
+		if err := rows.Scan(&r.ID, dbTime{&r.At}, &r.Actor, &r.Role, &r.Action, &r.Target, &r.Reason, &r.Result, &before, &after, &r.ExecutionID); err != nil {
+			return nil, s.wrap("audit log", err)
+		}
+		r.StatusBefore, r.StatusAfter = store.Status(before), store.Status(after)
+		out = append(out, r)
+	}
+	return out, s.wrap("audit log", rows.Err())
+}
+
+// PruneAudit deletes the view's namespace's records older than before, oldest first,
+// through ax_audit_at (see store.Auditor). MySQL takes no LIMIT in an IN subquery: the
+// ids are read first, in the same transaction.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := store.CheckPruneAudit(before, limit); err != nil {
+		return 0, fmt.Errorf("ax: mysql: %w", err)
+	}
+	var n int
+	err := s.run(ctx, "prune audit", 0, func(tx *sql.Tx, _ int64) error {
+		n = 0
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM ax_audit WHERE namespace = ? AND at < ? ORDER BY at LIMIT ? FOR UPDATE`,
+			s.ns, dt(before), limit)
+		if err != nil {
+			return err
+		}
+		var ids []any
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM ax_audit WHERE id IN (`+marks(len(ids))+`)`, ids...)
+		if err != nil {
+			return err
+		}
+		deleted, err := res.RowsAffected()
+		n = int(deleted)
+		return err
+	})
+	return n, err
+}

@@ -1,0 +1,101 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+const auditCols = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
+
+// Audit appends a record to the view's namespace's audit log, stamped by the
+// database's clock (see store.Auditor).
+func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := store.CheckAudit(rec); err != nil {
+		return nil, fmt.Errorf("ax: postgres: %w", err)
+	}
+	if err := s.check("audit"); err != nil {
+		return nil, err
+	}
+	err := s.pool.QueryRow(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
+			status_before, status_after, execution_id)
+		VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, at`,
+		s.ns, rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
+		string(rec.StatusAfter), rec.ExecutionID).Scan(&rec.ID, &rec.At)
+	if err != nil {
+		return nil, s.wrap("audit", err)
+	}
+	rec.At = rec.At.UTC()
+	return &rec, nil
+}
+
+// AuditLog returns the view's namespace's matching records, newest first: a backward
+// scan of the primary key, filtered (see store.Auditor).
+func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
+	if err := store.CheckAuditQuery(q); err != nil {
+		return nil, fmt.Errorf("ax: postgres: %w", err)
+	}
+	if err := s.check("audit log"); err != nil {
+		return nil, err
+	}
+	where, args := []string{"namespace = $1"}, []any{s.ns}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if q.Actor != "" {
+		add("actor = ?", q.Actor)
+	}
+	if q.Action != "" {
+		add("action = ?", q.Action)
+	}
+	if q.Target != "" {
+		add("target = ?", q.Target)
+	}
+	if q.BeforeID > 0 {
+		add("id < ?", q.BeforeID)
+	}
+	args = append(args, q.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+auditCols+` FROM ax_audit WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, s.wrap("audit log", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.AuditRecord, error) {
+		var r store.AuditRecord
+		var before, after string
+		err := row.Scan(&r.ID, &r.At, &r.Actor, &r.Role, &r.Action, &r.Target, &r.Reason, &r.Result, &before, &after, &r.ExecutionID)
+		r.At, r.StatusBefore, r.StatusAfter = r.At.UTC(), store.Status(before), store.Status(after)
+		return r, err
+	})
+	if err != nil {
+		return nil, s.wrap("audit log", err)
+	}
+	if out == nil {
+		out = []store.AuditRecord{}
+	}
+	return out, nil
+}
+
+// PruneAudit deletes the view's namespace's records older than before, oldest first,
+// through ax_audit_at (see store.Auditor).
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := store.CheckPruneAudit(before, limit); err != nil {
+		return 0, fmt.Errorf("ax: postgres: %w", err)
+	}
+	if err := s.check("prune audit"); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM ax_audit WHERE id IN (
+		SELECT id FROM ax_audit WHERE namespace = $1 AND at < $2 ORDER BY at LIMIT $3)`, s.ns, before, limit)
+	if err != nil {
+		return 0, s.wrap("prune audit", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,89 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+const auditCols = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
+
+// Audit appends a record to the view's namespace's audit log, in a write transaction
+// of its own (see store.Auditor).
+func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := store.CheckAudit(rec); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: %w", err)
+	}
+	at := micros(now())
+	err := s.write(ctx, "audit", func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
+				status_before, status_after, execution_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			s.ns, at, rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
+			string(rec.StatusAfter), rec.ExecutionID).Scan(&rec.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec.At = fromMicros(at)
+	return &rec, nil
+}
+
+// AuditLog returns the view's namespace's matching records, newest first (see
+// store.Auditor).
+func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
+	if err := store.CheckAuditQuery(q); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: %w", err)
+	}
+	where, args := []string{"namespace = ?"}, []any{s.ns}
+	for _, f := range []struct {
+		cond string
+		v    any
+		set  bool
+	}{{"actor = ?", q.Actor, q.Actor != ""}, {"action = ?", q.Action, q.Action != ""}, {"target = ?", q.Target, q.Target != ""},
+		{"id < ?", q.BeforeID, q.BeforeID > 0}} {
+		if f.set {
+			where, args = append(where, f.cond), append(args, f.v)
+		}
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+auditCols+` FROM ax_audit WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id DESC LIMIT ?`, append(args, q.Limit)...)
+	if err != nil {
+		return nil, s.wrap("audit log", err)
+	}
+	defer rows.Close()
+	out := []store.AuditRecord{}
+	for rows.Next() {
+		var r store.AuditRecord
+		var at int64
+		var before, after string
+		if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Role, &r.Action, &r.Target, &r.Reason, &r.Result, &before, &after, &r.ExecutionID); err != nil {
+			return nil, s.wrap("audit log", err)
+		}
+		r.At, r.StatusBefore, r.StatusAfter = fromMicros(at), store.Status(before), store.Status(after)
+		out = append(out, r)
+	}
+	return out, s.wrap("audit log", rows.Err())
+}
+
+// PruneAudit deletes the view's namespace's records older than before, oldest first,
+// through ax_audit_at (see store.Auditor).
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := store.CheckPruneAudit(before, limit); err != nil {
+		return 0, fmt.Errorf("ax: sqlite: %w", err)
+	}
+	var n int64
+	err := s.write(ctx, "prune audit", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM ax_audit WHERE id IN (
+			SELECT id FROM ax_audit WHERE namespace = ? AND at < ? ORDER BY at LIMIT ?)`, s.ns, micros(before), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
