@@ -12,14 +12,33 @@
 // With no tokens configured the handler refuses every request but /health: there are
 // no default credentials. Roles are ordered: Viewer (read) < Operator < Admin.
 //
-// Routes (this version serves the reads; the actions and their audit trail follow):
+// Routes:
 //
-//	GET /health              200 {"status":"ok"}; no token needed
-//	GET /tasks               viewer: a page of tasks (ax.TaskQuery from the query string)
-//	GET /tasks/counts        viewer: tasks per status, capped (ax.Counts)
-//	GET /tasks/{id}          viewer: one task and its executions
-//	GET /schedules           viewer: the schedules, paused or not, with their next and last slots
-//	GET /cluster             viewer: the leader, its epoch and lease, the live replicas
+//	GET  /health                     200 {"status":"ok"}; no token needed
+//	GET  /tasks                      viewer: a page of tasks (ax.TaskQuery from the query string)
+//	GET  /tasks/counts               viewer: tasks per status, capped (ax.Counts)
+//	GET  /tasks/{id}                 viewer: one task and its executions
+//	GET  /schedules                  viewer: the schedules, paused or not, with their next and last slots
+//	GET  /cluster                    viewer: the leader, its epoch and lease, the live replicas
+//	POST /tasks/{id}/cancel          operator: ax.Cancel
+//	POST /tasks/{id}/retry           operator: ax.Retry
+//	POST /tasks/{id}/trigger         operator, a reason: ax.Trigger (the serving scheduler must be started)
+//	POST /tasks/{id}/reschedule      operator, a reason and "at": ax.Reschedule
+//	POST /schedules/{name}/pause     operator: ax.PauseSchedule
+//	POST /schedules/{name}/resume    operator: ax.ResumeSchedule
+//	GET  /audit                      admin: the audit log, newest first (actor, action, target, before_id, limit)
+//
+// A mutating route's body is an ActionBody: one JSON object with no unknown fields, at
+// most MaxBody (1 MiB; larger is 413 too_large), or empty. Its answer is an
+// ActionResult: the task after the call and the audit record written for it. Every
+// mutating call by a known token, allowed or refused, is one record in the store's
+// audit log (ax.Audit; ax_audit): actor, role, action, target, reason, result, the
+// task's status before and after, the execution a trigger led to. The record is
+// written right after the change, not in its transaction: if it cannot be written, the
+// answer is 500 audit_failed, and the change stands. Triggers are limited per actor
+// (Config.Triggers; 429 rate_limited, audited); Config.ReadOnly refuses every
+// mutating route (403 read_only, audited). A call without a valid token is refused
+// (401) and not audited: it has no actor.
 //
 // The query string of GET /tasks: status (repeated or comma-separated), name,
 // key_prefix, owner, task_key, due_from, due_before, finished_from, finished_before
@@ -29,8 +48,10 @@
 //
 // Errors are JSON, {"error": {"code": "…", "message": "…"}}, with a stable code:
 // unauthorized (401: no token, or one that matches none), forbidden (403: the role
-// does not allow the route), invalid (400), not_found (404), method_not_allowed
-// (405), internal (500).
+// does not allow the route), read_only (403), invalid (400), not_found (404),
+// method_not_allowed (405), conflict (409: the task's state refuses the action),
+// not_running (409), too_large (413), rate_limited (429), internal (500),
+// audit_failed (500), unsupported (501: the store keeps no audit log).
 package admin
 
 import (
@@ -40,6 +61,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -99,6 +121,13 @@ type Config struct {
 	// Tokens are the bearer tokens accepted. None: every request but /health is
 	// refused.
 	Tokens []Token
+	// ReadOnly refuses every mutating route (403 read_only, audited).
+	ReadOnly bool
+	// Triggers bounds each actor's triggers. Default: 10 a minute.
+	Triggers TriggerLimit
+	// Logger receives what the API cannot answer with: an audit record that could
+	// not be written after its action was done. Defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // token is a configured token with its hash decoded.
@@ -110,9 +139,12 @@ type token struct {
 
 // Handler is the admin API of one scheduler.
 type Handler struct {
-	s      *ax.Scheduler
-	tokens []token
-	mux    *http.ServeMux
+	s        *ax.Scheduler
+	tokens   []token
+	mux      *http.ServeMux
+	readOnly bool
+	triggers *rateLimiter
+	log      *slog.Logger
 }
 
 // NewHandler returns the admin API of s. A token without an actor, with an unknown
@@ -121,7 +153,10 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	if s == nil {
 		return nil, fmt.Errorf("ax: admin: nil scheduler: %w", ax.ErrInvalid)
 	}
-	h := &Handler{s: s, mux: http.NewServeMux()}
+	h := &Handler{s: s, mux: http.NewServeMux(), readOnly: cfg.ReadOnly, triggers: newRateLimiter(cfg.Triggers), log: cfg.Logger}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
 	seen := map[string]bool{}
 	for i, t := range cfg.Tokens {
 		if seen[t.Hash] {
@@ -150,11 +185,13 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	h.route("GET /tasks/{id}", Viewer, h.task)
 	h.route("GET /schedules", Viewer, h.schedules)
 	h.route("GET /cluster", Viewer, h.cluster)
+	h.routeActions()
 	// What no route takes, answered in JSON like the rest (the mux's own answers are
 	// plain text).
-	for _, path := range []string{"/health", "/tasks", "/tasks/{id}", "/schedules", "/cluster"} { // /tasks/{id} also covers /tasks/counts
+	for path, allow := range map[string]string{"/health": "GET", "/tasks": "GET", "/tasks/{id}": "GET", "/schedules": "GET",
+		"/cluster": "GET", "/audit": "GET", "/tasks/{id}/{action}": "POST", "/schedules/{name}/{action}": "POST"} { // /tasks/{id} also covers /tasks/counts
 		h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", "GET")
+			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
 		})
 	}

@@ -1,0 +1,366 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/axsched/ax"
+)
+
+// MaxBody is the largest request body the API reads: a larger one is 413.
+const MaxBody = 1 << 20
+
+// ActionBody is the JSON body of a mutating request: an object with these fields and
+// no others. An empty body is an empty object.
+type ActionBody struct {
+	// Reason is why the operator acts; required to trigger and to reschedule, at
+	// most 2,000 bytes, recorded in the audit log.
+	Reason string `json:"reason,omitempty"`
+	// At is the new due time of a reschedule (RFC 3339).
+	At *time.Time `json:"at,omitempty"`
+}
+
+// ActionResult is the answer of a mutating request that succeeded: the task as it is
+// after it (none for a schedule), and the audit record written for it.
+type ActionResult struct {
+	Task  *TaskView  `json:"task,omitempty"`
+	Audit AuditEntry `json:"audit"`
+}
+
+// AuditEntry is an audit record as the API shows it.
+type AuditEntry struct {
+	ID           int64     `json:"id"`
+	At           time.Time `json:"at"`
+	Actor        string    `json:"actor"`
+	Role         string    `json:"role"`
+	Action       string    `json:"action"`
+	Target       string    `json:"target"`
+	Reason       string    `json:"reason,omitempty"`
+	Result       string    `json:"result"`
+	StatusBefore string    `json:"status_before,omitempty"`
+	StatusAfter  string    `json:"status_after,omitempty"`
+	ExecutionID  string    `json:"execution_id,omitempty"`
+}
+
+func entryOf(r *ax.AuditRecord) AuditEntry {
+	return AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Role: r.Role, Action: r.Action, Target: r.Target, Reason: r.Reason,
+		Result: r.Result, StatusBefore: string(r.StatusBefore), StatusAfter: string(r.StatusAfter), ExecutionID: r.ExecutionID}
+}
+
+// AuditLog is the answer of GET /audit.
+type AuditLog struct {
+	Entries []AuditEntry `json:"entries"`
+	Next    int64        `json:"next,omitempty"` // before_id of the next page; 0 on the last
+}
+
+// TriggerLimit bounds the triggers (task and schedule) of each actor: at most N per
+// Per, counted over a sliding window. The zero value is the default, 10 a minute.
+type TriggerLimit struct {
+	N   int
+	Per time.Duration
+}
+
+// apiFailure is a refusal of the API's own, with its status and stable code.
+type apiFailure struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (f *apiFailure) Error() string { return f.code + ": " + f.msg }
+
+func fail(status int, code, format string, args ...any) *apiFailure {
+	return &apiFailure{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// failureOf classifies err, an error of the scheduler or of the API.
+func failureOf(err error) *apiFailure {
+	var f *apiFailure
+	var tse *ax.TaskStateError
+	switch {
+	case errors.As(err, &f):
+		return f
+	case errors.As(err, &tse), errors.Is(err, ax.ErrNotCancellable), errors.Is(err, ax.ErrNotRetryable),
+		errors.Is(err, ax.ErrNotTriggerable), errors.Is(err, ax.ErrNotReschedulable):
+		return fail(http.StatusConflict, "conflict", "%v", err)
+	case errors.Is(err, ax.ErrNotRunning):
+		return fail(http.StatusConflict, "not_running", "%v", err)
+	case errors.Is(err, ax.ErrInvalid):
+		return fail(http.StatusBadRequest, "invalid", "%v", err)
+	case errors.Is(err, ax.ErrNotFound):
+		return fail(http.StatusNotFound, "not_found", "%v", err)
+	case errors.Is(err, ax.ErrUnsupported):
+		return fail(http.StatusNotImplemented, "unsupported", "%v", err)
+	}
+	return fail(http.StatusInternalServerError, "internal", "%v", err)
+}
+
+// decodeBody reads r's body, at most MaxBody bytes, into b: one JSON object without
+// unknown fields, or nothing.
+func decodeBody(w http.ResponseWriter, r *http.Request, b *ActionBody) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(b)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case errors.As(err, &tooLarge):
+		return fail(http.StatusRequestEntityTooLarge, "too_large", "the body is over %d bytes", MaxBody)
+	case err != nil:
+		return fail(http.StatusBadRequest, "invalid", "the body is not a JSON object of the action's fields: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fail(http.StatusBadRequest, "invalid", "the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// outcome is what an action did: the task before and after it (nil for a schedule).
+type outcome struct {
+	before, after *ax.Task
+}
+
+// action is one mutating route.
+type action struct {
+	name        string // the audit log's action, e.g. "task.cancel"
+	needsReason bool
+	trigger     bool                         // counted by the actor's TriggerLimit
+	target      func(r *http.Request) string // what the audit record names, from the path alone
+	run         func(ctx context.Context, r *http.Request, b ActionBody) (outcome, error)
+}
+
+// act registers a mutating route for operators: every call by a known token,
+// allowed or refused, is one audit record (an unauthenticated one is refused without:
+// it has no actor, and would let anyone fill the log).
+func (h *Handler) act(pattern string, a action) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		c, ok := h.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+			return
+		}
+		rec := ax.AuditRecord{Actor: c.actor, Role: c.role.String(), Action: a.name}
+		var b ActionBody
+		var out outcome
+		rec.Target = a.target(r)
+		err := decodeBody(w, r, &b)
+		rec.Reason = truncate(b.Reason, maxReason)
+		switch {
+		case err != nil:
+		case c.role < Operator:
+			err = fail(http.StatusForbidden, "forbidden", "%s's role, %s, does not allow this; it needs %s", c.actor, c.role, Operator)
+		case h.readOnly:
+			err = fail(http.StatusForbidden, "read_only", "the API is read-only (admin.Config.ReadOnly)")
+		case a.needsReason && strings.TrimSpace(b.Reason) == "":
+			err = fail(http.StatusBadRequest, "invalid", "%s needs a reason", a.name)
+		case len(b.Reason) > maxReason:
+			err = fail(http.StatusBadRequest, "invalid", "the reason is over %d bytes", maxReason)
+		case a.trigger && !h.triggers.allow(c.actor, time.Now()):
+			err = fail(http.StatusTooManyRequests, "rate_limited", "%s may trigger %d times per %v", c.actor, h.triggers.n, h.triggers.per)
+		default:
+			out, err = a.run(r.Context(), r, b)
+		}
+		if out.before != nil {
+			rec.StatusBefore = out.before.Status
+		}
+		if out.after != nil {
+			rec.StatusAfter = out.after.Status
+			if a.trigger && out.after.ExecutionID != "" && (out.before == nil || out.after.ExecutionID != out.before.ExecutionID) {
+				rec.ExecutionID = out.after.ExecutionID
+			}
+		}
+		rec.Result = "ok"
+		var f *apiFailure
+		if err != nil {
+			f = failureOf(err)
+			rec.Result = truncate(f.code+": "+f.msg, 1000)
+		}
+		saved, aerr := h.s.Audit(context.WithoutCancel(r.Context()), rec)
+		switch {
+		case aerr != nil && f == nil:
+			h.log.Error("ax: admin: an action was done but its audit record could not be written", "action", a.name,
+				"target", rec.Target, "actor", rec.Actor, "err", aerr)
+			writeError(w, http.StatusInternalServerError, "audit_failed", "done, but its audit record could not be written: "+aerr.Error())
+		case f != nil:
+			writeError(w, f.status, f.code, f.msg)
+		default:
+			res := ActionResult{Audit: entryOf(saved)}
+			if out.after != nil {
+				v := taskOf(out.after)
+				res.Task = &v
+			}
+			writeJSON(w, http.StatusOK, res)
+		}
+	})
+}
+
+// maxReason bounds an action's reason, as the audit log does.
+const maxReason = 2000
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// taskID reads the {id} of a route.
+func taskID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fail(http.StatusBadRequest, "invalid", "task id %q: want a positive integer", r.PathValue("id"))
+	}
+	return id, nil
+}
+
+func taskTarget(r *http.Request) string { return truncate("task "+r.PathValue("id"), 1000) }
+
+func scheduleTarget(r *http.Request) string { return truncate("schedule "+r.PathValue("name"), 1000) }
+
+// onTask runs do on the task of the route, reading it before and after.
+func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody) error) func(context.Context, *http.Request, ActionBody) (outcome, error) {
+	return func(ctx context.Context, r *http.Request, b ActionBody) (outcome, error) {
+		id, err := taskID(r)
+		if err != nil {
+			return outcome{}, err
+		}
+		before, err := h.s.Get(ctx, id)
+		if err != nil {
+			return outcome{}, err
+		}
+		err = do(ctx, before, b)
+		after, gerr := h.s.Get(ctx, id)
+		if gerr != nil {
+			after = nil
+		}
+		return outcome{before: before, after: after}, err
+	}
+}
+
+// routeActions registers the mutating routes and the audit log.
+func (h *Handler) routeActions() {
+	h.act("POST /tasks/{id}/cancel", action{name: "task.cancel", target: taskTarget,
+		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error { return h.s.Cancel(ctx, t.Name, t.Key) })})
+	h.act("POST /tasks/{id}/retry", action{name: "task.retry", target: taskTarget,
+		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error { _, err := h.s.Retry(ctx, t.ID); return err })})
+	h.act("POST /tasks/{id}/trigger", action{name: "task.trigger", needsReason: true, trigger: true, target: taskTarget,
+		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error { return h.s.Trigger(ctx, t.ID) })})
+	h.act("POST /tasks/{id}/reschedule", action{name: "task.reschedule", needsReason: true, target: taskTarget,
+		run: h.onTask(func(ctx context.Context, t *ax.Task, b ActionBody) error {
+			if b.At == nil {
+				return fail(http.StatusBadRequest, "invalid", "a reschedule needs \"at\", the new due time")
+			}
+			_, err := h.s.Reschedule(ctx, t.Name, t.Key, *b.At)
+			return err
+		})})
+	h.act("POST /schedules/{name}/pause", action{name: "schedule.pause", target: scheduleTarget,
+		run: func(ctx context.Context, r *http.Request, _ ActionBody) (outcome, error) {
+			return outcome{}, h.s.PauseSchedule(ctx, r.PathValue("name"))
+		}})
+	h.act("POST /schedules/{name}/resume", action{name: "schedule.resume", target: scheduleTarget,
+		run: func(ctx context.Context, r *http.Request, _ ActionBody) (outcome, error) {
+			return outcome{}, h.s.ResumeSchedule(ctx, r.PathValue("name"))
+		}})
+	h.route("GET /audit", Admin, h.auditLog)
+}
+
+// auditLog is GET /audit: actor, action, target (exact), before_id, limit (1 to
+// 1,000; default 100).
+func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, _ caller) {
+	q := ax.AuditQuery{Limit: 100}
+	for key, vs := range r.URL.Query() {
+		v := vs[len(vs)-1]
+		var err error
+		switch key {
+		case "actor":
+			q.Actor = v
+		case "action":
+			q.Action = v
+		case "target":
+			q.Target = v
+		case "before_id":
+			q.BeforeID, err = strconv.ParseInt(v, 10, 64)
+		case "limit":
+			q.Limit, err = strconv.Atoi(v)
+			if err == nil && (q.Limit < 1 || q.Limit > 1000) {
+				err = errors.New("outside 1..1000")
+			}
+		default:
+			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("unknown parameter %q", key))
+			return
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("%s %q: %v", key, v, err))
+			return
+		}
+	}
+	want := q.Limit
+	q.Limit++ // one more: is there a next page?
+	recs, err := h.s.AuditLog(r.Context(), q)
+	if err != nil {
+		f := failureOf(err)
+		writeError(w, f.status, f.code, f.msg)
+		return
+	}
+	out := AuditLog{Entries: []AuditEntry{}}
+	for i := range recs {
+		if i == want {
+			out.Next = recs[i-1].ID
+			break
+		}
+		out.Entries = append(out.Entries, entryOf(&recs[i]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// rateLimiter counts each actor's triggers over a sliding window.
+type rateLimiter struct {
+	n   int
+	per time.Duration
+	mu  sync.Mutex
+	at  map[string][]time.Time
+}
+
+func newRateLimiter(l TriggerLimit) *rateLimiter {
+	if l.N <= 0 {
+		l.N = 10
+	}
+	if l.Per <= 0 {
+		l.Per = time.Minute
+	}
+	return &rateLimiter{n: l.N, per: l.Per, at: map[string][]time.Time{}}
+}
+
+// allow records a trigger of actor at now and reports whether it is within the limit;
+// a refused one is not counted.
+func (l *rateLimiter) allow(actor string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	recent := l.at[actor][:0]
+	for _, t := range l.at[actor] {
+		if now.Sub(t) < l.per {
+			recent = append(recent, t)
+		}
+	}
+	if len(recent) >= l.n {
+		l.at[actor] = recent
+		return false
+	}
+	l.at[actor] = append(recent, now)
+	return true
+}
