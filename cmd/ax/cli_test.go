@@ -275,13 +275,16 @@ func TestTasksCommands(t *testing.T) {
 		}
 		ids = append(ids, task.ID)
 	}
-	h, err := admin.NewHandler(s, admin.Config{Tokens: []admin.Token{{Actor: "ops", Role: admin.Viewer, Hash: admin.HashToken("tok")}}})
+	h, err := admin.NewHandler(s, admin.Config{Tokens: []admin.Token{{Actor: "ops", Role: admin.Viewer, Hash: admin.HashToken("tok")},
+		{Actor: "oncall", Role: admin.Operator, Hash: admin.HashToken("op-tok")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	api := []string{"--server", srv.URL, "--token", "tok"}
+	op := []string{"--server", srv.URL, "--token", "op-tok"}
+	id := func(i int) string { return strconv.FormatInt(ids[i], 10) }
 	for _, c := range []struct {
 		args []string
 		code int
@@ -296,11 +299,22 @@ func TestTasksCommands(t *testing.T) {
 		{append([]string{"tasks", "show", "999999"}, api...), exitFail, []string{"not_found (404)"}},
 		{append([]string{"tasks", "list", "--limit", "5000"}, api...), exitFail, []string{"invalid (400)"}},
 		{[]string{"tasks", "list", "--server", srv.URL, "--token", "forged"}, exitFail, []string{"unauthorized (401)"}},
-		{[]string{"tasks"}, exitUsage, []string{"missing action: want list or show"}},
-		{[]string{"tasks", "--server", srv.URL, "list"}, exitUsage, []string{"the action (list or show) comes first"}},
+		{append([]string{"tasks", "cancel", id(0)}, api...), exitFail, []string{"forbidden (403)"}},
+		{append([]string{"tasks", "cancel", id(0), "--reason", "paid"}, op...), exitOK, []string{"status:", "CANCELLED", "audit:", "task.cancel by oncall"}},
+		{append([]string{"tasks", "cancel", id(0)}, op...), exitFail, []string{"conflict (409)"}},
+		{append([]string{"tasks", "reschedule", id(1), "--at", "2h", "--reason", "the customer asked"}, op...), exitOK, []string{"SCHEDULED", "task.reschedule"}},
+		{append([]string{"tasks", "reschedule", id(1), "--at", "2h"}, op...), exitFail, []string{"invalid (400)", "needs a reason"}},
+		{append([]string{"tasks", "trigger", id(2), "--reason", "compensation", "--json"}, op...), exitOK, []string{`"execution_id":`, `"action":"task.trigger"`}},
+		{append([]string{"tasks", "retry", id(2)}, op...), exitFail, []string{"conflict (409)"}},
+		{append([]string{"schedules", "pause", "payment.reconcile"}, op...), exitOK, []string{"schedule payment.reconcile", "schedule.pause by oncall"}},
+		{append([]string{"schedules", "list"}, api...), exitOK, []string{"paused"}},
+		{append([]string{"schedules", "resume", "payment.reconcile"}, op...), exitOK, []string{"schedule.resume"}},
+		{[]string{"tasks", "reschedule", id(1), "--at", "soon"}, exitUsage, []string{"neither an RFC 3339 time nor a duration"}},
+		{[]string{"tasks"}, exitUsage, []string{"missing action: want list, show, cancel, retry, trigger or reschedule"}},
+		{[]string{"tasks", "--server", srv.URL, "list"}, exitUsage, []string{"comes first, before the flags"}},
 		{[]string{"tasks", "show"}, exitUsage, []string{"missing task ID"}},
 		{append([]string{"tasks", "list", "extra"}, api...), exitUsage, []string{`unexpected argument "extra"`}},
-		{[]string{"schedules"}, exitUsage, []string{"missing action: want list"}},
+		{[]string{"schedules"}, exitUsage, []string{"missing action: want list, pause or resume"}},
 		{[]string{"tasks", "list", "-h"}, exitOK, []string{"-key-prefix"}},
 	} {
 		code, stdout, stderr := runAx(t, c.args...)

@@ -4,8 +4,9 @@
 //	                                --nodes 3: three replicas, the leader killed and another taking over
 //	ax migrate up|status [flags]    apply or show the schema migrations of a store
 //	ax bench [flags]                run an end-to-end workload against a store, from an empty schema
-//	ax tasks list|show [flags]      read tasks through an admin API (--server, AX_TOKEN)
-//	ax schedules list [flags]       read the schedules through an admin API
+//	ax tasks list|show|cancel|retry|trigger|reschedule [flags]
+//	                                find and act on tasks through an admin API (--server, AX_TOKEN)
+//	ax schedules list|pause|resume  the schedules, through an admin API
 //	ax version                      print the version of ax, of Go, and each store's schema version
 //
 // Run `ax help` for the list of commands and `ax help COMMAND` for a command's flags.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -43,15 +44,31 @@ func envOr(name, def string) string {
 // the raw body too; an error response is returned as an error carrying the server's
 // code and message.
 func (a *apiFlags) get(ctx context.Context, path string, query url.Values, out any) ([]byte, error) {
+	return a.do(ctx, http.MethodGet, path, query, nil, out)
+}
+
+// do is get for any method, with body (nil for none) sent as JSON.
+func (a *apiFlags) do(ctx context.Context, method, path string, query url.Values, body any, out any) ([]byte, error) {
 	u := strings.TrimSuffix(a.server, "/") + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
@@ -62,7 +79,7 @@ func (a *apiFlags) get(ctx context.Context, path string, query url.Values, out a
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return nil, err
 	}
@@ -70,12 +87,12 @@ func (a *apiFlags) get(ctx context.Context, path string, query url.Values, out a
 		var e struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
-		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+		if json.Unmarshal(answer, &e) == nil && e.Error.Code != "" {
 			return nil, fmt.Errorf("%s (%d): %s", e.Error.Code, resp.StatusCode, e.Error.Message)
 		}
-		return nil, fmt.Errorf("%s: %.200s", resp.Status, body)
+		return nil, fmt.Errorf("%s: %.200s", resp.Status, answer)
 	}
-	return body, json.Unmarshal(body, out)
+	return answer, json.Unmarshal(answer, out)
 }
 
 // show is a read command's whole answer: GET path into out, then the server's JSON
@@ -98,17 +115,22 @@ func (a *apiFlags) show(ctx context.Context, command, path string, query url.Val
 // newTable is the aligned table every command prints.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// runTasks is `ax tasks list|show`.
+// runTasks is `ax tasks list|show|cancel|retry|trigger|reschedule`.
 func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
-		fmt.Fprint(w, `usage: ax tasks list [flags]     a page of tasks, newest first
-       ax tasks show ID [flags]  one task and its executions
+		fmt.Fprint(w, `usage: ax tasks list [flags]                          a page of tasks, newest first
+       ax tasks show ID [flags]                       one task and its executions
+       ax tasks cancel ID [--reason R]                cancel a SCHEDULED task
+       ax tasks retry ID [--reason R]                 retry a FAILED task
+       ax tasks trigger ID --reason R                 run a task now
+       ax tasks reschedule ID --at T --reason R       move a SCHEDULED task's due time
 
-Run 'ax tasks list -h' or 'ax tasks show -h' for the flags.
+Run 'ax tasks ACTION -h' for the flags.
 `)
 	}
+	const actions = "list, show, cancel, retry, trigger or reschedule"
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "ax tasks: missing action: want list or show\n\n")
+		fmt.Fprintf(stderr, "ax tasks: missing action: want %s\n\n", actions)
 		usage(stderr)
 		return exitUsage
 	}
@@ -120,11 +142,13 @@ Run 'ax tasks list -h' or 'ax tasks show -h' for the flags.
 		return tasksList(ctx, args[1:], stdout, stderr)
 	case "show":
 		return tasksShow(ctx, args[1:], stdout, stderr)
+	case "cancel", "retry", "trigger", "reschedule":
+		return taskAction(ctx, args[0], args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
-		fmt.Fprintf(stderr, "ax tasks: the action (list or show) comes first, before the flags; got %q\n\n", args[0])
+		fmt.Fprintf(stderr, "ax tasks: the action (%s) comes first, before the flags; got %q\n\n", actions, args[0])
 	} else {
-		fmt.Fprintf(stderr, "ax tasks: unknown action %q: want list or show\n\n", args[0])
+		fmt.Fprintf(stderr, "ax tasks: unknown action %q: want %s\n\n", args[0], actions)
 	}
 	usage(stderr)
 	return exitUsage
@@ -239,25 +263,33 @@ func firstLine(s string) string {
 	return line
 }
 
-// runSchedules is `ax schedules list`.
+// runSchedules is `ax schedules list|pause|resume`.
 func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("schedules list", flag.ContinueOnError)
 	var api apiFlags
 	api.register(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: ax schedules list [flags]\n\nPrints the schedules, paused or not, with their next and last slots.\n\nflags:\n")
+		fmt.Fprint(fs.Output(), `usage: ax schedules list [flags]                 the schedules, paused or not, with their next and last slots
+       ax schedules pause NAME [--reason R]     pause a schedule
+       ax schedules resume NAME [--reason R]    resume it from its next slot
+
+flags of list:
+`)
 		fs.PrintDefaults()
 	}
+	const actions = "list, pause or resume"
 	switch {
 	case len(args) > 0 && isHelp(args[0]):
 		code, _ := parseFlags(fs, args[:1], stdout, stderr)
 		return code
 	case len(args) == 0:
-		fmt.Fprintf(stderr, "ax schedules: missing action: want list\n\n")
+		fmt.Fprintf(stderr, "ax schedules: missing action: want %s\n\n", actions)
 		fs.Usage()
 		return exitUsage
+	case args[0] == "pause" || args[0] == "resume":
+		return scheduleAction(ctx, args[0], args[1:], stdout, stderr)
 	case args[0] != "list":
-		fmt.Fprintf(stderr, "ax schedules: unknown action %q (it comes first, before the flags): want list\n\n", args[0])
+		fmt.Fprintf(stderr, "ax schedules: unknown action %q (it comes first, before the flags): want %s\n\n", args[0], actions)
 		fs.Usage()
 		return exitUsage
 	}
