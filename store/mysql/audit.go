@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 const auditCols = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
@@ -47,19 +47,8 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	if err := s.check("audit log"); err != nil {
 		return nil, err
 	}
-	where, args := []string{"namespace = ?"}, []any{s.ns}
-	for _, f := range []struct {
-		cond string
-		v    any
-		set  bool
-	}{{"actor = ?", q.Actor, q.Actor != ""}, {"action = ?", q.Action, q.Action != ""}, {"target = ?", q.Target, q.Target != ""},
-		{"id < ?", q.BeforeID, q.BeforeID > 0}} {
-		if f.set {
-			where, args = append(where, f.cond), append(args, f.v)
-		}
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+auditCols+` FROM ax_audit WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY id DESC LIMIT ?`, append(args, q.Limit)...)
+	query, args := taskquery.AuditSelect(dialect, auditCols, s.ns, q)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap("audit log", err)
 	}
@@ -87,22 +76,9 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (in
 	var n int
 	err := s.run(ctx, "prune audit", 0, func(tx *sql.Tx, _ int64) error {
 		n = 0
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM ax_audit WHERE namespace = ? AND at < ? ORDER BY at LIMIT ? FOR UPDATE`,
-			s.ns, dt(before), limit)
-		if err != nil {
-			return err
-		}
-		var ids []any
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
+		ids, err := taskquery.ScanIDs(tx.QueryContext(ctx, `SELECT id FROM ax_audit WHERE namespace = ? AND at < ? ORDER BY at LIMIT ? FOR UPDATE`,
+			s.ns, dt(before), limit))
+		if err != nil || len(ids) == 0 {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM ax_audit WHERE id IN (`+marks(len(ids))+`)`, ids...)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // Prune deletes finished tasks of the view's namespace with their executions, in one
@@ -36,24 +37,11 @@ func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
 				return err
 			}
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM ax_tasks FORCE INDEX (ax_tasks_status_finished)
+		ids, err := taskquery.ScanIDs(tx.QueryContext(ctx, `SELECT id FROM ax_tasks FORCE INDEX (ax_tasks_status_finished)
 			WHERE namespace = ? AND status = ? AND (finished_at < ? OR finished_at < ? OR finished_at = ? AND id <= ?)
 			ORDER BY finished_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
-			s.ns, string(p.Status), dt(before), dt(cutAt), dt(cutAt), cutID, p.Limit)
-		if err != nil {
-			return err
-		}
-		var ids []any
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
+			s.ns, string(p.Status), dt(before), dt(cutAt), dt(cutAt), cutID, p.Limit))
+		if err != nil || len(ids) == 0 {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM ax_executions WHERE task_id IN (`+marks(len(ids))+`)`, ids...); err != nil {

@@ -3,13 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 const auditCols = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
@@ -44,26 +43,8 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	if err := s.check("audit log"); err != nil {
 		return nil, err
 	}
-	where, args := []string{"namespace = $1"}, []any{s.ns}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if q.Actor != "" {
-		add("actor = ?", q.Actor)
-	}
-	if q.Action != "" {
-		add("action = ?", q.Action)
-	}
-	if q.Target != "" {
-		add("target = ?", q.Target)
-	}
-	if q.BeforeID > 0 {
-		add("id < ?", q.BeforeID)
-	}
-	args = append(args, q.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+auditCols+` FROM ax_audit WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	query, args := taskquery.AuditSelect(dialect(false), auditCols, s.ns, q)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap("audit log", err)
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 const auditCols = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
@@ -38,19 +38,8 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	if err := store.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
-	where, args := []string{"namespace = ?"}, []any{s.ns}
-	for _, f := range []struct {
-		cond string
-		v    any
-		set  bool
-	}{{"actor = ?", q.Actor, q.Actor != ""}, {"action = ?", q.Action, q.Action != ""}, {"target = ?", q.Target, q.Target != ""},
-		{"id < ?", q.BeforeID, q.BeforeID > 0}} {
-		if f.set {
-			where, args = append(where, f.cond), append(args, f.v)
-		}
-	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+auditCols+` FROM ax_audit WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY id DESC LIMIT ?`, append(args, q.Limit)...)
+	query, args := taskquery.AuditSelect(dialect, auditCols, s.ns, q)
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap("audit log", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // Prune deletes finished tasks of the view's namespace with their executions, in one
@@ -37,23 +38,10 @@ func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
 				return err
 			}
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM `+from+` WHERE namespace = ? AND `+status+`
+		ids, err := taskquery.ScanIDs(tx.QueryContext(ctx, `SELECT id FROM `+from+` WHERE namespace = ? AND `+status+`
 			AND (finished_at < ? OR finished_at < ? OR finished_at = ? AND id <= ?)
-			ORDER BY finished_at, id LIMIT ?`, s.ns, before, cutAt, cutAt, cutID, p.Limit)
-		if err != nil {
-			return err
-		}
-		var ids []any
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
+			ORDER BY finished_at, id LIMIT ?`, s.ns, before, cutAt, cutAt, cutID, p.Limit))
+		if err != nil || len(ids) == 0 {
 			return err
 		}
 		in := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")

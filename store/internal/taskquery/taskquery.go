@@ -130,3 +130,48 @@ func ReadCounts(rows *sql.Rows, err error) (map[store.Status]int64, error) {
 	}
 	return counts, rows.Err()
 }
+
+// AuditSelect returns the statement of Auditor.AuditLog: columns of the records of
+// namespace ns that q selects (its fields matched exactly), newest first, LIMIT
+// q.Limit; and its arguments. q must have been checked (store.CheckAuditQuery).
+func AuditSelect(d Dialect, columns, ns string, q store.AuditQuery) (string, []any) {
+	args := []any{ns}
+	where := []string{"namespace = " + d.Placeholder(1)}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, cond+d.Placeholder(len(args)))
+	}
+	if q.Actor != "" {
+		add("actor = ", q.Actor)
+	}
+	if q.Action != "" {
+		add("action = ", q.Action)
+	}
+	if q.Target != "" {
+		add("target = ", q.Target)
+	}
+	if q.BeforeID > 0 {
+		add("id < ", q.BeforeID)
+	}
+	args = append(args, q.Limit)
+	return "SELECT " + columns + " FROM ax_audit WHERE " + strings.Join(where, " AND ") + " ORDER BY id DESC LIMIT " +
+		d.Placeholder(len(args)), args
+}
+
+// ScanIDs reads rows of one id column through database/sql, as the arguments of an
+// IN list of as many placeholders.
+func ScanIDs(rows *sql.Rows, err error) ([]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
