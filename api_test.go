@@ -94,18 +94,31 @@ func TestTrigger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Trigger(ctx, later.ID); !errors.Is(err, ax.ErrNotRunning) {
-		t.Fatalf("Trigger before Start: %v, want ErrNotRunning", err)
+	// Before Start the scheduler hands the task over: due now, for whichever
+	// scheduler runs it — this one, once started.
+	if err := s.Trigger(ctx, later.ID); err != nil {
+		t.Fatalf("Trigger before Start: %v, want it handed over", err)
+	}
+	if got := mustGet(t, s, later.ID); got.Status != ax.Scheduled || got.TriggeredAt.IsZero() || got.DueAt.After(time.Now()) {
+		t.Fatalf("handed over: %+v; want SCHEDULED, due now, TriggeredAt set", got)
 	}
 	start(t, s)
+	got := waitStatus(t, s, later.ID, ax.Succeeded, 10*time.Second)
+	if len(rec.runs("later")) != 1 {
+		t.Fatalf("the handed-over task ran %d times, want once", len(rec.runs("later")))
+	}
 
 	// SCHEDULED → runs now, bypassing its due time.
+	later, err = s.Delay(ctx, "job", "later-2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Trigger(ctx, later.ID); err != nil {
 		t.Fatalf("Trigger(SCHEDULED): %v", err)
 	}
-	got := waitStatus(t, s, later.ID, ax.Succeeded, 10*time.Second)
-	if got.TriggeredAt.IsZero() || got.Attempt != 0 || len(rec.runs("later")) != 1 {
-		t.Errorf("triggered task = %+v, runs %d; want TriggeredAt set, attempt 0, one run", got, len(rec.runs("later")))
+	got = waitStatus(t, s, later.ID, ax.Succeeded, 10*time.Second)
+	if got.TriggeredAt.IsZero() || got.Attempt != 0 || len(rec.runs("later-2")) != 1 {
+		t.Errorf("triggered task = %+v, runs %d; want TriggeredAt set, attempt 0, one run", got, len(rec.runs("later-2")))
 	}
 
 	// FAILED → one more attempt.

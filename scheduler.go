@@ -908,8 +908,15 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 // Trigger runs a SCHEDULED or FAILED task now, bypassing its due time (manual
 // compensation): it is claimed with a new execution id, TriggeredAt is recorded, and
 // this process executes it. From FAILED it gets one more attempt. A task that is
-// dispatching or running, or Superseded, is ErrNotTriggerable. The scheduler must be started
-// (ErrNotRunning otherwise).
+// dispatching or running, or Superseded, is ErrNotTriggerable.
+//
+// A scheduler that would not run the task itself — not started, or without its
+// handler (an operations node, ax serve) — hands it over instead, on a store that
+// writes in transactions (store.TxStore; every SQL store): the task becomes SCHEDULED
+// and due now, TriggeredAt recorded (from FAILED with one more attempt), and the
+// scheduler that runs its handler claims it at once if it is this one's leader, else
+// within its refill interval. On the memory store a scheduler that is not started is
+// ErrNotRunning.
 //
 // With WithTx the trigger is part of the caller's transaction: the task becomes
 // SCHEDULED and due now (TriggeredAt recorded, from FAILED with one more attempt) if,
@@ -931,6 +938,9 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption)
 		return s.triggerTx(ctx, id, o.tx)
 	}
 	r := s.current()
+	if _, ok := s.st.(store.TxStore); ok && !s.runsHandlerOf(ctx, r, id) {
+		return s.triggerTx(ctx, id, nil) // for the scheduler that runs its handler: due now
+	}
 	if r == nil {
 		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is not started"))
 	}
@@ -954,7 +964,19 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption)
 	return nil
 }
 
-// triggerTx is Trigger inside the caller's transaction tx.
+// runsHandlerOf reports whether this scheduler, r its running parts (nil: not
+// started), would run task id itself: it is started and has the task's handler. When
+// the task cannot be read, it answers true, and the claim says what is wrong.
+func (s *Scheduler) runsHandlerOf(ctx context.Context, r *running, id int64) bool {
+	if r == nil {
+		return false
+	}
+	t, err := s.st.Get(ctx, id)
+	return err != nil || s.handler(t.Name) != nil
+}
+
+// triggerTx is Trigger inside the caller's transaction tx (nil: one of the store's
+// own).
 func (s *Scheduler) triggerTx(ctx context.Context, id int64, tx any) error {
 	txs, err := s.txStore()
 	if err != nil {

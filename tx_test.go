@@ -427,3 +427,40 @@ func TestWithTxReusesAKey(t *testing.T) {
 		})
 	}
 }
+
+// Trigger on a scheduler that would not run the task — not started, or started
+// without its handler — hands it to the one that runs its handler: due now, run once
+// there, no dispatch retry spent.
+func TestTriggerHandsOver(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"sqlite", "postgres/pgx.Tx", "mysql"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, _ := txStores[name](t)
+			runner := newScheduler(t, st, func(c *ax.Config) { c.RefillInterval = 200 * time.Millisecond })
+			rec := newRecorder()
+			runner.Handle("job", rec)
+			start(t, runner)
+			idle := newScheduler(t, st, nil) // not started: an operations node
+			noLead := false
+			other := newScheduler(t, st, func(c *ax.Config) { c.CanLead = &noLead })
+			other.Handle("other.job", newRecorder()) // started, but not job's handler
+			start(t, other)
+			ctx := context.Background()
+			for i, via := range []*ax.Scheduler{idle, other} {
+				key := []string{"idle", "other"}[i]
+				task, err := runner.Delay(ctx, "job", key, time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := via.Trigger(ctx, task.ID); err != nil {
+					t.Fatalf("Trigger through the %s scheduler: %v", key, err)
+				}
+				got := waitStatus(t, runner, task.ID, ax.Succeeded, 10*time.Second)
+				if runs := rec.runs(key); len(runs) != 1 || got.TriggeredAt.IsZero() || got.DispatchRetries != 0 || got.Attempt != 0 {
+					t.Errorf("through the %s scheduler: %d runs, %+v; want one run, TriggeredAt set, no dispatch retry", key, len(runs), got)
+				}
+			}
+		})
+	}
+}

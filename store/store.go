@@ -452,7 +452,8 @@ type TxStore interface {
 	// task (no scheduler could start it before the commit): the claim that follows
 	// applies its key's overlap rule, as for any due task. It returns ErrNotFound, or
 	// the unchanged task with ErrNotTriggerable; a tx elsewhere is ErrInvalid, as for
-	// CancelTx.
+	// CancelTx. A nil tx runs it in a transaction of the store's own: how a scheduler
+	// that will not run the task itself hands it to one that will.
 	TriggerTx(ctx context.Context, tx any, id int64) (*Task, error)
 }
 

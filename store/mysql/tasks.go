@@ -161,6 +161,21 @@ func (s *Store) callerSeq(ctx context.Context, op string, stx *sql.Tx, n int) (i
 // stamped (from FAILED with one more attempt), with a fresh sequence number, if and
 // only if tx commits; the claim that follows applies its key's overlap rule.
 func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	if tx == nil { // a transaction of the store's own
+		var t *store.Task
+		var refusal error
+		err := s.run(ctx, "trigger", 0, func(own *sql.Tx, _ int64) error {
+			t, refusal = s.TriggerTx(ctx, own, id)
+			if refusal != nil && t == nil && !errors.Is(refusal, store.ErrNotFound) {
+				return refusal // the database's error: roll back (and retry a deadlock)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return t, refusal
+	}
 	stx, err := s.callerTx(ctx, "trigger", tx)
 	if err != nil {
 		return nil, err

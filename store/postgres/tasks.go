@@ -709,6 +709,24 @@ func (s *Store) transitionIn(ctx context.Context, q txQuerier, op, update string
 // TriggerTx is a trigger inside the caller's transaction tx (see store.TxStore): the
 // task SCHEDULED, due now, with a fresh sequence number, published as Insert's are.
 func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	if tx == nil { // a transaction of the store's own
+		if err := s.check("trigger tx"); err != nil {
+			return nil, err
+		}
+		own, err := s.pool.Begin(ctx)
+		if err != nil {
+			return nil, s.wrap("trigger tx", err)
+		}
+		defer own.Rollback(context.WithoutCancel(ctx))
+		t, err := s.TriggerTx(ctx, own, id)
+		if err != nil {
+			return t, err // a refusal wrote nothing
+		}
+		if err := own.Commit(ctx); err != nil {
+			return nil, s.wrap("trigger tx", err)
+		}
+		return t, nil
+	}
 	q, err := s.callerTx(ctx, "trigger tx", tx)
 	if err != nil {
 		return nil, err

@@ -270,6 +270,21 @@ func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.
 // TriggerTx is a trigger inside the caller's transaction tx, a *sql.Tx on the store's
 // file (see store.TxStore): the task SCHEDULED, due now, with a fresh sequence number.
 func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	if tx == nil { // a write transaction of the store's own
+		var t *store.Task
+		var refusal error
+		err := s.write(ctx, "trigger in transaction", func(own *sql.Tx) error {
+			t, refusal = s.TriggerTx(ctx, own, id)
+			if refusal != nil && t == nil && !errors.Is(refusal, store.ErrNotFound) {
+				return refusal // the database's error: roll back
+			}
+			return nil // applied, or a refusal that wrote nothing
+		})
+		if err != nil {
+			return nil, err
+		}
+		return t, refusal
+	}
 	op := fmt.Sprintf("ax: sqlite: trigger task %d", id)
 	stx, err := s.callerTx(ctx, "trigger in transaction", tx)
 	if err != nil {
