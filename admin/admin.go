@@ -116,6 +116,25 @@ func HashToken(secret string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// ParseTokens reads tokens written as "actor:role:sha256:<64 hex digits>", separated
+// by commas or white space (ax serve's AX_ADMIN_TOKENS). An entry of another shape, or
+// with an unknown role, is ErrInvalid; NewHandler checks the rest.
+func ParseTokens(s string) ([]Token, error) {
+	var out []Token
+	for _, entry := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
+		parts := strings.SplitN(entry, ":", 3)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("ax: admin: token %q: want actor:role:sha256:<hex>: %w", entry, ax.ErrInvalid)
+		}
+		role, err := ParseRole(parts[1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Token{Actor: parts[0], Role: role, Hash: parts[2]})
+	}
+	return out, nil
+}
+
 // Config configures the handler.
 type Config struct {
 	// Tokens are the bearer tokens accepted. None: every request but /health is
@@ -206,6 +225,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// Require serves next for requests whose bearer token is one of the handler's, with a
+// role of at least least: for endpoints a service mounts beside the API behind the
+// same tokens (ax serve's /metrics). Other requests are answered as the API answers
+// them: 401 unauthorized, 403 forbidden.
+func (h *Handler) Require(least Role, next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	h.routeOn(mux, "/", least, func(w http.ResponseWriter, r *http.Request, _ caller) { next.ServeHTTP(w, r) })
+	return mux
+}
+
 // caller is who made a request.
 type caller struct {
 	actor string
@@ -214,7 +243,12 @@ type caller struct {
 
 // route registers f for pattern, for callers whose role is at least least.
 func (h *Handler) route(pattern string, least Role, f func(w http.ResponseWriter, r *http.Request, c caller)) {
-	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	h.routeOn(h.mux, pattern, least, f)
+}
+
+// routeOn is route on mux.
+func (h *Handler) routeOn(mux *http.ServeMux, pattern string, least Role, f func(w http.ResponseWriter, r *http.Request, c caller)) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		c, ok := h.authenticate(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)

@@ -4,6 +4,7 @@
 //	                                --nodes 3: three replicas, the leader killed and another taking over
 //	ax migrate up|status [flags]    apply or show the schema migrations of a store
 //	ax bench [flags]                run an end-to-end workload against a store, from an empty schema
+//	ax serve --dsn DSN [flags]      serve the admin API and /metrics: an operations node (AX_DSN, AX_ADMIN_TOKENS …)
 //	ax tasks list|show|cancel|retry|trigger|reschedule [flags]
 //	                                find and act on tasks through an admin API (--server, AX_TOKEN)
 //	ax schedules list|pause|resume  the schedules, through an admin API

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/admin"
+	"github.com/axsched/ax/metrics"
+)
+
+// runServe is `ax serve`: an operations node. It opens the store, builds a scheduler
+// with no handlers that it never starts — so it claims nothing: it reads, cancels,
+// retries and reschedules, and hands a triggered task to the scheduler that runs its
+// handler (ax.Scheduler.Trigger) — and serves the admin API, and /metrics behind the
+// same tokens, until it is interrupted.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	storeName := fs.String("store", envOr("AX_STORE", "sqlite"), "store `KIND`: "+storeNames()+" (env AX_STORE; default: the DSN's kind)")
+	dsn := fs.String("dsn", os.Getenv("AX_DSN"), "the store's `DSN` (env AX_DSN; required)")
+	namespace := fs.String("namespace", envOr("AX_NAMESPACE", ax.DefaultNamespace), "the `NAMESPACE` served (env AX_NAMESPACE)")
+	listen := fs.String("listen", envOr("AX_LISTEN", "127.0.0.1:8080"), "the `ADDRESS` to listen on (env AX_LISTEN)")
+	tokens := fs.String("tokens", os.Getenv("AX_ADMIN_TOKENS"),
+		"the accepted tokens, `LIST` of actor:role:sha256:<hex of the token's SHA-256>, comma-separated (env AX_ADMIN_TOKENS)")
+	readOnly := fs.Bool("read-only", os.Getenv("AX_READ_ONLY") == "1", "refuse every mutating route (env AX_READ_ONLY=1)")
+	statsEvery := fs.Duration("stats-interval", ax.DefaultStatsInterval, "how often the task counts of /metrics are read (`D`)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: ax serve --dsn DSN [flags]
+
+Serves the admin API (package admin) and /metrics for the store's namespace: an
+operations node, which runs no handlers and claims no task. Every route but /health
+needs a bearer token of --tokens; /metrics a viewer's. A token's hash is
+sha256:<hex>: the hex of the SHA-256 of the token (sha256sum of it without a newline).
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if *dsn == "" {
+		fmt.Fprintf(stderr, "ax serve: --dsn (or AX_DSN) is required\n\n")
+		fs.Usage()
+		return exitUsage
+	}
+	toks, err := admin.ParseTokens(*tokens)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax serve: --tokens: %v\n", err)
+		return exitUsage
+	}
+	kindName, kind, storeDSN, err := storeFor(fs, *storeName, *dsn)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax serve: %v\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	st, err := kind.open(ctx, storeDSN)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax serve: open %s store: %v\n", kindName, err)
+		return exitFail
+	}
+	defer st.Close()
+	s, err := ax.New(ax.Config{Store: st, Namespace: *namespace, Logger: log, OwnerService: "ax-serve"})
+	if err != nil {
+		fmt.Fprintf(stderr, "ax serve: %v\n", err)
+		return exitFail
+	}
+	h, err := admin.NewHandler(s, admin.Config{Tokens: toks, ReadOnly: *readOnly, Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "ax serve: %v\n", err)
+		return exitUsage
+	}
+	if len(toks) == 0 {
+		log.Warn("ax serve: no tokens configured: every request but /health is refused (--tokens, AX_ADMIN_TOKENS)")
+	}
+	reg := prometheus.NewRegistry()
+	obs, err := metrics.New(reg)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax serve: %v\n", err)
+		return exitFail
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h.Require(admin.Viewer, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	mux.Handle("/", h)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax serve: %v\n", err)
+		return exitFail
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go reportCounts(ctx, s, obs, *statsEvery, log)
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	fmt.Fprintf(stdout, "ax serve: %s store, namespace %s, listening on http://%s\n", kindName, *namespace, ln.Addr())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "ax serve: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// reportCounts gives obs the task counts every interval, as a scheduling scheduler's
+// EventTaskCounts would: this one never schedules.
+func reportCounts(ctx context.Context, s *ax.Scheduler, obs *metrics.Observer, every time.Duration, log *slog.Logger) {
+	for {
+		if counts, err := s.Counts(ctx); err == nil {
+			n := make(map[ax.Status]int64, len(counts))
+			for st, c := range counts {
+				n[st] = c.N
+			}
+			obs.Observe(ax.Event{Kind: ax.EventTaskCounts, At: time.Now(), Counts: n})
+		} else if ctx.Err() == nil {
+			log.Warn("ax serve: read the task counts", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
