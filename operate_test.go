@@ -3,6 +3,7 @@ package ax_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -171,5 +172,57 @@ func TestActionsReachOtherSchedulers(t *testing.T) {
 				t.Errorf("the retried task ran %d times, want twice (failed, then retried)", len(runs))
 			}
 		})
+	}
+}
+
+// TriggerSchedule fires a schedule once, now, as an ordinary occurrence marked
+// manual, under the schedule's overlap policy; its slots are left alone.
+func TestTriggerSchedule(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, openSQLite(t), nil)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	s.HandleFunc("report", func(ctx context.Context, task *ax.Task) error {
+		runs.Add(1)
+		<-release
+		return nil
+	}, ax.WithMaxRetry(0))
+	if err := s.Every("report", time.Hour, ax.WithPayload([]byte("daily"))); err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	ctx := context.Background()
+	before, err := s.Schedules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.TriggerSchedule(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first.Key, "manual/") || first.TaskKey != "report" || first.Overlap != ax.OverlapSkip ||
+		string(first.Payload) != "daily" || first.TriggeredAt.IsZero() || first.KeyHold != ax.HoldForever {
+		t.Fatalf("the manual occurrence = %+v; want key manual/…, task key report, skip, the payload, TriggeredAt, held forever", first)
+	}
+	waitStatus(t, s, first.ID, ax.Running, 10*time.Second)
+	// While it runs, a second one is skipped: the schedule's overlap policy.
+	second, err := s.TriggerSchedule(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := waitStatus(t, s, second.ID, ax.Skipped, 10*time.Second); !strings.Contains(got.LastError, "report") {
+		t.Errorf("the second manual occurrence: %+v, want SKIPPED naming the key", got)
+	}
+	close(release)
+	waitStatus(t, s, first.ID, ax.Succeeded, 10*time.Second)
+	after, err := s.Schedules(ctx)
+	if err != nil || !after[0].NextFireAt.Equal(before[0].NextFireAt) {
+		t.Errorf("the schedule's next slot moved: %v → %v (%v)", before[0].NextFireAt, after[0].NextFireAt, err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want once", n)
+	}
+	if _, err := s.TriggerSchedule(ctx, "nightly"); !errors.Is(err, ax.ErrNotFound) {
+		t.Errorf("TriggerSchedule of an unknown schedule: %v, want ErrNotFound", err)
 	}
 }

@@ -383,3 +383,64 @@ func storedPeriodic(r *store.Schedule) (*periodic.Schedule, error) {
 	}
 	return &periodic.Schedule{Name: r.Name, Spec: sp, Loc: loc}, nil
 }
+
+// TriggerSchedule fires schedule name once, now, outside its slots — "run the nightly
+// report now" — and returns the occurrence: an ordinary one, with the schedule's
+// payload and run options, its name as task key under its overlap policy (skip: it
+// is SKIPPED while another occurrence runs; queue: it waits), and a key that marks it
+// manual, "manual/" and the time in RFC 3339 UTC. It leaves the schedule's slots alone,
+// and works on a paused schedule. On a store that writes in transactions TriggeredAt
+// is recorded, as for Trigger, and the scheduler that runs the handler claims it at
+// once if it is this one, else within its refill interval. An unknown name is
+// ErrNotFound.
+func (s *Scheduler) TriggerSchedule(ctx context.Context, name string) (*Task, error) {
+	rows, err := s.st.Schedules(ctx)
+	if err != nil {
+		return nil, errorf("ax: trigger schedule %q: %w", name, err)
+	}
+	i := slices.IndexFunc(rows, func(r store.Schedule) bool { return r.Name == name })
+	if i < 0 {
+		return nil, errorf("ax: trigger schedule %q: %w", name, ErrNotFound)
+	}
+	sc := rows[i]
+	now := s.clock.Now()
+	if s.current() == nil { // the clock's offset to the store is not measured: ask the store
+		if now, err = s.st.Now(ctx); err != nil {
+			return nil, errorf("ax: trigger schedule %q: %w", name, err)
+		}
+	}
+	s.mu.Lock()
+	r, hd := s.periodics[name], s.handlers[name]
+	opts := &options{payload: sc.Payload}
+	if r != nil {
+		opts = r.opts
+	}
+	nt, err := s.buildTask(hd, name, "manual/"+periodic.OccurrenceKey(now), now, opts)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, errorf("ax: trigger schedule %q: %w", name, err)
+	}
+	nt.TaskKey, nt.Overlap = name, sc.Overlap
+	nt.KeyHold, nt.KeyUntil = store.HoldForever, time.Time{}
+	res, err := s.st.Insert(ctx, []store.NewTask{nt})
+	if err != nil {
+		return nil, errorf("ax: trigger schedule %q: %w", name, err)
+	}
+	if res[0].Err != nil {
+		return taskOf(res[0].Task), &TaskStateError{Op: fmt.Sprintf("trigger schedule %q", name), Task: taskOf(res[0].Task), Err: res[0].Err}
+	}
+	s.obs.Submitted(s.clock.Now(), res)
+	id := res[0].Task.ID
+	if _, ok := s.st.(store.TxStore); ok {
+		if err := s.triggerTx(ctx, id, nil); err != nil { // TriggeredAt: it is a manual one
+			return nil, errorf("ax: trigger schedule %q: %w", name, err)
+		}
+	} else {
+		s.schedule(false, res)
+	}
+	t, err := s.st.Get(ctx, id)
+	if err != nil {
+		return nil, errorf("ax: trigger schedule %q: %w", name, err)
+	}
+	return taskOf(t), nil
+}

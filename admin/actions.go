@@ -276,6 +276,11 @@ func (h *Handler) routeActions() {
 		run: func(ctx context.Context, r *http.Request, _ ActionBody) (outcome, error) {
 			return outcome{}, h.s.ResumeSchedule(ctx, r.PathValue("name"))
 		}})
+	h.act("POST /schedules/{name}/trigger", action{name: "schedule.trigger", needsReason: true, trigger: true, target: scheduleTarget,
+		run: func(ctx context.Context, r *http.Request, _ ActionBody) (outcome, error) {
+			t, err := h.s.TriggerSchedule(ctx, r.PathValue("name"))
+			return outcome{after: t}, err
+		}})
 	h.route("GET /audit", Admin, h.auditLog)
 }
 

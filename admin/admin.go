@@ -26,6 +26,7 @@
 //	POST /tasks/{id}/reschedule      operator, a reason and "at": ax.Reschedule
 //	POST /schedules/{name}/pause     operator: ax.PauseSchedule
 //	POST /schedules/{name}/resume    operator: ax.ResumeSchedule
+//	POST /schedules/{name}/trigger   operator, a reason: ax.TriggerSchedule (an occurrence now, marked manual)
 //	GET  /audit                      admin: the audit log, newest first (actor, action, target, before_id, limit)
 //
 // A mutating route's body is an ActionBody: one JSON object with no unknown fields, at

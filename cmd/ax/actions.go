@@ -48,13 +48,13 @@ func taskAction(ctx context.Context, action string, args []string, stdout, stder
 	return api.act(ctx, command, "/tasks/"+url.PathEscape(id)+"/"+action, body, stdout, stderr)
 }
 
-// scheduleAction is `ax schedules pause|resume NAME`.
+// scheduleAction is `ax schedules pause|resume|trigger NAME`.
 func scheduleAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
 	command := "schedules " + action
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	var api apiFlags
 	api.register(fs)
-	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`)")
+	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`; required to trigger)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [flags]\n\nCalls POST /schedules/NAME/%s.\n\nflags:\n", command, action)
 		fs.PrintDefaults()

@@ -314,7 +314,7 @@ func TestTasksCommands(t *testing.T) {
 		{[]string{"tasks", "--server", srv.URL, "list"}, exitUsage, []string{"comes first, before the flags"}},
 		{[]string{"tasks", "show"}, exitUsage, []string{"missing task ID"}},
 		{append([]string{"tasks", "list", "extra"}, api...), exitUsage, []string{`unexpected argument "extra"`}},
-		{[]string{"schedules"}, exitUsage, []string{"missing action: want list, pause or resume"}},
+		{[]string{"schedules"}, exitUsage, []string{"missing action: want list, pause, resume or trigger"}},
 		{[]string{"tasks", "list", "-h"}, exitOK, []string{"-key-prefix"}},
 	} {
 		code, stdout, stderr := runAx(t, c.args...)

@@ -121,6 +121,7 @@ func TestServeSmoke(t *testing.T) {
 		{append([]string{"schedules", "list"}, viewer...), exitOK, "paused"},
 		{append([]string{"schedules", "resume", "payment.reconcile"}, op...), exitOK, "schedule.resume"},
 		{append([]string{"schedules", "list"}, viewer...), exitOK, "active"},
+		{append([]string{"schedules", "trigger", "payment.reconcile", "--reason", "after the outage"}, op...), exitOK, "schedule.trigger"},
 	} {
 		code, stdout, stderr := runAx(t, c.args...)
 		got := stdout
@@ -146,8 +147,8 @@ func TestServeSmoke(t *testing.T) {
 		t.Errorf("the cancelled task: %+v, %v", task, err)
 	}
 	log, err := service.AuditLog(ctx, ax.AuditQuery{Limit: 100})
-	if err != nil || len(log) != 7 {
-		t.Errorf("audit log: %d records, %v; want 7 (the refused cancel and six actions)", len(log), err)
+	if err != nil || len(log) != 8 {
+		t.Errorf("audit log: %d records, %v; want 8 (the refused cancel and seven actions)", len(log), err)
 	}
 	scrape := func(token string) (int, string) {
 		req, _ := http.NewRequest("GET", url+"/metrics", nil)

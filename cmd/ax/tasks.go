@@ -272,12 +272,13 @@ func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprint(fs.Output(), `usage: ax schedules list [flags]                 the schedules, paused or not, with their next and last slots
        ax schedules pause NAME [--reason R]     pause a schedule
        ax schedules resume NAME [--reason R]    resume it from its next slot
+       ax schedules trigger NAME --reason R     an occurrence now, marked manual
 
 flags of list:
 `)
 		fs.PrintDefaults()
 	}
-	const actions = "list, pause or resume"
+	const actions = "list, pause, resume or trigger"
 	switch {
 	case len(args) > 0 && isHelp(args[0]):
 		code, _ := parseFlags(fs, args[:1], stdout, stderr)
@@ -286,7 +287,7 @@ flags of list:
 		fmt.Fprintf(stderr, "ax schedules: missing action: want %s\n\n", actions)
 		fs.Usage()
 		return exitUsage
-	case args[0] == "pause" || args[0] == "resume":
+	case args[0] == "pause" || args[0] == "resume" || args[0] == "trigger":
 		return scheduleAction(ctx, args[0], args[1:], stdout, stderr)
 	case args[0] != "list":
 		fmt.Fprintf(stderr, "ax schedules: unknown action %q (it comes first, before the flags): want %s\n\n", args[0], actions)
