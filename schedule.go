@@ -386,13 +386,17 @@ func storedPeriodic(r *store.Schedule) (*periodic.Schedule, error) {
 
 // TriggerSchedule fires schedule name once, now, outside its slots — "run the nightly
 // report now" — and returns the occurrence: an ordinary one, with the schedule's
-// payload and run options, its name as task key under its overlap policy (skip: it
-// is SKIPPED while another occurrence runs; queue: it waits), and a key that marks it
-// manual, "manual/" and the time in RFC 3339 UTC. It leaves the schedule's slots alone,
-// and works on a paused schedule. On a store that writes in transactions TriggeredAt
-// is recorded, as for Trigger, and the scheduler that runs the handler claims it at
-// once if it is this one, else within its refill interval. An unknown name is
-// ErrNotFound.
+// payload, its name as task key under its overlap policy (skip: it is SKIPPED while
+// another occurrence runs; queue: it waits), and a key that marks it manual, "manual/"
+// and the time in RFC 3339 UTC. Its run options (retries, backoff, timeout) are the
+// schedule's where the schedule is registered in this scheduler, else the defaults
+// (an operations node does not know them): trigger from a replica that registers it
+// when they matter. It leaves the schedule's slots alone, and works on a paused
+// schedule. On a store that writes in transactions TriggeredAt is recorded, as for
+// Trigger: the occurrence is written due a minute ahead, out of any claim's reach,
+// then made due now with TriggeredAt in a second write, so no scheduler can run it
+// before it is marked. The scheduler that runs the handler claims it at once if it is
+// this one, else within its refill interval. An unknown name is ErrNotFound.
 func (s *Scheduler) TriggerSchedule(ctx context.Context, name string) (*Task, error) {
 	rows, err := s.st.Schedules(ctx)
 	if err != nil {
@@ -415,7 +419,12 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string) (*Task, er
 	if r != nil {
 		opts = r.opts
 	}
-	nt, err := s.buildTask(hd, name, "manual/"+periodic.OccurrenceKey(now), now, opts)
+	_, txs := s.st.(store.TxStore)
+	due := now
+	if txs {
+		due = now.Add(time.Minute) // until the second write marks it manual and due now
+	}
+	nt, err := s.buildTask(hd, name, "manual/"+periodic.OccurrenceKey(now), due, opts)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, errorf("ax: trigger schedule %q: %w", name, err)
@@ -431,9 +440,9 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string) (*Task, er
 	}
 	s.obs.Submitted(s.clock.Now(), res)
 	id := res[0].Task.ID
-	if _, ok := s.st.(store.TxStore); ok {
+	if txs {
 		if err := s.triggerTx(ctx, id, nil); err != nil { // TriggeredAt: it is a manual one
-			return nil, errorf("ax: trigger schedule %q: %w", name, err)
+			return nil, errorf("ax: trigger schedule %q: occurrence %d is written, due in a minute, but not marked: %w", name, id, err)
 		}
 	} else {
 		s.schedule(false, res)

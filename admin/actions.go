@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 )
 
 // MaxBody is the largest request body the API reads: a larger one is 413.
@@ -163,8 +164,10 @@ func (h *Handler) act(pattern string, a action) {
 			err = fail(http.StatusForbidden, "read_only", "the API is read-only (admin.Config.ReadOnly)")
 		case a.needsReason && strings.TrimSpace(b.Reason) == "":
 			err = fail(http.StatusBadRequest, "invalid", "%s needs a reason", a.name)
-		case len(b.Reason) > maxReason:
-			err = fail(http.StatusBadRequest, "invalid", "the reason is over %d bytes", maxReason)
+		case len(b.Reason) > maxReason || !store.CleanText(b.Reason):
+			err = fail(http.StatusBadRequest, "invalid", "the reason is over %d bytes or holds a NUL", maxReason)
+		case h.noAudit:
+			err = fail(http.StatusNotImplemented, "unsupported", "the store keeps no audit log (store.Auditor): no action is done unaudited")
 		case a.trigger && !h.triggers.allow(c.actor, time.Now()):
 			err = fail(http.StatusTooManyRequests, "rate_limited", "%s may trigger %d times per %v", c.actor, h.triggers.n, h.triggers.per)
 		default:
@@ -185,11 +188,17 @@ func (h *Handler) act(pattern string, a action) {
 			f = failureOf(err)
 			rec.Result = truncate(f.code+": "+f.msg, 1000)
 		}
-		saved, aerr := h.s.Audit(context.WithoutCancel(r.Context()), rec)
+		var saved *ax.AuditRecord
+		var aerr error
+		if !h.noAudit {
+			saved, aerr = h.s.Audit(context.WithoutCancel(r.Context()), rec)
+		}
+		if aerr != nil {
+			h.log.Error("ax: admin: an audit record could not be written", "action", a.name, "target", rec.Target,
+				"actor", rec.Actor, "result", rec.Result, "err", aerr)
+		}
 		switch {
 		case aerr != nil && f == nil:
-			h.log.Error("ax: admin: an action was done but its audit record could not be written", "action", a.name,
-				"target", rec.Target, "actor", rec.Actor, "err", aerr)
 			writeError(w, http.StatusInternalServerError, "audit_failed", "done, but its audit record could not be written: "+aerr.Error())
 		case f != nil:
 			writeError(w, f.status, f.code, f.msg)
@@ -252,10 +261,27 @@ func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody) 
 	}
 }
 
+// byKey refuses an action by business key (ax.Cancel, ax.Reschedule) on a task that
+// is not SCHEDULED: the key may be held by a newer task (Superseded, or finished and
+// submitted again), which the action would reach instead. Both act only on SCHEDULED
+// tasks anyway. (Between this read and the action the task could still finish and its
+// key be submitted again: a window of one round trip.)
+func byKey(t *ax.Task) error {
+	if t.Status != ax.Scheduled || t.Superseded {
+		return fail(http.StatusConflict, "conflict", "task %d is %s: only a SCHEDULED task can be cancelled or rescheduled", t.ID, t.Status)
+	}
+	return nil
+}
+
 // routeActions registers the mutating routes and the audit log.
 func (h *Handler) routeActions() {
 	h.act("POST /tasks/{id}/cancel", action{name: "task.cancel", target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error { return h.s.Cancel(ctx, t.Name, t.Key) })})
+		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error {
+			if err := byKey(t); err != nil {
+				return err
+			}
+			return h.s.Cancel(ctx, t.Name, t.Key)
+		})})
 	h.act("POST /tasks/{id}/retry", action{name: "task.retry", target: taskTarget,
 		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error { _, err := h.s.Retry(ctx, t.ID); return err })})
 	h.act("POST /tasks/{id}/trigger", action{name: "task.trigger", needsReason: true, trigger: true, target: taskTarget,
@@ -265,7 +291,13 @@ func (h *Handler) routeActions() {
 			if b.At == nil {
 				return fail(http.StatusBadRequest, "invalid", "a reschedule needs \"at\", the new due time")
 			}
-			_, err := h.s.Reschedule(ctx, t.Name, t.Key, *b.At)
+			if err := byKey(t); err != nil {
+				return err
+			}
+			moved, err := h.s.Reschedule(ctx, t.Name, t.Key, *b.At)
+			if err == nil && moved.ID != t.ID {
+				return fail(http.StatusConflict, "conflict", "task %d gave its key up meanwhile: task %d was moved instead", t.ID, moved.ID)
+			}
 			return err
 		})})
 	h.act("POST /schedules/{name}/pause", action{name: "schedule.pause", target: scheduleTarget,

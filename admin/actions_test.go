@@ -234,3 +234,30 @@ func FuzzActionBody(f *testing.F) {
 		}
 	})
 }
+
+// An action by business key on a task whose key a newer task holds is refused: it
+// would reach the newer task.
+func TestActionsOnASupersededTask(t *testing.T) {
+	t.Parallel()
+	h, s := newAPI(t)
+	ctx := context.Background()
+	old, err := s.Lookup(ctx, "order.close", "other") // cancelled by newAPI
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, err := s.Delay(ctx, "order.close", "other", time.Hour)
+	if err != nil || newer.ID == old.ID {
+		t.Fatalf("resubmit of the cancelled task's key = %+v, %v", newer, err)
+	}
+	for _, c := range []struct{ route, body string }{
+		{"/cancel", ``},
+		{"/reschedule", `{"reason":"x","at":"2031-01-01T00:00:00Z"}`},
+	} {
+		if status, body := post(t, h, "/tasks/"+itoa(old.ID)+c.route, secrets[admin.Operator], c.body); status != 409 || code(body) != "conflict" {
+			t.Errorf("POST %s on the superseded task: %d %v, want 409 conflict", c.route, status, body)
+		}
+	}
+	if got, _ := s.Get(ctx, newer.ID); got.Status != ax.Scheduled || !got.DueAt.Equal(newer.DueAt) {
+		t.Errorf("the newer task was reached: %+v", got)
+	}
+}

@@ -22,7 +22,7 @@
 //	GET  /cluster                    viewer: the leader, its epoch and lease, the live replicas
 //	POST /tasks/{id}/cancel          operator: ax.Cancel
 //	POST /tasks/{id}/retry           operator: ax.Retry
-//	POST /tasks/{id}/trigger         operator, a reason: ax.Trigger (the serving scheduler must be started)
+//	POST /tasks/{id}/trigger         operator, a reason: ax.Trigger (run here, or handed to the scheduler with its handler)
 //	POST /tasks/{id}/reschedule      operator, a reason and "at": ax.Reschedule
 //	POST /schedules/{name}/pause     operator: ax.PauseSchedule
 //	POST /schedules/{name}/resume    operator: ax.ResumeSchedule
@@ -56,6 +56,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -67,6 +68,7 @@ import (
 	"strings"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 )
 
 // Role is what a token may do. Roles are ordered: each allows what the ones below it
@@ -163,6 +165,7 @@ type Handler struct {
 	tokens   []token
 	mux      *http.ServeMux
 	readOnly bool
+	noAudit  bool // the store keeps no audit log: every mutating route is refused
 	triggers *rateLimiter
 	log      *slog.Logger
 }
@@ -177,6 +180,11 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	// Does the store keep an audit log? A query of limit 0 asks without a read: the
+	// store refuses it as invalid, or ax as unsupported before reaching one.
+	if _, err := s.AuditLog(context.Background(), ax.AuditQuery{Limit: 0}); errors.Is(err, ax.ErrUnsupported) {
+		h.noAudit = true
+	}
 	seen := map[string]bool{}
 	for i, t := range cfg.Tokens {
 		if seen[t.Hash] {
@@ -186,8 +194,8 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 		hexSum, ok := strings.CutPrefix(t.Hash, "sha256:")
 		sum, err := hex.DecodeString(hexSum)
 		switch {
-		case strings.TrimSpace(t.Actor) == "":
-			return nil, fmt.Errorf("ax: admin: token %d: no actor: %w", i, ax.ErrInvalid)
+		case strings.TrimSpace(t.Actor) == "" || len(t.Actor) > 200 || !store.CleanText(t.Actor):
+			return nil, fmt.Errorf("ax: admin: token %d: no actor, one over 200 bytes, or not clean UTF-8: %w", i, ax.ErrInvalid)
 		case t.Role < Viewer || t.Role > Admin:
 			return nil, fmt.Errorf("ax: admin: token %d (%s): role %v: want Viewer, Operator or Admin: %w", i, t.Actor, t.Role, ax.ErrInvalid)
 		case !ok || err != nil || len(sum) != sha256.Size:

@@ -294,16 +294,25 @@ func CheckAudit(rec AuditRecord) error {
 	if rec.Actor == "" || rec.Action == "" || rec.Result == "" {
 		return fmt.Errorf("audit: a record needs an actor, an action and a result: %w", ErrInvalid)
 	}
-	for _, f := range []string{rec.Actor, rec.Role, rec.Action, rec.Target, rec.Result, string(rec.StatusBefore), string(rec.StatusAfter), rec.ExecutionID} {
-		if len(f) > MaxAuditText || !utf8.ValidString(f) {
-			return fmt.Errorf("audit: a field longer than %d bytes or not UTF-8: %w", MaxAuditText, ErrInvalid)
+	for _, f := range []string{rec.Actor, rec.Role, rec.Action, rec.Target, rec.Result, rec.ExecutionID} {
+		if len(f) > MaxAuditText || !CleanText(f) {
+			return fmt.Errorf("audit: a field longer than %d bytes, not UTF-8 or with a NUL: %w", MaxAuditText, ErrInvalid)
 		}
 	}
-	if len(rec.Reason) > MaxAuditReason || !utf8.ValidString(rec.Reason) {
-		return fmt.Errorf("audit: a reason longer than %d bytes or not UTF-8: %w", MaxAuditReason, ErrInvalid)
+	if len(rec.Reason) > MaxAuditReason || !CleanText(rec.Reason) {
+		return fmt.Errorf("audit: a reason longer than %d bytes, not UTF-8 or with a NUL: %w", MaxAuditReason, ErrInvalid)
+	}
+	for _, st := range []Status{rec.StatusBefore, rec.StatusAfter} {
+		if st != "" && !st.Valid() {
+			return fmt.Errorf("audit: unknown status %q: %w", st, ErrInvalid)
+		}
 	}
 	return nil
 }
+
+// CleanText reports whether s is valid UTF-8 without a NUL byte: text every store
+// keeps as it is (PostgreSQL refuses a NUL in text).
+func CleanText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // CheckAuditQuery rejects what the contract calls invalid for AuditLog.
 func CheckAuditQuery(q AuditQuery) error {

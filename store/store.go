@@ -463,7 +463,8 @@ type Pruner interface {
 	// Prune deletes, in one transaction, up to p.Limit tasks of the view's namespace
 	// in status p.Status, oldest FinishedAt first: those that finished before
 	// p.Before (unless it is zero) and, when p.KeepNewest is positive, those beyond
-	// the p.KeepNewest that finished last. Their executions go with them. It returns
+	// the p.KeepNewest that finished last — but not a task whose KeyUntil is still
+	// ahead, which holds its key. Their executions go with them. It returns
 	// how many tasks it deleted. The rows are read with the status condition under a
 	// row lock, so a task that leaves p.Status meanwhile (a Retry of a FAILED task) is
 	// never deleted. A status that is not terminal, a Limit outside [1, MaxPrune], or

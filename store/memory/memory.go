@@ -1065,13 +1065,21 @@ func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
 	if p.KeepNewest > 0 {
 		beyond = max(len(finished)-p.KeepNewest, 0)
 	}
-	n := 0
+	n, now := 0, s.now()
+	gone := map[int64]bool{}
 	for i, r := range finished {
 		if n == p.Limit || i >= beyond && (p.Before.IsZero() || !r.task.FinishedAt.Before(p.Before)) {
 			break
 		}
+		if !r.task.KeyUntil.IsZero() && now.Before(r.task.KeyUntil) {
+			continue // it holds its key for a UniqueFor window still
+		}
 		s.delete(r)
+		gone[r.task.ID] = true
 		n++
+	}
+	if n > 0 { // the change log must not name rows that are gone
+		s.changes = slices.DeleteFunc(s.changes, func(c change) bool { return gone[c.id] })
 	}
 	return n, nil
 }

@@ -16,7 +16,7 @@ import (
 // through ax_tasks_status_finished, the victims locked FOR UPDATE SKIP LOCKED (a row
 // another transaction holds, a Retry's or another pruner's, is left for the next
 // round); then the executions (ax_executions_task) and the tasks, with their status
-// condition again, are deleted by id.
+// condition again, are deleted by id. A task within its UniqueFor window is kept.
 func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
 	if err := store.CheckPrune(p); err != nil {
 		return 0, fmt.Errorf("ax: mysql: %w", err)
@@ -39,6 +39,7 @@ func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
 		}
 		ids, err := taskquery.ScanIDs(tx.QueryContext(ctx, `SELECT id FROM ax_tasks FORCE INDEX (ax_tasks_status_finished)
 			WHERE namespace = ? AND status = ? AND (finished_at < ? OR finished_at < ? OR finished_at = ? AND id <= ?)
+				AND (key_until IS NULL OR key_until <= UTC_TIMESTAMP(6))
 			ORDER BY finished_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
 			s.ns, string(p.Status), dt(before), dt(cutAt), dt(cutAt), cutID, p.Limit))
 		if err != nil || len(ids) == 0 {

@@ -37,7 +37,10 @@ const (
 	getSQL = "SELECT " + taskColumns + " FROM ax_tasks WHERE id = ? AND namespace = ?"
 	// lookupSQL reads the newest task of a business key: the one holding it, if
 	// any, for every other gave it up to a newer one.
-	lookupSQL = "SELECT " + taskColumns + " FROM ax_tasks WHERE namespace = ? AND name = ? AND `key` = ? ORDER BY id DESC LIMIT 1"
+	// (MAX(id + 0) over ax_tasks_name_key: with ORDER BY id DESC LIMIT 1 the
+	// optimizer may read the primary key backwards instead.)
+	lookupSQL = "SELECT " + taskColumns + " FROM ax_tasks WHERE id = (SELECT MAX(id + 0) FROM ax_tasks " +
+		"WHERE namespace = ? AND name = ? AND `key` = ?)"
 )
 
 // callerTx returns tx, a transaction of the caller's, as a *sql.Tx after checking

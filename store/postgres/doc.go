@@ -302,8 +302,11 @@
 //
 // Insert does not pay for that on new keys: its insert's ON CONFLICT is a DO UPDATE
 // whose WHERE is the free condition and whose SET calls ax_key_freed (migration 8),
-// which raises SQLSTATE AXK01. A key held by a live task is left alone, as by DO
-// NOTHING; one whose holder is free aborts the transaction, and Insert runs it again
+// which raises SQLSTATE AXK01. A key held by a live task is left alone — but its row
+// locked until the commit (a DO UPDATE locks the rows it meets whatever its WHERE
+// says), so a duplicate insert waits for a transaction that holds the live row, and
+// the claim of that row for the insert's one round trip; one whose holder is free
+// aborts the transaction, and Insert runs it again
 // with releaseSQL before the inserts (whose ON CONFLICT is then DO NOTHING). So new
 // keys cost what they did, a reused one a transaction more. InsertTx and FireSchedule
 // run releaseSQL first (an error would abort the caller's transaction; occurrences are

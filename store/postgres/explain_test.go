@@ -381,9 +381,13 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	// The generic plans, cached by a first execution on the empty tables.
 	exec(`PREPARE ins AS ` + insertSQL)
 	exec(`PREPARE rel AS ` + releaseSQL)
+	exec(`PREPARE lk AS ` + lookupSQL)
+	exec(`PREPARE lkm AS ` + lookupManySQL)
 	exec(genericSession)
 	exec(execute("ins", insertArgs()))
 	exec(execute("rel", []any{[]string{}, []string{}, s.ns}))
+	exec(execute("lk", []any{"order.close", "none", s.ns}))
+	exec(execute("lkm", []any{[]string{"order.close"}, []string{"none"}, s.ns}))
 	exec(executionSession)
 	for _, c := range statements {
 		exec(`PREPARE ` + c.name + ` AS ` + c.sql)
@@ -412,6 +416,15 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	if strings.Contains(plan, "Seq Scan on ax_tasks") || !strings.Contains(plan, "Index Cond: (id = ANY") ||
 		!strings.Contains(plan, "(name = c.name) AND (key = c.key) AND (key_slot = 0)") || strings.Contains(plan, "Index Cond: (key_slot = 0)") {
 		t.Errorf("release: the generic plan cached on the empty table does not probe ax_tasks_name_key per key, then the primary key:\n%s", plan)
+	}
+	for name, args := range map[string][]any{
+		"lk":  {"order.close", "order-4242", s.ns},
+		"lkm": {fill(20, "order.close"), keys[:20], s.ns},
+	} {
+		plan = explainIn(ctx, t, conn, execute(name, args))
+		if strings.Contains(plan, "Seq Scan on ax_tasks") || strings.Contains(plan, "Backward") || !strings.Contains(plan, "ax_tasks_name_key") {
+			t.Errorf("%s: the generic plan cached on the empty table does not read the key's entries of ax_tasks_name_key:\n%s", name, plan)
+		}
 	}
 
 	inFlight := func(status string) (ids []int64, eids []string) {

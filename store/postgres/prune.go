@@ -15,7 +15,8 @@ import (
 // last, oldest first, with their executions, in one statement. The victims are read
 // from ax_tasks_finished and locked FOR UPDATE SKIP LOCKED: a row another transaction
 // holds (a Retry of a FAILED task, another pruner) is left for the next round, and one
-// that left the status before the lock is not read. The executions go by
+// that left the status before the lock is not read. A task within its UniqueFor
+// window (key_until in the future) is kept: deleting it would free its key early. The executions go by
 // ax_executions_task, the tasks by their primary key.
 const pruneSQL = `WITH cut AS (
 	SELECT t.finished_at, t.id FROM ax_tasks t WHERE t.namespace = $1 AND t.status = $2
@@ -23,6 +24,7 @@ const pruneSQL = `WITH cut AS (
 victims AS (
 	SELECT t.id FROM ax_tasks t WHERE t.namespace = $1 AND t.status = $2
 		AND (t.finished_at < $3 OR $4 > 0 AND (t.finished_at, t.id) <= (SELECT finished_at, id FROM cut))
+		AND (t.key_until IS NULL OR t.key_until <= clock_timestamp())
 	ORDER BY t.finished_at, t.id LIMIT $5 FOR UPDATE SKIP LOCKED),
 execs AS (DELETE FROM ax_executions x USING victims v WHERE x.task_id = v.id)
 DELETE FROM ax_tasks t USING victims v WHERE t.id = v.id`

@@ -88,7 +88,7 @@ var (
 // lookupManySQL reads the tasks of namespace $3 holding the given (name, key) pairs.
 const lookupManySQL = `SELECT x.* FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS c(name, key)) c
 	CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM ax_tasks t
-		WHERE t.namespace = $3 AND t.name = c.name AND t.key = c.key AND t.key_slot = 0) x`
+		WHERE t.namespace = $3 AND t.name = c.name AND t.key = c.key AND t.key_slot = 0 LIMIT 1) x`
 
 // releaseSQL moves the tasks holding the business keys ($1, $2) of namespace $3 off
 // them where they no longer hold them (store.KeyHold.Frees): key_slot becomes the
@@ -533,9 +533,12 @@ func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
 }
 
 // lookupSQL reads the newest task of namespace $3 with a business key: the one
-// holding it, if any, for every other gave it up to a newer one.
-const lookupSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2
-	ORDER BY t.id DESC LIMIT 1`
+// holding it, if any, for every other gave it up to a newer one. The newest is found
+// as max(id + 0) over the key's entries of ax_tasks_name_key: an ORDER BY id DESC
+// LIMIT 1, or a max(id), would let a plan cached on a small table read the primary
+// key backwards instead, the whole table for a key it does not find.
+const lookupSQL = `SELECT ` + taskCols + ` FROM ax_tasks t WHERE t.id = (SELECT max(h.id + 0) FROM ax_tasks h
+	WHERE h.namespace = $3 AND h.name = $1 AND h.key = $2)`
 
 // Lookup returns the task of the view's namespace with this name and key.
 func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
@@ -713,7 +716,7 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 		if err := s.check("trigger tx"); err != nil {
 			return nil, err
 		}
-		own, err := s.pool.Begin(ctx)
+		own, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}) // as every write of the store's
 		if err != nil {
 			return nil, s.wrap("trigger tx", err)
 		}

@@ -16,7 +16,8 @@ import (
 // read through the outcome's own index (ax_tasks_ns_<status>, which SQLite uses only
 // when the query names its status as a literal: the status is one of four, checked
 // before it is written into the SQL), then the executions and the tasks are deleted
-// by id, the tasks with their status condition again.
+// by id, the tasks with their status condition again. A task within its UniqueFor
+// window is kept.
 func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
 	if err := store.CheckPrune(p); err != nil {
 		return 0, fmt.Errorf("ax: sqlite: %w", err)
@@ -39,8 +40,8 @@ func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
 			}
 		}
 		ids, err := taskquery.ScanIDs(tx.QueryContext(ctx, `SELECT id FROM `+from+` WHERE namespace = ? AND `+status+`
-			AND (finished_at < ? OR finished_at < ? OR finished_at = ? AND id <= ?)
-			ORDER BY finished_at, id LIMIT ?`, s.ns, before, cutAt, cutAt, cutID, p.Limit))
+			AND (finished_at < ? OR finished_at < ? OR finished_at = ? AND id <= ?) AND (key_until IS NULL OR key_until <= ?)
+			ORDER BY finished_at, id LIMIT ?`, s.ns, before, cutAt, cutAt, cutID, micros(now()), p.Limit))
 		if err != nil || len(ids) == 0 {
 			return err
 		}

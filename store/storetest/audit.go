@@ -113,6 +113,8 @@ func testAuditInvalid(e *env) {
 		"long target": func(r *store.AuditRecord) { r.Target = strings.Repeat("x", store.MaxAuditText+1) },
 		"long reason": func(r *store.AuditRecord) { r.Reason = strings.Repeat("x", store.MaxAuditReason+1) },
 		"not UTF-8":   func(r *store.AuditRecord) { r.Actor = "\xff" },
+		"a NUL":       func(r *store.AuditRecord) { r.Reason = "a\x00b" },
+		"a status":    func(r *store.AuditRecord) { r.StatusAfter = "DONE" },
 	} {
 		rec := ok
 		mod(&rec)

@@ -81,6 +81,14 @@ func testPruneByAge(e *env) {
 	if got := len(e.executions(recent.ID)); got != 1 {
 		e.t.Errorf("the recent task has %d executions after Prune, want 1", got)
 	}
+	// The store reads on: a refill from the start, more inserts.
+	e.refill(store.RefillParams{AfterSeq: 0, To: e.future(), Limit: 100})
+	// A task within its UniqueFor window is kept: it holds its key.
+	nt := e.newTask(e.now())
+	nt.KeyUntil = e.future()
+	windowed := e.inStateAs(store.Succeeded, nt)
+	e.prune(store.PruneParams{Status: store.Succeeded, Before: e.future(), Limit: 10}, 1) // recent, not windowed
+	e.unchanged("Prune of a task within its window", windowed)
 	// A pruned task's key is free: inserting it writes a new task.
 	res, err := e.s.Insert(e.ctx, []store.NewTask{{Name: old[0].Name, Key: old[0].Key, DueAt: e.future()}})
 	if err != nil || res[0].Err != nil || res[0].Task.ID == old[0].ID {

@@ -32,20 +32,21 @@ ALTER TABLE ax_tasks
     ADD KEY ax_tasks_status_finished (namespace, status, finished_at, id);
 
 -- The audit log of the operations API (store.Auditor): one row per mutating call,
--- allowed or refused. Read newest first by id, pruned by age (ax_audit_at).
+-- allowed or refused. Read newest first by id, pruned by age (ax_audit_at). Every
+-- text column takes store.MaxAuditText characters (the reason MaxAuditReason bytes).
 CREATE TABLE IF NOT EXISTS ax_audit (
     id            BIGINT       NOT NULL AUTO_INCREMENT,
     namespace     VARBINARY(200) NOT NULL,
     at            DATETIME(6)  NOT NULL,
-    actor         VARCHAR(200) CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
-    role          VARCHAR(16)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-    action        VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-    target        VARCHAR(1100) CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
-    reason        TEXT         CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
+    actor         VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
+    role          VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
+    action        VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
+    target        VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
+    reason        TEXT          CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
     result        VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
-    status_before VARCHAR(16)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-    status_after  VARCHAR(16)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-    execution_id  VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+    status_before VARCHAR(16)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+    status_after  VARCHAR(16)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+    execution_id  VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE {{bin}} NOT NULL,
     PRIMARY KEY (id),
     KEY ax_audit_at (namespace, at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = {{bin}} ROW_FORMAT = DYNAMIC;
