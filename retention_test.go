@@ -120,3 +120,30 @@ func TestRetentionOffAndInvalid(t *testing.T) {
 		}
 	}
 }
+
+// Audit records go after Retention.Audit, with the finished tasks' rounds.
+func TestRetentionOfTheAuditLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		s := newScheduler(t, st, func(c *ax.Config) { c.Retention = ax.Retention{Audit: time.Hour, Interval: time.Minute} })
+		start(t, s)
+		defer s.Stop(context.Background())
+		ctx := context.Background()
+		old, err := s.Audit(ctx, ax.AuditRecord{Actor: "alice", Action: "task.cancel", Result: "ok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Minute)
+		recent, err := s.Audit(ctx, ax.AuditRecord{Actor: "alice", Action: "task.retry", Result: "ok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Minute) // old is 70 minutes old, recent 20
+		synctest.Wait()
+		log, err := s.AuditLog(ctx, ax.AuditQuery{Limit: 10})
+		if err != nil || len(log) != 1 || log[0].ID != recent.ID {
+			t.Errorf("audit log after 70 minutes = %+v, %v; want only record %d (record %d pruned)", log, err, recent.ID, old.ID)
+		}
+	})
+}
