@@ -10,8 +10,6 @@ import (
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
-const auditCols = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
-
 // Audit appends a record to the view's namespace's audit log, stamped by the
 // database's clock, in one transaction (see store.Auditor).
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
@@ -47,7 +45,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	if err := s.check("audit log"); err != nil {
 		return nil, err
 	}
-	query, args := taskquery.AuditSelect(dialect, auditCols, s.ns, q)
+	query, args := taskquery.AuditSelect(dialect, s.ns, q)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap("audit log", err)

@@ -11,8 +11,6 @@ import (
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
-const auditCols = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
-
 // Audit appends a record to the view's namespace's audit log, stamped by the
 // database's clock (see store.Auditor).
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
@@ -43,7 +41,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	if err := s.check("audit log"); err != nil {
 		return nil, err
 	}
-	query, args := taskquery.AuditSelect(dialect(false), auditCols, s.ns, q)
+	query, args := taskquery.AuditSelect(dialect(false), s.ns, q)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap("audit log", err)

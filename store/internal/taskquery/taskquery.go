@@ -131,10 +131,14 @@ func ReadCounts(rows *sql.Rows, err error) (map[store.Status]int64, error) {
 	return counts, rows.Err()
 }
 
-// AuditSelect returns the statement of Auditor.AuditLog: columns of the records of
-// namespace ns that q selects (its fields matched exactly), newest first, LIMIT
+// AuditColumns are the columns AuditSelect reads, in the order of store.AuditRecord's
+// fields.
+const AuditColumns = `id, at, actor, role, action, target, reason, result, status_before, status_after, execution_id`
+
+// AuditSelect returns the statement of Auditor.AuditLog: AuditColumns of the records
+// of namespace ns that q selects (its fields matched exactly), newest first, LIMIT
 // q.Limit; and its arguments. q must have been checked (store.CheckAuditQuery).
-func AuditSelect(d Dialect, columns, ns string, q store.AuditQuery) (string, []any) {
+func AuditSelect(d Dialect, ns string, q store.AuditQuery) (string, []any) {
 	args := []any{ns}
 	where := []string{"namespace = " + d.Placeholder(1)}
 	add := func(cond string, v any) {
@@ -154,7 +158,7 @@ func AuditSelect(d Dialect, columns, ns string, q store.AuditQuery) (string, []a
 		add("id < ", q.BeforeID)
 	}
 	args = append(args, q.Limit)
-	return "SELECT " + columns + " FROM ax_audit WHERE " + strings.Join(where, " AND ") + " ORDER BY id DESC LIMIT " +
+	return "SELECT " + AuditColumns + " FROM ax_audit WHERE " + strings.Join(where, " AND ") + " ORDER BY id DESC LIMIT " +
 		d.Placeholder(len(args)), args
 }
 
