@@ -542,7 +542,7 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 			Batch: store.MaxPrune, AuditAge: max(s.cfg.Retention.Audit, 0),
 		}
 		if a, ok := s.st.(store.Auditor); ok {
-			cfg.Audit = a // each call on the store's own timeouts: one small DELETE
+			cfg.Audit = storecall.BoundedAuditPruner(a, s.cfg.StoreTimeout)
 		}
 		wg.Go(func() { retention.Run(ctx, cfg) })
 	}

@@ -23,6 +23,11 @@ type Rule struct {
 	Rows   int           // when positive, at most this many are kept, the newest
 }
 
+// AuditPruner deletes old audit records (store.Auditor's PruneAudit).
+type AuditPruner interface {
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // Config is what retention needs.
 type Config struct {
 	Store    store.Pruner
@@ -30,7 +35,7 @@ type Config struct {
 	Log      *slog.Logger
 	Observe  *observe.Queue
 	Rules    []Rule
-	Audit    store.Auditor // nil: no audit log to prune
+	Audit    AuditPruner   // nil: no audit log to prune
 	AuditAge time.Duration // audit records older than this are deleted; 0: none
 	Interval time.Duration // between rounds
 	Pause    time.Duration // between two calls of a round
@@ -54,8 +59,9 @@ func Run(ctx context.Context, cfg Config) {
 	}
 }
 
-// Once runs one round: for each rule, calls until one deletes less than a batch,
-// pausing between calls. It returns how many tasks it deleted.
+// Once runs one round: for each rule, and then for the audit log, calls until one
+// deletes less than a batch, pausing between calls. It returns how many rows it
+// deleted.
 func Once(ctx context.Context, cfg Config) (int, error) {
 	total := 0
 	for _, r := range cfg.Rules {
@@ -66,32 +72,28 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		if r.Age > 0 {
 			p.Before = cfg.Now().Add(-r.Age)
 		}
-		for {
-			n, err := cfg.Store.Prune(ctx, p)
-			if n > 0 {
-				total += n
-				cfg.Observe.Send(observe.Event{Kind: observe.Pruned, At: cfg.Now(), Count: n, Reason: strings.ToLower(string(r.Status))})
-			}
-			if err != nil {
-				return total, err
-			}
-			if n < cfg.Batch {
-				break
-			}
-			if err := sleep(ctx, cfg.Pause); err != nil {
-				return total, err
-			}
+		n, err := drain(ctx, cfg, strings.ToLower(string(r.Status)), func() (int, error) { return cfg.Store.Prune(ctx, p) })
+		if total += n; err != nil {
+			return total, err
 		}
 	}
 	if cfg.Audit == nil || cfg.AuditAge <= 0 {
 		return total, nil
 	}
 	before := cfg.Now().Add(-cfg.AuditAge)
+	n, err := drain(ctx, cfg, "audit", func() (int, error) { return cfg.Audit.PruneAudit(ctx, before, cfg.Batch) })
+	return total + n, err
+}
+
+// drain calls batch until it deletes less than cfg.Batch rows, Pause apart,
+// reporting each batch's rows as EventPruned with reason; it returns how many.
+func drain(ctx context.Context, cfg Config, reason string, batch func() (int, error)) (int, error) {
+	total := 0
 	for {
-		n, err := cfg.Audit.PruneAudit(ctx, before, cfg.Batch)
+		n, err := batch()
 		if n > 0 {
 			total += n
-			cfg.Observe.Send(observe.Event{Kind: observe.Pruned, At: cfg.Now(), Count: n, Reason: "audit"})
+			cfg.Observe.Send(observe.Event{Kind: observe.Pruned, At: cfg.Now(), Count: n, Reason: reason})
 		}
 		if err != nil || n < cfg.Batch {
 			return total, err

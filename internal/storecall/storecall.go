@@ -170,3 +170,22 @@ func (b boundedPruner) Prune(ctx context.Context, p store.PruneParams) (int, err
 	defer cancel()
 	return b.p.Prune(ctx, p)
 }
+
+// BoundedAuditPruner returns a's PruneAudit with every call given a timeout of its
+// own (see Bounded).
+func BoundedAuditPruner(a store.Auditor, timeout time.Duration) AuditPruner {
+	return AuditPruner{a: a, timeout: timeout}
+}
+
+// AuditPruner is an Auditor's PruneAudit, bounded (BoundedAuditPruner).
+type AuditPruner struct {
+	a       store.Auditor
+	timeout time.Duration
+}
+
+// PruneAudit is a's, bounded.
+func (b AuditPruner) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.a.PruneAudit(ctx, before, limit)
+}
