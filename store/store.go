@@ -455,6 +455,40 @@ type TxStore interface {
 	// CancelTx. A nil tx runs it in a transaction of the store's own: how a scheduler
 	// that will not run the task itself hands it to one that will.
 	TriggerTx(ctx context.Context, tx any, id int64) (*Task, error)
+
+	// ClaimTriggerTx is Trigger inside tx: the SCHEDULED or FAILED task becomes
+	// DISPATCHING under executionID, as Trigger makes it, if and only if tx commits;
+	// the caller dispatches it once tx has committed. Its refusals are Trigger's
+	// (KeyHeld included); a tx elsewhere is ErrInvalid, as for CancelTx.
+	ClaimTriggerTx(ctx context.Context, tx any, id int64, executionID string) (*Task, error)
+
+	// RescheduleTx is Reschedule inside tx, and RetryTx Retry, as CancelTx is
+	// Cancel.
+	RescheduleTx(ctx context.Context, tx any, name, key string, at time.Time) (*Task, error)
+	RetryTx(ctx context.Context, tx any, id int64) (*Task, error)
+
+	// PauseScheduleTx is PauseSchedule inside tx, and ResumeScheduleTx
+	// ResumeSchedule. PauseScheduleTx cancels the occurrences a statement of tx
+	// sees after the schedule's row is locked: at READ COMMITTED (InTx's), every
+	// occurrence committed before the pause.
+	PauseScheduleTx(ctx context.Context, tx any, name string) (*Schedule, error)
+	ResumeScheduleTx(ctx context.Context, tx any, name string, next time.Time) (*Schedule, error)
+
+	// GetTx is Get inside tx: the task as tx sees it, its own changes included.
+	GetTx(ctx context.Context, tx any, id int64) (*Task, error)
+
+	// AuditTx is Auditor.Audit inside tx: the record is kept if, and only if, tx
+	// commits — with the change it records, written in the same transaction.
+	AuditTx(ctx context.Context, tx any, rec AuditRecord) (*AuditRecord, error)
+
+	// InTx runs fn in a transaction of the store's own, at READ COMMITTED where the
+	// database has levels, and commits it if fn returns nil, else rolls it back and
+	// returns fn's error. fn gets the transaction as the Tx methods take it (a
+	// pgx.Tx on PostgreSQL, a *sql.Tx on MySQL and SQLite); it must not commit or
+	// roll it back, nor write through the store's other methods meanwhile (SQLite:
+	// its writer is held by the transaction). fn may be called again, in a new
+	// transaction, when the store retries a transient failure (a deadlock).
+	InTx(ctx context.Context, fn func(tx any) error) error
 }
 
 // Pruner is implemented by stores that can remove finished tasks, for retention

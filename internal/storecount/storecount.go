@@ -78,8 +78,8 @@ func (s *Store) Snapshot() Counts {
 // WithOptionalInterfaces returns s as a store.Store that also implements each of
 // store.Notifier and store.TxStore that the wrapped store implements, so that a
 // scheduler given it behaves as with the wrapped store (it listens for
-// notifications; WithTx works). Listen, InsertTx, CancelTx and TriggerTx are counted, and pass through
-// Before, like the other methods.
+// notifications; WithTx works). Listen and the TxStore methods are counted, and pass
+// through Before, like the other methods.
 func (s *Store) WithOptionalInterfaces() store.Store {
 	n, isNotifier := s.inner.(store.Notifier)
 	tx, isTxStore := s.inner.(store.TxStore)
@@ -140,6 +140,62 @@ func (t txStore) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, 
 		return nil, err
 	}
 	return t.inner.TriggerTx(ctx, tx, id)
+}
+
+func (t txStore) ClaimTriggerTx(ctx context.Context, tx any, id int64, executionID string) (*store.Task, error) {
+	if err := t.s.before(ctx, "ClaimTriggerTx"); err != nil {
+		return nil, err
+	}
+	return t.inner.ClaimTriggerTx(ctx, tx, id, executionID)
+}
+
+func (t txStore) RescheduleTx(ctx context.Context, tx any, name, key string, at time.Time) (*store.Task, error) {
+	if err := t.s.before(ctx, "RescheduleTx"); err != nil {
+		return nil, err
+	}
+	return t.inner.RescheduleTx(ctx, tx, name, key, at)
+}
+
+func (t txStore) RetryTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	if err := t.s.before(ctx, "RetryTx"); err != nil {
+		return nil, err
+	}
+	return t.inner.RetryTx(ctx, tx, id)
+}
+
+func (t txStore) PauseScheduleTx(ctx context.Context, tx any, name string) (*store.Schedule, error) {
+	if err := t.s.before(ctx, "PauseScheduleTx"); err != nil {
+		return nil, err
+	}
+	return t.inner.PauseScheduleTx(ctx, tx, name)
+}
+
+func (t txStore) ResumeScheduleTx(ctx context.Context, tx any, name string, next time.Time) (*store.Schedule, error) {
+	if err := t.s.before(ctx, "ResumeScheduleTx"); err != nil {
+		return nil, err
+	}
+	return t.inner.ResumeScheduleTx(ctx, tx, name, next)
+}
+
+func (t txStore) GetTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	if err := t.s.before(ctx, "GetTx"); err != nil {
+		return nil, err
+	}
+	return t.inner.GetTx(ctx, tx, id)
+}
+
+func (t txStore) AuditTx(ctx context.Context, tx any, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := t.s.before(ctx, "AuditTx"); err != nil {
+		return nil, err
+	}
+	return t.inner.AuditTx(ctx, tx, rec)
+}
+
+func (t txStore) InTx(ctx context.Context, fn func(tx any) error) error {
+	if err := t.s.before(ctx, "InTx"); err != nil {
+		return err
+	}
+	return t.inner.InTx(ctx, fn)
 }
 
 // before counts a call to method and runs the Before hook.

@@ -120,34 +120,48 @@ func TestRefillRowsAndSnapshotCopy(t *testing.T) {
 }
 
 // notifyingTxStore is a store that implements both optional interfaces.
-type notifyingTxStore struct{ store.Store }
+type notifyingTxStore struct {
+	store.Store
+	txMethods
+}
 
 func (notifyingTxStore) Listen(ctx context.Context, f func()) error { return nil }
-func (notifyingTxStore) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
-	return nil, nil
-}
-func (notifyingTxStore) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
-	return nil, nil
-}
-func (notifyingTxStore) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	return nil, nil
-}
 
 type notifyingStore struct{ store.Store }
 
 func (notifyingStore) Listen(ctx context.Context, f func()) error { return nil }
 
-type txStore struct{ store.Store }
+type txStore struct {
+	store.Store
+	txMethods
+}
 
-func (txStore) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
+// txMethods are store.TxStore's methods, doing nothing.
+type txMethods struct{}
+
+func (txMethods) InsertTx(context.Context, any, []store.NewTask) ([]store.Inserted, error) {
 	return nil, nil
 }
-func (txStore) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
+func (txMethods) CancelTx(context.Context, any, string, string) (*store.Task, error) { return nil, nil }
+func (txMethods) TriggerTx(context.Context, any, int64) (*store.Task, error)         { return nil, nil }
+func (txMethods) ClaimTriggerTx(context.Context, any, int64, string) (*store.Task, error) {
 	return nil, nil
 }
-func (txStore) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+func (txMethods) RescheduleTx(context.Context, any, string, string, time.Time) (*store.Task, error) {
 	return nil, nil
 }
+func (txMethods) RetryTx(context.Context, any, int64) (*store.Task, error) { return nil, nil }
+func (txMethods) PauseScheduleTx(context.Context, any, string) (*store.Schedule, error) {
+	return nil, nil
+}
+func (txMethods) ResumeScheduleTx(context.Context, any, string, time.Time) (*store.Schedule, error) {
+	return nil, nil
+}
+func (txMethods) GetTx(context.Context, any, int64) (*store.Task, error) { return nil, nil }
+func (txMethods) AuditTx(context.Context, any, store.AuditRecord) (*store.AuditRecord, error) {
+	return nil, nil
+}
+func (txMethods) InTx(context.Context, func(tx any) error) error { return nil }
 
 // The Store itself hides the wrapped store's optional interfaces;
 // WithOptionalInterfaces keeps exactly those the wrapped store has, and counts them.
@@ -162,8 +176,8 @@ func TestWithOptionalInterfaces(t *testing.T) {
 	}{
 		{"plain", mem, false, false},
 		{"notifier", notifyingStore{mem}, true, false},
-		{"tx", txStore{mem}, false, true},
-		{"both", notifyingTxStore{mem}, true, true},
+		{"tx", txStore{Store: mem}, false, true},
+		{"both", notifyingTxStore{Store: mem}, true, true},
 	} {
 		s := storecount.New(tc.inner)
 		var plain store.Store = s

@@ -16,24 +16,43 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 	if err := store.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
-	err := s.run(ctx, "audit", 0, func(tx *sql.Tx, _ int64) error {
-		if err := tx.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(dbTime{&rec.At}); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
-				status_before, status_after, execution_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			s.ns, dt(rec.At), rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
-			string(rec.StatusAfter), rec.ExecutionID)
-		if err != nil {
-			return err
-		}
-		rec.ID, err = res.LastInsertId()
-		return err
-	})
+	err := s.run(ctx, "audit", 0, func(tx *sql.Tx, _ int64) error { return s.auditIn(ctx, tx, &rec) })
 	if err != nil {
 		return nil, err
 	}
 	return &rec, nil
+}
+
+// AuditTx is Audit inside the caller's transaction tx, a *sql.Tx on the store's
+// database (see store.TxStore).
+func (s *Store) AuditTx(ctx context.Context, tx any, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := store.CheckAudit(rec); err != nil {
+		return nil, fmt.Errorf("ax: mysql: %w", err)
+	}
+	stx, err := s.callerTx(ctx, "audit", tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.auditIn(ctx, stx, &rec); err != nil {
+		return nil, s.wrap("audit", err)
+	}
+	return &rec, nil
+}
+
+// auditIn appends rec in tx, stamped by the database's clock, and sets its ID and At.
+func (s *Store) auditIn(ctx context.Context, tx *sql.Tx, rec *store.AuditRecord) error {
+	if err := tx.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(dbTime{&rec.At}); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
+			status_before, status_after, execution_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ns, dt(rec.At), rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
+		string(rec.StatusAfter), rec.ExecutionID)
+	if err != nil {
+		return err
+	}
+	rec.ID, err = res.LastInsertId()
+	return err
 }
 
 // AuditLog returns the view's namespace's matching records, newest first (see

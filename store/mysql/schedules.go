@@ -198,21 +198,8 @@ func getSchedule(ctx context.Context, tx *sql.Tx, ns, name string) (*store.Sched
 func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
 	var sc *store.Schedule
 	err := s.run(ctx, "pause schedule", 0, func(tx *sql.Tx, _ int64) error {
-		res, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET paused = TRUE, updated_at = UTC_TIMESTAMP(6)
-			WHERE namespace = ? AND name = ? AND NOT paused`, s.ns, name)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			if _, err := cancelOccurrences(ctx, tx, s.ns, name); err != nil {
-				return err
-			}
-		}
-		sc, err = getSchedule(ctx, tx, s.ns, name)
+		var err error
+		sc, err = s.pauseIn(ctx, tx, name)
 		return err
 	})
 	if err != nil {
@@ -222,6 +209,25 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 		return nil, fmt.Errorf("ax: mysql: pause schedule %q: %w", name, store.ErrNotFound)
 	}
 	return sc, nil
+}
+
+// pauseIn is PauseSchedule in tx: the schedule, nil when there is none.
+func (s *Store) pauseIn(ctx context.Context, tx *sql.Tx, name string) (*store.Schedule, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET paused = TRUE, updated_at = UTC_TIMESTAMP(6)
+		WHERE namespace = ? AND name = ? AND NOT paused`, s.ns, name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		if _, err := cancelOccurrences(ctx, tx, s.ns, name); err != nil {
+			return nil, err
+		}
+	}
+	return getSchedule(ctx, tx, s.ns, name)
 }
 
 // cancelOccurrences cancels the SCHEDULED tasks of namespace ns whose name and task
@@ -309,12 +315,8 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 	}
 	var sc *store.Schedule
 	err := s.run(ctx, "resume schedule", 0, func(tx *sql.Tx, _ int64) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET paused = FALSE, next_fire_at = ?, updated_at = UTC_TIMESTAMP(6)
-			WHERE namespace = ? AND name = ? AND paused`, dt(next), s.ns, name); err != nil {
-			return err
-		}
 		var err error
-		sc, err = getSchedule(ctx, tx, s.ns, name)
+		sc, err = s.resumeIn(ctx, tx, name, next)
 		return err
 	})
 	if err != nil {
@@ -324,6 +326,15 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 		return nil, fmt.Errorf("ax: mysql: resume schedule %q: %w", name, store.ErrNotFound)
 	}
 	return sc, nil
+}
+
+// resumeIn is ResumeSchedule in tx: the schedule, nil when there is none.
+func (s *Store) resumeIn(ctx context.Context, tx *sql.Tx, name string, next time.Time) (*store.Schedule, error) {
+	if _, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET paused = FALSE, next_fire_at = ?, updated_at = UTC_TIMESTAMP(6)
+		WHERE namespace = ? AND name = ? AND paused`, dt(next), s.ns, name); err != nil {
+		return nil, err
+	}
+	return getSchedule(ctx, tx, s.ns, name)
 }
 
 // FireSchedule advances a schedule of the view's namespace and inserts its occurrences,

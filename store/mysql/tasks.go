@@ -590,24 +590,34 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	if at.IsZero() {
 		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
 	}
-	return s.moveBack(ctx, "reschedule", op, func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+	return s.moveBack(ctx, "reschedule", op, s.rescheduleIn(ctx, name, key, at))
+}
+
+// rescheduleIn is Reschedule's transition, for moveBack.
+func (s *Store) rescheduleIn(ctx context.Context, name, key string, at time.Time) func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+	return func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
 		return s.moveIn(ctx, tx, store.ErrNotReschedulable,
 			"UPDATE ax_tasks SET due_at = ?, seq = ?, updated_at = UTC_TIMESTAMP(6) "+
 				"WHERE namespace = ? AND name = ? AND `key` = ? AND key_slot = 0 AND status = 'SCHEDULED'", []any{dt(at), seq, s.ns, name, key},
 			lookupSQL, []any{s.ns, name, key})
-	})
+	}
 }
 
 // Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
 // a fresh retry budget and sequence number, in one transaction.
 func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
-	return s.moveBack(ctx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+	return s.moveBack(ctx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), s.retryIn(ctx, id))
+}
+
+// retryIn is Retry's transition, for moveBack.
+func (s *Store) retryIn(ctx context.Context, id int64) func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+	return func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
 		return s.moveIn(ctx, tx, store.ErrNotRetryable,
 			`UPDATE ax_tasks SET status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6), attempt = 0, dispatch_retries = 0,
 				finished_at = NULL, seq = ?, updated_at = UTC_TIMESTAMP(6)
 			WHERE id = ? AND namespace = ? AND status = 'FAILED' AND key_slot = 0`, []any{seq, id, s.ns},
 			getSQL, []any{id, s.ns})
-	})
+	}
 }
 
 // moveBack runs move, a transition that leaves one task SCHEDULED, in a transaction
@@ -650,38 +660,19 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	var sentinel error
 	var holder int64
 	err := s.run(ctx, "trigger", 0, func(tx *sql.Tx, _ int64) error {
-		t, sentinel, holder = nil, nil, 0
-		res, err := tx.ExecContext(ctx, triggerSet+` AND overlap NOT IN ('skip', 'queue')`, executionID, id, s.ns)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			sentinel = store.ErrNotFound
-			return nil
-		case err != nil:
-			return err
-		case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded && keyRules(t.Overlap):
-			t, holder, err = triggerKeyed(ctx, tx, s.ns, id, t.TaskKey, executionID)
-			if err != nil {
-				return err
-			}
-			if t.Status != store.Dispatching || t.ExecutionID != executionID {
-				sentinel = store.ErrNotTriggerable
-			}
-		case n == 0:
-			sentinel = store.ErrNotTriggerable
-		}
-		return nil
+		var err error
+		t, sentinel, holder, err = s.triggerIn(ctx, tx, id, executionID)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	return triggered(id, t, sentinel, holder)
+}
+
+// triggered is the answer of a trigger of task id that found t, and refused it with
+// sentinel or, its key held, with holder.
+func triggered(id int64, t *store.Task, sentinel error, holder int64) (*store.Task, error) {
 	op := fmt.Sprintf("ax: mysql: trigger task %d", id)
 	switch {
 	case holder != 0:
@@ -690,6 +681,37 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		return store.Refusal(op, t, sentinel)
 	}
 	return t, nil
+}
+
+// triggerIn is Trigger in tx: the task as it is afterwards, and the refusal's
+// sentinel, or the holder of its key.
+func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID string) (t *store.Task, sentinel error, holder int64, err error) {
+	res, err := tx.ExecContext(ctx, triggerSet+` AND overlap NOT IN ('skip', 'queue')`, executionID, id, s.ns)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, store.ErrNotFound, 0, nil
+	case err != nil:
+		return nil, nil, 0, err
+	case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded && keyRules(t.Overlap):
+		t, holder, err = triggerKeyed(ctx, tx, s.ns, id, t.TaskKey, executionID)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if t.Status != store.Dispatching || t.ExecutionID != executionID {
+			return t, store.ErrNotTriggerable, holder, nil
+		}
+	case n == 0:
+		return t, store.ErrNotTriggerable, 0, nil
+	}
+	return t, nil, 0, nil
 }
 
 // cursor returns the highest sequence number below which every number handed out is

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,16 +21,43 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 	if err := s.check("audit"); err != nil {
 		return nil, err
 	}
-	err := s.pool.QueryRow(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
-			status_before, status_after, execution_id)
-		VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, at`,
-		s.ns, rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
-		string(rec.StatusAfter), rec.ExecutionID).Scan(&rec.ID, &rec.At)
-	if err != nil {
+	if err := s.pool.QueryRow(ctx, auditSQL, s.auditArgs(rec)...).Scan(&rec.ID, &rec.At); err != nil {
 		return nil, s.wrap("audit", err)
 	}
 	rec.At = rec.At.UTC()
 	return &rec, nil
+}
+
+// AuditTx is Audit inside the caller's transaction tx (see store.TxStore).
+func (s *Store) AuditTx(ctx context.Context, tx any, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := store.CheckAudit(rec); err != nil {
+		return nil, fmt.Errorf("ax: postgres: %w", err)
+	}
+	q, err := s.callerTx(ctx, "audit tx", tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.query(ctx, auditSQL, s.auditArgs(rec), func(rows txRows) error {
+		if !rows.Next() {
+			return errors.New("no row returned")
+		}
+		return rows.Scan(&rec.ID, &rec.At)
+	}); err != nil {
+		return nil, s.wrap("audit tx", err)
+	}
+	rec.At = rec.At.UTC()
+	return &rec, nil
+}
+
+// auditSQL appends a record, the arguments of auditArgs, stamped by the database's
+// clock.
+const auditSQL = `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
+		status_before, status_after, execution_id)
+	VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, at`
+
+func (s *Store) auditArgs(rec store.AuditRecord) []any {
+	return []any{s.ns, rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
+		string(rec.StatusAfter), rec.ExecutionID}
 }
 
 // AuditLog returns the view's namespace's matching records, newest first: a backward

@@ -270,6 +270,11 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 	return int(cancelled), nil
 }
 
+// resumeSQL clears the flag of paused schedule $1 of namespace $3 and sets its next
+// fire time to $2.
+const resumeSQL = `UPDATE ax_schedules s SET paused = false, next_fire_at = $2, updated_at = clock_timestamp()
+	WHERE s.namespace = $3 AND s.name = $1 AND s.paused`
+
 // ResumeSchedule clears a paused schedule's flag and sets its NextFireAt to next; a
 // schedule that is not paused is left alone (see store.Store). A zero next is
 // store.ErrInvalid.
@@ -279,8 +284,7 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 	}
 	var sc *store.Schedule
 	err := s.tx(ctx, "resume schedule", func(b *pgx.Batch) {
-		b.Queue(`UPDATE ax_schedules s SET paused = false, next_fire_at = $2, updated_at = clock_timestamp()
-			WHERE s.namespace = $3 AND s.name = $1 AND s.paused`, name, next, s.ns)
+		b.Queue(resumeSQL, name, next, s.ns)
 		b.Queue(readScheduleSQL, name, s.ns)
 	}, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {

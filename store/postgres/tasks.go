@@ -451,6 +451,7 @@ type txRows interface {
 // txQuerier runs statements in a caller's transaction of either kind.
 type txQuerier interface {
 	exec(ctx context.Context, sql string, args ...any) error
+	count(ctx context.Context, sql string, args ...any) (int64, error) // exec, and the rows it changed
 	query(ctx context.Context, sql string, args []any, read func(txRows) error) error
 }
 
@@ -459,6 +460,11 @@ type pgxQuerier struct{ tx pgx.Tx }
 func (q pgxQuerier) exec(ctx context.Context, sql string, args ...any) error {
 	_, err := q.tx.Exec(ctx, sql, args...)
 	return err
+}
+
+func (q pgxQuerier) count(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := q.tx.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
 }
 
 func (q pgxQuerier) query(ctx context.Context, sql string, args []any, read func(txRows) error) error {
@@ -479,6 +485,14 @@ type sqlQuerier struct{ tx *sql.Tx }
 func (q sqlQuerier) exec(ctx context.Context, sql string, args ...any) error {
 	_, err := q.tx.ExecContext(ctx, sql, args...)
 	return err
+}
+
+func (q sqlQuerier) count(ctx context.Context, sql string, args ...any) (int64, error) {
+	res, err := q.tx.ExecContext(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 func (q sqlQuerier) query(ctx context.Context, sql string, args []any, read func(txRows) error) error {
@@ -791,23 +805,27 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	if at.IsZero() {
 		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
 	}
-	t, ok, err := s.transitionTo(ctx, "reschedule", true,
-		`UPDATE ax_tasks t SET due_at = $4, seq = nextval('ax_seq'), updated_at = clock_timestamp()
-		WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0 AND t.status = 'SCHEDULED' RETURNING `+taskCols,
-		[]any{name, key, s.ns, dueArg(at)}, lookupSQL, []any{name, key, s.ns})
+	t, ok, err := s.transitionTo(ctx, "reschedule", true, rescheduleSQL, []any{name, key, s.ns, dueArg(at)}, lookupSQL, []any{name, key, s.ns})
 	return moved(op, t, ok, err, store.ErrNotReschedulable)
 }
+
+// rescheduleSQL moves the SCHEDULED task (name $1, key $2) of namespace $3 to due at
+// $4, with a fresh sequence number.
+const rescheduleSQL = `UPDATE ax_tasks t SET due_at = $4, seq = nextval('ax_seq'), updated_at = clock_timestamp()
+	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0 AND t.status = 'SCHEDULED' RETURNING ` + taskCols
+
+// retrySQL moves the FAILED task $1 of namespace $2 back to SCHEDULED, due now, with
+// a fresh retry budget and sequence number.
+const retrySQL = `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now, attempt = 0, dispatch_retries = 0, finished_at = NULL,
+		seq = nextval('ax_seq'), updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status = 'FAILED' AND t.key_slot = 0 RETURNING ` + taskCols
 
 // Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
 // a fresh retry budget and sequence number, in one transaction.
 func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 	op := fmt.Sprintf("ax: postgres: retry task %d", id)
-	t, ok, err := s.transitionTo(ctx, "retry", true,
-		`UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now, attempt = 0, dispatch_retries = 0, finished_at = NULL,
-			seq = nextval('ax_seq'), updated_at = ts.now
-		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status = 'FAILED' AND t.key_slot = 0 RETURNING `+taskCols,
-		[]any{id, s.ns}, getSQL, []any{id, s.ns})
+	t, ok, err := s.transitionTo(ctx, "retry", true, retrySQL, []any{id, s.ns}, getSQL, []any{id, s.ns})
 	return moved(op, t, ok, err, store.ErrNotRetryable)
 }
 
@@ -819,15 +837,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	if executionID == "" {
 		return nil, fmt.Errorf("ax: postgres: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
 	}
-	t, ok, err := s.transition(ctx, "trigger",
-		`UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = $2,
-			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
-			finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
-		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0
-			AND (t.task_key = '' OR t.overlap = 'allow')
-		RETURNING `+taskCols, []any{id, executionID, s.ns},
-		getSQL, []any{id, s.ns})
+	t, ok, err := s.transition(ctx, "trigger", triggerSQL, []any{id, executionID, s.ns}, getSQL, []any{id, s.ns})
 	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
 		var holder int64
 		t, ok, holder, err = s.triggerKeyed(ctx, id, executionID, t.TaskKey)
@@ -835,16 +845,18 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			return store.KeyHeld(triggerOp(id), t, holder)
 		}
 	}
-	switch {
-	case err != nil:
-		return nil, err
-	case t == nil:
-		return store.Refusal(triggerOp(id), nil, store.ErrNotFound)
-	case !ok:
-		return store.Refusal(triggerOp(id), t, store.ErrNotTriggerable)
-	}
-	return t, nil
+	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
 }
+
+// triggerSQL is Trigger's UPDATE of task $1 of namespace $3, to DISPATCHING under
+// execution id $2, for a task whose key does not restrict it.
+const triggerSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = $2,
+		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
+		finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0
+		AND (t.task_key = '' OR t.overlap = 'allow')
+	RETURNING ` + taskCols
 
 // The inspector's scans of namespace $3, each a range scan of its partial index.
 const (

@@ -16,18 +16,40 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 	if err := store.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
-	at := micros(now())
-	err := s.write(ctx, "audit", func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
-				status_before, status_after, execution_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			s.ns, at, rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
-			string(rec.StatusAfter), rec.ExecutionID).Scan(&rec.ID)
-	})
+	err := s.write(ctx, "audit", func(tx *sql.Tx) error { return s.auditIn(ctx, tx, &rec) })
 	if err != nil {
 		return nil, err
 	}
-	rec.At = fromMicros(at)
 	return &rec, nil
+}
+
+// AuditTx is Audit inside the caller's transaction tx, a *sql.Tx on the store's file
+// (see store.TxStore).
+func (s *Store) AuditTx(ctx context.Context, tx any, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := store.CheckAudit(rec); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: %w", err)
+	}
+	stx, err := s.callerTx(ctx, "audit in transaction", tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.auditIn(ctx, stx, &rec); err != nil {
+		return nil, s.wrap("audit in transaction", err)
+	}
+	return &rec, nil
+}
+
+// auditIn appends rec in tx and sets its ID and At.
+func (s *Store) auditIn(ctx context.Context, tx *sql.Tx, rec *store.AuditRecord) error {
+	at := micros(now())
+	if err := tx.QueryRowContext(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result,
+			status_before, status_after, execution_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		s.ns, at, rec.Actor, rec.Role, rec.Action, rec.Target, rec.Reason, rec.Result, string(rec.StatusBefore),
+		string(rec.StatusAfter), rec.ExecutionID).Scan(&rec.ID); err != nil {
+		return err
+	}
+	rec.At = fromMicros(at)
+	return nil
 }
 
 // AuditLog returns the view's namespace's matching records, newest first (see

@@ -110,18 +110,8 @@ func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
 func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
 	var sc *store.Schedule
 	err := s.write(ctx, "pause schedule", func(tx *sql.Tx) error {
-		ts := micros(now())
 		var err error
-		sc, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 1, updated_at = ?
-			WHERE namespace = ? AND name = ? AND paused = 0 RETURNING `+scheduleColumns, ts, s.ns, name))
-		if errors.Is(err, sql.ErrNoRows) { // paused already, or unknown
-			sc, err = lookupSchedule(ctx, tx, s.ns, name)
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		_, err = cancelOccurrences(ctx, tx, s.ns, name, ts)
+		sc, err = s.pauseIn(ctx, tx, name)
 		return err
 	})
 	if err != nil {
@@ -131,6 +121,21 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 		return nil, fmt.Errorf("ax: sqlite: pause schedule %q: %w", name, store.ErrNotFound)
 	}
 	return sc, nil
+}
+
+// pauseIn is PauseSchedule in tx: the schedule, nil when there is none.
+func (s *Store) pauseIn(ctx context.Context, tx *sql.Tx, name string) (*store.Schedule, error) {
+	ts := micros(now())
+	sc, err := scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 1, updated_at = ?
+		WHERE namespace = ? AND name = ? AND paused = 0 RETURNING `+scheduleColumns, ts, s.ns, name))
+	if errors.Is(err, sql.ErrNoRows) { // paused already, or unknown
+		return lookupSchedule(ctx, tx, s.ns, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, err = cancelOccurrences(ctx, tx, s.ns, name, ts)
+	return sc, err
 }
 
 // cancelOccurrencesSQL cancels a schedule's SCHEDULED occurrences: a range of
@@ -185,11 +190,7 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 	var sc *store.Schedule
 	err := s.write(ctx, "resume schedule", func(tx *sql.Tx) error {
 		var err error
-		sc, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 0, next_fire_at = ?, updated_at = ?
-			WHERE namespace = ? AND name = ? AND paused = 1 RETURNING `+scheduleColumns, micros(next), micros(now()), s.ns, name))
-		if errors.Is(err, sql.ErrNoRows) { // not paused, or unknown
-			sc, err = lookupSchedule(ctx, tx, s.ns, name)
-		}
+		sc, err = s.resumeIn(ctx, tx, name, next)
 		return err
 	})
 	if err != nil {
@@ -199,6 +200,16 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 		return nil, fmt.Errorf("ax: sqlite: resume schedule %q: %w", name, store.ErrNotFound)
 	}
 	return sc, nil
+}
+
+// resumeIn is ResumeSchedule in tx: the schedule, nil when there is none.
+func (s *Store) resumeIn(ctx context.Context, tx *sql.Tx, name string, next time.Time) (*store.Schedule, error) {
+	sc, err := scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 0, next_fire_at = ?, updated_at = ?
+		WHERE namespace = ? AND name = ? AND paused = 1 RETURNING `+scheduleColumns, micros(next), micros(now()), s.ns, name))
+	if errors.Is(err, sql.ErrNoRows) { // not paused, or unknown
+		return lookupSchedule(ctx, tx, s.ns, name)
+	}
+	return sc, err
 }
 
 // FireSchedule advances a schedule from p.Expect to p.Next and inserts its occurrences,

@@ -344,29 +344,40 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
 	}
 	return s.moveBack(ctx, "reschedule", op, func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
-		t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET due_at = ?, seq = ?, updated_at = ?
-			WHERE namespace = ? AND name = ? AND key = ? AND key_slot = 0 AND status = 'SCHEDULED' RETURNING `+taskColumns,
-			micros(at), seq, micros(now()), s.ns, name, key))
-		if !errors.Is(err, sql.ErrNoRows) {
-			return t, nil, err
-		}
-		return s.refused(ctx, tx, store.ErrNotReschedulable, lookupSQL, s.ns, name, key)
+		return s.rescheduleIn(ctx, tx, seq, name, key, at)
 	})
+}
+
+// rescheduleIn is Reschedule in tx, with sequence number seq: the task moved, or the
+// task as it is and the refusal's sentinel.
+func (s *Store) rescheduleIn(ctx context.Context, tx *sql.Tx, seq int64, name, key string, at time.Time) (*store.Task, error, error) {
+	t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET due_at = ?, seq = ?, updated_at = ?
+		WHERE namespace = ? AND name = ? AND key = ? AND key_slot = 0 AND status = 'SCHEDULED' RETURNING `+taskColumns,
+		micros(at), seq, micros(now()), s.ns, name, key))
+	if !errors.Is(err, sql.ErrNoRows) {
+		return t, nil, err
+	}
+	return s.refused(ctx, tx, store.ErrNotReschedulable, lookupSQL, s.ns, name, key)
 }
 
 // Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
 // a fresh retry budget and sequence number, in one write transaction.
 func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 	return s.moveBack(ctx, "retry", fmt.Sprintf("ax: sqlite: retry task %d", id), func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
-		ts := micros(now())
-		t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'SCHEDULED', due_at = ?, attempt = 0,
-			dispatch_retries = 0, finished_at = NULL, seq = ?, updated_at = ?
-			WHERE id = ? AND +namespace = ? AND status = 'FAILED' AND key_slot = 0 RETURNING `+taskColumns, ts, seq, ts, id, s.ns))
-		if !errors.Is(err, sql.ErrNoRows) {
-			return t, nil, err
-		}
-		return s.refused(ctx, tx, store.ErrNotRetryable, getSQL, id, s.ns)
+		return s.retryIn(ctx, tx, seq, id)
 	})
+}
+
+// retryIn is Retry in tx, with sequence number seq.
+func (s *Store) retryIn(ctx context.Context, tx *sql.Tx, seq, id int64) (*store.Task, error, error) {
+	ts := micros(now())
+	t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'SCHEDULED', due_at = ?, attempt = 0,
+		dispatch_retries = 0, finished_at = NULL, seq = ?, updated_at = ?
+		WHERE id = ? AND +namespace = ? AND status = 'FAILED' AND key_slot = 0 RETURNING `+taskColumns, ts, seq, ts, id, s.ns))
+	if !errors.Is(err, sql.ErrNoRows) {
+		return t, nil, err
+	}
+	return s.refused(ctx, tx, store.ErrNotRetryable, getSQL, id, s.ns)
 }
 
 // moveBack runs move, a transition that leaves one task SCHEDULED, in a write
@@ -526,38 +537,19 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	var sentinel error
 	var holder int64
 	err := s.write(ctx, "trigger", func(tx *sql.Tx) error {
-		ts := micros(now())
 		var err error
-		t, err = scanTask(tx.QueryRowContext(ctx, triggerSQL, executionID, ts, ts, ts, id, s.ns))
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			sentinel = store.ErrNotFound
-			return nil
-		case err != nil:
-			return err
-		}
-		sentinel = store.ErrNotTriggerable
-		if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
-			return nil
-		}
-		// Triggerable but not triggered: its key is held. Name the holder.
-		var h sql.NullInt64
-		if err := tx.QueryRowContext(ctx, holderSQL, s.ns, t.TaskKey).Scan(&h); err != nil {
-			return err
-		}
-		if !h.Valid { // cannot happen: the UPDATE saw a holder under the same lock
-			return fmt.Errorf("task %d is %s with a free key %q but was not triggered", id, t.Status, t.TaskKey)
-		}
-		holder = h.Int64
-		return nil
+		t, sentinel, holder, err = s.triggerIn(ctx, tx, id, executionID)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	return triggered(id, t, sentinel, holder)
+}
+
+// triggered is the answer of a trigger of task id that found t, and refused it with
+// sentinel or, its key held, with holder.
+func triggered(id int64, t *store.Task, sentinel error, holder int64) (*store.Task, error) {
 	if holder != 0 {
 		return store.KeyHeld(fmt.Sprintf("ax: sqlite: trigger task %d", id), t, holder)
 	}
@@ -565,6 +557,35 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		return store.Refusal(fmt.Sprintf("ax: sqlite: trigger task %d", id), t, sentinel)
 	}
 	return t, nil
+}
+
+// triggerIn is Trigger in tx: the task as it is afterwards, and the refusal's
+// sentinel, or the holder of its key.
+func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID string) (t *store.Task, sentinel error, holder int64, err error) {
+	ts := micros(now())
+	t, err = scanTask(tx.QueryRowContext(ctx, triggerSQL, executionID, ts, ts, ts, id, s.ns))
+	if !errors.Is(err, sql.ErrNoRows) {
+		return t, nil, 0, err
+	}
+	t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, store.ErrNotFound, 0, nil
+	case err != nil:
+		return nil, nil, 0, err
+	}
+	if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
+		return t, store.ErrNotTriggerable, 0, nil
+	}
+	// Triggerable but not triggered: its key is held. Name the holder.
+	var h sql.NullInt64
+	if err := tx.QueryRowContext(ctx, holderSQL, s.ns, t.TaskKey).Scan(&h); err != nil {
+		return nil, nil, 0, err
+	}
+	if !h.Valid { // cannot happen: the UPDATE saw a holder under the same lock
+		return nil, nil, 0, fmt.Errorf("task %d is %s with a free key %q but was not triggered", id, t.Status, t.TaskKey)
+	}
+	return t, store.ErrNotTriggerable, h.Int64, nil
 }
 
 // Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch

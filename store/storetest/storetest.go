@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Retry", retryTests},
 		{"Prune", pruneTests},
 		{"Audit", auditTests},
+		{"InTx", txTests},
 		{"Claim", claimTests},
 		{"ClaimStart", claimStartTests},
 		{"Trigger", triggerTests},

@@ -1,0 +1,130 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+// This file holds the operations that join a transaction: the store's own (InTx) or
+// a caller's, a *sql.Tx on the store's database (see store.TxStore). InsertTx,
+// CancelTx and TriggerTx are in tasks.go, AuditTx in audit.go.
+
+// InTx runs fn in a READ COMMITTED transaction of the store's own and commits it if
+// fn returns nil (see store.TxStore). A deadlock or a lock wait timeout rolls it back
+// and runs fn again in a new one, as every write of the store's is retried.
+func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
+	var ferr error
+	err := s.run(ctx, "transaction", 0, func(tx *sql.Tx, _ int64) error {
+		ferr = fn(tx)
+		return ferr
+	})
+	if ferr != nil && !retryable(ferr) {
+		return ferr // fn's own, not wrapped again
+	}
+	return err
+}
+
+// GetTx is Get inside the caller's transaction tx.
+func (s *Store) GetTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	stx, err := s.callerTx(ctx, "get task", tx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := scanTask(stx.QueryRowContext(ctx, getSQL, id, s.ns))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("ax: mysql: get task %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.wrap("get task", err)
+	}
+	return t, nil
+}
+
+// RescheduleTx is Reschedule inside the caller's transaction tx.
+func (s *Store) RescheduleTx(ctx context.Context, tx any, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: mysql: reschedule %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	return s.moveBackIn(ctx, tx, "reschedule", op, s.rescheduleIn(ctx, name, key, at))
+}
+
+// RetryTx is Retry inside the caller's transaction tx.
+func (s *Store) RetryTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+	return s.moveBackIn(ctx, tx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), s.retryIn(ctx, id))
+}
+
+// moveBackIn is moveBack in the caller's transaction tx: the sequence number's hold
+// is taken inside tx, as InsertTx's are.
+func (s *Store) moveBackIn(ctx context.Context, tx any, name, op string, move func(tx *sql.Tx, seq int64) (t *store.Task, refusal, err error)) (*store.Task, error) {
+	stx, err := s.callerTx(ctx, name, tx)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := s.callerSeq(ctx, name, stx, 1)
+	if err != nil {
+		return nil, err
+	}
+	t, sentinel, err := move(stx, seq)
+	if err != nil {
+		return nil, s.wrap(name, err)
+	}
+	if sentinel != nil {
+		return store.Refusal(op, t, sentinel)
+	}
+	return t, nil
+}
+
+// ClaimTriggerTx is Trigger inside the caller's transaction tx.
+func (s *Store) ClaimTriggerTx(ctx context.Context, tx any, id int64, executionID string) (*store.Task, error) {
+	if executionID == "" || !validText(executionID, maxExecID) {
+		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
+	}
+	stx, err := s.callerTx(ctx, "trigger", tx)
+	if err != nil {
+		return nil, err
+	}
+	t, sentinel, holder, err := s.triggerIn(ctx, stx, id, executionID)
+	if err != nil {
+		return nil, s.wrap("trigger", err)
+	}
+	return triggered(id, t, sentinel, holder)
+}
+
+// PauseScheduleTx is PauseSchedule inside the caller's transaction tx.
+func (s *Store) PauseScheduleTx(ctx context.Context, tx any, name string) (*store.Schedule, error) {
+	return s.scheduleTx(ctx, tx, "pause schedule", name, func(stx *sql.Tx) (*store.Schedule, error) {
+		return s.pauseIn(ctx, stx, name)
+	})
+}
+
+// ResumeScheduleTx is ResumeSchedule inside the caller's transaction tx.
+func (s *Store) ResumeScheduleTx(ctx context.Context, tx any, name string, next time.Time) (*store.Schedule, error) {
+	if next.IsZero() || !inRange(next) {
+		return nil, fmt.Errorf("ax: mysql: resume schedule %q: next fire time %v zero or outside years 1000-9999: %w", name, next, store.ErrInvalid)
+	}
+	return s.scheduleTx(ctx, tx, "resume schedule", name, func(stx *sql.Tx) (*store.Schedule, error) {
+		return s.resumeIn(ctx, stx, name, next)
+	})
+}
+
+// scheduleTx runs change, a change of schedule name, in the caller's transaction tx.
+func (s *Store) scheduleTx(ctx context.Context, tx any, op, name string, change func(tx *sql.Tx) (*store.Schedule, error)) (*store.Schedule, error) {
+	stx, err := s.callerTx(ctx, op, tx)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := change(stx)
+	switch {
+	case err != nil:
+		return nil, s.wrap(op, err)
+	case sc == nil:
+		return nil, fmt.Errorf("ax: mysql: %s %q: %w", op, name, store.ErrNotFound)
+	}
+	return sc, nil
+}
