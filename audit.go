@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"errors"
 
 	"github.com/axsched/ax/store"
 )
@@ -19,12 +20,28 @@ type AuditQuery = store.AuditQuery
 // store's clock, and returns it. The admin API calls it for every mutating request;
 // a service's own tools may too. A store without an audit log is ErrUnsupported; a
 // record without an actor, action or result, or with an over-long field, ErrInvalid.
-func (s *Scheduler) Audit(ctx context.Context, rec AuditRecord) (*AuditRecord, error) {
+//
+// With WithTx the record is written in the caller's transaction (an InTx one, say),
+// kept if, and only if, it commits: with the change it records.
+func (s *Scheduler) Audit(ctx context.Context, rec AuditRecord, opts ...ActionOption) (*AuditRecord, error) {
+	o := collect(opts)
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, errorf("ax: audit: %w", err)
+	}
 	a, ok := s.st.(store.Auditor)
 	if !ok {
 		return nil, errorf("ax: audit: %T: %w", s.cfg.Store, ErrUnsupported)
 	}
-	got, err := a.Audit(ctx, rec)
+	var got *AuditRecord
+	var err error
+	if o.hasTx {
+		var txs store.TxStore
+		if txs, err = s.txStore(); err == nil {
+			got, err = txs.AuditTx(ctx, o.tx, rec)
+		}
+	} else {
+		got, err = a.Audit(ctx, rec)
+	}
 	if err != nil {
 		return nil, errorf("ax: audit: %w", err)
 	}

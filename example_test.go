@@ -197,6 +197,49 @@ func ExampleWithTx() {
 	// order 43: ax: lookup "order.close.timeout"/"43": not found
 }
 
+// Replace a customer's reminder atomically, in a transaction of the store's own: the
+// old one is cancelled and the new one written, or neither.
+func ExampleScheduler_InTx() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ax-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	st, err := sqlite.Open(filepath.Join(dir, "ax.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	s, err := ax.New(ax.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := s.Delay(ctx, "reminder", "cust-7/v1", time.Hour); err != nil {
+		panic(err)
+	}
+	err = s.InTx(ctx, func(ctx context.Context, tx any) error {
+		if err := s.Cancel(ctx, "reminder", "cust-7/v1", ax.WithTx(tx)); err != nil {
+			return err // rolled back: the old reminder stays
+		}
+		_, err := s.Delay(ctx, "reminder", "cust-7/v2", 2*time.Hour, ax.WithTx(tx))
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, key := range []string{"cust-7/v1", "cust-7/v2"} {
+		t, err := s.Lookup(ctx, "reminder", key)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(key, t.Status)
+	}
+	// Output:
+	// cust-7/v1 CANCELLED
+	// cust-7/v2 SCHEDULED
+}
+
 // Many tasks in one transaction; one whose (name, key) exists gets the existing task
 // in its place, and the error wraps ErrDuplicate.
 func ExampleScheduler_SubmitMany() {

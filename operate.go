@@ -15,22 +15,38 @@ import (
 // time at once, the others' within a refill interval; the task never runs before it.
 // A task that is dispatching, running or finished is ErrNotReschedulable (errors.As
 // gives a *TaskStateError holding it); a missing one ErrNotFound.
-func (s *Scheduler) Reschedule(ctx context.Context, name, key string, at time.Time) (*Task, error) {
+//
+// With WithTx the move is part of the caller's transaction, as for Cancel: it holds
+// if, and only if, the transaction commits, and schedulers learn of it within a
+// refill interval of the commit (this one at once after an InTx commit).
+func (s *Scheduler) Reschedule(ctx context.Context, name, key string, at time.Time, opts ...ActionOption) (*Task, error) {
 	op := fmt.Sprintf("reschedule %q/%q", name, key)
 	if err := ctx.Err(); err != nil {
 		return nil, errorf("ax: %s: %w", op, err)
 	}
-	if err := errors.Join(validName(name), validKey(key), validDue(at)); err != nil {
+	o := collect(opts)
+	if err := errors.Join(append(o.errs, validName(name), validKey(key), validDue(at))...); err != nil {
 		return nil, errorf("ax: %s: %w", op, err)
 	}
-	t, err := s.st.Reschedule(ctx, name, key, at)
+	var t *store.Task
+	var err error
+	if o.hasTx {
+		var txs store.TxStore
+		if txs, err = s.txStore(); err == nil {
+			t, err = txs.RescheduleTx(ctx, o.tx, name, key, at)
+		}
+	} else {
+		t, err = s.st.Reschedule(ctx, name, key, at)
+	}
 	if err != nil {
 		return nil, s.refused(op, t, err, ErrNotReschedulable)
 	}
-	if r := s.current(); r != nil {
-		r.remove(t.ID) // then added back at its new time, or left to the refill beyond the window
-		r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
-	}
+	o.onCommit(ctx, func() {
+		if r := s.current(); r != nil {
+			r.remove(t.ID) // then added back at its new time, or left to the refill beyond the window
+			r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
+		}
+	})
 	return taskOf(t), nil
 }
 
@@ -40,21 +56,38 @@ func (s *Scheduler) Reschedule(ctx context.Context, name, key string, at time.Ti
 // at once when started, another within a refill interval. A task in another state,
 // or one Superseded by a newer task of its key (UniqueActive), is ErrNotRetryable (errors.As gives a *TaskStateError holding it); a missing one
 // ErrNotFound.
-func (s *Scheduler) Retry(ctx context.Context, id int64) (*Task, error) {
+//
+// With WithTx the retry is part of the caller's transaction, as for Reschedule.
+func (s *Scheduler) Retry(ctx context.Context, id int64, opts ...ActionOption) (*Task, error) {
 	op := fmt.Sprintf("retry task %d", id)
 	if err := ctx.Err(); err != nil {
 		return nil, errorf("ax: %s: %w", op, err)
 	}
+	o := collect(opts)
 	if id <= 0 {
-		return nil, errorf("ax: %s: id is not positive: %w", op, ErrInvalid)
+		o.errs = append(o.errs, fmt.Errorf("id is not positive: %w", ErrInvalid))
 	}
-	t, err := s.st.Retry(ctx, id)
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, errorf("ax: %s: %w", op, err)
+	}
+	var t *store.Task
+	var err error
+	if o.hasTx {
+		var txs store.TxStore
+		if txs, err = s.txStore(); err == nil {
+			t, err = txs.RetryTx(ctx, o.tx, id)
+		}
+	} else {
+		t, err = s.st.Retry(ctx, id)
+	}
 	if err != nil {
 		return nil, s.refused(op, t, err, ErrNotRetryable)
 	}
-	if r := s.current(); r != nil {
-		r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
-	}
+	o.onCommit(ctx, func() {
+		if r := s.current(); r != nil {
+			r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
+		}
+	})
 	return taskOf(t), nil
 }
 

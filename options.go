@@ -69,7 +69,9 @@ type taskOnly func(o *options)
 func (f taskOnly) apply(o *options) { f(o) }
 func (taskOnly) taskOption()        {}
 
-// ActionOption configures an action on a task that exists (Cancel, Trigger).
+// ActionOption configures a call on a task or schedule that exists (Get, Cancel,
+// Trigger, Reschedule, Retry, PauseSchedule, ResumeSchedule, TriggerSchedule) or on
+// the audit log (Audit): WithTx is the one there is.
 type ActionOption interface {
 	apply(o *options)
 	actionOption()
@@ -184,8 +186,9 @@ func WithOwner(service string) ContentOption {
 	return ContentOption{func(o *options) { o.owner = &service }}
 }
 
-// WithTx writes the task (Delay, At, SubmitMany), its cancellation (Cancel) or its
-// trigger (Trigger) inside tx, a transaction the caller owns and will commit or roll back, so that
+// WithTx writes the task (Delay, At, SubmitMany), its cancellation (Cancel), its
+// trigger (Trigger), or any other action that takes it, inside tx, a transaction the
+// caller owns — or one of InTx's — and will commit or roll back, so that
 // "create the order" and "schedule its timeout", or "mark the order paid" and
 // "cancel its timeout", commit or roll back together: rolled back, the task never
 // existed, or was never cancelled; once committed, it runs on time (a task already

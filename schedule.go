@@ -327,22 +327,47 @@ func (s *Scheduler) Schedules(ctx context.Context) ([]Schedule, error) {
 // PauseSchedule stops a schedule from firing, on every scheduler sharing the store,
 // until ResumeSchedule; it survives restarts. Its occurrences already written and
 // not yet started are cancelled; one running is left to finish. An unknown name is
-// ErrNotFound.
-func (s *Scheduler) PauseSchedule(ctx context.Context, name string) error {
-	if _, err := s.st.PauseSchedule(ctx, name); err != nil {
+// ErrNotFound. With WithTx the pause is part of the caller's transaction, as for
+// Cancel; until it commits the schedule may still fire, and the occurrence it writes
+// waits for the pause's lock on the schedule, then finds it paused.
+func (s *Scheduler) PauseSchedule(ctx context.Context, name string, opts ...ActionOption) error {
+	o := collect(opts)
+	if err := errors.Join(o.errs...); err != nil {
 		return errorf("ax: pause schedule %q: %w", name, err)
 	}
+	var err error
+	if o.hasTx {
+		var txs store.TxStore
+		if txs, err = s.txStore(); err == nil {
+			_, err = txs.PauseScheduleTx(ctx, o.tx, name)
+		}
+	} else {
+		_, err = s.st.PauseSchedule(ctx, name)
+	}
+	if err != nil {
+		return errorf("ax: pause schedule %q: %w", name, err)
+	}
+	o.onCommit(ctx, s.reloadSchedules)
+	return nil
+}
+
+// reloadSchedules has a started scheduler's firing re-read the schedules now.
+func (s *Scheduler) reloadSchedules() {
 	if r := s.current(); r != nil {
 		r.reloadSchedules()
 	}
-	return nil
 }
 
 // ResumeSchedule lets a paused schedule fire again from its next slot after now: the
 // slots that passed while it was paused are not fired, whatever its misfire policy.
 // Resuming a schedule that is not paused does nothing. An unknown name is
-// ErrNotFound.
-func (s *Scheduler) ResumeSchedule(ctx context.Context, name string) error {
+// ErrNotFound. With WithTx the resume is part of the caller's transaction, as for
+// Cancel.
+func (s *Scheduler) ResumeSchedule(ctx context.Context, name string, opts ...ActionOption) error {
+	o := collect(opts)
+	if err := errors.Join(o.errs...); err != nil {
+		return errorf("ax: resume schedule %q: %w", name, err)
+	}
 	rows, err := s.st.Schedules(ctx)
 	if err != nil {
 		return errorf("ax: resume schedule %q: %w", name, err)
@@ -362,12 +387,18 @@ func (s *Scheduler) ResumeSchedule(ctx context.Context, name string) error {
 			return errorf("ax: resume schedule %q: %w", name, err)
 		}
 	}
-	if _, err := s.st.ResumeSchedule(ctx, name, p.Next(now)); err != nil {
+	if o.hasTx {
+		var txs store.TxStore
+		if txs, err = s.txStore(); err == nil {
+			_, err = txs.ResumeScheduleTx(ctx, o.tx, name, p.Next(now))
+		}
+	} else {
+		_, err = s.st.ResumeSchedule(ctx, name, p.Next(now))
+	}
+	if err != nil {
 		return errorf("ax: resume schedule %q: %w", name, err)
 	}
-	if r := s.current(); r != nil {
-		r.reloadSchedules()
-	}
+	o.onCommit(ctx, s.reloadSchedules)
 	return nil
 }
 
@@ -397,7 +428,14 @@ func storedPeriodic(r *store.Schedule) (*periodic.Schedule, error) {
 // then made due now with TriggeredAt in a second write, so no scheduler can run it
 // before it is marked. The scheduler that runs the handler claims it at once if it is
 // this one, else within its refill interval. An unknown name is ErrNotFound.
-func (s *Scheduler) TriggerSchedule(ctx context.Context, name string) (*Task, error) {
+//
+// With WithTx both writes are part of the caller's transaction: the occurrence exists,
+// due now, if and only if it commits.
+func (s *Scheduler) TriggerSchedule(ctx context.Context, name string, acts ...ActionOption) (*Task, error) {
+	o := collect(acts)
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, errorf("ax: trigger schedule %q: %w", name, err)
+	}
 	rows, err := s.st.Schedules(ctx)
 	if err != nil {
 		return nil, errorf("ax: trigger schedule %q: %w", name, err)
@@ -431,25 +469,29 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string) (*Task, er
 	}
 	nt.TaskKey, nt.Overlap = name, sc.Overlap
 	nt.KeyHold, nt.KeyUntil = store.HoldForever, time.Time{}
-	res, err := s.st.Insert(ctx, []store.NewTask{nt})
+	res, err := s.insert(ctx, o, []store.NewTask{nt})
 	if err != nil {
 		return nil, errorf("ax: trigger schedule %q: %w", name, err)
 	}
 	if res[0].Err != nil {
 		return taskOf(res[0].Task), &TaskStateError{Op: fmt.Sprintf("trigger schedule %q", name), Task: taskOf(res[0].Task), Err: res[0].Err}
 	}
+	if !txs {
+		s.schedule(false, res)
+		return taskOf(res[0].Task), nil
+	}
 	s.obs.Submitted(s.clock.Now(), res)
 	id := res[0].Task.ID
-	if txs {
-		if err := s.triggerTx(ctx, id, nil); err != nil { // TriggeredAt: it is a manual one
-			return nil, errorf("ax: trigger schedule %q: occurrence %d is written, due in a minute, but not marked: %w", name, id, err)
-		}
-	} else {
-		s.schedule(false, res)
+	var tx any // nil: a transaction of the store's own
+	if o.hasTx {
+		tx = o.tx
 	}
-	t, err := s.st.Get(ctx, id)
+	t, err := s.triggerTx(ctx, id, tx) // TriggeredAt: it is a manual one
 	if err != nil {
-		return nil, errorf("ax: trigger schedule %q: %w", name, err)
+		if o.hasTx {
+			return nil, errorf("ax: trigger schedule %q: %w", name, err)
+		}
+		return nil, errorf("ax: trigger schedule %q: occurrence %d is written, due in a minute, but not marked: %w", name, id, err)
 	}
 	return taskOf(t), nil
 }

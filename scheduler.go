@@ -836,11 +836,24 @@ func (s *Scheduler) current() *running {
 }
 
 // Get returns the task with this id, or ErrNotFound.
-func (s *Scheduler) Get(ctx context.Context, id int64) (*Task, error) {
+func (s *Scheduler) Get(ctx context.Context, id int64, opts ...ActionOption) (*Task, error) {
+	o := collect(opts)
 	if id <= 0 {
-		return nil, errorf("ax: get task %d: id is not positive: %w", id, ErrInvalid)
+		o.errs = append(o.errs, fmt.Errorf("id is not positive: %w", ErrInvalid))
 	}
-	t, err := s.st.Get(ctx, id)
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, errorf("ax: get task %d: %w", id, err)
+	}
+	var t *store.Task
+	var err error
+	if o.hasTx {
+		var txs store.TxStore
+		if txs, err = s.txStore(); err == nil {
+			t, err = txs.GetTx(ctx, o.tx, id)
+		}
+	} else {
+		t, err = s.st.Get(ctx, id)
+	}
 	if err != nil {
 		return nil, errorf("ax: get task %d: %w", id, err)
 	}
@@ -899,9 +912,11 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 	if err != nil {
 		return s.refused(op, t, err, ErrNotCancellable)
 	}
-	if r := s.current(); r != nil && !o.hasTx { // rolled back, the task would still be due: leave it in the wheel
-		r.remove(t.ID)
-	}
+	o.onCommit(ctx, func() { // rolled back, the task would still be due: leave it in the wheel
+		if r := s.current(); r != nil {
+			r.remove(t.ID)
+		}
+	})
 	return nil
 }
 
@@ -934,34 +949,60 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption)
 	if err := errors.Join(o.errs...); err != nil {
 		return errorf("ax: trigger task %d: %w", id, err)
 	}
-	if o.hasTx {
-		return s.triggerTx(ctx, id, o.tx)
-	}
 	r := s.current()
-	if _, ok := s.st.(store.TxStore); ok && !s.runsHandlerOf(ctx, r, id) {
-		return s.triggerTx(ctx, id, nil) // for the scheduler that runs its handler: due now
+	if o.hasTx && (joined(ctx, o.tx) == nil || !s.runsHandlerOf(ctx, r, id)) {
+		_, err := s.triggerTx(ctx, id, o.tx)
+		return err
+	}
+	_, isTx := s.st.(store.TxStore)
+	if !o.hasTx && isTx && !s.runsHandlerOf(ctx, r, id) {
+		_, err := s.triggerTx(ctx, id, nil) // for the scheduler that runs its handler: due now
+		return err
 	}
 	if r == nil {
 		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is not started"))
 	}
+	_, err := s.claimTrigger(ctx, r, id, o)
+	return err
+}
+
+// claimTrigger claims task id for this scheduler, r its running parts, and
+// dispatches it: at once, or after the commit of an InTx transaction (o's).
+func (s *Scheduler) claimTrigger(ctx context.Context, r *running, id int64, o *options) (*store.Task, error) {
 	execID, err := uuid.NewV7()
 	if err != nil {
-		return errorf("ax: trigger task %d: %w", id, err)
+		return nil, errorf("ax: trigger task %d: %w", id, err)
 	}
-	t, err := s.st.Trigger(ctx, id, execID.String())
+	var t *store.Task
+	if o.hasTx {
+		var txs store.TxStore
+		if txs, err = s.txStore(); err == nil {
+			t, err = txs.ClaimTriggerTx(ctx, o.tx, id, execID.String())
+		}
+	} else {
+		t, err = s.st.Trigger(ctx, id, execID.String())
+	}
 	if err != nil {
 		if t != nil && errors.Is(err, ErrNotTriggerable) {
-			return &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err} // it names the task
+			return nil, &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err} // it names the task
 		}
-		return errorf("ax: trigger task %d: %w", id, err)
+		return nil, errorf("ax: trigger task %d: %w", id, err)
 	}
-	r.remove(id)
-	s.obs.Claimed(s.clock.Now(), []store.Task{*t})
-	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", observe.TaskAttrs(t)...)
-	if !r.exec.Dispatch(nil, []store.Task{*t}) {
-		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is stopping; the task was handed back and runs when a scheduler claims it"))
+	var dispatched bool
+	o.onCommit(ctx, func() {
+		r.remove(id)
+		s.obs.Claimed(s.clock.Now(), []store.Task{*t})
+		s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", observe.TaskAttrs(t)...)
+		dispatched = r.exec.Dispatch(nil, []store.Task{*t})
+		if !dispatched && o.hasTx {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "ax: a task triggered in a transaction was not dispatched: the scheduler is stopping; it was handed back and runs when a scheduler claims it",
+				observe.TaskAttrs(t)...)
+		}
+	})
+	if !o.hasTx && !dispatched {
+		return nil, errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is stopping; the task was handed back and runs when a scheduler claims it"))
 	}
-	return nil
+	return t, nil
 }
 
 // runsHandlerOf reports whether this scheduler, r its running parts (nil: not
@@ -976,23 +1017,23 @@ func (s *Scheduler) runsHandlerOf(ctx context.Context, r *running, id int64) boo
 }
 
 // triggerTx is Trigger inside the caller's transaction tx (nil: one of the store's
-// own).
-func (s *Scheduler) triggerTx(ctx context.Context, id int64, tx any) error {
+// own), handing the task to whichever scheduler claims it.
+func (s *Scheduler) triggerTx(ctx context.Context, id int64, tx any) (*store.Task, error) {
 	txs, err := s.txStore()
 	if err != nil {
-		return errorf("ax: trigger task %d: %w", id, err)
+		return nil, errorf("ax: trigger task %d: %w", id, err)
 	}
 	t, err := txs.TriggerTx(ctx, tx, id)
 	if err != nil {
 		if t != nil && errors.Is(err, ErrNotTriggerable) {
-			return &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err}
+			return nil, &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err}
 		}
-		return errorf("ax: trigger task %d: %w", id, err)
+		return nil, errorf("ax: trigger task %d: %w", id, err)
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered in a transaction", observe.TaskAttrs(t)...)
 	if r := s.current(); r != nil { // claimed once the commit makes it visible
 		r.watch(t.ID, t.DueAt)
 		r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
 	}
-	return nil
+	return t, nil
 }
