@@ -136,12 +136,16 @@ type action struct {
 	needsReason bool
 	trigger     bool                         // counted by the actor's TriggerLimit
 	target      func(r *http.Request) string // what the audit record names, from the path alone
-	run         func(ctx context.Context, r *http.Request, b ActionBody) (outcome, error)
+	// run does the action; in is the transaction it joins (nil: none), its audit
+	// record's too.
+	run func(ctx context.Context, r *http.Request, b ActionBody, in []ax.ActionOption) (outcome, error)
 }
 
 // act registers a mutating route for operators: every call by a known token,
 // allowed or refused, is one audit record (an unauthenticated one is refused without:
-// it has no actor, and would let anyone fill the log).
+// it has no actor, and would let anyone fill the log). On a store that writes in
+// transactions the record of a change is written in the change's transaction, so
+// that one is never kept without the other (see perform).
 func (h *Handler) act(pattern string, a action) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		c, ok := h.authenticate(r)
@@ -152,7 +156,6 @@ func (h *Handler) act(pattern string, a action) {
 		}
 		rec := ax.AuditRecord{Actor: c.actor, Role: c.role.String(), Action: a.name}
 		var b ActionBody
-		var out outcome
 		rec.Target = a.target(r)
 		err := decodeBody(w, r, &b)
 		rec.Reason = truncate(b.Reason, maxReason)
@@ -170,38 +173,25 @@ func (h *Handler) act(pattern string, a action) {
 			err = fail(http.StatusNotImplemented, "unsupported", "the store keeps no audit log (store.Auditor): no action is done unaudited")
 		case a.trigger && !h.triggers.allow(c.actor, time.Now()):
 			err = fail(http.StatusTooManyRequests, "rate_limited", "%s may trigger %d times per %v", c.actor, h.triggers.n, h.triggers.per)
-		default:
-			out, err = a.run(r.Context(), r, b)
 		}
-		if out.before != nil {
-			rec.StatusBefore = out.before.Status
-		}
-		if out.after != nil {
-			rec.StatusAfter = out.after.Status
-			if a.trigger && out.after.ExecutionID != "" && (out.before == nil || out.after.ExecutionID != out.before.ExecutionID) {
-				rec.ExecutionID = out.after.ExecutionID
-			}
-		}
-		rec.Result = "ok"
-		var f *apiFailure
-		if err != nil {
-			f = failureOf(err)
-			rec.Result = truncate(f.code+": "+f.msg, 1000)
-		}
+		var out outcome
 		var saved *ax.AuditRecord
 		var aerr error
-		if !h.noAudit {
-			saved, aerr = h.s.Audit(context.WithoutCancel(r.Context()), rec)
+		if err == nil {
+			out, saved, err, aerr = h.perform(r, a, b, rec)
+		} else if !h.noAudit {
+			saved, aerr = h.s.Audit(context.WithoutCancel(r.Context()), recorded(rec, a, out, err))
 		}
 		if aerr != nil {
 			h.log.Error("ax: admin: an audit record could not be written", "action", a.name, "target", rec.Target,
-				"actor", rec.Actor, "result", rec.Result, "err", aerr)
+				"actor", rec.Actor, "err", aerr)
 		}
 		switch {
-		case aerr != nil && f == nil:
-			writeError(w, http.StatusInternalServerError, "audit_failed", "done, but its audit record could not be written: "+aerr.Error())
-		case f != nil:
+		case err != nil:
+			f := failureOf(err)
 			writeError(w, f.status, f.code, f.msg)
+		case aerr != nil:
+			writeError(w, http.StatusInternalServerError, "audit_failed", "done, but its audit record could not be written: "+aerr.Error())
 		default:
 			res := ActionResult{Audit: entryOf(saved)}
 			if out.after != nil {
@@ -211,6 +201,63 @@ func (h *Handler) act(pattern string, a action) {
 			writeJSON(w, http.StatusOK, res)
 		}
 	})
+}
+
+// perform runs an allowed action and writes its audit record. In a transaction of
+// the store's (ax.Scheduler.InTx) the change and its record commit together: a record
+// that cannot be written undoes the change (audit_failed, nothing done); a refused or
+// failed action is rolled back — a refusal wrote nothing anyway — and recorded
+// afterwards on its own. A store without transactions (the memory store) does the
+// change, then writes the record: an error then is audit_failed after the change.
+func (h *Handler) perform(r *http.Request, a action, b ActionBody, rec ax.AuditRecord) (out outcome, saved *ax.AuditRecord, err, aerr error) {
+	ctx := r.Context()
+	joined := false
+	txErr := h.s.InTx(ctx, func(ctx context.Context, tx any) error {
+		joined, saved, aerr = true, nil, nil
+		in := []ax.ActionOption{ax.WithTx(tx)}
+		if out, err = a.run(ctx, r, b, in); err != nil {
+			return err
+		}
+		saved, aerr = h.s.Audit(ctx, recorded(rec, a, out, nil), in...)
+		return aerr
+	})
+	bg := context.WithoutCancel(ctx)
+	switch {
+	case !joined && errors.Is(txErr, ax.ErrUnsupported):
+		out, err = a.run(ctx, r, b, nil)
+		saved, aerr = h.s.Audit(bg, recorded(rec, a, out, err))
+		return out, saved, err, aerr
+	case txErr == nil:
+		return out, saved, nil, nil
+	case err == nil && aerr != nil: // rolled back with the change
+		err = fail(http.StatusInternalServerError, "audit_failed", "not done: its audit record could not be written: %v", aerr)
+		out.after = out.before
+	case err == nil: // the transaction could not begin or commit: whether the change holds is not known
+		err, out.after = txErr, nil
+	}
+	saved, aerr = h.s.Audit(bg, recorded(rec, a, out, err))
+	return out, saved, err, aerr
+}
+
+// recorded is rec completed with what the action did: the task's status before and
+// after it, the execution a trigger claimed, and the result — "ok", or err's code
+// and message.
+func recorded(rec ax.AuditRecord, a action, out outcome, err error) ax.AuditRecord {
+	if out.before != nil {
+		rec.StatusBefore = out.before.Status
+	}
+	if out.after != nil {
+		rec.StatusAfter = out.after.Status
+		if a.trigger && out.after.ExecutionID != "" && (out.before == nil || out.after.ExecutionID != out.before.ExecutionID) {
+			rec.ExecutionID = out.after.ExecutionID
+		}
+	}
+	rec.Result = "ok"
+	if err != nil {
+		f := failureOf(err)
+		rec.Result = truncate(f.code+": "+f.msg, 1000)
+	}
+	return rec
 }
 
 // maxReason bounds an action's reason, as the audit log does.
@@ -241,19 +288,20 @@ func taskTarget(r *http.Request) string { return truncate("task "+r.PathValue("i
 
 func scheduleTarget(r *http.Request) string { return truncate("schedule "+r.PathValue("name"), 1000) }
 
-// onTask runs do on the task of the route, reading it before and after.
-func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody) error) func(context.Context, *http.Request, ActionBody) (outcome, error) {
-	return func(ctx context.Context, r *http.Request, b ActionBody) (outcome, error) {
+// onTask runs do on the task of the route, in the transaction in (if any), reading
+// the task before and after in it.
+func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error) func(context.Context, *http.Request, ActionBody, []ax.ActionOption) (outcome, error) {
+	return func(ctx context.Context, r *http.Request, b ActionBody, in []ax.ActionOption) (outcome, error) {
 		id, err := taskID(r)
 		if err != nil {
 			return outcome{}, err
 		}
-		before, err := h.s.Get(ctx, id)
+		before, err := h.s.Get(ctx, id, in...)
 		if err != nil {
 			return outcome{}, err
 		}
-		err = do(ctx, before, b)
-		after, gerr := h.s.Get(ctx, id)
+		err = do(ctx, before, b, in)
+		after, gerr := h.s.Get(ctx, id, in...)
 		if gerr != nil {
 			after = nil
 		}
@@ -264,8 +312,9 @@ func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody) 
 // byKey refuses an action by business key (ax.Cancel, ax.Reschedule) on a task that
 // is not SCHEDULED: the key may be held by a newer task (Superseded, or finished and
 // submitted again), which the action would reach instead. Both act only on SCHEDULED
-// tasks anyway. (Between this read and the action the task could still finish and its
-// key be submitted again: a window of one round trip.)
+// tasks anyway. Between this read and the action the task could still finish and its
+// key be submitted again: the action then reached the newer task, which the caller
+// finds out from the task it moved, and refuses — in a transaction, rolling it back.
 func byKey(t *ax.Task) error {
 	if t.Status != ax.Scheduled || t.Superseded {
 		return fail(http.StatusConflict, "conflict", "task %d is %s: only a SCHEDULED task can be cancelled or rescheduled", t.ID, t.Status)
@@ -273,44 +322,60 @@ func byKey(t *ax.Task) error {
 	return nil
 }
 
+// reachedOther is the refusal of an action by key that reached another task than t.
+func reachedOther(t *ax.Task, other string) error {
+	return fail(http.StatusConflict, "conflict", "task %d gave its key up meanwhile: the action reached %s instead", t.ID, other)
+}
+
 // routeActions registers the mutating routes and the audit log.
 func (h *Handler) routeActions() {
 	h.act("POST /tasks/{id}/cancel", action{name: "task.cancel", target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error {
+		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
 			if err := byKey(t); err != nil {
 				return err
 			}
-			return h.s.Cancel(ctx, t.Name, t.Key)
+			if err := h.s.Cancel(ctx, t.Name, t.Key, in...); err != nil {
+				return err
+			}
+			if after, err := h.s.Get(ctx, t.ID, in...); err == nil && after.Status != ax.Cancelled {
+				return reachedOther(t, "the newer task of its key")
+			}
+			return nil
 		})})
 	h.act("POST /tasks/{id}/retry", action{name: "task.retry", target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error { _, err := h.s.Retry(ctx, t.ID); return err })})
+		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
+			_, err := h.s.Retry(ctx, t.ID, in...)
+			return err
+		})})
 	h.act("POST /tasks/{id}/trigger", action{name: "task.trigger", needsReason: true, trigger: true, target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody) error { return h.s.Trigger(ctx, t.ID) })})
+		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
+			return h.s.Trigger(ctx, t.ID, in...)
+		})})
 	h.act("POST /tasks/{id}/reschedule", action{name: "task.reschedule", needsReason: true, target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, b ActionBody) error {
+		run: h.onTask(func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error {
 			if b.At == nil {
 				return fail(http.StatusBadRequest, "invalid", "a reschedule needs \"at\", the new due time")
 			}
 			if err := byKey(t); err != nil {
 				return err
 			}
-			moved, err := h.s.Reschedule(ctx, t.Name, t.Key, *b.At)
+			moved, err := h.s.Reschedule(ctx, t.Name, t.Key, *b.At, in...)
 			if err == nil && moved.ID != t.ID {
-				return fail(http.StatusConflict, "conflict", "task %d gave its key up meanwhile: task %d was moved instead", t.ID, moved.ID)
+				return reachedOther(t, fmt.Sprintf("task %d", moved.ID))
 			}
 			return err
 		})})
 	h.act("POST /schedules/{name}/pause", action{name: "schedule.pause", target: scheduleTarget,
-		run: func(ctx context.Context, r *http.Request, _ ActionBody) (outcome, error) {
-			return outcome{}, h.s.PauseSchedule(ctx, r.PathValue("name"))
+		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
+			return outcome{}, h.s.PauseSchedule(ctx, r.PathValue("name"), in...)
 		}})
 	h.act("POST /schedules/{name}/resume", action{name: "schedule.resume", target: scheduleTarget,
-		run: func(ctx context.Context, r *http.Request, _ ActionBody) (outcome, error) {
-			return outcome{}, h.s.ResumeSchedule(ctx, r.PathValue("name"))
+		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
+			return outcome{}, h.s.ResumeSchedule(ctx, r.PathValue("name"), in...)
 		}})
 	h.act("POST /schedules/{name}/trigger", action{name: "schedule.trigger", needsReason: true, trigger: true, target: scheduleTarget,
-		run: func(ctx context.Context, r *http.Request, _ ActionBody) (outcome, error) {
-			t, err := h.s.TriggerSchedule(ctx, r.PathValue("name"))
+		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
+			t, err := h.s.TriggerSchedule(ctx, r.PathValue("name"), in...)
 			return outcome{after: t}, err
 		}})
 	h.route("GET /audit", Admin, h.auditLog)

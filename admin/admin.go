@@ -34,9 +34,17 @@
 // ActionResult: the task after the call and the audit record written for it. Every
 // mutating call by a known token, allowed or refused, is one record in the store's
 // audit log (ax.Audit; ax_audit): actor, role, action, target, reason, result, the
-// task's status before and after, the execution a trigger led to. The record is
-// written right after the change, not in its transaction: if it cannot be written, the
-// answer is 500 audit_failed, and the change stands. Triggers are limited per actor
+// task's status before and after, the execution a trigger claimed. On a store that
+// writes in transactions (every SQL store) the record is written in the change's own
+// transaction (ax.Scheduler.InTx), so neither is kept without the other: a record
+// that cannot be written undoes the change, and the answer is 500 audit_failed with
+// nothing done. A refused call has written nothing; its record is written on its own.
+// A trigger on a scheduler that runs the task's handler claims it in the transaction
+// and records the execution; one handed to another scheduler (an operations node,
+// ax serve; a schedule's manual occurrence) is claimed after the commit, and the
+// record names no execution: the task's detail shows it. On a store without
+// transactions (the memory store) the record follows the change, and audit_failed
+// means done but unrecorded. Triggers are limited per actor
 // (Config.Triggers; 429 rate_limited, audited); Config.ReadOnly refuses every
 // mutating route (403 read_only, audited). A call without a valid token is refused
 // (401) and not audited: it has no actor.
