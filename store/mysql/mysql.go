@@ -60,6 +60,10 @@ type shared struct {
 	grace    time.Duration
 	applied  int // migrations this New applied (for tests)
 	closed   atomic.Bool
+	// inTx bounds the transactions of InTx open at once to half the pool, so that a
+	// call in one that uses a connection of its own (a sequence number's
+	// reservation, a read of ax's) always finds one.
+	inTx chan struct{}
 }
 
 var (
@@ -169,7 +173,11 @@ func New(db *sql.DB) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
-	s := &Store{shared: &shared{db: db, own: sessionRC, grace: HoldGrace}, ns: store.DefaultNamespace}
+	inTx := 64 // an unbounded pool
+	if n := db.Stats().MaxOpenConnections; n > 0 {
+		inTx = max(1, n/2)
+	}
+	s := &Store{shared: &shared{db: db, own: sessionRC, grace: HoldGrace, inTx: make(chan struct{}, inTx)}, ns: store.DefaultNamespace}
 	if !sessionRC {
 		s.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
@@ -488,8 +496,8 @@ func (s *Store) attempt(ctx context.Context, n int, lo *int64, f func(tx *sql.Tx
 			return err
 		}
 	}
+	defer tx.Rollback() // a no-op after the commit; on a panic in f, the rollback
 	if err := f(tx, *lo); err != nil {
-		tx.Rollback()
 		return err
 	}
 	return tx.Commit()

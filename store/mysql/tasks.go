@@ -179,26 +179,14 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 		}
 		return t, refusal
 	}
-	stx, err := s.callerTx(ctx, "trigger", tx)
-	if err != nil {
-		return nil, err
-	}
-	seq, err := s.callerSeq(ctx, "trigger", stx, 1)
-	if err != nil {
-		return nil, err
-	}
-	t, sentinel, err := s.moveIn(ctx, stx, store.ErrNotTriggerable,
-		`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
-			finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = ?, updated_at = UTC_TIMESTAMP(6)
-		WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`, []any{seq, id, s.ns},
-		getSQL, []any{id, s.ns})
-	if err != nil {
-		return nil, s.wrap("trigger", err)
-	}
-	if sentinel != nil {
-		return store.Refusal(fmt.Sprintf("ax: mysql: trigger task %d", id), t, sentinel)
-	}
-	return t, nil
+	return s.moveBackIn(ctx, tx, "trigger", fmt.Sprintf("ax: mysql: trigger task %d", id),
+		func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+			return s.moveIn(ctx, tx, store.ErrNotTriggerable,
+				`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
+					finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
+				WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`, []any{seq, id, s.ns},
+				getSQL, []any{id, s.ns})
+		})
 }
 
 // insert writes tasks into namespace ns in chunks (at most store.MaxBatch rows and
@@ -593,11 +581,12 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	return s.moveBack(ctx, "reschedule", op, s.rescheduleIn(ctx, name, key, at))
 }
 
-// rescheduleIn is Reschedule's transition, for moveBack.
-func (s *Store) rescheduleIn(ctx context.Context, name, key string, at time.Time) func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
-	return func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+// rescheduleIn is Reschedule's transition, for moveBack and moveBackIn: seq is the
+// row's new sequence number, or nil to keep it for now.
+func (s *Store) rescheduleIn(ctx context.Context, name, key string, at time.Time) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {
 		return s.moveIn(ctx, tx, store.ErrNotReschedulable,
-			"UPDATE ax_tasks SET due_at = ?, seq = ?, updated_at = UTC_TIMESTAMP(6) "+
+			"UPDATE ax_tasks SET due_at = ?, seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6) "+
 				"WHERE namespace = ? AND name = ? AND `key` = ? AND key_slot = 0 AND status = 'SCHEDULED'", []any{dt(at), seq, s.ns, name, key},
 			lookupSQL, []any{s.ns, name, key})
 	}
@@ -609,12 +598,12 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 	return s.moveBack(ctx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), s.retryIn(ctx, id))
 }
 
-// retryIn is Retry's transition, for moveBack.
-func (s *Store) retryIn(ctx context.Context, id int64) func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
-	return func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+// retryIn is Retry's transition, as rescheduleIn is Reschedule's.
+func (s *Store) retryIn(ctx context.Context, id int64) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {
 		return s.moveIn(ctx, tx, store.ErrNotRetryable,
 			`UPDATE ax_tasks SET status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6), attempt = 0, dispatch_retries = 0,
-				finished_at = NULL, seq = ?, updated_at = UTC_TIMESTAMP(6)
+				finished_at = NULL, seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
 			WHERE id = ? AND namespace = ? AND status = 'FAILED' AND key_slot = 0`, []any{seq, id, s.ns},
 			getSQL, []any{id, s.ns})
 	}
@@ -622,7 +611,7 @@ func (s *Store) retryIn(ctx context.Context, id int64) func(tx *sql.Tx, seq int6
 
 // moveBack runs move, a transition that leaves one task SCHEDULED, in a transaction
 // with a fresh sequence number for it, and turns a refusal into its error under op.
-func (s *Store) moveBack(ctx context.Context, name, op string, move func(tx *sql.Tx, seq int64) (t *store.Task, refusal, err error)) (*store.Task, error) {
+func (s *Store) moveBack(ctx context.Context, name, op string, move func(tx *sql.Tx, seq any) (t *store.Task, refusal, err error)) (*store.Task, error) {
 	var t *store.Task
 	var sentinel error
 	err := s.run(ctx, name, 1, func(tx *sql.Tx, seq int64) error {

@@ -16,15 +16,23 @@ import (
 
 // InTx runs fn in a READ COMMITTED transaction of the store's own and commits it if
 // fn returns nil (see store.TxStore). A deadlock or a lock wait timeout rolls it back
-// and runs fn again in a new one, as every write of the store's is retried.
+// and runs fn again in a new one, as every write of the store's is retried. At most
+// half the pool's connections are in such transactions at once (a call waits for its
+// turn), so that what fn does on a connection of its own always finds one.
 func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
+	select {
+	case s.inTx <- struct{}{}:
+		defer func() { <-s.inTx }()
+	case <-ctx.Done():
+		return s.wrap("transaction", ctx.Err())
+	}
 	var ferr error
 	err := s.run(ctx, "transaction", 0, func(tx *sql.Tx, _ int64) error {
 		ferr = fn(tx)
 		return ferr
 	})
-	if ferr != nil && !retryable(ferr) {
-		return ferr // fn's own, not wrapped again
+	if ferr != nil {
+		return ferr // fn's own, not wrapped again (the last attempt's, if it was retried)
 	}
 	return err
 }
@@ -59,23 +67,28 @@ func (s *Store) RetryTx(ctx context.Context, tx any, id int64) (*store.Task, err
 	return s.moveBackIn(ctx, tx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), s.retryIn(ctx, id))
 }
 
-// moveBackIn is moveBack in the caller's transaction tx: the sequence number's hold
-// is taken inside tx, as InsertTx's are.
-func (s *Store) moveBackIn(ctx context.Context, tx any, name, op string, move func(tx *sql.Tx, seq int64) (t *store.Task, refusal, err error)) (*store.Task, error) {
+// moveBackIn is moveBack in the caller's transaction tx. The transition goes first,
+// keeping the row's sequence number, and only once it applied — the row now locked by
+// tx — is a fresh number reserved and set: a refused one reserves none, for a number
+// whose hold is rolled back would keep every refill cursor behind it for HoldGrace.
+func (s *Store) moveBackIn(ctx context.Context, tx any, name, op string, move func(tx *sql.Tx, seq any) (t *store.Task, refusal, err error)) (*store.Task, error) {
 	stx, err := s.callerTx(ctx, name, tx)
 	if err != nil {
 		return nil, err
+	}
+	t, sentinel, err := move(stx, nil)
+	switch {
+	case err != nil:
+		return nil, s.wrap(name, err)
+	case sentinel != nil:
+		return store.Refusal(op, t, sentinel)
 	}
 	seq, err := s.callerSeq(ctx, name, stx, 1)
 	if err != nil {
 		return nil, err
 	}
-	t, sentinel, err := move(stx, seq)
-	if err != nil {
+	if _, err := stx.ExecContext(ctx, `UPDATE ax_tasks SET seq = ? WHERE id = ?`, seq, t.ID); err != nil {
 		return nil, s.wrap(name, err)
-	}
-	if sentinel != nil {
-		return store.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }

@@ -57,6 +57,12 @@ type shared struct {
 	// business key's index when its collation orders keys by code point (query.go).
 	query taskquery.Dialect
 
+	// inTx bounds the transactions of InTx open at once to half the pool, so that a
+	// call in one that reads through the pool (ax reads a schedule, the clock) always
+	// finds a connection: without it, as many InTx calls as connections would each
+	// wait for a second one, forever.
+	inTx chan struct{}
+
 	mu        sync.Mutex // guards closed transitions against new listeners
 	closed    atomic.Bool
 	done      context.Context // cancelled by Close
@@ -126,7 +132,8 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
 	}
-	s := &Store{shared: &shared{pool: pool, copyThreshold: copyThreshold}, ns: store.DefaultNamespace}
+	s := &Store{shared: &shared{pool: pool, copyThreshold: copyThreshold,
+		inTx: make(chan struct{}, max(1, pool.Config().MaxConns/2))}, ns: store.DefaultNamespace}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}

@@ -16,19 +16,28 @@ import (
 
 // InTx runs fn in a READ COMMITTED transaction of the store's own, a pgx.Tx, and
 // commits it if fn returns nil (see store.TxStore). It is not retried: fn runs once.
+// At most half the pool's connections are in such transactions at once (a call
+// waits for its turn), so that what fn reads outside its transaction always finds a
+// connection. The commit is not cancelled with ctx: once sent, its outcome is known.
 func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
 	if err := s.check("transaction"); err != nil {
 		return err
+	}
+	select {
+	case s.inTx <- struct{}{}:
+		defer func() { <-s.inTx }()
+	case <-ctx.Done():
+		return s.wrap("begin", ctx.Err())
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}) // as every write of the store's
 	if err != nil {
 		return s.wrap("begin", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after the commit; on a panic in fn, the rollback
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
 		return s.wrap("commit", err)
 	}
 	return nil

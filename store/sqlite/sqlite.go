@@ -405,8 +405,8 @@ func (s *Store) write(ctx context.Context, op string, f func(tx *sql.Tx) error) 
 	if err != nil {
 		return s.wrap(op, err)
 	}
+	defer tx.Rollback() // a no-op after the commit; on a panic in f, the writer is freed
 	if err := f(tx); err != nil {
-		tx.Rollback()
 		return s.wrap(op, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -78,11 +78,20 @@ func testInTxCommit(e *env) {
 	at := e.future().Add(time.Hour).Truncate(time.Microsecond)
 	var rec *store.AuditRecord
 	var exec string
+	var mid *store.RefillResult
 	if err := txs.InTx(e.ctx, func(tx any) error {
 		rec, exec = e.act(txs, tx, f, at)
+		// A refill while the transaction is open neither sees its rows nor moves its
+		// cursor past them.
+		mid = e.changed(cur, at.Add(time.Hour), 10)
 		return nil
 	}); err != nil {
 		e.t.Fatalf("InTx error: %v", err)
+	}
+	for _, d := range mid.Changed {
+		if d.ID == f.later.ID || d.ID == f.failed.ID {
+			e.t.Errorf("Refill during the transaction: changed %v holds its uncommitted task %d", mid.Changed, d.ID)
+		}
 	}
 	if got := e.get(f.later.ID); !got.DueAt.Equal(at) {
 		e.t.Errorf("committed: the rescheduled task is due %v, want %v", got.DueAt, at)
@@ -99,13 +108,13 @@ func testInTxCommit(e *env) {
 	if log := e.auditLog(store.AuditQuery{Limit: 10}); len(log) != 1 || log[0].ID != rec.ID || log[0].ExecutionID != exec {
 		e.t.Errorf("committed: audit log %+v, want the one record %d", log, rec.ID)
 	}
-	res := e.changed(cur, at.Add(time.Hour), 10)
+	res := e.changed(mid.Seq, at.Add(time.Hour), 10)
 	seen := map[int64]bool{}
 	for _, d := range res.Changed {
 		seen[d.ID] = true
 	}
 	if !seen[f.later.ID] || !seen[f.failed.ID] {
-		e.t.Errorf("Refill after the commit: changed %v, want tasks %d and %d", res.Changed, f.later.ID, f.failed.ID)
+		e.t.Errorf("Refill after the commit, from the cursor of one during it: changed %v, want tasks %d and %d", res.Changed, f.later.ID, f.failed.ID)
 	}
 	// Resumed in another transaction, the schedule fires again.
 	if err := txs.InTx(e.ctx, func(tx any) error {
