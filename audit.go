@@ -32,16 +32,8 @@ func (s *Scheduler) Audit(ctx context.Context, rec AuditRecord, opts ...ActionOp
 	if !ok {
 		return nil, errorf("ax: audit: %T: %w", s.cfg.Store, ErrUnsupported)
 	}
-	var got *AuditRecord
-	var err error
-	if o.hasTx {
-		var txs store.TxStore
-		if txs, err = s.txStore(); err == nil {
-			got, err = txs.AuditTx(ctx, o.tx, rec)
-		}
-	} else {
-		got, err = a.Audit(ctx, rec)
-	}
+	got, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*AuditRecord, error) { return txs.AuditTx(ctx, tx, rec) },
+		func() (*AuditRecord, error) { return a.Audit(ctx, rec) })
 	if err != nil {
 		return nil, errorf("ax: audit: %w", err)
 	}

@@ -130,7 +130,8 @@ func TestTriggerInTx(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			st, _ := txStores[name](t)
-			s := newScheduler(t, st, nil)
+			claims := new(manualClaims)
+			s := newScheduler(t, st, func(c *ax.Config) { c.Observer = claims })
 			rec := newRecorder()
 			s.Handle("job", rec)
 			start(t, s)
@@ -169,8 +170,9 @@ func TestTriggerInTx(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitStatus(t, s, witness.ID, ax.Succeeded, 10*time.Second)
-			if got, err := s.Get(ctx, task.ID); err != nil || got.Status != ax.Scheduled || len(rec.runs("later")) != 0 {
-				t.Fatalf("after the rollback: %+v, %v, %d runs; want SCHEDULED, not run", got, err, len(rec.runs("later")))
+			if got, err := s.Get(ctx, task.ID); err != nil || got.Status != ax.Scheduled || len(rec.runs("later")) != 0 || claims.n.Load() != 0 {
+				t.Fatalf("after the rollback: %+v, %v, %d runs, %d manual claims; want SCHEDULED, neither claimed nor run",
+					got, err, len(rec.runs("later")), claims.n.Load())
 			}
 			execID := trigger(true)
 			waitStatus(t, s, task.ID, ax.Succeeded, 10*time.Second)
@@ -181,14 +183,23 @@ func TestTriggerInTx(t *testing.T) {
 			rec.mu.Lock()
 			runs := rec.execs[execID]
 			rec.mu.Unlock()
-			if runs != 1 {
-				t.Errorf("execution %s ran %d times, want once", execID, runs)
+			if runs != 1 || claims.n.Load() != 1 {
+				t.Errorf("execution %s ran %d times after %d manual claims, want once after one", execID, runs, claims.n.Load())
 			}
 		})
 	}
 }
 
 var errRolledBack = errors.New("rolled back on purpose")
+
+// manualClaims counts the claims of a Trigger.
+type manualClaims struct{ n atomic.Int64 }
+
+func (m *manualClaims) Observe(e ax.Event) {
+	if e.Kind == ax.EventClaimed && e.Manual {
+		m.n.Add(1)
+	}
+}
 
 // A store without transactions cannot run InTx.
 func TestInTxUnsupported(t *testing.T) {

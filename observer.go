@@ -26,7 +26,8 @@ type EventKind int
 const (
 	// EventSubmitted: Count tasks named Name were written (Delay, At, SubmitMany, a
 	// schedule's occurrences). A task written in a caller's transaction (WithTx) is
-	// counted when written, whether or not the transaction commits.
+	// counted when written, whether or not the transaction commits; in one of
+	// InTx's, once it commits.
 	EventSubmitted = EventKind(observe.Submitted)
 	// EventClaimed: a task was claimed for dispatch. Name, Due, Lateness (claim −
 	// due, by the store's stamps), Manual (a Trigger: Lateness is zero and means

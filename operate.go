@@ -28,16 +28,8 @@ func (s *Scheduler) Reschedule(ctx context.Context, name, key string, at time.Ti
 	if err := errors.Join(append(o.errs, validName(name), validKey(key), validDue(at))...); err != nil {
 		return nil, errorf("ax: %s: %w", op, err)
 	}
-	var t *store.Task
-	var err error
-	if o.hasTx {
-		var txs store.TxStore
-		if txs, err = s.txStore(); err == nil {
-			t, err = txs.RescheduleTx(ctx, o.tx, name, key, at)
-		}
-	} else {
-		t, err = s.st.Reschedule(ctx, name, key, at)
-	}
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.RescheduleTx(ctx, tx, name, key, at) },
+		func() (*store.Task, error) { return s.st.Reschedule(ctx, name, key, at) })
 	if err != nil {
 		return nil, s.refused(op, t, err, ErrNotReschedulable)
 	}
@@ -70,16 +62,8 @@ func (s *Scheduler) Retry(ctx context.Context, id int64, opts ...ActionOption) (
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, errorf("ax: %s: %w", op, err)
 	}
-	var t *store.Task
-	var err error
-	if o.hasTx {
-		var txs store.TxStore
-		if txs, err = s.txStore(); err == nil {
-			t, err = txs.RetryTx(ctx, o.tx, id)
-		}
-	} else {
-		t, err = s.st.Retry(ctx, id)
-	}
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.RetryTx(ctx, tx, id) },
+		func() (*store.Task, error) { return s.st.Retry(ctx, id) })
 	if err != nil {
 		return nil, s.refused(op, t, err, ErrNotRetryable)
 	}

@@ -335,15 +335,8 @@ func (s *Scheduler) PauseSchedule(ctx context.Context, name string, opts ...Acti
 	if err := errors.Join(o.errs...); err != nil {
 		return errorf("ax: pause schedule %q: %w", name, err)
 	}
-	var err error
-	if o.hasTx {
-		var txs store.TxStore
-		if txs, err = s.txStore(); err == nil {
-			_, err = txs.PauseScheduleTx(ctx, o.tx, name)
-		}
-	} else {
-		_, err = s.st.PauseSchedule(ctx, name)
-	}
+	_, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Schedule, error) { return txs.PauseScheduleTx(ctx, tx, name) },
+		func() (*store.Schedule, error) { return s.st.PauseSchedule(ctx, name) })
 	if err != nil {
 		return errorf("ax: pause schedule %q: %w", name, err)
 	}
@@ -387,14 +380,12 @@ func (s *Scheduler) ResumeSchedule(ctx context.Context, name string, opts ...Act
 			return errorf("ax: resume schedule %q: %w", name, err)
 		}
 	}
-	if o.hasTx {
-		var txs store.TxStore
-		if txs, err = s.txStore(); err == nil {
-			_, err = txs.ResumeScheduleTx(ctx, o.tx, name, p.Next(now))
-		}
-	} else {
-		_, err = s.st.ResumeSchedule(ctx, name, p.Next(now))
-	}
+	next := p.Next(now)
+	_, err = inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Schedule, error) {
+		return txs.ResumeScheduleTx(ctx, tx, name, next)
+	}, func() (*store.Schedule, error) {
+		return s.st.ResumeSchedule(ctx, name, next)
+	})
 	if err != nil {
 		return errorf("ax: resume schedule %q: %w", name, err)
 	}
@@ -480,13 +471,9 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string, acts ...Ac
 		s.schedule(false, res)
 		return taskOf(res[0].Task), nil
 	}
-	s.obs.Submitted(s.clock.Now(), res)
+	o.unlessRolledBack(ctx, func() { s.obs.Submitted(s.clock.Now(), res) })
 	id := res[0].Task.ID
-	var tx any // nil: a transaction of the store's own
-	if o.hasTx {
-		tx = o.tx
-	}
-	t, err := s.triggerTx(ctx, id, tx) // TriggeredAt: it is a manual one
+	t, err := s.triggerTx(ctx, id, o) // TriggeredAt: it is a manual one
 	if err != nil {
 		if o.hasTx {
 			return nil, errorf("ax: trigger schedule %q: %w", name, err)

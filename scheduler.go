@@ -835,7 +835,8 @@ func (s *Scheduler) current() *running {
 	return s.run
 }
 
-// Get returns the task with this id, or ErrNotFound.
+// Get returns the task with this id, or ErrNotFound. With WithTx it reads in the
+// caller's transaction, which sees its own uncommitted changes.
 func (s *Scheduler) Get(ctx context.Context, id int64, opts ...ActionOption) (*Task, error) {
 	o := collect(opts)
 	if id <= 0 {
@@ -844,16 +845,8 @@ func (s *Scheduler) Get(ctx context.Context, id int64, opts ...ActionOption) (*T
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, errorf("ax: get task %d: %w", id, err)
 	}
-	var t *store.Task
-	var err error
-	if o.hasTx {
-		var txs store.TxStore
-		if txs, err = s.txStore(); err == nil {
-			t, err = txs.GetTx(ctx, o.tx, id)
-		}
-	} else {
-		t, err = s.st.Get(ctx, id)
-	}
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.GetTx(ctx, tx, id) },
+		func() (*store.Task, error) { return s.st.Get(ctx, id) })
 	if err != nil {
 		return nil, errorf("ax: get task %d: %w", id, err)
 	}
@@ -899,16 +892,8 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
 	op := fmt.Sprintf("cancel %q/%q", name, key)
-	var t *store.Task
-	var err error
-	if o.hasTx {
-		var txs store.TxStore
-		if txs, err = s.txStore(); err == nil {
-			t, err = txs.CancelTx(ctx, o.tx, name, key)
-		}
-	} else {
-		t, err = s.st.Cancel(ctx, name, key)
-	}
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.CancelTx(ctx, tx, name, key) },
+		func() (*store.Task, error) { return s.st.Cancel(ctx, name, key) })
 	if err != nil {
 		return s.refused(op, t, err, ErrNotCancellable)
 	}
@@ -938,6 +923,13 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 // and only if, the transaction commits, and runs right after the commit on this
 // scheduler if it is started, else on whichever claims it; its key's overlap rule
 // applies at that claim, as for any due task. The scheduler need not be started.
+//
+// In a transaction of InTx's, on a started scheduler that has the task's handler,
+// Trigger claims as without a transaction — the task is DISPATCHING under a new
+// execution id inside the transaction, a held key refuses it at once — and this
+// scheduler runs it right after the commit (if it is stopping by then, the claim is
+// handed back, and the task runs under another execution when it is claimed again).
+// Elsewhere in InTx it hands the task over as with a caller's transaction.
 func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption) error {
 	if err := ctx.Err(); err != nil {
 		return errorf("ax: trigger task %d: %w", id, err)
@@ -950,13 +942,13 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption)
 		return errorf("ax: trigger task %d: %w", id, err)
 	}
 	r := s.current()
-	if o.hasTx && (joined(ctx, o.tx) == nil || !s.runsHandlerOf(ctx, r, id)) {
-		_, err := s.triggerTx(ctx, id, o.tx)
+	if o.hasTx && (joined(ctx, o.tx) == nil || !s.runsHandlerOf(ctx, r, id, o)) {
+		_, err := s.triggerTx(ctx, id, o)
 		return err
 	}
 	_, isTx := s.st.(store.TxStore)
-	if !o.hasTx && isTx && !s.runsHandlerOf(ctx, r, id) {
-		_, err := s.triggerTx(ctx, id, nil) // for the scheduler that runs its handler: due now
+	if !o.hasTx && isTx && !s.runsHandlerOf(ctx, r, id, o) {
+		_, err := s.triggerTx(ctx, id, o) // for the scheduler that runs its handler: due now
 		return err
 	}
 	if r == nil {
@@ -969,19 +961,13 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption)
 // claimTrigger claims task id for this scheduler, r its running parts, and
 // dispatches it: at once, or after the commit of an InTx transaction (o's).
 func (s *Scheduler) claimTrigger(ctx context.Context, r *running, id int64, o *options) (*store.Task, error) {
-	execID, err := uuid.NewV7()
+	u, err := uuid.NewV7()
 	if err != nil {
 		return nil, errorf("ax: trigger task %d: %w", id, err)
 	}
-	var t *store.Task
-	if o.hasTx {
-		var txs store.TxStore
-		if txs, err = s.txStore(); err == nil {
-			t, err = txs.ClaimTriggerTx(ctx, o.tx, id, execID.String())
-		}
-	} else {
-		t, err = s.st.Trigger(ctx, id, execID.String())
-	}
+	execID := u.String()
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.ClaimTriggerTx(ctx, tx, id, execID) },
+		func() (*store.Task, error) { return s.st.Trigger(ctx, id, execID) })
 	if err != nil {
 		if t != nil && errors.Is(err, ErrNotTriggerable) {
 			return nil, &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err} // it names the task
@@ -1006,22 +992,28 @@ func (s *Scheduler) claimTrigger(ctx context.Context, r *running, id int64, o *o
 }
 
 // runsHandlerOf reports whether this scheduler, r its running parts (nil: not
-// started), would run task id itself: it is started and has the task's handler. When
-// the task cannot be read, it answers true, and the claim says what is wrong.
-func (s *Scheduler) runsHandlerOf(ctx context.Context, r *running, id int64) bool {
+// started), would run task id itself: it is started and has the task's handler. The
+// task is read in o's transaction, if any. When it cannot be read, it answers true,
+// and the claim says what is wrong.
+func (s *Scheduler) runsHandlerOf(ctx context.Context, r *running, id int64, o *options) bool {
 	if r == nil {
 		return false
 	}
-	t, err := s.st.Get(ctx, id)
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.GetTx(ctx, tx, id) },
+		func() (*store.Task, error) { return s.st.Get(ctx, id) })
 	return err != nil || s.handler(t.Name) != nil
 }
 
-// triggerTx is Trigger inside the caller's transaction tx (nil: one of the store's
-// own), handing the task to whichever scheduler claims it.
-func (s *Scheduler) triggerTx(ctx context.Context, id int64, tx any) (*store.Task, error) {
+// triggerTx is Trigger inside o's transaction, or one of the store's own when o has
+// none, handing the task to whichever scheduler claims it.
+func (s *Scheduler) triggerTx(ctx context.Context, id int64, o *options) (*store.Task, error) {
 	txs, err := s.txStore()
 	if err != nil {
 		return nil, errorf("ax: trigger task %d: %w", id, err)
+	}
+	var tx any // nil: a transaction of the store's own
+	if o.hasTx {
+		tx = o.tx
 	}
 	t, err := txs.TriggerTx(ctx, tx, id)
 	if err != nil {
@@ -1030,10 +1022,12 @@ func (s *Scheduler) triggerTx(ctx context.Context, id int64, tx any) (*store.Tas
 		}
 		return nil, errorf("ax: trigger task %d: %w", id, err)
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered in a transaction", observe.TaskAttrs(t)...)
-	if r := s.current(); r != nil { // claimed once the commit makes it visible
-		r.watch(t.ID, t.DueAt)
-		r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
-	}
+	o.unlessRolledBack(ctx, func() {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered in a transaction", observe.TaskAttrs(t)...)
+		if r := s.current(); r != nil { // claimed once the commit makes it visible
+			r.watch(t.ID, t.DueAt)
+			r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
+		}
+	})
 	return t, nil
 }

@@ -111,7 +111,7 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...Ta
 			dups++
 		}
 	}
-	s.schedule(common.hasTx, res)
+	common.unlessRolledBack(ctx, func() { s.schedule(common.hasTx, res) })
 	if dups > 0 {
 		return out, errorf("ax: submit many: %d of %d tasks exist: %w", dups, len(res), ErrDuplicate)
 	}
@@ -139,7 +139,7 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 	if r.Err != nil {
 		return taskOf(r.Task), &TaskStateError{Op: fmt.Sprintf("%s %q/%q", op, name, key), Task: taskOf(r.Task), Err: r.Err}
 	}
-	s.schedule(o.hasTx, []store.Inserted{r})
+	o.unlessRolledBack(ctx, func() { s.schedule(o.hasTx, []store.Inserted{r}) })
 	return taskOf(r.Task), nil
 }
 

@@ -20,8 +20,13 @@ import (
 // What the calls change on this scheduler — its wheel, the dispatch of a task Trigger
 // claimed — happens once the transaction has committed; Trigger in InTx claims the
 // task as without a transaction when this scheduler runs its handler, and dispatches
-// it right after the commit. A store that writes in no transaction (the memory
-// store) is ErrUnsupported.
+// it right after the commit (see Trigger). A store that writes in no transaction (the
+// memory store) is ErrUnsupported.
+//
+// Do not nest InTx: SQLite has one writer, which the outer transaction holds, so an
+// inner one waits forever. On PostgreSQL and MySQL at most half the store's pool is
+// in InTx transactions at once (more calls wait for their turn), so that what fn reads
+// outside its transaction always finds a connection.
 func (s *Scheduler) InTx(ctx context.Context, fn func(ctx context.Context, tx any) error) error {
 	txs, ok := s.st.(store.TxStore)
 	if !ok {
@@ -71,4 +76,30 @@ func (o *options) onCommit(ctx context.Context, f func()) {
 			c.afterCommit = append(c.afterCommit, f)
 		}
 	}
+}
+
+// unlessRolledBack runs f once the transaction of o commits when it is one of InTx's
+// (never if it rolls back), else at once: for what must happen whether or not the
+// scheduler will see the commit — a caller's own transaction, where a watch on the
+// task covers the wait — but never for a transaction it knows rolled back.
+func (o *options) unlessRolledBack(ctx context.Context, f func()) {
+	if c := joined(ctx, o.tx); o.hasTx && c != nil {
+		c.afterCommit = append(c.afterCommit, f)
+		return
+	}
+	f()
+}
+
+// inTxOr is joined, given the store as a TxStore and o's transaction, when o has one
+// (a store that cannot join a caller's transaction is ErrInvalid), else own.
+func inTxOr[T any](s *Scheduler, o *options, joined func(txs store.TxStore, tx any) (T, error), own func() (T, error)) (T, error) {
+	if !o.hasTx {
+		return own()
+	}
+	txs, err := s.txStore()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return joined(txs, o.tx)
 }
