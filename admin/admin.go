@@ -40,7 +40,8 @@
 // that cannot be written undoes the change, and the answer is 500 audit_failed with
 // nothing done. A refused call has written nothing; its record is written on its own.
 // A trigger on a scheduler that runs the task's handler claims it in the transaction
-// and records the execution; one handed to another scheduler (an operations node,
+// and records the execution (which that scheduler runs after the commit, unless it is
+// stopping: then the claim is handed back, and the task runs under another); one handed to another scheduler (an operations node,
 // ax serve; a schedule's manual occurrence) is claimed after the commit, and the
 // record names no execution: the task's detail shows it. On a store without
 // transactions (the memory store) the record follows the change, and audit_failed

@@ -115,6 +115,10 @@ func TestActionsCommitWithTheirAuditRecord(t *testing.T) {
 				mu.Unlock()
 				return nil
 			})
+			s.HandleFunc("nightly", func(context.Context, *ax.Task) error { return nil })
+			if err := s.Cron("nightly", "0 3 * * *"); err != nil {
+				t.Fatal(err)
+			}
 			ctx := context.Background()
 			if err := s.Start(ctx); err != nil {
 				t.Fatal(err)
@@ -155,6 +159,39 @@ func TestActionsCommitWithTheirAuditRecord(t *testing.T) {
 				t.Errorf("runs by execution %v, want one, of the audited %s", ran, execID)
 			}
 			mu.Unlock()
+
+			// The schedule's actions, each with its record.
+			for _, step := range []struct {
+				action string
+				paused bool
+			}{{"pause", true}, {"resume", false}} {
+				if status, body := post(t, h, "/schedules/nightly/"+step.action, "tok", ``); status != 200 {
+					t.Errorf("%s: %d %v, want 200", step.action, status, body)
+				}
+				scheds, err := s.Schedules(ctx)
+				if err != nil || len(scheds) != 1 || scheds[0].Paused != step.paused {
+					t.Errorf("after %s: %+v, %v; want paused %v", step.action, scheds, err, step.paused)
+				}
+				if log := auditLog(t, s); log[0].Action != "schedule."+step.action || log[0].Result != "ok" {
+					t.Errorf("after %s: the newest audit record is %+v", step.action, log[0])
+				}
+			}
+			status, body = post(t, h, "/schedules/nightly/trigger", "tok", `{"reason":"the report is late"}`)
+			occ, _ := body["task"].(map[string]any)
+			occID, _ := occ["id"].(float64)
+			if status != 200 || occID == 0 {
+				t.Fatalf("schedule trigger: %d %v, want 200 and the occurrence", status, body)
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				got, err := s.Get(ctx, int64(occID))
+				if err == nil && got.Status == ax.Succeeded && !got.TriggeredAt.IsZero() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the manual occurrence is %+v, %v; want SUCCEEDED, triggered", got, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 
 			execAll(t, db, c.break_)
 			records := len(auditLog(t, s))
