@@ -23,14 +23,24 @@ import (
 // it right after the commit (see Trigger). A store that writes in no transaction (the
 // memory store) is ErrUnsupported.
 //
-// Do not nest InTx: SQLite has one writer, which the outer transaction holds, so an
-// inner one waits forever. On PostgreSQL and MySQL at most half the store's pool is
-// in InTx transactions at once (more calls wait for their turn), so that what fn reads
-// outside its transaction always finds a connection.
+// InTx within fn's ctx is ErrInvalid, and fn must not wait for another InTx either
+// (another goroutine's): SQLite has one writer, which fn's transaction holds, and on
+// PostgreSQL and MySQL at most half the store's pool is in InTx transactions at once
+// (more calls wait for their turn), so that what fn reads outside its transaction
+// always finds a connection. Size the pool before opening the store; a pool of one
+// connection is ErrInvalid.
+//
+// Should the commit's outcome be unknown (the connection lost during it), InTx
+// returns the error and runs none of the after-commit work: a task Trigger claimed in
+// a transaction that did commit is then handed back by the stale-claim recovery
+// (Config.DispatchTimeout), and runs.
 func (s *Scheduler) InTx(ctx context.Context, fn func(ctx context.Context, tx any) error) error {
 	txs, ok := s.st.(store.TxStore)
 	if !ok {
 		return errorf("ax: transaction: %T: %w", s.cfg.Store, ErrUnsupported)
+	}
+	if ctx.Value(ownTxKey{}) != nil {
+		return errorf("ax: transaction: InTx within InTx would wait for the outer one: %w", ErrInvalid)
 	}
 	var cur *ownTx
 	err := txs.InTx(ctx, func(tx any) error {

@@ -487,7 +487,9 @@ type TxStore interface {
 	// pgx.Tx on PostgreSQL, a *sql.Tx on MySQL and SQLite); it must not commit or
 	// roll it back, nor write through the store's other methods meanwhile (SQLite:
 	// its writer is held by the transaction). fn may be called again, in a new
-	// transaction, when the store retries a transient failure (a deadlock).
+	// transaction, when the store retries a transient failure (a deadlock). fn must
+	// not run or wait for another InTx of the store: a store may bound how many are
+	// open at once (PostgreSQL and MySQL: half the pool), or have one writer (SQLite).
 	InTx(ctx context.Context, fn func(tx any) error) error
 }
 

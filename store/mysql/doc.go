@@ -384,7 +384,9 @@
 //     counter move without the hold. The counter's lock is held for that short
 //     transaction only.
 //  2. The writing transaction — the store's own, or the caller's in InsertTx — first
-//     deletes its hold. The delete keeps the hold row locked until that transaction
+//     deletes its hold (in a caller's transaction, a Reschedule, Retry or Trigger
+//     reserves its number only once its transition applied, the row locked, so that a
+//     refusal reserves none). The delete keeps the hold row locked until that transaction
 //     ends: at commit the hold disappears together with the rows becoming visible; at
 //     rollback (or when the server drops a dead client's connection) the hold is back,
 //     unlocked.

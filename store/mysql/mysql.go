@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,10 @@ type shared struct {
 	// call in one that uses a connection of its own (a sequence number's
 	// reservation, a read of ax's) always finds one.
 	inTx chan struct{}
+	// txHolds holds, per open InTx transaction, the sequence holds it took, so that
+	// InTx releases those it did not commit (noteHold).
+	holdsMu sync.Mutex
+	txHolds map[*sql.Tx]*[]int64
 }
 
 var (
@@ -177,7 +182,8 @@ func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
 	if n := db.Stats().MaxOpenConnections; n > 0 {
 		inTx = max(1, n/2)
 	}
-	s := &Store{shared: &shared{db: db, own: sessionRC, grace: HoldGrace, inTx: make(chan struct{}, inTx)}, ns: store.DefaultNamespace}
+	s := &Store{shared: &shared{db: db, own: sessionRC, grace: HoldGrace, inTx: make(chan struct{}, inTx),
+		txHolds: map[*sql.Tx]*[]int64{}}, ns: store.DefaultNamespace}
 	if !sessionRC {
 		s.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}

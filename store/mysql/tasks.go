@@ -151,6 +151,7 @@ func (s *Store) callerSeq(ctx context.Context, op string, stx *sql.Tx, n int) (i
 			return 0, s.wrap(op, err)
 		}
 		if ok {
+			s.noteHold(stx, lo)
 			return lo, nil
 		}
 		if attempt == maxAttempts {
@@ -164,29 +165,18 @@ func (s *Store) callerSeq(ctx context.Context, op string, stx *sql.Tx, n int) (i
 // stamped (from FAILED with one more attempt), with a fresh sequence number, if and
 // only if tx commits; the claim that follows applies its key's overlap rule.
 func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	if tx == nil { // a transaction of the store's own
-		var t *store.Task
-		var refusal error
-		err := s.run(ctx, "trigger", 0, func(own *sql.Tx, _ int64) error {
-			t, refusal = s.TriggerTx(ctx, own, id)
-			if refusal != nil && t == nil && !errors.Is(refusal, store.ErrNotFound) {
-				return refusal // the database's error: roll back (and retry a deadlock)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		return t, refusal
+	op := fmt.Sprintf("ax: mysql: trigger task %d", id)
+	move := func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+		return s.moveIn(ctx, tx, store.ErrNotTriggerable,
+			`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
+				finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
+			WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`, []any{seq, id, s.ns},
+			getSQL, []any{id, s.ns})
 	}
-	return s.moveBackIn(ctx, tx, "trigger", fmt.Sprintf("ax: mysql: trigger task %d", id),
-		func(tx *sql.Tx, seq any) (*store.Task, error, error) {
-			return s.moveIn(ctx, tx, store.ErrNotTriggerable,
-				`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
-					finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
-				WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`, []any{seq, id, s.ns},
-				getSQL, []any{id, s.ns})
-		})
+	if tx == nil { // a transaction of the store's own, its number reserved before it, as Retry's
+		return s.moveBack(ctx, "trigger", op, move)
+	}
+	return s.moveBackIn(ctx, tx, "trigger", op, move)
 }
 
 // insert writes tasks into namespace ns in chunks (at most store.MaxBatch rows and

@@ -17,9 +17,15 @@ import (
 // InTx runs fn in a READ COMMITTED transaction of the store's own and commits it if
 // fn returns nil (see store.TxStore). A deadlock or a lock wait timeout rolls it back
 // and runs fn again in a new one, as every write of the store's is retried. At most
-// half the pool's connections are in such transactions at once (a call waits for its
-// turn), so that what fn does on a connection of its own always finds one.
+// half the pool's connections (as sized when New ran) are in such transactions at
+// once — a call waits for its turn — so that what fn does on a connection of its own
+// (a sequence number's reservation) always finds one; a pool of one connection is
+// ErrInvalid. The sequence numbers its transactions reserved and did not commit are
+// released at once, not after HoldGrace.
 func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
+	if s.db.Stats().MaxOpenConnections == 1 {
+		return fmt.Errorf("ax: mysql: transaction: the pool has one connection, and a transaction's sequence numbers need another: %w", store.ErrInvalid)
+	}
 	select {
 	case s.inTx <- struct{}{}:
 		defer func() { <-s.inTx }()
@@ -27,14 +33,39 @@ func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
 		return s.wrap("transaction", ctx.Err())
 	}
 	var ferr error
+	var holds []int64
+	attempts := 0
 	err := s.run(ctx, "transaction", 0, func(tx *sql.Tx, _ int64) error {
+		attempts++
+		s.holdsMu.Lock()
+		s.txHolds[tx] = &holds
+		s.holdsMu.Unlock()
+		defer func() {
+			s.holdsMu.Lock()
+			delete(s.txHolds, tx)
+			s.holdsMu.Unlock()
+		}()
 		ferr = fn(tx)
 		return ferr
 	})
-	if ferr != nil {
+	if err != nil || attempts > 1 {
+		for _, lo := range holds { // a committed one's delete already removed it: a no-op
+			s.dropHold(ctx, lo)
+		}
+	}
+	if ferr != nil && errors.Is(err, ferr) {
 		return ferr // fn's own, not wrapped again (the last attempt's, if it was retried)
 	}
 	return err
+}
+
+// noteHold records lo, a hold that tx took, when tx is one of InTx's.
+func (s *Store) noteHold(tx *sql.Tx, lo int64) {
+	s.holdsMu.Lock()
+	defer s.holdsMu.Unlock()
+	if h := s.txHolds[tx]; h != nil {
+		*h = append(*h, lo)
+	}
 }
 
 // GetTx is Get inside the caller's transaction tx.
@@ -71,10 +102,16 @@ func (s *Store) RetryTx(ctx context.Context, tx any, id int64) (*store.Task, err
 // keeping the row's sequence number, and only once it applied — the row now locked by
 // tx — is a fresh number reserved and set: a refused one reserves none, for a number
 // whose hold is rolled back would keep every refill cursor behind it for HoldGrace.
+// Should the reservation or the number's write fail, the transition is undone (to a
+// savepoint), so that a caller who commits anyway publishes no row under a stale
+// number.
 func (s *Store) moveBackIn(ctx context.Context, tx any, name, op string, move func(tx *sql.Tx, seq any) (t *store.Task, refusal, err error)) (*store.Task, error) {
 	stx, err := s.callerTx(ctx, name, tx)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := stx.ExecContext(ctx, `SAVEPOINT ax_move`); err != nil {
+		return nil, s.wrap(name, err)
 	}
 	t, sentinel, err := move(stx, nil)
 	switch {
@@ -84,11 +121,16 @@ func (s *Store) moveBackIn(ctx context.Context, tx any, name, op string, move fu
 		return store.Refusal(op, t, sentinel)
 	}
 	seq, err := s.callerSeq(ctx, name, stx, 1)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		if _, err = stx.ExecContext(ctx, `UPDATE ax_tasks SET seq = ? WHERE id = ?`, seq, t.ID); err != nil {
+			err = s.wrap(name, err)
+		}
 	}
-	if _, err := stx.ExecContext(ctx, `UPDATE ax_tasks SET seq = ? WHERE id = ?`, seq, t.ID); err != nil {
-		return nil, s.wrap(name, err)
+	if err != nil {
+		if _, uerr := stx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK TO SAVEPOINT ax_move`); uerr != nil {
+			return nil, fmt.Errorf("%w; and the move could not be undone (%v): roll the transaction back", err, uerr)
+		}
+		return nil, err
 	}
 	return t, nil
 }

@@ -18,10 +18,14 @@ import (
 // commits it if fn returns nil (see store.TxStore). It is not retried: fn runs once.
 // At most half the pool's connections are in such transactions at once (a call
 // waits for its turn), so that what fn reads outside its transaction always finds a
-// connection. The commit is not cancelled with ctx: once sent, its outcome is known.
+// connection; a pool of one connection is ErrInvalid. The commit is not cancelled
+// with ctx, so that once sent its outcome is known, but bounded by commitTimeout.
 func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
 	if err := s.check("transaction"); err != nil {
 		return err
+	}
+	if n := s.pool.Config().MaxConns; n < 2 {
+		return fmt.Errorf("ax: postgres: transaction: the pool has %d connection; what runs in a transaction may read through another: %w", n, store.ErrInvalid)
 	}
 	select {
 	case s.inTx <- struct{}{}:
@@ -37,11 +41,16 @@ func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
 		return s.wrap("commit", err)
 	}
 	return nil
 }
+
+// commitTimeout bounds InTx's commit, which the caller's context does not cancel.
+const commitTimeout = 30 * time.Second
 
 // GetTx is Get inside the caller's transaction tx.
 func (s *Store) GetTx(ctx context.Context, tx any, id int64) (*store.Task, error) {

@@ -13,6 +13,7 @@ var txTests = []test{
 	{"Rollback", testInTxRollback},
 	{"Refusals", testInTxRefusals},
 	{"TriggerWhileHeld", testClaimTriggerTxWhileHeld},
+	{"RollbackHoldsNothingBack", testInTxRollbackHoldsNothingBack},
 }
 
 // txStore returns the store as a store.TxStore, skipping the test when it is not one.
@@ -217,5 +218,34 @@ func testClaimTriggerTxWhileHeld(e *env) {
 	e.unchanged("a refused ClaimTriggerTx", other)
 	if got := e.get(free.ID); got.Status != store.Dispatching || got.ExecutionID != exec {
 		e.t.Errorf("the keyed task with a free key is %s under %q, want DISPATCHING under %s", got.Status, got.ExecutionID, exec)
+	}
+}
+
+// A rolled-back InTx, whose moves applied or were refused, leaves nothing that holds
+// the refill back: a task written after it is in the very next refill.
+func testInTxRollbackHoldsNothingBack(e *env) {
+	txs := e.txStore()
+	failed := e.inState(store.Failed)
+	later := e.scheduled(e.future())
+	cur := e.cursor()
+	boom := errors.New("boom")
+	if err := txs.InTx(e.ctx, func(tx any) error {
+		if _, err := txs.RetryTx(e.ctx, tx, later.ID); !errors.Is(err, store.ErrNotRetryable) {
+			e.t.Errorf("RetryTx(SCHEDULED) = %v, want ErrNotRetryable", err)
+		}
+		if _, err := txs.RetryTx(e.ctx, tx, failed.ID); err != nil {
+			return err
+		}
+		if _, err := txs.RescheduleTx(e.ctx, tx, later.Name, later.Key, e.future().Add(time.Hour)); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		e.t.Fatalf("InTx = %v, want fn's error", err)
+	}
+	fresh := e.scheduled(e.future())
+	res := e.changed(cur, e.future().Add(2*time.Hour), 10)
+	if len(res.Changed) != 1 || res.Changed[0].ID != fresh.ID {
+		e.t.Errorf("Refill after a rolled-back InTx and an insert: changed %v, want task %d alone", res.Changed, fresh.ID)
 	}
 }
