@@ -289,8 +289,9 @@ func taskTarget(r *http.Request) string { return truncate("task "+r.PathValue("i
 func scheduleTarget(r *http.Request) string { return truncate("schedule "+r.PathValue("name"), 1000) }
 
 // onTask runs do on the task of the route, in the transaction in (if any), reading
-// the task before and after in it.
-func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error) func(context.Context, *http.Request, ActionBody, []ax.ActionOption) (outcome, error) {
+// the task before and after in it; check, when given, judges the two reads.
+func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error,
+	check func(before, after *ax.Task) error) func(context.Context, *http.Request, ActionBody, []ax.ActionOption) (outcome, error) {
 	return func(ctx context.Context, r *http.Request, b ActionBody, in []ax.ActionOption) (outcome, error) {
 		id, err := taskID(r)
 		if err != nil {
@@ -304,6 +305,9 @@ func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody, 
 		after, gerr := h.s.Get(ctx, id, in...)
 		if gerr != nil {
 			after = nil
+		}
+		if err == nil && after != nil && check != nil {
+			err = check(before, after)
 		}
 		return outcome{before: before, after: after}, err
 	}
@@ -334,11 +338,10 @@ func (h *Handler) routeActions() {
 			if err := byKey(t); err != nil {
 				return err
 			}
-			if err := h.s.Cancel(ctx, t.Name, t.Key, in...); err != nil {
-				return err
-			}
-			if after, err := h.s.Get(ctx, t.ID, in...); err == nil && after.Status != ax.Cancelled {
-				return reachedOther(t, "the newer task of its key")
+			return h.s.Cancel(ctx, t.Name, t.Key, in...)
+		}, func(before, after *ax.Task) error {
+			if after.Status != ax.Cancelled { // the cancel reached the key's newer task
+				return reachedOther(before, "the newer task of its key")
 			}
 			return nil
 		})})
@@ -346,11 +349,11 @@ func (h *Handler) routeActions() {
 		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
 			_, err := h.s.Retry(ctx, t.ID, in...)
 			return err
-		})})
+		}, nil)})
 	h.act("POST /tasks/{id}/trigger", action{name: "task.trigger", needsReason: true, trigger: true, target: taskTarget,
 		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
 			return h.s.Trigger(ctx, t.ID, in...)
-		})})
+		}, nil)})
 	h.act("POST /tasks/{id}/reschedule", action{name: "task.reschedule", needsReason: true, target: taskTarget,
 		run: h.onTask(func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error {
 			if b.At == nil {
@@ -364,7 +367,7 @@ func (h *Handler) routeActions() {
 				return reachedOther(t, fmt.Sprintf("task %d", moved.ID))
 			}
 			return err
-		})})
+		}, nil)})
 	h.act("POST /schedules/{name}/pause", action{name: "schedule.pause", target: scheduleTarget,
 		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
 			return outcome{}, h.s.PauseSchedule(ctx, r.PathValue("name"), in...)

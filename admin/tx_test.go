@@ -85,6 +85,20 @@ func openDB(t *testing.T, driver, dsn string) *sql.DB {
 	return db
 }
 
+// waitTask waits, at most 10 seconds, until task id reads as done says; want names it.
+func waitTask(t *testing.T, s *ax.Scheduler, id int64, want string, done func(*ax.Task) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, err := s.Get(context.Background(), id)
+		if err == nil && done(got) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %d is %+v, %v; want %s", id, got, err, want)
+		}
+	}
+}
+
 func execAll(t *testing.T, db *sql.DB, stmts []string) {
 	t.Helper()
 	for _, q := range stmts {
@@ -143,17 +157,7 @@ func TestActionsCommitWithTheirAuditRecord(t *testing.T) {
 			if status != 200 || execID == "" || entry["status_before"] != "SCHEDULED" || entry["status_after"] != "DISPATCHING" {
 				t.Fatalf("trigger: %d %v, want 200 and a record of the execution it claimed", status, body)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				got, err := s.Get(ctx, a.ID)
-				if err == nil && got.Status == ax.Succeeded {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the triggered task is %+v, %v; want SUCCEEDED", got, err)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitTask(t, s, a.ID, "SUCCEEDED", func(got *ax.Task) bool { return got.Status == ax.Succeeded })
 			mu.Lock()
 			if len(ran) != 1 || ran[execID] != 1 {
 				t.Errorf("runs by execution %v, want one, of the audited %s", ran, execID)
@@ -182,16 +186,9 @@ func TestActionsCommitWithTheirAuditRecord(t *testing.T) {
 			if status != 200 || occID == 0 {
 				t.Fatalf("schedule trigger: %d %v, want 200 and the occurrence", status, body)
 			}
-			for deadline := time.Now().Add(10 * time.Second); ; {
-				got, err := s.Get(ctx, int64(occID))
-				if err == nil && got.Status == ax.Succeeded && !got.TriggeredAt.IsZero() {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the manual occurrence is %+v, %v; want SUCCEEDED, triggered", got, err)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitTask(t, s, int64(occID), "SUCCEEDED, triggered", func(got *ax.Task) bool {
+				return got.Status == ax.Succeeded && !got.TriggeredAt.IsZero()
+			})
 
 			execAll(t, db, c.break_)
 			records := len(auditLog(t, s))
