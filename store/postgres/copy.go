@@ -17,8 +17,10 @@ import (
 //
 //	BEGIN; publishSQL
 //	SELECT clock_timestamp(), <n ids from the identity's sequence>, <n values of ax_seq>
-//	COPY ax_tasks (id, …, seq, created_at, updated_at) FROM STDIN (binary)
+//	COPY ax_tasks (id, …, seq, created_at, updated_at) FROM STDIN (FORMAT binary)
 //	COMMIT
+//
+// The rows are encoded by the store (copywire.go).
 //
 // COPY writes the rows a page at a time and without the speculative insertion of ON
 // CONFLICT, which cost more than half again the insert itself (100,000 rows: 1.34 s
@@ -77,8 +79,7 @@ func (in *insertion) copyable() bool {
 }
 
 // insertCopy runs one attempt of a bulk insertion (see above) on a connection of its
-// own: three round trips (BEGIN and the stamps pipelined, COPY, COMMIT) and the one
-// in which pgx learns the columns' types. It returns errCopyConflict, having
+// own: three round trips (BEGIN and the stamps pipelined, COPY, COMMIT). It returns errCopyConflict, having
 // written nothing, if a task exists already.
 func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	in.reset()
@@ -108,22 +109,7 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	if len(ids) != len(in.order) || len(stamp) != len(in.order) {
 		return errors.New("the database drew too few ids")
 	}
-	rows := make([][]any, len(in.order))
-	for k, i := range in.order {
-		nt := &in.tasks[i]
-		backoff := make([]int64, len(nt.Backoff))
-		for j, d := range nt.Backoff {
-			backoff[j] = d.Microseconds()
-		}
-		var until *time.Time
-		if !nt.KeyUntil.IsZero() {
-			u := dueArg(nt.KeyUntil)
-			until = &u
-		}
-		rows[k] = []any{ids[k], in.ns, nt.Name, nt.Key, payloadArg(nt.Payload), string(store.Scheduled), dueArg(nt.DueAt), int64(nt.MaxRetry),
-			nt.OwnerService, nt.Timeout.Microseconds(), backoff, nt.TaskKey, string(nt.Overlap), string(nt.KeyHold), until, stamp[k], now, now}
-	}
-	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"ax_tasks"}, copyCols, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := conn.PgConn().CopyFrom(ctx, newCopyReader(in, ids, stamp, now), copySQL); err != nil {
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "ax_tasks_name_key" {
 			return errCopyConflict // unique_violation of the business key
 		}

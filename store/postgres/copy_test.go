@@ -2,9 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -149,4 +153,81 @@ func TestBulkInsertWithoutSequencePrivilege(t *testing.T) {
 	}
 	defer st.Close()
 	bulkRounds(ctx, t, st, true)
+}
+
+// TestCopyRoundTrip: every column a bulk insert's COPY writes reads back as the same
+// task as the arrays write it (and as the Insert answered), over the values the
+// store's own encoding must get right: NULL, empty and binary payloads, text beyond
+// ASCII, retry delays, a key window, task keys, times before PostgreSQL's epoch of
+// 2000, far ahead, in another zone and below the microsecond, the integer column's
+// limit. A MaxRetry beyond that limit is ErrInvalid and writes nothing.
+func TestCopyRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := openInternal(t)
+	st.copyThreshold = 2
+	zone := time.FixedZone("UTC-7", -7*3600)
+	base := time.Date(2031, 5, 6, 7, 8, 9, 123456789, zone)
+	tasks := []store.NewTask{
+		{Name: "copy", Key: "plain", DueAt: base},
+		{Name: "copy", Key: "empty-payload", DueAt: base, Payload: []byte{}},
+		{Name: "copy", Key: "binary-payload", DueAt: base, Payload: []byte{0, 1, 0xff, '\n', 0}},
+		{Name: "cöpy ✓", Key: "ключ 🗝", DueAt: base, OwnerService: "bílling"},
+		{Name: "copy", Key: "before-2000", DueAt: time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+		{Name: "copy", Key: "before-1970", DueAt: time.Date(1969, 7, 20, 20, 17, 40, 500, time.UTC)},
+		{Name: "copy", Key: "far", DueAt: time.Date(2999, 1, 1, 0, 0, 0, 1000, time.UTC)},
+		{Name: "copy", Key: "options", DueAt: base, MaxRetry: math.MaxInt32, Timeout: 1500*time.Millisecond + 999,
+			Backoff: []time.Duration{time.Second, 90 * time.Minute, 1234567891}},
+		{Name: "copy", Key: "one-delay", DueAt: base, Backoff: []time.Duration{time.Microsecond}},
+		{Name: "copy", Key: "keyed", DueAt: base, TaskKey: "tenant-7", Overlap: store.OverlapQueue, KeyHold: store.HoldForever},
+		{Name: "copy", Key: "window", DueAt: base, KeyHold: store.HoldActive, KeyUntil: base.Add(36*time.Hour + 999)},
+	}
+	copied, err := st.Insert(ctx, tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.noCopy.Load() {
+		t.Fatal("the store gave COPY up")
+	}
+	// The same tasks under other keys, through the arrays.
+	st.copyThreshold = math.MaxInt
+	again := slices.Clone(tasks)
+	for i := range again {
+		again[i].Key += "/arrays"
+	}
+	bound, err := st.Insert(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tasks {
+		c, b := copied[i], bound[i]
+		if c.Err != nil || b.Err != nil {
+			t.Fatalf("task %q: results %v and %v", tasks[i].Key, c.Err, b.Err)
+		}
+		gc, err := st.Get(ctx, c.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, err := st.Get(ctx, b.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(gc, c.Task) {
+			t.Errorf("task %q as copied reads back as\n%+v\nnot as Insert answered\n%+v", tasks[i].Key, gc, c.Task)
+		}
+		gb.ID, gb.Key, gb.CreatedAt, gb.UpdatedAt = gc.ID, gc.Key, gc.CreatedAt, gc.UpdatedAt
+		if !reflect.DeepEqual(gc, gb) {
+			t.Errorf("task %q as copied reads back as\n%+v\nnot as the arrays write it\n%+v", tasks[i].Key, gc, gb)
+		}
+	}
+
+	st.copyThreshold = 2
+	over := []store.NewTask{{Name: "copy", Key: "over-1", DueAt: base}, {Name: "copy", Key: "over-2", DueAt: base, MaxRetry: math.MaxInt32 + 1}}
+	if _, err := st.Insert(ctx, over); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Insert with MaxRetry %d: %v, want ErrInvalid", over[1].MaxRetry, err)
+	}
+	if _, err := st.Lookup(ctx, "copy", "over-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after the refused Insert, Lookup(over-1): %v, want ErrNotFound", err)
+	}
 }

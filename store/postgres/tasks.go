@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -143,6 +144,9 @@ func newInsertion(op, ns string, tasks []store.NewTask) (*insertion, error) {
 		}
 		if err := checkTaskKey(nt.TaskKey); err != nil {
 			return nil, fmt.Errorf("ax: postgres: %s: task %d: %w", op, i, err)
+		}
+		if nt.MaxRetry > math.MaxInt32 { // the column is an integer
+			return nil, fmt.Errorf("ax: postgres: %s: task %d: max retry %d exceeds %d: %w", op, i, nt.MaxRetry, math.MaxInt32, store.ErrInvalid)
 		}
 	}
 	order := make([]int, len(tasks))
