@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -109,11 +110,15 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	if len(ids) != len(in.order) || len(stamp) != len(in.order) {
 		return errors.New("the database drew too few ids")
 	}
-	if _, err := conn.PgConn().CopyFrom(ctx, newCopyReader(in, ids, stamp, now), copySQL); err != nil {
+	tag, err := conn.PgConn().CopyFrom(ctx, newCopyReader(in, ids, stamp, now), copySQL)
+	if err != nil {
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "ax_tasks_name_key" {
 			return errCopyConflict // unique_violation of the business key
 		}
 		return err
+	}
+	if tag.RowsAffected() != int64(len(in.order)) { // rolled back by the deferred ROLLBACK
+		return fmt.Errorf("the COPY wrote %d rows of %d", tag.RowsAffected(), len(in.order))
 	}
 	if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
 		return err

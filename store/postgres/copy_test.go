@@ -1,15 +1,19 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/url"
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -183,6 +187,19 @@ func TestCopyRoundTrip(t *testing.T) {
 		{Name: "copy", Key: "keyed", DueAt: base, TaskKey: "tenant-7", Overlap: store.OverlapQueue, KeyHold: store.HoldForever},
 		{Name: "copy", Key: "window", DueAt: base, KeyHold: store.HoldActive, KeyUntil: base.Add(36*time.Hour + 999)},
 	}
+	for i := range 3 { // rows across the reader's 64 KiB chunks
+		tasks = append(tasks, store.NewTask{Name: "copy", Key: fmt.Sprintf("large-%d", i), DueAt: base, Payload: bytes.Repeat([]byte{byte('a' + i)}, 40<<10)})
+	}
+	for i, col := range copyCols {
+		var typ string
+		if err := st.pool.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+			WHERE attrelid = 'ax_tasks'::regclass AND attname = $1 AND NOT attisdropped`, col).Scan(&typ); err != nil {
+			t.Fatalf("column %s: %v", col, err)
+		}
+		if typ != copyTypes[i] {
+			t.Errorf("column %s is %s; the COPY encodes it as %s", col, typ, copyTypes[i])
+		}
+	}
 	copied, err := st.Insert(ctx, tasks)
 	if err != nil {
 		t.Fatal(err)
@@ -222,12 +239,53 @@ func TestCopyRoundTrip(t *testing.T) {
 		}
 	}
 
-	st.copyThreshold = 2
-	over := []store.NewTask{{Name: "copy", Key: "over-1", DueAt: base}, {Name: "copy", Key: "over-2", DueAt: base, MaxRetry: math.MaxInt32 + 1}}
-	if _, err := st.Insert(ctx, over); !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("Insert with MaxRetry %d: %v, want ErrInvalid", over[1].MaxRetry, err)
+	if strconv.IntSize < 64 {
+		return // no int beyond the integer column
 	}
-	if _, err := st.Lookup(ctx, "copy", "over-1"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("after the refused Insert, Lookup(over-1): %v, want ErrNotFound", err)
+	st.copyThreshold = 2
+	limit := int64(math.MaxInt32)
+	for _, n := range []int64{limit + 1, -limit - 2} {
+		over := []store.NewTask{{Name: "copy", Key: "over-1", DueAt: base}, {Name: "copy", Key: "over-2", DueAt: base, MaxRetry: int(n)}}
+		if _, err := st.Insert(ctx, over); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("Insert with MaxRetry %d: %v, want ErrInvalid", n, err)
+		}
+		if _, err := st.Lookup(ctx, "copy", "over-1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("after the refused Insert, Lookup(over-1): %v, want ErrNotFound", err)
+		}
+	}
+}
+
+// TestCopyReader: the encoded rows read alike whatever the sizes of the reads, begin
+// with COPY's signature and end with its trailer, and a read after the end is io.EOF.
+func TestCopyReader(t *testing.T) {
+	var tasks []store.NewTask
+	for i := range 700 { // about 100 KiB: two chunks
+		tasks = append(tasks, store.NewTask{Name: "copy", Key: strconv.Itoa(i), DueAt: time.Now(), Backoff: []time.Duration{time.Second}})
+	}
+	in, err := newInsertion("insert", "default", tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(tasks))
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	now := time.Now()
+	want, err := io.ReadAll(newCopyReader(in, ids, ids, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) <= copyChunk || !bytes.HasPrefix(want, []byte(copyHeader)) || !bytes.HasSuffix(want, []byte{0xff, 0xff}) {
+		t.Fatalf("%d bytes, beginning %q, ending %x: want more than one chunk, the signature and the trailer", len(want), want[:min(len(want), 19)], want[max(0, len(want)-2):])
+	}
+	if err := iotest.TestReader(newCopyReader(in, ids, ids, now), want); err != nil {
+		t.Fatal(err)
+	}
+	r := newCopyReader(in, ids, ids, now)
+	if got, err := io.ReadAll(iotest.OneByteReader(r)); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read a byte at a time: %d bytes, %v; want the %d bytes", len(got), err, len(want))
+	}
+	if n, err := r.Read(make([]byte, 8)); n != 0 || err != io.EOF {
+		t.Fatalf("Read after the end = %d, %v; want 0, io.EOF", n, err)
 	}
 }

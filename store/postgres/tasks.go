@@ -145,8 +145,8 @@ func newInsertion(op, ns string, tasks []store.NewTask) (*insertion, error) {
 		if err := checkTaskKey(nt.TaskKey); err != nil {
 			return nil, fmt.Errorf("ax: postgres: %s: task %d: %w", op, i, err)
 		}
-		if nt.MaxRetry > math.MaxInt32 { // the column is an integer
-			return nil, fmt.Errorf("ax: postgres: %s: task %d: max retry %d exceeds %d: %w", op, i, nt.MaxRetry, math.MaxInt32, store.ErrInvalid)
+		if nt.MaxRetry < math.MinInt32 || nt.MaxRetry > math.MaxInt32 { // the column is an integer
+			return nil, fmt.Errorf("ax: postgres: %s: task %d: max retry %d does not fit an integer column: %w", op, i, nt.MaxRetry, store.ErrInvalid)
 		}
 	}
 	order := make([]int, len(tasks))
