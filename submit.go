@@ -80,13 +80,16 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...Ta
 	common := collect(opts)
 	nts := make([]store.NewTask, len(specs))
 	for i, sp := range specs {
-		o := collect(opts)
-		add(o, sp.Options)
-		if sp.Payload != nil {
-			o.payload, o.hasPayload = sp.Payload, true
-		}
-		if o.hasTx != common.hasTx || o.tx != common.tx {
-			o.invalid("Tx", "differs between specs: give WithTx to SubmitMany, not to a spec")
+		o := common // read only: a spec with options or a payload of its own gets its copy
+		if len(sp.Options) > 0 || sp.Payload != nil {
+			o = collect(opts)
+			add(o, sp.Options)
+			if sp.Payload != nil {
+				o.payload, o.hasPayload = sp.Payload, true
+			}
+			if o.hasTx != common.hasTx || o.tx != common.tx {
+				o.invalid("Tx", "differs between specs: give WithTx to SubmitMany, not to a spec")
+			}
 		}
 		err := validDue(sp.DueAt)
 		if err == nil {
