@@ -339,7 +339,7 @@ func testClaimers(e *env) {
 }
 
 // StormEnv names the environment variable that sets how long the lifecycle storm
-// runs (a Go duration, default 2s). CI sets it to 30s.
+// runs (a Go duration, default 2s). CI sets it to 20s.
 const StormEnv = "AX_STORETEST_STORM"
 
 func stormDuration() time.Duration {
