@@ -142,7 +142,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for r := 1; r <= o.runs; r++ {
 		for _, w := range o.workloads {
 			n := max(1, int(float64(w.tasks)*o.scale))
-			for _, b := range o.backends {
+			for i := range o.backends {
+				b := o.backends[(i+r-1)%len(o.backends)] // each run starts one backend later
 				res, ran, err := runOne(ctx, o.cfg, runEnv{rdb: rdb, pg: o.cfg.PG}, w, b, n)
 				if ctx.Err() != nil {
 					fmt.Fprintf(stderr, "peers: interrupted\n")
