@@ -53,9 +53,6 @@ const copyStampsSQL = `SELECT clock_timestamp(),
 	array(SELECT nextval('ax_tasks_id_seq') FROM generate_series(1, $1::int)),
 	array(SELECT nextval('ax_seq') FROM generate_series(1, $1::int))`
 
-var copyCols = []string{"id", "namespace", "name", "key", "payload", "status", "due_at", "max_retry", "owner_service",
-	"timeout_us", "backoff_us", "task_key", "overlap", "key_hold", "key_until", "seq", "created_at", "updated_at"}
-
 // errCopyConflict: a copied task's (namespace, name, key) exists; nothing was written.
 var errCopyConflict = errors.New("a task of the copy exists already")
 
@@ -80,8 +77,8 @@ func (in *insertion) copyable() bool {
 }
 
 // insertCopy runs one attempt of a bulk insertion (see above) on a connection of its
-// own: three round trips (BEGIN and the stamps pipelined, COPY, COMMIT). It returns errCopyConflict, having
-// written nothing, if a task exists already.
+// own: three round trips (BEGIN and the stamps pipelined, COPY, COMMIT). It returns
+// errCopyConflict, having written nothing, if a task exists already.
 func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	in.reset()
 	pc, err := s.pool.Acquire(ctx)

@@ -190,14 +190,14 @@ func TestCopyRoundTrip(t *testing.T) {
 	for i := range 3 { // rows across the reader's 64 KiB chunks
 		tasks = append(tasks, store.NewTask{Name: "copy", Key: fmt.Sprintf("large-%d", i), DueAt: base, Payload: bytes.Repeat([]byte{byte('a' + i)}, 40<<10)})
 	}
-	for i, col := range copyCols {
+	for _, col := range copyColumns {
 		var typ string
 		if err := st.pool.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
-			WHERE attrelid = 'ax_tasks'::regclass AND attname = $1 AND NOT attisdropped`, col).Scan(&typ); err != nil {
-			t.Fatalf("column %s: %v", col, err)
+			WHERE attrelid = 'ax_tasks'::regclass AND attname = $1 AND NOT attisdropped`, col.name).Scan(&typ); err != nil {
+			t.Fatalf("column %s: %v", col.name, err)
 		}
-		if typ != copyTypes[i] {
-			t.Errorf("column %s is %s; the COPY encodes it as %s", col, typ, copyTypes[i])
+		if typ != col.typ {
+			t.Errorf("column %s is %s; the COPY encodes it as %s", col.name, typ, col.typ)
 		}
 	}
 	copied, err := st.Insert(ctx, tasks)

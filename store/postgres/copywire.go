@@ -24,14 +24,26 @@ import (
 // server refuses most wrong encodings ("incorrect binary data format", a length it
 // does not expect), but not one of another type with the same representation (bigint
 // for timestamptz, text for bytea): TestCopyRoundTrip checks the columns' types in
-// the catalog against copyTypes and reads every column back.
+// the catalog against copyColumns and reads every column back.
 
-// copyTypes are the types the encoder writes for copyCols, as format_type names them.
-var copyTypes = []string{"bigint", "text", "text", "text", "bytea", "text", "timestamp with time zone", "integer", "text",
-	"bigint", "bigint[]", "text", "text", "text", "timestamp with time zone", "bigint", "timestamp with time zone", "timestamp with time zone"}
+// copyColumns are the columns a COPY writes, in the order fill encodes them, each
+// with its type as format_type names it.
+var copyColumns = []struct{ name, typ string }{
+	{"id", "bigint"}, {"namespace", "text"}, {"name", "text"}, {"key", "text"}, {"payload", "bytea"},
+	{"status", "text"}, {"due_at", "timestamp with time zone"}, {"max_retry", "integer"}, {"owner_service", "text"},
+	{"timeout_us", "bigint"}, {"backoff_us", "bigint[]"}, {"task_key", "text"}, {"overlap", "text"},
+	{"key_hold", "text"}, {"key_until", "timestamp with time zone"}, {"seq", "bigint"},
+	{"created_at", "timestamp with time zone"}, {"updated_at", "timestamp with time zone"},
+}
 
-// copySQL is the COPY the encoded rows go to, in copyCols' order.
-var copySQL = "COPY ax_tasks (" + strings.Join(copyCols, ", ") + ") FROM STDIN (FORMAT binary)"
+// copySQL is the COPY the encoded rows go to.
+var copySQL = func() string {
+	names := make([]string, len(copyColumns))
+	for i, c := range copyColumns {
+		names[i] = c.name
+	}
+	return "COPY ax_tasks (" + strings.Join(names, ", ") + ") FROM STDIN (FORMAT binary)"
+}()
 
 const (
 	// pgEpoch is the origin of PostgreSQL's timestamps, 2000-01-01 00:00 UTC, in Unix
@@ -65,7 +77,8 @@ func (w wire) int4(v int) wire { return binary.BigEndian.AppendUint32(w.int32(4)
 // text appends a text field: its UTF-8 bytes (the connection's client encoding).
 func (w wire) text(s string) wire { return append(w.int32(int32(len(s))), s...) }
 
-// bytea appends a payload: NULL for nil, as the other inserts bind it (payloadArg).
+// bytea appends a payload: NULL for nil, empty for an empty one, as the other
+// inserts bind it (payloadArg).
 func (w wire) bytea(b []byte) wire {
 	if b == nil {
 		return w.null()
@@ -132,8 +145,8 @@ func (r *copyReader) fill(w wire) wire {
 	in := r.in
 	for ; r.next < len(in.order) && len(w) < copyChunk; r.next++ {
 		nt := &in.tasks[in.order[r.next]]
-		w = w.int16(int16(len(copyCols)))
-		w = w.int8(r.ids[r.next]).text(in.ns).text(nt.Name).text(nt.Key).bytea(payloadArg(nt.Payload))
+		w = w.int16(int16(len(copyColumns)))
+		w = w.int8(r.ids[r.next]).text(in.ns).text(nt.Name).text(nt.Key).bytea(nt.Payload)
 		w = w.text(string(store.Scheduled)).timestamptz(nt.DueAt).int4(nt.MaxRetry).text(nt.OwnerService)
 		w = w.int8(nt.Timeout.Microseconds()).backoff(nt.Backoff)
 		w = w.text(nt.TaskKey).text(string(nt.Overlap)).text(string(nt.KeyHold))
