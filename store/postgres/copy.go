@@ -13,15 +13,19 @@ import (
 )
 
 // Bulk inserts. An Insert of at least copyThreshold tasks, no two with one (name, key),
-// is first tried as a COPY straight into ax_tasks, with the ids, refill stamps and
-// creation time drawn beforehand in the same transaction:
+// is first tried as a COPY straight into ax_tasks, with the ids and creation time
+// drawn beforehand in the same transaction:
 //
 //	BEGIN; publishSQL
-//	SELECT clock_timestamp(), <n ids from the identity's sequence>, <n values of ax_seq>
+//	SELECT clock_timestamp(), <n values of ax_seq>
 //	COPY ax_tasks (id, …, seq, created_at, updated_at) FROM STDIN (FORMAT binary)
 //	COMMIT
 //
-// The rows are encoded by the store (copywire.go).
+// The rows are encoded by the store (copywire.go). Each task's value of ax_seq is both
+// its id and its refill stamp: since schema v9 the ids come from ax_seq too (the
+// column's default), so one value drawn after publishSQL is a fresh id and a stamp
+// above the published bound (see doc.go, "The refill cursor"). Drawing two values a
+// task, one from each of two sequences, made bulk inserts of 1,000 about 6 % slower.
 //
 // COPY writes the rows a page at a time and without the speculative insertion of ON
 // CONFLICT, which cost more than half again the insert itself (100,000 rows: 1.34 s
@@ -32,9 +36,8 @@ import (
 // duplicate its store.ErrDuplicate. So a bulk insert of new tasks costs one COPY and
 // one with duplicates costs the COPY tried in vain as well. The rows are copied in the
 // (name, key) order of the insertion, so that concurrent inserts take the unique
-// index's locks in one order; the stamps are drawn after publishSQL, as every other
-// insert's (see doc.go, "The refill cursor"). Drawing the ids needs USAGE on the id
-// column's sequence, which other inserts do not: a role without it gets the arrays.
+// index's locks in one order. A COPY needs no privilege that other inserts do not:
+// INSERT on ax_tasks and USAGE on ax_seq.
 
 // copyThreshold is the smallest Insert that tries COPY. Measured against the arrays
 // (BenchmarkBulkInsert, medians of 3; BENCHMARKS.md): at 200 tasks a call the two
@@ -42,27 +45,12 @@ import (
 // at 2,000 1.34 and at 5,000 1.38 times.
 const copyThreshold = 1000
 
-// copyStampsSQL draws, for $1 tasks, the creation time, ids from the identity
-// column's sequence and refill stamps. COPY writes the ids given for an identity
-// column, GENERATED ALWAYS or not (it is how pg_dump restores one). The sequence is
-// named as 0001_init.sql's identity column created it (looking it up with
-// pg_get_serial_sequence in the statement made bulk inserts 15–20 % slower). Calling
-// nextval on it needs USAGE on it, which an insert that takes the column's default
-// does not: a role without it gets the arrays (copyRefused).
-const copyStampsSQL = `SELECT clock_timestamp(),
-	array(SELECT nextval('ax_tasks_id_seq') FROM generate_series(1, $1::int)),
-	array(SELECT nextval('ax_seq') FROM generate_series(1, $1::int))`
+// copyStampsSQL draws, for $1 tasks, the creation time and the values of ax_seq that
+// are their ids and refill stamps.
+const copyStampsSQL = `SELECT clock_timestamp(), array(SELECT nextval('ax_seq') FROM generate_series(1, $1::int))`
 
 // errCopyConflict: a copied task's (namespace, name, key) exists; nothing was written.
 var errCopyConflict = errors.New("a task of the copy exists already")
-
-// copyRefused reports the error of a role that may not draw ids from the identity's
-// sequence (insufficient_privilege): nothing was written, and the store's inserts
-// bind arrays from then on.
-func copyRefused(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "42501"
-}
 
 // copyable reports whether an insertion may go through COPY: no two of its tasks
 // share a (name, key), which only ON CONFLICT can resolve.
@@ -94,20 +82,20 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 		}
 	}()
 	var (
-		now        time.Time
-		ids, stamp []int64
+		now time.Time
+		ids []int64
 	)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`) // as every other write (send)
 	b.Queue(publishSQL, s.lockKey, s.channel)
-	b.Queue(copyStampsSQL, len(in.order)).QueryRow(func(row pgx.Row) error { return row.Scan(&now, &ids, &stamp) })
+	b.Queue(copyStampsSQL, len(in.order)).QueryRow(func(row pgx.Row) error { return row.Scan(&now, &ids) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
-	if len(ids) != len(in.order) || len(stamp) != len(in.order) {
+	if len(ids) != len(in.order) {
 		return errors.New("the database drew too few ids")
 	}
-	tag, err := conn.PgConn().CopyFrom(ctx, newCopyReader(in, ids, stamp, now), copySQL)
+	tag, err := conn.PgConn().CopyFrom(ctx, newCopyReader(in, ids, now), copySQL)
 	if err != nil {
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "ax_tasks_name_key" {
 			return errCopyConflict // unique_violation of the business key

@@ -108,20 +108,21 @@ func (w wire) backoff(delays []time.Duration) wire {
 }
 
 // copyReader streams an insertion's tasks, in its order, as COPY's binary rows, with
-// the ids and refill stamps drawn for them and now as their creation time: it
+// the values of ax_seq drawn for them as their ids and refill stamps, and now as their
+// creation time: it
 // encodes about copyChunk bytes at a time, so that the server starts on the first
 // rows while the rest are encoded, and memory does not grow with the insertion.
 type copyReader struct {
-	in          *insertion
-	ids, stamps []int64
-	now         time.Time
-	next        int // the position in in.order of the next row to encode
-	buf         wire
-	off         int // what of buf has been read
+	in   *insertion
+	ids  []int64 // each row's id and refill stamp
+	now  time.Time
+	next int // the position in in.order of the next row to encode
+	buf  wire
+	off  int // what of buf has been read
 }
 
-func newCopyReader(in *insertion, ids, stamps []int64, now time.Time) *copyReader {
-	r := &copyReader{in: in, ids: ids, stamps: stamps, now: now, buf: make(wire, 0, copyChunk+1024)}
+func newCopyReader(in *insertion, ids []int64, now time.Time) *copyReader {
+	r := &copyReader{in: in, ids: ids, now: now, buf: make(wire, 0, copyChunk+1024)}
 	r.buf = append(r.buf, copyHeader...)
 	return r
 }
@@ -155,7 +156,7 @@ func (r *copyReader) fill(w wire) wire {
 		} else {
 			w = w.timestamptz(nt.KeyUntil)
 		}
-		w = w.int8(r.stamps[r.next]).timestamptz(r.now).timestamptz(r.now)
+		w = w.int8(r.ids[r.next]).timestamptz(r.now).timestamptz(r.now)
 	}
 	if r.next == len(in.order) {
 		w = w.int16(-1)

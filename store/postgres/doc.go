@@ -13,18 +13,17 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0006_executions_fillfactor.sql); New applies what is missing in one transaction that
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0009_ids_from_seq.sql); New applies what is missing in one transaction that
 // first takes pg_advisory_xact_lock on a key derived from the schema name, so several
 // processes starting at once migrate it exactly once, and running it again is a
 // no-op. A schema whose ax_schema_migrations records a version newer than this package
 // knows is refused with store.ErrSchemaVersion. A schema that is up to date is opened
 // without any DDL, so a role granted only SELECT, INSERT, UPDATE and DELETE on its
-// tables and USAGE on ax_seq may run ax on a schema its owner migrated (ax migrate);
-// such a role's bulk inserts bind arrays rather than COPY unless it also has USAGE on
-// the sequence of ax_tasks' id (copy.go).
+// tables and USAGE on ax_seq may run ax on a schema its owner migrated (ax migrate),
+// bulk inserts by COPY included (copy.go).
 //
 //   - ax_tasks: one row per task. Same columns and meaning as the SQLite schema, in
-//     native types: bigint identity id, timestamptz times (microseconds, returned as
+//     native types: bigint id, timestamptz times (microseconds, returned as
 //     UTC), bytea payload (NULL and empty stay distinct), text status with a CHECK,
 //     bigint[] backoff in microseconds, and seq, the refill stamp (below). task_key
 //     and overlap (both empty without a key, as on every row written before version
@@ -38,7 +37,11 @@
 //     misfire, payload (bytea, NULL and empty distinct), paused, next_fire_at,
 //     last_fire_at (NULL before the first occurrence), created_at, updated_at;
 //     timestamptz like every time here. See Schedules, below.
-//   - ax_seq: the sequence the refill stamps come from.
+//   - ax_seq: the sequence the refill stamps come from, and since version 9 the ids
+//     of ax_tasks too (the column's default; before, an identity column's own
+//     sequence), so that a bulk insert draws one value a task for both (copy.go).
+//     Upgrading to version 9 drops the identity's sequence: an older ax still running
+//     then fails its bulk inserts by COPY, writing nothing, until it is replaced.
 //   - ax_leader: one row per election namespace (primary key): holder, epoch (the
 //     fencing token), expires_at, updated_at — the lease of elect/sqllease (store.Leaser),
 //     changed only by conditional writes in clock_timestamp().

@@ -34,6 +34,34 @@ func newPool(t *testing.T, dsn string) *pgxpool.Pool {
 	return pool
 }
 
+// migrateTo applies the migrations up to version v to pool's empty schema, as New of
+// a build of that version would.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, v int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE ax_schema_migrations (
+		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) <= v {
+		t.Fatalf("migrations: %v, %v; want more than %d", files, err, v)
+	}
+	sort.Strings(files)
+	for i, f := range files[:v] {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, string(body)); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO ax_schema_migrations (version) VALUES ($1)`, i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func versions(t *testing.T, pool *pgxpool.Pool) []int {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT version FROM ax_schema_migrations ORDER BY version`)
@@ -687,27 +715,7 @@ func TestMigrateNamespaces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t, servicetest.PostgresDSN(t))
-	if _, err := pool.Exec(ctx, `CREATE TABLE ax_schema_migrations (
-		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob("migrations/*.sql")
-	if err != nil || len(files) < 5 {
-		t.Fatalf("migrations: %v, %v", files, err)
-	}
-	sort.Strings(files)
-	for v, f := range files[:4] {
-		body, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, string(body)); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if _, err := pool.Exec(ctx, `INSERT INTO ax_schema_migrations (version) VALUES ($1)`, v+1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	migrateTo(t, pool, 4)
 	var old int64
 	if err := pool.QueryRow(ctx, `INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at, task_key, overlap)
 		VALUES ('report', 'r-1', 'SCHEDULED', clock_timestamp() - interval '1 minute', nextval('ax_seq'), clock_timestamp(), clock_timestamp(),
@@ -900,5 +908,71 @@ func TestClaimRoundTrips(t *testing.T) {
 	}
 	if rt, n := tr.take(); rt != 1 || n != 5 {
 		t.Errorf("Claim(fenced): %d round trips, %d statements; want 1, 5 (BEGIN, plans, fence, claim, COMMIT)", rt, n)
+	}
+}
+
+// TestMigrateIdsFromSeq: on a version 8 schema whose id sequence is ahead of ax_seq
+// (ids and refill stamps were drawn apart), version 9 moves the ids onto ax_seq
+// without handing out an id twice: every task inserted afterwards, by COPY or one at a
+// time, has an id above the old rows', the old rows read as before, and the identity's
+// sequence is gone.
+func TestMigrateIdsFromSeq(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, servicetest.PostgresDSN(t))
+	migrateTo(t, pool, 8)
+	if _, err := pool.Exec(ctx, `SELECT setval('ax_tasks_id_seq', 5000)`); err != nil {
+		t.Fatal(err)
+	}
+	var old []int64
+	for _, key := range []string{"old-1", "old-2"} {
+		var id int64
+		if err := pool.QueryRow(ctx, `INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at)
+			VALUES ('n', $1, 'SCHEDULED', clock_timestamp() + interval '1 hour', nextval('ax_seq'), clock_timestamp(), clock_timestamp())
+			RETURNING id`, key).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, id)
+	}
+
+	st, err := postgres.New(pool)
+	if err != nil {
+		t.Fatalf("New on a version 8 schema: %v", err)
+	}
+	defer st.Close()
+	if got := versions(t, pool); len(got) != postgres.SchemaVersion() || got[len(got)-1] != postgres.SchemaVersion() {
+		t.Errorf("ax_schema_migrations = %v, want 1..%d once each", got, postgres.SchemaVersion())
+	}
+	var gone bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('ax_tasks_id_seq') IS NULL`).Scan(&gone); err != nil || !gone {
+		t.Errorf("ax_tasks_id_seq dropped = %t, %v", gone, err)
+	}
+	for i, id := range old {
+		if got, err := st.Get(ctx, id); err != nil || got.Key != fmt.Sprintf("old-%d", i+1) {
+			t.Fatalf("Get(%d) after the migration = %+v, %v", id, got, err)
+		}
+	}
+	due := dbNow(t, st).Add(time.Hour)
+	var bulk []store.NewTask
+	for i := range 1500 { // above the COPY threshold
+		bulk = append(bulk, store.NewTask{Name: "n", Key: fmt.Sprintf("bulk-%d", i), DueAt: due})
+	}
+	copied, err := st.Insert(ctx, bulk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	single, err := st.Insert(ctx, []store.NewTask{{Name: "n", Key: "single", DueAt: due}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{old[0]: true, old[1]: true}
+	for _, r := range append(copied, single...) {
+		if r.Err != nil || r.Task.ID <= old[1] || seen[r.Task.ID] {
+			t.Fatalf("after the migration, task %+v (%v): want a new id above %d", r.Task, r.Err, old[1])
+		}
+		seen[r.Task.ID] = true
+	}
+	if single[0].Task.ID <= copied[len(copied)-1].Task.ID {
+		t.Errorf("the task inserted last has id %d, not above the bulk's %d", single[0].Task.ID, copied[len(copied)-1].Task.ID)
 	}
 }

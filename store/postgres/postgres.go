@@ -49,10 +49,8 @@ type shared struct {
 	channel  string // the NOTIFY channel: "ax_" + schema
 	lockKey  int32  // classid of the refill watermark advisory locks: a hash of schema
 	keyLock  int32  // classid of the task key advisory locks: another hash of schema, negative
-	// copyThreshold is the smallest Insert that tries COPY (copy.go); noCopy: the
-	// role may not draw ids from the id column's sequence, every Insert binds arrays.
+	// copyThreshold is the smallest Insert that tries COPY (copy.go).
 	copyThreshold int
-	noCopy        atomic.Bool
 	// query is how Tasks writes its statements: with a key prefix as a range of the
 	// business key's index when its collation orders keys by code point (query.go).
 	query taskquery.Dialect

@@ -362,14 +362,10 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 		return []store.Inserted{}, nil
 	}
 	copied := false
-	if len(tasks) >= s.copyThreshold && !s.noCopy.Load() && in.copyable() {
+	if len(tasks) >= s.copyThreshold && in.copyable() {
 		err = s.retry(ctx, "insert", func() error { return s.insertCopy(ctx, in) })
 		copied = err == nil
-		switch {
-		case errors.Is(err, errCopyConflict): // a duplicate: the arrays, with ON CONFLICT
-			err = nil
-		case copyRefused(err):
-			s.noCopy.Store(true)
+		if errors.Is(err, errCopyConflict) { // a duplicate: the arrays, with ON CONFLICT
 			err = nil
 		}
 		if err != nil {
