@@ -40,8 +40,11 @@
 //   - ax_seq: the sequence the refill stamps come from, and since version 9 the ids
 //     of ax_tasks too (the column's default; before, an identity column's own
 //     sequence), so that a bulk insert draws one value a task for both (copy.go).
-//     Upgrading to version 9 drops the identity's sequence: an older ax still running
-//     then fails its bulk inserts by COPY, writing nothing, until it is replaced.
+//     Stop older ax processes before upgrading to version 9. The migration waits for
+//     the transactions that drew from either sequence and holds off new draws while
+//     it runs, so that no id or stamp is handed out twice; it then drops the
+//     identity's sequence, and an older ax left running fails its bulk inserts by
+//     COPY, writing nothing.
 //   - ax_leader: one row per election namespace (primary key): holder, epoch (the
 //     fencing token), expires_at, updated_at — the lease of elect/sqllease (store.Leaser),
 //     changed only by conditional writes in clock_timestamp().
@@ -475,8 +478,8 @@
 // row of a full page. A negative AfterSeq returns w, taken before the window scan.
 // Reading pg_locks costs in proportion to the locks held on the server, once per
 // refill. The lock key carries the low 31 bits of g; Refill widens it to the value
-// nearest v0, which is exact while fewer than 2^30 stamps are drawn during one writer
-// transaction. The sequence must keep CACHE 1. TestRefillOpenTransaction and
+// nearest v0, which is exact while fewer than 2^30 values of ax_seq (stamps, and
+// since version 9 ids) are drawn during one writer transaction. The sequence must keep CACHE 1. TestRefillOpenTransaction and
 // TestRefillConcurrentWriters check it (ignoring the announced bounds, the second
 // loses most of its tasks).
 //

@@ -911,17 +911,27 @@ func TestClaimRoundTrips(t *testing.T) {
 	}
 }
 
-// TestMigrateIdsFromSeq: on a version 8 schema whose id sequence is ahead of ax_seq
-// (ids and refill stamps were drawn apart), version 9 moves the ids onto ax_seq
-// without handing out an id twice: every task inserted afterwards, by COPY or one at a
-// time, has an id above the old rows', the old rows read as before, and the identity's
-// sequence is gone.
+// TestMigrateIdsFromSeq: version 9 moves the ids of a version 8 schema onto ax_seq
+// without handing out a value twice, whichever sequence was ahead (ids were drawn
+// from the identity's sequence, stamps from ax_seq): every task inserted afterwards,
+// by COPY or one at a time, has an id above the old rows' and above every value
+// ax_seq had handed out, the old rows read as before, and the identity's sequence is
+// gone.
 func TestMigrateIdsFromSeq(t *testing.T) {
 	t.Parallel()
+	for _, ahead := range []string{"ax_tasks_id_seq", "ax_seq"} {
+		t.Run(ahead+" ahead", func(t *testing.T) {
+			t.Parallel()
+			migrateIdsFromSeq(t, ahead)
+		})
+	}
+}
+
+func migrateIdsFromSeq(t *testing.T, ahead string) {
 	ctx := context.Background()
 	pool := newPool(t, servicetest.PostgresDSN(t))
 	migrateTo(t, pool, 8)
-	if _, err := pool.Exec(ctx, `SELECT setval('ax_tasks_id_seq', 5000)`); err != nil {
+	if _, err := pool.Exec(ctx, `SELECT setval($1, 5000)`, ahead); err != nil {
 		t.Fatal(err)
 	}
 	var old []int64
@@ -933,6 +943,13 @@ func TestMigrateIdsFromSeq(t *testing.T) {
 			t.Fatal(err)
 		}
 		old = append(old, id)
+	}
+	var drawn int64 // the last value either sequence handed out
+	if err := pool.QueryRow(ctx, `SELECT GREATEST((SELECT last_value FROM ax_seq), (SELECT last_value FROM ax_tasks_id_seq))`).Scan(&drawn); err != nil {
+		t.Fatal(err)
+	}
+	if drawn < 5000 {
+		t.Fatalf("the sequences handed out up to %d; want 5000 or more", drawn)
 	}
 
 	st, err := postgres.New(pool)
@@ -965,10 +982,10 @@ func TestMigrateIdsFromSeq(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[int64]bool{old[0]: true, old[1]: true}
+	seen := map[int64]bool{}
 	for _, r := range append(copied, single...) {
-		if r.Err != nil || r.Task.ID <= old[1] || seen[r.Task.ID] {
-			t.Fatalf("after the migration, task %+v (%v): want a new id above %d", r.Task, r.Err, old[1])
+		if r.Err != nil || r.Task.ID <= drawn || seen[r.Task.ID] {
+			t.Fatalf("after the migration, task %+v (%v): want a new id above %d", r.Task, r.Err, drawn)
 		}
 		seen[r.Task.ID] = true
 	}

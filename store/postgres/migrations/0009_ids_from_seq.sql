@@ -2,8 +2,18 @@
 -- a bulk insert draws one value a task, its id and its refill stamp at once (copy.go),
 -- rather than one from each of two sequences. Like v1, nothing names a schema.
 
+-- Hold off every writer of either sequence until this commits: ALTER SEQUENCE waits
+-- for the transactions that drew a value from it (nextval locks the sequence until
+-- the transaction ends) and blocks new draws. So the values read below are the last
+-- any transaction drew, and their rows are in the table or never will be. (Older ax
+-- processes should be stopped before a migration; this only keeps one that was not
+-- from being handed an id or a stamp twice.)
+ALTER SEQUENCE ax_seq NO CYCLE;
+ALTER SEQUENCE ax_tasks_id_seq NO CYCLE;
+
 -- ax_seq continues above every value either sequence handed out and every id in the
--- table, so no id is drawn twice and a newer task of a key still gets a larger id.
+-- table (it never moves back: its own last value is among them), so no id is drawn
+-- twice and a newer task of a key still gets a larger id.
 SELECT setval('ax_seq', GREATEST(
     (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ax_seq),
     (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ax_tasks_id_seq),
