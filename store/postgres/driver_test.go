@@ -62,6 +62,21 @@ func migrateTo(t *testing.T, pool *pgxpool.Pool, v int) {
 	}
 }
 
+// migrateFrom opens a store on pool's schema, at version v, which migrates it to the
+// current version, and checks that every version is recorded once.
+func migrateFrom(t *testing.T, pool *pgxpool.Pool, v int) *postgres.Store {
+	t.Helper()
+	st, err := postgres.New(pool)
+	if err != nil {
+		t.Fatalf("New on a version %d schema: %v", v, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if got := versions(t, pool); len(got) != postgres.SchemaVersion() || got[len(got)-1] != postgres.SchemaVersion() {
+		t.Errorf("ax_schema_migrations = %v, want 1..%d once each", got, postgres.SchemaVersion())
+	}
+	return st
+}
+
 func versions(t *testing.T, pool *pgxpool.Pool) []int {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT version FROM ax_schema_migrations ORDER BY version`)
@@ -673,14 +688,7 @@ func TestMigrateFromV1(t *testing.T) {
 		}
 	}
 
-	st, err := postgres.New(pool)
-	if err != nil {
-		t.Fatalf("New on a version 1 schema: %v", err)
-	}
-	defer st.Close()
-	if got := versions(t, pool); len(got) != postgres.SchemaVersion() || got[len(got)-1] != postgres.SchemaVersion() {
-		t.Errorf("ax_schema_migrations = %v, want 1..%d once each", got, postgres.SchemaVersion())
-	}
+	st := migrateFrom(t, pool, 1)
 	got, err := st.Get(ctx, old)
 	if err != nil || got.TaskKey != "" || got.Overlap != "" {
 		t.Fatalf("Get(v1 task) = %+v, %v; want no task key, no overlap", got, err)
@@ -750,14 +758,7 @@ func TestMigrateNamespaces(t *testing.T) {
 	}
 	before := read()
 
-	st, err := postgres.New(pool)
-	if err != nil {
-		t.Fatalf("New on a version 4 schema: %v", err)
-	}
-	defer st.Close()
-	if got := versions(t, pool); len(got) != postgres.SchemaVersion() || got[len(got)-1] != postgres.SchemaVersion() {
-		t.Errorf("ax_schema_migrations = %v, want 1..%d once each", got, postgres.SchemaVersion())
-	}
+	st := migrateFrom(t, pool, 4)
 	if after := read(); after["ax_tasks"] != before["ax_tasks"] || after["ax_schedules"] != before["ax_schedules"] {
 		t.Errorf("relfilenodes %v before the migration, %v after: a table was rewritten", before, after)
 	}
@@ -952,14 +953,7 @@ func migrateIdsFromSeq(t *testing.T, ahead string) {
 		t.Fatalf("the sequences handed out up to %d; want 5000 or more", drawn)
 	}
 
-	st, err := postgres.New(pool)
-	if err != nil {
-		t.Fatalf("New on a version 8 schema: %v", err)
-	}
-	defer st.Close()
-	if got := versions(t, pool); len(got) != postgres.SchemaVersion() || got[len(got)-1] != postgres.SchemaVersion() {
-		t.Errorf("ax_schema_migrations = %v, want 1..%d once each", got, postgres.SchemaVersion())
-	}
+	st := migrateFrom(t, pool, 8)
 	var gone bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('ax_tasks_id_seq') IS NULL`).Scan(&gone); err != nil || !gone {
 		t.Errorf("ax_tasks_id_seq dropped = %t, %v", gone, err)
