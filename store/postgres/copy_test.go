@@ -83,8 +83,7 @@ func TestBulkInsertWithoutTempPrivilege(t *testing.T) {
 }
 
 // bulkRounds inserts 20 new tasks into st twice, above a COPY threshold lowered to
-// 10, and checks every answer, and that the rows were copied: a copied row's id is its
-// refill stamp, one value of ax_seq, where the arrays draw the two apart.
+// 10, and checks every answer, and that the rows were copied (copiedRows).
 func bulkRounds(ctx context.Context, t *testing.T, st *Store) {
 	t.Helper()
 	st.copyThreshold = 10
@@ -102,15 +101,22 @@ func bulkRounds(ctx context.Context, t *testing.T, st *Store) {
 				t.Fatalf("round %d: result %d = %+v", round, i, r)
 			}
 		}
-		var copied int
-		if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM ax_tasks WHERE name = 'bulk' AND key LIKE $1 AND id = seq`,
-			fmt.Sprintf("%d-%%", round)).Scan(&copied); err != nil {
-			t.Fatal(err)
-		}
-		if copied != len(tasks) {
+		if copied := copiedRows(ctx, t, st, fmt.Sprintf("%d-%%", round)); copied != len(tasks) {
 			t.Fatalf("round %d: %d of %d rows were copied (id = seq)", round, copied, len(tasks))
 		}
 	}
+}
+
+// copiedRows counts the tasks in st whose key is LIKE keys and that were written by a
+// COPY: a copied row's id is its refill stamp, one value of ax_seq, where the arrays
+// draw the two apart.
+func copiedRows(ctx context.Context, t *testing.T, st *Store, keys string) int {
+	t.Helper()
+	var n int
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM ax_tasks WHERE key LIKE $1 AND id = seq`, keys).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestBulkInsertWithOnlyTablePrivileges: a role granted what ax's statements need on
@@ -209,11 +215,7 @@ func TestCopyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var viaCopy int // a copied row's id is its refill stamp (bulkRounds)
-	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM ax_tasks WHERE id = seq`).Scan(&viaCopy); err != nil {
-		t.Fatal(err)
-	}
-	if viaCopy != len(tasks) {
+	if viaCopy := copiedRows(ctx, t, st, "%"); viaCopy != len(tasks) {
 		t.Fatalf("%d of %d tasks were copied", viaCopy, len(tasks))
 	}
 	// The same tasks under other keys, through the arrays.
