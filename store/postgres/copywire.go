@@ -109,9 +109,9 @@ func (w wire) backoff(delays []time.Duration) wire {
 
 // copyReader streams an insertion's tasks, in its order, as COPY's binary rows, with
 // the values of ax_seq drawn for them as their ids and refill stamps, and now as their
-// creation time: it
-// encodes about copyChunk bytes at a time, so that the server starts on the first
-// rows while the rest are encoded, and memory does not grow with the insertion.
+// creation time: it encodes about copyChunk bytes at a time, so that the server
+// starts on the first rows while the rest are encoded, and memory does not grow with
+// the insertion.
 type copyReader struct {
 	in   *insertion
 	ids  []int64 // each row's id and refill stamp

@@ -13,11 +13,12 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0009_ids_from_seq.sql); New applies what is missing in one transaction that
-// first takes pg_advisory_xact_lock on a key derived from the schema name, so several
-// processes starting at once migrate it exactly once, and running it again is a
-// no-op. A schema whose ax_schema_migrations records a version newer than this package
-// knows is refused with store.ErrSchemaVersion. A schema that is up to date is opened
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0009_ids_from_seq.sql);
+// New applies what is missing in one transaction that first takes
+// pg_advisory_xact_lock on a key derived from the schema name, so several processes
+// starting at once migrate it exactly once, and running it again is a no-op. A
+// schema whose ax_schema_migrations records a version newer than this package knows
+// is refused with store.ErrSchemaVersion. A schema that is up to date is opened
 // without any DDL, so a role granted only SELECT, INSERT, UPDATE and DELETE on its
 // tables and USAGE on ax_seq may run ax on a schema its owner migrated (ax migrate),
 // bulk inserts by COPY included (copy.go).
@@ -479,9 +480,9 @@
 // Reading pg_locks costs in proportion to the locks held on the server, once per
 // refill. The lock key carries the low 31 bits of g; Refill widens it to the value
 // nearest v0, which is exact while fewer than 2^30 values of ax_seq (stamps, and
-// since version 9 ids) are drawn during one writer transaction. The sequence must keep CACHE 1. TestRefillOpenTransaction and
-// TestRefillConcurrentWriters check it (ignoring the announced bounds, the second
-// loses most of its tasks).
+// since version 9 ids) are drawn during one writer transaction. The sequence must
+// keep CACHE 1. TestRefillOpenTransaction and TestRefillConcurrentWriters check it
+// (ignoring the announced bounds, the second loses most of its tasks).
 //
 // # Transactional submit
 //
