@@ -140,6 +140,7 @@ read from the local clock (PostgreSQL, Redis and the workers share this machine)
 enqueue-batch: ax SubmitMany and River InsertMany (multi-row INSERT) per 1,000
 tasks; River InsertManyFast (COPY) is its own row; asynq has no batch API: 8
 goroutines each calling Enqueue. Redis commands and CPU are server-wide (the Redis
-server is shared), so ax and River rows show the background level.
+server is shared), so ax and River rows show the background level. Drain's store
+server cpu is PostgreSQL's for ax and River, redis-server's for asynq.
 `)
 }

@@ -197,14 +197,27 @@ func enqueueBatch(ctx context.Context, in instance, n int, batch func(context.Co
 // waitTimeout bounds how long a workload waits for its tasks to run.
 const waitTimeout = 5 * time.Minute
 
+// drained is what runAll measured: the time from Start to the store's record of the
+// last completion, and the CPU the PostgreSQL and Redis servers used in that time.
+type drained struct {
+	elapsed       time.Duration
+	pgCPU, rdsCPU time.Duration
+	tally         *tally
+}
+
 // runAll starts workers on the preloaded tasks, waits for every key to start and for
 // the store to record n completions, and returns the time from Start to that record
-// (polled every 5ms once every handler has started) and the violations.
-func runAll(ctx context.Context, in instance, n, concurrency int, dues []time.Time) (time.Duration, *tally, []string, error) {
+// (polled every 5ms once every handler has started), the servers' CPU over it and
+// the violations.
+func runAll(ctx context.Context, in instance, n, concurrency int, dues []time.Time) (drained, []string, error) {
 	t := newTally(n)
+	cpu0, err := serverCPU()
+	if err != nil {
+		return drained{}, nil, err
+	}
 	start := time.Now()
 	if err := in.Start(ctx, concurrency, t.record); err != nil {
-		return 0, nil, nil, err
+		return drained{}, nil, err
 	}
 	defer in.Stop(context.WithoutCancel(ctx))
 	deadline := time.NewTimer(waitTimeout)
@@ -215,16 +228,21 @@ func runAll(ctx context.Context, in instance, n, concurrency int, dues []time.Ti
 	case <-deadline.C:
 		v = append(v, fmt.Sprintf("timed out after %v: %d of %d tasks started", waitTimeout, t.seen.Load(), n))
 	case <-ctx.Done():
-		return 0, nil, nil, ctx.Err()
+		return drained{}, nil, ctx.Err()
 	}
-	var elapsed time.Duration
+	r := drained{tally: t}
 	for v == nil {
 		c, err := in.Counts(ctx)
 		if err != nil {
-			return 0, nil, nil, err
+			return drained{}, nil, err
 		}
 		if c.Completed >= n {
-			elapsed = time.Since(start)
+			r.elapsed = time.Since(start)
+			cpu1, err := serverCPU()
+			if err != nil {
+				return drained{}, nil, err
+			}
+			r.pgCPU, r.rdsCPU = cpu1[0]-cpu0[0], cpu1[1]-cpu0[1]
 			break
 		}
 		select {
@@ -234,12 +252,22 @@ func runAll(ctx context.Context, in instance, n, concurrency int, dues []time.Ti
 		}
 	}
 	if err := in.Stop(ctx); err != nil {
-		return 0, nil, nil, err
+		return drained{}, nil, err
 	}
 	time.Sleep(100 * time.Millisecond) // let a late duplicate show
 	v = append(v, t.check(dues)...)
 	sv, err := checkStore(ctx, in, storeCounts{Completed: n, Total: n}, isAsynq(in))
-	return elapsed, t, append(v, sv...), err
+	return r, append(v, sv...), err
+}
+
+// serverCPU is the CPU the PostgreSQL and the Redis server processes have used so far.
+func serverCPU() ([2]time.Duration, error) {
+	pg, err := processCPU("postgres")
+	if err != nil {
+		return [2]time.Duration{}, err
+	}
+	rds, err := processCPU("redis-server")
+	return [2]time.Duration{pg, rds}, err
 }
 
 func drain(ctx context.Context, in instance, n, concurrency int) (result, error) {
@@ -247,11 +275,18 @@ func drain(ctx context.Context, in instance, n, concurrency int) (result, error)
 	if err := in.Preload(ctx, dues); err != nil {
 		return result{}, err
 	}
-	elapsed, _, v, err := runAll(ctx, in, n, concurrency, nil)
+	r, v, err := runAll(ctx, in, n, concurrency, nil)
 	if err != nil {
 		return result{}, err
 	}
-	return result{Metrics: []metric{{"throughput", "tasks/s", float64(n) / elapsed.Seconds(), true}}, Violations: v}, nil
+	cpu := r.pgCPU // the store's server: PostgreSQL, or Redis for asynq
+	if isAsynq(in) {
+		cpu = r.rdsCPU
+	}
+	return result{Metrics: []metric{
+		{"throughput", "tasks/s", float64(n) / r.elapsed.Seconds(), true},
+		{"store server cpu", "µs/task", float64(cpu) / float64(time.Microsecond) / float64(n), false},
+	}, Violations: v}, nil
 }
 
 func precision(ctx context.Context, _ runEnv, in instance, n int) (result, error) {
@@ -264,10 +299,11 @@ func precision(ctx context.Context, _ runEnv, in instance, n int) (result, error
 	if err := in.Preload(ctx, dues); err != nil {
 		return result{}, err
 	}
-	_, t, v, err := runAll(ctx, in, n, workerConcurrency, dues)
+	r, v, err := runAll(ctx, in, n, workerConcurrency, dues)
 	if err != nil {
 		return result{}, err
 	}
+	t := r.tally
 	late := make([]time.Duration, 0, n)
 	early := 0
 	for k := range n {
