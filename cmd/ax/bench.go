@@ -117,6 +117,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		base = kind.defaultDSN
 	}
 	for range *runs {
+		perTrip, err := roundTripCPU(ctx, kind, base)
+		if err != nil {
+			fmt.Fprintf(stderr, "ax bench: %v\n", err)
+			return exitFail
+		}
 		st, drop, err := kind.fresh(ctx, base)
 		if err != nil {
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
@@ -154,11 +159,27 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
 			return exitFail
 		}
+		r.CPUPerRoundTrip = perTrip
 		fmt.Fprintln(stdout, r)
 		line, _ := json.Marshal(r)
 		fmt.Fprintln(stdout, string(line))
 	}
 	return exitOK
+}
+
+// roundTripCPU is the CPU the database server of base uses per trivial query on this
+// machine (0 where kind cannot tell): measured before each run, over 2,000 queries, it
+// is the unit to read db-cpu/task against, since a VM's CPU per system call and
+// wake-up, and with it a server's CPU per statement, varies twofold from day to day.
+func roundTripCPU(ctx context.Context, kind storeKind, base string) (time.Duration, error) {
+	if kind.roundTrip == nil {
+		return 0, nil
+	}
+	d, err := kind.roundTrip(ctx, base, 2000)
+	if err != nil {
+		return 0, fmt.Errorf("--dsn: CPU per round trip: %w", err)
+	}
+	return d, nil
 }
 
 // clusterUsage describes `ax bench --nodes N` in the usage.

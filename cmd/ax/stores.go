@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/internal/freshdb"
 	"github.com/axsched/ax/store/mysql"
@@ -30,6 +32,9 @@ type storeKind struct {
 	status func(ctx context.Context, dsn string) (have, want int, err error)
 	// dbCPU returns the CPU time the database has used so far.
 	dbCPU func() (time.Duration, error)
+	// roundTrip, when set, is the server's CPU per trivial query on one connection,
+	// over n of them: the unit to read dbCPU's figures against (see roundTripCPU).
+	roundTrip func(ctx context.Context, dsn string, n int) (time.Duration, error)
 	// defaultDSN is used when --dsn is not given.
 	defaultDSN string
 }
@@ -59,6 +64,7 @@ var storeKinds = map[string]storeKind{
 		},
 		status:     postgres.SchemaStatus,
 		dbCPU:      processCPU("postgres"),
+		roundTrip:  postgresRoundTrip,
 		defaultDSN: freshdb.DefaultPostgresDSN,
 	},
 	"mysql": {
@@ -75,6 +81,45 @@ var storeKinds = map[string]storeKind{
 func openPostgres(ctx context.Context, dsn string) (ax.Store, error) { return postgres.Open(ctx, dsn) }
 
 func openMySQL(_ context.Context, dsn string) (ax.Store, error) { return mysql.Open(dsn) }
+
+// postgresRoundTrip is the CPU a PostgreSQL backend on this machine uses per trivial
+// query: n times SELECT 1 on one connection, each a round trip in the simple
+// protocol, timed by that backend's own scheduler statistics (/proc/PID/schedstat,
+// in nanoseconds), so that the server's other processes add nothing.
+func postgresRoundTrip(ctx context.Context, dsn string, n int) (time.Duration, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var pid int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		return 0, err
+	}
+	cpu := func() (time.Duration, error) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			return 0, fmt.Errorf("the backend's CPU (a server on another machine?): %w", err)
+		}
+		var ns int64
+		_, err = fmt.Sscan(string(b), &ns)
+		return time.Duration(ns), err
+	}
+	cpu0, err := cpu()
+	if err != nil {
+		return 0, err
+	}
+	for range n {
+		if _, err := conn.Exec(ctx, "SELECT 1"); err != nil { // no arguments: the simple protocol
+			return 0, err
+		}
+	}
+	cpu1, err := cpu()
+	if err != nil {
+		return 0, err
+	}
+	return (cpu1 - cpu0) / time.Duration(n), nil
+}
 
 func storeNames() string {
 	names := make([]string, 0, len(storeKinds))
@@ -123,7 +168,9 @@ func selfCPU() (time.Duration, error) {
 }
 
 // processCPU sums the CPU time of the local processes whose command name is one of
-// names (a database server on this machine), from /proc.
+// names (a database server on this machine), from /proc: user and system time, plus
+// that of their exited, reaped children, so that a PostgreSQL backend whose
+// connection closed stays counted (in the postmaster's) and the sum never decreases.
 func processCPU(names ...string) func() (time.Duration, error) {
 	return func() (time.Duration, error) {
 		dirs, err := filepath.Glob("/proc/[0-9]*/stat")
@@ -150,13 +197,14 @@ func processCPU(names ...string) func() (time.Duration, error) {
 				continue
 			}
 			fields := strings.Fields(s[close+2:])
-			if len(fields) < 13 {
+			if len(fields) < 15 {
 				continue
 			}
-			var utime, stime int64
-			fmt.Sscan(fields[11], &utime)
-			fmt.Sscan(fields[12], &stime)
-			ticks += utime + stime
+			for _, f := range fields[11:15] { // utime stime cutime cstime
+				var t int64
+				fmt.Sscan(f, &t)
+				ticks += t
+			}
 		}
 		return time.Duration(ticks) * (time.Second / 100), nil // USER_HZ is 100 on Linux
 	}

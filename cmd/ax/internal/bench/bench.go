@@ -43,6 +43,10 @@ type Result struct {
 	// which runs in it with the scheduler and the workload.
 	CallsPerTask float64       `json:"store_calls_per_task,omitempty"`
 	CPUPerTask   time.Duration `json:"db_cpu_per_task_ns,omitempty"`
+	// CPUPerRoundTrip is the database server's CPU per trivial query (SELECT 1, one
+	// round trip on one connection), measured just before the run: the machine's
+	// unit for CPUPerTask, which moves with it from day to day.
+	CPUPerRoundTrip time.Duration `json:"db_cpu_per_roundtrip_ns,omitempty"`
 }
 
 // String formats the result as one line of a table.
@@ -67,6 +71,9 @@ func (r Result) String() string {
 	}
 	if r.CPUPerTask > 0 {
 		s += fmt.Sprintf(" db-cpu/task=%v", r.CPUPerTask.Round(100*time.Nanosecond))
+	}
+	if r.CPUPerRoundTrip > 0 {
+		s += fmt.Sprintf(" db-cpu/roundtrip=%v", r.CPUPerRoundTrip.Round(100*time.Nanosecond))
 	}
 	return s
 }
