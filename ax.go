@@ -188,7 +188,9 @@ const (
 	// handlers per slot, as last reported.
 	RouteLeastInFlight
 	// RouteConsistentHash sends the tasks of one key (TaskKey, else name and key) to
-	// the same replica while the set of replicas is stable.
+	// the same replica while the set of replicas is stable, spreading keys evenly
+	// over the replicas (rendezvous hashing); when a replica leaves, only its keys
+	// move.
 	RouteConsistentHash
 )
 

@@ -169,11 +169,7 @@ func (r *Router) pick(t *store.Task, tried map[string]bool) (string, bool) {
 			if name == local {
 				name = r.cfg.Local // weigh this replica by its name, as the others see it
 			}
-			h := fnv.New64a()
-			h.Write([]byte(name))
-			h.Write([]byte{0})
-			h.Write([]byte(key))
-			if w := h.Sum64(); i == 0 || w > best {
+			if w := weight(name, key); i == 0 || w > best {
 				c, best = cands[i], w
 			}
 		}
@@ -185,6 +181,25 @@ func (r *Router) pick(t *store.Task, tried map[string]bool) (string, bool) {
 		n.assigned++
 	}
 	return c, true
+}
+
+// weight is a candidate's rendezvous weight for a key: FNV-1a of both, then
+// MurmurHash3's 64-bit finalizer. FNV alone does not mix its last bytes into the high
+// bits, so the candidates' weights for a key kept nearly one order: of 300 keys over
+// three replicas, one took 290 and another none. The weight depends on the names and
+// the key only, so every leader routes a key alike.
+func weight(name, key string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	w := h.Sum64()
+	w ^= w >> 33
+	w *= 0xff51afd7ed558ccd
+	w ^= w >> 33
+	w *= 0xc4ceb9fe1a85ec53
+	w ^= w >> 33
+	return w
 }
 
 // loadLocked is a candidate's running tasks per slot, as last reported plus those sent
