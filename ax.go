@@ -184,8 +184,9 @@ type Routing int
 const (
 	// RouteRoundRobin sends each task to the next replica in turn.
 	RouteRoundRobin Routing = iota
-	// RouteLeastInFlight sends each task to the replica with the fewest running
-	// handlers per slot, as last reported.
+	// RouteLeastInFlight sends each task to the replica with the fewest busy slots
+	// (handlers running or tasks waiting for one) per slot, as last reported, counting
+	// the tasks sent to it since, the leader's own replica included.
 	RouteLeastInFlight
 	// RouteConsistentHash sends the tasks of one key (TaskKey, else name and key) to
 	// the same replica while the set of replicas is stable, spreading keys evenly

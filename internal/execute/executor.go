@@ -214,6 +214,9 @@ func (e *Executor) Offer(src *Source, tasks []store.Task, queue int) (rest []sto
 	return tasks[n:]
 }
 
+// Slots returns how many handlers the executor runs at once (Config.Concurrency).
+func (e *Executor) Slots() int { return e.cfg.Concurrency }
+
 // Load returns the handlers running (their results not yet written) and the slots
 // free for new tasks: Concurrency less the running and the pending ones.
 func (e *Executor) Load() (running, free int) {

@@ -57,8 +57,9 @@ func TestPickRoundRobin(t *testing.T) {
 	}
 }
 
-// Least-in-flight takes the candidate with the fewest running per slot, counting the
-// tasks sent to it since its last report; a tie goes to the first in order.
+// Least-in-flight takes the candidate with the fewest busy slots per slot — running or
+// waiting for one, as last known, plus the tasks picked for it since — and a tie goes
+// to the first in order.
 func TestPickLeastInFlight(t *testing.T) {
 	r := newRouter(t, true)
 	r.cfg.Policy = LeastInFlight
@@ -67,18 +68,56 @@ func TestPickLeastInFlight(t *testing.T) {
 	if c, _ := r.pick(job, nil); c != local {
 		t.Errorf("pick = %q, want this replica (no task running of its 4 slots)", c)
 	}
-	// a runs 3 of 4, b 1 of 4: b twice (then 3 of 4 with those sent), then the tie to a.
+	// a runs 3 of 4, b 1 of 4: b twice (then 3 of 4 with those picked), then the tie to a.
 	if got := fmt.Sprint(picks(t, r, job, map[string]bool{local: true}, 3)); got != "[b b a]" {
 		t.Errorf("picks without local = %s, want [b b a]", got)
 	}
-	// An executor's answer replaces its load and what was sent to it since: a now
-	// runs 0 of 8, so it is the least loaded until 6 more were sent to it (6/8 = b's 3/4).
-	r.report("a", &remote.DispatchResponse{Running: 0, Free: 8})
-	if got := fmt.Sprint(picks(t, r, job, map[string]bool{local: true}, 7)); got != "[a a a a a a a]" {
-		t.Errorf("after a's answer: picks = %s, want a seven times (the seventh a tie at 6/8 = 3/4, to a)", got)
+	// a's executor answers the request of the one task picked for it: 0 running, all
+	// 4 slots free. Its load is then 0, b's still 3 of 4 (1 running, 2 picked).
+	r.report("a", 1, &remote.DispatchResponse{Running: 0, Free: 4})
+	if got := fmt.Sprint(picks(t, r, job, map[string]bool{local: true}, 5)); got != "[a a a a b]" {
+		t.Errorf("after a's answer: picks = %s, want a at 0, 1, 2 and 3 of 4 (the tie with b), then b", got)
 	}
-	if got, _ := r.pick(job, map[string]bool{local: true}); got != "b" {
-		t.Errorf("with 7 of 8 sent to a: pick = %q, want b", got)
+	// An answer counts the tasks waiting for a slot as busy: 1 running and 3 pending
+	// of 4 slots is a full executor, not one at 1 of 2.
+	r.report("b", 3, &remote.DispatchResponse{Running: 1, Free: 0})
+	if n := r.nodes["b"]; n.InFlight != 4 || n.Capacity != 4 || n.assigned != 0 {
+		t.Errorf("b after its answer: in flight %d of %d, %d picked; want 4 of 4, none", n.InFlight, n.Capacity, n.assigned)
+	}
+}
+
+// The tasks picked for this replica count against it while one batch is routed, and
+// so do those it queued and has not started: an idle leader does not take a whole batch
+// that idle replicas could share, and a leader with its slots taken by pending tasks
+// is not seen as idle.
+func TestLeastInFlightCountsThisReplica(t *testing.T) {
+	r := newRouter(t, true)
+	r.cfg.Policy = LeastInFlight
+	idle := []store.NodeInfo{
+		{Name: "a", Advertise: "http://127.0.0.1:1", Handlers: []string{"job"}, Capacity: 4},
+		{Name: "b", Advertise: "http://127.0.0.1:2", Handlers: []string{"job"}, Capacity: 4},
+	}
+	r.SetNodes(idle)
+	count := map[string]int{}
+	for _, c := range picks(t, r, &store.Task{Name: "job"}, nil, 12) {
+		count[c]++
+	}
+	if count[local] != 4 || count["a"] != 4 || count["b"] != 4 {
+		t.Errorf("12 tasks over three idle replicas of 4 slots: %v, want 4 each", count)
+	}
+
+	// Three tasks routed here wait, pending, in the executor (it is not running): 3 of
+	// its 4 slots are taken, so a replica running 2 of 4 is the less loaded.
+	r = newRouter(t, true)
+	r.cfg.Policy = LeastInFlight
+	r.SetNodes([]store.NodeInfo{{Name: "here"}}) // alone, and read from the registry
+	r.route([]store.Task{{ID: 1, Name: "job"}, {ID: 2, Name: "job"}, {ID: 3, Name: "job"}}, nil)
+	if running, free := r.cfg.Exec.Load(); running != 0 || free != 1 || r.assigned != 0 {
+		t.Fatalf("after routing 3 tasks here: %d running, %d free, %d still counted as picked; want 0, 1, 0", running, free, r.assigned)
+	}
+	r.SetNodes([]store.NodeInfo{{Name: "a", Advertise: "http://127.0.0.1:1", Handlers: []string{"job"}, Capacity: 4, InFlight: 2}})
+	if c, _ := r.pick(&store.Task{Name: "job"}, nil); c != "a" {
+		t.Errorf("pick = %q, want a (2 of 4 busy against this replica's 3 of 4)", c)
 	}
 }
 
@@ -111,20 +150,39 @@ func TestPickConsistentHash(t *testing.T) {
 	t.Logf("keys per candidate: %v", count)
 
 	r.SetNodes([]store.NodeInfo{replicas[0], replicas[2]}) // b leaves
-	moved := 0
 	for key, was := range before {
 		now, _ := r.pick(&store.Task{Name: "job", Key: key}, nil)
 		switch {
 		case was == "b" && now == "b":
 			t.Errorf("key %s still goes to b, which left", key)
-		case was == "b":
-			moved++
+		case was == "b": // moved, as it must
 		case now != was:
 			t.Errorf("key %s moved from %q to %q though %q is still here", key, was, now, was)
 		}
 	}
-	if moved != count["b"] {
-		t.Errorf("%d keys moved, want b's %d", moved, count["b"])
+
+	// Another leader, with the same replicas, routes every key alike: a, leading,
+	// weighs itself by its name as the others see it.
+	r.SetNodes(replicas)
+	other := newRouter(t, true)
+	other.cfg.Policy, other.cfg.Local = ConsistentHash, "a"
+	other.SetNodes([]store.NodeInfo{
+		{Name: "here", Advertise: "http://127.0.0.1:4", Handlers: []string{"job"}, Capacity: 4},
+		replicas[1], replicas[2],
+	})
+	name := func(leader *Router, c string) string {
+		if c == local {
+			return leader.cfg.Local
+		}
+		return c
+	}
+	for key := range before {
+		task := &store.Task{Name: "job", Key: key}
+		c1, _ := r.pick(task, nil)
+		c2, _ := other.pick(task, nil)
+		if name(r, c1) != name(other, c2) {
+			t.Errorf("key %s: leader here routes it to %s, leader a to %s", key, name(r, c1), name(other, c2))
+		}
 	}
 
 	// Tasks of one task key go together, whatever their business keys.

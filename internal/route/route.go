@@ -90,6 +90,7 @@ type Router struct {
 	names     []string            // the keys of nodes, sorted: the candidates' order
 	down      map[string]struct{} // replicas that did not answer, until their health does
 	rr        uint64
+	assigned  int // tasks picked for this replica and not yet offered to its executor
 	wg        sync.WaitGroup
 }
 
@@ -179,6 +180,8 @@ func (r *Router) pick(t *store.Task, tried map[string]bool) (string, bool) {
 	}
 	if n := r.nodes[c]; n != nil {
 		n.assigned++
+	} else {
+		r.assigned++
 	}
 	return c, true
 }
@@ -202,12 +205,13 @@ func weight(name, key string) uint64 {
 	return w
 }
 
-// loadLocked is a candidate's running tasks per slot, as last reported plus those sent
-// since; r.mu is held.
+// loadLocked is a candidate's busy slots per slot: the tasks running or waiting for a
+// slot, as last known, plus those picked for it since; r.mu is held.
 func (r *Router) loadLocked(name string) float64 {
 	if name == local {
-		running, free := r.cfg.Exec.Load()
-		return float64(running) / float64(max(running+free, 1))
+		_, free := r.cfg.Exec.Load()
+		slots := r.cfg.Exec.Slots()
+		return float64(slots-free+r.assigned) / float64(max(slots, 1))
 	}
 	n := r.nodes[name]
 	return float64(n.InFlight+n.assigned) / float64(max(n.Capacity, 1))
@@ -280,7 +284,11 @@ func (r *Router) route(tasks []store.Task, tried map[string]bool) {
 	}
 	for c, group := range groups {
 		if c == local {
-			if busy := r.cfg.Exec.Offer(r.cfg.Src, group, store.MaxBatch); len(busy) > 0 {
+			busy := r.cfg.Exec.Offer(r.cfg.Src, group, store.MaxBatch)
+			r.mu.Lock()
+			r.assigned -= len(group) // the executor's load counts those it took
+			r.mu.Unlock()
+			if len(busy) > 0 {
 				r.route(busy, with(tried, local))
 			}
 			continue
@@ -384,6 +392,7 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		return
 	}
 	if err := r.valid(); err != nil {
+		r.unassign(name, len(tasks))
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.LeaseEnded, "claimed under a lease that ended: "+err.Error())
 		return
 	}
@@ -406,6 +415,7 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 	switch {
 	case errors.Is(err, remote.ErrFenced):
 		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: an executor has seen a newer leader; stepping down", slog.String("executor", name), slog.Any("err", err))
+		r.unassign(name, len(tasks))
 		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Fenced, "an executor has seen a newer leader")
 		r.cfg.Fenced(err)
@@ -416,6 +426,7 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		// past this replica until its health endpoint answers.
 		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: executor unreachable; its tasks are handed back", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
 		r.markDown(name)
+		r.unassign(name, len(tasks))
 		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Unreachable, fmt.Sprintf("executor %s unreachable", name))
 		return
@@ -426,11 +437,12 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 			r.send(name, tasks[len(tasks)/2:], tried)
 			return
 		}
+		r.unassign(name, len(tasks))
 		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Refused, fmt.Sprintf("executor %s refused it: %v", name, err))
 		return
 	}
-	r.report(name, resp)
+	r.report(name, len(tasks), resp)
 	if len(resp.Accepted) > 0 && r.cfg.Src.Done != nil {
 		r.cfg.Src.Done(len(resp.Accepted))
 	}
@@ -485,12 +497,31 @@ func (r *Router) valid() error {
 	return r.cfg.Src.Valid()
 }
 
-// report records a replica's load as its executor answered.
-func (r *Router) report(name string, resp *remote.DispatchResponse) {
+// report records a replica's load as its executor answered a request of sent tasks:
+// its busy slots are its slots (the registry's Capacity, its Concurrency) less those
+// free, the tasks waiting for a slot with those running; and the tasks of the request
+// are no longer counted as picked for it (other requests to it may still be under way).
+func (r *Router) report(name string, sent int, resp *remote.DispatchResponse) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.nodes[name]
+	if n == nil {
+		return
+	}
+	if n.Capacity <= 0 {
+		n.Capacity = resp.Running + resp.Free
+	}
+	n.InFlight = max(n.Capacity-resp.Free, resp.Running)
+	n.assigned = max(n.assigned-sent, 0)
+}
+
+// unassign stops counting sent tasks as picked for a replica: a request of them ended
+// without an answer that says its load.
+func (r *Router) unassign(name string, sent int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := r.nodes[name]; n != nil {
-		n.InFlight, n.Capacity, n.assigned = resp.Running, resp.Running+resp.Free, 0
+		n.assigned = max(n.assigned-sent, 0)
 	}
 }
 
