@@ -13,7 +13,7 @@ import (
 
 // TestIdleRefillDoesNotGrowWithPendingTasks: with tasks pending an hour ahead and
 // nothing due, each refill interval costs the store one small query that returns
-// nothing, whether 1,000 or 100,000 tasks are pending.
+// nothing, whether 1,000 or 10,000 tasks are pending.
 func TestIdleRefillDoesNotGrowWithPendingTasks(t *testing.T) {
 	t.Parallel()
 	// 1,000 and 10,000 pending tasks: ten times more rows, the same idle cost. (At

@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/axsched/ax/remote"
 	"github.com/axsched/ax/store"
@@ -72,15 +73,18 @@ func TestPickLeastInFlight(t *testing.T) {
 	if got := fmt.Sprint(picks(t, r, job, map[string]bool{local: true}, 3)); got != "[b b a]" {
 		t.Errorf("picks without local = %s, want [b b a]", got)
 	}
-	// a's executor answers the request of the one task picked for it: 0 running, all
-	// 4 slots free. Its load is then 0, b's still 3 of 4 (1 running, 2 picked).
-	r.report("a", 1, &remote.DispatchResponse{Running: 0, Free: 4})
+	// The request of the one task picked for a ends, and a's executor answered: 0
+	// running, all 4 slots free. Its load is then 0, b's still 3 of 4 (1 running, 2
+	// picked).
+	r.report("a", &remote.DispatchResponse{Running: 0, Free: 4})
+	r.unassign("a", 1)
 	if got := fmt.Sprint(picks(t, r, job, map[string]bool{local: true}, 5)); got != "[a a a a b]" {
 		t.Errorf("after a's answer: picks = %s, want a at 0, 1, 2 and 3 of 4 (the tie with b), then b", got)
 	}
 	// An answer counts the tasks waiting for a slot as busy: 1 running and 3 pending
 	// of 4 slots is a full executor, not one at 1 of 2.
-	r.report("b", 3, &remote.DispatchResponse{Running: 1, Free: 0})
+	r.report("b", &remote.DispatchResponse{Running: 1, Free: 0})
+	r.unassign("b", 3)
 	if n := r.nodes["b"]; n.InFlight != 4 || n.Capacity != 4 || n.assigned != 0 {
 		t.Errorf("b after its answer: in flight %d of %d, %d picked; want 4 of 4, none", n.InFlight, n.Capacity, n.assigned)
 	}
@@ -148,7 +152,6 @@ func TestPickConsistentHash(t *testing.T) {
 	}
 
 	t.Logf("keys per candidate: %v", count)
-
 	r.SetNodes([]store.NodeInfo{replicas[0], replicas[2]}) // b leaves
 	for key, was := range before {
 		now, _ := r.pick(&store.Task{Name: "job", Key: key}, nil)
@@ -191,5 +194,41 @@ func TestPickConsistentHash(t *testing.T) {
 		if c, _ := r.pick(&store.Task{Name: "job", Key: fmt.Sprint(i), TaskKey: "tenant-7"}, nil); c != first {
 			t.Fatalf("task key tenant-7: key %d went to %q, the first to %q", i, c, first)
 		}
+	}
+}
+
+// A request's tasks stop counting as picked for its replica when the request ends,
+// whatever its outcome, once: when it is split in halves, by the halves.
+func TestRequestEndUnassigns(t *testing.T) {
+	signer, err := remote.NewSigner([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		token int64
+	}{
+		{"refused, then in halves", 0}, // the client refuses to sign a zero token: an error, not unreachable
+		{"unreachable", 1},             // nothing listens on port 1
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRouter(t, true)
+			r.cfg.Policy, r.cfg.Token = LeastInFlight, tc.token
+			r.cfg.Client = remote.NewClient(signer, time.Second, nil)
+			r.SetNodes([]store.NodeInfo{{Name: "a", Advertise: "http://127.0.0.1:1", Handlers: []string{"job"}, Capacity: 4}})
+			r.mu.Lock()
+			r.nodes["a"].assigned = 5 // picked for other requests, still under way
+			r.mu.Unlock()
+			r.route([]store.Task{{ID: 1, Name: "job"}, {ID: 2, Name: "job"}, {ID: 3, Name: "job"}}, map[string]bool{local: true})
+			r.Wait()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if n := r.nodes["a"]; n.assigned != 5 {
+				t.Errorf("after the request of 3 tasks to a ended: %d counted as picked for it, want the other requests' 5", n.assigned)
+			}
+			if _, down := r.down["a"]; down != (tc.token == 1) {
+				t.Errorf("a marked down: %v, want %v", down, tc.token == 1)
+			}
+		})
 	}
 }

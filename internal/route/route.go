@@ -178,10 +178,10 @@ func (r *Router) pick(t *store.Task, tried map[string]bool) (string, bool) {
 		c = cands[r.rr%uint64(len(cands))]
 		r.rr++
 	}
-	if n := r.nodes[c]; n != nil {
-		n.assigned++
-	} else {
+	if c == local {
 		r.assigned++
+	} else {
+		r.nodes[c].assigned++
 	}
 	return c, true
 }
@@ -391,8 +391,15 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		r.route(tasks, tried)
 		return
 	}
+	// The tasks count as picked for name until this request ends, whatever its
+	// outcome, unless they go on in two smaller requests, which count them then.
+	halved := false
+	defer func() {
+		if !halved {
+			r.unassign(name, len(tasks))
+		}
+	}()
 	if err := r.valid(); err != nil {
-		r.unassign(name, len(tasks))
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.LeaseEnded, "claimed under a lease that ended: "+err.Error())
 		return
 	}
@@ -415,7 +422,6 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 	switch {
 	case errors.Is(err, remote.ErrFenced):
 		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: an executor has seen a newer leader; stepping down", slog.String("executor", name), slog.Any("err", err))
-		r.unassign(name, len(tasks))
 		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Fenced, "an executor has seen a newer leader")
 		r.cfg.Fenced(err)
@@ -426,23 +432,22 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		// past this replica until its health endpoint answers.
 		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: executor unreachable; its tasks are handed back", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
 		r.markDown(name)
-		r.unassign(name, len(tasks))
 		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Unreachable, fmt.Sprintf("executor %s unreachable", name))
 		return
 	case err != nil:
 		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: executor refused a dispatch", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
 		if len(tasks) > 1 { // a body too large, say: try halves
+			halved = true
 			r.send(name, tasks[:len(tasks)/2], tried)
 			r.send(name, tasks[len(tasks)/2:], tried)
 			return
 		}
-		r.unassign(name, len(tasks))
 		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Refused, fmt.Sprintf("executor %s refused it: %v", name, err))
 		return
 	}
-	r.report(name, len(tasks), resp)
+	r.report(name, resp)
 	if len(resp.Accepted) > 0 && r.cfg.Src.Done != nil {
 		r.cfg.Src.Done(len(resp.Accepted))
 	}
@@ -497,11 +502,10 @@ func (r *Router) valid() error {
 	return r.cfg.Src.Valid()
 }
 
-// report records a replica's load as its executor answered a request of sent tasks:
-// its busy slots are its slots (the registry's Capacity, its Concurrency) less those
-// free, the tasks waiting for a slot with those running; and the tasks of the request
-// are no longer counted as picked for it (other requests to it may still be under way).
-func (r *Router) report(name string, sent int, resp *remote.DispatchResponse) {
+// report records a replica's load as its executor answered: its busy slots are its
+// slots (the registry's Capacity, its Concurrency) less those free, the tasks waiting
+// for a slot with those running.
+func (r *Router) report(name string, resp *remote.DispatchResponse) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := r.nodes[name]
@@ -512,11 +516,10 @@ func (r *Router) report(name string, sent int, resp *remote.DispatchResponse) {
 		n.Capacity = resp.Running + resp.Free
 	}
 	n.InFlight = max(n.Capacity-resp.Free, resp.Running)
-	n.assigned = max(n.assigned-sent, 0)
 }
 
-// unassign stops counting sent tasks as picked for a replica: a request of them ended
-// without an answer that says its load.
+// unassign stops counting sent tasks as picked for a replica: the request that
+// carried them ended (other requests to it may still be under way).
 func (r *Router) unassign(name string, sent int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
