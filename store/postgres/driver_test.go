@@ -977,3 +977,79 @@ func migrateIdsFromSeq(t *testing.T, ahead string) {
 		t.Errorf("the task inserted last has id %d, not above the bulk's largest, %d", single[0].Task.ID, bulkMax)
 	}
 }
+
+// localeCollated lists the index columns of ax_tasks and ax_executions that compare by
+// a collation other than "C", as index.column (collation).
+func localeCollated(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT i.indexrelid::regclass::text || '.' || a.attname || ' (' || c.collname || ')'
+		FROM pg_index i
+		JOIN pg_class r ON r.oid = i.indrelid
+		CROSS JOIN LATERAL unnest(i.indkey::int2[], i.indcollation::oid[]) AS k(attnum, coll)
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		JOIN pg_collation c ON c.oid = k.coll
+		WHERE r.relname IN ('ax_tasks', 'ax_executions') AND r.relnamespace = current_schema()::regnamespace
+			AND c.collname <> 'C'
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMigrateCollateC: version 10 makes the text columns of ax_tasks' and
+// ax_executions' indexes compare bytes, on a fresh schema as on one migrated from
+// version 9 with rows in it, whose unique business key still refuses a duplicate
+// and whose tasks and executions read and move on as before.
+func TestMigrateCollateC(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("fresh", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t, servicetest.PostgresDSN(t))
+		migrateTo(t, pool, 0)
+		migrateFrom(t, pool, 0)
+		if got := localeCollated(t, pool); len(got) != 0 {
+			t.Errorf("index columns by a locale's collation: %v", got)
+		}
+	})
+	t.Run("from v9", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t, servicetest.PostgresDSN(t))
+		migrateTo(t, pool, 9)
+		if got := localeCollated(t, pool); len(got) == 0 {
+			t.Fatal("at version 9 no index column compares by the database's collation: the test proves nothing here")
+		}
+		var id int64
+		if err := pool.QueryRow(ctx, `INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at, execution_id, started_at)
+			VALUES ('n', 'old', 'RUNNING', clock_timestamp(), nextval('ax_seq'), clock_timestamp(), clock_timestamp(),
+				'0190a0a0-0000-7000-8000-000000000001', clock_timestamp())
+			RETURNING id`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO ax_executions (id, task_id, attempt, status, started_at)
+			VALUES ('0190a0a0-0000-7000-8000-000000000001', $1, 0, 'RUNNING', clock_timestamp())`, id); err != nil {
+			t.Fatal(err)
+		}
+		st := migrateFrom(t, pool, 9)
+		if got := localeCollated(t, pool); len(got) != 0 {
+			t.Errorf("index columns by a locale's collation after the migration: %v", got)
+		}
+		res, err := st.Insert(ctx, []store.NewTask{{Name: "n", Key: "old", DueAt: time.Now()}})
+		if err != nil || !errors.Is(res[0].Err, store.ErrDuplicate) || res[0].Task.ID != id {
+			t.Errorf("Insert of the old task's key = %+v, %v; want ErrDuplicate with task %d", res, err, id)
+		}
+		ok, err := st.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: id, ExecutionID: "0190a0a0-0000-7000-8000-000000000001", Status: store.Succeeded}})
+		if err != nil || !ok[0] {
+			t.Fatalf("Finish of the old execution = %v, %v", ok, err)
+		}
+		xs, err := st.Executions(ctx, id)
+		if err != nil || len(xs) != 1 || xs[0].Status != store.Succeeded || xs[0].FinishedAt.IsZero() {
+			t.Errorf("Executions(%d) = %+v, %v; want the old execution, succeeded", id, xs, err)
+		}
+	})
+}
