@@ -107,6 +107,13 @@ u AS (UPDATE ax_tasks t SET heartbeat_at = ts.now
 x AS (UPDATE ax_executions x SET heartbeat_at = ts.now FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($2))
 SELECT id, execution_id FROM u`
 
+// finishSQL applies the results of one chunk and closes the execution record of each
+// that did not succeed ($7: those execution ids): FAILED, with its error and finish
+// time. A succeeded execution's record is left as it was written at its start,
+// RUNNING, and reads as its task says: the task is SUCCEEDED with that execution id,
+// finished at the time the record would have been given (see execCols). That is
+// one row write a task fewer (a HOT update, but a new row version and its WAL all the
+// same), and the ids of the succeeded executions are not even looked up.
 const finishSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[])
 	AS c(id, eid, status, error, attempt, due_at)),
@@ -122,9 +129,8 @@ u AS (UPDATE ax_tasks t SET
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
 	RETURNING t.id, t.execution_id, c.status AS new_status, c.error),
-x AS (UPDATE ax_executions x SET status = CASE u.new_status WHEN 'SUCCEEDED' THEN 'SUCCEEDED' ELSE 'FAILED' END,
-		error = u.error, finished_at = ts.now
-	FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($2))
+x AS (UPDATE ax_executions x SET status = 'FAILED', error = u.error, finished_at = ts.now
+	FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($7) AND u.new_status <> 'SUCCEEDED')
 SELECT id, execution_id FROM u`
 
 const requeueSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
@@ -357,7 +363,8 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 			eids[k] = starts[i].ExecutionID
 		}
 		recorded := map[string]*store.Execution{}
-		rows, err := s.pool.Query(ctx, `SELECT `+execCols+` FROM ax_executions x WHERE x.id = ANY($1)`, eids)
+		rows, err := s.pool.Query(ctx, `SELECT `+execCols("t")+` FROM ax_executions x LEFT JOIN ax_tasks t ON t.id = x.task_id
+			WHERE x.id = ANY($1)`, eids)
 		if err != nil {
 			return nil, s.wrap("start", err)
 		}
@@ -449,12 +456,16 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		chunks(order, func(part []int) {
 			ids, eids, statuses, errs := make([]int64, len(part)), make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
 			attempts, dues := make([]int64, len(part)), make([]time.Time, len(part))
+			failed := []string{}
 			for k, i := range part {
 				f := results[i]
 				ids[k], eids[k], statuses[k], errs[k] = f.TaskID, f.ExecutionID, string(f.Status), f.Error
 				attempts[k], dues[k] = int64(f.Attempt), f.DueAt
+				if f.Status != store.Succeeded {
+					failed = append(failed, f.ExecutionID)
+				}
 			}
-			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues)
+			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues, failed)
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(done)

@@ -39,9 +39,10 @@
 //     lock (6 s for a million tasks with their executions on 2 cores).
 //   - ax_executions: one row per execution id (primary key, COLLATE "C" since
 //     version 10), with its task, attempt, node, status (RUNNING, SUCCEEDED,
-//     FAILED) and times; fillfactor 50 (version 6),
-//     so that finishing an execution, which changes no indexed column, is a HOT
-//     update on the row's own page.
+//     FAILED) and times; fillfactor 50 (version 6), so that closing an execution,
+//     which changes no indexed column, is a HOT update on the row's own page. Since
+//     version 10 only executions that failed are closed so; a succeeded one's row
+//     stays RUNNING and reads as its SUCCEEDED task says (see The execution path).
 //   - ax_schedules: one row per schedule, keyed by (namespace, name): spec, time_zone, overlap,
 //     misfire, payload (bytea, NULL and empty distinct), paused, next_fire_at,
 //     last_fire_at (NULL before the first occurrence), created_at, updated_at;
@@ -269,7 +270,12 @@
 // recorded, and records exactly those executions in the same statement; the others
 // are read back as Duplicate (recorded) or Lost. Finish drops repeated
 // results of one execution before its multi-row UPDATE, which would otherwise pick one
-// arbitrarily. These statements compare the status with the empty string appended
+// arbitrarily. Finish closes the execution records of the results that did not
+// succeed (FAILED, with the error and the finish time) and leaves a succeeded one's
+// as its start wrote it, RUNNING: its task, SUCCEEDED with that execution id (a
+// terminal state no statement leaves), says how it ended and when, and every reader
+// of executions (Executions, Start's duplicates) reads it so (execCols). Since
+// version 10: one row version and its WAL fewer for each task that succeeds. These statements compare the status with the empty string appended
 // (as the claim does the namespace), so that no partial index on the status can
 // serve them: every row they touch is reached by its primary key. A Finish written as t.status = 'RUNNING' was planned as a scan of
 // every RUNNING row of ax_tasks_running_heartbeat, joined to the batch; with 20,000

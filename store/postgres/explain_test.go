@@ -134,7 +134,8 @@ func TestExplain(t *testing.T) {
 		{"claim and start (200 ids)", claimSQL, []any{claimIDs, claimEIDs, ns, starts(len(claimIDs)), []string{"order.close"}, "node-1"}, "ax_tasks_pkey", false, false},
 		{"start (200 ids)", startSQL, []any{dispIDs, dispEIDs, fill(200, "node-1")}, "ax_tasks_pkey", false, false},
 		{"heartbeat (200 ids)", heartbeatSQL, []any{runIDs, runEIDs}, "ax_tasks_pkey", false, false},
-		{"finish (200 ids)", finishSQL, []any{runIDs, runEIDs, fill(200, "SUCCEEDED"), fill(200, ""), fill(200, int64(0)), fill(200, now)},
+		// Failed, so that the executions' records are closed too (a success leaves them).
+		{"finish (200 ids)", finishSQL, []any{runIDs, runEIDs, fill(200, "FAILED"), fill(200, "boom"), fill(200, int64(0)), fill(200, now), runEIDs},
 			"ax_tasks_pkey", false, false},
 		{"requeue (200 ids)", requeueSQL, []any{dispIDs, dispEIDs, fill(200, now), fill(200, "busy"), fill(200, int64(3))}, "ax_tasks_pkey", false, false},
 		{"orphan scan (Stale RUNNING)", staleRunningSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_running_heartbeat", false, false},
@@ -369,7 +370,7 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 		{"heartbeat", heartbeatSQL, func(ids []int64, eids []string) []any { return []any{ids, eids} }},
 		{"finish", finishSQL, func(ids []int64, eids []string) []any {
 			n := len(ids)
-			return []any{ids, eids, fill(n, "SUCCEEDED"), fill(n, ""), fill(n, int64(0)), fill(n, now)}
+			return []any{ids, eids, fill(n, "FAILED"), fill(n, "boom"), fill(n, int64(0)), fill(n, now), eids} // records closed too
 		}},
 		{"requeue", requeueSQL, func(ids []int64, eids []string) []any {
 			n := len(ids)

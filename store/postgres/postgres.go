@@ -530,7 +530,14 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 	return &t, nil
 }
 
-const execCols = `x.id, x.task_id, x.attempt, x.node, x.status, x.started_at, x.heartbeat_at, x.finished_at, x.error`
+// execCols are the columns scanExecution reads, of the execution x of the task t
+// (the alias given): a record still RUNNING whose task is SUCCEEDED with its id is
+// that success (see finishSQL), with the task's finish time.
+func execCols(t string) string {
+	succeeded := `x.status = 'RUNNING' AND ` + t + `.status = 'SUCCEEDED' AND ` + t + `.execution_id = x.id`
+	return `x.id, x.task_id, x.attempt, x.node, CASE WHEN ` + succeeded + ` THEN 'SUCCEEDED' ELSE x.status END,
+		x.started_at, x.heartbeat_at, CASE WHEN ` + succeeded + ` THEN ` + t + `.finished_at ELSE x.finished_at END, x.error`
+}
 
 func scanExecution(row scanner) (*store.Execution, error) {
 	var (

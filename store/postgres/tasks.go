@@ -575,7 +575,7 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 	if err := s.check("executions"); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT x.id IS NOT NULL, `+execCols+`
+	rows, err := s.pool.Query(ctx, `SELECT x.id IS NOT NULL, `+execCols("t")+`
 		FROM ax_tasks t LEFT JOIN ax_executions x ON x.task_id = t.id
 		WHERE t.id = $1 AND t.namespace || '' = $2 ORDER BY x.started_at, x.id`, taskID, s.ns)
 	if err != nil {

@@ -32,6 +32,7 @@ var startTests = []test{
 	{"Started", testStartStarted},
 	{"Duplicate", testStartDuplicate},
 	{"DuplicateOfAnotherTask", testStartDuplicateOfAnotherTask},
+	{"DuplicateAfterFinish", testStartDuplicateAfterFinish},
 	{"Lost", testStartLost},
 	{"InputOrder", testStartInputOrder},
 	{"Invalid", testStartInvalid},
@@ -415,6 +416,34 @@ func testStartDuplicateOfAnotherTask(e *env) {
 	}
 	e.unchanged("Start", a)
 	e.unchanged("Start", b)
+}
+
+func testStartDuplicateAfterFinish(e *env) {
+	// A delivery that arrives once the execution has finished, as it succeeded or as
+	// it failed, is a duplicate with the record as Executions reads it: closed.
+	for _, status := range []store.Status{store.Succeeded, store.Failed} {
+		task := e.inState(store.Dispatching)
+		e.start(task)
+		e.finish(store.Finish{TaskID: task.ID, ExecutionID: task.ExecutionID, Status: status, Error: map[store.Status]string{store.Failed: "boom"}[status]})
+		recorded := e.executions(task.ID)
+		if len(recorded) != 1 || recorded[0].Status != status || recorded[0].FinishedAt.IsZero() {
+			e.t.Fatalf("Executions(%d) after Finish(%s) = %+v, want one record, %s and finished", task.ID, status, recorded, status)
+		}
+		finished := e.get(task.ID)
+		for _, of := range []int64{task.ID, e.inState(store.Dispatching).ID} { // its own task, and another
+			res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: of, ExecutionID: task.ExecutionID, Node: "node-3"}})
+			if err != nil {
+				e.t.Fatalf("Start(%d, execution of %d, %s) error: %v", of, task.ID, status, err)
+			}
+			if len(res) != 1 || res[0].Outcome != store.Duplicate {
+				e.t.Fatalf("Start(%d, execution of %d, %s) = %+v, want Duplicate", of, task.ID, status, res)
+			}
+			if d := diff(&recorded[0], res[0].Execution); d != "" {
+				e.t.Errorf("Start(%d, execution of %d, %s): Execution is not the closed record (-recorded +got):\n%s", of, task.ID, status, d)
+			}
+		}
+		e.unchanged("a Start after Finish", finished)
+	}
 }
 
 func testStartLost(e *env) {

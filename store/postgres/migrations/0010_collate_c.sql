@@ -1,5 +1,10 @@
 -- ax schema v10 for PostgreSQL: the text columns that ax's indexes order by compare
 -- bytes (COLLATE "C"), not by the database's locale. Like v1, nothing names a schema.
+--
+-- From v10 on, too, Finish leaves the execution record of a success as its start wrote
+-- it (RUNNING): its task, SUCCEEDED with that execution id, says how and when it ended.
+-- Older ax reads such a record as still running, which is one more reason it refuses a
+-- schema newer than itself.
 
 -- Every index of ax_tasks but the primary key leads with the namespace, and the
 -- business key orders by name and key too; ax_executions' primary key is the execution

@@ -41,10 +41,15 @@ func (t *taskRow) firstStart() time.Time {
 }
 
 // load reads the tasks of the names given (every task without one) with their
-// executions, from ax_tasks and ax_executions.
+// executions, from ax_tasks and ax_executions. A record still RUNNING whose task
+// SUCCEEDED with its id is that success, finished when the task did: the store
+// leaves a succeeded execution's record as it was written at its start (see
+// finishSQL in store/postgres).
 func (r *run) load(ctx context.Context, names ...string) ([]*taskRow, error) {
 	q := `SELECT t.id, t.name, t.key, t.status, t.dispatch_retries,
-			e.id, e.node, e.status, e.started_at, e.finished_at, e.error
+			e.id, e.node, CASE WHEN e.status = 'RUNNING' AND t.status = 'SUCCEEDED' AND t.execution_id = e.id THEN 'SUCCEEDED' ELSE e.status END,
+			e.started_at, CASE WHEN e.status = 'RUNNING' AND t.status = 'SUCCEEDED' AND t.execution_id = e.id THEN t.finished_at ELSE e.finished_at END,
+			e.error
 		FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id`
 	var args []any
 	if len(names) > 0 {
