@@ -408,7 +408,8 @@ type StartResult struct {
 //   - Failed: retries exhausted; FinishedAt is set, the execution record becomes
 //     Failed.
 //
-// LastError is set to Error unless Status is Succeeded.
+// LastError is set to Error unless Status is Succeeded. Error is the failure's: a
+// success records none, whatever Error holds.
 type Finish struct {
 	TaskID      int64
 	ExecutionID string

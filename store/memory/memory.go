@@ -668,7 +668,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		r.task.UpdatedAt = now
 		switch f.Status {
 		case store.Succeeded:
-			e.Status = store.Succeeded
+			e.Status, e.Error = store.Succeeded, "" // a success records no error
 			r.task.Status = store.Succeeded
 			r.task.FinishedAt = now
 		case store.Failed:

@@ -536,11 +536,12 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				status = append(status, string(f.Status))
 				if f.Status == store.Succeeded {
 					execStatus = append(execStatus, string(store.Succeeded))
+					execErr = append(execErr, "") // a success records no error
 				} else {
 					execStatus = append(execStatus, string(store.Failed))
+					execErr = append(execErr, f.Error)
 				}
 				execIDs = append(execIDs, f.ExecutionID)
-				execErr = append(execErr, f.Error)
 				switch f.Status {
 				case store.Scheduled:
 					retry = append(retry, f.TaskID)

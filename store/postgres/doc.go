@@ -212,7 +212,7 @@
 // a status most rows are in, a sequential scan that the LIMIT stops as early. On
 // 100,000 rows (TestExplain, AX_EXPLAIN_OUT=file writes the plans):
 //
-//	-- a name and a key prefix, under a code-point collation (C, C.UTF-8)
+//	-- a name and a key prefix (the key compares bytes: COLLATE "C", schema v10)
 //	Sort (top-N heapsort, id DESC)
 //	  ->  Index Scan using ax_tasks_name_key
 //	        Index Cond: (namespace = 'default' AND name = 'order.close' AND key >= 'order-42' AND key < 'order-43')
@@ -227,9 +227,9 @@
 //	-- counts: per status, e.g.
 //	Aggregate -> Limit -> Index Only Scan using ax_tasks_finished (Index Cond: namespace = 'default' AND status = 'SUCCEEDED')
 //
-// Under any other collation of the key (en_US, ICU) the strings that start with a
-// prefix need not be one range of the index, so the prefix is a filter on the rows of
-// the name; Open reads the key's collation once (keyCollationSQL).
+// Before schema v10, under a database collation such as en_US or ICU's, the strings
+// that start with a prefix need not have been one range of the index, and the prefix
+// only filtered the rows of the name.
 //
 // # Autovacuum
 //

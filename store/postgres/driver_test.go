@@ -1035,7 +1035,27 @@ func TestMigrateCollateC(t *testing.T) {
 			VALUES ('0190a0a0-0000-7000-8000-000000000001', $1, 0, 'RUNNING', clock_timestamp())`, id); err != nil {
 			t.Fatal(err)
 		}
+		// A task that succeeded before version 10, whose execution record was closed
+		// then, and an earlier record of it left RUNNING (as by a crash before
+		// recovery closed it): each reads as it was written.
+		var done int64
+		if err := pool.QueryRow(ctx, `INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at, execution_id, started_at, finished_at)
+			VALUES ('n', 'done', 'SUCCEEDED', clock_timestamp(), nextval('ax_seq'), clock_timestamp(), clock_timestamp(),
+				'0190a0a0-0000-7000-8000-000000000003', clock_timestamp(), '2026-06-01 12:00:00+00')
+			RETURNING id`).Scan(&done); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO ax_executions (id, task_id, attempt, status, started_at, finished_at) VALUES
+			('0190a0a0-0000-7000-8000-000000000002', $1, 0, 'RUNNING', '2026-06-01 11:00:00+00', NULL),
+			('0190a0a0-0000-7000-8000-000000000003', $1, 1, 'SUCCEEDED', '2026-06-01 11:30:00+00', '2026-06-01 11:59:00+00')`, done); err != nil {
+			t.Fatal(err)
+		}
 		st := migrateFrom(t, pool, 9)
+		xs, err := st.Executions(ctx, done)
+		if err != nil || len(xs) != 2 || xs[0].Status != store.Running || !xs[0].FinishedAt.IsZero() ||
+			xs[1].Status != store.Succeeded || !xs[1].FinishedAt.Equal(time.Date(2026, 6, 1, 11, 59, 0, 0, time.UTC)) {
+			t.Errorf("Executions(%d) = %+v, %v; want the RUNNING record as it is, then the one closed at 11:59", done, xs, err)
+		}
 		if got := localeCollated(t, pool); len(got) != 0 {
 			t.Errorf("index columns by a locale's collation after the migration: %v", got)
 		}
@@ -1047,7 +1067,7 @@ func TestMigrateCollateC(t *testing.T) {
 		if err != nil || !ok[0] {
 			t.Fatalf("Finish of the old execution = %v, %v", ok, err)
 		}
-		xs, err := st.Executions(ctx, id)
+		xs, err = st.Executions(ctx, id)
 		if err != nil || len(xs) != 1 || xs[0].Status != store.Succeeded || xs[0].FinishedAt.IsZero() {
 			t.Errorf("Executions(%d) = %+v, %v; want the old execution, succeeded", id, xs, err)
 		}

@@ -137,6 +137,8 @@ func TestExplain(t *testing.T) {
 		// Failed, so that the executions' records are closed too (a success leaves them).
 		{"finish (200 ids)", finishSQL, []any{runIDs, runEIDs, fill(200, "FAILED"), fill(200, "boom"), fill(200, int64(0)), fill(200, now), runEIDs},
 			"ax_tasks_pkey", false, false},
+		{"finish (200 ids, succeeded)", finishSQL, []any{runIDs, runEIDs, fill(200, "SUCCEEDED"), fill(200, ""), fill(200, int64(0)), fill(200, now), []string{}},
+			"ax_tasks_pkey", false, false},
 		{"requeue (200 ids)", requeueSQL, []any{dispIDs, dispEIDs, fill(200, now), fill(200, "busy"), fill(200, int64(3))}, "ax_tasks_pkey", false, false},
 		{"orphan scan (Stale RUNNING)", staleRunningSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_running_heartbeat", false, false},
 		{"stuck-claim scan (Stale DISPATCHING)", staleDispatchingSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_dispatching_since", false, false},

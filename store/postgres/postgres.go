@@ -140,11 +140,10 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	h.Write([]byte("ax refill " + s.schema))
 	s.lockKey = int32(h.Sum32() & 0x7fffffff)
 	s.keyLock = keyLockClass(s.schema)
-	var collation string
-	if err := pool.QueryRow(ctx, `SELECT current_database(), (`+keyCollationSQL+`)`).Scan(&s.database, &collation); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT current_database()`).Scan(&s.database); err != nil {
 		return nil, s.wrap("new", err)
 	}
-	s.query = dialect(codePointOrder[collation])
+	s.query = dialect(true) // ax_tasks.key is COLLATE "C" (schema v10)
 	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }

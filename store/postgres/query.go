@@ -13,11 +13,10 @@ import (
 )
 
 // dialect is how PostgreSQL writes a task query. A key prefix is starts_with(), and,
-// when the business key's collation orders text by code point (byteOrder: the same
-// order as UTF-8's bytes), also the range it is then, which ax_tasks_name_key serves
+// when the column compared orders text by bytes (byteOrder; ax_tasks.key does since
+// schema v10, COLLATE "C"), also the range it is then, which ax_tasks_name_key serves
 // after the namespace and the name. Under another collation (en_US, ICU) the strings
-// with a prefix need not be one range of the index, which then serves the namespace
-// and the name only, and the prefix filters what they find.
+// with a prefix need not be one range of an index, and the prefix only filters.
 func dialect(byteOrder bool) taskquery.Dialect {
 	return taskquery.Dialect{
 		Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
@@ -31,16 +30,6 @@ func dialect(byteOrder bool) taskquery.Dialect {
 		},
 	}
 }
-
-// keyCollationSQL reads the collation ax_tasks.key is compared under: its own, or the
-// database's default.
-const keyCollationSQL = `SELECT COALESCE(CASE WHEN a.attcollation = (SELECT oid FROM pg_collation WHERE collname = 'default')
-		THEN (SELECT datcollate FROM pg_database WHERE datname = current_database())
-		ELSE (SELECT collcollate FROM pg_collation WHERE oid = a.attcollation) END, '')
-	FROM pg_attribute a WHERE a.attrelid = 'ax_tasks'::regclass AND a.attname = 'key'`
-
-// codePointOrder holds the libc collations that order text by code point.
-var codePointOrder = map[string]bool{"C": true, "POSIX": true, "C.UTF-8": true, "C.utf8": true}
 
 // Tasks returns the tasks of the view's namespace that q selects, in one statement
 // (see store.Store.Tasks), planned for its arguments.

@@ -611,11 +611,11 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				}
 				delete(done, f.ExecutionID) // a second copy in this batch did not apply
 				out[i] = true
-				status := store.Failed
+				status, errText := store.Failed, f.Error
 				if f.Status == store.Succeeded {
-					status = store.Succeeded
+					status, errText = store.Succeeded, "" // a success records no error
 				}
-				args = append(args, f.ExecutionID, string(status), f.Error)
+				args = append(args, f.ExecutionID, string(status), errText)
 			}
 			return s.batchExec(ctx, tx, finishExecStmt, []any{ts}, args, nil)
 		})

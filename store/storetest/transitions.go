@@ -419,30 +419,43 @@ func testStartDuplicateOfAnotherTask(e *env) {
 }
 
 func testStartDuplicateAfterFinish(e *env) {
-	// A delivery that arrives once the execution has finished, as it succeeded or as
-	// it failed, is a duplicate with the record as Executions reads it: closed.
-	for _, status := range []store.Status{store.Succeeded, store.Failed} {
+	// A delivery that arrives once the execution has finished — it succeeded, failed,
+	// or failed and the task waits for its retry — is a duplicate with the record as
+	// Executions reads it: closed, Succeeded or Failed.
+	for _, status := range []store.Status{store.Succeeded, store.Failed, store.Scheduled} {
 		task := e.inState(store.Dispatching)
 		e.start(task)
-		e.finish(store.Finish{TaskID: task.ID, ExecutionID: task.ExecutionID, Status: status, Error: map[store.Status]string{store.Failed: "boom"}[status]})
-		recorded := e.executions(task.ID)
-		if len(recorded) != 1 || recorded[0].Status != status || recorded[0].FinishedAt.IsZero() {
-			e.t.Fatalf("Executions(%d) after Finish(%s) = %+v, want one record, %s and finished", task.ID, status, recorded, status)
+		f := store.Finish{TaskID: task.ID, ExecutionID: task.ExecutionID, Status: status}
+		want := store.Succeeded
+		if status != store.Succeeded {
+			f.Error, want = "boom", store.Failed
 		}
-		finished := e.get(task.ID)
-		for _, of := range []int64{task.ID, e.inState(store.Dispatching).ID} { // its own task, and another
+		if status == store.Scheduled {
+			f.Attempt, f.DueAt = task.Attempt+1, e.past().Add(time.Hour)
+		}
+		e.finish(f)
+		recorded := e.executions(task.ID)
+		if len(recorded) != 1 || recorded[0].Status != want || recorded[0].FinishedAt.IsZero() {
+			e.t.Fatalf("Executions(%d) after Finish(%s) = %+v, want one record, %s and finished", task.ID, status, recorded, want)
+		}
+		finished, other := e.get(task.ID), e.inState(store.Dispatching)
+		for _, of := range []int64{task.ID, other.ID} { // its own task, and another
 			res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: of, ExecutionID: task.ExecutionID, Node: "node-3"}})
 			if err != nil {
-				e.t.Fatalf("Start(%d, execution of %d, %s) error: %v", of, task.ID, status, err)
+				e.t.Fatalf("Start(%d, execution of %d, after %s) error: %v", of, task.ID, status, err)
 			}
 			if len(res) != 1 || res[0].Outcome != store.Duplicate {
-				e.t.Fatalf("Start(%d, execution of %d, %s) = %+v, want Duplicate", of, task.ID, status, res)
+				e.t.Fatalf("Start(%d, execution of %d, after %s) = %+v, want Duplicate", of, task.ID, status, res)
 			}
 			if d := diff(&recorded[0], res[0].Execution); d != "" {
-				e.t.Errorf("Start(%d, execution of %d, %s): Execution is not the closed record (-recorded +got):\n%s", of, task.ID, status, d)
+				e.t.Errorf("Start(%d, execution of %d, after %s): Execution is not the closed record (-recorded +got):\n%s", of, task.ID, status, d)
 			}
 		}
 		e.unchanged("a Start after Finish", finished)
+		e.unchanged("a Start with another task's execution id", other)
+		if got := e.executions(other.ID); len(got) != 0 {
+			e.t.Errorf("Executions(%d) after a Start with another task's execution id = %+v, want none", other.ID, got)
+		}
 	}
 }
 
@@ -585,7 +598,7 @@ func testHeartbeatNotRunning(e *env) {
 func testFinishSucceeded(e *env) {
 	before := e.inState(store.Running)
 	lo := e.settle(before)
-	e.finish(store.Finish{TaskID: before.ID, ExecutionID: before.ExecutionID, Status: store.Succeeded})
+	e.finish(store.Finish{TaskID: before.ID, ExecutionID: before.ExecutionID, Status: store.Succeeded, Error: "not an error"})
 	hi := e.now()
 	got := e.get(before.ID)
 	e.stamped("Finish(Succeeded): FinishedAt", got.FinishedAt, lo, hi)

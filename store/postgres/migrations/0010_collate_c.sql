@@ -28,3 +28,8 @@ ALTER TABLE ax_tasks
     ALTER COLUMN task_key TYPE text COLLATE "C";
 ALTER TABLE ax_executions
     ALTER COLUMN id TYPE text COLLATE "C";
+
+-- Changing a column's collation drops its statistics, and autovacuum would not gather
+-- them again before enough rows change: the queries by status, namespace and key
+-- (Tasks, CountTasks, TaskStats, Prune) would be planned on defaults until then.
+ANALYZE ax_tasks, ax_executions;
