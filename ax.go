@@ -191,7 +191,9 @@ const (
 	// RouteConsistentHash sends the tasks of one key (TaskKey, else name and key) to
 	// the same replica while the set of replicas is stable, spreading keys evenly
 	// over the replicas (rendezvous hashing); when a replica leaves, only its keys
-	// move.
+	// move. Every leader routes a key alike: the replicas weighed are those with the
+	// task's handler and an executor endpoint (Cluster.Advertise), which every leader
+	// sees. A leader without one runs a key's tasks only when no such replica can.
 	RouteConsistentHash
 )
 

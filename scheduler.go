@@ -477,7 +477,8 @@ func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) 
 	var router *route.Router
 	if t.Fence.Token != 0 {
 		router = route.New(ctx, route.Config{
-			Namespace: s.cfg.Namespace, Local: s.cfg.Node, Token: t.Fence.Token, Policy: route.Policy(s.cfg.Cluster.Routing),
+			Namespace: s.cfg.Namespace, Local: s.cfg.Node, Advertised: s.cfg.Cluster.Advertise != "",
+			Token: t.Fence.Token, Policy: route.Policy(s.cfg.Cluster.Routing),
 			Exec: r.exec, Src: src, Client: s.client,
 			LocalHandles: func(name string) bool { return s.handler(name) != nil },
 			Fenced:       func(err error) { t.End(err) },

@@ -197,6 +197,44 @@ func TestPickConsistentHash(t *testing.T) {
 	}
 }
 
+// A leader without an executor endpoint is a candidate of its own terms only: under
+// consistent hashing it leaves every key to the replicas the other leaders see, so
+// that they all route each key alike, and takes keys itself only when none of those
+// can.
+func TestConsistentHashLeaderWithoutEndpoint(t *testing.T) {
+	hidden := newRouter(t, true) // "here", not advertised: the others never list it
+	hidden.cfg.Policy, hidden.cfg.Advertised = ConsistentHash, false
+	hidden.SetNodes(replicas)
+	seen := newRouter(t, true) // b leading: its registry holds a and c, not here
+	seen.cfg.Policy, seen.cfg.Local = ConsistentHash, "b"
+	seen.SetNodes([]store.NodeInfo{replicas[0], replicas[2]})
+	count := map[string]int{}
+	for i := range 300 {
+		task := &store.Task{Name: "job", Key: fmt.Sprint("order-", i)}
+		c1, _ := hidden.pick(task, nil)
+		c2, _ := seen.pick(task, nil)
+		if c2 == local {
+			c2 = "b"
+		}
+		if c1 != c2 {
+			t.Errorf("key %s: the leader without an endpoint routes it to %q, leader b to %q", task.Key, c1, c2)
+		}
+		count[c1]++
+	}
+	if count["a"] == 0 || count["b"] == 0 || count[local] != 0 {
+		t.Errorf("keys per candidate %v: want a and b to share them, none to the leader without an endpoint", count)
+	}
+	// Once a and b are tried (busy, say), or gone, it runs the task itself.
+	task := &store.Task{Name: "job", Key: "order-1"}
+	if c, ok := hidden.pick(task, map[string]bool{"a": true, "b": true}); !ok || c != local {
+		t.Errorf("a and b tried: pick = %q, %v; want this replica", c, ok)
+	}
+	hidden.SetNodes(nil)
+	if c, ok := hidden.pick(task, nil); !ok || c != local {
+		t.Errorf("alone: pick = %q, %v; want this replica", c, ok)
+	}
+}
+
 // A request's tasks stop counting as picked for its replica when the request ends,
 // whatever its outcome, once: when it is split in halves, by the halves.
 func TestRequestEndUnassigns(t *testing.T) {

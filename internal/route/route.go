@@ -39,11 +39,15 @@ const (
 type Config struct {
 	Namespace string
 	Local     string // this replica's node name
-	Token     int64  // the term's fencing token
-	Policy    Policy
-	Exec      *execute.Executor // this replica's executor
-	Src       *execute.Source   // the term's source of tasks
-	Client    *remote.Client    // the other replicas' executor endpoints
+	// Advertised: this replica advertises an executor endpoint, so that the other
+	// replicas, when they lead, route to it too. Consistent hashing weighs this
+	// replica only then (see pick).
+	Advertised bool
+	Token      int64 // the term's fencing token
+	Policy     Policy
+	Exec       *execute.Executor // this replica's executor
+	Src        *execute.Source   // the term's source of tasks
+	Client     *remote.Client    // the other replicas' executor endpoints
 	// LocalHandles reports whether this replica has a handler for name.
 	LocalHandles func(name string) bool
 	// Fenced ends the term: an executor has seen a newer leader.
@@ -165,13 +169,23 @@ func (r *Router) pick(t *store.Task, tried map[string]bool) (string, bool) {
 		if key == "" {
 			key = t.Name + "\x00" + t.Key
 		}
+		// Rendezvous hashing: the candidate with the highest weight, ties to the
+		// smaller name, over the candidates every leader sees. A replica without an
+		// endpoint is a candidate only of its own terms (the others never see it), so
+		// while it leads it takes a key only when no other candidate is left:
+		// otherwise it and the other leaders would route the key differently.
 		var best uint64
-		for i, name := range cands { // rendezvous hashing: the candidate with the highest weight
-			if name == local {
+		bestName, found := "", false
+		for _, cand := range cands {
+			name := cand
+			if cand == local {
+				if !r.cfg.Advertised && len(cands) > 1 {
+					continue
+				}
 				name = r.cfg.Local // weigh this replica by its name, as the others see it
 			}
-			if w := weight(name, key); i == 0 || w > best {
-				c, best = cands[i], w
+			if w := weight(name, key); !found || w > best || (w == best && name < bestName) {
+				c, best, bestName, found = cand, w, name, true
 			}
 		}
 	default:

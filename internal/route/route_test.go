@@ -29,7 +29,7 @@ func newRouter(t *testing.T, registry bool) *Router {
 		},
 		Handlers: func() []string { return []string{"job"} },
 	})
-	return New(context.Background(), Config{Local: "here", Exec: ex, Src: &execute.Source{}, Registry: registry,
+	return New(context.Background(), Config{Local: "here", Advertised: true, Exec: ex, Src: &execute.Source{}, Registry: registry,
 		LocalHandles: func(name string) bool { return name == "job" }, Now: time.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
