@@ -41,11 +41,13 @@ func TestCancelledTaskNeverFires(t *testing.T) {
 	s.Handle("job", rec)
 	start(t, s)
 	ctx := context.Background()
-	cancelled, err := s.Delay(ctx, "job", "cancelled", 100*time.Millisecond)
+	// Due in a second: the Cancel below must come first, also on a machine loaded
+	// with other tests under the race detector (at 100 ms it once came after the run).
+	cancelled, err := s.Delay(ctx, "job", "cancelled", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	witness, err := s.Delay(ctx, "job", "witness", 300*time.Millisecond)
+	witness, err := s.Delay(ctx, "job", "witness", 1200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
