@@ -193,7 +193,9 @@ const (
 	// over the replicas (rendezvous hashing); when a replica leaves, only its keys
 	// move. Every leader routes a key alike: the replicas weighed are those with the
 	// task's handler and an executor endpoint (Cluster.Advertise), which every leader
-	// sees. A leader without one runs a key's tasks only when no such replica can.
+	// sees. A leader without one runs a key's tasks itself only when each such replica
+	// has answered busy or without the handler, is down, or has left; a replica that
+	// answers with an error keeps its keys, which come back as dispatch failures.
 	RouteConsistentHash
 )
 

@@ -224,8 +224,14 @@ func TestConsistentHashLeaderWithoutEndpoint(t *testing.T) {
 	if count["a"] == 0 || count["b"] == 0 || count[local] != 0 {
 		t.Errorf("keys per candidate %v: want a and b to share them, none to the leader without an endpoint", count)
 	}
-	// Once a and b are tried (busy, say), or gone, it runs the task itself.
+	// Once the key's replica is tried (busy, say), the next one the others see takes
+	// it; once both are, or gone, this replica runs the task itself.
 	task := &store.Task{Name: "job", Key: "order-1"}
+	first, _ := hidden.pick(task, nil)
+	next := map[string]string{"a": "b", "b": "a"}[first]
+	if c, ok := hidden.pick(task, map[string]bool{first: true}); !ok || c != next {
+		t.Errorf("%s tried: pick = %q, %v; want %s", first, c, ok, next)
+	}
 	if c, ok := hidden.pick(task, map[string]bool{"a": true, "b": true}); !ok || c != local {
 		t.Errorf("a and b tried: pick = %q, %v; want this replica", c, ok)
 	}
