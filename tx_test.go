@@ -224,11 +224,11 @@ func TestCancelWithTx(t *testing.T) {
 			s.Handle("order.close.timeout", rec)
 			start(t, s)
 			ctx := context.Background()
-			paid, err := s.Delay(ctx, "order.close.timeout", "paid", 700*time.Millisecond)
+			paid, err := s.Delay(ctx, "order.close.timeout", "paid", 1500*time.Millisecond) // cancelled in its tx well before
 			if err != nil {
 				t.Fatal(err)
 			}
-			unpaid, err := s.Delay(ctx, "order.close.timeout", "unpaid", 700*time.Millisecond)
+			unpaid, err := s.Delay(ctx, "order.close.timeout", "unpaid", 1500*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
