@@ -117,16 +117,27 @@ flags:
 	return exitOK
 }
 
-// reportCounts gives obs the task counts every interval, as a scheduling scheduler's
-// EventTaskCounts would: this one never schedules.
+// reportCounts gives obs the task counts and the queue lag every interval, as a
+// scheduling scheduler's EventTaskCounts would: this one never schedules. The lag is
+// how long the soonest SCHEDULED task has been due (0 when none is), by this
+// machine's clock.
 func reportCounts(ctx context.Context, s *ax.Scheduler, obs *metrics.Observer, every time.Duration, log *slog.Logger) {
 	for {
-		if counts, err := s.Counts(ctx); err == nil {
+		counts, err := s.Counts(ctx)
+		var soonest *ax.TaskPage
+		if err == nil {
+			soonest, err = s.Tasks(ctx, ax.TaskQuery{Statuses: []ax.Status{ax.Scheduled}, Order: ax.SoonestFirst, Limit: 1})
+		}
+		if err == nil {
 			n := make(map[ax.Status]int64, len(counts))
 			for st, c := range counts {
 				n[st] = c.N
 			}
-			obs.Observe(ax.Event{Kind: ax.EventTaskCounts, At: time.Now(), Counts: n})
+			e := ax.Event{Kind: ax.EventTaskCounts, At: time.Now(), Counts: n}
+			if len(soonest.Tasks) > 0 {
+				e.Lag = max(e.At.Sub(soonest.Tasks[0].DueAt), 0)
+			}
+			obs.Observe(e)
 		} else if ctx.Err() == nil {
 			log.Warn("ax serve: read the task counts", "err", err)
 		}

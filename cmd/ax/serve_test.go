@@ -17,6 +17,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
+	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -188,6 +189,66 @@ func waitTask(t *testing.T, s *ax.Scheduler, id int64, status ax.Status) {
 		}
 		if time.Now().After(end) {
 			t.Fatalf("task %d: %+v, %v; want %s within 10s", id, task, err, status)
+		}
+	}
+}
+
+// ax serve's /metrics reports the queue lag, as a scheduling replica's do: how long
+// the soonest SCHEDULED task has been due. Here nothing schedules the store, and a
+// task due a minute ago waits.
+func TestServeQueueLag(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ax.db")
+	st, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Insert(context.Background(), []store.NewTask{
+		{Name: "order.close", Key: "late", DueAt: time.Now().Add(-time.Minute)},
+		{Name: "order.close", Key: "later", DueAt: time.Now().Add(time.Hour)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tokens := "dash:viewer:" + admin.HashToken("dash-secret")
+	serveCtx, stop := context.WithCancel(context.Background())
+	var out, errs syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(serveCtx, []string{"serve", "--dsn", path, "--listen", "127.0.0.1:0", "--tokens", tokens, "--stats-interval", "50ms"}, &out, &errs)
+	}()
+	defer func() {
+		stop()
+		if code := <-done; code != exitOK {
+			t.Errorf("ax serve exited %d\nstderr:\n%s", code, errs.String())
+		}
+	}()
+	var url string
+	addr := regexp.MustCompile(`listening on (http://\S+)`)
+	for end := time.Now().Add(10 * time.Second); url == ""; time.Sleep(10 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		} else if time.Now().After(end) {
+			t.Fatalf("ax serve did not listen within 10s\nstdout:\n%s\nstderr:\n%s", out.String(), errs.String())
+		}
+	}
+	lag := regexp.MustCompile(`(?m)^ax_queue_lag_seconds (\S+)$`)
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer dash-secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if m := lag.FindSubmatch(body); m != nil {
+			if s, _ := strconv.ParseFloat(string(m[1]), 64); s >= 60 && s < 3600 {
+				return
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("GET /metrics: %d, want ax_queue_lag_seconds of a minute or more within 10s\n%s", resp.StatusCode, lag.Find(body))
 		}
 	}
 }
