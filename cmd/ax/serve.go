@@ -18,6 +18,7 @@ import (
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
 	"github.com/axsched/ax/metrics"
+	"github.com/axsched/ax/store"
 )
 
 // runServe is `ax serve`: an operations node. It opens the store, builds a scheduler
@@ -102,7 +103,14 @@ flags:
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go reportCounts(ctx, s, obs, *statsEvery, log)
+	view := st // the namespace's, as the scheduler reads it
+	if n, ok := st.(store.Namespaced); ok {
+		if view, err = n.InNamespace(*namespace); err != nil {
+			fmt.Fprintf(stderr, "ax serve: %v\n", err)
+			return exitUsage
+		}
+	}
+	go reportCounts(ctx, view, obs, *statsEvery, log)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -117,25 +125,16 @@ flags:
 	return exitOK
 }
 
-// reportCounts gives obs the task counts and the queue lag every interval, as a
-// scheduling scheduler's EventTaskCounts would: this one never schedules. The lag is
-// how long the soonest SCHEDULED task has been due (0 when none is), by this
-// machine's clock.
-func reportCounts(ctx context.Context, s *ax.Scheduler, obs *metrics.Observer, every time.Duration, log *slog.Logger) {
+// reportCounts gives obs the task counts and the queue lag every interval, from the
+// one store query a leading scheduler's EventTaskCounts comes from (TaskStats): this
+// node never schedules. "Now" is this machine's clock.
+func reportCounts(ctx context.Context, st ax.Store, obs *metrics.Observer, every time.Duration, log *slog.Logger) {
 	for {
-		counts, err := s.Counts(ctx)
-		var soonest *ax.TaskPage
-		if err == nil {
-			soonest, err = s.Tasks(ctx, ax.TaskQuery{Statuses: []ax.Status{ax.Scheduled}, Order: ax.SoonestFirst, Limit: 1})
-		}
-		if err == nil {
-			n := make(map[ax.Status]int64, len(counts))
-			for st, c := range counts {
-				n[st] = c.N
-			}
-			e := ax.Event{Kind: ax.EventTaskCounts, At: time.Now(), Counts: n}
-			if len(soonest.Tasks) > 0 {
-				e.Lag = max(e.At.Sub(soonest.Tasks[0].DueAt), 0)
+		now := time.Now()
+		if stats, err := st.TaskStats(ctx, now); err == nil {
+			e := ax.Event{Kind: ax.EventTaskCounts, At: now, Counts: stats.Counts}
+			if !stats.OldestDue.IsZero() {
+				e.Lag = max(now.Sub(stats.OldestDue), 0)
 			}
 			obs.Observe(e)
 		} else if ctx.Err() == nil {
