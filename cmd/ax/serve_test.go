@@ -83,27 +83,7 @@ func TestServeSmoke(t *testing.T) {
 	waitTask(t, service, charge.ID, ax.Failed)
 
 	tokens := "ops:operator:" + admin.HashToken("ops-secret") + ",dash:viewer:" + admin.HashToken("dash-secret")
-	serveCtx, stop := context.WithCancel(context.Background())
-	var out, errs syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(serveCtx, []string{"serve", "--dsn", path, "--listen", "127.0.0.1:0", "--tokens", tokens, "--stats-interval", "50ms"}, &out, &errs)
-	}()
-	defer func() {
-		stop()
-		if code := <-done; code != exitOK {
-			t.Errorf("ax serve exited %d\nstderr:\n%s", code, errs.String())
-		}
-	}()
-	var url string
-	addr := regexp.MustCompile(`listening on (http://\S+)`)
-	for end := time.Now().Add(10 * time.Second); url == ""; time.Sleep(10 * time.Millisecond) {
-		if m := addr.FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		} else if time.Now().After(end) {
-			t.Fatalf("ax serve did not listen within 10s\nstdout:\n%s\nstderr:\n%s", out.String(), errs.String())
-		}
-	}
+	url := startServe(t, path, tokens)
 	op := []string{"--server", url, "--token", "ops-secret"}
 	viewer := []string{"--server", url, "--token", "dash-secret"}
 	for _, c := range []struct {
@@ -151,24 +131,11 @@ func TestServeSmoke(t *testing.T) {
 	if err != nil || len(log) != 8 {
 		t.Errorf("audit log: %d records, %v; want 8 (the refused cancel and seven actions)", len(log), err)
 	}
-	scrape := func(token string) (int, string) {
-		req, _ := http.NewRequest("GET", url+"/metrics", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	if code, _ := scrape(""); code != http.StatusUnauthorized {
+	if code, _ := scrape(t, url, ""); code != http.StatusUnauthorized {
 		t.Errorf("GET /metrics without a token: %d, want 401", code)
 	}
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		code, body := scrape("dash-secret")
+		code, body := scrape(t, url, "dash-secret")
 		if code == http.StatusOK && strings.Contains(body, `ax_tasks{status="CANCELLED"} 1`) {
 			break
 		}
@@ -177,6 +144,49 @@ func TestServeSmoke(t *testing.T) {
 			break
 		}
 	}
+}
+
+// startServe runs ax serve on the SQLite file at path with tokens, stats read every
+// 50 ms, until the test ends (when it must exit cleanly), and returns its URL.
+func startServe(t *testing.T, path, tokens string) string {
+	t.Helper()
+	serveCtx, stop := context.WithCancel(context.Background())
+	var out, errs syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(serveCtx, []string{"serve", "--dsn", path, "--listen", "127.0.0.1:0", "--tokens", tokens, "--stats-interval", "50ms"}, &out, &errs)
+	}()
+	t.Cleanup(func() {
+		stop()
+		if code := <-done; code != exitOK {
+			t.Errorf("ax serve exited %d\nstderr:\n%s", code, errs.String())
+		}
+	})
+	addr := regexp.MustCompile(`listening on (http://\S+)`)
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(end) {
+			t.Fatalf("ax serve did not listen within 10s\nstdout:\n%s\nstderr:\n%s", out.String(), errs.String())
+		}
+	}
+}
+
+// scrape GETs url's /metrics with token (none when empty).
+func scrape(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+"/metrics", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // waitTask waits until the task is in status.
@@ -211,44 +221,17 @@ func TestServeQueueLag(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := "dash:viewer:" + admin.HashToken("dash-secret")
-	serveCtx, stop := context.WithCancel(context.Background())
-	var out, errs syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(serveCtx, []string{"serve", "--dsn", path, "--listen", "127.0.0.1:0", "--tokens", tokens, "--stats-interval", "50ms"}, &out, &errs)
-	}()
-	defer func() {
-		stop()
-		if code := <-done; code != exitOK {
-			t.Errorf("ax serve exited %d\nstderr:\n%s", code, errs.String())
-		}
-	}()
-	var url string
-	addr := regexp.MustCompile(`listening on (http://\S+)`)
-	for end := time.Now().Add(10 * time.Second); url == ""; time.Sleep(10 * time.Millisecond) {
-		if m := addr.FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		} else if time.Now().After(end) {
-			t.Fatalf("ax serve did not listen within 10s\nstdout:\n%s\nstderr:\n%s", out.String(), errs.String())
-		}
-	}
+	url := startServe(t, path, tokens)
 	lag := regexp.MustCompile(`(?m)^ax_queue_lag_seconds (\S+)$`)
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		req, _ := http.NewRequest("GET", url+"/metrics", nil)
-		req.Header.Set("Authorization", "Bearer dash-secret")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if m := lag.FindSubmatch(body); m != nil {
-			if s, _ := strconv.ParseFloat(string(m[1]), 64); s >= 60 && s < 3600 {
+		code, body := scrape(t, url, "dash-secret")
+		if m := lag.FindStringSubmatch(body); m != nil {
+			if s, _ := strconv.ParseFloat(m[1], 64); s >= 60 && s < 3600 {
 				return
 			}
 		}
 		if time.Now().After(end) {
-			t.Fatalf("GET /metrics: %d, want ax_queue_lag_seconds of a minute or more within 10s\n%s", resp.StatusCode, lag.Find(body))
+			t.Fatalf("GET /metrics: %d, want ax_queue_lag_seconds of a minute or more within 10s\n%s", code, lag.FindString(body))
 		}
 	}
 }
