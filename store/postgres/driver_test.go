@@ -1011,7 +1011,6 @@ func TestMigrateCollateC(t *testing.T) {
 	t.Run("fresh", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t, servicetest.PostgresDSN(t))
-		migrateTo(t, pool, 0)
 		migrateFrom(t, pool, 0)
 		if got := localeCollated(t, pool); len(got) != 0 {
 			t.Errorf("index columns by a locale's collation: %v", got)
