@@ -47,10 +47,10 @@ func (t *taskRow) firstStart() time.Time {
 // finishSQL in store/postgres).
 func (r *run) load(ctx context.Context, names ...string) ([]*taskRow, error) {
 	q := `SELECT t.id, t.name, t.key, t.status, t.dispatch_retries,
-			e.id, e.node, CASE WHEN e.status = 'RUNNING' AND t.status = 'SUCCEEDED' AND t.execution_id = e.id THEN 'SUCCEEDED' ELSE e.status END,
-			e.started_at, CASE WHEN e.status = 'RUNNING' AND t.status = 'SUCCEEDED' AND t.execution_id = e.id THEN t.finished_at ELSE e.finished_at END,
-			e.error
-		FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id`
+			e.id, e.node, CASE WHEN d.succeeded THEN 'SUCCEEDED' ELSE e.status END,
+			e.started_at, CASE WHEN d.succeeded THEN t.finished_at ELSE e.finished_at END, e.error
+		FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id
+		CROSS JOIN LATERAL (SELECT e.status = 'RUNNING' AND t.status = 'SUCCEEDED' AND t.execution_id = e.id AS succeeded) d`
 	var args []any
 	if len(names) > 0 {
 		q += ` WHERE t.name = ANY($1)`
