@@ -34,7 +34,10 @@ type pace struct {
 const rateSample = 100 * time.Millisecond
 
 // update folds the returns since the last sample into the rate and sizes the prefetch:
-// twice what the handlers get through in one claim round trip, at most a batch.
+// four times what the handlers get through in one claim round trip, at most a batch.
+// With less, the room for a claim was too small to fill it: at 20 handlers on
+// PostgreSQL, twice made claims of 50 tasks (a claim costs the server 0.85 ms of CPU
+// and 18 µs a task), four times 80.
 func (p *pace) update(now time.Time) {
 	if p.since.IsZero() {
 		p.since = now
@@ -47,7 +50,7 @@ func (p *pace) update(now time.Time) {
 	sample := float64(p.done) / span.Seconds()
 	p.rate = (p.rate + sample) / 2
 	p.done, p.since = 0, now
-	p.prefetch = min(store.MaxBatch, int(math.Ceil(2*p.rate*p.rtt.Seconds())))
+	p.prefetch = min(store.MaxBatch, int(math.Ceil(4*p.rate*p.rtt.Seconds())))
 }
 
 // claimed folds one claim's round trip into rtt.

@@ -227,8 +227,8 @@ func TestClaimFailedRunsWhatCommitted(t *testing.T) {
 	}
 }
 
-// The prefetch is twice what the handlers get through in one claim round trip, at
-// most a batch: none for slow handlers, a batch for fast ones.
+// The prefetch is four times what the handlers get through in one claim round trip,
+// at most a batch: one task for slow handlers, a batch for fast ones.
 func TestPaceSizesPrefetch(t *testing.T) {
 	t0 := time.Now()
 	for _, c := range []struct {
@@ -237,7 +237,7 @@ func TestPaceSizesPrefetch(t *testing.T) {
 		want    int
 	}{
 		{returns: 2, rtt: 2 * time.Millisecond, want: 1},        // 20/s: slow handlers
-		{returns: 1000, rtt: 2 * time.Millisecond, want: 40},    // 10,000/s
+		{returns: 1000, rtt: 2 * time.Millisecond, want: 80},    // 10,000/s
 		{returns: 100000, rtt: 5 * time.Millisecond, want: 200}, // capped at a batch
 	} {
 		var p pace

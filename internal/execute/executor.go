@@ -678,20 +678,35 @@ func (e *Executor) report(x *execution, err error, outcome string) {
 }
 
 // finisher writes results in batches: it takes what has queued up while the previous
-// write was in flight, up to MaxBatch.
+// write was in flight, up to MaxBatch. When results were waiting as the previous write
+// returned (the handlers return faster than results are written), a write that would
+// carry less than half a batch first lingers for more, for at most as long as the
+// previous write took and maxLinger: a write costs the store much the same for 20
+// results as for 100 (PostgreSQL: 0.6 ms of CPU a statement, 12 µs a result), and a
+// result waits at most one write longer to be recorded. Handlers do not wait for it:
+// their slots are free already. A result that finds the finisher idle is written at
+// once, and Stop ends a wait at once.
 func (e *Executor) finisher() {
 	batch := make([]*execution, 0, store.MaxBatch)
+	var took time.Duration // the previous write's
 	for {
 		batch = batch[:0]
+		waiting := true
 		select {
 		case x := <-e.results:
 			batch = append(batch, x)
-		case <-e.finished:
+		default:
+			waiting = false
 			select {
 			case x := <-e.results:
 				batch = append(batch, x)
-			default:
-				return
+			case <-e.finished:
+				select {
+				case x := <-e.results:
+					batch = append(batch, x)
+				default:
+					return
+				}
 			}
 		}
 	fill:
@@ -703,8 +718,38 @@ func (e *Executor) finisher() {
 				break fill
 			}
 		}
+		if waiting && len(batch) < store.MaxBatch/2 {
+			batch = e.linger(batch, min(took, maxLinger))
+		}
+		start := time.Now()
 		e.finish(batch)
+		took = time.Since(start)
 	}
+}
+
+// maxLinger bounds how long the finisher waits for more results to write with the
+// ones it has (see finisher).
+const maxLinger = 5 * time.Millisecond
+
+// linger adds to batch the results that arrive within d, until it holds half a batch
+// or Stop begins.
+func (e *Executor) linger(batch []*execution, d time.Duration) []*execution {
+	if d <= 0 {
+		return batch
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for len(batch) < store.MaxBatch/2 {
+		select {
+		case x := <-e.results:
+			batch = append(batch, x)
+		case <-t.C:
+			return batch
+		case <-e.finished:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (e *Executor) finish(batch []*execution) {
