@@ -55,8 +55,9 @@ func (e *FencedError) Unwrap() error { return ErrFenced }
 // executor's answer; a *FencedError (ErrFenced) when the executor has seen a newer
 // leader; an error wrapping ErrUnreachable when the executor could not be reached or
 // did not answer within the timeout (the tasks may or may not have been taken: the
-// caller hands them back, and a duplicate delivery runs nothing); another error for
-// any other refusal.
+// caller hands them back, and a duplicate delivery runs nothing); one wrapping
+// ErrTooLarge when the executor refused the body as too large; another error for any
+// other refusal.
 func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) (*DispatchResponse, error) {
 	resp, data, err := c.post(ctx, base, DispatchPath, dr.Token, dr)
 	if err != nil {
@@ -75,6 +76,8 @@ func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) 
 			return nil, fmt.Errorf("ax: remote: dispatch to %s: malformed refusal: %w", base, err)
 		}
 		return nil, &FencedError{Token: dr.Token, Highest: fb.Highest}
+	case http.StatusRequestEntityTooLarge:
+		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w: %s: %s", base, ErrTooLarge, resp.Status, strings.TrimSpace(string(data)))
 	default:
 		return nil, fmt.Errorf("ax: remote: dispatch to %s: %s: %s", base, resp.Status, strings.TrimSpace(string(data)))
 	}

@@ -32,4 +32,7 @@ var (
 	ErrFenced = errors.New("fenced: the executor has seen a newer leader")
 	// ErrUnreachable: the executor could not be reached, or did not answer in time.
 	ErrUnreachable = errors.New("executor unreachable")
+	// ErrTooLarge: the executor refused the request's body as larger than its limit
+	// (413); the same tasks in smaller requests may pass.
+	ErrTooLarge = errors.New("request body too large")
 )

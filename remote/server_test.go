@@ -153,6 +153,43 @@ func TestServerDispatch(t *testing.T) {
 	}
 }
 
+// TestDispatchTooLarge: a dispatch whose body is over the executor's limit is refused
+// 413 as ErrTooLarge, which the leader answers by splitting the batch; other refusals
+// (another secret, 401) are not ErrTooLarge. Neither reaches the executor.
+func TestDispatchTooLarge(t *testing.T) {
+	t.Parallel()
+	exec := &fakeExecutor{free: 100}
+	v, err := NewVerifier(testSecret, WithLogger(quiet()), WithMaxBodyBytes(2048))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewServer("ns", "exec-1", exec, v, quiet()))
+	defer srv.Close()
+	signer, _ := NewSigner(testSecret)
+	c := NewClient(signer, 5*time.Second, nil)
+	defer c.Close()
+	ctx := context.Background()
+	big := dispatchOf(1)
+	for id := range int64(40) {
+		big.Tasks = append(big.Tasks, store.Task{ID: id + 1, Name: "job", ExecutionID: "e", Status: store.Dispatching})
+	}
+	if _, err := c.Dispatch(ctx, srv.URL, big); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "413") {
+		t.Fatalf("dispatch of 40 tasks over a 2 KiB limit: %v, want ErrTooLarge (413)", err)
+	}
+	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(1, 1)); err != nil {
+		t.Fatalf("dispatch of one task under the limit: %v", err)
+	}
+	other, _ := NewSigner(otherSecret)
+	forged := NewClient(other, 5*time.Second, nil)
+	defer forged.Close()
+	if _, err := forged.Dispatch(ctx, srv.URL, dispatchOf(1, 2)); err == nil || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrUnreachable) {
+		t.Fatalf("dispatch signed with another secret: %v, want a refusal that is neither ErrTooLarge nor ErrUnreachable", err)
+	}
+	if len(exec.taken) != 1 {
+		t.Fatalf("executor took %d tasks, want 1 (none from refused requests)", len(exec.taken))
+	}
+}
+
 // TestServerReleased: a signed release notice reaches the executor's Released; one of a
 // token below the highest seen, one addressed to another node, an unsigned and a forged
 // one do not.
