@@ -261,6 +261,85 @@ func TestBusyExecutorsDoNotFailTasks(t *testing.T) {
 	}
 }
 
+// requests counts the leader's executor requests by result.
+type requests struct {
+	mu       sync.Mutex
+	byResult map[string]int
+}
+
+func (r *requests) Observe(e ax.Event) {
+	if e.Kind == ax.EventExecutorRequest {
+		r.mu.Lock()
+		r.byResult[e.Reason]++
+		r.mu.Unlock()
+	}
+}
+
+// TestRefusingExecutorIsPassedOver: one of two executor-only replicas was given
+// another cluster secret, so it refuses every dispatch (401). Under consistent
+// hashing about half the keys hash to it; each such task goes on to the other
+// replica in the same routing, instead of being handed back and hashed to the same
+// replica at every claim until its dispatch retries ran out: every task runs once,
+// on node-1, with no dispatch retry spent.
+func TestRefusingExecutorIsPassedOver(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	secret, wrong := make([]byte, 32), make([]byte, 32)
+	rand.Read(secret)
+	rand.Read(wrong)
+	reqs := &requests{byResult: map[string]int{}}
+	rec := &starts{by: map[string][]string{}, when: map[string]time.Time{}}
+	rs := cluster(t, st, 3, secret, func(i int, s *ax.Scheduler) {
+		if i > 0 {
+			s.HandleFunc("remote.job", rec.handler(fmt.Sprintf("node-%d", i)))
+		}
+	}, func(i int, c *ax.Config) {
+		c.Cluster.Routing = ax.RouteConsistentHash
+		c.MaxDispatchRetries = 1
+		switch i {
+		case 0:
+			c.Observer = reqs
+		case 2:
+			c.Cluster.Secret = wrong
+		}
+	})
+	waitForNodes(t, rs[0].s, 3)
+	ctx := context.Background()
+	const n = 30
+	for i := range n {
+		if _, err := rs[0].s.Delay(ctx, "remote.job", fmt.Sprint(i), time.Duration(i%5)*40*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "every task to succeed", func() bool {
+		for i := range n {
+			task, err := rs[0].s.Lookup(ctx, "remote.job", fmt.Sprint(i))
+			if err != nil || task.Status != ax.Succeeded {
+				return false
+			}
+		}
+		return true
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := range n {
+		key := fmt.Sprint(i)
+		task, err := rs[0].s.Lookup(ctx, "remote.job", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nodes := rec.by[key]; len(nodes) != 1 || nodes[0] != "node-1" || task.DispatchRetries != 0 || task.Attempt != 0 {
+			t.Errorf("task %s ran on %v with %d dispatch retries, attempt %d; want once, on node-1, none spent", key, nodes, task.DispatchRetries, task.Attempt)
+		}
+	}
+	reqs.mu.Lock()
+	defer reqs.mu.Unlock()
+	if reqs.byResult["error"] == 0 || reqs.byResult["ok"] == 0 {
+		t.Errorf("executor requests by result %v: want some refused (keys hashed to node-2) and some ok", reqs.byResult)
+	}
+}
+
 // waitForNodes waits until leader leads with n replicas registered.
 func waitForNodes(t *testing.T, leader *ax.Scheduler, n int) {
 	t.Helper()

@@ -138,7 +138,8 @@ const (
 	// DispatchUnreachable: the replica it was sent to did not answer; it is skipped
 	// until its health endpoint answers.
 	DispatchUnreachable = observe.Unreachable
-	// DispatchRefused: the replica it was sent to answered the dispatch with an error.
+	// DispatchRefused: the replicas it was sent to answered the dispatch with an
+	// error, and no other replica with its handler was left to try.
 	DispatchRefused = observe.Refused
 )
 

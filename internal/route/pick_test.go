@@ -1,7 +1,11 @@
 package route
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,7 +246,8 @@ func TestConsistentHashLeaderWithoutEndpoint(t *testing.T) {
 }
 
 // A request's tasks stop counting as picked for its replica when the request ends,
-// whatever its outcome, once: when it is split in halves, by the halves.
+// whatever its outcome, once (when it is split in halves, by the halves: see
+// TestTooLargeIsSplit).
 func TestRequestEndUnassigns(t *testing.T) {
 	signer, err := remote.NewSigner([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
@@ -252,8 +257,8 @@ func TestRequestEndUnassigns(t *testing.T) {
 		name  string
 		token int64
 	}{
-		{"refused, then in halves", 0}, // the client refuses to sign a zero token: an error, not unreachable
-		{"unreachable", 1},             // nothing listens on port 1
+		{"refused", 0},     // the client refuses to sign a zero token: an error, not unreachable
+		{"unreachable", 1}, // nothing listens on port 1
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRouter(t, true)
@@ -274,5 +279,67 @@ func TestRequestEndUnassigns(t *testing.T) {
 				t.Errorf("a marked down: %v, want %v", down, tc.token == 1)
 			}
 		})
+	}
+}
+
+// taker is an executor endpoint's executor that takes every task.
+type taker struct {
+	mu    sync.Mutex
+	taken map[int64]int
+}
+
+func (e *taker) Take(_ int64, tasks []store.Task, _ func() error) []remote.Outcome {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]remote.Outcome, len(tasks))
+	for i, t := range tasks {
+		e.taken[t.ID]++
+		out[i] = remote.Accepted
+	}
+	return out
+}
+
+func (e *taker) Load() (int, int) { return 0, 100 }
+func (e *taker) Released(_ int64) {}
+
+// TestTooLargeIsSplit: a batch the executor refuses as too large (413) goes to it
+// again in halves, down to requests it reads, and every task is taken once; the
+// tasks stop counting as picked for it when the last request ends.
+func TestTooLargeIsSplit(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	v, err := remote.NewVerifier(secret, remote.WithLogger(slog.New(slog.DiscardHandler)), remote.WithMaxBodyBytes(4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := &taker{taken: map[int64]int{}}
+	srv := httptest.NewServer(remote.NewServer("", "a", exec, v, slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	signer, err := remote.NewSigner(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(t, true)
+	r.cfg.Token = 1
+	r.cfg.Client = remote.NewClient(signer, 5*time.Second, nil)
+	defer r.cfg.Client.Close()
+	r.SetNodes([]store.NodeInfo{{Name: "a", Advertise: srv.URL, Handlers: []string{"job"}, Capacity: 100}})
+	var tasks []store.Task
+	for id := range int64(12) {
+		tasks = append(tasks, store.Task{ID: id + 1, Name: "job", ExecutionID: fmt.Sprint("e", id), Status: store.Dispatching,
+			Payload: bytes.Repeat([]byte{'x'}, 600)}) // about 800 bytes of JSON each: 12 are over 4 KiB
+	}
+	r.route(tasks, map[string]bool{local: true})
+	r.Wait()
+	exec.mu.Lock()
+	defer exec.mu.Unlock()
+	for _, task := range tasks {
+		if exec.taken[task.ID] != 1 {
+			t.Errorf("task %d taken %d times, want once", task.ID, exec.taken[task.ID])
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.nodes["a"]; n.assigned != 0 {
+		t.Errorf("after the requests ended: %d tasks counted as picked for a, want 0", n.assigned)
 	}
 }

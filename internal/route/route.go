@@ -2,9 +2,10 @@
 // a live replica that registered the task's handler — by round-robin, least in flight,
 // or a consistent hash of the task's key — and hands the task to this process's
 // executor directly or POSTs it, in one batch per replica, to the replica's executor
-// endpoint (package remote). A replica that answers busy or without the handler is
-// passed over for the next candidate; one that cannot be reached is skipped until its
-// health endpoint answers again; a task no candidate takes is handed back as a dispatch
+// endpoint (package remote). A replica that answers busy, without the handler, or with
+// a refusal (another secret, say; a body too large is first split in halves) is passed
+// over for the next candidate; one that cannot be reached is skipped until its health
+// endpoint answers again; a task no candidate takes is handed back as a dispatch
 // failure. An executor that has seen a newer leader ends the term.
 package route
 
@@ -267,6 +268,12 @@ func (r *Router) ClaimFailed(claims []store.Claim, k int, sent time.Time) {
 // BusyFor (every replica with its handler was full); then, or when no replica has its
 // handler at all, it is handed back as a dispatch failure.
 func (r *Router) route(tasks []store.Task, tried map[string]bool) {
+	r.routeOr(tasks, tried, nil)
+}
+
+// routeOr is route, with left, when not nil, given the tasks no candidate is left for
+// instead.
+func (r *Router) routeOr(tasks []store.Task, tried map[string]bool, left func([]store.Task)) {
 	groups := map[string][]store.Task{}
 	var none []store.Task
 	for _, t := range tasks {
@@ -290,7 +297,9 @@ func (r *Router) route(tasks []store.Task, tried map[string]bool) {
 		}
 	}
 	if len(none) > 0 {
-		if len(tried) == 0 {
+		if left != nil {
+			left(none)
+		} else if len(tried) == 0 {
 			r.cfg.Exec.HandBackUnhandled(r.cfg.Src, none)
 		} else {
 			r.wait(none)
@@ -449,16 +458,23 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Unreachable, fmt.Sprintf("executor %s unreachable", name))
 		return
+	case errors.Is(err, remote.ErrTooLarge) && len(tasks) > 1:
+		halved = true
+		r.send(name, tasks[:len(tasks)/2], tried)
+		r.send(name, tasks[len(tasks)/2:], tried)
+		return
 	case err != nil:
-		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: executor refused a dispatch", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
-		if len(tasks) > 1 { // a body too large, say: try halves
-			halved = true
-			r.send(name, tasks[:len(tasks)/2], tried)
-			r.send(name, tasks[len(tasks)/2:], tried)
-			return
-		}
-		r.forget(tasks)
-		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.Refused, fmt.Sprintf("executor %s refused it: %v", name, err))
+		// A refusal (another secret, a full nonce cache, a request it cannot read):
+		// the replica took none of them, so they go to the next candidates, as busy
+		// ones do, and only those no other candidate takes are handed back. Handed
+		// back at once, a task whose key hashes to this replica would come back to it
+		// at every claim until its dispatch retries ran out.
+		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: executor refused a dispatch; its tasks go to the next candidates", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
+		msg := fmt.Sprintf("executor %s refused it: %v", name, err)
+		r.routeOr(tasks, tried, func(none []store.Task) {
+			r.forget(none)
+			r.cfg.Exec.HandBack(r.cfg.Src, none, observe.Refused, msg)
+		})
 		return
 	}
 	r.report(name, resp)
