@@ -306,15 +306,29 @@ func TestRefusingExecutorIsPassedOver(t *testing.T) {
 	})
 	waitForNodes(t, rs[0].s, 3)
 	ctx := context.Background()
-	const n = 30
-	for i := range n {
-		if _, err := rs[0].s.Delay(ctx, "remote.job", fmt.Sprint(i), time.Duration(i%5)*40*time.Millisecond); err != nil {
+	// The leader's router reads the registry on its own schedule: until it knows
+	// node-2, every task goes to node-1. Probes, one a poll, until one was refused.
+	var keys []string
+	waitFor(t, 20*time.Second, "a dispatch to node-2", func() bool {
+		key := fmt.Sprint("probe-", len(keys))
+		if _, err := rs[0].s.Delay(ctx, "remote.job", key, 0); err != nil {
 			t.Fatal(err)
 		}
+		keys = append(keys, key)
+		reqs.mu.Lock()
+		defer reqs.mu.Unlock()
+		return reqs.byResult["error"] > 0
+	})
+	for i := range 30 {
+		key := fmt.Sprint(i)
+		if _, err := rs[0].s.Delay(ctx, "remote.job", key, time.Duration(i%5)*40*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key)
 	}
 	waitFor(t, 20*time.Second, "every task to succeed", func() bool {
-		for i := range n {
-			task, err := rs[0].s.Lookup(ctx, "remote.job", fmt.Sprint(i))
+		for _, key := range keys {
+			task, err := rs[0].s.Lookup(ctx, "remote.job", key)
 			if err != nil || task.Status != ax.Succeeded {
 				return false
 			}
@@ -323,8 +337,7 @@ func TestRefusingExecutorIsPassedOver(t *testing.T) {
 	})
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	for i := range n {
-		key := fmt.Sprint(i)
+	for _, key := range keys {
 		task, err := rs[0].s.Lookup(ctx, "remote.job", key)
 		if err != nil {
 			t.Fatal(err)

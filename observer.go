@@ -85,7 +85,8 @@ const (
 	EventLease = EventKind(observe.LeaseState)
 	// EventExecutorRequest: the leader sent a batch of Count tasks to another
 	// replica's executor. Reason is the result (ok, busy — some tasks refused for want
-	// of a slot —, unreachable, fenced, error), Duration the request's time.
+	// of a slot —, unreachable, fenced, too_large — split in halves and sent again —,
+	// error), Duration the request's time.
 	EventExecutorRequest = EventKind(observe.ExecutorRequest)
 	// EventPruned: retention deleted Count finished tasks, with their executions.
 	// Reason is their status, lower case: succeeded, failed, cancelled, skipped.
@@ -131,7 +132,9 @@ const (
 	// DispatchLeaseEnded: claimed under a leader's lease that ended before the task
 	// started; the next leader runs it.
 	DispatchLeaseEnded = observe.LeaseEnded
-	// DispatchBusy: every replica with the task's handler was full or unreachable.
+	// DispatchBusy: no replica with the task's handler took it within half of
+	// DispatchTimeout, and one of them at least was full (the others unreachable or
+	// refusing).
 	DispatchBusy = observe.Busy
 	// DispatchFenced: a replica's executor had seen a newer leader.
 	DispatchFenced = observe.Fenced
@@ -139,7 +142,8 @@ const (
 	// until its health endpoint answers.
 	DispatchUnreachable = observe.Unreachable
 	// DispatchRefused: the replicas it was sent to answered the dispatch with an
-	// error, and no other replica with its handler was left to try.
+	// error (or lacked its handler), none was merely full, and no other replica with
+	// its handler was left to try.
 	DispatchRefused = observe.Refused
 )
 

@@ -53,11 +53,11 @@ func (e *FencedError) Unwrap() error { return ErrFenced }
 
 // Dispatch sends dr to the executor at base (its advertised URL). It returns the
 // executor's answer; a *FencedError (ErrFenced) when the executor has seen a newer
-// leader; an error wrapping ErrUnreachable when the executor could not be reached or
-// did not answer within the timeout (the tasks may or may not have been taken: the
-// caller hands them back, and a duplicate delivery runs nothing); one wrapping
-// ErrTooLarge when the executor refused the body as too large; another error for any
-// other refusal.
+// leader; an error wrapping ErrUnreachable when the executor could not be reached, did
+// not answer within the timeout or answered what cannot be read (the tasks may or may
+// not have been taken: the caller hands them back, and a duplicate delivery runs
+// nothing); one wrapping ErrTooLarge when the executor refused the body as too large;
+// another error for any other refusal.
 func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) (*DispatchResponse, error) {
 	resp, data, err := c.post(ctx, base, DispatchPath, dr.Token, dr)
 	if err != nil {
@@ -66,8 +66,8 @@ func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) 
 	switch resp.StatusCode {
 	case http.StatusOK:
 		var out DispatchResponse
-		if err := json.Unmarshal(data, &out); err != nil {
-			return nil, fmt.Errorf("ax: remote: dispatch to %s: malformed answer: %w", base, err)
+		if err := json.Unmarshal(data, &out); err != nil { // it may have taken them: as if unanswered
+			return nil, fmt.Errorf("ax: remote: dispatch to %s: malformed answer: %w: %w", base, ErrUnreachable, err)
 		}
 		return &out, nil
 	case http.StatusConflict:
@@ -77,7 +77,7 @@ func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) 
 		}
 		return nil, &FencedError{Token: dr.Token, Highest: fb.Highest}
 	case http.StatusRequestEntityTooLarge:
-		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w: %s: %s", base, ErrTooLarge, resp.Status, strings.TrimSpace(string(data)))
+		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w (%s)", base, ErrTooLarge, resp.Status)
 	default:
 		return nil, fmt.Errorf("ax: remote: dispatch to %s: %s: %s", base, resp.Status, strings.TrimSpace(string(data)))
 	}

@@ -30,7 +30,8 @@ var (
 	// ErrFenced: the executor has seen a higher fencing token than the dispatch's: a
 	// newer leader exists, and the executor starts nothing for this one.
 	ErrFenced = errors.New("fenced: the executor has seen a newer leader")
-	// ErrUnreachable: the executor could not be reached, or did not answer in time.
+	// ErrUnreachable: the executor could not be reached, did not answer in time, or
+	// answered what cannot be read: whether it took the request is not known.
 	ErrUnreachable = errors.New("executor unreachable")
 	// ErrTooLarge: the executor refused the request's body as larger than its limit
 	// (413); the same tasks in smaller requests may pass.

@@ -190,6 +190,22 @@ func TestDispatchTooLarge(t *testing.T) {
 	}
 }
 
+// TestDispatchUnreadableAnswer: a 200 whose body is not a dispatch answer may follow
+// a dispatch the executor took, so it reads as ErrUnreachable (outcome unknown), not
+// as a refusal the leader would pass to another replica.
+func TestDispatchUnreadableAnswer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("<html>a proxy's page</html>"))
+	}))
+	defer srv.Close()
+	c := NewClient(nil, 5*time.Second, nil)
+	defer c.Close()
+	if _, err := c.Dispatch(context.Background(), srv.URL, dispatchOf(1, 1)); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("dispatch answered 200 with HTML: %v, want ErrUnreachable", err)
+	}
+}
+
 // TestServerReleased: a signed release notice reaches the executor's Released; one of a
 // token below the highest seen, one addressed to another node, an unsigned and a forged
 // one do not.

@@ -63,7 +63,7 @@ const (
 	Busy        = "busy"        // every executor with the handler was full
 	Unreachable = "unreachable" // no executor with the handler answered
 	Fenced      = "fenced"      // an executor, or the store at Start, has seen a newer leader
-	Refused     = "refused"     // the executors it was sent to answered with an error, and none other was left
+	Refused     = "refused"     // the executors it was sent to refused it, none was full, and none other was left
 )
 
 // Results of ScheduleFired, and of a skipped occurrence.

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,39 +283,23 @@ func TestRequestEndUnassigns(t *testing.T) {
 	}
 }
 
-// taker is an executor endpoint's executor that takes every task.
-type taker struct {
-	mu    sync.Mutex
-	taken map[int64]int
-}
-
-func (e *taker) Take(_ int64, tasks []store.Task, _ func() error) []remote.Outcome {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]remote.Outcome, len(tasks))
-	for i, t := range tasks {
-		e.taken[t.ID]++
-		out[i] = remote.Accepted
-	}
-	return out
-}
-
-func (e *taker) Load() (int, int) { return 0, 100 }
-func (e *taker) Released(_ int64) {}
-
 // TestTooLargeIsSplit: a batch the executor refuses as too large (413) goes to it
 // again in halves, down to requests it reads, and every task is taken once; the
 // tasks stop counting as picked for it when the last request ends.
 func TestTooLargeIsSplit(t *testing.T) {
-	secret := []byte("0123456789abcdef0123456789abcdef")
-	v, err := remote.NewVerifier(secret, remote.WithLogger(slog.New(slog.DiscardHandler)), remote.WithMaxBodyBytes(4096))
+	v, err := remote.NewVerifier(clusterSecret, remote.WithLogger(slog.New(slog.DiscardHandler)), remote.WithMaxBodyBytes(4096))
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec := &taker{taken: map[int64]int{}}
-	srv := httptest.NewServer(remote.NewServer("", "a", exec, v, slog.New(slog.DiscardHandler)))
-	defer srv.Close()
-	signer, err := remote.NewSigner(secret)
+	exec := &busyFirst{taken: map[int64]int{}}
+	srv := remote.NewServer("", "a", exec, v, slog.New(slog.DiscardHandler))
+	var requests atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		requests.Add(1)
+		srv.ServeHTTP(w, req)
+	}))
+	defer hs.Close()
+	signer, err := remote.NewSigner(clusterSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +307,7 @@ func TestTooLargeIsSplit(t *testing.T) {
 	r.cfg.Token = 1
 	r.cfg.Client = remote.NewClient(signer, 5*time.Second, nil)
 	defer r.cfg.Client.Close()
-	r.SetNodes([]store.NodeInfo{{Name: "a", Advertise: srv.URL, Handlers: []string{"job"}, Capacity: 100}})
+	r.SetNodes([]store.NodeInfo{{Name: "a", Advertise: hs.URL, Handlers: []string{"job"}, Capacity: 100}})
 	var tasks []store.Task
 	for id := range int64(12) {
 		tasks = append(tasks, store.Task{ID: id + 1, Name: "job", ExecutionID: fmt.Sprint("e", id), Status: store.Dispatching,
@@ -336,6 +321,9 @@ func TestTooLargeIsSplit(t *testing.T) {
 		if exec.taken[task.ID] != 1 {
 			t.Errorf("task %d taken %d times, want once", task.ID, exec.taken[task.ID])
 		}
+	}
+	if n := requests.Load(); n < 3 || int(n) == exec.requests {
+		t.Errorf("%d requests, %d of them read: want one refused as too large at least, then halves", n, exec.requests)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

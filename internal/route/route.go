@@ -5,8 +5,9 @@
 // endpoint (package remote). A replica that answers busy, without the handler, or with
 // a refusal (another secret, say; a body too large is first split in halves) is passed
 // over for the next candidate; one that cannot be reached is skipped until its health
-// endpoint answers again; a task no candidate takes is handed back as a dispatch
-// failure. An executor that has seen a newer leader ends the term.
+// endpoint answers again. A task no candidate takes is handed back as a dispatch
+// failure — after waiting in the leader, up to BusyFor, if one of them was busy. An
+// executor that has seen a newer leader ends the term.
 package route
 
 import (
@@ -300,6 +301,7 @@ func (r *Router) routeOr(tasks []store.Task, tried map[string]bool, left func([]
 		if left != nil {
 			left(none)
 		} else if len(tried) == 0 {
+			r.forget(none)
 			r.cfg.Exec.HandBackUnhandled(r.cfg.Src, none)
 		} else {
 			r.wait(none)
@@ -311,7 +313,9 @@ func (r *Router) routeOr(tasks []store.Task, tried map[string]bool, left func([]
 			r.mu.Lock()
 			r.assigned -= len(group) // the executor's load counts those it took
 			r.mu.Unlock()
+			r.forget(others(group, busy))
 			if len(busy) > 0 {
+				r.markBusy(busy)
 				r.route(busy, with(tried, local))
 			}
 			continue
@@ -320,6 +324,21 @@ func (r *Router) routeOr(tasks []store.Task, tried map[string]bool, left func([]
 			r.wg.Go(func() { r.send(c, part, with(tried, c)) })
 		}
 	}
+}
+
+// others returns the tasks of all that are not in some, in order.
+func others(all, some []store.Task) []store.Task {
+	in := make(map[int64]bool, len(some))
+	for _, t := range some {
+		in[t.ID] = true
+	}
+	var out []store.Task
+	for _, t := range all {
+		if !in[t.ID] {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // with returns tried and name, as a new set.
@@ -394,6 +413,35 @@ func (r *Router) wait(tasks []store.Task) {
 	})
 }
 
+// markBusy records that a candidate answered busy for tasks, from now unless they
+// were before: a task no other candidate takes then waits (see wait), even if a later
+// candidate refused it.
+func (r *Router) markBusy(tasks []store.Task) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range tasks {
+		if _, ok := r.busy[t.ID]; !ok {
+			r.busy[t.ID] = &busyTask{since: now}
+		}
+	}
+}
+
+// splitBusy splits tasks into those a candidate answered busy for (see markBusy) and
+// the others.
+func (r *Router) splitBusy(tasks []store.Task) (busy, others []store.Task) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range tasks {
+		if _, ok := r.busy[t.ID]; ok {
+			busy = append(busy, t)
+		} else {
+			others = append(others, t)
+		}
+	}
+	return busy, others
+}
+
 // forget drops the busy records of tasks that were placed or handed back.
 func (r *Router) forget(tasks []store.Task) {
 	r.mu.Lock()
@@ -423,6 +471,7 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		}
 	}()
 	if err := r.valid(); err != nil {
+		r.forget(tasks)
 		r.cfg.Exec.HandBack(r.cfg.Src, tasks, observe.LeaseEnded, "claimed under a lease that ended: "+err.Error())
 		return
 	}
@@ -436,6 +485,8 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		result = "fenced"
 	case errors.Is(err, remote.ErrUnreachable):
 		result = "unreachable"
+	case errors.Is(err, remote.ErrTooLarge):
+		result = "too_large"
 	case err != nil:
 		result = "error"
 	case len(resp.Busy) > 0:
@@ -466,14 +517,21 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 	case err != nil:
 		// A refusal (another secret, a full nonce cache, a request it cannot read):
 		// the replica took none of them, so they go to the next candidates, as busy
-		// ones do, and only those no other candidate takes are handed back. Handed
-		// back at once, a task whose key hashes to this replica would come back to it
-		// at every claim until its dispatch retries ran out.
+		// ones do. Handed back at once, a task whose key hashes to this replica would
+		// come back to it at every claim until its dispatch retries ran out. A task no
+		// candidate is left for waits in the leader if one of them answered busy (it
+		// may take it in a moment), and is handed back otherwise: every candidate
+		// refused it.
 		r.cfg.Log.LogAttrs(r.ctx, slog.LevelWarn, "ax: executor refused a dispatch; its tasks go to the next candidates", slog.String("executor", name), slog.Int("tasks", len(tasks)), slog.Any("err", err))
 		msg := fmt.Sprintf("executor %s refused it: %v", name, err)
 		r.routeOr(tasks, tried, func(none []store.Task) {
-			r.forget(none)
-			r.cfg.Exec.HandBack(r.cfg.Src, none, observe.Refused, msg)
+			waited, refused := r.splitBusy(none)
+			if len(waited) > 0 {
+				r.wait(waited)
+			}
+			if len(refused) > 0 {
+				r.cfg.Exec.HandBack(r.cfg.Src, refused, observe.Refused, msg)
+			}
 		})
 		return
 	}
@@ -482,21 +540,27 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		r.cfg.Src.Done(len(resp.Accepted))
 	}
 	refused := map[int64]bool{}
+	busy := map[int64]bool{}
 	for _, id := range resp.Busy {
-		refused[id] = true
+		refused[id], busy[id] = true, true
 	}
 	for _, id := range resp.Unhandled {
 		refused[id] = true
 	}
-	var again, placed []store.Task
+	var again, placed, full []store.Task
 	for _, t := range tasks {
-		if refused[t.ID] {
+		switch {
+		case busy[t.ID]:
+			full = append(full, t)
+			fallthrough
+		case refused[t.ID]:
 			again = append(again, t)
-		} else {
+		default:
 			placed = append(placed, t)
 		}
 	}
 	r.forget(placed)
+	r.markBusy(full)
 	if len(again) > 0 {
 		r.route(again, tried)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/execute"
+	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/memory"
 )
@@ -21,8 +22,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // a handler for "job"; registry says whether the replicas come from a node registry.
 func newRouter(t *testing.T, registry bool) *Router {
 	t.Helper()
+	return newObservedRouter(t, registry, nil)
+}
+
+// newObservedRouter is newRouter with the executor's events sent to q.
+func newObservedRouter(t *testing.T, registry bool, q *observe.Queue) *Router {
+	t.Helper()
 	ex := execute.New(execute.Config{
-		Store: memory.New(), Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store: memory.New(), Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Observe: q,
 		Node: "here", Concurrency: 4, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
 		Handler: func(string) *execute.Handler {
 			return &execute.Handler{Timeout: time.Minute, Run: func(context.Context, *store.Task) error { return nil }}
