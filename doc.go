@@ -27,7 +27,8 @@
 //	RUNNING      the execution is recorded; the handler runs     SUCCEEDED, SCHEDULED (retry, release), FAILED
 //	             (or waits in the process for a free slot)
 //	SUCCEEDED    done                                            —
-//	FAILED       business or dispatch retries exhausted          DISPATCHING (Trigger)
+//	FAILED       business or dispatch retries exhausted          SCHEDULED (Retry; Trigger with WithTx),
+//	                                                             DISPATCHING (Trigger)
 //	CANCELLED    cancelled before it ran                         —
 //	SKIPPED      skipped by OverlapSkip: its task key was held   —
 //
@@ -142,9 +143,10 @@
 // Handle, Cron and Every may be called before or after Start. Start measures the
 // store's clock, stores the schedules and starts the loops; a Scheduler starts once
 // (Start again, or after Stop, wraps ErrNotRunning). Stop stops claiming, hands back
-// claimed tasks that have not started, and waits for the running handlers and their
-// results, heartbeating them meanwhile so that no other scheduler takes them for
-// orphans. When its context ends first it returns ctx.Err(): the handlers' contexts
+// claimed tasks that have not started (a prefetched task waiting RUNNING for a slot
+// becomes SCHEDULED, its attempt unchanged), and waits for the running handlers and
+// their results, heartbeating them meanwhile so that no other scheduler takes them
+// for orphans. When its context ends first it returns ctx.Err(): the handlers' contexts
 // are cancelled, those that return within a second are released (they run again
 // without using a retry), and whatever could not be written is left to recovery
 // (see Scheduler.Stop).

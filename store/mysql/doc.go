@@ -325,7 +325,11 @@
 // keeps the per-row CAS (status = old AND execution_id = CASE id …), and a SELECT of
 // the rows the caller gets back. Start also reads which execution ids are recorded
 // (Duplicate) and inserts the new records in one multi-row INSERT before the
-// transition. Finish drops repeated results of one execution id first: only the first
+// transition. ClaimStart does in the claiming transaction what Start would: the
+// claimed rows whose claim asks to start and whose name has a handler in the claiming
+// process go straight to RUNNING and their execution records are inserted before the
+// commit, so a task the claiming scheduler runs costs one transaction at claim and
+// one at finish. Finish drops repeated results of one execution id first: only the first
 // can apply, and a CASE would pick among them arbitrarily.
 //
 // Claim does not use SKIP LOCKED: a row held by a transaction that leaves it

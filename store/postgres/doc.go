@@ -233,8 +233,8 @@
 //
 // # Autovacuum
 //
-// ax_tasks is a queue: every task's row is rewritten several times (claim, start,
-// heartbeats, finish) and leaves the partial indexes when it leaves a state, so dead
+// ax_tasks is a queue: every task's row is rewritten several times (claim and start,
+// in one statement or two, heartbeats, finish) and leaves the partial indexes when it leaves a state, so dead
 // index entries pile up exactly where the window scan and the claim start reading;
 // they once made an empty due-window scan 70× slower (7.3 ms against 0.1 ms after a
 // VACUUM). The table is therefore created with
@@ -262,7 +262,12 @@
 // variable-free (SELECT count(*) FROM l) >= 0, a one-time filter evaluated before it
 // reads a row, and joins nothing but the unnest()ed input: joining a CTE, whose row
 // count the planner guesses as 1, produced nested loops that rescanned it once per
-// row (200 × 200 comparisons, 30 ms a batch on a fresh table). Claim waits for a locked row rather than SKIP LOCKED: a
+// row (200 × 200 comparisons, 30 ms a batch on a fresh table). ClaimStart is the
+// claiming statement itself: a claimed row whose claim asks to start and whose name
+// has a handler in the claiming process goes straight to RUNNING, and the same
+// statement inserts its execution record, so a task the claiming scheduler runs costs
+// one write at claim and one at finish, and Start is only for tasks that went through
+// DISPATCHING. Claim waits for a locked row rather than SKIP LOCKED: a
 // skipped row would be reported neither claimed nor NotDue, and if its holder rolled
 // back, the scheduler would have dropped a due task from its wheel. (Claims of
 // several schedulers meet only on the rows due at once; Cancel and Trigger hold a row for one statement.) Start moves
