@@ -122,12 +122,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
 			return exitFail
 		}
-		st, drop, err := kind.fresh(ctx, base)
+		st, err := kind.fresh(ctx, base)
 		if err != nil {
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
 			return exitFail
 		}
-		env := bench.Env{Store: st, Name: *storeName, DBCPU: kind.dbCPU}
+		drop := st.drop
+		env := bench.Env{Store: st.Store, Name: *storeName, DBCPU: kind.dbCPU, Statements: st.statements}
 		var rc *goredis.Client
 		var prefix string
 		if *withElector {

@@ -245,6 +245,10 @@ func TestBenchNetworkStores(t *testing.T) {
 			if n := strings.Count(stdout, `"workload":"drain"`); n != 2 || !strings.Contains(stdout, `"store":"`+name+`"`) {
 				t.Errorf("ax bench --store %s --runs 2: %d drain results, want 2 of store %s:\n%s", name, n, name, stdout)
 			}
+			// Both count the statements the database ran for the store.
+			if n := strings.Count(stdout, `"store_statements_per_task":`); n != 2 {
+				t.Errorf("ax bench --store %s --runs 2: %d results with store_statements_per_task:\n%s", name, n, stdout)
+			}
 			// PostgreSQL's runs carry the server's CPU per round trip, the unit of
 			// their db-cpu/task; MariaDB's, whose connections are threads, do not.
 			if n := strings.Count(stdout, `"db_cpu_per_roundtrip_ns":`); n != map[string]int{"postgres": 2, "mysql": 0}[name] {

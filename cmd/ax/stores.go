@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,10 +12,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/internal/freshdb"
@@ -28,8 +32,8 @@ type storeKind struct {
 	// open opens (and migrates) the store at dsn.
 	open func(ctx context.Context, dsn string) (ax.Store, error)
 	// fresh creates an empty place (file, schema, database) from the base dsn and
-	// opens a store there; drop removes it.
-	fresh func(ctx context.Context, dsn string) (st ax.Store, drop func(), err error)
+	// opens a store there for ax bench.
+	fresh func(ctx context.Context, dsn string) (benchStore, error)
 	// status reports the schema version at dsn and the latest known, changing nothing.
 	status func(ctx context.Context, dsn string) (have, want int, err error)
 	// dbCPU returns the CPU time the database has used so far.
@@ -44,25 +48,25 @@ type storeKind struct {
 var storeKinds = map[string]storeKind{
 	"sqlite": {
 		open: func(ctx context.Context, dsn string) (ax.Store, error) { return sqlite.Open(dsn) },
-		fresh: func(ctx context.Context, dsn string) (ax.Store, func(), error) {
+		fresh: func(ctx context.Context, dsn string) (benchStore, error) {
 			dir, err := os.MkdirTemp(dsn, "ax-bench-")
 			if err != nil {
-				return nil, nil, err
+				return benchStore{}, err
 			}
 			st, err := sqlite.Open(filepath.Join(dir, "ax.db"))
 			if err != nil {
 				os.RemoveAll(dir)
-				return nil, nil, err
+				return benchStore{}, err
 			}
-			return st, func() { st.Close(); os.RemoveAll(dir) }, nil
+			return benchStore{Store: st, drop: func() { st.Close(); os.RemoveAll(dir) }}, nil
 		},
 		status: func(ctx context.Context, dsn string) (int, int, error) { return sqlite.SchemaStatus(dsn) },
 		dbCPU:  selfCPU, // embedded: the database runs in this process
 	},
 	"postgres": {
 		open: openPostgres,
-		fresh: func(ctx context.Context, dsn string) (ax.Store, func(), error) {
-			return freshStore(ctx, dsn, freshdb.CreatePostgresSchema, openPostgres)
+		fresh: func(ctx context.Context, dsn string) (benchStore, error) {
+			return freshStore(ctx, dsn, freshdb.CreatePostgresSchema, openCountedPostgres)
 		},
 		status:     postgres.SchemaStatus,
 		dbCPU:      processCPU("postgres"),
@@ -71,8 +75,8 @@ var storeKinds = map[string]storeKind{
 	},
 	"mysql": {
 		open: openMySQL,
-		fresh: func(ctx context.Context, dsn string) (ax.Store, func(), error) {
-			return freshStore(ctx, dsn, freshdb.CreateMySQLDatabase, openMySQL)
+		fresh: func(ctx context.Context, dsn string) (benchStore, error) {
+			return freshStore(ctx, dsn, freshdb.CreateMySQLDatabase, openCountedMySQL)
 		},
 		status:     mysql.SchemaStatus,
 		dbCPU:      processCPU("mariadbd", "mysqld"),
@@ -143,24 +147,126 @@ func lookupStore(name string) (storeKind, error) {
 	return k, nil
 }
 
+// A benchStore is the store of one ax bench run, in a place of its own.
+type benchStore struct {
+	ax.Store
+	// drop closes the store and removes its place.
+	drop func()
+	// statements, when set, returns how many statements the database has executed
+	// for the store so far (bench.Env.Statements).
+	statements func() (int64, error)
+}
+
 // freshStore creates a fresh schema or database in the server of base with create,
-// and opens a store there; drop closes the store and removes the place.
+// and opens a store there; its drop also removes the place.
 func freshStore(ctx context.Context, base string,
 	create func(ctx context.Context, base, name string) (string, func(context.Context) error, error),
-	open func(ctx context.Context, dsn string) (ax.Store, error),
-) (st ax.Store, drop func(), err error) {
+	open func(ctx context.Context, dsn string) (benchStore, error),
+) (benchStore, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	dsn, remove, err := create(ctx, base, "ax_bench_"+hex.EncodeToString(b[:]))
 	if err != nil {
-		return nil, nil, fmt.Errorf("--dsn: %w", err)
+		return benchStore{}, fmt.Errorf("--dsn: %w", err)
 	}
 	removeBg := func() { remove(context.WithoutCancel(ctx)) }
-	if st, err = open(ctx, dsn); err != nil {
+	st, err := open(ctx, dsn)
+	if err != nil {
 		removeBg()
-		return nil, nil, err
+		return benchStore{}, err
 	}
-	return st, func() { st.Close(); removeBg() }, nil
+	drop := st.drop
+	st.drop = func() { drop(); removeBg() }
+	return st, nil
+}
+
+// openCountedPostgres opens a PostgreSQL store on a pool of its own whose
+// connections count the statements they send (stmtCounter).
+func openCountedPostgres(ctx context.Context, dsn string) (benchStore, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return benchStore{}, err
+	}
+	c := new(stmtCounter)
+	cfg.ConnConfig.Tracer = c
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return benchStore{}, err
+	}
+	st, err := postgres.New(pool)
+	if err != nil {
+		pool.Close()
+		return benchStore{}, err
+	}
+	return benchStore{Store: st, drop: func() { st.Close(); pool.Close() },
+		statements: func() (int64, error) { return c.n.Load(), nil }}, nil
+}
+
+// stmtCounter counts the statements a pgx connection sends: each Exec, Query and
+// QueryRow (BEGIN and COMMIT included), each statement of a batch and each CopyFrom.
+// It does not see a COPY the store runs on the wire connection itself (SubmitMany's,
+// one per call of 1,000 tasks or more), nor Prepare, which executes nothing.
+type stmtCounter struct{ n atomic.Int64 }
+
+func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *stmtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *stmtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *stmtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.n.Add(1)
+}
+
+func (c *stmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (c *stmtCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *stmtCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
+
+// openCountedMySQL opens a MySQL store and a connection of its own that reads the
+// server's count of statements executed (the global status Questions, which counts
+// every statement a client sends, BEGIN and COMMIT included, but not pings or
+// prepares). The count is the whole server's: ax bench's runs are alone on it, as for
+// the server's CPU. The reads of the count are subtracted.
+func openCountedMySQL(ctx context.Context, dsn string) (benchStore, error) {
+	st, err := openMySQL(ctx, dsn)
+	if err != nil {
+		return benchStore{}, err
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		st.Close()
+		return benchStore{}, err
+	}
+	db.SetMaxOpenConns(1)
+	var reads int64
+	var mu sync.Mutex
+	questions := func() (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var name string
+		var n int64
+		if err := db.QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &n); err != nil {
+			return 0, fmt.Errorf("mysql statements: %w", err)
+		}
+		reads++
+		return n - reads, nil
+	}
+	if _, err := questions(); err != nil {
+		db.Close()
+		st.Close()
+		return benchStore{}, err
+	}
+	return benchStore{Store: st, drop: func() { db.Close(); st.Close() }, statements: questions}, nil
 }
 
 // selfCPU is this process's CPU time, user and system.

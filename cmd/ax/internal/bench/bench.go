@@ -34,14 +34,18 @@ type Result struct {
 	P90         time.Duration `json:"lateness_p90_ns,omitempty"`
 	P99         time.Duration `json:"lateness_p99_ns,omitempty"`
 	Max         time.Duration `json:"lateness_max_ns,omitempty"`
-	Early       int           `json:"early"`                         // handler starts before DueAt
-	CallsPerSec float64       `json:"store_calls_per_sec,omitempty"` // idle: scheduler → store calls
-	DBCPU       time.Duration `json:"db_cpu_ns,omitempty"`           // idle: CPU the database used
+	Early       int           `json:"early"`                              // handler starts before DueAt
+	CallsPerSec float64       `json:"store_calls_per_sec,omitempty"`      // idle: scheduler → store calls
+	StmtsPerSec float64       `json:"store_statements_per_sec,omitempty"` // idle: statements the database ran
+	DBCPU       time.Duration `json:"db_cpu_ns,omitempty"`                // idle: CPU the database used
 	// The other workloads: the scheduler's store calls (each one statement or one
-	// transaction) and the database's CPU, per task, over the measured span. The CPU
-	// is the server's processes' (PostgreSQL, MariaDB), or this process's for SQLite,
-	// which runs in it with the scheduler and the workload.
+	// transaction), the statements the database executed for them (see
+	// Env.Statements; BEGIN and COMMIT count) and the database's CPU, per task,
+	// over the measured span. The CPU is the server's processes' (PostgreSQL,
+	// MariaDB), or this process's for SQLite, which runs in it with the scheduler and
+	// the workload.
 	CallsPerTask float64       `json:"store_calls_per_task,omitempty"`
+	StmtsPerTask float64       `json:"store_statements_per_task,omitempty"`
 	CPUPerTask   time.Duration `json:"db_cpu_per_task_ns,omitempty"`
 	// CPUPerRoundTrip is the database server's CPU per trivial query (SELECT 1, one
 	// round trip on one connection), measured just before the run: the machine's
@@ -64,10 +68,17 @@ func (r Result) String() string {
 		s += fmt.Sprintf(" lateness p50=%s p90=%s p99=%s max=%s early=%d", ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max), r.Early)
 	}
 	if r.Workload == "idle" {
-		s += fmt.Sprintf(" store-calls=%.2f/s db-cpu=%v", r.CallsPerSec, r.DBCPU.Round(time.Millisecond))
+		s += fmt.Sprintf(" store-calls=%.2f/s", r.CallsPerSec)
+		if r.StmtsPerSec > 0 {
+			s += fmt.Sprintf(" statements=%.2f/s", r.StmtsPerSec)
+		}
+		s += fmt.Sprintf(" db-cpu=%v", r.DBCPU.Round(time.Millisecond))
 	}
 	if r.CallsPerTask > 0 {
 		s += fmt.Sprintf(" store-calls/task=%.3f", r.CallsPerTask)
+	}
+	if r.StmtsPerTask > 0 {
+		s += fmt.Sprintf(" statements/task=%.3f", r.StmtsPerTask)
 	}
 	if r.CPUPerTask > 0 {
 		s += fmt.Sprintf(" db-cpu/task=%v", r.CPUPerTask.Round(100*time.Nanosecond))
@@ -78,11 +89,13 @@ func (r Result) String() string {
 	return s
 }
 
-// meter counts a scheduler's store calls and the database's CPU over a span.
+// meter counts a scheduler's store calls, the database's statements and its CPU
+// over a span.
 type meter struct {
 	env   Env
 	cs    *storecount.Store
 	calls int
+	stmts int64
 	cpu   time.Duration
 }
 
@@ -96,6 +109,13 @@ func newMeter(env Env) (*meter, Env) {
 // start begins the span.
 func (m *meter) start() error {
 	m.calls = m.cs.Snapshot().Total()
+	if m.env.Statements != nil {
+		n, err := m.env.Statements()
+		if err != nil {
+			return err
+		}
+		m.stmts = n
+	}
 	if m.env.DBCPU != nil {
 		cpu, err := m.env.DBCPU()
 		if err != nil {
@@ -112,6 +132,13 @@ func (m *meter) stop(r *Result) error {
 		return nil
 	}
 	r.CallsPerTask = float64(m.cs.Snapshot().Total()-m.calls) / float64(r.Tasks)
+	if m.env.Statements != nil {
+		n, err := m.env.Statements()
+		if err != nil {
+			return err
+		}
+		r.StmtsPerTask = float64(n-m.stmts) / float64(r.Tasks)
+	}
 	if m.env.DBCPU != nil {
 		cpu, err := m.env.DBCPU()
 		if err != nil {
@@ -128,6 +155,11 @@ type Env struct {
 	Name  string // the store's name in results: sqlite, postgres, mysql
 	// DBCPU, when set, returns the CPU time the database server has used so far.
 	DBCPU func() (time.Duration, error)
+	// Statements, when set, returns how many statements the database has executed
+	// for the store so far (BEGIN and COMMIT included), counted where the store
+	// exposes it: by the connections of a PostgreSQL store's pool, by a MariaDB
+	// server's Questions.
+	Statements func() (int64, error)
 	// Observer, when set, receives the scheduler's events (ax bench --metrics), so
 	// that a run measures their cost.
 	Observer ax.Observer
@@ -388,6 +420,12 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 		return Result{}, ctx.Err()
 	}
 	calls0 := cs.Snapshot().Total()
+	var stmts0 int64
+	if env.Statements != nil {
+		if stmts0, err = env.Statements(); err != nil {
+			return Result{}, err
+		}
+	}
 	var cpu0 time.Duration
 	if env.DBCPU != nil {
 		if cpu0, err = env.DBCPU(); err != nil {
@@ -403,6 +441,13 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 	elapsed := time.Since(start)
 	r := Result{Workload: "idle", Store: env.Name, Tasks: n, Elapsed: elapsed,
 		CallsPerSec: float64(cs.Snapshot().Total()-calls0) / elapsed.Seconds()}
+	if env.Statements != nil {
+		n, err := env.Statements()
+		if err != nil {
+			return Result{}, err
+		}
+		r.StmtsPerSec = float64(n-stmts0) / elapsed.Seconds()
+	}
 	if env.DBCPU != nil {
 		cpu1, err := env.DBCPU()
 		if err != nil {
