@@ -348,7 +348,10 @@
 // reads the existing keys with a locking read (which sees the latest committed rows
 // even in a caller's REPEATABLE READ snapshot) and inserts the rest. Each row carries
 // its own sequence number, so reading the rows back tells a row this call wrote from a
-// duplicate, in the same call or not.
+// duplicate, in the same call or not. On MariaDB the INSERT returns what the database
+// set on the rows it wrote (INSERT … RETURNING id, seq, created_at, updated_at), and
+// only the duplicates are read; MySQL, which has no RETURNING, reads each chunk's keys
+// back with a plain read after its INSERT.
 //
 // Reusing a business key (migrations/0005_operations.sql): the task holding its key
 // has key_slot 0, one per key by the unique index. On a duplicate key the insert first

@@ -14,6 +14,10 @@ import (
 // Applied reports how many migrations the New behind s applied.
 func Applied(s *Store) int { return s.applied }
 
+// ReadBack makes s's inserts read the rows they wrote back, as on MySQL, instead of
+// taking them from INSERT … RETURNING.
+func ReadBack(s *Store) { s.returning = false }
+
 // SetHoldGrace shortens HoldGrace for one store, for tests.
 func SetHoldGrace(s *Store, d time.Duration) { s.grace = d }
 

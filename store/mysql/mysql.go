@@ -52,15 +52,18 @@ type Store struct {
 
 // shared is the state of one opened store, common to all its views.
 type shared struct {
-	db       *sql.DB
-	own      bool           // Open made db: Close closes it
-	txOpts   *sql.TxOptions // READ COMMITTED per transaction; nil when every session is already
-	mariaDB  bool
-	version  string
-	identity string // host:port/database, to recognise a *sql.Tx on the same database
-	grace    time.Duration
-	applied  int // migrations this New applied (for tests)
-	closed   atomic.Bool
+	db      *sql.DB
+	own     bool           // Open made db: Close closes it
+	txOpts  *sql.TxOptions // READ COMMITTED per transaction; nil when every session is already
+	mariaDB bool
+	// returning: INSERT … RETURNING gives back the rows an insert wrote (MariaDB;
+	// MySQL reads them back).
+	returning bool
+	version   string
+	identity  string // host:port/database, to recognise a *sql.Tx on the same database
+	grace     time.Duration
+	applied   int // migrations this New applied (for tests)
+	closed    atomic.Bool
 	// inTx bounds the transactions of InTx open at once to half the pool, so that a
 	// call in one that uses a connection of its own (a sequence number's
 	// reservation, a read of ax's) always finds one.
@@ -197,6 +200,7 @@ func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
 	}
 	s.identity = fmt.Sprintf("%s:%d/%s", host.String, port, dbName.String)
 	s.mariaDB = strings.Contains(strings.ToLower(s.version), "mariadb")
+	s.returning = s.mariaDB
 	if err := checkVersion(s.version, s.mariaDB); err != nil {
 		return nil, err
 	}

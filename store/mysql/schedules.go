@@ -384,7 +384,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		if len(p.Tasks) == 0 {
 			return nil
 		}
-		res.Inserted, err = insert(ctx, tx, s.ns, p.Tasks, seq)
+		res.Inserted, err = insert(ctx, tx, s.ns, p.Tasks, seq, s.returning)
 		return err
 	})
 	if err != nil {

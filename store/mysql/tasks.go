@@ -101,7 +101,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	var out []store.Inserted
 	err := s.run(ctx, "insert", len(tasks), func(tx *sql.Tx, seq int64) error {
 		var err error
-		out, err = insert(ctx, tx, s.ns, tasks, seq)
+		out, err = insert(ctx, tx, s.ns, tasks, seq, s.returning)
 		return err
 	})
 	return out, err
@@ -128,7 +128,7 @@ func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]
 	if err != nil {
 		return nil, err
 	}
-	out, err := insert(ctx, stx, s.ns, tasks, lo)
+	out, err := insert(ctx, stx, s.ns, tasks, lo, s.returning)
 	if err != nil {
 		// The caller's transaction is still open, holding the range: it comes back
 		// unlocked when the caller rolls back, and the next refill reaps it.
@@ -182,7 +182,10 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 // insert writes tasks into namespace ns in chunks (at most store.MaxBatch rows and
 // maxChunkBytes of payload), ordered by (name, key) so that concurrent inserts lock the
 // unique index (namespace, name, key) in one order. Task i gets sequence number seq+i; reading the rows back, a row that
-// carries input i's number was written by input i, any other is a duplicate.
+// carries input i's number was written by input i, any other is a duplicate. With
+// returning (MariaDB), the INSERT itself returns what the database set on the rows it
+// wrote (INSERT … RETURNING), and only duplicates are read back; MySQL has no
+// RETURNING, and reads every chunk's keys back after its INSERT.
 //
 // It does not use INSERT … ON DUPLICATE KEY UPDATE: on MariaDB 10.11 a multi-row one
 // racing with an insert of the same key can skip its other rows without an error or a
@@ -191,7 +194,7 @@ func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, e
 // key (error 1062, which rolls back only the statement) the existing keys are read
 // with a locking read, which sees the latest committed rows whatever the isolation
 // level, and the rest is inserted again.
-func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, seq int64) ([]store.Inserted, error) {
+func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, seq int64, returning bool) ([]store.Inserted, error) {
 	order := make([]int, len(tasks))
 	for i := range order {
 		order[i] = i
@@ -220,10 +223,12 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 				fresh = append(fresh, i)
 			}
 		}
+		var written map[[2]string]writtenRow
 		for try := 1; len(fresh) > 0; try++ {
-			err := insertRows(ctx, tx, ns, tasks, fresh, seq)
+			w, err := insertRows(ctx, tx, ns, tasks, fresh, seq, returning)
 			var me *mysql.MySQLError
 			if err == nil {
+				written = w
 				break
 			}
 			if !errors.As(err, &me) || me.Number != 1062 || try == maxAttempts {
@@ -250,9 +255,11 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 		// The rows written carry their input's sequence number: their tasks are built
 		// from the input and the few columns the database set. Only the others —
 		// duplicates — are read whole.
-		written, err := readWritten(ctx, tx, ns, tasks, part)
-		if err != nil {
-			return nil, err
+		if !returning {
+			var err error
+			if written, err = readWritten(ctx, tx, ns, tasks, part); err != nil {
+				return nil, err
+			}
 		}
 		var others []int
 		for _, i := range part {
@@ -318,8 +325,11 @@ func release(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, 
 	return n > 0, err
 }
 
-// insertRows inserts tasks[i] for i in rows into namespace ns with one multi-row INSERT.
-func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int, seq int64) error {
+// insertRows inserts tasks[i] for i in rows into namespace ns with one multi-row
+// INSERT. With returning (MariaDB) it returns what the database set on each row, by
+// business key, as readWritten reads it: a statement and 200 index lookups fewer a
+// chunk.
+func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int, seq int64, returning bool) (map[[2]string]writtenRow, error) {
 	var q strings.Builder
 	q.WriteString("INSERT INTO ax_tasks (namespace, name, `key`, payload, status, due_at, max_retry, owner_service, last_error, " +
 		"timeout_us, backoff, seq, task_key, overlap, key_hold, key_until, created_at, updated_at) VALUES ")
@@ -339,8 +349,16 @@ func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTas
 			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap),
 			string(nt.KeyHold), until)
 	}
-	_, err := tx.ExecContext(ctx, q.String(), args...)
-	return err
+	if !returning {
+		_, err := tx.ExecContext(ctx, q.String(), args...)
+		return nil, err
+	}
+	q.WriteString(" RETURNING " + writtenCols)
+	r, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanWritten(r, len(rows))
 }
 
 type keyedRow struct {
@@ -378,13 +396,21 @@ type writtenRow struct {
 // readWritten reads the id, sequence number and stamps of the tasks of namespace ns
 // with the business keys of tasks[i], i in rows, with a plain read.
 func readWritten(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int) (map[[2]string]writtenRow, error) {
-	q, args := byKeys("SELECT id, name, `key`, seq, created_at, updated_at", ns, tasks, rows)
+	q, args := byKeys("SELECT "+writtenCols, ns, tasks, rows)
 	r, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
+	return scanWritten(r, len(rows))
+}
+
+// writtenCols are the columns scanWritten reads.
+const writtenCols = "id, name, `key`, seq, created_at, updated_at"
+
+// scanWritten reads rows of writtenCols by business key, and closes r.
+func scanWritten(r *sql.Rows, n int) (map[[2]string]writtenRow, error) {
 	defer r.Close()
-	out := make(map[[2]string]writtenRow, len(rows))
+	out := make(map[[2]string]writtenRow, n)
 	for r.Next() {
 		var w writtenRow
 		var k [2]string
