@@ -27,8 +27,9 @@
 //	RUNNING      the execution is recorded; the handler runs     SUCCEEDED, SCHEDULED (retry, release), FAILED
 //	             (or waits in the process for a free slot)
 //	SUCCEEDED    done                                            —
-//	FAILED       business or dispatch retries exhausted          SCHEDULED (Retry; Trigger with WithTx),
-//	                                                             DISPATCHING (Trigger)
+//	FAILED       business or dispatch retries exhausted          SCHEDULED (Retry; a Trigger handed over
+//	                                                             or in a caller's transaction),
+//	                                                             DISPATCHING (a Trigger run here)
 //	CANCELLED    cancelled before it ran                         —
 //	SKIPPED      skipped by OverlapSkip: its task key was held   —
 //

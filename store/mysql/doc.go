@@ -326,10 +326,11 @@
 // the rows the caller gets back. Start also reads which execution ids are recorded
 // (Duplicate) and inserts the new records in one multi-row INSERT before the
 // transition. ClaimStart does in the claiming transaction what Start would: the
-// claimed rows whose claim asks to start and whose name has a handler in the claiming
-// process go straight to RUNNING and their execution records are inserted before the
-// commit, so a task the claiming scheduler runs costs one transaction at claim and
-// one at finish. Finish drops repeated results of one execution id first: only the first
+// claimed rows whose claim asks to start, whose name has a handler in the claiming
+// process and whose key does not restrict them (no task key, or Overlap allow) go
+// straight to RUNNING and their execution records are inserted before the commit, so
+// such a task costs one transaction at claim and one at finish (and heartbeats);
+// keyed tasks go through DISPATCHING and Start. Finish drops repeated results of one execution id first: only the first
 // can apply, and a CASE would pick among them arbitrarily.
 //
 // Claim does not use SKIP LOCKED: a row held by a transaction that leaves it

@@ -263,11 +263,12 @@
 // reads a row, and joins nothing but the unnest()ed input: joining a CTE, whose row
 // count the planner guesses as 1, produced nested loops that rescanned it once per
 // row (200 × 200 comparisons, 30 ms a batch on a fresh table). ClaimStart is the
-// claiming statement itself: a claimed row whose claim asks to start and whose name
-// has a handler in the claiming process goes straight to RUNNING, and the same
-// statement inserts its execution record, so a task the claiming scheduler runs costs
-// one write at claim and one at finish, and Start is only for tasks that went through
-// DISPATCHING. Claim waits for a locked row rather than SKIP LOCKED: a
+// claiming statement itself: a claimed row whose claim asks to start, whose name has
+// a handler in the claiming process and whose key does not restrict it (no task key,
+// or Overlap allow) goes straight to RUNNING, and the same statement inserts its
+// execution record, so such a task costs one write at claim and one at finish (and
+// one per heartbeat); Start is for tasks that went through DISPATCHING, keyed ones
+// included. Claim waits for a locked row rather than SKIP LOCKED: a
 // skipped row would be reported neither claimed nor NotDue, and if its holder rolled
 // back, the scheduler would have dropped a due task from its wheel. (Claims of
 // several schedulers meet only on the rows due at once; Cancel and Trigger hold a row for one statement.) Start moves

@@ -15,6 +15,7 @@ var insertTests = []test{
 	{"BackoffTimeout", testInsertBackoffTimeout},
 	{"DuplicateAcrossBatches", testInsertDuplicateAcrossBatches},
 	{"DuplicateInBatch", testInsertDuplicateInBatch},
+	{"DuplicatesAmongNew", testInsertDuplicatesAmongNew},
 	{"Invalid", testInsertInvalid},
 	{"Empty", testInsertEmpty},
 	{"BeyondMaxBatch", testInsertBeyondMaxBatch},
@@ -213,6 +214,62 @@ func testInsertDuplicateAcrossBatches(e *env) {
 		e.t.Errorf("Insert(duplicate).Task is not the existing task (-existing +got):\n%s", d)
 	}
 	e.unchanged("Insert(duplicate)", existing)
+}
+
+// A batch whose existing keys sort into the middle and at the end of a store's
+// chunk, not first: the new rows around them are written, each answer is its own row,
+// and the existing tasks are answered ErrDuplicate, unchanged.
+func testInsertDuplicatesAmongNew(e *env) {
+	batch := make([]store.NewTask, 12)
+	for i := range batch {
+		batch[i] = e.newTask(e.future())
+		batch[i].Key = fmt.Sprintf("among-%02d", i)
+		batch[i].Payload = []byte(fmt.Sprintf("new %d", i))
+	}
+	dup := map[int]*store.Task{}
+	for _, i := range []int{5, 6, 11} {
+		dup[i] = e.insert(batch[i])[0]
+	}
+	// Input order is not key order: the store sorts its chunks itself.
+	order := []int{11, 3, 5, 0, 8, 6, 1, 10, 2, 9, 4, 7}
+	in := make([]store.NewTask, len(order))
+	for k, i := range order {
+		in[k] = batch[i]
+	}
+	res, err := e.s.Insert(e.ctx, in)
+	if err != nil {
+		e.t.Fatalf("Insert(12 tasks, 3 of them existing) error: %v", err)
+	}
+	if len(res) != len(in) {
+		e.t.Fatalf("Insert(12 tasks) returned %d results", len(res))
+	}
+	ids := map[int64]bool{}
+	for k, i := range order {
+		r := res[k]
+		if old, ok := dup[i]; ok {
+			if !errors.Is(r.Err, store.ErrDuplicate) {
+				e.t.Errorf("Insert(existing %s)[%d].Err = %v, want ErrDuplicate", batch[i].Key, k, r.Err)
+			}
+			if d := diff(old, r.Task); d != "" {
+				e.t.Errorf("Insert(existing %s).Task is not the existing task (-existing +got):\n%s", batch[i].Key, d)
+			}
+			e.unchanged("Insert(duplicates among new)", old)
+			continue
+		}
+		if r.Err != nil || r.Task == nil {
+			e.t.Fatalf("Insert(new %s)[%d] = %+v, %v; want a new task", batch[i].Key, k, r.Task, r.Err)
+		}
+		if r.Task.Key != batch[i].Key || ids[r.Task.ID] {
+			e.t.Errorf("Insert(new %s)[%d] = task %d with key %q; want its own new task", batch[i].Key, k, r.Task.ID, r.Task.Key)
+		}
+		ids[r.Task.ID] = true
+		if d := diff(r.Task, e.get(r.Task.ID)); d != "" {
+			e.t.Errorf("Insert(new %s).Task differs from the stored task (-returned +stored):\n%s", batch[i].Key, d)
+		}
+		if got := e.get(r.Task.ID); string(got.Payload) != string(batch[i].Payload) {
+			e.t.Errorf("Get(%d).Payload = %q, want %q", got.ID, got.Payload, batch[i].Payload)
+		}
+	}
 }
 
 func testInsertDuplicateInBatch(e *env) {

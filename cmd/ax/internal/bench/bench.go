@@ -157,8 +157,9 @@ type Env struct {
 	DBCPU func() (time.Duration, error)
 	// Statements, when set, returns how many statements the database has executed
 	// for the store so far (BEGIN and COMMIT included), counted where the store
-	// exposes it: by the connections of a PostgreSQL store's pool, by a MariaDB
-	// server's Questions.
+	// exposes it: by the connections of a PostgreSQL store's pool (all but the COPY
+	// of a SubmitMany of 1,000 tasks or more, which the store runs on the wire
+	// connection), by a MariaDB server's Questions.
 	Statements func() (int64, error)
 	// Observer, when set, receives the scheduler's events (ax bench --metrics), so
 	// that a run measures their cost.
