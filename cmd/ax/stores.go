@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -203,9 +202,9 @@ func openCountedPostgres(ctx context.Context, dsn string) (benchStore, error) {
 }
 
 // stmtCounter counts the statements a pgx connection sends: each Exec, Query and
-// QueryRow (BEGIN and COMMIT included), each statement of a batch and each CopyFrom.
-// It does not see a COPY the store runs on the wire connection itself (SubmitMany's,
-// one per call of 1,000 tasks or more), nor Prepare, which executes nothing.
+// QueryRow (BEGIN and COMMIT included) and each statement of a batch. It does not see
+// the COPY the store runs on the wire connection itself (SubmitMany's, one per call of
+// 1,000 tasks or more), nor Prepare, which executes nothing.
 type stmtCounter struct{ n atomic.Int64 }
 
 func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -225,13 +224,6 @@ func (c *stmtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatch
 
 func (c *stmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-func (c *stmtCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *stmtCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
-
 // openCountedMySQL opens a MySQL store and a connection of its own that reads the
 // server's count of statements executed (the global status Questions, which counts
 // every statement a client sends, BEGIN and COMMIT included, but not pings or
@@ -248,18 +240,14 @@ func openCountedMySQL(ctx context.Context, dsn string) (benchStore, error) {
 		return benchStore{}, err
 	}
 	db.SetMaxOpenConns(1)
-	var reads int64
-	var mu sync.Mutex
+	var reads atomic.Int64 // each read is one Question
 	questions := func() (int64, error) {
-		mu.Lock()
-		defer mu.Unlock()
 		var name string
 		var n int64
 		if err := db.QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &n); err != nil {
 			return 0, fmt.Errorf("mysql statements: %w", err)
 		}
-		reads++
-		return n - reads, nil
+		return n - reads.Add(1), nil
 	}
 	if _, err := questions(); err != nil {
 		db.Close()

@@ -234,10 +234,10 @@
 // # Autovacuum
 //
 // ax_tasks is a queue: every task's row is rewritten several times (claim and start,
-// in one statement or two, heartbeats, finish) and leaves the partial indexes when it leaves a state, so dead
-// index entries pile up exactly where the window scan and the claim start reading;
-// they once made an empty due-window scan 70× slower (7.3 ms against 0.1 ms after a
-// VACUUM). The table is therefore created with
+// in one statement or two, heartbeats, finish) and leaves the partial indexes when it
+// leaves a state, so dead index entries pile up exactly where the window scan and the
+// claim start reading; they once made an empty due-window scan 70× slower (7.3 ms
+// against 0.1 ms after a VACUUM). The table is therefore created with
 //
 //	fillfactor = 80                          -- room for new row versions on the same page
 //	autovacuum_vacuum_scale_factor = 0.01    -- vacuum after 1% of the rows changed…

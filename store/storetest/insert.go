@@ -263,10 +263,11 @@ func testInsertDuplicatesAmongNew(e *env) {
 			e.t.Errorf("Insert(new %s)[%d] = task %d with key %q; want its own new task", batch[i].Key, k, r.Task.ID, r.Task.Key)
 		}
 		ids[r.Task.ID] = true
-		if d := diff(r.Task, e.get(r.Task.ID)); d != "" {
+		got := e.get(r.Task.ID)
+		if d := diff(r.Task, got); d != "" {
 			e.t.Errorf("Insert(new %s).Task differs from the stored task (-returned +stored):\n%s", batch[i].Key, d)
 		}
-		if got := e.get(r.Task.ID); string(got.Payload) != string(batch[i].Payload) {
+		if string(got.Payload) != string(batch[i].Payload) {
 			e.t.Errorf("Get(%d).Payload = %q, want %q", got.ID, got.Payload, batch[i].Payload)
 		}
 	}

@@ -92,8 +92,14 @@ func (r Result) String() string {
 // meter counts a scheduler's store calls, the database's statements and its CPU
 // over a span.
 type meter struct {
-	env   Env
-	cs    *storecount.Store
+	env Env
+	cs  *storecount.Store
+	at  reading // at the span's start
+}
+
+// reading is what a meter counts, so far or over a span. stmts and cpu stay 0
+// where the Env cannot tell.
+type reading struct {
 	calls int
 	stmts int64
 	cpu   time.Duration
@@ -106,24 +112,33 @@ func newMeter(env Env) (*meter, Env) {
 	return m, env
 }
 
-// start begins the span.
-func (m *meter) start() error {
-	m.calls = m.cs.Snapshot().Total()
+// read returns the counts so far.
+func (m *meter) read() (reading, error) {
+	r := reading{calls: m.cs.Snapshot().Total()}
+	var err error
 	if m.env.Statements != nil {
-		n, err := m.env.Statements()
-		if err != nil {
-			return err
+		if r.stmts, err = m.env.Statements(); err != nil {
+			return reading{}, err
 		}
-		m.stmts = n
 	}
 	if m.env.DBCPU != nil {
-		cpu, err := m.env.DBCPU()
-		if err != nil {
-			return err
+		if r.cpu, err = m.env.DBCPU(); err != nil {
+			return reading{}, err
 		}
-		m.cpu = cpu
 	}
-	return nil
+	return r, nil
+}
+
+// start begins the span.
+func (m *meter) start() (err error) {
+	m.at, err = m.read()
+	return err
+}
+
+// since returns the counts since the span began.
+func (m *meter) since() (reading, error) {
+	r, err := m.read()
+	return reading{calls: r.calls - m.at.calls, stmts: r.stmts - m.at.stmts, cpu: r.cpu - m.at.cpu}, err
 }
 
 // stop ends the span and sets r's per-task figures.
@@ -131,21 +146,14 @@ func (m *meter) stop(r *Result) error {
 	if r.Tasks == 0 {
 		return nil
 	}
-	r.CallsPerTask = float64(m.cs.Snapshot().Total()-m.calls) / float64(r.Tasks)
-	if m.env.Statements != nil {
-		n, err := m.env.Statements()
-		if err != nil {
-			return err
-		}
-		r.StmtsPerTask = float64(n-m.stmts) / float64(r.Tasks)
+	d, err := m.since()
+	if err != nil {
+		return err
 	}
-	if m.env.DBCPU != nil {
-		cpu, err := m.env.DBCPU()
-		if err != nil {
-			return err
-		}
-		r.CPUPerTask = (cpu - m.cpu) / time.Duration(r.Tasks)
-	}
+	n := float64(r.Tasks)
+	r.CallsPerTask = float64(d.calls) / n
+	r.StmtsPerTask = float64(d.stmts) / n
+	r.CPUPerTask = d.cpu / time.Duration(r.Tasks)
 	return nil
 }
 
@@ -403,10 +411,10 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 	if err := insertAll(ctx, env.Store, "bench.noop", dues); err != nil {
 		return Result{}, err
 	}
-	cs := storecount.New(env.Store)
-	// WithOptionalInterfaces keeps the scheduler's view of the store (PostgreSQL's
+	// The meter keeps the scheduler's view of the store (PostgreSQL's
 	// notifications): the idle cost measured is the one a user sees.
-	s, err := ax.New(ax.Config{Store: cs.WithOptionalInterfaces(), Logger: quiet(), OwnerService: "ax-bench"})
+	m, env := newMeter(env)
+	s, err := ax.New(ax.Config{Store: env.Store, Logger: quiet(), OwnerService: "ax-bench"})
 	if err != nil {
 		return Result{}, err
 	}
@@ -420,18 +428,8 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
-	calls0 := cs.Snapshot().Total()
-	var stmts0 int64
-	if env.Statements != nil {
-		if stmts0, err = env.Statements(); err != nil {
-			return Result{}, err
-		}
-	}
-	var cpu0 time.Duration
-	if env.DBCPU != nil {
-		if cpu0, err = env.DBCPU(); err != nil {
-			return Result{}, err
-		}
+	if err := m.start(); err != nil {
+		return Result{}, err
 	}
 	start := time.Now()
 	select {
@@ -440,21 +438,11 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 		return Result{}, ctx.Err()
 	}
 	elapsed := time.Since(start)
-	r := Result{Workload: "idle", Store: env.Name, Tasks: n, Elapsed: elapsed,
-		CallsPerSec: float64(cs.Snapshot().Total()-calls0) / elapsed.Seconds()}
-	if env.Statements != nil {
-		n, err := env.Statements()
-		if err != nil {
-			return Result{}, err
-		}
-		r.StmtsPerSec = float64(n-stmts0) / elapsed.Seconds()
+	c, err := m.since()
+	if err != nil {
+		return Result{}, err
 	}
-	if env.DBCPU != nil {
-		cpu1, err := env.DBCPU()
-		if err != nil {
-			return Result{}, err
-		}
-		r.DBCPU = cpu1 - cpu0
-	}
+	r := Result{Workload: "idle", Store: env.Name, Tasks: n, Elapsed: elapsed, DBCPU: c.cpu,
+		CallsPerSec: float64(c.calls) / elapsed.Seconds(), StmtsPerSec: float64(c.stmts) / elapsed.Seconds()}
 	return r, nil
 }
