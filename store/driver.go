@@ -108,11 +108,16 @@ func Startable(on StartOn, uniq []Claim) map[int64]bool {
 }
 
 // CheckStarts rejects what the contract calls invalid for Start: an empty execution
-// id.
+// id, an empty task name, a name that is not UTF-8 or holds a NUL.
 func CheckStarts(starts []StartParams) error {
 	for i, sp := range starts {
-		if sp.ExecutionID == "" {
+		switch {
+		case sp.ExecutionID == "":
 			return fmt.Errorf("execution %d: empty execution id: %w", i, ErrInvalid)
+		case sp.Name == "":
+			return fmt.Errorf("execution %d: empty task name: %w", i, ErrInvalid)
+		case !CleanText(sp.Name):
+			return fmt.Errorf("execution %d: task name not UTF-8 or with a NUL: %w", i, ErrInvalid)
 		}
 	}
 	return nil
@@ -205,14 +210,15 @@ func CheckFire(p FireParams) error {
 }
 
 // CheckTaskQuery rejects what the contract calls invalid for Tasks: a Limit outside
-// 1..MaxQueryLimit, an unknown status, an empty range (a lower bound not before its
-// upper one), a cursor with no id (or, for Soonest, no due time).
+// 1..MaxQueryLimit, a key prefix that is not UTF-8 or holds a NUL, an unknown status,
+// an empty range (a lower bound not before its upper one), a cursor with no id (or,
+// for Soonest, no due time).
 func CheckTaskQuery(q TaskQuery) error {
 	if q.Limit < 1 || q.Limit > MaxQueryLimit {
 		return fmt.Errorf("limit %d is outside 1..%d: %w", q.Limit, MaxQueryLimit, ErrInvalid)
 	}
-	if !utf8.ValidString(q.KeyPrefix) {
-		return fmt.Errorf("key prefix is not valid UTF-8: %w", ErrInvalid)
+	if !CleanText(q.KeyPrefix) {
+		return fmt.Errorf("key prefix is not valid UTF-8 or holds a NUL: %w", ErrInvalid)
 	}
 	for _, st := range q.Statuses {
 		if !st.Valid() {

@@ -135,33 +135,42 @@ type Store interface {
 	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)
 
 	// Start records executions and moves their tasks from DISPATCHING to RUNNING,
-	// in one transaction. For each input, in input order: if the execution id is
-	// already recorded, the result is Duplicate with the recorded execution and
-	// nothing changes; if the task is DISPATCHING with this execution id, the record
-	// is written (status RUNNING), the task becomes RUNNING with StartedAt and
-	// HeartbeatAt set, and the result is Started; otherwise the result is Lost and
-	// nothing is written. Executors pass the fence the tasks were claimed under (the
-	// zero Fence without an elector); the call applies only if fence admits it, else
-	// it fails with ErrFenced and writes nothing: a stale leader's claims never start.
+	// in one transaction. It acts on the tasks of the view's namespace only. For each
+	// input, in input order:
+	//   - If the execution id is already recorded for a task of the namespace, the
+	//     result is Duplicate with the recorded execution. Nothing changes.
+	//   - If the task is DISPATCHING with this execution id and is named Name, the
+	//     record is written (status RUNNING). The task becomes RUNNING with StartedAt
+	//     and HeartbeatAt set. The result is Started.
+	//   - Otherwise the result is Lost and nothing is written. So a task of another
+	//     namespace never starts, nor one whose name is not the one the dispatcher
+	//     claimed.
+	//
+	// An empty Name, or one that is not valid UTF-8 or holds a NUL, is ErrInvalid.
+	// Executors pass the fence the tasks were claimed under (the zero Fence without
+	// an elector). The call applies only if fence admits it, else it fails with
+	// ErrFenced and writes nothing: a stale leader's claims never start.
 	Start(ctx context.Context, fence Fence, starts []StartParams) ([]StartResult, error)
 
 	// Heartbeat stamps HeartbeatAt on running executions and their tasks. It
-	// returns, in input order, whether each task is still RUNNING with that
-	// execution id.
+	// returns, in input order, whether each task is of the view's namespace and
+	// still RUNNING with that execution id.
 	Heartbeat(ctx context.Context, refs []ExecRef) ([]bool, error)
 
-	// Finish records the results of running executions: for each task that is
-	// RUNNING with the given execution id, it applies the outcome (see [Finish]) and
-	// closes the execution record. It returns, in input order, whether each applied.
-	// Executors pass the zero Fence; recovery, declaring executions orphaned, passes
-	// the leader's, and then the call applies only if fence admits it (else ErrFenced).
+	// Finish records the results of running executions: for each task of the view's
+	// namespace that is RUNNING with the given execution id, it applies the outcome
+	// (see [Finish]) and closes the execution record. It returns, in input order,
+	// whether each applied. Executors pass the zero Fence; recovery, declaring
+	// executions orphaned, passes the leader's, and then the call applies only if
+	// fence admits it (else ErrFenced).
 	Finish(ctx context.Context, fence Fence, results []Finish) ([]bool, error)
 
-	// Requeue hands back tasks that could not be dispatched: each task that is
-	// DISPATCHING with the given execution id goes back to SCHEDULED at DueAt with
-	// DispatchRetries+1 and LastError set, or to FAILED when DispatchRetries+1
-	// exceeds MaxDispatchRetries. Attempt is unchanged. It returns, in input order,
-	// whether each applied. The call applies only if fence admits it (else ErrFenced).
+	// Requeue hands back tasks that could not be dispatched: each task of the view's
+	// namespace that is DISPATCHING with the given execution id goes back to
+	// SCHEDULED at DueAt with DispatchRetries+1 and LastError set, or to FAILED when
+	// DispatchRetries+1 exceeds MaxDispatchRetries. Attempt is unchanged. It returns,
+	// in input order, whether each applied. The call applies only if fence admits it
+	// (else ErrFenced).
 	Requeue(ctx context.Context, fence Fence, requeues []Requeue) ([]bool, error)
 
 	// Stale lists up to limit tasks stuck in a state since before a time: RUNNING
@@ -245,9 +254,12 @@ type Store interface {
 // TaskQuery selects tasks for [Store.Tasks]. Its filters combine with AND; a zero
 // field does not filter.
 type TaskQuery struct {
-	Statuses     []Status // any of these
-	Name         string   // the handler name, exactly
-	KeyPrefix    string   // the business key starts with it (byte-wise, case-sensitive)
+	Statuses []Status // any of these
+	Name     string   // the handler name, exactly
+	// KeyPrefix keeps the tasks whose business key starts with it (byte-wise,
+	// case-sensitive). A prefix that is not valid UTF-8 or holds a NUL is ErrInvalid:
+	// the keys ax submits are neither.
+	KeyPrefix    string
 	OwnerService string
 	TaskKey      string // the overlap key (WithTaskKey; a schedule's name)
 	// DueFrom ≤ DueAt < DueBefore, and FinishedFrom ≤ FinishedAt < FinishedBefore;
@@ -380,7 +392,10 @@ type ExecRef struct {
 type StartParams struct {
 	TaskID      int64
 	ExecutionID string
-	Node        string // the executor, recorded on the execution
+	// Name is the task's name as the dispatcher claimed it: the executor runs the
+	// handler of this name. The task starts only if its stored name is Name.
+	Name string
+	Node string // the executor, recorded on the execution
 }
 
 // StartOutcome is what Start did with one execution.
@@ -390,7 +405,7 @@ type StartOutcome int
 const (
 	Started   StartOutcome = iota + 1 // recorded; the task is RUNNING: run the handler
 	Duplicate                         // already recorded: a duplicate delivery, run nothing
-	Lost                              // the task is no longer DISPATCHING with this execution id
+	Lost                              // no task of the namespace is DISPATCHING with this execution id and name
 )
 
 // StartResult is the outcome of starting one execution.
@@ -632,13 +647,14 @@ const MaxNamespace = 200
 // A store as opened is the view of DefaultNamespace. The view InNamespace returns
 // reads and writes only its namespace's rows: Insert, FireSchedule and
 // RegisterSchedules stamp it on the rows they write; Get, Lookup, Executions, Cancel,
-// Refill, Claim, Trigger, Stale, Schedules, PauseSchedule, ResumeSchedule,
-// DeleteSchedule, TaskStats and the NodeRegistry see no row of another namespace (an id
-// of another namespace's task is ErrNotFound, or left out of a batch's result, as a
-// missing one is). The business key is unique per namespace: (namespace, name, key).
-// Start, Heartbeat, Finish and Requeue act on execution ids, which are unique across
-// namespaces. A view shares the store's connections and its Close: closing one
-// closes all.
+// Refill, Claim, Trigger, Start, Heartbeat, Finish, Requeue, Stale, Schedules,
+// PauseSchedule, ResumeSchedule, DeleteSchedule, TaskStats and the NodeRegistry see no
+// row of another namespace (an id of another namespace's task is ErrNotFound, or left
+// out of a batch's result, as a missing one is: Lost for Start, false for the others).
+// Execution ids are unique across namespaces, but a view sees only its own: another
+// namespace's execution is not a Duplicate to Start. The business key is unique per
+// namespace: (namespace, name, key). A view shares the store's connections and its
+// Close: closing one closes all.
 type Namespaced interface {
 	// InNamespace returns the view of namespace ns: non-empty, at most MaxNamespace
 	// bytes, no white space, else ErrInvalid.

@@ -379,7 +379,7 @@ func (e *Executor) startGroup(fence store.Fence, batch []dispatched) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		params := make([]store.StartParams, len(batch))
 		for i, d := range batch {
-			params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Node: e.cfg.Node}
+			params[i] = store.StartParams{TaskID: d.task.ID, ExecutionID: d.task.ExecutionID, Name: d.task.Name, Node: e.cfg.Node}
 		}
 		sent := time.Now()
 		if first.IsZero() {

@@ -45,8 +45,8 @@ func TestOrphansAndStuckClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := st.Start(ctx, store.Fence{}, []store.StartParams{
-			{TaskID: orphan.ID, ExecutionID: "01900000-0000-7000-8000-00000000000a", Node: "gone"},
-			{TaskID: fine.ID, ExecutionID: "01900000-0000-7000-8000-00000000000c", Node: "alive"},
+			{TaskID: orphan.ID, ExecutionID: "01900000-0000-7000-8000-00000000000a", Name: "job", Node: "gone"},
+			{TaskID: fine.ID, ExecutionID: "01900000-0000-7000-8000-00000000000c", Name: "job", Node: "alive"},
 		}); err != nil {
 			t.Fatal(err)
 		}

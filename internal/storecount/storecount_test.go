@@ -234,7 +234,7 @@ func TestStartPassesFence(t *testing.T) {
 	if _, err := s.RaiseFence(ctx, "ns", "b", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Start(ctx, old, []store.StartParams{{TaskID: ins[0].Task.ID, ExecutionID: "e-1"}}); !errors.Is(err, store.ErrFenced) {
+	if _, err := s.Start(ctx, old, []store.StartParams{{TaskID: ins[0].Task.ID, ExecutionID: "e-1", Name: "job"}}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("Start under the older fence: %v, want ErrFenced", err)
 	}
 }

@@ -552,8 +552,9 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	return copyTask(&r.task), nil
 }
 
-// Start records executions and moves their tasks from DISPATCHING to RUNNING. See
-// [store.Store.Start]. An empty execution id is ErrInvalid.
+// Start records executions and moves their tasks of the view's namespace from
+// DISPATCHING to RUNNING. See [store.Store.Start]. An empty execution id or name is
+// ErrInvalid.
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: start executions: %w", err)
@@ -569,11 +570,15 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	out := make([]store.StartResult, len(starts))
 	for i, p := range starts {
 		if e, ok := s.execs[p.ExecutionID]; ok {
-			out[i] = store.StartResult{Outcome: store.Duplicate, Execution: new(*e)}
+			if _, mine := s.mine(e.TaskID); mine {
+				out[i] = store.StartResult{Outcome: store.Duplicate, Execution: new(*e)}
+			} else {
+				out[i] = store.StartResult{Outcome: store.Lost} // another namespace's
+			}
 			continue
 		}
-		r, ok := s.rows[p.TaskID]
-		if !ok || r.task.Status != store.Dispatching || r.task.ExecutionID != p.ExecutionID {
+		r, ok := s.mine(p.TaskID)
+		if !ok || r.task.Status != store.Dispatching || r.task.ExecutionID != p.ExecutionID || r.task.Name != p.Name {
 			out[i] = store.StartResult{Outcome: store.Lost}
 			continue
 		}
@@ -603,9 +608,10 @@ func (s *Store) start(r *row, node string, now time.Time) *store.Execution {
 	return e
 }
 
-// running returns the row of task id if it is RUNNING with this execution id.
+// running returns the row of task id if it is of the view's namespace and RUNNING
+// with this execution id.
 func (s *Store) running(id int64, executionID string) (*row, bool) {
-	r, ok := s.rows[id]
+	r, ok := s.mine(id)
 	if !ok || r.task.Status != store.Running || r.task.ExecutionID != executionID {
 		return nil, false
 	}
@@ -718,7 +724,7 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 	now := s.now()
 	out := make([]bool, len(requeues))
 	for i, q := range requeues {
-		r, ok := s.rows[q.TaskID]
+		r, ok := s.mine(q.TaskID)
 		if !ok || r.task.Status != store.Dispatching || r.task.ExecutionID != q.ExecutionID {
 			continue
 		}

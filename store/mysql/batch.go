@@ -50,35 +50,40 @@ type locked struct {
 	retries int
 	due     bool
 	dueAt   time.Time
-	overlap store.OverlapPolicy // Claim only: skip or queue when the task's key rules, else empty
-	taskKey string              // Claim only, when its key rules
-	name    string              // Claim only
+	overlap store.OverlapPolicy // readKeys only: skip or queue when the task's key rules, else empty
+	taskKey string              // readKeys only, when its key rules
+	name    string              // readName and readKeys only
 }
 
-// lockRows locks the rows among ids whose status is status, in id order, and returns
-// them by id with the database time of the statement. A non-empty ns (Claim) leaves out
-// the rows of other namespaces, as if they were not in that status; Start, Heartbeat,
-// Finish and Requeue pass "": they act on execution ids, unique across namespaces.
-// With keys (Claim) it also reads the name, and the overlap policy and task key of the
-// tasks whose key rules; both are NULL for the others, which the driver hands over
-// without allocating.
-func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, ids []int64, keys bool) (map[int64]*locked, time.Time, error) {
+// lockRead says what lockRows reads of a row besides its state.
+type lockRead int
+
+const (
+	readState lockRead = iota // the state only: Heartbeat, Finish, Requeue
+	readName                  // and the name: Start
+	readKeys                  // and the name, the overlap policy and the task key: Claim
+)
+
+// lockRows locks the rows of namespace ns among ids whose status is status, in id
+// order, and returns them by id with the database time of the statement. The rows of
+// other namespaces are left out, as if they were not in that status. With readKeys it
+// also reads the overlap policy and task key of the tasks whose key rules; both are
+// NULL for the others, which the driver hands over without allocating.
+func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, ids []int64, read lockRead) (map[int64]*locked, time.Time, error) {
 	cols := ""
-	if keys {
+	switch read {
+	case readName:
+		cols = `, name`
+	case readKeys:
 		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL), name`
 	}
-	where := ""
 	args := make([]any, 0, len(ids)+2)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	args = append(args, string(status))
-	if ns != "" {
-		where = ` AND namespace = ?`
-		args = append(args, ns)
-	}
+	args = append(args, string(status), ns)
 	q := `SELECT id, COALESCE(execution_id, ''), attempt, dispatch_retries, due_at, due_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)` + cols + `
-		FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + marks(len(ids)) + `) AND status = ?` + where + ` ORDER BY id FOR UPDATE`
+		FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + marks(len(ids)) + `) AND status = ? AND namespace = ? ORDER BY id FOR UPDATE`
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -89,10 +94,13 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 	for rows.Next() {
 		var id int64
 		l := &locked{}
-		if keys {
+		switch read {
+		case readName:
+			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, &l.name)
+		case readKeys:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now},
 				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name)
-		} else {
+		default:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now})
 		}
 		if err != nil {
@@ -175,7 +183,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			//    be neither claimed nor reported not due, and the scheduler would
 			//    forget it. READ COMMITTED takes no gap locks, so the wait is for
 			//    those rows only, and ascending ids keep claims from deadlocking.
-			rows, now, err := lockRows(ctx, tx, s.ns, store.Scheduled, ids, true)
+			rows, now, err := lockRows(ctx, tx, s.ns, store.Scheduled, ids, readKeys)
 			if err != nil {
 				return err
 			}
@@ -267,8 +275,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	return res, nil
 }
 
-// Start records executions and moves their tasks to RUNNING; a fence with a token is
-// checked first in its transaction (see fence.go).
+// Start records executions and moves their tasks of the view's namespace to RUNNING;
+// a fence with a token is checked first in its transaction (see fence.go).
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := s.check("start"); err != nil {
 		return nil, err
@@ -312,14 +320,16 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 			for k, i := range part {
 				execIDs[k] = starts[i].ExecutionID
 			}
-			// 1. Lock the DISPATCHING rows.
-			rows, now, err := lockRows(ctx, tx, "", store.Dispatching, ids, false)
+			// 1. Lock the namespace's DISPATCHING rows.
+			rows, now, err := lockRows(ctx, tx, s.ns, store.Dispatching, ids, readName)
 			if err != nil {
 				return err
 			}
-			// 2. What is recorded already: duplicates.
+			// 2. What is recorded already for the namespace's tasks: duplicates. An
+			//    execution of another namespace's task is lost.
 			recorded := map[string]*store.Execution{}
-			q, err := tx.QueryContext(ctx, `SELECT `+executionColumns+` FROM ax_executions WHERE id IN (`+marks(len(execIDs))+`)`, execIDs...)
+			q, err := tx.QueryContext(ctx, `SELECT `+executionColumns+` FROM ax_executions WHERE id IN (`+marks(len(execIDs))+`)
+				AND EXISTS (SELECT 1 FROM ax_tasks t WHERE t.id = ax_executions.task_id AND t.namespace = ?)`, append(execIDs, s.ns)...)
 			if err != nil {
 				return err
 			}
@@ -335,14 +345,15 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 			if err := q.Err(); err != nil {
 				return err
 			}
-			// 3. The records and the transition, for tasks DISPATCHING with that id.
+			// 3. The records and the transition, for tasks DISPATCHING with that id
+			//    and name.
 			var runIDs []int64
 			var runExecs []any
 			var ins []any
 			ts := dt(now)
 			for _, i := range part {
 				sp := starts[i]
-				if l := rows[sp.TaskID]; l != nil && l.execID == sp.ExecutionID && recorded[sp.ExecutionID] == nil {
+				if l := rows[sp.TaskID]; l != nil && l.execID == sp.ExecutionID && l.name == sp.Name && recorded[sp.ExecutionID] == nil {
 					runIDs = append(runIDs, sp.TaskID)
 					runExecs = append(runExecs, sp.ExecutionID)
 					ins = append(ins, sp.ExecutionID, sp.TaskID, l.attempt, sp.Node, ts, ts)
@@ -412,7 +423,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	return out, nil
 }
 
-// Heartbeat stamps heartbeat_at on running executions.
+// Heartbeat stamps heartbeat_at on running executions of the view's namespace.
 func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
 	if err := s.check("heartbeat"); err != nil {
 		return nil, err
@@ -424,7 +435,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return refs[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, "", store.Running, ids, false)
+			rows, now, err := lockRows(ctx, tx, s.ns, store.Running, ids, readState)
 			if err != nil {
 				return err
 			}
@@ -472,7 +483,7 @@ func uniqueIDs(part []int, id func(i int) int64) []int64 {
 	return ids
 }
 
-// Finish records execution results.
+// Finish records the results of executions of the view's namespace.
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := s.check("finish"); err != nil {
 		return nil, err
@@ -512,7 +523,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return results[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, "", store.Running, ids, false)
+			rows, now, err := lockRows(ctx, tx, s.ns, store.Running, ids, readState)
 			if err != nil {
 				return err
 			}
@@ -589,8 +600,8 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 	return out, nil
 }
 
-// Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
-// retries are exhausted.
+// Requeue hands undispatched tasks of the view's namespace back to SCHEDULED, or
+// FAILED when their dispatch retries are exhausted.
 func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := s.check("requeue"); err != nil {
 		return nil, err
@@ -609,7 +620,7 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return requeues[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, "", store.Dispatching, ids, false)
+			rows, now, err := lockRows(ctx, tx, s.ns, store.Dispatching, ids, readState)
 			if err != nil {
 				return err
 			}

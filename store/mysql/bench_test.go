@@ -49,7 +49,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		for i, r := range res {
 			exec := fmt.Sprintf("exec-%d-%d", n, i)
 			claims = append(claims, store.Claim{ID: r.Task.ID, ExecutionID: exec})
-			starts = append(starts, store.StartParams{TaskID: r.Task.ID, ExecutionID: exec, Node: "bench"})
+			starts = append(starts, store.StartParams{TaskID: r.Task.ID, ExecutionID: exec, Name: r.Task.Name, Node: "bench"})
 			refs = append(refs, store.ExecRef{TaskID: r.Task.ID, ExecutionID: exec})
 			results = append(results, store.Finish{TaskID: r.Task.ID, ExecutionID: exec, Status: store.Succeeded})
 		}

@@ -162,12 +162,14 @@
 // # Finding tasks
 //
 // Tasks is one SELECT with a LIMIT (store/internal/taskquery writes its conditions, as
-// for PostgreSQL and SQLite). A key prefix is LIKE 'prefix%' with the wildcards
-// escaped: under the key's binary collation a byte-wise, case-sensitive match and a
-// range of ax_tasks_name_key after the namespace and the name. A status filter and
-// CountTasks's per-status counts (each stopping at the cap) are ranges of an index
-// led by (namespace, status), ax_tasks_status_due or a sibling; the newest first
-// reads the primary key backwards. On MariaDB 10.11 with 100,000 rows
+// for PostgreSQL and SQLite). A key prefix is the range prefix ≤ key < its successor
+// (the least valid string above every key with the prefix): under the key's binary
+// collation a byte-wise, case-sensitive match and a range of ax_tasks_name_key after
+// the namespace and the name. It is not LIKE 'prefix%': MariaDB's range for that
+// misses keys whose next character lies beyond U+FFFF (see query.go). A status
+// filter and CountTasks's per-status counts (each stopping at the cap) are ranges of
+// an index led by (namespace, status), ax_tasks_status_due or a sibling; the newest
+// first reads the primary key backwards. On MariaDB 10.11 with 100,000 rows
 // (TestExplain, AX_MYSQL_EXPLAIN=1):
 //
 //	-- a name and a key prefix
@@ -243,9 +245,10 @@
 // Stale, TaskStats, the schedules' methods and the node registry says namespace = ?,
 // the leading column of the index it reads, so each namespace's scans are index range
 // scans of its own rows: one more equality in the statement, no more round trips
-// (TestClaimStatementsInView). Claim leaves out the ids of other namespaces, as if
-// they were not SCHEDULED; Start, Heartbeat, Finish and Requeue act on execution ids,
-// unique across namespaces, and name none. The leases and the fence name their
+// (TestClaimStatementsInView). Claim, Start, Heartbeat, Finish and Requeue lock their
+// rows by primary key with namespace = ? among the conditions, and leave out the ids
+// of other namespaces, as if they were not in the state asked for; Start reads the
+// recorded executions of the view's tasks only. The leases and the fence name their
 // namespace explicitly (ax_leader is keyed by it) and ignore the view's.
 //
 // The sequence numbers of the refill cursor, their counter and ax_seq_holds are global.
@@ -323,9 +326,10 @@
 // handful of statements in one transaction: a locking SELECT of the rows still in the
 // old status (FOR UPDATE), one UPDATE with CASE id WHEN … THEN … END per column that
 // keeps the per-row CAS (status = old AND execution_id = CASE id …), and a SELECT of
-// the rows the caller gets back. Start also reads which execution ids are recorded
-// (Duplicate) and inserts the new records in one multi-row INSERT before the
-// transition. ClaimStart does in the claiming transaction what Start would: the
+// the rows the caller gets back. Start also reads the name of each locked row (a
+// Start is Lost unless it names the task's), reads which execution ids are recorded
+// for the view's tasks (Duplicate) and inserts the new records in one multi-row
+// INSERT before the transition. ClaimStart does in the claiming transaction what Start would: the
 // claimed rows whose claim asks to start, whose name has a handler in the claiming
 // process and whose key does not restrict them (no task key, or Overlap allow) go
 // straight to RUNNING and their execution records are inserted before the commit, so

@@ -60,7 +60,7 @@ func TestKeyRaceTwoStores(t *testing.T) {
 					if active.Add(1) > 1 {
 						violations.Add(1)
 					}
-					if _, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: c.ID, ExecutionID: c.ExecutionID}}); err != nil {
+					if _, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: c.ID, ExecutionID: c.ExecutionID, Name: c.Name}}); err != nil {
 						t.Errorf("Start: %v", err)
 						return
 					}

@@ -81,34 +81,40 @@ const (
 	claimStarted = 3
 )
 
-// startSQL moves to RUNNING the tasks DISPATCHING with the given execution id whose
-// id is not recorded yet, and records exactly those executions. Execution ids are
-// fresh per claim, so a task DISPATCHING with an id never has it recorded; should a
-// caller reuse one, the INSERT fails and the whole Start with it.
+// startSQL moves to RUNNING the tasks of namespace $5 DISPATCHING with the given
+// execution id and name whose id is not recorded yet, and records exactly those
+// executions. Execution ids are fresh per claim, so a task DISPATCHING with an id
+// never has it recorded; should a caller reuse one, the INSERT fails and the whole
+// Start with it. The namespace is compared as in claimSQL.
 const startSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
-c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c(task_id, eid, node)),
+c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS c(task_id, eid, node, name)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET status = 'RUNNING', started_at = ts.now, heartbeat_at = ts.now, updated_at = ts.now
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.task_id AND t.id = ANY($1) AND t.status || '' = 'DISPATCHING' AND t.execution_id = c.eid
+		AND t.namespace || '' = $5 AND t.name = c.name
 		AND NOT EXISTS (SELECT 1 FROM ax_executions x WHERE x.id = c.eid AND x.id = ANY($2))
 	RETURNING c.node, ` + taskCols + `),
 ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
 	SELECT u.execution_id, u.id, u.attempt, u.node, 'RUNNING', u.started_at, u.heartbeat_at FROM u)
 SELECT * FROM u`
 
+// heartbeatSQL stamps the tasks of namespace $3 RUNNING with the given execution id,
+// and their executions.
 const heartbeatSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET heartbeat_at = ts.now
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
+		AND t.namespace || '' = $3
 	RETURNING t.id, t.execution_id),
 x AS (UPDATE ax_executions x SET heartbeat_at = ts.now FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($2))
 SELECT id, execution_id FROM u`
 
-// finishSQL applies the results of one chunk and closes the execution record of each
-// that did not succeed ($7: those execution ids): FAILED, with its error and finish
+// finishSQL applies the results of one chunk to the tasks of namespace $8 and closes
+// the execution record of each that did not succeed ($7: those execution ids): FAILED,
+// with its error and finish
 // time. A succeeded execution's record is left as it was written at its start,
 // RUNNING, and reads as its task says: the task is SUCCEEDED with that execution id,
 // finished at the time the record would have been given (see execCols). That is
@@ -128,11 +134,14 @@ u AS (UPDATE ax_tasks t SET
 		updated_at = ts.now
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
+		AND t.namespace || '' = $8
 	RETURNING t.id, t.execution_id, c.status AS new_status, c.error),
 x AS (UPDATE ax_executions x SET status = 'FAILED', error = u.error, finished_at = ts.now
 	FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($7) AND u.new_status <> 'SUCCEEDED')
 SELECT id, execution_id FROM u`
 
+// requeueSQL hands back the tasks of namespace $6 DISPATCHING with the given
+// execution id.
 const requeueSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::bigint[])
 	AS c(id, eid, due_at, error, max_dispatch_retries)),
@@ -145,6 +154,7 @@ UPDATE ax_tasks t SET
 	dispatch_retries = t.dispatch_retries + 1, last_error = c.error, updated_at = ts.now
 FROM c, ts
 WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'DISPATCHING' AND t.execution_id = c.eid
+	AND t.namespace || '' = $6
 RETURNING t.id, t.execution_id`
 
 // chunks calls f for consecutive chunks of at most store.MaxBatch of items.
@@ -283,8 +293,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	return res, nil
 }
 
-// Start records executions and moves their tasks to RUNNING, in one transaction; a
-// fence with a token is checked first in it (see fence.go).
+// Start records executions and moves their tasks of the view's namespace to RUNNING,
+// in one transaction; a fence with a token is checked first in it (see fence.go).
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: start: %w", err)
@@ -301,11 +311,11 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	err := s.execTx(ctx, "start", func(b *pgx.Batch) {
 		queueFence(b, fence)
 		chunks(order, func(part []int) {
-			ids, eids, nodes := make([]int64, len(part)), make([]string, len(part)), make([]string, len(part))
+			ids, eids, nodes, names := make([]int64, len(part)), make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
 			for k, i := range part {
-				ids[k], eids[k], nodes[k] = starts[i].TaskID, starts[i].ExecutionID, starts[i].Node
+				ids[k], eids[k], nodes[k], names[k] = starts[i].TaskID, starts[i].ExecutionID, starts[i].Node, starts[i].Name
 			}
-			b.Queue(startSQL, ids, eids, nodes)
+			b.Queue(startSQL, ids, eids, nodes, names, s.ns)
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(out)
@@ -357,14 +367,15 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	}
 	if len(others) > 0 {
 		// What is recorded for the others, read after the commit: a duplicate
-		// delivery (also of a record a concurrent Start just wrote), or lost.
+		// delivery (also of a record a concurrent Start just wrote), or lost — as is
+		// an execution of another namespace's task.
 		eids := make([]string, len(others))
 		for k, i := range others {
 			eids[k] = starts[i].ExecutionID
 		}
 		recorded := map[string]*store.Execution{}
-		rows, err := s.pool.Query(ctx, `SELECT `+execCols("t")+` FROM ax_executions x LEFT JOIN ax_tasks t ON t.id = x.task_id
-			WHERE x.id = ANY($1)`, eids)
+		rows, err := s.pool.Query(ctx, `SELECT `+execCols("t")+` FROM ax_executions x JOIN ax_tasks t ON t.id = x.task_id
+			WHERE x.id = ANY($1) AND t.namespace || '' = $2`, eids, s.ns)
 		if err != nil {
 			return nil, s.wrap("start", err)
 		}
@@ -392,7 +403,8 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	return out, nil
 }
 
-// Heartbeat stamps heartbeat_at on running executions and their tasks.
+// Heartbeat stamps heartbeat_at on running executions and their tasks of the view's
+// namespace.
 func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
 	out := make([]bool, len(refs))
 	if len(refs) == 0 {
@@ -406,7 +418,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 			for k, i := range part {
 				ids[k], eids[k] = refs[i].TaskID, refs[i].ExecutionID
 			}
-			b.Queue(heartbeatSQL, ids, eids)
+			b.Queue(heartbeatSQL, ids, eids, s.ns)
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(alive)
@@ -421,8 +433,8 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	return out, nil
 }
 
-// Finish records execution results; a fence with a token is checked first in its
-// transaction (see fence.go).
+// Finish records the results of executions of the view's namespace; a fence with a
+// token is checked first in its transaction (see fence.go).
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: finish: %w", err)
@@ -465,7 +477,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 					failed = append(failed, f.ExecutionID)
 				}
 			}
-			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues, failed)
+			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues, failed, s.ns)
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(done)
@@ -488,9 +500,9 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 	return out, nil
 }
 
-// Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
-// retries are exhausted; a fence with a token is checked first in its transaction
-// (see fence.go).
+// Requeue hands undispatched tasks of the view's namespace back to SCHEDULED, or
+// FAILED when their dispatch retries are exhausted; a fence with a token is checked
+// first in its transaction (see fence.go).
 func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: requeue: %w", err)
@@ -519,7 +531,7 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 				r := requeues[i]
 				ids[k], eids[k], dues[k], errs[k], maxes[k] = r.TaskID, r.ExecutionID, r.DueAt, r.Error, int64(r.MaxDispatchRetries)
 			}
-			b.Queue(requeueSQL, ids, eids, dues, errs, maxes)
+			b.Queue(requeueSQL, ids, eids, dues, errs, maxes, s.ns)
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(done)

@@ -44,7 +44,7 @@ func BenchmarkLifecycle(b *testing.B) {
 				for i, r := range res {
 					eid := fmt.Sprintf("0190a0a0-0000-7000-8000-%012d", n*1000+i)
 					claims[i] = store.Claim{ID: r.Task.ID, ExecutionID: eid}
-					starts[i] = store.StartParams{TaskID: r.Task.ID, ExecutionID: eid, Node: "n"}
+					starts[i] = store.StartParams{TaskID: r.Task.ID, ExecutionID: eid, Name: "bench", Node: "n"}
 					fins[i] = store.Finish{TaskID: r.Task.ID, ExecutionID: eid, Status: store.Succeeded}
 				}
 				if c, err := st.Claim(ctx, store.Fence{}, claims); err != nil || len(c.Claimed) != size {

@@ -272,9 +272,10 @@
 // skipped row would be reported neither claimed nor NotDue, and if its holder rolled
 // back, the scheduler would have dropped a due task from its wheel. (Claims of
 // several schedulers meet only on the rows due at once; Cancel and Trigger hold a row for one statement.) Start moves
-// to RUNNING the tasks DISPATCHING with the given execution id whose id is not yet
-// recorded, and records exactly those executions in the same statement; the others
-// are read back as Duplicate (recorded) or Lost. Finish drops repeated
+// to RUNNING the view's tasks DISPATCHING with the given execution id and name whose
+// id is not yet recorded, and records exactly those executions in the same
+// statement; the others are read back as Duplicate (recorded for a task of the view)
+// or Lost. Finish drops repeated
 // results of one execution before its multi-row UPDATE, which would otherwise pick one
 // arbitrarily. Finish closes the execution records of the results that did not
 // succeed (FAILED, with the error and the finish time) and leaves a succeeded one's
@@ -530,9 +531,9 @@
 // so another namespace's row is not found, as a missing one is. Claim's statement
 // still locks the ids it is given by primary key, whatever their namespace, and
 // then claims or reports only the view's: another's is as good as not SCHEDULED.
-// Start, Heartbeat, Finish and Requeue act on execution ids, unique across namespaces,
-// and name no namespace; neither do the leases and the fence, which take theirs as an
-// argument. Task keys are per namespace (their advisory locks included); the refill
+// Start, Heartbeat, Finish and Requeue do the same with the state they move from, and
+// Start reads the recorded executions of the view's tasks only. The leases and the
+// fence ignore the view: they take their namespace as an argument. Task keys are per namespace (their advisory locks included); the refill
 // sequence, its announcing locks and the wake-up channel are the schema's (see The
 // refill cursor, and Wake-ups).
 //

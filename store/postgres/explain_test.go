@@ -132,14 +132,14 @@ func TestExplain(t *testing.T) {
 			"ax_tasks_scheduled_seq", false, false},
 		{"claim (200 ids)", claimSQL, []any{claimIDs, claimEIDs, ns, make([]bool, len(claimIDs)), []string{}, ""}, "ax_tasks_pkey", false, false},
 		{"claim and start (200 ids)", claimSQL, []any{claimIDs, claimEIDs, ns, starts(len(claimIDs)), []string{"order.close"}, "node-1"}, "ax_tasks_pkey", false, false},
-		{"start (200 ids)", startSQL, []any{dispIDs, dispEIDs, fill(200, "node-1")}, "ax_tasks_pkey", false, false},
-		{"heartbeat (200 ids)", heartbeatSQL, []any{runIDs, runEIDs}, "ax_tasks_pkey", false, false},
+		{"start (200 ids)", startSQL, []any{dispIDs, dispEIDs, fill(200, "node-1"), fill(200, "order.close"), ns}, "ax_tasks_pkey", false, false},
+		{"heartbeat (200 ids)", heartbeatSQL, []any{runIDs, runEIDs, ns}, "ax_tasks_pkey", false, false},
 		// Failed, so that the executions' records are closed too (a success leaves them).
-		{"finish (200 ids)", finishSQL, []any{runIDs, runEIDs, fill(200, "FAILED"), fill(200, "boom"), fill(200, int64(0)), fill(200, now), runEIDs},
+		{"finish (200 ids)", finishSQL, []any{runIDs, runEIDs, fill(200, "FAILED"), fill(200, "boom"), fill(200, int64(0)), fill(200, now), runEIDs, ns},
 			"ax_tasks_pkey", false, false},
-		{"finish (200 ids, succeeded)", finishSQL, []any{runIDs, runEIDs, fill(200, "SUCCEEDED"), fill(200, ""), fill(200, int64(0)), fill(200, now), []string{}},
+		{"finish (200 ids, succeeded)", finishSQL, []any{runIDs, runEIDs, fill(200, "SUCCEEDED"), fill(200, ""), fill(200, int64(0)), fill(200, now), []string{}, ns},
 			"ax_tasks_pkey", false, false},
-		{"requeue (200 ids)", requeueSQL, []any{dispIDs, dispEIDs, fill(200, now), fill(200, "busy"), fill(200, int64(3))}, "ax_tasks_pkey", false, false},
+		{"requeue (200 ids)", requeueSQL, []any{dispIDs, dispEIDs, fill(200, now), fill(200, "busy"), fill(200, int64(3)), ns}, "ax_tasks_pkey", false, false},
 		{"orphan scan (Stale RUNNING)", staleRunningSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_running_heartbeat", false, false},
 		{"stuck-claim scan (Stale DISPATCHING)", staleDispatchingSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_dispatching_since", false, false},
 		{"insert (200 tasks, one a duplicate; generic plan)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps,
@@ -368,15 +368,17 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 		{"claim", claimSQL, func(ids []int64, eids []string) []any {
 			return []any{ids, eids, s.ns, fill(len(ids), true), []string{"order.close"}, "node-1"}
 		}},
-		{"start", startSQL, func(ids []int64, eids []string) []any { return []any{ids, eids, fill(len(ids), "node-1")} }},
-		{"heartbeat", heartbeatSQL, func(ids []int64, eids []string) []any { return []any{ids, eids} }},
+		{"start", startSQL, func(ids []int64, eids []string) []any {
+			return []any{ids, eids, fill(len(ids), "node-1"), fill(len(ids), "order.close"), s.ns}
+		}},
+		{"heartbeat", heartbeatSQL, func(ids []int64, eids []string) []any { return []any{ids, eids, s.ns} }},
 		{"finish", finishSQL, func(ids []int64, eids []string) []any {
 			n := len(ids)
-			return []any{ids, eids, fill(n, "FAILED"), fill(n, "boom"), fill(n, int64(0)), fill(n, now), eids} // records closed too
+			return []any{ids, eids, fill(n, "FAILED"), fill(n, "boom"), fill(n, int64(0)), fill(n, now), eids, s.ns} // records closed too
 		}},
 		{"requeue", requeueSQL, func(ids []int64, eids []string) []any {
 			n := len(ids)
-			return []any{ids, eids, fill(n, now), fill(n, "busy"), fill(n, int64(3))}
+			return []any{ids, eids, fill(n, now), fill(n, "busy"), fill(n, int64(3)), s.ns}
 		}},
 	}
 	exec(`ANALYZE ax_tasks`)

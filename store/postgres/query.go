@@ -15,8 +15,10 @@ import (
 // dialect is how PostgreSQL writes a task query. A key prefix is starts_with(), and,
 // when the column compared orders text by bytes (byteOrder; ax_tasks.key does since
 // schema v10, COLLATE "C"), also the range it is then, which ax_tasks_name_key serves
-// after the namespace and the name. Under another collation (en_US, ICU) the strings
-// with a prefix need not be one range of an index, and the prefix only filters.
+// after the namespace and the name. The range's upper bound is valid UTF-8
+// (taskquery.Successor), as every text value must be; a prefix without one (U+10FFFF
+// only) is the range's lower bound alone. Under another collation (en_US, ICU) the
+// strings with a prefix need not be one range of an index, and the prefix only filters.
 func dialect(byteOrder bool) taskquery.Dialect {
 	return taskquery.Dialect{
 		Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
@@ -26,7 +28,10 @@ func dialect(byteOrder bool) taskquery.Dialect {
 			if !byteOrder {
 				return match
 			}
-			return "key >= " + ph(prefix) + " AND key < " + ph(taskquery.Successor(prefix)) + " AND " + match
+			if next, ok := taskquery.Successor(prefix); ok {
+				return "key >= " + ph(prefix) + " AND key < " + ph(next) + " AND " + match
+			}
+			return "key >= " + ph(prefix) + " AND " + match
 		},
 	}
 }

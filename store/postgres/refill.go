@@ -26,11 +26,9 @@ import (
 // Namespaces: the sequence, and the announcing locks, are the schema's, one for all
 // namespaces; only the scans filter by the view's namespace. The argument above holds
 // for every stamp, whichever namespace its row is in, so it holds for the rows the
-// scans may return. The locks must stay the schema's: Finish and Requeue, which stamp
-// rows SCHEDULED, act on execution ids of any namespace, so a transaction cannot tell
-// in advance which namespaces' cursors it holds back. Writers of other namespaces
-// hold a view's cursor back while they run, as writers of its own do (rows are then
-// returned again, never skipped). A page cut short at Limit continues after its last
+// scans may return. The locks are the schema's, whatever the namespace of the rows a
+// writer stamps: writers of other namespaces hold a view's cursor back while they
+// run, as writers of its own do (rows are then returned again, never skipped). A page cut short at Limit continues after its last
 // row: the stamps below it that the page left out are of other namespaces' rows, or of
 // rows the scan does not want (not SCHEDULED, not due before To), as before.
 const (

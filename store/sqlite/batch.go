@@ -105,7 +105,8 @@ func (s *Store) batchExec(ctx context.Context, tx *sql.Tx, b *batchStmt, head, r
 const holding = `status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''`
 
 // In the statements that name their rows by id (claimStmt, missedStmt,
-// keyedClaimStmt, triggerSQL, getSQL), the namespace is compared as +namespace, which SQLite
+// keyedClaimStmt, recordStmt, recordedStmt, heartbeatStmt, finishStmt, Requeue's,
+// triggerSQL, getSQL), the namespace is compared as +namespace, which SQLite
 // checks on the row it found by the primary key but never uses to pick an index:
 // "namespace = ? AND due_at <= ?" would otherwise match ax_tasks_ns_scheduled_due, and
 // the planner, which knows nothing of the ids' selectivity, prefers a scan of every due
@@ -162,10 +163,14 @@ var (
 		SELECT c.column1, c.column2, c.column3, c.column4, 'RUNNING', ?, ?
 		FROM (VALUES %V%) AS c
 		WHERE c.column1 IS NOT NULL`}
-	recordStmt = &batchStmt{cols: 3, pad: []any{0, "", ""}, sql: `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
+	// recordStmt records the executions of the tasks of the view's namespace that are
+	// DISPATCHING with the given execution id (column2) and name (column4), on node
+	// column3; runStmt then moves exactly those tasks to RUNNING.
+	recordStmt = &batchStmt{cols: 4, pad: []any{0, "", "", ""}, sql: `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
 		SELECT c.column2, t.id, t.attempt, c.column3, 'RUNNING', ?, ?
 		FROM (VALUES %V%) AS c
 		JOIN ax_tasks t ON t.id = c.column1 AND t.status = 'DISPATCHING' AND t.execution_id = c.column2
+			AND t.name = c.column4 AND +t.namespace = ?
 		WHERE true
 		ON CONFLICT (id) DO NOTHING
 		RETURNING id`}
@@ -173,14 +178,21 @@ var (
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'DISPATCHING' AND ax_tasks.execution_id = c.column2
 		RETURNING ` + taskColumns}
+	// recordedStmt reads the executions recorded for tasks of the view's namespace.
 	recordedStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT ` + executionColumns + ` FROM ax_executions
-		WHERE id IN (VALUES %V%)`}
+		WHERE id IN (VALUES %V%)
+			AND EXISTS (SELECT 1 FROM ax_tasks t WHERE t.id = ax_executions.task_id AND +t.namespace = ?)`}
+	// heartbeatStmt stamps the tasks of the view's namespace RUNNING with the given
+	// execution id.
 	heartbeatStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET heartbeat_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
+			AND +ax_tasks.namespace = ?
 		RETURNING ax_tasks.execution_id`}
 	heartbeatExecStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `UPDATE ax_executions SET heartbeat_at = ?
 		WHERE id IN (VALUES %V%)`}
+	// finishStmt applies the results to the tasks of the view's namespace RUNNING with
+	// the given execution id.
 	finishStmt = &batchStmt{cols: 7, pad: []any{0, "", "", "", 0, 0, 0}, sql: `UPDATE ax_tasks SET
 		status = c.column3,
 		last_error = CASE c.column3 WHEN 'SUCCEEDED' THEN last_error ELSE c.column4 END,
@@ -191,6 +203,7 @@ var (
 		updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
+			AND +ax_tasks.namespace = ?
 		RETURNING ax_tasks.execution_id`}
 	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
 		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
@@ -424,8 +437,8 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	return nil
 }
 
-// Start records executions and moves their tasks to RUNNING, if fence admits them
-// (see fence.go).
+// Start records executions and moves their tasks of the view's namespace to RUNNING,
+// if fence admits them (see fence.go).
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: start: %w", err)
@@ -442,13 +455,14 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 		ts := micros(now())
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
-			// 1. The execution records, for tasks DISPATCHING with that execution id.
-			//    An id recorded already conflicts: a duplicate delivery.
-			args := make([]any, 0, 3*len(part))
+			// 1. The execution records, for tasks of the namespace DISPATCHING with
+			//    that execution id and name. An id recorded already conflicts: a
+			//    duplicate delivery.
+			args := make([]any, 0, 4*len(part))
 			for _, i := range part {
-				args = append(args, starts[i].TaskID, starts[i].ExecutionID, starts[i].Node)
+				args = append(args, starts[i].TaskID, starts[i].ExecutionID, starts[i].Node, starts[i].Name)
 			}
-			inserted, err := scanStrings(s.batch(ctx, tx, recordStmt, []any{ts, ts}, args, nil))
+			inserted, err := scanStrings(s.batch(ctx, tx, recordStmt, []any{ts, ts}, args, []any{s.ns}))
 			if err != nil {
 				return err
 			}
@@ -469,7 +483,8 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 					tasks[started[k].ID] = &started[k]
 				}
 			}
-			// 3. What is recorded for the others: duplicates, or nothing (lost).
+			// 3. What is recorded for the others: duplicates, or nothing (lost) — as is
+			//    an execution of another namespace's task.
 			var others []any
 			for _, i := range part {
 				if !inserted[starts[i].ExecutionID] || tasks[starts[i].TaskID] == nil {
@@ -478,7 +493,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 			}
 			recorded := map[string]*store.Execution{}
 			if len(others) > 0 {
-				rows, err := s.batch(ctx, tx, recordedStmt, nil, others, nil)
+				rows, err := s.batch(ctx, tx, recordedStmt, nil, others, []any{s.ns})
 				if err != nil {
 					return err
 				}
@@ -522,7 +537,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	return out, nil
 }
 
-// Heartbeat stamps heartbeat_at on running executions.
+// Heartbeat stamps heartbeat_at on running executions of the view's namespace.
 func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
 	out := make([]bool, len(refs))
 	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
@@ -534,7 +549,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 			for _, i := range part {
 				args = append(args, refs[i].TaskID, refs[i].ExecutionID)
 			}
-			alive, err := scanStrings(s.batch(ctx, tx, heartbeatStmt, []any{ts}, args, nil))
+			alive, err := scanStrings(s.batch(ctx, tx, heartbeatStmt, []any{ts}, args, []any{s.ns}))
 			if err != nil || len(alive) == 0 {
 				return err
 			}
@@ -554,7 +569,8 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	return out, nil
 }
 
-// Finish records execution results, if fence admits them (see fence.go).
+// Finish records the results of executions of the view's namespace, if fence admits
+// them (see fence.go).
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := store.CheckFinishes(results); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: finish: %w", err)
@@ -599,7 +615,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				}
 				args = append(args, f.TaskID, f.ExecutionID, string(f.Status), f.Error, f.Attempt, due, sq)
 			}
-			done, err := scanStrings(s.batch(ctx, tx, finishStmt, []any{ts, ts}, args, nil))
+			done, err := scanStrings(s.batch(ctx, tx, finishStmt, []any{ts, ts}, args, []any{s.ns}))
 			if err != nil || len(done) == 0 {
 				return err
 			}

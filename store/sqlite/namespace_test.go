@@ -184,7 +184,7 @@ func TestTaskKeysPerNamespace(t *testing.T) {
 		t.Errorf("skip reason %q, want a's holder: %q", res.Skipped[0].LastError, store.SkipReason("k", a1))
 	}
 	// Once a's holder finishes, a's key is free and b's still held.
-	if _, err := a.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: a1, ExecutionID: "e-a"}}); err != nil {
+	if _, err := a.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: a1, ExecutionID: "e-a", Name: "keys"}}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := a.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: a1, ExecutionID: "e-a", Status: store.Succeeded}}); err != nil || !ok[0] {

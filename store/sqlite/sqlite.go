@@ -173,13 +173,12 @@
 //
 // Insert, InsertTx, FireSchedule and RegisterSchedules stamp the view's namespace;
 // every read and write of rows by name, key or time filters by it. The statements that
-// name their rows by id (Claim, Get, Trigger) compare +namespace = ?: checked on the
-// row found by the primary key, never used to choose an index (SQLite would otherwise
-// prefer a range of the namespace's due index to the id lookups). An id of another
-// namespace's task is thus not found, or left out of a batch's result. Start,
-// Heartbeat, Finish and Requeue act on execution ids and take no namespace; so does
-// the refill sequence, which is one counter for the file. Leases and fences name their
-// namespace explicitly.
+// name their rows by id (Claim, Start, Heartbeat, Finish, Requeue, Get, Trigger)
+// compare +namespace = ?: checked on the row found by the primary key, never used to
+// choose an index (SQLite would otherwise prefer a range of the namespace's due index
+// to the id lookups). An id of another namespace's task is thus not found, or left
+// out of a batch's result. The refill sequence takes no namespace: it is one counter
+// for the file. Leases and fences name their namespace explicitly.
 //
 // ax_nodes holds the node registry (store.NodeRegistry): (namespace, name) primary key,
 // advertise, handlers (the sorted names as a JSON array of strings), capacity,

@@ -221,7 +221,7 @@ func TestOverlapAcrossStores(t *testing.T) {
 					return
 				}
 				for _, c := range res.Claimed {
-					if _, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: c.ID, ExecutionID: c.ExecutionID}}); err != nil {
+					if _, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: c.ID, ExecutionID: c.ExecutionID, Name: c.Name}}); err != nil {
 						errs <- err
 						return
 					}

@@ -588,8 +588,8 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 	return t, store.ErrNotTriggerable, h.Int64, nil
 }
 
-// Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
-// retries are exhausted, if fence admits it (see fence.go).
+// Requeue hands undispatched tasks of the view's namespace back to SCHEDULED, or
+// FAILED when their dispatch retries are exhausted, if fence admits it (see fence.go).
 func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: requeue: %w", err)
@@ -609,7 +609,7 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 			finished_at = CASE WHEN dispatch_retries + 1 > ? THEN ? ELSE NULL END,
 			due_at = CASE WHEN dispatch_retries + 1 > ? THEN due_at ELSE ? END,
 			dispatch_retries = dispatch_retries + 1, last_error = ?, seq = ?, updated_at = ?
-			WHERE id = ? AND status = 'DISPATCHING' AND execution_id = ?`)
+			WHERE id = ? AND status = 'DISPATCHING' AND execution_id = ? AND +namespace = ?`)
 		if err != nil {
 			return err
 		}
@@ -618,7 +618,7 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 		for k, i := range order {
 			r := requeues[i]
 			out[i], err = applied(upd.ExecContext(ctx, r.MaxDispatchRetries, r.MaxDispatchRetries, ts,
-				r.MaxDispatchRetries, micros(r.DueAt), r.Error, seq+int64(k), ts, r.TaskID, r.ExecutionID))
+				r.MaxDispatchRetries, micros(r.DueAt), r.Error, seq+int64(k), ts, r.TaskID, r.ExecutionID, s.ns))
 			if err != nil {
 				return err
 			}

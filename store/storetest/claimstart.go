@@ -57,7 +57,7 @@ func testClaimStartStarted(e *env) {
 	}
 
 	// Started: a Start of the same execution is a duplicate delivery.
-	dup, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: before.ID, ExecutionID: exec, Node: "node-9"}})
+	dup, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: before.ID, ExecutionID: exec, Name: before.Name, Node: "node-9"}})
 	if err != nil || len(dup) != 1 || dup[0].Outcome != store.Duplicate || dup[0].Execution == nil || dup[0].Execution.Node != here.Node {
 		e.t.Errorf("Start after ClaimStart = %+v, %v; want Duplicate with the execution of %s", dup, err, here.Node)
 	}

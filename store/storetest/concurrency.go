@@ -48,7 +48,7 @@ func testClose(e *env) {
 		},
 		"Trigger": func() error { _, err := s.Trigger(ctx, task.ID, newExecID()); return err },
 		"Start": func() error {
-			_, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID}})
+			_, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Name: task.Name}})
 			return err
 		},
 		"Heartbeat": func() error { _, err := s.Heartbeat(ctx, []store.ExecRef{ref}); return err },
@@ -504,7 +504,7 @@ func lifecycleStep(e *env, rng *rand.Rand, ids []int64, started, finished *atomi
 	case 1:
 		starts := make([]store.StartParams, len(batch))
 		for i, t := range batch {
-			starts[i] = store.StartParams{TaskID: t.ID, ExecutionID: t.ExecutionID, Node: "node"}
+			starts[i] = store.StartParams{TaskID: t.ID, ExecutionID: t.ExecutionID, Name: t.Name, Node: "node"}
 		}
 		res, err := e.s.Start(e.ctx, store.Fence{}, starts)
 		for _, r := range res {

@@ -191,7 +191,7 @@ func testFenceStart(e *env) {
 	old := e.raise("ns", "a", 1, 1)
 	task := e.inState(store.Dispatching)
 	cur := e.raise("ns", "b", 1, 2)
-	p := store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-1"}
+	p := store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Name: task.Name, Node: "node-1"}
 	_, err := e.s.Start(e.ctx, old, []store.StartParams{p})
 	e.fenced("Start", err)
 	e.unchanged("a fenced Start", task)
@@ -202,7 +202,7 @@ func testFenceStart(e *env) {
 		e.t.Fatalf("Start with the current fence = %+v, %v; want Started", res, err)
 	}
 	other := e.inState(store.Dispatching)
-	q := store.StartParams{TaskID: other.ID, ExecutionID: other.ExecutionID, Node: "node-1"}
+	q := store.StartParams{TaskID: other.ID, ExecutionID: other.ExecutionID, Name: other.Name, Node: "node-1"}
 	if res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{q}); err != nil || len(res) != 1 || res[0].Outcome != store.Started {
 		e.t.Fatalf("Start with the zero fence = %+v, %v; want Started", res, err)
 	}

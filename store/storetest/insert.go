@@ -376,7 +376,7 @@ func testInsertBeyondMaxBatch(e *env) {
 	refs := make([]store.ExecRef, n)
 	results := make([]store.Finish, n)
 	for i, c := range claims {
-		starts[i] = store.StartParams{TaskID: c.ID, ExecutionID: c.ExecutionID, Node: "node-1"}
+		starts[i] = store.StartParams{TaskID: c.ID, ExecutionID: c.ExecutionID, Name: nts[0].Name, Node: "node-1"}
 		refs[i] = store.ExecRef{TaskID: c.ID, ExecutionID: c.ExecutionID}
 		results[i] = store.Finish{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}
 	}

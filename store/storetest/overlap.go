@@ -288,7 +288,7 @@ func testKeyRace(e *env) {
 				if a.Add(1) > 1 {
 					violations.Add(1)
 				}
-				if _, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: t.ID, ExecutionID: t.ExecutionID, Node: "race"}}); err != nil {
+				if _, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: t.ID, ExecutionID: t.ExecutionID, Name: t.Name, Node: "race"}}); err != nil {
 					return fmt.Errorf("Start: %w", err)
 				}
 				// Leave the key before the write that frees it, so that a claim

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -12,6 +13,7 @@ import (
 var queryTests = []test{
 	{"Filters", testTasksFilters},
 	{"Pages", testTasksPages},
+	{"EveryKeyPrefix", testTasksEveryKeyPrefix},
 	{"Invalid", testTasksInvalid},
 	{"Counts", testCountTasks},
 	{"CountsCapped", testCountTasksCapped},
@@ -192,6 +194,57 @@ func testTasksPages(e *env) {
 	}
 }
 
+// A key prefix selects exactly the keys that start with it, whatever its last rune:
+// one that ends a range of UTF-8's encodings (U+007F, U+07FF, U+FFFF), one whose
+// last byte is 0xBF or 0xFF (U+00BF, U+00FF), the last code point (U+10FFFF), four-
+// byte runes. Keys equal to the prefix, just below it, at the least string above its
+// range and above that are among them.
+func testTasksEveryKeyPrefix(e *env) {
+	last := []rune{0x7e, 0x7f, 0x80, 0xbe, 0xbf, 0xc0, 0xfe, 0xff, 0x100, 0x7fe, 0x7ff, 0x800, 0xd7ff, 0xe000,
+		0xfffc, 0xfffd, 0xfffe, 0xffff, 0x10000, 0x1f5ff, 0x1f600, 0x1f601, 0x10fffe, 0x10ffff}
+	keys := []string{"a", "b", "\u00bf", "\u00bfz", "\u00c0", "\uffff", "\U0010ffff", "\U0010ffff\U0010ffff", "\U0010ffffz"}
+	for _, r := range last {
+		k := "a" + string(r)
+		keys = append(keys, k, k+"x", k+"\u00bf", k+"\U0010ffff")
+	}
+	nts := make([]store.NewTask, len(keys))
+	due := e.future()
+	for i, k := range keys {
+		nts[i] = e.newTask(due)
+		nts[i].Name, nts[i].Key = "key.prefix", k
+	}
+	e.insert(nts...)
+	prefixes := []string{"a", "\u00bf", "\U0010ffff", "\U0010ffff\U0010ffff", "a\U0001f600", "a\u00c0"}
+	for _, r := range []rune{0x7f, 0xbf, 0xff, 0x7ff, 0xd7ff, 0xfffd, 0xffff, 0x10ffff} {
+		prefixes = append(prefixes, "a"+string(r))
+	}
+	for _, p := range prefixes {
+		var want []string
+		for _, k := range keys {
+			if strings.HasPrefix(k, p) {
+				want = append(want, k)
+			}
+		}
+		slices.Sort(want)
+		for _, name := range []string{"", "key.prefix"} {
+			q := store.TaskQuery{Name: name, KeyPrefix: p, Limit: store.MaxQueryLimit}
+			got, err := e.s.Tasks(e.ctx, q)
+			if err != nil {
+				e.t.Errorf("Tasks(name %q, key prefix %+q) error: %v", name, p, err)
+				continue
+			}
+			gotKeys := make([]string, len(got))
+			for i, t := range got {
+				gotKeys[i] = t.Key
+			}
+			slices.Sort(gotKeys)
+			if !slices.Equal(gotKeys, want) {
+				e.t.Errorf("Tasks(name %q, key prefix %+q) keys = %+q, want %+q", name, p, gotKeys, want)
+			}
+		}
+	}
+}
+
 // A malformed query is ErrInvalid.
 func testTasksInvalid(e *env) {
 	now := e.now()
@@ -204,6 +257,7 @@ func testTasksInvalid(e *env) {
 		"cursor without id":        {Limit: 1, After: &store.TaskCursor{DueAt: now}},
 		"soonest cursor, no time":  {Limit: 1, Soonest: true, After: &store.TaskCursor{ID: 3}},
 		"key prefix invalid UTF-8": {Limit: 1, KeyPrefix: "a\xff"},
+		"key prefix with a NUL":    {Limit: 1, KeyPrefix: "a\x00"},
 	} {
 		if _, err := e.s.Tasks(e.ctx, q); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("Tasks(%s) error = %v, want ErrInvalid", name, err)

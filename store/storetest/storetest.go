@@ -263,7 +263,7 @@ func (e *env) claim(id int64) *store.Task {
 // start starts the dispatching task and returns the result.
 func (e *env) start(task *store.Task) store.StartResult {
 	e.t.Helper()
-	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-1"}})
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Name: task.Name, Node: "node-1"}})
 	if err != nil {
 		e.t.Fatalf("Start(%d, %s) error: %v", task.ID, task.ExecutionID, err)
 	}

@@ -34,6 +34,8 @@ var startTests = []test{
 	{"DuplicateOfAnotherTask", testStartDuplicateOfAnotherTask},
 	{"DuplicateAfterFinish", testStartDuplicateAfterFinish},
 	{"Lost", testStartLost},
+	{"LostUnderAnotherName", testStartLostUnderAnotherName},
+	{"LostInAnotherNamespace", testStartLostInAnotherNamespace},
 	{"InputOrder", testStartInputOrder},
 	{"Invalid", testStartInvalid},
 }
@@ -41,6 +43,7 @@ var startTests = []test{
 var heartbeatTests = []test{
 	{"Running", testHeartbeatRunning},
 	{"NotRunning", testHeartbeatNotRunning},
+	{"NotInAnotherNamespace", testHeartbeatNotInAnotherNamespace},
 }
 
 var finishTests = []test{
@@ -49,6 +52,7 @@ var finishTests = []test{
 	{"Released", testFinishReleased},
 	{"Failed", testFinishFailed},
 	{"NotApplied", testFinishNotApplied},
+	{"NotInAnotherNamespace", testFinishNotInAnotherNamespace},
 	{"Invalid", testFinishInvalid},
 }
 
@@ -56,6 +60,7 @@ var requeueTests = []test{
 	{"Scheduled", testRequeueScheduled},
 	{"Exhausted", testRequeueExhausted},
 	{"NotApplied", testRequeueNotApplied},
+	{"NotInAnotherNamespace", testRequeueNotInAnotherNamespace},
 }
 
 var staleTests = []test{
@@ -320,7 +325,7 @@ func testTriggerInvalid(e *env) {
 func testStartStarted(e *env) {
 	before := e.inState(store.Dispatching)
 	lo := e.settle(before)
-	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: before.ID, ExecutionID: before.ExecutionID, Node: "node-7"}})
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: before.ID, ExecutionID: before.ExecutionID, Name: before.Name, Node: "node-7"}})
 	hi := e.now()
 	if err != nil {
 		e.t.Fatalf("Start(%d) error: %v", before.ID, err)
@@ -365,7 +370,7 @@ func testStartDuplicate(e *env) {
 	task := e.inState(store.Dispatching)
 	first := e.start(task)
 	running := e.get(task.ID)
-	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-2"}})
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: task.ExecutionID, Name: task.Name, Node: "node-2"}})
 	if err != nil {
 		e.t.Fatalf("Start(%d) again error: %v", task.ID, err)
 	}
@@ -382,7 +387,7 @@ func testStartDuplicate(e *env) {
 
 	// Two deliveries in one batch.
 	task = e.inState(store.Dispatching)
-	p := store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Node: "node-1"}
+	p := store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Name: task.Name, Node: "node-1"}
 	res, err = e.s.Start(e.ctx, store.Fence{}, []store.StartParams{p, p})
 	if err != nil {
 		e.t.Fatalf("Start(%d twice) error: %v", task.ID, err)
@@ -404,7 +409,7 @@ func testStartDuplicateOfAnotherTask(e *env) {
 	a := e.inState(store.Running)
 	b := e.inState(store.Dispatching)
 	recorded := e.executions(a.ID)[0]
-	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: b.ID, ExecutionID: a.ExecutionID, Node: "node-1"}})
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: b.ID, ExecutionID: a.ExecutionID, Name: b.Name, Node: "node-1"}})
 	if err != nil {
 		e.t.Fatalf("Start(%d, execution of %d) error: %v", b.ID, a.ID, err)
 	}
@@ -440,7 +445,7 @@ func testStartDuplicateAfterFinish(e *env) {
 		}
 		finished, other := e.get(task.ID), e.inState(store.Dispatching)
 		for _, of := range []int64{task.ID, other.ID} { // its own task, and another
-			res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: of, ExecutionID: task.ExecutionID, Node: "node-3"}})
+			res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: of, ExecutionID: task.ExecutionID, Name: task.Name, Node: "node-3"}})
 			if err != nil {
 				e.t.Fatalf("Start(%d, execution of %d, after %s) error: %v", of, task.ID, status, err)
 			}
@@ -468,10 +473,10 @@ func testStartLost(e *env) {
 		before *store.Task
 		p      store.StartParams
 	}{
-		{"wrong execution id", disp, store.StartParams{TaskID: disp.ID, ExecutionID: newExecID()}},
-		{"scheduled task", sched, store.StartParams{TaskID: sched.ID, ExecutionID: newExecID()}},
-		{"running task, new execution id", running, store.StartParams{TaskID: running.ID, ExecutionID: newExecID()}},
-		{"missing task", nil, store.StartParams{TaskID: running.ID + 1000, ExecutionID: newExecID()}},
+		{"wrong execution id", disp, store.StartParams{TaskID: disp.ID, ExecutionID: newExecID(), Name: disp.Name}},
+		{"scheduled task", sched, store.StartParams{TaskID: sched.ID, ExecutionID: newExecID(), Name: sched.Name}},
+		{"running task, new execution id", running, store.StartParams{TaskID: running.ID, ExecutionID: newExecID(), Name: running.Name}},
+		{"missing task", nil, store.StartParams{TaskID: running.ID + 1000, ExecutionID: newExecID(), Name: running.Name}},
 	}
 	for _, c := range cases {
 		res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{c.p})
@@ -493,13 +498,80 @@ func testStartLost(e *env) {
 	}
 }
 
+// lostStart checks that the Start of p is Lost, without a task or an execution.
+func (e *env) lostStart(what string, p store.StartParams) {
+	e.t.Helper()
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{p})
+	if err != nil {
+		e.t.Fatalf("Start(%s) error: %v", what, err)
+	}
+	if len(res) != 1 || res[0].Outcome != store.Lost || res[0].Task != nil || res[0].Execution != nil {
+		e.t.Errorf("Start(%s) = %+v, want Lost without task or execution", what, res)
+	}
+}
+
+// A Start whose Name is not the stored task's is Lost and writes nothing: the task
+// stays DISPATCHING with its execution id, and a Start with its own name starts it.
+func testStartLostUnderAnotherName(e *env) {
+	task := e.inState(store.Dispatching)
+	for _, name := range []string{"payment.refund", "Order.close", "order.close ", "order.clos", "order.close.x"} {
+		if name == task.Name {
+			e.t.Fatalf("the suite's task is named %q: pick other names", name)
+		}
+		e.lostStart("named "+name, store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Name: name, Node: "node-1"})
+		e.unchanged("a Start under another name", task)
+		if got := e.executions(task.ID); len(got) != 0 {
+			e.t.Fatalf("Executions(%d) after a Start named %q = %+v, want none", task.ID, name, got)
+		}
+	}
+	// In a batch with a Start that applies, only that one does.
+	other := e.inState(store.Dispatching)
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{
+		{TaskID: task.ID, ExecutionID: task.ExecutionID, Name: "payment.refund", Node: "node-1"},
+		{TaskID: other.ID, ExecutionID: other.ExecutionID, Name: other.Name, Node: "node-1"},
+	})
+	if err != nil || len(res) != 2 || res[0].Outcome != store.Lost || res[1].Outcome != store.Started {
+		e.t.Fatalf("Start(another name, its own name) = %+v, %v; want Lost, Started", res, err)
+	}
+	e.unchanged("a Start under another name", task)
+	if got := e.get(task.ID); got.Status != store.Dispatching || got.ExecutionID != task.ExecutionID {
+		e.t.Fatalf("after Starts under other names, task %d is %s with %s, want DISPATCHING with %s", task.ID, got.Status, got.ExecutionID, task.ExecutionID)
+	}
+	if started := e.start(task); started.Task.Name != task.Name || started.Execution.ID != task.ExecutionID {
+		e.t.Errorf("Start under its own name = %+v, want the task started with %s", started, task.ExecutionID)
+	}
+}
+
+// A Start through one namespace's view of a task of another namespace is Lost and
+// writes nothing, whatever ids and name it is given; the task still starts in its
+// own namespace, and once it has, the other view's Start of it is still Lost, not a
+// duplicate: that view does not see the record.
+func testStartLostInAnotherNamespace(e *env) {
+	a, b := e.view("a"), e.view("b")
+	task := b.inState(store.Dispatching)
+	p := store.StartParams{TaskID: task.ID, ExecutionID: task.ExecutionID, Name: task.Name, Node: "node-a"}
+	a.lostStart("of b's task in a", p)
+	e.lostStart("of b's task in the default namespace", p)
+	b.unchanged("a Start from another namespace", task)
+	if got := b.executions(task.ID); len(got) != 0 {
+		e.t.Fatalf("Executions(%d) in b after a Start in a = %+v, want none", task.ID, got)
+	}
+	started := b.start(task)
+	a.lostStart("of b's started task in a", p)
+	running := b.get(task.ID)
+	if d := diff([]store.Execution{*started.Execution}, b.executions(task.ID)); d != "" {
+		e.t.Errorf("Executions(%d) in b after a's Start (-want +got):\n%s", task.ID, d)
+	}
+	b.unchanged("a's Start of b's running task", running)
+}
+
 func testStartInputOrder(e *env) {
 	d1, d2 := e.inState(store.Dispatching), e.inState(store.Dispatching)
 	r := e.inState(store.Running)
 	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{
-		{TaskID: d1.ID, ExecutionID: newExecID()},
-		{TaskID: r.ID, ExecutionID: r.ExecutionID},
-		{TaskID: d2.ID, ExecutionID: d2.ExecutionID},
+		{TaskID: d1.ID, ExecutionID: newExecID(), Name: d1.Name},
+		{TaskID: r.ID, ExecutionID: r.ExecutionID, Name: r.Name},
+		{TaskID: d2.ID, ExecutionID: d2.ExecutionID, Name: d2.Name},
 	})
 	if err != nil {
 		e.t.Fatalf("Start(lost, duplicate, started) error: %v", err)
@@ -516,19 +588,32 @@ func testStartInputOrder(e *env) {
 	}
 }
 
+// A Start with an empty execution id, or with a task name that is empty, not UTF-8
+// or holds a NUL, is ErrInvalid and writes nothing, not even the valid Start beside it.
 func testStartInvalid(e *env) {
-	d1, d2 := e.inState(store.Dispatching), e.inState(store.Dispatching)
-	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{
-		{TaskID: d1.ID, ExecutionID: d1.ExecutionID},
-		{TaskID: d2.ID},
-	})
-	if !errors.Is(err, store.ErrInvalid) {
-		e.t.Errorf("Start(valid, empty execution id) = %+v, %v; want ErrInvalid", res, err)
-	}
-	e.unchanged("an invalid Start", d1)
-	e.unchanged("an invalid Start", d2)
-	if got := e.executions(d1.ID); len(got) != 0 {
-		e.t.Errorf("Executions(%d) after an invalid Start = %+v, want none", d1.ID, got)
+	for what, spoil := range map[string]func(*store.StartParams){
+		"empty execution id": func(p *store.StartParams) { p.ExecutionID = "" },
+		"empty name":         func(p *store.StartParams) { p.Name = "" },
+		"name not UTF-8":     func(p *store.StartParams) { p.Name = "order.\xff" },
+		"name with a NUL":    func(p *store.StartParams) { p.Name = "order.close\x00" },
+	} {
+		d1, d2 := e.inState(store.Dispatching), e.inState(store.Dispatching)
+		bad := store.StartParams{TaskID: d2.ID, ExecutionID: d2.ExecutionID, Name: d2.Name, Node: "node-1"}
+		spoil(&bad)
+		res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{
+			{TaskID: d1.ID, ExecutionID: d1.ExecutionID, Name: d1.Name, Node: "node-1"},
+			bad,
+		})
+		if !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Start(valid, %s) = %+v, %v; want ErrInvalid", what, res, err)
+		}
+		e.unchanged("an invalid Start", d1)
+		e.unchanged("an invalid Start", d2)
+		for _, d := range []*store.Task{d1, d2} {
+			if got := e.executions(d.ID); len(got) != 0 {
+				e.t.Errorf("Executions(%d) after an invalid Start (%s) = %+v, want none", d.ID, what, got)
+			}
+		}
 	}
 }
 
@@ -592,6 +677,23 @@ func testHeartbeatNotRunning(e *env) {
 	ok, err = e.s.Heartbeat(e.ctx, nil)
 	if err != nil || len(ok) != 0 {
 		e.t.Errorf("Heartbeat(nil) = %v, %v; want no results", ok, err)
+	}
+}
+
+// A Heartbeat through one namespace's view of another namespace's running task does
+// not apply and stamps nothing.
+func testHeartbeatNotInAnotherNamespace(e *env) {
+	a, b := e.view("a"), e.view("b")
+	task := b.inState(store.Running)
+	execs := b.executions(task.ID)
+	e.settle(task)
+	ok, err := a.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: task.ID, ExecutionID: task.ExecutionID}})
+	if err != nil || len(ok) != 1 || ok[0] {
+		e.t.Fatalf("Heartbeat in a of b's running task = %v, %v; want [false]", ok, err)
+	}
+	b.unchanged("a's Heartbeat of b's task", task)
+	if d := diff(execs, b.executions(task.ID)); d != "" {
+		e.t.Errorf("a's Heartbeat of b's task changed its execution (-before +after):\n%s", d)
 	}
 }
 
@@ -744,6 +846,30 @@ func testFinishNotApplied(e *env) {
 	}
 }
 
+// A Finish through one namespace's view of another namespace's running task does not
+// apply: the task keeps running and its execution stays open.
+func testFinishNotInAnotherNamespace(e *env) {
+	a, b := e.view("a"), e.view("b")
+	for _, f := range []store.Finish{
+		{Status: store.Succeeded},
+		{Status: store.Failed, Error: "boom"},
+		{Status: store.Scheduled, Error: "boom", Attempt: 1, DueAt: e.past()},
+	} {
+		task := b.inState(store.Running)
+		execs := b.executions(task.ID)
+		f.TaskID, f.ExecutionID = task.ID, task.ExecutionID
+		ok, err := a.s.Finish(e.ctx, store.Fence{}, []store.Finish{f})
+		if err != nil || len(ok) != 1 || ok[0] {
+			e.t.Fatalf("Finish(%s) in a of b's running task = %v, %v; want [false]", f.Status, ok, err)
+		}
+		b.unchanged("a's Finish of b's task", task)
+		if d := diff(execs, b.executions(task.ID)); d != "" {
+			e.t.Errorf("a's Finish(%s) of b's task changed its execution (-before +after):\n%s", f.Status, d)
+		}
+		b.finish(f) // b's own still applies
+	}
+}
+
 func testFinishInvalid(e *env) {
 	cases := map[string]store.Finish{
 		"status RUNNING":        {Status: store.Running},
@@ -864,6 +990,24 @@ func testRequeueNotApplied(e *env) {
 	e.unchanged("Requeue with a wrong execution id", disp)
 	e.unchanged("Requeue of a running task", running)
 	e.unchanged("Requeue of a scheduled task", sched)
+}
+
+// A Requeue through one namespace's view of another namespace's DISPATCHING task does
+// not apply: the task stays DISPATCHING with its execution id.
+func testRequeueNotInAnotherNamespace(e *env) {
+	a, b := e.view("a"), e.view("b")
+	for _, max := range []int{5, 0} { // back to SCHEDULED, or to FAILED
+		task := b.inState(store.Dispatching)
+		q := store.Requeue{TaskID: task.ID, ExecutionID: task.ExecutionID, DueAt: e.past(), Error: "busy", MaxDispatchRetries: max}
+		ok, err := a.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{q})
+		if err != nil || len(ok) != 1 || ok[0] {
+			e.t.Fatalf("Requeue(max %d) in a of b's dispatching task = %v, %v; want [false]", max, ok, err)
+		}
+		b.unchanged("a's Requeue of b's task", task)
+		if ok, err := b.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{q}); err != nil || len(ok) != 1 || !ok[0] {
+			e.t.Fatalf("Requeue(max %d) in b of its own task = %v, %v; want [true]", max, ok, err)
+		}
+	}
 }
 
 func testStaleRunning(e *env) {

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/axsched/ax/store"
 )
@@ -103,13 +104,34 @@ func Count(d Dialect, ns string, atMost int64) (string, []any) {
 	return strings.Join(parts, " UNION ALL "), args
 }
 
-// Successor returns the least string above every string that starts with prefix, in
-// byte order: prefix with its last byte incremented (valid UTF-8 never has a 0xFF
-// byte, so no carry is needed). For a byte-wise range scan: prefix ≤ key < Successor.
-func Successor(prefix string) string {
-	b := []byte(prefix)
-	b[len(b)-1]++
-	return string(b)
+// Successor returns the least valid UTF-8 string above every string that starts with
+// prefix, in byte order, and true; or false when there is none. For a byte-wise range
+// scan: prefix ≤ key < Successor, or prefix ≤ key when there is no successor.
+//
+// The successor is prefix with its last rune replaced by the next code point; the
+// surrogates U+D800–U+DFFF, which UTF-8 cannot encode, are skipped. A last rune
+// U+10FFFF has no next code point: it is dropped, and the rune before it is
+// incremented instead. A prefix of U+10FFFF runes only has no successor. UTF-8's byte
+// order is code-point order, so no valid string lies between prefix's strings and
+// the successor. Incrementing the last byte instead would make invalid UTF-8 (after
+// U+007F, U+00BF, U+07FF…), which PostgreSQL refuses as text.
+//
+// prefix must be valid UTF-8 (store.CheckTaskQuery).
+func Successor(prefix string) (string, bool) {
+	for prefix != "" {
+		r, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+		switch {
+		case r == utf8.MaxRune:
+			continue
+		case r == 0xD7FF: // the next ones are the surrogates
+			r = 0xE000
+		default:
+			r++
+		}
+		return prefix + string(r), true
+	}
+	return "", false
 }
 
 // ReadCounts reads the rows of Count's statement through database/sql (SQLite,

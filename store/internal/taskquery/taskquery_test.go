@@ -1,23 +1,111 @@
 package taskquery
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/axsched/ax/store"
 )
 
 func TestSuccessor(t *testing.T) {
-	for prefix, want := range map[string]string{"a": "b", "order-4": "order-5", "k/": "k0", "é": "\xc3\xaa"} {
-		if got := Successor(prefix); got != want {
-			t.Errorf("Successor(%q) = %q, want %q", prefix, got, want)
+	for _, c := range []struct {
+		prefix, want string
+		ok           bool
+	}{
+		{"a", "b", true},
+		{"order-4", "order-5", true},
+		{"k/", "k0", true},
+		{"\x00", "\x01", true},
+		{"a\u007f", "a\u0080", true}, // one byte to two
+		{"a\u00bf", "a\u00c0", true}, // "a¿" to "aÀ": a carry into the lead byte
+		{"a\u00ff", "a\u0100", true}, // "aÿ" to "aĀ"
+		{"é", "ê", true},
+		{"a\u07ff", "a\u0800", true},         // two bytes to three
+		{"a\ud7ff", "a\ue000", true},         // over the surrogates
+		{"a\ufffd", "a\ufffe", true},         // the replacement character is a rune like another
+		{"a\uffff", "a\U00010000", true},     // three bytes to four
+		{"a\U0001f600", "a\U0001f601", true}, // 😀
+		{"a\U0010ffff", "b", true},           // the last code point: increment the rune before
+		{"a\U0010ffff\U0010ffff", "b", true},
+		{"\u00ff\U0010ffff", "\u0100", true},
+		{"\U0010ffff", "", false},
+		{"\U0010ffff\U0010ffff", "", false},
+		{"", "", false},
+	} {
+		got, ok := Successor(c.prefix)
+		if got != c.want || ok != c.ok {
+			t.Errorf("Successor(%+q) = %+q, %v; want %+q, %v", c.prefix, got, ok, c.want, c.ok)
 		}
-		// Every string with the prefix lies in [prefix, Successor(prefix)).
-		for _, s := range []string{prefix, prefix + "\x00", prefix + "zzz", prefix + "\U0010FFFF\U0010FFFF"} {
-			if s < prefix || s >= Successor(prefix) {
-				t.Errorf("%q is outside [%q, %q)", s, prefix, Successor(prefix))
+		if !utf8.ValidString(got) {
+			t.Errorf("Successor(%+q) = %+q: not valid UTF-8", c.prefix, got)
+		}
+	}
+}
+
+// inRange reports whether s lies in the range Successor gives for p.
+func inRange(p, s string) bool {
+	next, ok := Successor(p)
+	return p <= s && (!ok || s < next)
+}
+
+// For valid strings s and p, s has the prefix p if and only if it lies in
+// [p, Successor(p)) in byte order; and no valid string lies between the strings with
+// the prefix and the successor: the successor itself is the least above them.
+func TestSuccessorRange(t *testing.T) {
+	// Runes at every boundary of UTF-8's encodings and of Successor's cases, and some
+	// chosen at random.
+	edges := []rune{0, 1, 'a', 'b', 0x7e, 0x7f, 0x80, 0x81, 0xbf, 0xc0, 0xff, 0x100, 0x7ff, 0x800, 0xd7ff, 0xe000,
+		0xfffd, 0xfffe, 0xffff, 0x10000, 0x1f600, 0x10fffe, utf8.MaxRune}
+	rng := rand.New(rand.NewPCG(1, 2))
+	runeOf := func() rune {
+		if rng.IntN(4) > 0 {
+			return edges[rng.IntN(len(edges))]
+		}
+		for {
+			if r := rune(rng.IntN(utf8.MaxRune + 1)); utf8.ValidRune(r) {
+				return r
+			}
+		}
+	}
+	str := func(max int) string {
+		var b strings.Builder
+		for range rng.IntN(max + 1) {
+			b.WriteRune(runeOf())
+		}
+		return b.String()
+	}
+	for range 200_000 {
+		p := str(3)
+		if p == "" {
+			continue
+		}
+		var s string
+		switch rng.IntN(4) {
+		case 0:
+			s = p + str(3) // has the prefix
+		case 1:
+			s = str(4) // most likely not
+		case 2: // shares all but the last rune of p
+			_, size := utf8.DecodeLastRuneInString(p)
+			s = p[:len(p)-size] + str(3)
+		case 3:
+			if next, ok := Successor(p); ok {
+				s = next + str(2) // at or above the bound
+			} else {
+				s = p
+			}
+		}
+		if has, in := strings.HasPrefix(s, p), inRange(p, s); has != in {
+			next, ok := Successor(p)
+			t.Fatalf("prefix %+q, string %+q: HasPrefix = %v, but in [prefix, %+q (%v)) = %v", p, s, has, next, ok, in)
+		}
+		if next, ok := Successor(p); ok {
+			if !utf8.ValidString(next) || next <= p || strings.HasPrefix(next, p) {
+				t.Fatalf("Successor(%+q) = %+q: want valid UTF-8, above the prefix and without it", p, next)
 			}
 		}
 	}
