@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/store"
 )
 
@@ -37,6 +38,10 @@ var (
 	// ErrUnsupported: the store does not offer what the call needs (an audit log:
 	// store.Auditor).
 	ErrUnsupported = errors.New("not supported by the store")
+	// ErrSelfFenced is the cause (context.Cause) of a handler's context that
+	// self-fencing cancelled: no heartbeat of its execution reached the store within
+	// OrphanAfter − 2 × HeartbeatInterval, so it may be orphaned and run elsewhere.
+	ErrSelfFenced = execute.ErrSelfFenced
 )
 
 // lifecycleError is an ErrNotRunning that reads as its own message only ("already

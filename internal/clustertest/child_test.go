@@ -28,6 +28,7 @@ import (
 	axredis "github.com/axsched/ax/elect/redis"
 	"github.com/axsched/ax/elect/sqllease"
 	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/internal/proctest"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -513,45 +514,18 @@ func (c *Child) Exited() (bool, error) {
 // a time at which the child was certainly stopped: whatever the child does later, it
 // does after Cont.
 func (c *Child) Stop() (time.Time, error) {
-	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return time.Time{}, fmt.Errorf("SIGSTOP %s: %w", c.Node(), err)
+	at, err := proctest.Stop(c.pid, 5*time.Second)
+	if err != nil {
+		return at, fmt.Errorf("child %s: %w", c.Node(), err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !c.allStopped() {
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("child %s (pid %d) not stopped 5s after SIGSTOP", c.Node(), c.pid)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return time.Now(), nil
-}
-
-// allStopped reads the state of each thread of the child from /proc.
-func (c *Child) allStopped() bool {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", c.pid))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, p := range tasks {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return false
-		}
-		// "pid (comm) S …": the state follows the last ')'.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) || (s[i+2] != 'T' && s[i+2] != 't') {
-			return false
-		}
-	}
-	return true
+	return at, nil
 }
 
 // Cont sends SIGCONT and returns the time just before it was sent.
 func (c *Child) Cont() (time.Time, error) {
-	at := time.Now()
-	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return at, fmt.Errorf("SIGCONT %s: %w", c.Node(), err)
+	at, err := proctest.Cont(c.pid)
+	if err != nil {
+		return at, fmt.Errorf("child %s: %w", c.Node(), err)
 	}
 	return at, nil
 }

@@ -222,7 +222,7 @@ func (e *Executor) release(xs []*execution) {
 func (e *Executor) notRun(x *execution, err error) {
 	x.begin = time.Now()
 	x.stopFence()
-	x.cancel()
+	x.cancel(nil)
 	e.report(x, err, observe.Released)
 	e.handlers.Done()
 }

@@ -47,7 +47,10 @@ type Config struct {
 	// store (its Start, then each Heartbeat, timed from the start of the request on the
 	// monotonic clock) may get while its handler runs: past it the handler's context is
 	// cancelled and the attempt fails (a business retry, as an orphan's would), before
-	// recovery elsewhere can declare it orphaned. The scheduler sets
+	// recovery elsewhere can declare it orphaned. The handler's context checks the age
+	// at each Err and Done and cancels itself before answering, so a handler resumed
+	// from a pause sees the cancel at its first check; a stamp that comes more than the
+	// bound after the one before does not revive an execution. The scheduler sets
 	// OrphanAfter − 2 × HeartbeatInterval.
 	SelfFenceAfter time.Duration
 	// Handler returns the handler registered for name, or nil.

@@ -66,7 +66,7 @@ type execution struct {
 	task    store.Task
 	src     *Source
 	ctx     context.Context // the handler's context, without its deadline
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc
 	once    sync.Once
 	err     error // the handler's result
 	outcome string
@@ -81,18 +81,35 @@ type execution struct {
 	fence    *time.Timer
 	returned bool // the handler returned: the timer stays stopped
 	fenced   atomic.Bool
+	warned   atomic.Bool // the self-fencing warning is logged
 }
 
-// beaten records that a request started at at stamped the execution alive.
-func (x *execution) beaten(at time.Time, bound time.Duration) {
+// ErrSelfFenced is the cause (context.Cause) of a handler's context cancelled by
+// self-fencing: no heartbeat reached the store within Config.SelfFenceAfter.
+var ErrSelfFenced = errors.New("self-fenced: no heartbeat reached the store in time")
+
+// errMovedOn is the cause of a handler's context cancelled because a heartbeat found
+// its task no longer RUNNING with its execution (orphaned and taken over, say): its
+// result would be discarded.
+var errMovedOn = errors.New("the task moved on: this execution is no longer its own")
+
+// beaten records that a request started at at stamped the execution alive. A stamp
+// that comes more than bound after the one before it does not revive the execution:
+// it was unconfirmed for longer than bound in between (the process was paused, say),
+// whether or not anything looked then, so it is fenced now.
+func (x *execution) beaten(at time.Time, bound time.Duration) (fence bool) {
 	x.beatMu.Lock()
 	defer x.beatMu.Unlock()
+	if bound > 0 && at.Sub(x.beat) > bound {
+		return true
+	}
 	if at.After(x.beat) {
 		x.beat = at
 	}
 	if x.fence != nil && !x.returned {
 		x.fence.Reset(bound - time.Since(x.beat))
 	}
+	return false
 }
 
 // stale reports whether the execution's last stamp in the store is older than bound, on
@@ -113,10 +130,11 @@ func (x *execution) stopFence() {
 	}
 }
 
-// fenceContext is a handler's context under self-fencing: its Err checks the age of
-// the execution's last stamp at each call, so that a handler resumed from a pause
-// (SIGSTOP, a long GC) sees its context cancelled at its first check, before the timer
-// that would cancel it has run.
+// fenceContext is a handler's context under self-fencing. Its Err and Done check the
+// age of the execution's last stamp at each call and, when it is past the bound,
+// cancel the context before they return: a handler resumed from a pause (SIGSTOP, a
+// long GC) sees its context cancelled at its first check, whichever goroutine the
+// runtime wakes first and however long the self-fencing warning takes to log.
 type fenceContext struct {
 	context.Context
 	e *Executor
@@ -124,23 +142,33 @@ type fenceContext struct {
 }
 
 func (c fenceContext) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
-	}
-	if c.x.stale(c.e.cfg.SelfFenceAfter) {
+	c.check()
+	return c.Context.Err()
+}
+
+func (c fenceContext) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+// check fences the execution if its last stamp is older than the bound.
+func (c fenceContext) check() {
+	if c.Context.Err() == nil && c.x.stale(c.e.cfg.SelfFenceAfter) {
 		c.e.selfFence(c.x)
 	}
-	return c.Context.Err()
 }
 
 // selfFence cancels an execution whose last stamp in the store is older than
 // SelfFenceAfter: it may have been declared orphaned and re-run elsewhere already, or
-// will be before this process can stamp it again.
+// will be before this process can stamp it again. The context is cancelled before
+// selfFence returns, whoever calls it first (cancelling is idempotent and
+// synchronous, children included); the warning is logged once, after.
 func (e *Executor) selfFence(x *execution) {
-	if x.fenced.CompareAndSwap(false, true) {
-		e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not stamped alive in time; cancelling its handler (self-fencing)",
+	x.fenced.Store(true) // before the cancel: a handler that sees it returns as fenced
+	x.cancel(ErrSelfFenced)
+	if x.warned.CompareAndSwap(false, true) {
+		e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not stamped alive in time; cancelled its handler (self-fencing)",
 			append(observe.TaskAttrs(&x.task), slog.Duration("bound", e.cfg.SelfFenceAfter))...)
-		x.cancel()
 	}
 }
 
@@ -409,6 +437,14 @@ func (e *Executor) startGroup(fence store.Fence, batch []dispatched) {
 			}
 			return
 		}
+		if errors.Is(err, store.ErrInvalid) {
+			// The store refused the call as it is: no retry can pass. Nothing was
+			// written, and the hand-back applies only to a task that is DISPATCHING
+			// with the execution id given.
+			e.cfg.Log.LogAttrs(e.base, slog.LevelError, "ax: start executions refused as invalid; handed back", slog.Int("tasks", len(batch)), slog.Any("err", err))
+			e.giveBack(batch, observe.Refused, "start refused: "+err.Error())
+			return
+		}
 		ambiguous = true
 		// The tasks stay DISPATCHING in the store; if this goes on past
 		// DispatchTimeout recovery hands them back and Start answers Lost.
@@ -475,7 +511,7 @@ func (e *Executor) launch(batch []dispatched, res []store.StartResult, beat time
 // beat, with its self-fencing timer running.
 func (e *Executor) newExecution(t *store.Task, src *Source, beat time.Time) *execution {
 	x := &execution{task: *t, src: src}
-	x.ctx, x.cancel = context.WithCancel(e.base)
+	x.ctx, x.cancel = context.WithCancelCause(e.base)
 	x.beat = beat
 	if bound := e.cfg.SelfFenceAfter; bound > 0 {
 		x.fence = time.AfterFunc(bound-time.Since(beat), func() { e.selfFence(x) })
@@ -621,11 +657,20 @@ func (e *Executor) run(x *execution) {
 	t := &x.task
 	e.cfg.Observe.Started(e.cfg.Clock.Now(), t)
 	hd := e.cfg.Handler(t.Name) // dispatch checked it is registered; handlers are never removed
+	if hd == nil {
+		// Start checks the stored name against the one dispatched, so this cannot
+		// happen; if it does, the attempt fails rather than the process.
+		x.begin = time.Now()
+		x.stopFence()
+		x.cancel(nil)
+		e.report(x, fmt.Errorf("no handler registered for %q here", t.Name), observe.Failed)
+		return
+	}
 	timeout := hd.Timeout
 	if t.Timeout > 0 {
 		timeout = t.Timeout
 	}
-	defer x.cancel()
+	defer x.cancel(nil)
 	defer x.stopFence()
 	var ctx context.Context
 	ctx, cancel := context.WithTimeout(x.ctx, timeout)
@@ -920,10 +965,11 @@ func (e *Executor) heartbeater() {
 			continue
 		}
 		for i, ok := range alive {
-			if !ok {
-				xs[i].cancel()
-			} else {
-				xs[i].beaten(sent, e.cfg.SelfFenceAfter)
+			switch {
+			case !ok:
+				xs[i].cancel(errMovedOn)
+			case xs[i].beaten(sent, e.cfg.SelfFenceAfter):
+				e.selfFence(xs[i])
 			}
 		}
 	}

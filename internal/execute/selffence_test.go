@@ -53,6 +53,9 @@ func TestSelfFencing(t *testing.T) {
 				return &Handler{Timeout: time.Hour, Run: func(ctx context.Context, _ *store.Task) error {
 					begin := time.Now()
 					<-ctx.Done()
+					if cause := context.Cause(ctx); !errors.Is(cause, ErrSelfFenced) {
+						t.Errorf("context.Cause = %v, want ErrSelfFenced", cause)
+					}
 					cancelled <- time.Since(begin)
 					return ctx.Err()
 				}}
