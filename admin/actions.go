@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/strictjson"
 	"github.com/axsched/ax/store"
 )
 
@@ -62,13 +62,6 @@ type AuditLog struct {
 	Next    int64        `json:"next,omitempty"` // before_id of the next page; 0 on the last
 }
 
-// TriggerLimit bounds the triggers (task and schedule) of each actor: at most N per
-// Per, counted over a sliding window. The zero value is the default, 10 a minute.
-type TriggerLimit struct {
-	N   int
-	Per time.Duration
-}
-
 // apiFailure is a refusal of the API's own, with its status and stable code.
 type apiFailure struct {
 	status int
@@ -82,47 +75,20 @@ func fail(status int, code, format string, args ...any) *apiFailure {
 	return &apiFailure{status: status, code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// failureOf classifies err, an error of the scheduler or of the API.
-func failureOf(err error) *apiFailure {
-	var f *apiFailure
-	var tse *ax.TaskStateError
+// decodeBody reads r's body, at most MaxBody bytes, into b: one JSON object of b's
+// fields (strictjson: no unknown, duplicate or miscased member, nothing after it),
+// or nothing.
+func decodeBody(r *http.Request, b *ActionBody) error {
+	err := strictjson.Decode(r.Body, MaxBody, b)
 	switch {
-	case errors.As(err, &f):
-		return f
-	case errors.As(err, &tse), errors.Is(err, ax.ErrNotCancellable), errors.Is(err, ax.ErrNotRetryable),
-		errors.Is(err, ax.ErrNotTriggerable), errors.Is(err, ax.ErrNotReschedulable):
-		return fail(http.StatusConflict, "conflict", "%v", err)
-	case errors.Is(err, ax.ErrNotRunning):
-		return fail(http.StatusConflict, "not_running", "%v", err)
-	case errors.Is(err, ax.ErrInvalid):
-		return fail(http.StatusBadRequest, "invalid", "%v", err)
-	case errors.Is(err, ax.ErrNotFound):
-		return fail(http.StatusNotFound, "not_found", "%v", err)
-	case errors.Is(err, ax.ErrUnsupported):
-		return fail(http.StatusNotImplemented, "unsupported", "%v", err)
-	}
-	return fail(http.StatusInternalServerError, "internal", "%v", err)
-}
-
-// decodeBody reads r's body, at most MaxBody bytes, into b: one JSON object without
-// unknown fields, or nothing.
-func decodeBody(w http.ResponseWriter, r *http.Request, b *ActionBody) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(b)
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.Is(err, io.EOF):
+	case err == nil, err == io.EOF:
 		return nil
-	case errors.As(err, &tooLarge):
+	case errors.Is(err, strictjson.ErrTooLarge):
 		return fail(http.StatusRequestEntityTooLarge, "too_large", "the body is over %d bytes", MaxBody)
-	case err != nil:
-		return fail(http.StatusBadRequest, "invalid", "the body is not a JSON object of the action's fields: %v", err)
+	case errors.Is(err, strictjson.ErrInvalid):
+		return fail(http.StatusBadRequest, "invalid", "the body is not one JSON object of the action's fields: %v", err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fail(http.StatusBadRequest, "invalid", "the body holds more than one JSON value")
-	}
-	return nil
+	return fail(http.StatusBadRequest, "invalid", "the body could not be read")
 }
 
 // outcome is what an action did: the task before and after it (nil for a schedule).
@@ -143,22 +109,21 @@ type action struct {
 
 // act registers a mutating route for operators: every call by a known token,
 // allowed or refused, is one audit record (an unauthenticated one is refused without:
-// it has no actor, and would let anyone fill the log). On a store that writes in
+// it has no actor, and would let anyone fill the log), but refusals past
+// Config.Refusals, which are counted in a summary record. On a store that writes in
 // transactions the record of a change is written in the change's transaction, so
 // that one is never kept without the other (see perform).
 func (h *Handler) act(pattern string, a action) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		c, ok := h.authenticate(r)
+		c, ok := h.authorize(w, r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 			return
 		}
-		rec := ax.AuditRecord{Actor: c.actor, Role: c.role.String(), Action: a.name}
+		h.writeSummaries(context.WithoutCancel(r.Context()), false)
+		rec := ax.AuditRecord{Actor: c.actor, Role: c.role.String(), Action: a.name, Target: a.target(r)}
 		var b ActionBody
-		rec.Target = a.target(r)
-		err := decodeBody(w, r, &b)
-		rec.Reason = truncate(b.Reason, maxReason)
+		err := decodeBody(r, &b)
+		rec.Reason = b.Reason
 		switch {
 		case err != nil:
 		case c.role < Operator:
@@ -171,7 +136,7 @@ func (h *Handler) act(pattern string, a action) {
 			err = fail(http.StatusBadRequest, "invalid", "the reason is over %d bytes or holds a NUL", maxReason)
 		case h.noAudit:
 			err = fail(http.StatusNotImplemented, "unsupported", "the store keeps no audit log (store.Auditor): no action is done unaudited")
-		case a.trigger && !h.triggers.allow(c.actor, time.Now()):
+		case a.trigger && !h.triggers.allow(c.actor, h.now()):
 			err = fail(http.StatusTooManyRequests, "rate_limited", "%s may trigger %d times per %v", c.actor, h.triggers.n, h.triggers.per)
 		}
 		var out outcome
@@ -179,19 +144,17 @@ func (h *Handler) act(pattern string, a action) {
 		var aerr error
 		if err == nil {
 			out, saved, err, aerr = h.perform(r, a, b, rec)
-		} else if !h.noAudit {
-			saved, aerr = h.s.Audit(context.WithoutCancel(r.Context()), recorded(rec, a, out, err))
-		}
-		if aerr != nil {
-			h.log.Error("ax: admin: an audit record could not be written", "action", a.name, "target", rec.Target,
-				"actor", rec.Actor, "err", aerr)
 		}
 		switch {
 		case err != nil:
-			f := failureOf(err)
+			f := h.failure(r, err)
+			if !h.noAudit {
+				h.refused(r, recorded(rec, a, out, f))
+			}
 			writeError(w, f.status, f.code, f.msg)
 		case aerr != nil:
-			writeError(w, http.StatusInternalServerError, "audit_failed", "done, but its audit record could not be written: "+aerr.Error())
+			f := h.internal(r, "audit_failed", "done, but its audit record could not be written", aerr)
+			writeError(w, f.status, f.code, f.msg)
 		default:
 			res := ActionResult{Audit: entryOf(saved)}
 			if out.after != nil {
@@ -203,12 +166,13 @@ func (h *Handler) act(pattern string, a action) {
 	})
 }
 
-// perform runs an allowed action and writes its audit record. In a transaction of
-// the store's (ax.Scheduler.InTx) the change and its record commit together: a record
-// that cannot be written undoes the change (audit_failed, nothing done); a refused or
-// failed action is rolled back — a refusal wrote nothing anyway — and recorded
-// afterwards on its own. A store without transactions (the memory store) does the
-// change, then writes the record: an error then is audit_failed after the change.
+// perform runs an allowed action and writes its audit record if it is done. In a
+// transaction of the store's (ax.Scheduler.InTx) the change and its record commit
+// together: a record that cannot be written undoes the change (audit_failed, nothing
+// done); a refused or failed action is rolled back — a refusal wrote nothing anyway
+// — and its error returned, for the caller to record. A store without transactions
+// (the memory store) does the change, then writes the record: aerr is then an error
+// after the change.
 func (h *Handler) perform(r *http.Request, a action, b ActionBody, rec ax.AuditRecord) (out outcome, saved *ax.AuditRecord, err, aerr error) {
 	ctx := r.Context()
 	joined := false
@@ -221,28 +185,29 @@ func (h *Handler) perform(r *http.Request, a action, b ActionBody, rec ax.AuditR
 		saved, aerr = h.s.Audit(ctx, recorded(rec, a, out, nil), in...)
 		return aerr
 	})
-	bg := context.WithoutCancel(ctx)
 	switch {
 	case !joined && errors.Is(txErr, ax.ErrUnsupported):
-		out, err = a.run(ctx, r, b, nil)
-		saved, aerr = h.s.Audit(bg, recorded(rec, a, out, err))
-		return out, saved, err, aerr
+		if out, err = a.run(ctx, r, b, nil); err != nil {
+			return out, nil, err, nil
+		}
+		saved, aerr = h.s.Audit(context.WithoutCancel(ctx), recorded(rec, a, out, nil))
+		return out, saved, nil, aerr
 	case txErr == nil:
 		return out, saved, nil, nil
 	case err == nil && aerr != nil: // rolled back with the change
-		err = fail(http.StatusInternalServerError, "audit_failed", "not done: its audit record could not be written: %v", aerr)
 		out.after = out.before
+		return out, nil, h.internal(r, "audit_failed", "not done: its audit record could not be written", aerr), nil
 	case err == nil: // the transaction could not begin or commit: whether the change holds is not known
-		err, out.after = txErr, nil
+		out.after = nil
+		return out, nil, txErr, nil
 	}
-	saved, aerr = h.s.Audit(bg, recorded(rec, a, out, err))
-	return out, saved, err, aerr
+	return out, nil, err, nil
 }
 
 // recorded is rec completed with what the action did: the task's status before and
-// after it, the execution a trigger claimed, and the result — "ok", or err's code
-// and message.
-func recorded(rec ax.AuditRecord, a action, out outcome, err error) ax.AuditRecord {
+// after it, the execution a trigger claimed, and the result — "ok", or the
+// failure's code and message — made safe to keep (safeRecord).
+func recorded(rec ax.AuditRecord, a action, out outcome, f *apiFailure) ax.AuditRecord {
 	if out.before != nil {
 		rec.StatusBefore = out.before.Status
 	}
@@ -253,15 +218,57 @@ func recorded(rec ax.AuditRecord, a action, out outcome, err error) ax.AuditReco
 		}
 	}
 	rec.Result = "ok"
-	if err != nil {
-		f := failureOf(err)
-		rec.Result = truncate(f.code+": "+f.msg, 1000)
+	if f != nil {
+		rec.Result = f.code + ": " + f.msg
+	}
+	return safeRecord(rec)
+}
+
+// sanitizedNote ends the result of a record whose target, reason or result was made
+// safe, with the names of those fields: " [sanitized: target, reason]".
+const sanitizedNote = " [sanitized: "
+
+// safeRecord is rec as every store keeps it: its target, reason and result valid
+// UTF-8 without NUL (each invalid sequence and each NUL replaced by U+FFFD) and
+// within the store's bounds (cut at a rune boundary). A target or reason so changed
+// is named in a note at the end of the result; a result too, when it held what had
+// to be replaced (an echo of the request).
+func safeRecord(rec ax.AuditRecord) ax.AuditRecord {
+	var changed []string
+	var replaced, cut bool
+	if rec.Target, replaced, cut = safeText(rec.Target, store.MaxAuditText); replaced || cut {
+		changed = append(changed, "target")
+	}
+	if rec.Reason, replaced, cut = safeText(rec.Reason, store.MaxAuditReason); replaced || cut {
+		changed = append(changed, "reason")
+	}
+	if rec.Result, replaced, _ = safeText(rec.Result, maxResult); replaced {
+		changed = append(changed, "result")
+	}
+	if len(changed) > 0 {
+		note := sanitizedNote + strings.Join(changed, ", ") + "]"
+		rec.Result = truncate(rec.Result, maxResult-len(note)) + note
 	}
 	return rec
 }
 
-// maxReason bounds an action's reason, as the audit log does.
-const maxReason = 2000
+// safeText is s with each invalid UTF-8 sequence and each NUL replaced by U+FFFD,
+// then cut to max bytes at a rune boundary; it reports whether it replaced, and
+// whether it cut.
+func safeText(s string, max int) (safe string, replaced, cut bool) {
+	if !store.CleanText(s) {
+		s, replaced = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD"), true
+	}
+	safe = truncate(s, max)
+	return safe, replaced, len(safe) < len(s)
+}
+
+// maxReason bounds an action's reason, and maxResult an audit record's result, as
+// the audit log does.
+const (
+	maxReason = store.MaxAuditReason
+	maxResult = store.MaxAuditText
+)
 
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -279,14 +286,14 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 func taskID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, fail(http.StatusBadRequest, "invalid", "task id %q: want a positive integer", r.PathValue("id"))
+		return 0, fail(http.StatusBadRequest, "invalid", "task id %s: want a positive integer", quoteShort(r.PathValue("id")))
 	}
 	return id, nil
 }
 
-func taskTarget(r *http.Request) string { return truncate("task "+r.PathValue("id"), 1000) }
+func taskTarget(r *http.Request) string { return "task " + r.PathValue("id") }
 
-func scheduleTarget(r *http.Request) string { return truncate("schedule "+r.PathValue("name"), 1000) }
+func scheduleTarget(r *http.Request) string { return "schedule " + r.PathValue("name") }
 
 // onTask runs do on the task of the route, in the transaction in (if any), reading
 // the task before and after in it; check, when given, judges the two reads.
@@ -384,42 +391,37 @@ func (h *Handler) routeActions() {
 	h.route("GET /audit", Admin, h.auditLog)
 }
 
+// auditParams are the parameters GET /audit takes.
+var auditParams = map[string]bool{"actor": true, "action": true, "target": true, "before_id": true, "limit": true}
+
 // auditLog is GET /audit: actor, action, target (exact), before_id, limit (1 to
-// 1,000; default 100).
+// 1,000; default 100). Pending summaries of refused calls are written first, so that
+// the page shows them.
 func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, _ caller) {
-	q := ax.AuditQuery{Limit: 100}
-	for key, vs := range r.URL.Query() {
-		v := vs[len(vs)-1]
-		var err error
-		switch key {
-		case "actor":
-			q.Actor = v
-		case "action":
-			q.Action = v
-		case "target":
-			q.Target = v
-		case "before_id":
-			q.BeforeID, err = strconv.ParseInt(v, 10, 64)
-		case "limit":
-			q.Limit, err = strconv.Atoi(v)
-			if err == nil && (q.Limit < 1 || q.Limit > 1000) {
-				err = errors.New("outside 1..1000")
-			}
-		default:
-			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("unknown parameter %q", key))
-			return
-		}
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("%s %q: %v", key, v, err))
+	v, err := readQuery(r.URL.RawQuery, auditParams, "")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	q := ax.AuditQuery{Actor: v.Get("actor"), Action: v.Get("action"), Target: v.Get("target"), Limit: 100}
+	if s := v.Get("before_id"); s != "" {
+		if q.BeforeID, err = strconv.ParseInt(s, 10, 64); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("before_id %s: want an audit record's id", quoteShort(s)))
 			return
 		}
 	}
+	if s := v.Get("limit"); s != "" {
+		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 1 || q.Limit > 1000 {
+			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("limit %s: want 1 to 1000", quoteShort(s)))
+			return
+		}
+	}
+	h.writeSummaries(context.WithoutCancel(r.Context()), false)
 	want := q.Limit
 	q.Limit++ // one more: is there a next page?
 	recs, err := h.s.AuditLog(r.Context(), q)
 	if err != nil {
-		f := failureOf(err)
-		writeError(w, f.status, f.code, f.msg)
+		h.writeErr(w, r, err)
 		return
 	}
 	out := AuditLog{Entries: []AuditEntry{}}
@@ -441,13 +443,7 @@ type rateLimiter struct {
 	at  map[string][]time.Time
 }
 
-func newRateLimiter(l TriggerLimit) *rateLimiter {
-	if l.N <= 0 {
-		l.N = 10
-	}
-	if l.Per <= 0 {
-		l.Per = time.Minute
-	}
+func newRateLimiter(l Limit) *rateLimiter {
 	return &rateLimiter{n: l.N, per: l.Per, at: map[string][]time.Time{}}
 }
 

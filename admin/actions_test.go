@@ -69,6 +69,8 @@ func TestActions(t *testing.T) {
 		{"an unknown field", path + "/cancel", secrets[admin.Operator], `{"reason":"x","force":true}`, 400, "invalid", "invalid"},
 		{"malformed JSON", path + "/cancel", secrets[admin.Operator], `{"reason":`, 400, "invalid", "invalid"},
 		{"two JSON values", path + "/cancel", secrets[admin.Operator], `{} {}`, 400, "invalid", "invalid"},
+		{"a member in another case", path + "/cancel", secrets[admin.Operator], `{"Reason":"x"}`, 400, "invalid", "invalid"},
+		{"a member twice", path + "/cancel", secrets[admin.Operator], `{"reason":"x","reason":"y"}`, 400, "invalid", "invalid"},
 		{"a bad id", "/tasks/x/cancel", secrets[admin.Operator], ``, 400, "invalid", "invalid"},
 		{"a missing task", "/tasks/999/cancel", secrets[admin.Operator], ``, 404, "not_found", "not_found"},
 		{"reschedule", path + "/reschedule", secrets[admin.Operator], `{"reason":"the customer asked","at":"` + at.Format(time.RFC3339) + `"}`, 200, "", "ok"},
@@ -128,8 +130,8 @@ func TestActions(t *testing.T) {
 	}
 	next := int64(body["next"].(float64))
 	_, body, _ = call(t, h, http.MethodGet, "/audit?action=task.cancel&limit=10&before_id="+itoa(next), secrets[admin.Admin])
-	if entries, _ := body["entries"].([]any); len(entries) != 6 || body["next"] != nil {
-		t.Errorf("the next page: %v, want the 6 older cancels and no next", body)
+	if entries, _ := body["entries"].([]any); len(entries) != 8 || body["next"] != nil {
+		t.Errorf("the next page: %v, want the 8 older cancels and no next", body)
 	}
 	if status, body, _ := call(t, h, http.MethodGet, "/audit?who=me", secrets[admin.Admin]); status != 400 || code(body) != "invalid" {
 		t.Errorf("GET /audit with an unknown parameter: %d %v, want 400", status, body)

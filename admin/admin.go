@@ -29,43 +29,82 @@
 //	POST /schedules/{name}/trigger   operator, a reason: ax.TriggerSchedule (an occurrence now, marked manual)
 //	GET  /audit                      admin: the audit log, newest first (actor, action, target, before_id, limit)
 //
-// A mutating route's body is an ActionBody: one JSON object with no unknown fields, at
-// most MaxBody (1 MiB; larger is 413 too_large), or empty. Its answer is an
-// ActionResult: the task after the call and the audit record written for it. Every
-// mutating call by a known token, allowed or refused, is one record in the store's
-// audit log (ax.Audit; ax_audit): actor, role, action, target, reason, result, the
-// task's status before and after, the execution a trigger claimed. On a store that
-// writes in transactions (every SQL store) the record is written in the change's own
-// transaction (ax.Scheduler.InTx), so neither is kept without the other: a record
-// that cannot be written undoes the change, and the answer is 500 audit_failed with
-// nothing done. A refused call has written nothing; its record is written on its own.
-// A trigger on a scheduler that runs the task's handler claims it in the transaction
-// and records the execution (which that scheduler runs after the commit, unless it is
-// stopping: then the claim is handed back, and the task runs under another); one handed to another scheduler (an operations node,
-// ax serve; a schedule's manual occurrence) is claimed after the commit, and the
-// record names no execution: the task's detail shows it. On a store without
-// transactions (the memory store) the record follows the change, and audit_failed
-// means done but unrecorded. Triggers are limited per actor
-// (Config.Triggers; 429 rate_limited, audited); Config.ReadOnly refuses every
-// mutating route (403 read_only, audited). A call without a valid token is refused
-// (401) and not audited: it has no actor.
+// A mutating route's body is an ActionBody: one JSON object of its fields, at most
+// MaxBody (1 MiB; larger is 413 too_large), or empty. It is read strictly: an
+// unknown member, a member given twice, one whose name matches a field only when
+// case is ignored ("Reason"), or anything after the object is 400 invalid. Its
+// answer is an ActionResult: the task after the call and the audit record written
+// for it. Every mutating call by a known token, allowed or refused, is one record in
+// the store's audit log (ax.Audit; ax_audit): actor, role, action, target, reason,
+// result, the task's status before and after, the execution a trigger claimed. On a
+// store that writes in transactions (every SQL store) the record is written in the
+// change's own transaction (ax.Scheduler.InTx), so neither is kept without the
+// other: a record that cannot be written undoes the change, and the answer is 500
+// audit_failed with nothing done. A refused call has written nothing; its record is
+// written on its own. A trigger on a scheduler that runs the task's handler claims
+// it in the transaction and records the execution (which that scheduler runs after
+// the commit, unless it is stopping: then the claim is handed back, and the task
+// runs under another); one handed to another scheduler (an operations node, ax
+// serve; a schedule's manual occurrence) is claimed after the commit, and the record
+// names no execution: the task's detail shows it. On a store without transactions
+// (the memory store) the record follows the change, and audit_failed means done but
+// unrecorded. Triggers are limited per actor (Config.Triggers; 429 rate_limited,
+// audited); Config.ReadOnly refuses every mutating route (403 read_only, audited).
+//
+// A record keeps what the request said, made safe for every store: in its target
+// (the path's task id or schedule name), reason and result, each invalid UTF-8
+// sequence and each NUL becomes U+FFFD, and a text over the store's bound
+// (store.MaxAuditText, store.MaxAuditReason) is cut at a rune boundary. The result
+// of a record so changed ends with a note naming the fields, " [sanitized: target,
+// reason]", which GET /audit shows.
+//
+// Refusals cannot flood the log. An actor's refused calls past Config.Refusals
+// (default 30 in a window of a minute from its first refusal) are counted by action,
+// not recorded one by one, and a WARN line says so once per window. When the window
+// has ended the counts become one record, action SuppressedAction
+// ("audit.suppressed"), whose result says how many refusals of which actions, from
+// when to when. It is written at the next mutating call or read of GET /audit,
+// whoever makes it, or by Handler.Flush, which a service calls when it stops (ax
+// serve does): counts still pending when a process exits without Flush are lost, but
+// the WARN line remains. Allowed calls are always recorded one by one.
+//
+// A call without a valid token is refused (401) and not audited: it has no actor. It
+// is logged at WARN (the client's address, the route, and why: no bearer token, or
+// an unknown one; never the token), once per address per window of
+// Config.FailedAuth, and the failures not logged one by one are counted in one line
+// when the window ends. Past Config.FailedAuth (default 20 a minute) an address's
+// failed attempts are answered 429 rate_limited, with Retry-After, until its window
+// ends; a valid token from it is still served, so that clients behind one proxy or
+// NAT are not locked out by another's mistakes. The address is the request's
+// RemoteAddr (an IPv6 address counts by its /64): behind a proxy, set it from the
+// proxy's header in a middleware of your own. At most MaxTrackedAddresses addresses
+// are counted apart; past them, new addresses share one count. Tokens are meant to be
+// long random secrets: the limit bounds the noise of failures, guessing is hopeless
+// anyway.
 //
 // The query string of GET /tasks: status (repeated or comma-separated), name,
 // key_prefix, owner, task_key, due_from, due_before, finished_from, finished_before
 // (RFC 3339), order (newest or soonest), limit (1 to 1,000; default 100) and cursor
-// (the next of the page before). An unknown parameter, a malformed value or a cursor
-// of another query is 400.
+// (the next of the page before). Statuses count once each, however often given; more
+// distinct ones than there are statuses is 400. Any other parameter (here and in GET
+// /audit) given twice must have one value. A query string over MaxQueryBytes (16
+// KiB) or MaxQueryParams (64 parameters), a malformed one, an unknown parameter, a
+// malformed value or a cursor of another query is 400.
 //
 // Errors are JSON, {"error": {"code": "…", "message": "…"}}, with a stable code:
 // unauthorized (401: no token, or one that matches none), forbidden (403: the role
 // does not allow the route), read_only (403), invalid (400), not_found (404),
 // method_not_allowed (405), conflict (409: the task's state refuses the action),
 // not_running (409), too_large (413), rate_limited (429), internal (500),
-// audit_failed (500), unsupported (501: the store keeps no audit log).
+// audit_failed (500), unsupported (501: the store keeps no audit log). A message
+// never holds a database driver's text: a 4xx from the scheduler shows ax's own words
+// only, and a 500 says what failed with an error id, "(error id 3f9c0a7e12d45b68;
+// the server's log has the cause)", under which the cause is logged at ERROR.
 package admin
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -74,7 +113,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
@@ -129,22 +170,53 @@ func HashToken(secret string) string {
 }
 
 // ParseTokens reads tokens written as "actor:role:sha256:<64 hex digits>", separated
-// by commas or white space (ax serve's AX_ADMIN_TOKENS). An entry of another shape, or
-// with an unknown role, is ErrInvalid; NewHandler checks the rest.
+// by commas or white space (ax serve's AX_ADMIN_TOKENS). An entry of another shape,
+// without an actor, with an unknown role or a malformed hash is ErrInvalid. Its
+// error says which entry, by its position (1 for the first) and, when the entry has
+// the shape, its actor, and why — never the entry's text: it may be a secret pasted
+// by mistake.
 func ParseTokens(s string) ([]Token, error) {
 	var out []Token
-	for _, entry := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
+	for i, entry := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
 		parts := strings.SplitN(entry, ":", 3)
 		if len(parts) != 3 {
-			return nil, fmt.Errorf("ax: admin: token %q: want actor:role:sha256:<hex>: %w", entry, ax.ErrInvalid)
+			return nil, fmt.Errorf("ax: admin: token entry %d: not actor:role:sha256:<64 hex digits> (%d colon-separated fields): %w",
+				i+1, len(parts), ax.ErrInvalid)
 		}
-		role, err := ParseRole(parts[1])
-		if err != nil {
-			return nil, err
+		t := Token{Actor: parts[0], Hash: parts[2]}
+		if err := checkActor(t.Actor); err != nil {
+			return nil, fmt.Errorf("ax: admin: token entry %d: %w", i+1, err)
 		}
-		out = append(out, Token{Actor: parts[0], Role: role, Hash: parts[2]})
+		var err error
+		if t.Role, err = ParseRole(parts[1]); err != nil {
+			return nil, fmt.Errorf("ax: admin: token entry %d (actor %q): unknown role: want viewer, operator or admin: %w", i+1, t.Actor, ax.ErrInvalid)
+		}
+		if _, ok := parseHash(t.Hash); !ok {
+			return nil, fmt.Errorf("ax: admin: token entry %d (actor %q): the hash is not \"sha256:\" and 64 hex digits (admin.HashToken): %w",
+				i+1, t.Actor, ax.ErrInvalid)
+		}
+		out = append(out, t)
 	}
 	return out, nil
+}
+
+// checkActor refuses an actor that is empty, over 200 bytes, or not clean UTF-8.
+func checkActor(actor string) error {
+	if strings.TrimSpace(actor) == "" || len(actor) > 200 || !store.CleanText(actor) {
+		return fmt.Errorf("no actor, one over 200 bytes, or not clean UTF-8: %w", ax.ErrInvalid)
+	}
+	return nil
+}
+
+// parseHash decodes a Token's Hash: "sha256:" and 64 hex digits.
+func parseHash(hash string) (sum [sha256.Size]byte, ok bool) {
+	hexSum, ok := strings.CutPrefix(hash, "sha256:")
+	b, err := hex.DecodeString(hexSum)
+	if !ok || err != nil || len(b) != sha256.Size {
+		return sum, false
+	}
+	copy(sum[:], b)
+	return sum, true
 }
 
 // Config configures the handler.
@@ -154,11 +226,53 @@ type Config struct {
 	Tokens []Token
 	// ReadOnly refuses every mutating route (403 read_only, audited).
 	ReadOnly bool
-	// Triggers bounds each actor's triggers. Default: 10 a minute.
+	// Triggers bounds each actor's triggers, counted over a sliding window.
+	// Default: DefaultTriggersPerMinute a minute.
 	Triggers TriggerLimit
-	// Logger receives what the API cannot answer with: an audit record that could
-	// not be written after its action was done. Defaults to slog.Default().
+	// Refusals bounds the audit rows of each actor's refused calls: past N in a
+	// window of Per, a refusal is counted instead of written, and the counts are
+	// written as one summary row (see the package doc). Default:
+	// DefaultRefusalsPerMinute a minute.
+	Refusals Limit
+	// FailedAuth bounds the failed authentications of each client address: past N
+	// in a window of Per, a failed attempt is answered 429 rate_limited instead of
+	// 401 until the window ends (see the package doc). Default:
+	// DefaultFailedAuthPerMinute a minute.
+	FailedAuth Limit
+	// Logger receives what the API does not answer with: the cause of a 500 (under
+	// its error id), failed authentications, refusals counted instead of recorded.
+	// Defaults to slog.Default().
 	Logger *slog.Logger
+}
+
+// Limit is at most N events per Per. A zero field takes the default of the Config
+// field it sets.
+type Limit struct {
+	N   int
+	Per time.Duration
+}
+
+// TriggerLimit is the Limit of Config.Triggers.
+type TriggerLimit = Limit
+
+// The defaults of Config's limits, each a number per minute, and the number of
+// client addresses whose failed authentications are counted apart.
+const (
+	DefaultTriggersPerMinute   = 10
+	DefaultRefusalsPerMinute   = 30
+	DefaultFailedAuthPerMinute = 20
+	MaxTrackedAddresses        = 1024
+)
+
+// orDefault is l with the zero fields set: n a minute.
+func (l Limit) orDefault(n int) Limit {
+	if l.N <= 0 {
+		l.N = n
+	}
+	if l.Per <= 0 {
+		l.Per = time.Minute
+	}
+	return l
 }
 
 // token is a configured token with its hash decoded.
@@ -170,13 +284,16 @@ type token struct {
 
 // Handler is the admin API of one scheduler.
 type Handler struct {
-	s        *ax.Scheduler
-	tokens   []token
-	mux      *http.ServeMux
-	readOnly bool
-	noAudit  bool // the store keeps no audit log: every mutating route is refused
-	triggers *rateLimiter
-	log      *slog.Logger
+	s          *ax.Scheduler
+	tokens     []token
+	mux        *http.ServeMux
+	readOnly   bool
+	noAudit    bool // the store keeps no audit log: every mutating route is refused
+	triggers   *rateLimiter
+	refusals   *refusalLimiter
+	failedAuth *failedAuth
+	log        *slog.Logger
+	now        func() time.Time // the clock of the limits
 }
 
 // NewHandler returns the admin API of s. A token without an actor, with an unknown
@@ -185,7 +302,11 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	if s == nil {
 		return nil, fmt.Errorf("ax: admin: nil scheduler: %w", ax.ErrInvalid)
 	}
-	h := &Handler{s: s, mux: http.NewServeMux(), readOnly: cfg.ReadOnly, triggers: newRateLimiter(cfg.Triggers), log: cfg.Logger}
+	h := &Handler{s: s, mux: http.NewServeMux(), readOnly: cfg.ReadOnly, log: cfg.Logger, now: time.Now,
+		triggers:   newRateLimiter(cfg.Triggers.orDefault(DefaultTriggersPerMinute)),
+		refusals:   newRefusalLimiter(cfg.Refusals.orDefault(DefaultRefusalsPerMinute)),
+		failedAuth: newFailedAuth(cfg.FailedAuth.orDefault(DefaultFailedAuthPerMinute), MaxTrackedAddresses),
+	}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -194,25 +315,21 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	if _, err := s.AuditLog(context.Background(), ax.AuditQuery{Limit: 0}); errors.Is(err, ax.ErrUnsupported) {
 		h.noAudit = true
 	}
-	seen := map[string]bool{}
+	seen := map[[sha256.Size]byte]bool{}
 	for i, t := range cfg.Tokens {
-		if seen[t.Hash] {
-			return nil, fmt.Errorf("ax: admin: token %d (%s): the same token is configured twice: %w", i, t.Actor, ax.ErrInvalid)
-		}
-		seen[t.Hash] = true
-		hexSum, ok := strings.CutPrefix(t.Hash, "sha256:")
-		sum, err := hex.DecodeString(hexSum)
+		sum, ok := parseHash(t.Hash)
 		switch {
-		case strings.TrimSpace(t.Actor) == "" || len(t.Actor) > 200 || !store.CleanText(t.Actor):
-			return nil, fmt.Errorf("ax: admin: token %d: no actor, one over 200 bytes, or not clean UTF-8: %w", i, ax.ErrInvalid)
+		case checkActor(t.Actor) != nil:
+			return nil, fmt.Errorf("ax: admin: token %d: %w", i, checkActor(t.Actor))
 		case t.Role < Viewer || t.Role > Admin:
-			return nil, fmt.Errorf("ax: admin: token %d (%s): role %v: want Viewer, Operator or Admin: %w", i, t.Actor, t.Role, ax.ErrInvalid)
-		case !ok || err != nil || len(sum) != sha256.Size:
-			return nil, fmt.Errorf("ax: admin: token %d (%s): the hash is not \"sha256:\" and 64 hex digits (HashToken): %w", i, t.Actor, ax.ErrInvalid)
+			return nil, fmt.Errorf("ax: admin: token %d (%q): role %v: want Viewer, Operator or Admin: %w", i, t.Actor, t.Role, ax.ErrInvalid)
+		case !ok:
+			return nil, fmt.Errorf("ax: admin: token %d (%q): the hash is not \"sha256:\" and 64 hex digits (HashToken): %w", i, t.Actor, ax.ErrInvalid)
+		case seen[sum]:
+			return nil, fmt.Errorf("ax: admin: token %d (%q): the same token is configured twice: %w", i, t.Actor, ax.ErrInvalid)
 		}
-		tk := token{actor: t.Actor, role: t.Role}
-		copy(tk.sum[:], sum)
-		h.tokens = append(h.tokens, tk)
+		seen[sum] = true
+		h.tokens = append(h.tokens, token{actor: t.Actor, role: t.Role, sum: sum})
 	}
 	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -243,10 +360,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// Flush writes what the handler still counts: the summary rows of the refusals
+// counted instead of recorded (Config.Refusals), whatever their window, and the log
+// lines of the failed authentications not yet logged. Call it when the service
+// stops, after its server has shut down; a count still pending at an exit without
+// Flush is lost, though the WARN line logged when the counting began remains. The
+// error is that of a summary row that could not be written (also logged).
+func (h *Handler) Flush(ctx context.Context) error {
+	h.failedAuth.logSummaries(h.log, h.failedAuth.flush())
+	return h.writeSummaries(ctx, true)
+}
+
 // Require serves next for requests whose bearer token is one of the handler's, with a
 // role of at least least: for endpoints a service mounts beside the API behind the
 // same tokens (ax serve's /metrics). Other requests are answered as the API answers
-// them: 401 unauthorized, 403 forbidden.
+// them: 401 unauthorized (429 rate_limited past Config.FailedAuth), 403 forbidden.
 func (h *Handler) Require(least Role, next http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	h.routeOn(mux, "/", least, func(w http.ResponseWriter, r *http.Request, _ caller) { next.ServeHTTP(w, r) })
@@ -267,10 +395,8 @@ func (h *Handler) route(pattern string, least Role, f func(w http.ResponseWriter
 // routeOn is route on mux.
 func (h *Handler) routeOn(mux *http.ServeMux, pattern string, least Role, f func(w http.ResponseWriter, r *http.Request, c caller)) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		c, ok := h.authenticate(r)
+		c, ok := h.authorize(w, r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 			return
 		}
 		if c.role < least {
@@ -281,12 +407,39 @@ func (h *Handler) routeOn(mux *http.ServeMux, pattern string, least Role, f func
 	})
 }
 
-// authenticate finds the token the request carries. Every configured hash is
-// compared, in constant time, whichever matches.
-func (h *Handler) authenticate(r *http.Request) (caller, bool) {
+// authorize finds the token r carries, or answers r: 401 unauthorized, or 429
+// rate_limited when r's address is past Config.FailedAuth. A failure is logged at
+// WARN once per address per window (see failedAuth); the token is never logged.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (caller, bool) {
+	c, why := h.authenticate(r)
+	if why == "" {
+		return c, true
+	}
+	now := h.now()
+	f := h.failedAuth.fail(r.RemoteAddr, now)
+	h.failedAuth.logSummaries(h.log, f.ended)
+	if f.logIt {
+		h.log.WarnContext(r.Context(), "ax: admin: authentication failed; further failures from this address are counted until the window ends",
+			"remote", f.key, "method", r.Method, "path", r.URL.Path, "why", why, "window", h.failedAuth.limit.Per)
+	}
+	if f.limited {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(f.retryAfter.Round(time.Second), time.Second)/time.Second)))
+		writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("over %d failed authentications from this address per %v",
+			h.failedAuth.limit.N, h.failedAuth.limit.Per))
+		return caller{}, false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
+	writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+	return caller{}, false
+}
+
+// authenticate finds the token the request carries, or says why none: "no bearer
+// token" or "unknown token". Every configured hash is compared, in constant time,
+// whichever matches.
+func (h *Handler) authenticate(r *http.Request) (caller, string) {
 	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || secret == "" {
-		return caller{}, false
+		return caller{}, "no bearer token"
 	}
 	sum := sha256.Sum256([]byte(secret))
 	var found caller
@@ -296,7 +449,10 @@ func (h *Handler) authenticate(r *http.Request) (caller, bool) {
 			found, ok = caller{actor: t.actor, role: t.role}, true
 		}
 	}
-	return found, ok
+	if !ok {
+		return caller{}, "unknown token"
+	}
+	return found, ""
 }
 
 // writeJSON writes v as the response, with status.
@@ -321,14 +477,70 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, e)
 }
 
-// writeErr writes err, an error of the scheduler, with the status its sentinel says.
-func writeErr(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, ax.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "invalid", err.Error())
-	case errors.Is(err, ax.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+// writeErr writes err, an error of the scheduler, as failure classifies it.
+func (h *Handler) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	f := h.failure(r, err)
+	writeError(w, f.status, f.code, f.msg)
+}
+
+// failure classifies err, an error of the scheduler or of the API, into the answer
+// the API gives. A 4xx built from the scheduler's error shows ax's own text only
+// (publicText); anything else is a 500 whose message is fixed but for its error id,
+// and whose cause goes to the log (internal).
+func (h *Handler) failure(r *http.Request, err error) *apiFailure {
+	var f *apiFailure
+	if errors.As(err, &f) {
+		return f
 	}
+	for _, c := range []struct {
+		sentinel     error
+		status       int
+		code, orElse string
+	}{
+		{ax.ErrNotCancellable, http.StatusConflict, "conflict", "the task's state refuses the action"},
+		{ax.ErrNotRetryable, http.StatusConflict, "conflict", "the task's state refuses the action"},
+		{ax.ErrNotTriggerable, http.StatusConflict, "conflict", "the task's state refuses the action"},
+		{ax.ErrNotReschedulable, http.StatusConflict, "conflict", "the task's state refuses the action"},
+		{ax.ErrNotRunning, http.StatusConflict, "not_running", "the scheduler is not running"},
+		{ax.ErrInvalid, http.StatusBadRequest, "invalid", "invalid input"},
+		{ax.ErrNotFound, http.StatusNotFound, "not_found", "not found"},
+		{ax.ErrUnsupported, http.StatusNotImplemented, "unsupported", "not supported by the store"},
+	} {
+		if errors.Is(err, c.sentinel) {
+			return &apiFailure{status: c.status, code: c.code, msg: publicText(err, c.sentinel, c.orElse)}
+		}
+	}
+	var tse *ax.TaskStateError
+	if errors.As(err, &tse) {
+		return fail(http.StatusConflict, "conflict", "task %d is %s: the action is refused", tse.Task.ID, tse.Task.Status)
+	}
+	return h.internal(r, "internal", "internal error", err)
+}
+
+// publicText is err's message as an answer shows it: ax's own text, up to the end of
+// the text of sentinel, which classified it. A driver writes its own text after the
+// sentinel it maps an error to ("invalid input (ERROR: … (SQLSTATE 22021))"): that
+// is cut. A message without the sentinel's text is orElse.
+func publicText(err, sentinel error, orElse string) string {
+	msg, s := err.Error(), sentinel.Error()
+	if i := strings.Index(msg, s); i >= 0 {
+		return msg[:i+len(s)]
+	}
+	return orElse
+}
+
+// internal logs err at ERROR under a new error id and returns the 500 the API
+// answers with: code, and what failed with the id, never err's text (a driver's
+// message, a query).
+func (h *Handler) internal(r *http.Request, code, what string, err error) *apiFailure {
+	id := newErrorID()
+	h.log.ErrorContext(r.Context(), "ax: admin: "+what, "error_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
+	return fail(http.StatusInternalServerError, code, "%s (error id %s; the server's log has the cause)", what, id)
+}
+
+// newErrorID returns a random id that ties an answer to its log line.
+func newErrorID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

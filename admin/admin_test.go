@@ -45,12 +45,15 @@ func newAPI(t testing.TB, tokens ...admin.Token) (*admin.Handler, *ax.Scheduler)
 			tokens = append(tokens, admin.Token{Actor: r.String() + "-user", Role: r, Hash: admin.HashToken(secrets[r])})
 		}
 	}
-	h, err := admin.NewHandler(s, admin.Config{Tokens: tokens})
+	// Many failed authentications come from httptest's one address: not limited here.
+	h, err := admin.NewHandler(s, admin.Config{Tokens: tokens, FailedAuth: admin.Limit{N: 1 << 20}, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h, s
 }
+
+var discard = slog.New(slog.DiscardHandler)
 
 // call makes a request with the bearer token secret ("" for none) and decodes the
 // JSON body into a map.
@@ -286,5 +289,31 @@ func TestSchedulesAndCluster(t *testing.T) {
 	status, body, _ = call(t, h, "GET", "/cluster", v)
 	if status != http.StatusOK || body["namespace"] != "default" || body["nodes"] == nil {
 		t.Errorf("GET /cluster: %d %v", status, body)
+	}
+}
+
+// ParseTokens says which entry is wrong, by its position and, when it has the
+// shape, its actor, and why — never its text, which may be a secret pasted by
+// mistake.
+func TestParseTokensNeverEchoesAnEntry(t *testing.T) {
+	t.Parallel()
+	good := "ops:operator:" + admin.HashToken("x")
+	for _, c := range []struct {
+		list, want, secret string
+	}{
+		{good + ",s3cret-pasted-alone", "token entry 2: not actor:role:sha256:<64 hex digits> (1 colon-separated fields)", "s3cret-pasted-alone"},
+		{"ops:operator:s3cret-in-place-of-the-hash", `token entry 1 (actor "ops"): the hash is not "sha256:" and 64 hex digits`, "s3cret-in-place-of-the-hash"},
+		{good + " ops:s3cret-as-a-role:" + admin.HashToken("y"), `token entry 2 (actor "ops"): unknown role`, "s3cret-as-a-role"},
+		{":viewer:" + admin.HashToken("y"), "token entry 1: no actor", admin.HashToken("y")},
+		{"ops:viewer:sha256:" + strings.Repeat("Z", 64), "token entry 1 (actor \"ops\"): the hash is not", strings.Repeat("Z", 64)},
+	} {
+		_, err := admin.ParseTokens(c.list)
+		if !errors.Is(err, ax.ErrInvalid) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.secret) {
+			t.Errorf("ParseTokens(%q) = %v, want ErrInvalid with %q and without %q", c.list, err, c.want, c.secret)
+		}
+	}
+	tokens, err := admin.ParseTokens(good + ",\n dash:viewer:" + admin.HashToken("y"))
+	if err != nil || len(tokens) != 2 || tokens[1] != (admin.Token{Actor: "dash", Role: admin.Viewer, Hash: admin.HashToken("y")}) {
+		t.Errorf("ParseTokens of two entries = %+v, %v", tokens, err)
 	}
 }

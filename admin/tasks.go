@@ -3,12 +3,12 @@ package admin
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 )
 
 // TaskView is a task as the API shows it (what a client decodes).
@@ -83,14 +83,14 @@ type TaskDetail struct {
 
 // listTasks is GET /tasks.
 func (h *Handler) listTasks(w http.ResponseWriter, r *http.Request, _ caller) {
-	q, err := parseTaskQuery(r.URL.Query())
+	q, err := parseTaskQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 		return
 	}
 	page, err := h.s.Tasks(r.Context(), q)
 	if err != nil {
-		writeErr(w, err)
+		h.writeErr(w, r, err)
 		return
 	}
 	out := TaskPage{Tasks: make([]TaskView, len(page.Tasks)), Next: page.Next}
@@ -104,22 +104,28 @@ func (h *Handler) listTasks(w http.ResponseWriter, r *http.Request, _ caller) {
 var queryParams = map[string]bool{"status": true, "name": true, "key_prefix": true, "owner": true, "task_key": true,
 	"due_from": true, "due_before": true, "finished_from": true, "finished_before": true, "order": true, "limit": true, "cursor": true}
 
-// parseTaskQuery reads an ax.TaskQuery from GET /tasks's query string: an unknown
-// parameter, one given twice (but status), or a malformed value is an error. The
-// scheduler checks the rest (a status it does not know, the page size, the cursor).
-func parseTaskQuery(v url.Values) (ax.TaskQuery, error) {
+// parseTaskQuery reads an ax.TaskQuery from GET /tasks's query string raw (see
+// readQuery for its bounds). Statuses are read without repeats: more than there are
+// is an error; so is a malformed value. The scheduler checks the rest (a status it
+// does not know, the page size, the cursor).
+func parseTaskQuery(raw string) (ax.TaskQuery, error) {
 	var q ax.TaskQuery
-	for name, vals := range v {
-		if !queryParams[name] {
-			return q, fmt.Errorf("unknown parameter %q", name)
-		}
-		if len(vals) > 1 && name != "status" {
-			return q, fmt.Errorf("parameter %q given %d times", name, len(vals))
-		}
+	v, err := readQuery(raw, queryParams, "status")
+	if err != nil {
+		return q, err
 	}
+	seen := map[ax.Status]bool{}
 	for _, s := range v["status"] {
-		for _, st := range strings.Split(s, ",") {
-			q.Statuses = append(q.Statuses, ax.Status(strings.ToUpper(strings.TrimSpace(st))))
+		for st := range strings.SplitSeq(s, ",") {
+			st := ax.Status(strings.ToUpper(strings.TrimSpace(st)))
+			if seen[st] {
+				continue
+			}
+			if len(seen) == len(store.Statuses()) {
+				return q, fmt.Errorf("status: more than %d distinct values, the number of statuses", len(store.Statuses()))
+			}
+			seen[st] = true
+			q.Statuses = append(q.Statuses, st)
 		}
 	}
 	q.Name, q.KeyPrefix, q.OwnerService, q.TaskKey, q.Cursor = v.Get("name"), v.Get("key_prefix"), v.Get("owner"), v.Get("task_key"), v.Get("cursor")
@@ -130,7 +136,7 @@ func parseTaskQuery(v url.Values) (ax.TaskQuery, error) {
 		if s := v.Get(t.name); s != "" {
 			at, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				return q, fmt.Errorf("%s %q: want an RFC 3339 time", t.name, s)
+				return q, fmt.Errorf("%s %s: want an RFC 3339 time", t.name, quoteShort(s))
 			}
 			*t.into = at
 		}
@@ -140,12 +146,12 @@ func parseTaskQuery(v url.Values) (ax.TaskQuery, error) {
 	case "soonest":
 		q.Order = ax.SoonestFirst
 	default:
-		return q, fmt.Errorf("order %q: want newest or soonest", o)
+		return q, fmt.Errorf("order %s: want newest or soonest", quoteShort(o))
 	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			return q, fmt.Errorf("limit %q: want 1 to %d", s, ax.MaxPageSize)
+			return q, fmt.Errorf("limit %s: want 1 to %d", quoteShort(s), ax.MaxPageSize)
 		}
 		q.Limit = n
 	}
@@ -156,7 +162,7 @@ func parseTaskQuery(v url.Values) (ax.TaskQuery, error) {
 func (h *Handler) counts(w http.ResponseWriter, r *http.Request, _ caller) {
 	counts, err := h.s.Counts(r.Context())
 	if err != nil {
-		writeErr(w, err)
+		h.writeErr(w, r, err)
 		return
 	}
 	type countJSON struct {
@@ -175,17 +181,17 @@ func (h *Handler) counts(w http.ResponseWriter, r *http.Request, _ caller) {
 func (h *Handler) task(w http.ResponseWriter, r *http.Request, _ caller) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("task id %q: want a positive integer", r.PathValue("id")))
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("task id %s: want a positive integer", quoteShort(r.PathValue("id"))))
 		return
 	}
 	t, err := h.s.Get(r.Context(), id)
 	if err != nil {
-		writeErr(w, err)
+		h.writeErr(w, r, err)
 		return
 	}
 	es, err := h.s.Executions(r.Context(), id)
 	if err != nil {
-		writeErr(w, err)
+		h.writeErr(w, r, err)
 		return
 	}
 	out := TaskDetail{Task: taskOf(t), Executions: make([]ExecutionView, len(es))}

@@ -27,7 +27,7 @@ type Schedules struct {
 func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, _ caller) {
 	ss, err := h.s.Schedules(r.Context())
 	if err != nil {
-		writeErr(w, err)
+		h.writeErr(w, r, err)
 		return
 	}
 	out := make([]ScheduleView, len(ss))
@@ -53,7 +53,7 @@ type nodeJSON struct {
 func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 	cs, err := h.s.Cluster(r.Context())
 	if err != nil {
-		writeErr(w, err)
+		h.writeErr(w, r, err)
 		return
 	}
 	out := struct {

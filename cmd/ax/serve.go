@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,6 +36,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tokens := fs.String("tokens", os.Getenv("AX_ADMIN_TOKENS"),
 		"the accepted tokens, `LIST` of actor:role:sha256:<hex of the token's SHA-256>, comma-separated (env AX_ADMIN_TOKENS)")
 	readOnly := fs.Bool("read-only", os.Getenv("AX_READ_ONLY") == "1", "refuse every mutating route (env AX_READ_ONLY=1)")
+	tlsCert := fs.String("tls-cert", os.Getenv("AX_TLS_CERT"), "serve HTTPS with the certificate chain (PEM) in `FILE`; needs --tls-key (env AX_TLS_CERT)")
+	tlsKey := fs.String("tls-key", os.Getenv("AX_TLS_KEY"), "the private key (PEM) in `FILE` of --tls-cert (env AX_TLS_KEY)")
 	statsEvery := fs.Duration("stats-interval", ax.DefaultStatsInterval, "how often the task counts of /metrics are read (`D`)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: ax serve --dsn DSN [flags]
@@ -43,6 +46,9 @@ Serves the admin API (package admin) and /metrics for the store's namespace: an
 operations node, which runs no handlers and claims no task. Every route but /health
 needs a bearer token of --tokens; /metrics a viewer's. A token's hash is
 sha256:<hex>: the hex of the SHA-256 of the token (sha256sum of it without a newline).
+With --tls-cert and --tls-key it serves HTTPS (TLS 1.2 or later); without them,
+listening beyond loopback is warned about: tokens would cross the network in the
+clear (put a TLS-terminating proxy in front, or give both flags).
 
 flags:
 `)
@@ -60,6 +66,19 @@ flags:
 	if err != nil {
 		fmt.Fprintf(stderr, "ax serve: --tokens: %v\n", err)
 		return exitUsage
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		fmt.Fprintf(stderr, "ax serve: --tls-cert and --tls-key go together: give both, or neither\n")
+		return exitUsage
+	}
+	var cert *tls.Certificate
+	if *tlsCert != "" {
+		c, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "ax serve: --tls-cert, --tls-key: %v\n", err)
+			return exitFail
+		}
+		cert = &c
 	}
 	kindName, kind, storeDSN, err := storeFor(fs, *storeName, *dsn)
 	if err != nil {
@@ -100,29 +119,76 @@ flags:
 		fmt.Fprintf(stderr, "ax serve: %v\n", err)
 		return exitFail
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
+	srv := newServer(mux, cert, log)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	view := st // the namespace's, as the scheduler reads it
 	if n, ok := st.(store.Namespaced); ok {
 		if view, err = n.InNamespace(*namespace); err != nil {
+			ln.Close()
 			fmt.Fprintf(stderr, "ax serve: %v\n", err)
 			return exitUsage
 		}
 	}
 	go reportCounts(ctx, view, obs, *statsEvery, log)
+	shutDown := make(chan struct{})
 	go func() {
+		defer close(shutDown)
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	fmt.Fprintf(stdout, "ax serve: %s store, namespace %s, listening on http://%s\n", kindName, *namespace, ln.Addr())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	scheme := "http"
+	if cert != nil {
+		scheme = "https"
+	} else if !isLoopback(ln.Addr()) {
+		log.Warn("ax serve: listening beyond loopback without TLS: bearer tokens cross the network in the clear; "+
+			"give --tls-cert and --tls-key, or put a TLS-terminating proxy in front", "listen", ln.Addr().String())
+	}
+	fmt.Fprintf(stdout, "ax serve: %s store, namespace %s, listening on %s://%s\n", kindName, *namespace, scheme, ln.Addr())
+	if cert != nil {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	stop()
+	<-shutDown // the requests in flight are done: their counts are final
+	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	h.Flush(flush) // what it cannot write it logs
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "ax serve: %v\n", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// newServer returns ax serve's server of h: every phase of a request bounded in time,
+// headers (the query string with them) to 64 KiB, TLS 1.2 or later with cert when
+// there is one, and the server's own errors (a failed TLS handshake) logged to log
+// at WARN.
+func newServer(h http.Handler, cert *tls.Certificate, log *slog.Logger) *http.Server {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if cert != nil {
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+	}
+	return srv
+}
+
+// isLoopback reports whether addr, a listener's, takes connections from this machine
+// only: not an unspecified address (0.0.0.0, ::), which takes them from everywhere.
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // reportCounts gives obs the task counts and the queue lag every interval, from the

@@ -148,13 +148,22 @@ func TestServeSmoke(t *testing.T) {
 
 // startServe runs ax serve on the SQLite file at path with tokens, stats read every
 // 50 ms, until the test ends (when it must exit cleanly), and returns its URL.
-func startServe(t *testing.T, path, tokens string) string {
+func startServe(t *testing.T, path, tokens string, args ...string) string {
+	t.Helper()
+	url, _ := startServeLogs(t, append([]string{"--dsn", path, "--tokens", tokens}, args...)...)
+	return url
+}
+
+// startServeLogs runs ax serve with args, listening on 127.0.0.1:0 unless args say
+// otherwise, until the test ends (when it must exit cleanly), and returns its URL
+// and its stderr.
+func startServeLogs(t *testing.T, args ...string) (string, *syncBuffer) {
 	t.Helper()
 	serveCtx, stop := context.WithCancel(context.Background())
 	var out, errs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(serveCtx, []string{"serve", "--dsn", path, "--listen", "127.0.0.1:0", "--tokens", tokens, "--stats-interval", "50ms"}, &out, &errs)
+		done <- run(serveCtx, append([]string{"serve", "--listen", "127.0.0.1:0", "--stats-interval", "50ms"}, args...), &out, &errs)
 	}()
 	t.Cleanup(func() {
 		stop()
@@ -162,10 +171,16 @@ func startServe(t *testing.T, path, tokens string) string {
 			t.Errorf("ax serve exited %d\nstderr:\n%s", code, errs.String())
 		}
 	})
-	addr := regexp.MustCompile(`listening on (http://\S+)`)
+	addr := regexp.MustCompile(`listening on (https?://\S+)`)
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if m := addr.FindStringSubmatch(out.String()); m != nil {
-			return m[1]
+			return m[1], &errs
+		}
+		select {
+		case code := <-done:
+			done <- code
+			t.Fatalf("ax serve exited %d before listening\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
+		default:
 		}
 		if time.Now().After(end) {
 			t.Fatalf("ax serve did not listen within 10s\nstdout:\n%s\nstderr:\n%s", out.String(), errs.String())
