@@ -263,6 +263,22 @@ func (x remoteExecutor) Released(token int64) {
 	}
 }
 
+// Epoch returns the fencing epoch the store recorded for the namespace: without a
+// cluster secret, the endpoint takes no token above it.
+func (x remoteExecutor) Epoch(ctx context.Context) (int64, error) {
+	l, ok := x.s.st.(store.Leaser)
+	if !ok {
+		return 0, fmt.Errorf("ax: %T records no epoch (store.Leaser): %w", x.s.st, ErrUnsupported)
+	}
+	ctx, cancel := context.WithTimeout(ctx, x.s.cfg.StoreTimeout)
+	defer cancel()
+	info, err := l.Lease(ctx, x.s.cfg.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	return info.Epoch, nil
+}
+
 // Load returns the executor's running handlers and free slots.
 func (x remoteExecutor) Load() (running, free int) {
 	if r := x.s.current(); r != nil {

@@ -56,8 +56,10 @@ func (e *FencedError) Unwrap() error { return ErrFenced }
 // leader; an error wrapping ErrUnreachable when the executor could not be reached, did
 // not answer within the timeout or answered what cannot be read (the tasks may or may
 // not have been taken: the caller hands them back, and a duplicate delivery runs
-// nothing); one wrapping ErrTooLarge when the executor refused the body as too large;
-// another error for any other refusal.
+// nothing); one wrapping ErrTooLarge when the executor refused the body as too large
+// (MaxDispatchTasks tasks or DefaultMaxBodyBytes at most); one wrapping ErrBusy when
+// it took none because it was busy with other requests; another error for any other
+// refusal.
 func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) (*DispatchResponse, error) {
 	resp, data, err := c.post(ctx, base, DispatchPath, dr.Token, dr)
 	if err != nil {
@@ -78,6 +80,8 @@ func (c *Client) Dispatch(ctx context.Context, base string, dr DispatchRequest) 
 		return nil, &FencedError{Token: dr.Token, Highest: fb.Highest}
 	case http.StatusRequestEntityTooLarge:
 		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w (%s)", base, ErrTooLarge, resp.Status)
+	case http.StatusServiceUnavailable:
+		return nil, fmt.Errorf("ax: remote: dispatch to %s: %w (%s: %s)", base, ErrBusy, resp.Status, strings.TrimSpace(string(data)))
 	default:
 		return nil, fmt.Errorf("ax: remote: dispatch to %s: %s: %s", base, resp.Status, strings.TrimSpace(string(data)))
 	}

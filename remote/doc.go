@@ -57,11 +57,15 @@
 // # What the verifier refuses
 //
 // Verifier.Verify refuses, in this order: a missing header (ErrUnsigned); a malformed
-// or repeated header or a signature that does not match (ErrBadSignature); a timestamp
-// more than the window (DefaultWindow, 30 s) behind or ahead of its clock (ErrStale); a
-// nonce it has accepted before (ErrReplayed). Signatures are compared in constant time
-// (hmac.Equal). Middleware answers each refusal 401 with the sentinel's text and logs
-// it at WARN with the detail; it never logs the signature or the body.
+// or repeated header, or one not in its canonical form — uppercase hex included —
+// (ErrBadSignature); a timestamp more than the window (DefaultWindow, 30 s) behind or
+// ahead of its clock (ErrStale); a signature that does not match (ErrBadSignature); a
+// nonce it has accepted before (ErrReplayed). The checks before the signature need no
+// body, and Middleware runs them before it reads one. Signatures are compared in
+// constant time (hmac.Equal). Middleware answers each refusal 401 with the sentinel's
+// text and logs it at WARN with the detail, at most one line a minute per client
+// address (the next line counts those not logged); it never logs the signature or the
+// body.
 //
 // # Nonce cache
 //
@@ -85,10 +89,26 @@
 // should refuse work addressed to another (the dispatch layer's duty, not this one's). The token is authenticated, not judged: the
 // executor compares it with the highest token it has seen to refuse a stale leader.
 //
+// # Bounded work
+//
+// Server serves at most MaxInFlight (16) dispatches and release notices at once; one
+// more is answered 503 with Retry-After before its body is read (ErrBusy to the
+// client: the leader takes it as busy). A dispatch carries at most MaxDispatchTasks
+// (1,000) tasks, else 413 (ErrTooLarge: the leader splits), and its body is JSON with
+// each member once, in the protocol's case, and nothing unknown, else 400. A task with
+// an id that is not positive or repeated, or an empty, overlong or NUL-holding name or
+// execution id, makes the whole dispatch 400. A task taken is started only if the
+// store holds it DISPATCHING with that execution id, under that name, in this
+// executor's namespace; otherwise it never starts here.
+//
 // # Listening
 //
 // Without a cluster secret the executor endpoint serves only on loopback: ListenGuard
-// refuses any other address with ErrInsecureListen. The health endpoint,
-// /ax/v1/health, is unsigned and served apart from dispatch, outside Middleware and
-// any queue of tasks, so a busy executor still answers it.
+// refuses any other address with ErrInsecureListen. It then reads the token from the
+// unsigned Ax-Token header, and takes one above the highest it has seen only if it is
+// not above the epoch the store recorded for the namespace (Executor.Epoch): else 403,
+// ErrUnverifiedToken, and nothing changes. So no unsigned request can make the
+// executor refuse the real leader. The health endpoint, /ax/v1/health, is unsigned
+// and served apart from dispatch, outside Middleware and any queue of tasks, so a busy
+// executor still answers it.
 package remote

@@ -36,4 +36,11 @@ var (
 	// ErrTooLarge: the executor refused the request's body as larger than its limit
 	// (413); the same tasks in smaller requests may pass.
 	ErrTooLarge = errors.New("request body too large")
+	// ErrBusy: the executor serves as many requests as it allows at once (MaxInFlight),
+	// or its nonce cache is full (503): it took none of the tasks, and may in a moment.
+	ErrBusy = errors.New("executor busy")
+	// ErrUnverifiedToken: without a cluster secret, a dispatch's token is above both the
+	// highest the executor has seen and the epoch the store recorded: nothing vouches
+	// for it, so the executor refuses it rather than let it fence out the leader.
+	ErrUnverifiedToken = errors.New("unsigned token above the store's recorded epoch")
 )

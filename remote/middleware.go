@@ -5,7 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"time"
+
+	"github.com/axsched/ax/internal/lograte"
 )
 
 type tokenKey struct{}
@@ -17,15 +22,23 @@ func TokenFrom(ctx context.Context) (int64, bool) {
 	return token, ok
 }
 
-// Middleware returns a handler that reads the request body (at most the
-// WithMaxBodyBytes bound, else 413), verifies the request with Verify and, if it
-// passes, calls next with the token in the context (TokenFrom) and the body restored.
-// A refused request is answered 401 with a short plain-text reason and a
-// WWW-Authenticate header, or 503 with Retry-After when the nonce cache is full, and
-// logged at WARN with its method, path, remote address and reason; the log never
-// holds the signature or the body. The returned handler is safe for concurrent use.
+// Middleware returns a handler that checks the request's Ax-* headers (present,
+// canonical, the timestamp within the window) before it reads a byte of the body, then
+// reads the body (at most the WithMaxBodyBytes bound, else 413), verifies the signature
+// and the nonce, and, if every check passes, calls next with the token in the context
+// (TokenFrom) and the body restored. A refused request is answered 401 with a short
+// plain-text reason and a WWW-Authenticate header, or 503 with Retry-After when the
+// nonce cache is full. Refusals are logged at WARN with the method, path, remote
+// address and reason, at most one line a minute per client address, each line with
+// the count of those held back before it; the log never holds the signature or the
+// body. The returned handler is safe for concurrent use.
 func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h, err := v.checkHeaders(req)
+		if err != nil {
+			v.unauthorized(w, req, err)
+			return
+		}
 		body, err := v.readBody(w, req)
 		if err != nil {
 			var tooLarge *http.MaxBytesError
@@ -36,15 +49,9 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 			}
 			return
 		}
-		token, err := v.Verify(req, body)
+		token, err := v.checkSignature(req, h, body)
 		if err != nil {
-			if errors.Is(err, ErrNonceCacheFull) {
-				w.Header().Set("Retry-After", "1")
-				v.refuse(w, req, http.StatusServiceUnavailable, ErrNonceCacheFull.Error(), err)
-				return
-			}
-			w.Header().Set("WWW-Authenticate", "Ax-HMAC-SHA256")
-			v.refuse(w, req, http.StatusUnauthorized, reason(err), err)
+			v.unauthorized(w, req, err)
 			return
 		}
 		req = req.WithContext(context.WithValue(req.Context(), tokenKey{}, token))
@@ -53,6 +60,17 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		next.ServeHTTP(w, req)
 	})
+}
+
+// unauthorized answers a request that failed a check of Verify's.
+func (v *Verifier) unauthorized(w http.ResponseWriter, req *http.Request, err error) {
+	if errors.Is(err, ErrNonceCacheFull) {
+		w.Header().Set("Retry-After", "1")
+		v.refuse(w, req, http.StatusServiceUnavailable, ErrNonceCacheFull.Error(), err)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", "Ax-HMAC-SHA256")
+	v.refuse(w, req, http.StatusUnauthorized, reason(err), err)
 }
 
 func (v *Verifier) readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
@@ -65,17 +83,39 @@ func (v *Verifier) readBody(w http.ResponseWriter, req *http.Request) ([]byte, e
 	return io.ReadAll(http.MaxBytesReader(w, req.Body, v.maxBodyBytes))
 }
 
-// refuse answers status with the short reason and logs the full error.
+// refuse answers status with the short reason and logs the full error, within the
+// rate of refusals logged per client address.
 func (v *Verifier) refuse(w http.ResponseWriter, req *http.Request, status int, short string, err error) {
-	v.logger.WarnContext(req.Context(), "ax: remote: request refused",
-		"method", req.Method,
-		"path", req.URL.Path,
-		"remote_addr", req.RemoteAddr,
-		"status", status,
-		"reason", err.Error(),
-	)
+	logRefusal(v.logger, v.refusals, req, "ax: remote: request refused", slog.Int("status", status), slog.String("reason", err.Error()))
 	http.Error(w, short, status)
 }
+
+// logRefusal logs a refused request at WARN, unless limit holds it back: at most one
+// line a minute per client address, with the count of the lines held back before it.
+func logRefusal(log *slog.Logger, limit *lograte.Limiter, req *http.Request, msg string, attrs ...slog.Attr) {
+	ok, held := limit.Allow(clientHost(req))
+	if !ok {
+		return
+	}
+	attrs = append([]slog.Attr{slog.String("method", req.Method), slog.String("path", req.URL.Path), slog.String("remote_addr", req.RemoteAddr)}, attrs...)
+	if held > 0 {
+		attrs = append(attrs, slog.Int("refusals_not_logged", held))
+	}
+	log.LogAttrs(req.Context(), slog.LevelWarn, msg, attrs...)
+}
+
+// clientHost is the address a request came from, without its port.
+func clientHost(req *http.Request) string {
+	host, _, err := net.SplitHostPort(req.RemoteAddr)
+	if err != nil {
+		return req.RemoteAddr
+	}
+	return host
+}
+
+// newRefusalLimiter returns the limiter of refusal log lines: one a minute per client
+// address, for at most 1,024 addresses at once.
+func newRefusalLimiter() *lograte.Limiter { return lograte.New(time.Minute, 1024, nil) }
 
 // reason is the sentinel a refusal wraps, as a short text for the response body: the
 // detail stays in the log.

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/axsched/ax/internal/lograte"
+	"github.com/axsched/ax/internal/strictjson"
 	"github.com/axsched/ax/store"
 )
 
@@ -73,6 +76,11 @@ const (
 
 // Executor is the replica's executor as the dispatch endpoint sees it.
 type Executor interface {
+	// Epoch returns the fencing epoch the store recorded for the namespace (0 when
+	// none was). Without a cluster secret, a token above the highest seen is taken
+	// only if it is not above this epoch: no unsigned request can raise what the
+	// executor refuses later past what a leader really recorded.
+	Epoch(ctx context.Context) (int64, error)
 	// Take takes tasks dispatched under token and returns, in input order, what it did
 	// with each. It must not wait for handlers to run. The Server has checked the token:
 	// it is the highest seen. valid reports, whenever asked, whether the token is
@@ -86,6 +94,17 @@ type Executor interface {
 	Released(token int64)
 }
 
+// Bounds of the executor endpoint.
+const (
+	// MaxDispatchTasks is the most tasks one dispatch may carry: a dispatch of more is
+	// answered 413 (ErrTooLarge), and the leader splits its batches to fit.
+	MaxDispatchTasks = 1000
+	// MaxInFlight is how many requests to DispatchPath and ReleasedPath the endpoint
+	// serves at once. One more is answered 503 with Retry-After (ErrBusy) before its
+	// body is read, and the leader takes it as busy.
+	MaxInFlight = 16
+)
+
 // Server is an executor's HTTP endpoint: it serves DispatchPath and ReleasedPath (POST,
 // verified by a Verifier when there is a cluster secret) and HealthPath (GET, unsigned, answered at
 // once, never behind a dispatch), and refuses a dispatch whose token is below the
@@ -98,7 +117,9 @@ type Server struct {
 	dispatch        http.Handler
 	released        http.Handler
 	maxBody         int64
-	unsigned        bool // no secret: loopback only, token read from the unsigned header
+	unsigned        bool             // no secret: loopback only, token read from the unsigned header
+	inFlight        chan struct{}    // a slot per request being served (MaxInFlight)
+	refusals        *lograte.Limiter // of the log lines of requests refused here
 
 	mu      sync.Mutex
 	highest int64
@@ -112,7 +133,8 @@ func NewServer(namespace, node string, exec Executor, v *Verifier, log *slog.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{namespace: namespace, node: node, exec: exec, log: log, maxBody: DefaultMaxBodyBytes, unsigned: v == nil}
+	s := &Server{namespace: namespace, node: node, exec: exec, log: log, maxBody: DefaultMaxBodyBytes, unsigned: v == nil,
+		inFlight: make(chan struct{}, MaxInFlight), refusals: newRefusalLimiter()}
 	s.dispatch, s.released = http.HandlerFunc(s.serveDispatch), http.HandlerFunc(s.serveReleased)
 	if v != nil {
 		s.dispatch, s.released = v.Middleware(s.dispatch), v.Middleware(s.released)
@@ -171,19 +193,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // signed serves a POST through h: verified by the middleware with a secret, on
-// loopback only without one.
+// loopback only without one, and at most MaxInFlight at once.
 func (s *Server) signed(w http.ResponseWriter, req *http.Request, h http.Handler) {
 	if req.Method != http.MethodPost {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
 	if s.unsigned && !loopbackConn(req) {
-		s.log.WarnContext(req.Context(), "ax: remote: request refused: no cluster secret and not on loopback",
-			"path", req.URL.Path, "remote_addr", req.RemoteAddr)
-		http.Error(w, ErrInsecureListen.Error(), http.StatusForbidden)
+		s.refuse(w, req, http.StatusForbidden, ErrInsecureListen.Error(), "no cluster secret and not on loopback")
+		return
+	}
+	select {
+	case s.inFlight <- struct{}{}:
+		defer func() { <-s.inFlight }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, req, http.StatusServiceUnavailable, ErrBusy.Error(), fmt.Sprintf("%d requests in flight", MaxInFlight))
 		return
 	}
 	h.ServeHTTP(w, req)
+}
+
+// refuse answers status with the short text and logs why, within the rate of
+// refusals logged per client address.
+func (s *Server) refuse(w http.ResponseWriter, req *http.Request, status int, short, why string) {
+	logRefusal(s.log, s.refusals, req, "ax: remote: request refused", slog.Int("status", status), slog.String("reason", why))
+	http.Error(w, short, status)
 }
 
 // loopbackConn reports whether the request came in on a loopback address.
@@ -201,12 +236,13 @@ func loopbackConn(req *http.Request) bool {
 func (s *Server) readSigned(w http.ResponseWriter, req *http.Request) (int64, []byte, bool) {
 	token, ok := TokenFrom(req.Context())
 	if s.unsigned {
+		text := req.Header.Get(HeaderToken)
 		var err error
-		token, err = strconv.ParseInt(req.Header.Get(HeaderToken), 10, 64)
-		ok = err == nil && token > 0
+		token, err = strconv.ParseInt(text, 10, 64)
+		ok = err == nil && token > 0 && strconv.FormatInt(token, 10) == text
 	}
 	if !ok {
-		http.Error(w, "missing fencing token", http.StatusBadRequest)
+		s.refuse(w, req, http.StatusBadRequest, "missing fencing token", "no positive decimal "+HeaderToken)
 		return 0, nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, s.maxBody))
@@ -234,7 +270,7 @@ func (s *Server) readRequest(w http.ResponseWriter, req *http.Request, what stri
 	if !ok {
 		return 0, false
 	}
-	if err := json.Unmarshal(body, v); err != nil {
+	if err := strictjson.Unmarshal(body, v); err != nil {
 		http.Error(w, "malformed "+what+": "+err.Error(), http.StatusBadRequest)
 		return 0, false
 	}
@@ -247,7 +283,58 @@ func (s *Server) readRequest(w http.ResponseWriter, req *http.Request, what stri
 		http.Error(w, fmt.Sprintf("this is node %q of namespace %q", s.node, s.namespace), http.StatusMisdirectedRequest)
 		return 0, false
 	}
+	if !s.unsigned || token <= s.Highest() {
+		return token, true
+	}
+	// Unsigned, and above the highest token seen: taken only up to the epoch the store
+	// recorded, so that a local process cannot fence out the real leader.
+	epoch, err := s.exec.Epoch(req.Context())
+	switch {
+	case err != nil:
+		s.log.WarnContext(req.Context(), "ax: remote: read the recorded epoch", "err", err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "cannot check the token against the store's epoch", http.StatusServiceUnavailable)
+		return 0, false
+	case token > epoch:
+		s.refuse(w, req, http.StatusForbidden, ErrUnverifiedToken.Error(), fmt.Sprintf("unsigned token %d above the store's epoch %d", token, epoch))
+		return 0, false
+	}
 	return token, true
+}
+
+// The longest name (ax.MaxNameLen) and execution id (a UUID has 36 bytes; the stores
+// keep 100) a dispatched task may have.
+const (
+	maxName        = 200
+	maxExecutionID = 100
+)
+
+// cleanText reports whether s is non-empty, at most limit bytes, valid UTF-8 and
+// without a NUL: text every store keeps as it is.
+func cleanText(s string, limit int) bool {
+	return s != "" && len(s) <= limit && store.CleanText(s)
+}
+
+// checkTasks refuses a dispatch of more than MaxDispatchTasks tasks (ErrTooLarge:
+// the leader splits it) and one with a task that could not be a claim of a leader's: an
+// id that is not positive or given twice, an empty or malformed execution id or name.
+func checkTasks(tasks []store.Task) (status int, err error) {
+	if len(tasks) > MaxDispatchTasks {
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("%d tasks, over %d: %w", len(tasks), MaxDispatchTasks, ErrTooLarge)
+	}
+	seen := make(map[int64]bool, len(tasks))
+	for i, t := range tasks {
+		switch {
+		case t.ID <= 0 || seen[t.ID]:
+			return http.StatusBadRequest, fmt.Errorf("task %d: id %d not positive or given twice", i, t.ID)
+		case !cleanText(t.ExecutionID, maxExecutionID):
+			return http.StatusBadRequest, fmt.Errorf("task %d (id %d): the execution id is empty, over %d bytes or not clean UTF-8", i, t.ID, maxExecutionID)
+		case !cleanText(t.Name, maxName):
+			return http.StatusBadRequest, fmt.Errorf("task %d (id %d): the name is empty, over %d bytes or not clean UTF-8", i, t.ID, maxName)
+		}
+		seen[t.ID] = true
+	}
+	return 0, nil
 }
 
 func (s *Server) serveReleased(w http.ResponseWriter, req *http.Request) {
@@ -271,9 +358,13 @@ func (s *Server) serveDispatch(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
+	if status, err := checkTasks(dr.Tasks); err != nil {
+		http.Error(w, "malformed dispatch: "+err.Error(), status)
+		return
+	}
 	if highest, ok := s.observe(token); !ok {
-		s.log.WarnContext(req.Context(), "ax: remote: dispatch refused: token below the highest seen",
-			"token", token, "highest", highest, "remote_addr", req.RemoteAddr)
+		logRefusal(s.log, s.refusals, req, "ax: remote: dispatch refused: token below the highest seen",
+			slog.Int64("token", token), slog.Int64("highest", highest))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusConflict)
 		json.NewEncoder(w).Encode(fencedBody{Error: ErrFenced.Error(), Highest: highest})

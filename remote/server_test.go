@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -24,6 +25,13 @@ type fakeExecutor struct {
 	taken    []store.Task
 	valid    []func() error
 	released []int64
+	epoch    int64 // the store's recorded epoch, as Epoch answers
+}
+
+func (f *fakeExecutor) Epoch(context.Context) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epoch, nil
 }
 
 func (f *fakeExecutor) Released(token int64) {
@@ -73,7 +81,7 @@ func dispatchOf(token int64, ids ...int64) DispatchRequest {
 		if id < 0 {
 			name, id = "nobody", -id
 		}
-		dr.Tasks = append(dr.Tasks, store.Task{ID: id, Name: name, ExecutionID: "e", Status: store.Dispatching})
+		dr.Tasks = append(dr.Tasks, store.Task{ID: id, Name: name, ExecutionID: fmt.Sprintf("e%d", id), Status: store.Dispatching})
 	}
 	return dr
 }
@@ -252,7 +260,7 @@ func TestServerReleased(t *testing.T) {
 // TestServerWithoutSecret serves a loopback connection and refuses any other (403).
 func TestServerWithoutSecret(t *testing.T) {
 	t.Parallel()
-	exec := &fakeExecutor{free: 10}
+	exec := &fakeExecutor{free: 10, epoch: 1}
 	s := NewServer("ns", "exec-1", exec, nil, quiet())
 	srv := httptest.NewServer(s)
 	defer srv.Close()

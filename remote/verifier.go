@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/axsched/ax/internal/lograte"
 )
 
 // Defaults of NewVerifier, each changed by the option of the same name.
@@ -37,6 +39,7 @@ type Verifier struct {
 	logger       *slog.Logger
 	maxBodyBytes int64
 	nonces       *nonceCache
+	refusals     *lograte.Limiter // of the refusals' log lines
 }
 
 // VerifierOption changes a default of NewVerifier.
@@ -119,77 +122,112 @@ func NewVerifier(secret []byte, opts ...VerifierOption) (*Verifier, error) {
 		logger:       c.logger,
 		maxBodyBytes: c.maxBodyBytes,
 		nonces:       newNonceCache(c.nonceCapacity),
+		refusals:     newRefusalLimiter(),
 	}, nil
 }
 
 // Verify checks req, whose body is body, and returns the fencing token it carries. The
 // checks run in this order, and the error wraps the sentinel of the first that fails:
-// every Ax-* header present (ErrUnsigned); each well formed and given once, and the
-// signature matching (ErrBadSignature); the timestamp within the window of the clock
-// (ErrStale); the nonce not accepted before (ErrReplayed) and room to remember it
-// (ErrNonceCacheFull). Only a request that passes every check uses up its nonce.
-// Verify does not read req.Body.
+// every Ax-* header present (ErrUnsigned); each in its canonical form and given once
+// (ErrBadSignature); the timestamp within the window of the clock (ErrStale); the
+// signature matching (ErrBadSignature); the nonce not accepted before (ErrReplayed)
+// and room to remember it (ErrNonceCacheFull). The checks before the signature need
+// no body: Middleware runs them before it reads one. Only a request that passes every
+// check uses up its nonce. Verify does not read req.Body.
 func (v *Verifier) Verify(req *http.Request, body []byte) (token int64, err error) {
-	tsText, err := header(req, HeaderTimestamp)
+	h, err := v.checkHeaders(req)
 	if err != nil {
 		return 0, err
+	}
+	return v.checkSignature(req, h, body)
+}
+
+// signedHeaders are a request's Ax-* headers, parsed.
+type signedHeaders struct {
+	ts        int64
+	nonceText string
+	nonce     [16]byte
+	token     int64
+	sig       [32]byte
+}
+
+// checkHeaders runs Verify's checks that need no body: every header present, in its
+// canonical form, once, and the timestamp within the window.
+func (v *Verifier) checkHeaders(req *http.Request) (h signedHeaders, err error) {
+	tsText, err := header(req, HeaderTimestamp)
+	if err != nil {
+		return h, err
 	}
 	nonceText, err := header(req, HeaderNonce)
 	if err != nil {
-		return 0, err
+		return h, err
 	}
 	tokenText, err := header(req, HeaderToken)
 	if err != nil {
-		return 0, err
+		return h, err
 	}
 	sigText, err := header(req, HeaderSignature)
 	if err != nil {
-		return 0, err
+		return h, err
 	}
 
-	ts, err := strconv.ParseInt(tsText, 10, 64)
-	if err != nil || strconv.FormatInt(ts, 10) != tsText {
-		return 0, malformed(HeaderTimestamp, "not a decimal Unix-millisecond time")
+	h.ts, err = strconv.ParseInt(tsText, 10, 64)
+	if err != nil || strconv.FormatInt(h.ts, 10) != tsText {
+		return h, malformed(HeaderTimestamp, "not a decimal Unix-millisecond time")
 	}
-	var nonce [16]byte
-	if len(nonceText) != 2*len(nonce) {
-		return 0, malformed(HeaderNonce, "not 32 hex digits")
+	if !lowerHex(h.nonce[:], nonceText) {
+		return h, malformed(HeaderNonce, "not 32 lowercase hex digits")
 	}
-	if _, err := hex.Decode(nonce[:], []byte(nonceText)); err != nil {
-		return 0, malformed(HeaderNonce, "not 32 hex digits")
+	h.nonceText = nonceText
+	h.token, err = strconv.ParseInt(tokenText, 10, 64)
+	if err != nil || h.token <= 0 || strconv.FormatInt(h.token, 10) != tokenText {
+		return h, malformed(HeaderToken, "not a positive decimal int64")
 	}
-	token, err = strconv.ParseInt(tokenText, 10, 64)
-	if err != nil || token <= 0 || strconv.FormatInt(token, 10) != tokenText {
-		return 0, malformed(HeaderToken, "not a positive decimal int64")
-	}
-	var sig [32]byte
-	if len(sigText) != 2*len(sig) {
-		return 0, malformed(HeaderSignature, "not 64 hex digits")
-	}
-	if _, err := hex.Decode(sig[:], []byte(sigText)); err != nil {
-		return 0, malformed(HeaderSignature, "not 64 hex digits")
-	}
-
-	var buf [32]byte
-	want := v.mac.sum(buf[:0], requestMethod(req), requestPath(req), ts, nonceText, token, body)
-	if !hmac.Equal(want, sig[:]) {
-		return 0, fmt.Errorf("ax: remote: %w", ErrBadSignature)
+	if !lowerHex(h.sig[:], sigText) {
+		return h, malformed(HeaderSignature, "not 64 lowercase hex digits")
 	}
 
 	now := v.now().UnixMilli()
 	window := v.window.Milliseconds()
-	if skew := now - ts; skew > window || skew < -window {
+	if skew := now - h.ts; skew > window || skew < -window {
 		dir := "behind"
 		if skew < 0 {
 			dir, skew = "ahead of", -skew
 		}
-		return 0, fmt.Errorf("ax: remote: %w: timestamp %v %s the verifier's clock, window %v",
+		return h, fmt.Errorf("ax: remote: %w: timestamp %v %s the verifier's clock, window %v",
 			ErrStale, time.Duration(skew)*time.Millisecond, dir, v.window)
 	}
-	if err := v.nonces.add(nonce, ts+window+nonceMargin.Milliseconds(), now); err != nil {
+	return h, nil
+}
+
+// checkSignature runs Verify's checks that need the body: the signature, then the
+// nonce.
+func (v *Verifier) checkSignature(req *http.Request, h signedHeaders, body []byte) (int64, error) {
+	var buf [32]byte
+	want := v.mac.sum(buf[:0], requestMethod(req), requestPath(req), h.ts, h.nonceText, h.token, body)
+	if !hmac.Equal(want, h.sig[:]) {
+		return 0, fmt.Errorf("ax: remote: %w", ErrBadSignature)
+	}
+	now := v.now().UnixMilli()
+	if err := v.nonces.add(h.nonce, h.ts+v.window.Milliseconds()+nonceMargin.Milliseconds(), now); err != nil {
 		return 0, fmt.Errorf("ax: remote: %w", err)
 	}
-	return token, nil
+	return h.token, nil
+}
+
+// lowerHex decodes text, which must be exactly 2×len(dst) lowercase hex digits, into
+// dst: the one spelling the signer writes, so that one signature has one reading.
+func lowerHex(dst []byte, text string) bool {
+	if len(text) != 2*len(dst) {
+		return false
+	}
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	_, err := hex.Decode(dst, []byte(text))
+	return err == nil
 }
 
 // header returns the one value of the header name, ErrUnsigned if it is missing or

@@ -48,6 +48,8 @@ func (e *busyFirst) Take(_ int64, tasks []store.Task, _ func() error) []remote.O
 func (e *busyFirst) Load() (int, int) { return 0, 100 }
 func (e *busyFirst) Released(_ int64) {}
 
+func (e *busyFirst) Epoch(context.Context) (int64, error) { return 0, nil }
+
 // endpoint serves exec as node name, verifying with secret, and counts the requests
 // that reach it, verified or not.
 func endpoint(t *testing.T, name string, secret []byte, exec remote.Executor) (string, *atomic.Int64) {
@@ -205,4 +207,65 @@ func TestAllRefusedHandsBackOnce(t *testing.T) {
 		t.Errorf("requests: %d to a, %d to b; want 1 each", aReqs.Load(), bReqs.Load())
 	}
 	checkSettled(t, r)
+}
+
+// A replica that answers 503 (busy with other requests, ErrBusy) took none of the
+// batch: its tasks count as busy there, so that when the next candidate refuses them
+// they wait in the leader, and the busy replica takes them in a moment, instead of
+// being handed back as refused.
+func TestBusyEndpointIsBusyNotRefusal(t *testing.T) {
+	h := newHandBacks()
+	a := &busyFirst{taken: map[int64]int{}}
+	v, err := remote.NewVerifier(clusterSecret, remote.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aSrv := remote.NewServer("", "a", a, v, slog.New(slog.DiscardHandler))
+	var answered atomic.Bool
+	var aReqs atomic.Int64
+	busyOnce := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if answered.CompareAndSwap(false, true) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, remote.ErrBusy.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		aReqs.Add(1)
+		aSrv.ServeHTTP(w, req)
+	}))
+	t.Cleanup(busyOnce.Close)
+	bURL, bReqs := endpoint(t, "b", wrongSecret, &busyFirst{taken: map[int64]int{}})
+	r := refusalRouter(t, h, busyOnce.URL, bURL)
+	tasks := jobs(4)
+	r.route(tasks, nil)
+	r.Wait()
+	if got := h.counts(); len(got) != 0 {
+		t.Errorf("handed back: %v, want nothing", got)
+	}
+	if aReqs.Load() != 1 || bReqs.Load() != 1 {
+		t.Errorf("requests: %d reached a after its 503, %d to b (refusing); want 1 and 1", aReqs.Load(), bReqs.Load())
+	}
+	checkTakenOnce(t, "a", a, tasks)
+	checkSettled(t, r)
+}
+
+// A batch larger than an executor takes in one request goes in requests of at most
+// remote.MaxDispatchTasks tasks, in order.
+func TestSplitAtMaxDispatchTasks(t *testing.T) {
+	tasks := jobs(2*remote.MaxDispatchTasks + 500)
+	parts := split(tasks, maxBatchBytes)
+	var next int64 = 1
+	for i, p := range parts {
+		if len(p) == 0 || len(p) > remote.MaxDispatchTasks {
+			t.Errorf("part %d holds %d tasks, want 1 to %d", i, len(p), remote.MaxDispatchTasks)
+		}
+		for _, task := range p {
+			if task.ID != next {
+				t.Fatalf("part %d: task %d, want %d", i, task.ID, next)
+			}
+			next++
+		}
+	}
+	if next != int64(len(tasks))+1 || len(parts) != 3 {
+		t.Fatalf("%d parts covering %d tasks, want 3 covering %d", len(parts), next-1, len(tasks))
+	}
 }

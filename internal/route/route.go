@@ -2,9 +2,10 @@
 // a live replica that registered the task's handler — by round-robin, least in flight,
 // or a consistent hash of the task's key — and hands the task to this process's
 // executor directly or POSTs it, in one batch per replica, to the replica's executor
-// endpoint (package remote). A replica that answers busy, without the handler, or with
-// a refusal (another secret, say; a body too large is first split in halves) is passed
-// over for the next candidate; one that cannot be reached is skipped until its health
+// endpoint (package remote), in requests of at most remote.MaxDispatchTasks tasks. A
+// replica that answers busy (for some tasks, or for the whole request: 503), without the
+// handler, or with a refusal (another secret, say; a body too large is first split in
+// halves) is passed over for the next candidate; one that cannot be reached is skipped until its health
 // endpoint answers again. A task no candidate takes is handed back as a dispatch
 // failure — after waiting in the leader, up to BusyFor, if one of them was busy. An
 // executor that has seen a newer leader ends the term.
@@ -354,14 +355,14 @@ func with(tried map[string]bool, name string) map[string]bool {
 // executor's body limit (remote.DefaultMaxBodyBytes).
 const maxBatchBytes = remote.DefaultMaxBodyBytes / 2
 
-// split cuts tasks into consecutive batches whose estimated JSON size stays under max
-// (a task larger than that goes alone).
+// split cuts tasks into consecutive batches of at most remote.MaxDispatchTasks tasks
+// whose estimated JSON size stays under max (a task larger than that goes alone).
 func split(tasks []store.Task, max int) [][]store.Task {
 	var out [][]store.Task
 	start, size := 0, 0
 	for i, t := range tasks {
 		n := len(t.Payload)*4/3 + len(t.LastError) + len(t.Name) + len(t.Key) + 1024
-		if i > start && size+n > max {
+		if i > start && (size+n > max || i-start == remote.MaxDispatchTasks) {
 			out = append(out, tasks[start:i])
 			start, size = i, 0
 		}
@@ -487,6 +488,8 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		result = "unreachable"
 	case errors.Is(err, remote.ErrTooLarge):
 		result = "too_large"
+	case errors.Is(err, remote.ErrBusy):
+		result = "busy"
 	case err != nil:
 		result = "error"
 	case len(resp.Busy) > 0:
@@ -513,6 +516,11 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		halved = true
 		r.send(name, tasks[:len(tasks)/2], tried)
 		r.send(name, tasks[len(tasks)/2:], tried)
+		return
+	case errors.Is(err, remote.ErrBusy):
+		// It took none, busy with other requests: as if it had answered each busy.
+		r.markBusy(tasks)
+		r.route(tasks, tried)
 		return
 	case err != nil:
 		// A refusal (another secret, a full nonce cache, a request it cannot read):
