@@ -165,8 +165,10 @@ type ClusterConfig struct {
 	// tasks in its own process).
 	Advertise string
 	// Secret signs and verifies every dispatch and release notice (HMAC-SHA256; at
-	// least 32 bytes). The same on every replica. Empty: requests go unsigned and
-	// ExecutorHandler serves only connections to a loopback address.
+	// least 32 bytes). The same on every replica. Empty: requests go unsigned,
+	// ExecutorHandler serves only connections to a loopback address and takes no
+	// fencing token above the epoch the store recorded (which a store must then keep:
+	// store.Leaser, as every store of ax does).
 	Secret []byte
 	// Routing is how the leader picks among the live replicas that registered a
 	// task's handler. Defaults to RouteRoundRobin.
@@ -327,6 +329,10 @@ func (c Config) validate() error {
 	if a := c.Cluster.Advertise; a != "" {
 		if u, err := url.Parse(a); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("Cluster.Advertise", "%q is not an http(s) base URL", a)
+		}
+		if _, ok := c.Store.(store.Leaser); !ok && len(c.Cluster.Secret) == 0 && c.Store != nil {
+			// Unsigned dispatches are trusted only up to the epoch the store records.
+			bad("Cluster.Secret", "is needed: %T records no fencing epoch (store.Leaser) to bound unsigned tokens by", c.Store)
 		}
 	}
 	if len(errs) == 0 {

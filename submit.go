@@ -13,8 +13,8 @@ import (
 
 // Limits on names and keys, in bytes.
 const (
-	MaxNameLen = 200
-	MaxKeyLen  = 500
+	MaxNameLen = store.MaxNameLen
+	MaxKeyLen  = store.MaxKeyLen
 )
 
 // The range of due times accepted: every store represents them exactly.

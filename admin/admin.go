@@ -71,8 +71,8 @@
 // A call without a valid token is refused (401) and not audited: it has no actor. It
 // is logged at WARN (the client's address, the route, and why: no bearer token, or
 // an unknown one; never the token), once per address per window of
-// Config.FailedAuth, and the failures not logged one by one are counted in one line
-// when the window ends. Past Config.FailedAuth (default 20 a minute) an address's
+// Config.FailedAuth; the failures not logged one by one are counted in one line,
+// logged at the first failed authentication after the window ended, or by Flush. Past Config.FailedAuth (default 20 a minute) an address's
 // failed attempts are answered 429 rate_limited, with Retry-After, until its window
 // ends; a valid token from it is still served, so that clients behind one proxy or
 // NAT are not locked out by another's mistakes. The address is the request's

@@ -3,7 +3,6 @@ package admin
 import (
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 )
 
@@ -44,16 +43,4 @@ func readQuery(raw string, params map[string]bool, list string) (url.Values, err
 		v[name] = vals[:1]
 	}
 	return v, nil
-}
-
-// maxQuoted bounds what a message quotes of a request, in bytes.
-const maxQuoted = 100
-
-// quoteShort quotes s for a message, cut to maxQuoted bytes (at a rune boundary)
-// with "…" after.
-func quoteShort(s string) string {
-	if len(s) <= maxQuoted {
-		return strconv.Quote(s)
-	}
-	return strconv.Quote(truncate(s, maxQuoted)) + "…"
 }

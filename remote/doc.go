@@ -64,8 +64,8 @@
 // body, and Middleware runs them before it reads one. Signatures are compared in
 // constant time (hmac.Equal). Middleware answers each refusal 401 with the sentinel's
 // text and logs it at WARN with the detail, at most one line a minute per client
-// address (the next line counts those not logged); it never logs the signature or the
-// body.
+// address, each with the count of refusals not logged since the line before; it never
+// logs the signature or the body.
 //
 // # Nonce cache
 //
@@ -91,11 +91,13 @@
 //
 // # Bounded work
 //
-// Server serves at most MaxInFlight (16) dispatches and release notices at once; one
-// more is answered 503 with Retry-After before its body is read (ErrBusy to the
-// client: the leader takes it as busy). A dispatch carries at most MaxDispatchTasks
+// Server serves at most MaxInFlight (16) verified dispatches and release notices at
+// once, and at most as many requests from one client address while it reads their
+// bodies; one more is answered 503 with Retry-After (ErrBusy to the client: the
+// leader takes it as busy). A dispatch carries at most MaxDispatchTasks
 // (1,000) tasks, else 413 (ErrTooLarge: the leader splits), and its body is JSON with
-// each member once, in the protocol's case, and nothing unknown, else 400. A task with
+// each member once and in the protocol's case, else 400; a member the protocol does
+// not know is ignored, so that a newer leader may add one. A task with
 // an id that is not positive or repeated, or an empty, overlong or NUL-holding name or
 // execution id, makes the whole dispatch 400. A task taken is started only if the
 // store holds it DISPATCHING with that execution id, under that name, in this

@@ -161,30 +161,50 @@ func (b *blockingExecutor) Take(token int64, tasks []store.Task, valid func() er
 	return b.fakeExecutor.Take(token, tasks, valid)
 }
 
-// TestInFlightBound: with MaxInFlight requests being served, one more is answered 503
-// at once (ErrBusy, which the leader takes as busy), before its body is read; once
-// they end, requests are served again.
+// TestInFlightBound: with MaxInFlight verified requests being served, one more, from
+// any address, is answered 503 at once (ErrBusy to the client, which the leader takes
+// as busy); once they end, requests are served again.
 func TestInFlightBound(t *testing.T) {
 	t.Parallel()
 	exec := &blockingExecutor{fakeExecutor: fakeExecutor{free: 1000}, entered: make(chan struct{}), release: make(chan struct{})}
-	srv, c := signedServer(t, exec)
-	ctx := context.Background()
+	f := setup(t)
+	srv := NewServer("ns", "exec-1", exec, f.verifier, quiet())
+	post := func(id int64, addr string) int {
+		body, err := json.Marshal(dispatchOf(1, id))
+		if err != nil {
+			t.Error(err)
+		}
+		req := f.signed(t, http.MethodPost, "http://x"+DispatchPath, body, 1)
+		req.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec.Code
+	}
 	var wg sync.WaitGroup
 	for i := range MaxInFlight {
 		wg.Go(func() {
-			if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(1, int64(i+1))); err != nil {
-				t.Errorf("dispatch %d: %v", i, err)
+			if code := post(int64(i+1), fmt.Sprintf("10.0.0.%d:1", i)); code != http.StatusOK {
+				t.Errorf("dispatch %d: %d", i, code)
 			}
 		})
 		<-exec.entered
 	}
-	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(1, 1000)); !errors.Is(err, ErrBusy) {
-		t.Errorf("dispatch %d: %v, want ErrBusy", MaxInFlight+1, err)
+	if code := post(1000, "10.0.1.1:1"); code != http.StatusServiceUnavailable {
+		t.Errorf("dispatch %d, from another address: %d, want 503", MaxInFlight+1, code)
 	}
 	close(exec.release)
 	wg.Wait()
-	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(1, 1001)); err != nil {
-		t.Errorf("dispatch after the others ended: %v", err)
+	if code := post(1001, "10.0.1.1:1"); code != http.StatusOK {
+		t.Errorf("dispatch after the others ended: %d", code)
+	}
+	c := NewClient(nil, time.Second, nil)
+	defer c.Close()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, ErrBusy.Error(), http.StatusServiceUnavailable)
+	}))
+	defer hs.Close()
+	if _, err := c.Dispatch(context.Background(), hs.URL, dispatchOf(1, 1)); !errors.Is(err, ErrBusy) {
+		t.Errorf("a 503 answer: %v, want ErrBusy", err)
 	}
 }
 
@@ -211,6 +231,15 @@ func TestUnsignedTokenBoundedByEpoch(t *testing.T) {
 			t.Fatalf("highest token seen after a refused unsigned token: %d, want 0", h)
 		}
 	}
+	exec.mu.Lock()
+	exec.epochErr = errors.New("store unreachable")
+	exec.mu.Unlock()
+	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(7, 2)); !errors.Is(err, ErrBusy) || s.Highest() != 0 {
+		t.Fatalf("unsigned dispatch while the epoch cannot be read: %v, highest %d; want ErrBusy (503), 0", err, s.Highest())
+	}
+	exec.mu.Lock()
+	exec.epochErr = nil
+	exec.mu.Unlock()
 	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(7, 2)); err != nil {
 		t.Fatalf("dispatch under the recorded epoch: %v", err)
 	}
@@ -246,7 +275,8 @@ func TestRefusalsLogRateLimited(t *testing.T) {
 }
 
 // TestStrictDispatchBody: a dispatch body with a member given twice or in another case
-// than the protocol's is refused, 400: two parsers could read it two ways.
+// than the protocol's is refused, 400: two parsers could read it two ways. A member
+// the protocol does not know is ignored, so that a newer leader can add one.
 func TestStrictDispatchBody(t *testing.T) {
 	t.Parallel()
 	exec := &fakeExecutor{free: 10}
@@ -261,7 +291,6 @@ func TestStrictDispatchBody(t *testing.T) {
 		"node in capitals":  strings.Replace(string(good), `"node"`, `"Node"`, 1),
 		"task name twice":   strings.Replace(string(good), `"Name":"job"`, `"Name":"job","Name":"nobody"`, 1),
 		"task id lowercase": strings.Replace(string(good), `"ID":1`, `"id":1`, 1),
-		"unknown member":    strings.Replace(string(good), `"token":1`, `"token":1,"extra":true`, 1),
 		"trailing data":     string(good) + "{}",
 	} {
 		if body == string(good) {
@@ -273,9 +302,84 @@ func TestStrictDispatchBody(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400", name, rec.Code, rec.Body)
 		}
 	}
+	extended := strings.Replace(string(good), `"token":1`, `"token":1,"added":{"x":[1]}`, 1)
+	for _, body := range []string{string(good), extended} {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, f.signed(t, http.MethodPost, "http://x"+DispatchPath, []byte(body), 1))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s, want 200", body, rec.Code, rec.Body)
+		}
+	}
+	if len(exec.taken) != 2 {
+		t.Fatalf("%d taken, want 2", len(exec.taken))
+	}
+}
+
+// blockedBody is a request body that sends nothing until release is closed, as a
+// client that trickles its body would.
+type blockedBody struct{ release chan struct{} }
+
+func (b blockedBody) Read(p []byte) (int, error) {
+	<-b.release
+	return 0, io.EOF
+}
+
+// TestUnverifiedRequestsHoldNoSlot: requests with well-formed headers but no secret
+// behind them, whose bodies trickle in, hold only their own address's slots: the
+// leader's signed dispatch from another address is served meanwhile. Before, they took
+// the endpoint's slots, and every dispatch of the leader was answered busy until they
+// ended.
+func TestUnverifiedRequestsHoldNoSlot(t *testing.T) {
+	t.Parallel()
+	exec := &fakeExecutor{free: 10}
+	f := setup(t)
+	srv := NewServer("ns", "exec-1", exec, f.verifier, quiet())
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	forged := func(port int) *http.Request {
+		req := httptest.NewRequest(http.MethodPost, "http://x"+DispatchPath, blockedBody{release})
+		req.ContentLength = 1000
+		req.RemoteAddr = fmt.Sprintf("10.0.0.9:%d", port)
+		req.Header.Set(HeaderTimestamp, fmt.Sprint(f.clock.now().UnixMilli()))
+		req.Header.Set(HeaderNonce, strings.Repeat("ab", 16))
+		req.Header.Set(HeaderToken, "1")
+		req.Header.Set(HeaderSignature, strings.Repeat("cd", 32))
+		return req
+	}
+	for i := range MaxInFlight {
+		wg.Go(func() { srv.ServeHTTP(httptest.NewRecorder(), forged(i)) })
+	}
+	waitUntil(t, func() bool {
+		srv.clientsMu.Lock()
+		defer srv.clientsMu.Unlock()
+		return srv.clients["10.0.0.9"] == MaxInFlight
+	})
 	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, f.signed(t, http.MethodPost, "http://x"+DispatchPath, good, 1))
+	srv.ServeHTTP(rec, forged(MaxInFlight))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("request %d from the flooding address: %d, want 503", MaxInFlight+1, rec.Code)
+	}
+	body, err := json.Marshal(dispatchOf(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := f.signed(t, http.MethodPost, "http://x"+DispatchPath, body, 1)
+	req.RemoteAddr = "10.0.0.1:7000"
+	rec = httptest.NewRecorder()
+	srv.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || len(exec.taken) != 1 {
-		t.Fatalf("the well-formed body: %d %s, %d taken; want 200, 1", rec.Code, rec.Body, len(exec.taken))
+		t.Errorf("the leader's dispatch during the flood: %d %s, %d taken; want 200, 1", rec.Code, rec.Body, len(exec.taken))
+	}
+	close(release)
+	wg.Wait()
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 seconds.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
 	}
 }

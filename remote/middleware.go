@@ -30,8 +30,8 @@ func TokenFrom(ctx context.Context) (int64, bool) {
 // plain-text reason and a WWW-Authenticate header, or 503 with Retry-After when the
 // nonce cache is full. Refusals are logged at WARN with the method, path, remote
 // address and reason, at most one line a minute per client address, each line with
-// the count of those held back before it; the log never holds the signature or the
-// body. The returned handler is safe for concurrent use.
+// the count of refusals not logged since the line before; the log never holds the
+// signature or the body. The returned handler is safe for concurrent use.
 func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		h, err := v.checkHeaders(req)
@@ -91,7 +91,8 @@ func (v *Verifier) refuse(w http.ResponseWriter, req *http.Request, status int, 
 }
 
 // logRefusal logs a refused request at WARN, unless limit holds it back: at most one
-// line a minute per client address, with the count of the lines held back before it.
+// line a minute per client address, with the count of the refusals not logged since
+// the line before.
 func logRefusal(log *slog.Logger, limit *lograte.Limiter, req *http.Request, msg string, attrs ...slog.Attr) {
 	ok, held := limit.Allow(clientHost(req))
 	if !ok {

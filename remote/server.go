@@ -99,9 +99,12 @@ const (
 	// MaxDispatchTasks is the most tasks one dispatch may carry: a dispatch of more is
 	// answered 413 (ErrTooLarge), and the leader splits its batches to fit.
 	MaxDispatchTasks = 1000
-	// MaxInFlight is how many requests to DispatchPath and ReleasedPath the endpoint
-	// serves at once. One more is answered 503 with Retry-After (ErrBusy) before its
-	// body is read, and the leader takes it as busy.
+	// MaxInFlight bounds the requests to DispatchPath and ReleasedPath the endpoint
+	// serves at once: at most this many verified ones, and at most this many from one
+	// client address, verified or not (their bodies being read). One more is answered
+	// 503 with Retry-After (ErrBusy), and the leader takes it as busy. So requests
+	// without the secret, however many, hold no slot a verified one needs, unless they
+	// come from the leader's own address.
 	MaxInFlight = 16
 )
 
@@ -118,8 +121,11 @@ type Server struct {
 	released        http.Handler
 	maxBody         int64
 	unsigned        bool             // no secret: loopback only, token read from the unsigned header
-	inFlight        chan struct{}    // a slot per request being served (MaxInFlight)
+	inFlight        chan struct{}    // a slot per verified request being served (MaxInFlight)
 	refusals        *lograte.Limiter // of the log lines of requests refused here
+
+	clientsMu sync.Mutex
+	clients   map[string]int // client address → its requests being served, verified or not
 
 	mu      sync.Mutex
 	highest int64
@@ -134,8 +140,8 @@ func NewServer(namespace, node string, exec Executor, v *Verifier, log *slog.Log
 		log = slog.Default()
 	}
 	s := &Server{namespace: namespace, node: node, exec: exec, log: log, maxBody: DefaultMaxBodyBytes, unsigned: v == nil,
-		inFlight: make(chan struct{}, MaxInFlight), refusals: newRefusalLimiter()}
-	s.dispatch, s.released = http.HandlerFunc(s.serveDispatch), http.HandlerFunc(s.serveReleased)
+		inFlight: make(chan struct{}, MaxInFlight), refusals: newRefusalLimiter(), clients: make(map[string]int)}
+	s.dispatch, s.released = s.bounded(s.serveDispatch), s.bounded(s.serveReleased)
 	if v != nil {
 		s.dispatch, s.released = v.Middleware(s.dispatch), v.Middleware(s.released)
 		s.maxBody = v.maxBodyBytes
@@ -193,7 +199,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // signed serves a POST through h: verified by the middleware with a secret, on
-// loopback only without one, and at most MaxInFlight at once.
+// loopback only without one, and at most MaxInFlight at once from one client address.
 func (s *Server) signed(w http.ResponseWriter, req *http.Request, h http.Handler) {
 	if req.Method != http.MethodPost {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -203,15 +209,50 @@ func (s *Server) signed(w http.ResponseWriter, req *http.Request, h http.Handler
 		s.refuse(w, req, http.StatusForbidden, ErrInsecureListen.Error(), "no cluster secret and not on loopback")
 		return
 	}
-	select {
-	case s.inFlight <- struct{}{}:
-		defer func() { <-s.inFlight }()
-	default:
+	host := clientHost(req)
+	if !s.enter(host) {
 		w.Header().Set("Retry-After", "1")
-		s.refuse(w, req, http.StatusServiceUnavailable, ErrBusy.Error(), fmt.Sprintf("%d requests in flight", MaxInFlight))
+		s.refuse(w, req, http.StatusServiceUnavailable, ErrBusy.Error(), fmt.Sprintf("%d requests in flight from this address", MaxInFlight))
 		return
 	}
+	defer s.leave(host)
 	h.ServeHTTP(w, req)
+}
+
+// enter counts a request of the client address host, unless it has MaxInFlight being
+// served.
+func (s *Server) enter(host string) bool {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	if s.clients[host] >= MaxInFlight {
+		return false
+	}
+	s.clients[host]++
+	return true
+}
+
+// leave uncounts a request of host.
+func (s *Server) leave(host string) {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	if s.clients[host]--; s.clients[host] <= 0 {
+		delete(s.clients, host)
+	}
+}
+
+// bounded serves a verified request through next, at most MaxInFlight at once.
+func (s *Server) bounded(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case s.inFlight <- struct{}{}:
+			defer func() { <-s.inFlight }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, req, http.StatusServiceUnavailable, ErrBusy.Error(), fmt.Sprintf("%d verified requests in flight", MaxInFlight))
+			return
+		}
+		next(w, req)
+	})
 }
 
 // refuse answers status with the short text and logs why, within the rate of
@@ -270,7 +311,7 @@ func (s *Server) readRequest(w http.ResponseWriter, req *http.Request, what stri
 	if !ok {
 		return 0, false
 	}
-	if err := strictjson.Unmarshal(body, v); err != nil {
+	if err := strictjson.UnmarshalExtensible(body, v); err != nil {
 		http.Error(w, "malformed "+what+": "+err.Error(), http.StatusBadRequest)
 		return 0, false
 	}
@@ -302,12 +343,9 @@ func (s *Server) readRequest(w http.ResponseWriter, req *http.Request, what stri
 	return token, true
 }
 
-// The longest name (ax.MaxNameLen) and execution id (a UUID has 36 bytes; the stores
-// keep 100) a dispatched task may have.
-const (
-	maxName        = 200
-	maxExecutionID = 100
-)
+// maxExecutionID is the longest execution id a dispatched task may have: a UUID has 36
+// bytes, and the stores keep 100.
+const maxExecutionID = 100
 
 // cleanText reports whether s is non-empty, at most limit bytes, valid UTF-8 and
 // without a NUL: text every store keeps as it is.
@@ -329,8 +367,8 @@ func checkTasks(tasks []store.Task) (status int, err error) {
 			return http.StatusBadRequest, fmt.Errorf("task %d: id %d not positive or given twice", i, t.ID)
 		case !cleanText(t.ExecutionID, maxExecutionID):
 			return http.StatusBadRequest, fmt.Errorf("task %d (id %d): the execution id is empty, over %d bytes or not clean UTF-8", i, t.ID, maxExecutionID)
-		case !cleanText(t.Name, maxName):
-			return http.StatusBadRequest, fmt.Errorf("task %d (id %d): the name is empty, over %d bytes or not clean UTF-8", i, t.ID, maxName)
+		case !cleanText(t.Name, store.MaxNameLen):
+			return http.StatusBadRequest, fmt.Errorf("task %d (id %d): the name is empty, over %d bytes or not clean UTF-8", i, t.ID, store.MaxNameLen)
 		}
 		seen[t.ID] = true
 	}

@@ -26,12 +26,13 @@ type fakeExecutor struct {
 	valid    []func() error
 	released []int64
 	epoch    int64 // the store's recorded epoch, as Epoch answers
+	epochErr error // Epoch's error, when set
 }
 
 func (f *fakeExecutor) Epoch(context.Context) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.epoch, nil
+	return f.epoch, f.epochErr
 }
 
 func (f *fakeExecutor) Released(token int64) {

@@ -65,6 +65,12 @@ func (s Status) Terminal() bool {
 	return s == Succeeded || s == Failed || s == Cancelled || s == Skipped
 }
 
+// Limits on a task's name and business key, in bytes, that ax checks on submit.
+const (
+	MaxNameLen = 200
+	MaxKeyLen  = 500
+)
+
 // MaxBatch is the largest number of rows a single batched statement touches (claims,
 // starts, heartbeats, results): batches are split into chunks of at most MaxBatch
 // ids, sorted ascending, so concurrent batches cannot deadlock.

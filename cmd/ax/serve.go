@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
+	"github.com/axsched/ax/internal/lograte"
 	"github.com/axsched/ax/metrics"
 	"github.com/axsched/ax/store"
 )
@@ -167,7 +170,7 @@ flags:
 // newServer returns ax serve's server of h: every phase of a request bounded in time,
 // headers (the query string with them) to 64 KiB, TLS 1.2 or later with cert when
 // there is one, and the server's own errors (a failed TLS handshake) logged to log
-// at WARN.
+// at WARN, at most one line a minute per client address.
 func newServer(h http.Handler, cert *tls.Certificate, log *slog.Logger) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
@@ -176,12 +179,40 @@ func newServer(h http.Handler, cert *tls.Certificate, log *slog.Logger) *http.Se
 		WriteTimeout:      time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          stdlog.New(serverErrors{log: log, limit: lograte.New(time.Minute, 1024, nil)}, "", 0),
 	}
 	if cert != nil {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
 	}
 	return srv
+}
+
+// serverErrors is an http.Server's ErrorLog: each line (a failed TLS handshake, say,
+// "http: TLS handshake error from 192.0.2.1:5678: EOF") goes to log at WARN, at most
+// one a minute per client address, with the count of lines not logged since the line
+// before. A port scan cannot flood the log.
+type serverErrors struct {
+	log   *slog.Logger
+	limit *lograte.Limiter
+}
+
+func (w serverErrors) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	key := "" // a line that names no client
+	if _, rest, ok := strings.Cut(msg, " from "); ok {
+		addr, _, _ := strings.Cut(rest, ": ")
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			key = host
+		}
+	}
+	if ok, held := w.limit.Allow(key); ok {
+		attrs := []slog.Attr{}
+		if held > 0 {
+			attrs = append(attrs, slog.Int("lines_not_logged", held))
+		}
+		w.log.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+	}
+	return len(p), nil
 }
 
 // isLoopback reports whether addr, a listener's, takes connections from this machine

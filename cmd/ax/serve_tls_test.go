@@ -180,3 +180,21 @@ func TestServeTokensAreNotEchoed(t *testing.T) {
 		}
 	}
 }
+
+// TestServerErrorsRateLimited: the server's own error lines — a port scan's failed TLS
+// handshakes — are logged at most once a minute per client address, and the next line
+// counts those not logged.
+func TestServerErrorsRateLimited(t *testing.T) {
+	t.Parallel()
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	w := newServer(http.NotFoundHandler(), nil, log).ErrorLog
+	for i := range 100 {
+		w.Printf("http: TLS handshake error from 192.0.2.1:%d: EOF", 1000+i)
+	}
+	w.Printf("http: TLS handshake error from 192.0.2.2:1000: EOF")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "192.0.2.1") || !strings.Contains(lines[1], "192.0.2.2") || !strings.Contains(lines[1], "lines_not_logged=99") {
+		t.Fatalf("101 handshake errors from two addresses logged:\n%s\nwant one line each, the second counting the 99 not logged", buf.String())
+	}
+}

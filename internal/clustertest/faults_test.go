@@ -1,3 +1,5 @@
+//go:build linux
+
 package clustertest_test
 
 import (

@@ -164,6 +164,12 @@ func (c fenceContext) check() {
 // selfFence returns, whoever calls it first (cancelling is idempotent and
 // synchronous, children included); the warning is logged once, after.
 func (e *Executor) selfFence(x *execution) {
+	x.beatMu.Lock()
+	returned := x.returned
+	x.beatMu.Unlock()
+	if returned { // its result waits to be written: there is nothing to cancel
+		return
+	}
 	x.fenced.Store(true) // before the cancel: a handler that sees it returns as fenced
 	x.cancel(ErrSelfFenced)
 	if x.warned.CompareAndSwap(false, true) {
@@ -685,6 +691,7 @@ func (e *Executor) run(x *execution) {
 	defer timer.Stop()
 	task := *t // the handler gets its own copy
 	err, panicked := call(ctx, hd.Run, &task)
+	x.stopFence() // from here on nothing fences it: its outcome is decided
 	outcome := observe.Succeeded
 	switch {
 	case panicked:

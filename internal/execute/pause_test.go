@@ -1,3 +1,5 @@
+//go:build linux
+
 package execute
 
 import (
@@ -35,12 +37,13 @@ const (
 
 // TestPausedHandlerSeesCancel: a handler whose process was stopped (SIGSTOP) for longer
 // than the self-fencing bound finds its context cancelled at its first check after the
-// process resumes — ctx.Err() non-nil and ctx.Done() closed — whichever goroutine the
-// runtime wakes first, and although the self-fencing warning takes 2 ms to log (a
-// logger preempted mid-write). The child runs 16 handlers that poll their context every
-// millisecond; the parent stops and resumes it until 400 handlers have seen a resume.
-// Before the fix the warning was logged between marking the execution fenced and
-// cancelling its context, and a check in that window found the context live.
+// process resumes: ctx.Err() non-nil and ctx.Done() closed, whichever it calls first.
+// That holds whichever goroutine the runtime wakes first, and although the
+// self-fencing warning takes 2 ms to log (a logger preempted mid-write). The child
+// runs 16 handlers that poll their context every millisecond; the parent stops and
+// resumes it until 400 handlers have seen a resume. Before the fix the warning was
+// logged between marking the execution fenced and cancelling its context, and a check
+// in that window found the context live.
 func TestPausedHandlerSeesCancel(t *testing.T) {
 	if os.Getenv(pauseChildEnv) != "" {
 		pauseChild(t)
@@ -165,21 +168,29 @@ func pauseChild(t *testing.T) {
 		Node: "child", Concurrency: pauseHandlers, HeartbeatInterval: pauseHeartbeat, MaxDispatchRetries: 3,
 		SelfFenceAfter: pauseBound,
 		Handler: func(string) *Handler {
-			return &Handler{Timeout: time.Hour, Run: func(ctx context.Context, _ *store.Task) error {
+			return &Handler{Timeout: time.Hour, Run: func(ctx context.Context, t *store.Task) error {
 				defer returned.Done()
 				polling.Done()
+				doneFirst := t.ID%2 == 0 // half the handlers call Done first, half Err
 				last := time.Now()
 				for {
 					now := time.Now()
 					paused := now.Sub(last) > pauseGap
 					last = now
-					// The first check after the pause: Err, and Done, at once.
-					err := ctx.Err()
+					// The first check after the pause: Done and Err, one right after
+					// the other, in either order.
+					var err error
 					var done bool
+					if !doneFirst {
+						err = ctx.Err()
+					}
 					select {
 					case <-ctx.Done():
 						done = true
 					default:
+					}
+					if doneFirst {
+						err = ctx.Err()
 					}
 					switch {
 					case paused && (err == nil || !done):

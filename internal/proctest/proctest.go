@@ -1,6 +1,8 @@
+//go:build linux
+
 // Package proctest pauses and resumes child processes for tests: SIGSTOP that returns
 // only once every thread of the child has stopped, so that whatever the child does
-// next, it does after the matching SIGCONT.
+// next, it does after the matching SIGCONT. It reads /proc: Linux only.
 package proctest
 
 import (

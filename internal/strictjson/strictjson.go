@@ -5,7 +5,8 @@
 //     the last);
 //   - a member that names a struct field only when case is ignored ("Reason" for
 //     `json:"reason"`);
-//   - a member that names no field of the struct it decodes into;
+//   - a member that names no field of the struct it decodes into (UnmarshalExtensible
+//     ignores it, for protocols that newer peers may extend);
 //   - anything after the value but white space.
 //
 // It walks the input's tokens beside the type it decodes into, then lets
@@ -52,17 +53,29 @@ const MaxDepth = 10000
 // leaves v untouched; a value of the wrong type may leave it partly set, as
 // json.Unmarshal does.
 func Unmarshal(data []byte, v any) error {
+	return unmarshal(data, v, false)
+}
+
+func unmarshal(data []byte, v any, extensible bool) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return &json.InvalidUnmarshalError{Type: reflect.TypeOf(v)}
 	}
-	if err := check(data, rv.Type().Elem()); err != nil {
+	if err := check(data, rv.Type().Elem(), extensible); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return wrapJSON(err)
 	}
 	return nil
+}
+
+// UnmarshalExtensible is Unmarshal for a protocol that newer peers may extend: a
+// member that names no field, in any case, is ignored, as json.Unmarshal ignores it.
+// A member that matches a field only when case is ignored, a duplicate and trailing
+// data are still refused.
+func UnmarshalExtensible(data []byte, v any) error {
+	return unmarshal(data, v, true)
 }
 
 // Decode reads r to its end, at most limit bytes, and decodes what it read as
@@ -101,8 +114,8 @@ func wrapJSON(err error) error {
 }
 
 // check walks data's tokens beside t, the type it decodes into.
-func check(data []byte, t reflect.Type) error {
-	w := &walker{dec: json.NewDecoder(bytes.NewReader(data))}
+func check(data []byte, t reflect.Type, extensible bool) error {
+	w := &walker{dec: json.NewDecoder(bytes.NewReader(data)), extensible: extensible}
 	w.dec.UseNumber() // numbers are not converted: a huge one is json.Unmarshal's to judge
 	if err := w.value(t); err != nil {
 		return err
@@ -116,9 +129,10 @@ func check(data []byte, t reflect.Type) error {
 // walker reads one value's tokens. path is where it is, for messages: member names
 // and array indexes.
 type walker struct {
-	dec   *json.Decoder
-	path  []step
-	depth int
+	dec        *json.Decoder
+	path       []step
+	depth      int
+	extensible bool // a member that names no field is skipped, not refused
 }
 
 // step is one level of a walker's path: an object member or an array index.
@@ -153,7 +167,9 @@ func (w *walker) value(t reflect.Type) error {
 		return w.refuse(fmt.Sprintf("nested over %d levels", MaxDepth))
 	}
 	defer func() { w.depth-- }()
-	t = indirect(t)
+	if t != nil { // nil: a member UnmarshalExtensible ignores
+		t = indirect(t)
+	}
 	switch {
 	case t == nil: // opaque
 	case t.Kind() == reflect.Interface:
@@ -191,7 +207,9 @@ func (w *walker) object(fields map[string]reflect.Type, elem reflect.Type) error
 		if fields != nil {
 			var ok bool
 			if t, ok = fields[name]; !ok {
-				return w.refuse(unknown(name, fields))
+				if problem, folded := unknown(name, fields); folded || !w.extensible {
+					return w.refuse(problem)
+				}
 			}
 		}
 		w.path = append(w.path, step{name: name})
@@ -236,14 +254,15 @@ func (w *walker) skip() error {
 	return nil
 }
 
-// unknown says why name is not a member of a struct with fields.
-func unknown(name string, fields map[string]reflect.Type) string {
+// unknown says why name is not a member of a struct with fields, and whether it
+// matches one when case is ignored.
+func unknown(name string, fields map[string]reflect.Type) (problem string, folded bool) {
 	for f := range fields {
 		if strings.EqualFold(f, name) {
-			return fmt.Sprintf("member %s matches field %s only when case is ignored", quote(name), quote(f))
+			return fmt.Sprintf("member %s matches field %s only when case is ignored", quote(name), quote(f)), true
 		}
 	}
-	return fmt.Sprintf("unknown member %s", quote(name))
+	return fmt.Sprintf("unknown member %s", quote(name)), false
 }
 
 // refuse is the ErrInvalid of problem at the walker's place.

@@ -219,3 +219,30 @@ func containsAny(s string, subs []string) bool {
 	}
 	return false
 }
+
+// TestUnmarshalExtensible: members that name no field, scalars or nested values, are
+// ignored as encoding/json ignores them; a name in another case, a duplicate (among
+// the ignored ones too) and trailing data are still refused.
+func TestUnmarshalExtensible(t *testing.T) {
+	t.Parallel()
+	var d dispatch
+	in := `{"tasks":[{"ID":1,"Name":"job","Later":{"x":[1,{"y":2}]}}],"added":true}`
+	if err := strictjson.UnmarshalExtensible([]byte(in), &d); err != nil || len(d.Tasks) != 1 || d.Tasks[0].ID != 1 {
+		t.Fatalf("UnmarshalExtensible(%s) = %+v, %v; want task 1", in, d, err)
+	}
+	for _, c := range []struct{ in, want string }{
+		{`{"tasks":[{"name":"job"}]}`, `member "name" matches field "Name" only when case is ignored`},
+		{`{"added":1,"added":2}`, `duplicate member "added"`},
+		{`{"tasks":[{"ID":1,"ID":2}]}`, `duplicate member "ID"`},
+		{`{"added":{"y":1,"y":2}}`, ""}, // inside an ignored value: json.Unmarshal never reads it
+		{`{} x`, "data after the top-level value"},
+	} {
+		err := strictjson.UnmarshalExtensible([]byte(c.in), new(dispatch))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("UnmarshalExtensible(%s) = %v, want nil", c.in, err)
+		case c.want != "" && (!errors.Is(err, strictjson.ErrInvalid) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("UnmarshalExtensible(%s) = %v, want ErrInvalid with %q", c.in, err, c.want)
+		}
+	}
+}
