@@ -65,6 +65,14 @@ func unmarshal(data []byte, v any, extensible bool) error {
 		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
+		// Malformed, in a way the scanner read past: the walker says where. (v is as
+		// it was: json.Unmarshal judges the syntax before it sets anything.)
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			if werr := walk(data, rv.Type().Elem(), extensible); werr != nil {
+				return werr
+			}
+		}
 		return wrapJSON(err)
 	}
 	return nil
@@ -113,8 +121,19 @@ func wrapJSON(err error) error {
 	return &invalidError{msg: msg, err: err}
 }
 
-// check walks data's tokens beside t, the type it decodes into.
+// check walks data beside t, the type it decodes into. It is scanned in place
+// (scan.go); what the scanner cannot read is walked token by token by encoding/json's
+// Decoder, whose errors say what is wrong and where.
 func check(data []byte, t reflect.Type, extensible bool) error {
+	s := &scanner{data: data, extensible: extensible}
+	if err := s.check(t); err != errMalformed {
+		return err
+	}
+	return walk(data, t, extensible)
+}
+
+// walk is check by encoding/json's Decoder, token by token.
+func walk(data []byte, t reflect.Type, extensible bool) error {
 	w := &walker{dec: json.NewDecoder(bytes.NewReader(data)), extensible: extensible}
 	w.dec.UseNumber() // numbers are not converted: a huge one is json.Unmarshal's to judge
 	if err := w.value(t); err != nil {
@@ -266,11 +285,14 @@ func unknown(name string, fields map[string]reflect.Type) (problem string, folde
 }
 
 // refuse is the ErrInvalid of problem at the walker's place.
-func (w *walker) refuse(problem string) error {
+func (w *walker) refuse(problem string) error { return refuseAt(w.path, problem) }
+
+// refuseAt is the ErrInvalid of problem at path.
+func refuseAt(path []step, problem string) error {
 	msg := "json: " + problem
-	if len(w.path) > 0 {
+	if len(path) > 0 {
 		var b strings.Builder
-		for _, s := range w.path {
+		for _, s := range path {
 			if s.name == "" {
 				fmt.Fprintf(&b, "[%d]", s.index)
 			} else if simpleName(s.name) {
