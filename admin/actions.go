@@ -103,8 +103,33 @@ type action struct {
 	trigger     bool                         // counted by the actor's TriggerLimit
 	target      func(r *http.Request) string // what the audit record names, from the path alone
 	// run does the action; in is the transaction it joins (nil: none), its audit
-	// record's too.
-	run func(ctx context.Context, r *http.Request, b ActionBody, in []ax.ActionOption) (outcome, error)
+	// record's too. A task's action sets task instead: run on the route's task.
+	run  func(ctx context.Context, r *http.Request, b ActionBody, in []ax.ActionOption) (outcome, error)
+	task taskOp
+	bulk string // the id of the bulk action it is a part of, named in its record's result
+}
+
+// taskOp does an action on the task id, in the transaction in (nil: none).
+type taskOp func(ctx context.Context, id int64, b ActionBody, in []ax.ActionOption) (outcome, error)
+
+// admit returns the first refusal of a mutating call by c with reason, in the order
+// the API refuses them, or nil.
+func (h *Handler) admit(c caller, a action, reason string) error {
+	switch {
+	case c.role < Operator:
+		return fail(http.StatusForbidden, "forbidden", "%s's role, %s, does not allow this; it needs %s", c.actor, c.role, Operator)
+	case h.readOnly:
+		return fail(http.StatusForbidden, "read_only", "the API is read-only (admin.Config.ReadOnly)")
+	case a.needsReason && strings.TrimSpace(reason) == "":
+		return fail(http.StatusBadRequest, "invalid", "%s needs a reason", a.name)
+	case len(reason) > maxReason || !store.CleanText(reason):
+		return fail(http.StatusBadRequest, "invalid", "the reason is over %d bytes or holds a NUL", maxReason)
+	case h.noAudit:
+		return fail(http.StatusNotImplemented, "unsupported", "the store keeps no audit log (store.Auditor): no action is done unaudited")
+	case a.trigger && !h.triggers.allow(c.actor, h.now()):
+		return fail(http.StatusTooManyRequests, "rate_limited", "%s may trigger %d times per %v", c.actor, h.triggers.n, h.triggers.per)
+	}
+	return nil
 }
 
 // act registers a mutating route for operators: every call by a known token,
@@ -124,26 +149,23 @@ func (h *Handler) act(pattern string, a action) {
 		var b ActionBody
 		err := decodeBody(r, &b)
 		rec.Reason = b.Reason
-		switch {
-		case err != nil:
-		case c.role < Operator:
-			err = fail(http.StatusForbidden, "forbidden", "%s's role, %s, does not allow this; it needs %s", c.actor, c.role, Operator)
-		case h.readOnly:
-			err = fail(http.StatusForbidden, "read_only", "the API is read-only (admin.Config.ReadOnly)")
-		case a.needsReason && strings.TrimSpace(b.Reason) == "":
-			err = fail(http.StatusBadRequest, "invalid", "%s needs a reason", a.name)
-		case len(b.Reason) > maxReason || !store.CleanText(b.Reason):
-			err = fail(http.StatusBadRequest, "invalid", "the reason is over %d bytes or holds a NUL", maxReason)
-		case h.noAudit:
-			err = fail(http.StatusNotImplemented, "unsupported", "the store keeps no audit log (store.Auditor): no action is done unaudited")
-		case a.trigger && !h.triggers.allow(c.actor, h.now()):
-			err = fail(http.StatusTooManyRequests, "rate_limited", "%s may trigger %d times per %v", c.actor, h.triggers.n, h.triggers.per)
+		if err == nil {
+			err = h.admit(c, a, b.Reason)
 		}
 		var out outcome
 		var saved *ax.AuditRecord
 		var aerr error
 		if err == nil {
-			out, saved, err, aerr = h.perform(r, a, b, rec)
+			out, saved, err, aerr = h.perform(r, a, func(ctx context.Context, in []ax.ActionOption) (outcome, error) {
+				if a.task == nil {
+					return a.run(ctx, r, b, in)
+				}
+				id, err := taskID(r)
+				if err != nil {
+					return outcome{}, err
+				}
+				return a.task(ctx, id, b, in)
+			}, rec)
 		}
 		switch {
 		case err != nil:
@@ -173,13 +195,14 @@ func (h *Handler) act(pattern string, a action) {
 // — and its error returned, for the caller to record. A store without transactions
 // (the memory store) does the change, then writes the record: aerr is then an error
 // after the change.
-func (h *Handler) perform(r *http.Request, a action, b ActionBody, rec ax.AuditRecord) (out outcome, saved *ax.AuditRecord, err, aerr error) {
+func (h *Handler) perform(r *http.Request, a action, do func(ctx context.Context, in []ax.ActionOption) (outcome, error),
+	rec ax.AuditRecord) (out outcome, saved *ax.AuditRecord, err, aerr error) {
 	ctx := r.Context()
 	joined := false
 	txErr := h.s.InTx(ctx, func(ctx context.Context, tx any) error {
 		joined, saved, aerr = true, nil, nil
 		in := []ax.ActionOption{ax.WithTx(tx)}
-		if out, err = a.run(ctx, r, b, in); err != nil {
+		if out, err = do(ctx, in); err != nil {
 			return err
 		}
 		saved, aerr = h.s.Audit(ctx, recorded(rec, a, out, nil), in...)
@@ -187,7 +210,7 @@ func (h *Handler) perform(r *http.Request, a action, b ActionBody, rec ax.AuditR
 	})
 	switch {
 	case !joined && errors.Is(txErr, ax.ErrUnsupported):
-		if out, err = a.run(ctx, r, b, nil); err != nil {
+		if out, err = do(ctx, nil); err != nil {
 			return out, nil, err, nil
 		}
 		saved, aerr = h.s.Audit(context.WithoutCancel(ctx), recorded(rec, a, out, nil))
@@ -221,6 +244,9 @@ func recorded(rec ax.AuditRecord, a action, out outcome, f *apiFailure) ax.Audit
 	if f != nil {
 		rec.Result = f.code + ": " + f.msg
 	}
+	if a.bulk != "" {
+		rec.Result += " (bulk " + a.bulk + ")"
+	}
 	return safeRecord(rec)
 }
 
@@ -237,15 +263,11 @@ func taskTarget(r *http.Request) string { return "task " + r.PathValue("id") }
 
 func scheduleTarget(r *http.Request) string { return "schedule " + r.PathValue("name") }
 
-// onTask runs do on the task of the route, in the transaction in (if any), reading
-// the task before and after in it; check, when given, judges the two reads.
+// onTask runs do on a task, in the transaction in (if any), reading the task before
+// and after in it; check, when given, judges the two reads.
 func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error,
-	check func(before, after *ax.Task) error) func(context.Context, *http.Request, ActionBody, []ax.ActionOption) (outcome, error) {
-	return func(ctx context.Context, r *http.Request, b ActionBody, in []ax.ActionOption) (outcome, error) {
-		id, err := taskID(r)
-		if err != nil {
-			return outcome{}, err
-		}
+	check func(before, after *ax.Task) error) taskOp {
+	return func(ctx context.Context, id int64, b ActionBody, in []ax.ActionOption) (outcome, error) {
 		before, err := h.s.Get(ctx, id, in...)
 		if err != nil {
 			return outcome{}, err
@@ -282,8 +304,8 @@ func reachedOther(t *ax.Task, other string) error {
 
 // routeActions registers the mutating routes and the audit log.
 func (h *Handler) routeActions() {
-	h.act("POST /tasks/{id}/cancel", action{name: "task.cancel", target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
+	cancel := action{name: "task.cancel", target: taskTarget,
+		task: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
 			if err := byKey(t); err != nil {
 				return err
 			}
@@ -293,18 +315,24 @@ func (h *Handler) routeActions() {
 				return reachedOther(before, "the newer task of its key")
 			}
 			return nil
-		})})
-	h.act("POST /tasks/{id}/retry", action{name: "task.retry", target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
+		})}
+	retry := action{name: "task.retry", target: taskTarget,
+		task: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
 			_, err := h.s.Retry(ctx, t.ID, in...)
 			return err
-		}, nil)})
-	h.act("POST /tasks/{id}/trigger", action{name: "task.trigger", needsReason: true, trigger: true, target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
+		}, nil)}
+	trigger := action{name: "task.trigger", needsReason: true, trigger: true, target: taskTarget,
+		task: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
 			return h.s.Trigger(ctx, t.ID, in...)
-		}, nil)})
+		}, nil)}
+	h.act("POST /tasks/{id}/cancel", cancel)
+	h.act("POST /tasks/{id}/retry", retry)
+	h.act("POST /tasks/{id}/trigger", trigger)
+	h.bulk("POST /tasks/bulk/cancel", cancel, ax.Scheduled)
+	h.bulk("POST /tasks/bulk/retry", retry, ax.Failed)
+	h.bulk("POST /tasks/bulk/trigger", trigger, ax.Scheduled, ax.Failed)
 	h.act("POST /tasks/{id}/reschedule", action{name: "task.reschedule", needsReason: true, target: taskTarget,
-		run: h.onTask(func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error {
+		task: h.onTask(func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error {
 			if b.At == nil {
 				return fail(http.StatusBadRequest, "invalid", "a reschedule needs \"at\", the new due time")
 			}

@@ -24,6 +24,9 @@
 //	POST /tasks/{id}/retry           operator: ax.Retry
 //	POST /tasks/{id}/trigger         operator, a reason: ax.Trigger (run here, or handed to the scheduler with its handler)
 //	POST /tasks/{id}/reschedule      operator, a reason and "at": ax.Reschedule
+//	POST /tasks/bulk/cancel          operator, a reason: cancel tasks by ids or by filter (BulkBody)
+//	POST /tasks/bulk/retry           operator, a reason: retry them
+//	POST /tasks/bulk/trigger         operator, a reason: trigger them
 //	POST /schedules/{name}/pause     operator: ax.PauseSchedule
 //	POST /schedules/{name}/resume    operator: ax.ResumeSchedule
 //	POST /schedules/{name}/trigger   operator, a reason: ax.TriggerSchedule (an occurrence now, marked manual)
@@ -81,6 +84,17 @@
 // are counted apart; past them, new addresses share one count. Tokens are meant to be
 // long random secrets: the limit bounds the noise of failures, guessing is hopeless
 // anyway.
+//
+// A bulk action (POST /tasks/bulk/…) takes a BulkBody: the tasks by ids (at most
+// MaxBulk, 10,000) or by filter (GET /tasks's query string, among the tasks in a state
+// the action may change; of more than MaxBulk, the newest), a reason, and dry_run to
+// count them only. It runs the single action on each task, each in its own
+// transaction with its own audit record, whose result ends "(bulk <id>)"; a task the
+// action does not change has no record, and its refusal is in the answer
+// (BulkResult). The bulk's own record, action "task.bulk_cancel" (…_retry,
+// …_trigger), names the ids or the filter and counts what changed and what did not.
+// A bulk trigger counts once against the actor's trigger limit; a dry run writes no
+// record and counts against no limit.
 //
 // The query string of GET /tasks: status (repeated or comma-separated), name,
 // key_prefix, owner, task_key, due_from, due_before, finished_from, finished_before

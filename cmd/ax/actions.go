@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/axsched/ax/admin"
 )
 
-// taskAction is `ax tasks cancel|retry|trigger|reschedule ID`.
+// taskAction is `ax tasks cancel|retry|trigger|reschedule ID`, or, without an ID,
+// the bulk form of cancel, retry and trigger (taskBulk).
 func taskAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
+	if action != "reschedule" && len(args) > 0 && strings.HasPrefix(args[0], "-") && !isHelp(args[0]) {
+		return taskBulk(ctx, action, args, stdout, stderr)
+	}
 	command := "tasks " + action
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	var api apiFlags
@@ -30,6 +35,9 @@ func taskAction(ctx context.Context, action string, args []string, stdout, stder
 		}
 		fmt.Fprintf(fs.Output(), "usage: ax %s ID%s [flags]\n\nCalls POST /tasks/ID/%s and prints the task after it.\n\nflags:\n", command, extra, action)
 		fs.PrintDefaults()
+		if at == nil {
+			fmt.Fprintf(fs.Output(), "\nWithout an ID it acts on many tasks: see 'ax %s --ids 1 -h'.\n", command)
+		}
 	}
 	id, code, ok := firstArg(fs, command, "task ID", args, stdout, stderr)
 	if !ok {
@@ -122,5 +130,109 @@ func (a *apiFlags) act(ctx context.Context, command, path string, body admin.Act
 	}
 	fmt.Fprintf(tw, "audit:\t%d (%s by %s)\n", res.Audit.ID, res.Audit.Action, res.Audit.Actor)
 	tw.Flush()
+	return exitOK
+}
+
+// taskBulk is `ax tasks cancel|retry|trigger` on many tasks: by --ids, or by a filter
+// of GET /tasks's parameters (--all for none), through POST /tasks/bulk/ACTION.
+func taskBulk(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
+	command := "tasks " + action
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	api := apiFlags{timeout: 5 * time.Minute} // up to 10,000 tasks, each in a transaction of its own
+	api.register(fs)
+	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`; required)")
+	ids := fs.String("ids", "", "the tasks, by `ID,ID,…`")
+	all := fs.Bool("all", false, "every task the action may change (no filter)")
+	dryRun := fs.Bool("dry-run", false, "only print how many tasks would change")
+	var statuses repeated
+	fs.Var(&statuses, "status", "only tasks in `STATUS` (repeat, or comma-separate, for several)")
+	filters := map[string]*string{}
+	for _, f := range []struct{ flag, param, usage string }{
+		{"name", "name", "only tasks of handler `NAME`"},
+		{"key-prefix", "key_prefix", "only keys that start with `P`"},
+		{"owner", "owner", "only tasks submitted by `SERVICE`"},
+		{"task-key", "task_key", "only tasks of task key `K`"},
+		{"due-from", "due_from", "only tasks due at or after `T` (RFC 3339)"},
+		{"due-before", "due_before", "only tasks due before `T`"},
+		{"finished-from", "finished_from", "only tasks finished at or after `T`"},
+		{"finished-before", "finished_before", "only tasks finished before `T`"},
+	} {
+		filters[f.param] = fs.String(f.flag, "", f.usage)
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: ax %s --ids ID,ID,… --reason R [--dry-run] [flags]
+       ax %s FILTER… --reason R [--dry-run] [flags]
+       ax %s --all --reason R [--dry-run] [flags]
+
+Calls POST /tasks/bulk/%s: the action on each task given, or on each the filter
+selects among those in a state the action may change (the newest 10,000 at most),
+and prints what became of them; --dry-run prints how many would change.
+
+flags:
+`, command, command, command, action)
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	body := admin.BulkBody{Reason: *reason, DryRun: *dryRun}
+	q := url.Values{}
+	for _, st := range statuses {
+		q.Add("status", st)
+	}
+	for param, v := range filters {
+		if *v != "" {
+			q.Set(param, *v)
+		}
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ax %s: "+format+"\n\n", append([]any{command}, a...)...)
+		fs.Usage()
+		return exitUsage
+	}
+	switch {
+	case *ids != "" && (len(q) > 0 || *all):
+		return usageErr("give --ids or a filter (or --all), not both")
+	case *ids != "":
+		for _, s := range strings.Split(*ids, ",") {
+			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if err != nil {
+				return usageErr("--ids: %q is not a task ID", s)
+			}
+			body.IDs = append(body.IDs, id)
+		}
+	case len(q) > 0 && *all:
+		return usageErr("--all is every task: give it without a filter")
+	case len(q) == 0 && !*all:
+		return usageErr("which tasks? give --ids, a filter (--status, --name, …), or --all")
+	default:
+		filter := q.Encode()
+		body.Filter = &filter
+	}
+	var res admin.BulkResult
+	answer, err := api.do(ctx, "POST", "/tasks/bulk/"+action, nil, body, &res)
+	if err != nil {
+		fmt.Fprintf(stderr, "ax %s: %v\n", command, err)
+		return exitFail
+	}
+	if api.json {
+		stdout.Write(answer)
+		return exitOK
+	}
+	more := ""
+	if res.More {
+		more = fmt.Sprintf(" (the filter selects more: the newest %d were taken)", res.Selected)
+	}
+	if res.DryRun {
+		fmt.Fprintf(stdout, "would %s %d of %d tasks selected%s\n", action, res.Changed, res.Selected, more)
+		return exitOK
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "ID\tSTATUS\tRESULT")
+	for _, t := range res.Tasks {
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", t.ID, t.Status, t.Result)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "%s: %d of %d tasks changed%s; audit %d (bulk %s)\n", action, res.Changed, res.Selected, more, res.Audit.ID, res.Bulk)
 	return exitOK
 }

@@ -294,11 +294,7 @@ func TestTasksCommands(t *testing.T) {
 	api := []string{"--server", srv.URL, "--token", "tok"}
 	op := []string{"--server", srv.URL, "--token", "op-tok"}
 	id := func(i int) string { return strconv.FormatInt(ids[i], 10) }
-	for _, c := range []struct {
-		args []string
-		code int
-		want []string // in stdout when 0, else in stderr
-	}{
+	runCommands(t, []commandCase{
 		{append([]string{"tasks", "list", "--name", "order.close"}, api...), exitOK,
 			[]string{"ID  NAME", "order.close  cust-9/3  SCHEDULED", "cust-7/1", "orders"}},
 		{append([]string{"tasks", "list", "--status", "SCHEDULED", "--limit", "2", "--order", "soonest"}, api...), exitOK, []string{"next: "}},
@@ -325,7 +321,63 @@ func TestTasksCommands(t *testing.T) {
 		{append([]string{"tasks", "list", "extra"}, api...), exitUsage, []string{`unexpected argument "extra"`}},
 		{[]string{"schedules"}, exitUsage, []string{"missing action: want list, pause, resume or trigger"}},
 		{[]string{"tasks", "list", "-h"}, exitOK, []string{"-key-prefix"}},
-	} {
+	})
+}
+
+// TestTasksBulkCommands: ax tasks cancel|retry|trigger without an ID act on many tasks,
+// by --ids or by a filter, after a dry run if asked; a selection must be given.
+func TestTasksBulkCommands(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	s, err := ax.New(ax.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, key := range []string{"a", "b", "c", "d"} {
+		task, err := s.Delay(context.Background(), "order.close", key, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, strconv.FormatInt(task.ID, 10))
+	}
+	if _, err := s.Delay(context.Background(), "other", "x", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h, err := admin.NewHandler(s, admin.Config{Tokens: []admin.Token{{Actor: "oncall", Role: admin.Operator, Hash: admin.HashToken("op-tok")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	op := []string{"--server", srv.URL, "--token", "op-tok"}
+	runCommands(t, []commandCase{
+		{append([]string{"tasks", "cancel", "--name", "order.close", "--reason", "r", "--dry-run"}, op...), exitOK, []string{"would cancel 4 of 4 tasks selected"}},
+		{append([]string{"tasks", "cancel", "--ids", ids[0] + "," + ids[1], "--reason", "r"}, op...), exitOK,
+			[]string{"CANCELLED  ok", "cancel: 2 of 2 tasks changed; audit "}},
+		{append([]string{"tasks", "cancel", "--name", "order.close", "--status", "SCHEDULED", "--reason", "r", "--json"}, op...), exitOK,
+			[]string{`"selected":2`, `"changed":2`}},
+		{append([]string{"tasks", "cancel", "--all", "--reason", "r", "--dry-run"}, op...), exitOK, []string{"would cancel 1 of 1 tasks selected"}},
+		{append([]string{"tasks", "retry", "--ids", ids[0]}, op...), exitFail, []string{"invalid (400)", "needs a reason"}},
+		{append([]string{"tasks", "cancel", "--reason", "r"}, op...), exitUsage, []string{"which tasks?"}},
+		{append([]string{"tasks", "cancel", "--ids", "1", "--name", "x", "--reason", "r"}, op...), exitUsage, []string{"not both"}},
+		{append([]string{"tasks", "cancel", "--all", "--name", "x", "--reason", "r"}, op...), exitUsage, []string{"without a filter"}},
+		{append([]string{"tasks", "cancel", "--ids", "1,x", "--reason", "r"}, op...), exitUsage, []string{`"x" is not a task ID`}},
+	})
+}
+
+// commandCase is a command line of a test, its exit status, and what it prints.
+type commandCase struct {
+	args []string
+	code int
+	want []string // in stdout when the status is 0, else in stderr
+}
+
+// runCommands runs each command in turn, in-process.
+func runCommands(t *testing.T, cs []commandCase) {
+	t.Helper()
+	for _, c := range cs {
 		code, stdout, stderr := runAx(t, c.args...)
 		out := stderr
 		if c.code == exitOK {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -25,6 +26,7 @@ import (
 type apiFlags struct {
 	server, token string
 	json          bool
+	timeout       time.Duration // of a request; 0: 30 seconds
 }
 
 func (a *apiFlags) register(fs *flag.FlagSet) {
@@ -53,7 +55,7 @@ func (a *apiFlags) do(ctx context.Context, method, path string, query url.Values
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(a.timeout, 30*time.Second))
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
@@ -124,6 +126,8 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
        ax tasks retry ID [--reason R]                 retry a FAILED task
        ax tasks trigger ID --reason R                 run a task now
        ax tasks reschedule ID --at T --reason R       move a SCHEDULED task's due time
+       ax tasks cancel|retry|trigger --ids ID,… | FILTER… | --all --reason R [--dry-run]
+                                                      the same on many tasks at once
 
 Run 'ax tasks ACTION -h' for the flags.
 `)
