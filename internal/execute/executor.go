@@ -81,7 +81,6 @@ type execution struct {
 	fence    *time.Timer
 	returned bool // the handler returned: the timer stays stopped
 	fenced   atomic.Bool
-	warned   atomic.Bool // the self-fencing warning is logged
 }
 
 // ErrSelfFenced is the cause (context.Cause) of a handler's context cancelled by
@@ -170,9 +169,9 @@ func (e *Executor) selfFence(x *execution) {
 	if returned { // its result waits to be written: there is nothing to cancel
 		return
 	}
-	x.fenced.Store(true) // before the cancel: a handler that sees it returns as fenced
+	first := !x.fenced.Swap(true) // before the cancel: a handler that sees it returns as fenced
 	x.cancel(ErrSelfFenced)
-	if x.warned.CompareAndSwap(false, true) {
+	if first {
 		e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not stamped alive in time; cancelled its handler (self-fencing)",
 			append(observe.TaskAttrs(&x.task), slog.Duration("bound", e.cfg.SelfFenceAfter))...)
 	}
@@ -677,7 +676,6 @@ func (e *Executor) run(x *execution) {
 		timeout = t.Timeout
 	}
 	defer x.cancel(nil)
-	defer x.stopFence()
 	var ctx context.Context
 	ctx, cancel := context.WithTimeout(x.ctx, timeout)
 	defer cancel()

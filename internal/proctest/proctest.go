@@ -22,7 +22,7 @@ func Stop(pid int, timeout time.Duration) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("SIGSTOP %d: %w", pid, err)
 	}
 	deadline := time.Now().Add(timeout)
-	for !Stopped(pid) {
+	for !stopped(pid) {
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("process %d not stopped %v after SIGSTOP", pid, timeout)
 		}
@@ -40,8 +40,8 @@ func Cont(pid int) (time.Time, error) {
 	return at, nil
 }
 
-// Stopped reports whether every thread of the process pid is stopped, as /proc says.
-func Stopped(pid int) bool {
+// stopped reports whether every thread of the process pid is stopped, as /proc says.
+func stopped(pid int) bool {
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
 	if err != nil || len(tasks) == 0 {
 		return false
