@@ -75,14 +75,22 @@ func fail(status int, code, format string, args ...any) *apiFailure {
 	return &apiFailure{status: status, code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// decodeBody reads r's body, at most MaxBody bytes, into b: one JSON object of b's
-// fields (strictjson: no unknown, duplicate or miscased member, nothing after it),
-// or nothing.
+// decodeBody reads r's body into b: readBody's object, or nothing.
 func decodeBody(r *http.Request, b *ActionBody) error {
-	err := strictjson.Decode(r.Body, MaxBody, b)
+	if err := readBody(r, b); err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+// readBody reads r's body, at most MaxBody bytes, into v: one JSON object of v's
+// fields (strictjson: no unknown, duplicate or miscased member, nothing after it).
+// An empty body is io.EOF.
+func readBody(r *http.Request, v any) error {
+	err := strictjson.Decode(r.Body, MaxBody, v)
 	switch {
 	case err == nil, err == io.EOF:
-		return nil
+		return err
 	case errors.Is(err, strictjson.ErrTooLarge):
 		return fail(http.StatusRequestEntityTooLarge, "too_large", "the body is over %d bytes", MaxBody)
 	case errors.Is(err, strictjson.ErrInvalid):
@@ -126,7 +134,16 @@ func (h *Handler) admit(c caller, a action, reason string) error {
 		return fail(http.StatusBadRequest, "invalid", "the reason is over %d bytes or holds a NUL", maxReason)
 	case h.noAudit:
 		return fail(http.StatusNotImplemented, "unsupported", "the store keeps no audit log (store.Auditor): no action is done unaudited")
-	case a.trigger && !h.triggers.allow(c.actor, h.now()):
+	case a.trigger:
+		return h.allowTriggers(c, 1)
+	}
+	return nil
+}
+
+// allowTriggers counts n triggers of c against its limit (Config.Triggers), or refuses
+// them all.
+func (h *Handler) allowTriggers(c caller, n int) error {
+	if !h.triggers.allow(c.actor, n, time.Now()) {
 		return fail(http.StatusTooManyRequests, "rate_limited", "%s may trigger %d times per %v", c.actor, h.triggers.n, h.triggers.per)
 	}
 	return nil
@@ -152,27 +169,23 @@ func (h *Handler) act(pattern string, a action) {
 		if err == nil {
 			err = h.admit(c, a, b.Reason)
 		}
+		do := func(ctx context.Context, in []ax.ActionOption) (outcome, error) { return a.run(ctx, r, b, in) }
+		if err == nil && a.task != nil {
+			var id int64
+			if id, err = taskID(r); err == nil { // read before a transaction is begun for it
+				do = func(ctx context.Context, in []ax.ActionOption) (outcome, error) { return a.task(ctx, id, b, in) }
+			}
+		}
 		var out outcome
 		var saved *ax.AuditRecord
 		var aerr error
 		if err == nil {
-			out, saved, err, aerr = h.perform(r, a, func(ctx context.Context, in []ax.ActionOption) (outcome, error) {
-				if a.task == nil {
-					return a.run(ctx, r, b, in)
-				}
-				id, err := taskID(r)
-				if err != nil {
-					return outcome{}, err
-				}
-				return a.task(ctx, id, b, in)
-			}, rec)
+			out, saved, err, aerr = h.perform(r, a, do, rec)
 		}
 		switch {
 		case err != nil:
 			f := h.failure(r, err)
-			if !h.noAudit {
-				h.refused(r, recorded(rec, a, out, f))
-			}
+			h.refused(r, recorded(rec, a, out, f))
 			writeError(w, f.status, f.code, f.msg)
 		case aerr != nil:
 			f := h.internal(r, "audit_failed", "done, but its audit record could not be written", aerr)
@@ -410,28 +423,34 @@ type rateLimiter struct {
 	n   int
 	per time.Duration
 	mu  sync.Mutex
-	at  map[string][]time.Time
+	at  map[string][]counted
+}
+
+// counted is n triggers at one time.
+type counted struct {
+	at time.Time
+	n  int
 }
 
 func newRateLimiter(l Limit) *rateLimiter {
-	return &rateLimiter{n: l.N, per: l.Per, at: map[string][]time.Time{}}
+	return &rateLimiter{n: l.N, per: l.Per, at: map[string][]counted{}}
 }
 
-// allow records a trigger of actor at now and reports whether it is within the limit;
-// a refused one is not counted.
-func (l *rateLimiter) allow(actor string, now time.Time) bool {
+// allow records n triggers of actor at now and reports whether they are within the
+// limit; refused ones are not counted.
+func (l *rateLimiter) allow(actor string, n int, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	recent := l.at[actor][:0]
-	for _, t := range l.at[actor] {
-		if now.Sub(t) < l.per {
-			recent = append(recent, t)
+	recent, total := l.at[actor][:0], 0
+	for _, c := range l.at[actor] {
+		if now.Sub(c.at) < l.per {
+			recent, total = append(recent, c), total+c.n
 		}
 	}
-	if len(recent) >= l.n {
+	if total+n > l.n {
 		l.at[actor] = recent
 		return false
 	}
-	l.at[actor] = append(recent, now)
+	l.at[actor] = append(recent, counted{at: now, n: n})
 	return true
 }

@@ -72,18 +72,18 @@
 // the WARN line remains. Allowed calls are always recorded one by one.
 //
 // A call without a valid token is refused (401) and not audited: it has no actor. It
-// is logged at WARN (the client's address, the route, and why: no bearer token, or
-// an unknown one; never the token), once per address per window of
-// Config.FailedAuth; the failures not logged one by one are counted in one line,
-// logged at the first failed authentication after the window ended, or by Flush. Past Config.FailedAuth (default 20 a minute) an address's
-// failed attempts are answered 429 rate_limited, with Retry-After, until its window
-// ends; a valid token from it is still served, so that clients behind one proxy or
-// NAT are not locked out by another's mistakes. The address is the request's
-// RemoteAddr (an IPv6 address counts by its /64): behind a proxy, set it from the
-// proxy's header in a middleware of your own. At most MaxTrackedAddresses addresses
-// are counted apart; past them, new addresses share one count. Tokens are meant to be
-// long random secrets: the limit bounds the noise of failures, guessing is hopeless
-// anyway.
+// is logged at WARN (the client's address, the route, and why: no bearer token, or an
+// unknown one; never the token), once per address per window of Config.FailedAuth; the
+// failures not logged one by one are counted in one line, logged at the first failed
+// authentication after the window ended, or by Flush. Past Config.FailedAuth (default
+// 20 a minute) an address's failed attempts are answered 429 rate_limited, with
+// Retry-After, until its window ends; a valid token from it is still served, so that
+// clients behind one proxy or NAT are not locked out by another's mistakes. The
+// address is the request's RemoteAddr (an IPv6 address counts by its /64): behind a
+// proxy, set it from the proxy's header in a middleware of your own. At most
+// MaxTrackedAddresses addresses are counted apart; past them, new addresses share one
+// count. Tokens are meant to be long random secrets: the limit bounds the noise of
+// failures, guessing is hopeless anyway.
 //
 // A bulk action (POST /tasks/bulk/…) takes a BulkBody: the tasks by ids (at most
 // MaxBulk, 10,000) or by filter (GET /tasks's query string, among the tasks in a state
@@ -93,8 +93,9 @@
 // action does not change has no record, and its refusal is in the answer
 // (BulkResult). The bulk's own record, action "task.bulk_cancel" (…_retry,
 // …_trigger), names the ids or the filter and counts what changed and what did not.
-// A bulk trigger counts once against the actor's trigger limit; a dry run writes no
-// record and counts against no limit.
+// A bulk trigger counts each task it takes against the actor's trigger limit. An
+// allowed dry run writes no record and counts against no limit. A call stops taking
+// tasks after 40 seconds, inside a server's write timeout, and says how far it got.
 //
 // The query string of GET /tasks: status (repeated or comma-separated), name,
 // key_prefix, owner, task_key, due_from, due_before, finished_from, finished_before
@@ -306,17 +307,18 @@ type Handler struct {
 	triggers   *rateLimiter
 	refusals   *refusalLimiter
 	failedAuth *failedAuth
+	bulkBudget time.Duration // how long a bulk call changes tasks
 	log        *slog.Logger
-	now        func() time.Time // the clock of the limits
 }
 
 // NewHandler returns the admin API of s. A token without an actor, with an unknown
-// role or with a malformed hash is ErrInvalid.
+// role or with a malformed hash, or given twice, is ErrInvalid; the error names it by
+// its place in Config.Tokens, counted from 1 as ParseTokens counts its entries.
 func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	if s == nil {
 		return nil, fmt.Errorf("ax: admin: nil scheduler: %w", ax.ErrInvalid)
 	}
-	h := &Handler{s: s, mux: http.NewServeMux(), readOnly: cfg.ReadOnly, log: cfg.Logger, now: time.Now,
+	h := &Handler{s: s, mux: http.NewServeMux(), readOnly: cfg.ReadOnly, log: cfg.Logger, bulkBudget: bulkBudget,
 		triggers:   newRateLimiter(cfg.Triggers.orDefault(DefaultTriggersPerMinute)),
 		refusals:   newRefusalLimiter(cfg.Refusals.orDefault(DefaultRefusalsPerMinute)),
 		failedAuth: newFailedAuth(cfg.FailedAuth.orDefault(DefaultFailedAuthPerMinute), MaxTrackedAddresses),
@@ -331,16 +333,18 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	}
 	seen := map[[sha256.Size]byte]bool{}
 	for i, t := range cfg.Tokens {
+		n := i + 1 // counted from 1, as ParseTokens counts its entries
+		if err := checkActor(t.Actor); err != nil {
+			return nil, fmt.Errorf("ax: admin: token entry %d: %w", n, err)
+		}
 		sum, ok := parseHash(t.Hash)
 		switch {
-		case checkActor(t.Actor) != nil:
-			return nil, fmt.Errorf("ax: admin: token %d: %w", i, checkActor(t.Actor))
 		case t.Role < Viewer || t.Role > Admin:
-			return nil, fmt.Errorf("ax: admin: token %d (%q): role %v: want Viewer, Operator or Admin: %w", i, t.Actor, t.Role, ax.ErrInvalid)
+			return nil, fmt.Errorf("ax: admin: token entry %d (%q): role %v: want Viewer, Operator or Admin: %w", n, t.Actor, t.Role, ax.ErrInvalid)
 		case !ok:
-			return nil, fmt.Errorf("ax: admin: token %d (%q): the hash is not \"sha256:\" and 64 hex digits (HashToken): %w", i, t.Actor, ax.ErrInvalid)
+			return nil, fmt.Errorf("ax: admin: token entry %d (%q): the hash is not \"sha256:\" and 64 hex digits (HashToken): %w", n, t.Actor, ax.ErrInvalid)
 		case seen[sum]:
-			return nil, fmt.Errorf("ax: admin: token %d (%q): the same token is configured twice: %w", i, t.Actor, ax.ErrInvalid)
+			return nil, fmt.Errorf("ax: admin: token entry %d (%q): the same token is configured twice: %w", n, t.Actor, ax.ErrInvalid)
 		}
 		seen[sum] = true
 		h.tokens = append(h.tokens, token{actor: t.Actor, role: t.Role, sum: sum})
@@ -429,7 +433,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (caller, boo
 	if why == "" {
 		return c, true
 	}
-	now := h.now()
+	now := time.Now()
 	f := h.failedAuth.fail(r.RemoteAddr, now)
 	h.failedAuth.logSummaries(h.log, f.ended)
 	if f.logIt {
@@ -547,13 +551,14 @@ func publicText(err, sentinel error, orElse string) string {
 // answers with: code, and what failed with the id, never err's text (a driver's
 // message, a query).
 func (h *Handler) internal(r *http.Request, code, what string, err error) *apiFailure {
-	id := newErrorID()
+	id := newID()
 	h.log.ErrorContext(r.Context(), "ax: admin: "+what, "error_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
 	return fail(http.StatusInternalServerError, code, "%s (error id %s; the server's log has the cause)", what, id)
 }
 
-// newErrorID returns a random id that ties an answer to its log line.
-func newErrorID() string {
+// newID returns a random id, 16 hex digits: of an error, tying an answer to its log
+// line, or of a bulk action, tying its audit records.
+func newID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])

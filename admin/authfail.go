@@ -2,10 +2,10 @@ package admin
 
 import (
 	"log/slog"
-	"net"
-	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/axsched/ax/internal/clientaddr"
 )
 
 // failedAuth counts failed authentications by client address, in fixed windows of
@@ -60,7 +60,7 @@ func newFailedAuth(l Limit, max int) *failedAuth {
 func (a *failedAuth) fail(remoteAddr string, now time.Time) authFailure {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	f := authFailure{key: addressKey(remoteAddr)}
+	f := authFailure{key: clientaddr.Key(remoteAddr)}
 	if !now.Before(a.nextSweep) {
 		for key, w := range a.by {
 			if !now.Before(w.start.Add(a.limit.Per)) {
@@ -118,23 +118,4 @@ func (a *failedAuth) logSummaries(log *slog.Logger, ss []authSummary) {
 		log.Warn("ax: admin: failed authentications counted, not logged one by one", "remote", s.key, "failures", s.n,
 			"from", s.from.UTC(), "to", s.to.UTC())
 	}
-}
-
-// addressKey is the key failures from remoteAddr are counted under: its IP address,
-// an IPv6 address's /64 (what one host usually holds), or, for what is not an IP
-// address, its first 64 bytes.
-func addressKey(remoteAddr string) string {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	switch {
-	case err != nil:
-		return truncate(host, 64)
-	case ip.Is4() || ip.Is4In6():
-		return ip.Unmap().String()
-	}
-	p, _ := ip.WithZone("").Prefix(64)
-	return p.String()
 }

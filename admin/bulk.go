@@ -10,13 +10,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax"
-	"github.com/axsched/ax/internal/strictjson"
 )
 
 // MaxBulk is the most tasks one bulk action takes: more ids are 400 invalid, and of a
-// filter that selects more, the newest MaxBulk are taken (BulkResult.More).
+// filter that selects more, the newest MaxBulk are taken (BulkResult.More). A call
+// also stops taking tasks after 40 seconds, inside a server's write timeout
+// (BulkResult.Stopped).
 const MaxBulk = 10_000
 
 // BulkBody is the JSON body of POST /tasks/bulk/{cancel,retry,trigger}: the tasks, by
@@ -54,8 +56,15 @@ type BulkResult struct {
 	Changed int `json:"changed"`
 	// Tasks says what became of each task taken (not in a dry run), in the order taken.
 	Tasks []BulkTask `json:"tasks,omitempty"`
-	// Audit is the bulk's own audit record (not in a dry run).
-	Audit *AuditEntry `json:"audit,omitempty"`
+	// Stopped says why the call stopped before taking every task selected: its time
+	// ran out (see MaxBulk), the request ended, or a change failed in a way the next
+	// would too. Empty when it took them all.
+	Stopped string `json:"stopped,omitempty"`
+	// Audit is the bulk's own audit record (not in a dry run). AuditFailed says, when
+	// it could not be written, what the server logged under which error id; each
+	// changed task's record was written all the same.
+	Audit       *AuditEntry `json:"audit,omitempty"`
+	AuditFailed string      `json:"audit_failed,omitempty"`
 }
 
 // BulkTask is what a bulk action did with one task.
@@ -66,12 +75,18 @@ type BulkTask struct {
 	Audit  int64  `json:"audit,omitempty"`  // its audit record, when it changed
 }
 
+// bulkBudget bounds the time a bulk call spends changing tasks, well inside a server's
+// write timeout (ax serve's is a minute): past it the call stops taking tasks and says
+// how far it got (BulkResult.Stopped); a second call takes the rest.
+const bulkBudget = 40 * time.Second
+
 // bulk registers the bulk route of a, a task's action, which may change tasks in the
 // statuses may. Every call by a known token, allowed or refused, is audited as a
 // single action is, under "task.bulk_<verb>"; each task it changes has its own audit
 // record, in the change's transaction, as a single action's; a task it does not
 // change has none (its refusal is in the answer and counted in the bulk's record).
-// A bulk trigger counts once against the actor's trigger limit; a dry run, never.
+// A bulk trigger counts each task it takes against the actor's trigger limit; an
+// allowed dry run writes no record and counts against no limit.
 func (h *Handler) bulk(pattern string, a action, may ...ax.Status) {
 	name := "task.bulk_" + strings.TrimPrefix(a.name, "task.")
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -85,12 +100,15 @@ func (h *Handler) bulk(pattern string, a action, may ...ax.Status) {
 		q, err := decodeBulk(r, &b)
 		rec.Reason, rec.Target = b.Reason, bulkTarget(b)
 		if err == nil {
-			err = h.admit(c, action{name: name, needsReason: true, trigger: a.trigger && !b.DryRun}, b.Reason)
+			err = h.admit(c, action{name: name, needsReason: true}, b.Reason)
 		}
 		var ids []int64
 		var more bool
 		if err == nil {
-			ids, more, err = h.chooseTasks(r.Context(), b, q, may)
+			ids, more, err = h.chooseTasks(r.Context(), b, q, a.name, may)
+		}
+		if err == nil && a.trigger && !b.DryRun {
+			err = h.allowTriggers(c, len(ids))
 		}
 		if err != nil {
 			f := h.failure(r, err)
@@ -109,49 +127,70 @@ func (h *Handler) bulk(pattern string, a action, may ...ax.Status) {
 			writeJSON(w, http.StatusOK, res)
 			return
 		}
-		res.Bulk = newErrorID()
-		a.bulk = res.Bulk
-		refusals := map[string]int{} // by code
-		unrecorded := 0
-		for _, id := range ids {
-			if r.Context().Err() != nil {
-				break
-			}
-			task := BulkTask{ID: id, Result: "ok"}
-			trec := ax.AuditRecord{Actor: c.actor, Role: c.role.String(), Action: a.name, Target: "task " + strconv.FormatInt(id, 10), Reason: b.Reason}
-			out, saved, err, aerr := h.perform(r, a, func(ctx context.Context, in []ax.ActionOption) (outcome, error) {
-				return a.task(ctx, id, ActionBody{Reason: b.Reason}, in)
-			}, trec)
-			if out.after != nil {
-				task.Status = string(out.after.Status)
-			}
-			switch {
-			case err != nil:
-				f := h.failure(r, err)
-				task.Result = f.code + ": " + f.msg
-				refusals[f.code]++
-			case aerr != nil: // a store without transactions: done, unrecorded
-				f := h.internal(r, "audit_failed", "done, but its audit record could not be written", aerr)
-				task.Result = f.code + ": " + f.msg
-				res.Changed++
-				unrecorded++
-			default:
-				res.Changed++
-				task.Audit = saved.ID
-			}
-			res.Tasks = append(res.Tasks, task)
-		}
-		rec.Result = bulkSummary(res, refusals, unrecorded, r.Context().Err() != nil)
+		res.Bulk = newID()
+		h.runBulk(r, c, a, b.Reason, ids, &res, &rec)
 		saved, aerr := h.s.Audit(context.WithoutCancel(r.Context()), safeRecord(rec))
 		if aerr != nil {
-			f := h.internal(r, "audit_failed", "done, but the bulk's own audit record could not be written (each task's was)", aerr)
-			writeError(w, f.status, f.code, f.msg)
-			return
+			f := h.internal(r, "audit_failed", "the bulk's own audit record could not be written (each changed task's was)", aerr)
+			res.AuditFailed = f.msg
+		} else {
+			entry := entryOf(saved)
+			res.Audit = &entry
 		}
-		entry := entryOf(saved)
-		res.Audit = &entry
 		writeJSON(w, http.StatusOK, res)
 	})
+}
+
+// runBulk runs a on each of ids, in the request's time, until bulkBudget has passed
+// or a call fails in a way the next would too (a 500: the store, the audit log): it
+// fills res with what became of each task taken, and rec's result with the sum.
+func (h *Handler) runBulk(r *http.Request, c caller, a action, reason string, ids []int64, res *BulkResult, rec *ax.AuditRecord) {
+	a.bulk = res.Bulk // a is this call's copy: its records name this bulk
+	start := time.Now()
+	refusals := map[string]int{} // by code
+	unrecorded := 0
+	for _, id := range ids {
+		switch {
+		case r.Context().Err() != nil:
+			res.Stopped = "the request ended"
+		case time.Since(start) > h.bulkBudget:
+			res.Stopped = fmt.Sprintf("the %v a call may take ran out: call again for the rest", h.bulkBudget)
+		}
+		if res.Stopped != "" {
+			break
+		}
+		task := BulkTask{ID: id, Result: "ok"}
+		trec := ax.AuditRecord{Actor: c.actor, Role: c.role.String(), Action: a.name, Target: "task " + strconv.FormatInt(id, 10), Reason: reason}
+		out, saved, err, aerr := h.perform(r, a, func(ctx context.Context, in []ax.ActionOption) (outcome, error) {
+			return a.task(ctx, id, ActionBody{Reason: reason}, in)
+		}, trec)
+		if out.after != nil {
+			task.Status = string(out.after.Status)
+		}
+		switch {
+		case err != nil:
+			f := h.failure(r, err)
+			task.Result = f.code + ": " + f.msg
+			refusals[f.code]++
+			if f.status >= http.StatusInternalServerError {
+				res.Stopped = "a task's change failed (" + f.code + "): the next would too"
+			}
+		case aerr != nil: // a store without transactions: done, unrecorded
+			f := h.internal(r, "audit_failed", "done, but its audit record could not be written", aerr)
+			task.Result = f.code + ": " + f.msg
+			res.Changed++
+			unrecorded++
+			res.Stopped = "a task's audit record could not be written: the next would not be either"
+		default:
+			res.Changed++
+			task.Audit = saved.ID
+		}
+		res.Tasks = append(res.Tasks, task)
+		if res.Stopped != "" {
+			break
+		}
+	}
+	rec.Result = bulkSummary(*res, refusals, unrecorded)
 }
 
 // decodeBulk reads r's body into b, at most MaxBody bytes, and checks it: ids or a
@@ -159,14 +198,12 @@ func (h *Handler) bulk(pattern string, a action, may ...ax.Status) {
 // GET /tasks's parameters, which it returns as a query (a page of the most tasks).
 func decodeBulk(r *http.Request, b *BulkBody) (ax.TaskQuery, error) {
 	var q ax.TaskQuery
-	err := strictjson.Decode(r.Body, MaxBody, b)
+	err := readBody(r, b)
 	switch {
-	case errors.Is(err, strictjson.ErrTooLarge):
-		return q, fail(http.StatusRequestEntityTooLarge, "too_large", "the body is over %d bytes", MaxBody)
-	case errors.Is(err, io.EOF):
+	case err == io.EOF:
 		return q, fail(http.StatusBadRequest, "invalid", "a bulk action needs a body: ids or a filter, and a reason")
 	case err != nil:
-		return q, fail(http.StatusBadRequest, "invalid", "the body is not one JSON object of the bulk's fields: %v", err)
+		return q, err
 	case (b.IDs == nil) == (b.Filter == nil):
 		return q, fail(http.StatusBadRequest, "invalid", "give the tasks by ids or by filter, one of the two")
 	case len(b.IDs) > MaxBulk:
@@ -215,19 +252,20 @@ func bulkTarget(b BulkBody) string {
 	return s.String()
 }
 
-// chooseTasks returns the ids a bulk takes: b's ids, or the newest MaxBulk tasks that q
-// selects in a state of may (more: there are others).
-func (h *Handler) chooseTasks(ctx context.Context, b BulkBody, q ax.TaskQuery, may []ax.Status) (ids []int64, more bool, err error) {
+// chooseTasks returns the ids a bulk of action takes: b's ids, or the newest MaxBulk
+// tasks that q selects in a state of may, superseded ones left out (more: there are
+// others). A filter's status the action may not change is 400: it would select none.
+func (h *Handler) chooseTasks(ctx context.Context, b BulkBody, q ax.TaskQuery, action string, may []ax.Status) (ids []int64, more bool, err error) {
 	if b.Filter == nil {
 		return b.IDs, false, nil
 	}
+	for _, st := range q.Statuses {
+		if !slices.Contains(may, st) {
+			return nil, false, fail(http.StatusBadRequest, "invalid", "filter: %s changes tasks in %v only; status %s selects none", action, may, st)
+		}
+	}
 	if len(q.Statuses) == 0 {
 		q.Statuses = may
-	} else {
-		q.Statuses = slices.DeleteFunc(q.Statuses, func(st ax.Status) bool { return !slices.Contains(may, st) })
-		if len(q.Statuses) == 0 {
-			return nil, false, nil // no status it selects is one the action may change
-		}
 	}
 	q.Limit = ax.MaxPageSize
 	for {
@@ -236,6 +274,9 @@ func (h *Handler) chooseTasks(ctx context.Context, b BulkBody, q ax.TaskQuery, m
 			return nil, false, err
 		}
 		for _, t := range page.Tasks {
+			if t.Superseded { // a newer task holds its key: it can no longer be retried or triggered
+				continue
+			}
 			if len(ids) == MaxBulk {
 				return ids, true, nil
 			}
@@ -269,8 +310,8 @@ func (h *Handler) changeable(ctx context.Context, ids []int64, given bool, may [
 }
 
 // bulkSummary is the result in a bulk's own audit record: what it changed (and how
-// many of those without their records), what refused, and whether it stopped early.
-func bulkSummary(res BulkResult, refusals map[string]int, unrecorded int, stopped bool) string {
+// many of those without their records), what refused, and why it stopped early.
+func bulkSummary(res BulkResult, refusals map[string]int, unrecorded int) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "changed %d of %d", res.Changed, res.Selected)
 	if res.More {
@@ -290,8 +331,8 @@ func bulkSummary(res BulkResult, refusals map[string]int, unrecorded int, stoppe
 			fmt.Fprintf(&s, " %s %d", code, refusals[code])
 		}
 	}
-	if stopped {
-		fmt.Fprintf(&s, "; stopped after %d: the request ended", len(res.Tasks))
+	if res.Stopped != "" {
+		fmt.Fprintf(&s, "; stopped after %d: %s", len(res.Tasks), res.Stopped)
 	}
 	fmt.Fprintf(&s, " (bulk %s)", res.Bulk)
 	return s.String()

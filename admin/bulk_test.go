@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,13 +29,14 @@ func bulkCall(t *testing.T, h *admin.Handler, verb, secret, body string) (int, a
 }
 
 // failedTasks runs a scheduler on s until n tasks of each name have failed (no
-// retry), and returns them by name.
+// retry; their keys free once they fail), and returns them by name.
 func failedTasks(t *testing.T, s *ax.Scheduler, n map[string]int) map[string][]*ax.Task {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string][]*ax.Task{}
 	for name, k := range n {
-		s.HandleFunc(name, func(context.Context, *ax.Task) error { return errors.New("boom") }, ax.WithMaxRetry(0))
+		// UniqueActive: a FAILED task gives its key up to a newer one, and is superseded.
+		s.HandleFunc(name, func(context.Context, *ax.Task) error { return errors.New("boom") }, ax.WithMaxRetry(0), ax.WithUnique(ax.UniqueActive))
 		for i := range k {
 			task, err := s.Delay(ctx, name, fmt.Sprint("f", i), 0)
 			if err != nil {
@@ -81,10 +83,18 @@ func TestBulkActions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A FAILED task whose key a newer task took is superseded: no retry can reach it.
+			if _, err := s.Delay(ctx, "other", "f0", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			status, res, out := bulkCall(t, h, "retry", "ops-secret", `{"filter":"name=other","reason":"r","dry_run":true}`)
+			if status != 200 || res.Selected != 2 || res.Changed != 2 {
+				t.Fatalf("dry run over a superseded task: %d %v; want 2 of the 3 FAILED", status, out)
+			}
 			before := len(auditLog(t, s))
 
 			filter := `{"filter":"name=invoice.send","reason":"upstream fixed","dry_run":true}`
-			status, res, out := bulkCall(t, h, "retry", "ops-secret", filter)
+			status, res, out = bulkCall(t, h, "retry", "ops-secret", filter)
 			if status != 200 || res.Selected != 12 || res.Changed != 12 || res.More || res.Bulk != "" || len(res.Tasks) != 0 {
 				t.Fatalf("dry run: %d %v", status, out)
 			}
@@ -177,6 +187,8 @@ func TestBulkRefusals(t *testing.T) {
 		{"a filter's unknown parameter", "retry", "ops-secret", `{"filter":"colour=red","reason":"x"}`, 400, "invalid"},
 		{"a member twice", "retry", "ops-secret", `{"ids":[1],"reason":"x","reason":"y"}`, 400, "invalid"},
 		{"no body", "trigger", "ops-secret", ``, 400, "invalid"},
+		{"a status the action does not change", "retry", "ops-secret", `{"filter":"status=RUNNING","reason":"x"}`, 400, "invalid"},
+		{"an unknown status", "cancel", "ops-secret", `{"filter":"status=bogus","reason":"x"}`, 400, "invalid"},
 	} {
 		before := len(auditLog(t, s))
 		status, out := post(t, h, "/tasks/bulk/"+c.verb, c.secret, c.body)
@@ -185,8 +197,10 @@ func TestBulkRefusals(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %s", c.name, status, out, c.status, c.code)
 		}
 		recs := auditLog(t, s)
-		if len(recs) != before+1 || recs[0].Action != "task.bulk_"+c.verb || !strings.HasPrefix(recs[0].Result, c.code+": ") {
-			t.Errorf("%s: the refusal's record: %d new, %+v", c.name, len(recs)-before, recs[0])
+		if len(recs) != before+1 {
+			t.Errorf("%s: %d new audit records, want 1", c.name, len(recs)-before)
+		} else if recs[0].Action != "task.bulk_"+c.verb || !strings.HasPrefix(recs[0].Result, c.code+": ") {
+			t.Errorf("%s: the refusal's record: %+v", c.name, recs[0])
 		}
 	}
 }
@@ -223,5 +237,101 @@ func TestBulkFilterCap(t *testing.T) {
 	page, err := s.Tasks(context.Background(), ax.TaskQuery{Statuses: []ax.Status{ax.Scheduled}})
 	if err != nil || len(page.Tasks) != 5 || page.Tasks[0].Key != "4" {
 		t.Fatalf("left SCHEDULED: %d, %v; want the 5 oldest", len(page.Tasks), err)
+	}
+}
+
+// newBulkAPI returns the admin API, with operator "ops", of a scheduler (not started)
+// on the memory store, with n SCHEDULED tasks named job, and their ids.
+func newBulkAPI(t *testing.T, cfg admin.Config, n int) (*admin.Handler, *ax.Scheduler, []string) {
+	t.Helper()
+	st := memory.New()
+	t.Cleanup(func() { st.Close() })
+	s, err := ax.New(ax.Config{Store: st, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tokens = []admin.Token{{Actor: "ops", Role: admin.Operator, Hash: admin.HashToken("ops-secret")}}
+	h, err := admin.NewHandler(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range n {
+		task, err := s.Delay(context.Background(), "job", fmt.Sprint(i), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, itoa(task.ID))
+	}
+	return h, s, ids
+}
+
+// TestConcurrentBulksTagTheirOwnRecords: two bulk calls at once each tie the records
+// of the tasks it changed to itself, never to the other. (They shared one action
+// value, and 136 of 400 records once named the other bulk.)
+func TestConcurrentBulksTagTheirOwnRecords(t *testing.T) {
+	t.Parallel()
+	h, s, ids := newBulkAPI(t, admin.Config{}, 400)
+	results := make([]admin.BulkResult, 2)
+	var wg sync.WaitGroup
+	for k := range results {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"ids":[%s],"reason":"r"}`, strings.Join(ids[k*200:(k+1)*200], ","))
+			_, results[k], _ = bulkCall(t, h, "cancel", "ops-secret", body)
+		})
+	}
+	wg.Wait()
+	byID := map[int64]ax.AuditRecord{}
+	for _, r := range auditLog(t, s) {
+		byID[r.ID] = r
+	}
+	for _, res := range results {
+		if res.Changed != 200 {
+			t.Fatalf("a bulk changed %d of 200", res.Changed)
+		}
+		for _, task := range res.Tasks {
+			if r := byID[task.Audit]; !strings.HasSuffix(r.Result, "(bulk "+res.Bulk+")") {
+				t.Fatalf("task %d's record %q names another bulk than %s", task.ID, r.Result, res.Bulk)
+			}
+		}
+	}
+}
+
+// TestBulkTriggersCountEach: a bulk trigger counts each task it takes against the
+// actor's trigger limit, so that bulk calls cannot trigger past it; a dry run counts
+// none.
+func TestBulkTriggersCountEach(t *testing.T) {
+	t.Parallel()
+	h, _, ids := newBulkAPI(t, admin.Config{Triggers: admin.Limit{N: 3, Per: time.Hour}}, 5)
+	all := fmt.Sprintf(`{"ids":[%s],"reason":"r"}`, strings.Join(ids, ","))
+	if status, res, out := bulkCall(t, h, "trigger", "ops-secret", strings.Replace(all, `}`, `,"dry_run":true}`, 1)); status != 200 || res.Changed != 5 {
+		t.Fatalf("a dry run of 5 triggers: %d %v", status, out)
+	}
+	if status, _, out := bulkCall(t, h, "trigger", "ops-secret", all); status != 429 {
+		t.Fatalf("5 triggers past a limit of 3: %d %v, want 429", status, out)
+	}
+	// Allowed: each is then refused by the scheduler, which is not running.
+	if status, res, out := bulkCall(t, h, "trigger", "ops-secret", fmt.Sprintf(`{"ids":[%s],"reason":"r"}`, strings.Join(ids[:3], ","))); status != 200 || res.Selected != 3 {
+		t.Fatalf("3 triggers within a limit of 3: %d %v", status, out)
+	}
+	if status, _, out := bulkCall(t, h, "trigger", "ops-secret", fmt.Sprintf(`{"ids":[%s],"reason":"r"}`, ids[3])); status != 429 {
+		t.Fatalf("a 4th trigger: %d %v, want 429", status, out)
+	}
+}
+
+// TestBulkStopsWhenItsTimeRunsOut: a bulk call stops taking tasks once its time is
+// spent, says so in its answer and its audit record, and a second call takes the rest.
+func TestBulkStopsWhenItsTimeRunsOut(t *testing.T) {
+	t.Parallel()
+	h, _, ids := newBulkAPI(t, admin.Config{}, 3)
+	admin.SetBulkBudget(h, 0)
+	body := fmt.Sprintf(`{"ids":[%s],"reason":"r"}`, strings.Join(ids, ","))
+	status, res, out := bulkCall(t, h, "cancel", "ops-secret", body)
+	if status != 200 || res.Changed != 0 || res.Stopped == "" || res.Audit == nil || !strings.Contains(res.Audit.Result, "stopped after 0: ") {
+		t.Fatalf("a bulk out of time: %d %v", status, out)
+	}
+	admin.SetBulkBudget(h, time.Hour)
+	if status, res, out = bulkCall(t, h, "cancel", "ops-secret", body); status != 200 || res.Changed != 3 || res.Stopped != "" {
+		t.Fatalf("the second call: %d %v", status, out)
 	}
 }

@@ -120,7 +120,10 @@ func (s refusalSummary) record(l Limit) ax.AuditRecord {
 // Config.Refusals: then it is counted for a summary row, and the first refusal
 // counted so in a window is logged at WARN.
 func (h *Handler) refused(r *http.Request, rec ax.AuditRecord) {
-	write, first := h.refusals.admit(rec.Actor, rec.Role, rec.Action, h.now())
+	if h.noAudit { // nothing to write it to: the refusal is the store's lack of one
+		return
+	}
+	write, first := h.refusals.admit(rec.Actor, rec.Role, rec.Action, time.Now())
 	if first {
 		h.log.WarnContext(r.Context(), "ax: admin: refused calls over the limit: counted, and written in one summary row when the window ends",
 			"actor", rec.Actor, "limit", h.refusals.limit.N, "per", h.refusals.limit.Per, "summary_action", SuppressedAction)
@@ -142,7 +145,7 @@ func (h *Handler) writeSummaries(ctx context.Context, all bool) error {
 	}
 	var first error
 	failed := 0
-	for _, s := range h.refusals.take(h.now(), all) {
+	for _, s := range h.refusals.take(time.Now(), all) {
 		rec := s.record(h.refusals.limit)
 		if _, err := h.s.Audit(ctx, rec); err != nil {
 			h.log.ErrorContext(ctx, "ax: admin: a summary of refused calls could not be written", "actor", rec.Actor, "result", rec.Result, "err", err)

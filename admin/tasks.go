@@ -106,8 +106,8 @@ var queryParams = map[string]bool{"status": true, "name": true, "key_prefix": tr
 
 // parseTaskQuery reads an ax.TaskQuery from GET /tasks's query string raw (see
 // readQuery for its bounds). Statuses are read without repeats: more than there are
-// is an error; so is a malformed value. The scheduler checks the rest (a status it
-// does not know, the page size, the cursor).
+// is an error; so is a status unknown, and a malformed value. The scheduler checks
+// the rest (the page size, the cursor).
 func parseTaskQuery(raw string) (ax.TaskQuery, error) {
 	var q ax.TaskQuery
 	v, err := readQuery(raw, queryParams, "status")
@@ -126,6 +126,11 @@ func parseTaskQuery(raw string) (ax.TaskQuery, error) {
 			}
 			seen[st] = true
 			q.Statuses = append(q.Statuses, st)
+		}
+	}
+	for _, st := range q.Statuses {
+		if !st.Valid() {
+			return q, fmt.Errorf("status %s: want one of %v", quoteShort(string(st)), store.Statuses())
 		}
 	}
 	q.Name, q.KeyPrefix, q.OwnerService, q.TaskKey, q.Cursor = v.Get("name"), v.Get("key_prefix"), v.Get("owner"), v.Get("task_key"), v.Get("cursor")

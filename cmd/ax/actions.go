@@ -35,12 +35,13 @@ func taskAction(ctx context.Context, action string, args []string, stdout, stder
 		}
 		fmt.Fprintf(fs.Output(), "usage: ax %s ID%s [flags]\n\nCalls POST /tasks/ID/%s and prints the task after it.\n\nflags:\n", command, extra, action)
 		fs.PrintDefaults()
-		if at == nil {
-			fmt.Fprintf(fs.Output(), "\nWithout an ID it acts on many tasks: see 'ax %s --ids 1 -h'.\n", command)
-		}
 	}
 	id, code, ok := firstArg(fs, command, "task ID", args, stdout, stderr)
 	if !ok {
+		if at == nil && len(args) > 0 && isHelp(args[0]) { // and the bulk form's
+			fmt.Fprintln(stdout)
+			return taskBulk(ctx, action, args[:1], stdout, stderr)
+		}
 		return code
 	}
 	body := admin.ActionBody{Reason: *reason}
@@ -144,21 +145,7 @@ func taskBulk(ctx context.Context, action string, args []string, stdout, stderr 
 	ids := fs.String("ids", "", "the tasks, by `ID,ID,…`")
 	all := fs.Bool("all", false, "every task the action may change (no filter)")
 	dryRun := fs.Bool("dry-run", false, "only print how many tasks would change")
-	var statuses repeated
-	fs.Var(&statuses, "status", "only tasks in `STATUS` (repeat, or comma-separate, for several)")
-	filters := map[string]*string{}
-	for _, f := range []struct{ flag, param, usage string }{
-		{"name", "name", "only tasks of handler `NAME`"},
-		{"key-prefix", "key_prefix", "only keys that start with `P`"},
-		{"owner", "owner", "only tasks submitted by `SERVICE`"},
-		{"task-key", "task_key", "only tasks of task key `K`"},
-		{"due-from", "due_from", "only tasks due at or after `T` (RFC 3339)"},
-		{"due-before", "due_before", "only tasks due before `T`"},
-		{"finished-from", "finished_from", "only tasks finished at or after `T`"},
-		{"finished-before", "finished_before", "only tasks finished before `T`"},
-	} {
-		filters[f.param] = fs.String(f.flag, "", f.usage)
-	}
+	filter := registerFilter(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: ax %s --ids ID,ID,… --reason R [--dry-run] [flags]
        ax %s FILTER… --reason R [--dry-run] [flags]
@@ -166,31 +153,28 @@ func taskBulk(ctx context.Context, action string, args []string, stdout, stderr 
 
 Calls POST /tasks/bulk/%s: the action on each task given, or on each the filter
 selects among those in a state the action may change (the newest 10,000 at most),
-and prints what became of them; --dry-run prints how many would change.
+and prints those it did not change and why; --dry-run prints how many would change.
 
 flags:
 `, command, command, command, action)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "ax %s: the task ID comes first, before the flags: ax %s %s …\n", command, command, fs.Arg(0))
+		}
 		return code
 	}
 	body := admin.BulkBody{Reason: *reason, DryRun: *dryRun}
-	q := url.Values{}
-	for _, st := range statuses {
-		q.Add("status", st)
-	}
-	for param, v := range filters {
-		if *v != "" {
-			q.Set(param, *v)
-		}
-	}
+	q := filter.values()
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ax %s: "+format+"\n\n", append([]any{command}, a...)...)
 		fs.Usage()
 		return exitUsage
 	}
 	switch {
+	case strings.TrimSpace(*reason) == "":
+		return usageErr("--reason is required: it is recorded with each task changed")
 	case *ids != "" && (len(q) > 0 || *all):
 		return usageErr("give --ids or a filter (or --all), not both")
 	case *ids != "":
@@ -219,20 +203,39 @@ flags:
 		stdout.Write(answer)
 		return exitOK
 	}
-	more := ""
-	if res.More {
-		more = fmt.Sprintf(" (the filter selects more: the newest %d were taken)", res.Selected)
-	}
 	if res.DryRun {
+		more := ""
+		if res.More {
+			more = fmt.Sprintf(" (the filter selects more: the newest %d would be taken)", res.Selected)
+		}
 		fmt.Fprintf(stdout, "would %s %d of %d tasks selected%s\n", action, res.Changed, res.Selected, more)
 		return exitOK
 	}
-	tw := newTable(stdout)
-	fmt.Fprintln(tw, "ID\tSTATUS\tRESULT")
+	var unchanged []admin.BulkTask // the tasks changed are many and alike: only the others are listed
 	for _, t := range res.Tasks {
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", t.ID, t.Status, t.Result)
+		if t.Audit == 0 {
+			unchanged = append(unchanged, t)
+		}
 	}
-	tw.Flush()
-	fmt.Fprintf(stdout, "%s: %d of %d tasks changed%s; audit %d (bulk %s)\n", action, res.Changed, res.Selected, more, res.Audit.ID, res.Bulk)
+	if len(unchanged) > 0 {
+		tw := newTable(stdout)
+		fmt.Fprintln(tw, "NOT CHANGED\tSTATUS\tRESULT")
+		for _, t := range unchanged {
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", t.ID, t.Status, t.Result)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(stdout, "%s: %d of %d tasks changed (bulk %s)\n", action, res.Changed, res.Selected, res.Bulk)
+	if res.More {
+		fmt.Fprintf(stdout, "the filter selects more: the newest %d were taken; run it again for the rest\n", res.Selected)
+	}
+	if res.Stopped != "" {
+		fmt.Fprintf(stdout, "stopped after %d: %s\n", len(res.Tasks), res.Stopped)
+	}
+	if res.Audit != nil {
+		fmt.Fprintf(stdout, "audit: %d (%s by %s)\n", res.Audit.ID, res.Audit.Action, res.Audit.Actor)
+	} else {
+		fmt.Fprintf(stdout, "audit: %s\n", res.AuditFailed)
+	}
 	return exitOK
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
+	"github.com/axsched/ax/internal/clientaddr"
 	"github.com/axsched/ax/internal/lograte"
 	"github.com/axsched/ax/metrics"
 	"github.com/axsched/ax/store"
@@ -179,7 +180,7 @@ func newServer(h http.Handler, cert *tls.Certificate, log *slog.Logger) *http.Se
 		WriteTimeout:      time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          stdlog.New(serverErrors{log: log, limit: lograte.New(time.Minute, 1024, nil)}, "", 0),
+		ErrorLog:          stdlog.New(serverErrors{log: log, limit: lograte.New(time.Minute, admin.MaxTrackedAddresses, nil)}, "", 0),
 	}
 	if cert != nil {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
@@ -201,9 +202,7 @@ func (w serverErrors) Write(p []byte) (int, error) {
 	key := "" // a line that names no client
 	if _, rest, ok := strings.Cut(msg, " from "); ok {
 		addr, _, _ := strings.Cut(rest, ": ")
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			key = host
-		}
+		key = clientaddr.Key(addr)
 	}
 	if ok, held := w.limit.Allow(key); ok {
 		attrs := []slog.Attr{}

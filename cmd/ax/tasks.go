@@ -31,7 +31,8 @@ type apiFlags struct {
 
 func (a *apiFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.server, "server", envOr("AX_SERVER", "http://127.0.0.1:8080"), "the admin API's base `URL` (env AX_SERVER)")
-	fs.StringVar(&a.token, "token", os.Getenv("AX_TOKEN"), "the bearer `TOKEN` (env AX_TOKEN; prefer it: a flag shows in the process list)")
+	// The default is read when the request is made, not here: a usage text would show it.
+	fs.StringVar(&a.token, "token", "", "the bearer `TOKEN` (default: env AX_TOKEN; prefer it: a flag shows in the process list)")
 	fs.BoolVar(&a.json, "json", false, "print the server's JSON instead of a table")
 }
 
@@ -72,8 +73,8 @@ func (a *apiFlags) do(ctx context.Context, method, path string, query url.Values
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if a.token != "" {
-		req.Header.Set("Authorization", "Bearer "+a.token)
+	if token := cmp.Or(a.token, os.Getenv("AX_TOKEN")); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	req.Close = true // one request per command: keep no connection open
 	resp, err := http.DefaultClient.Do(req)
@@ -158,6 +159,45 @@ Run 'ax tasks ACTION -h' for the flags.
 	return exitUsage
 }
 
+// taskFilter is the flags that select tasks, as GET /tasks's parameters do: of
+// `ax tasks list` and of the bulk actions.
+type taskFilter struct {
+	statuses repeated
+	params   map[string]*string // by query parameter
+}
+
+func registerFilter(fs *flag.FlagSet) *taskFilter {
+	f := &taskFilter{params: map[string]*string{}}
+	fs.Var(&f.statuses, "status", "only tasks in `STATUS` (repeat, or comma-separate, for several)")
+	for _, p := range []struct{ flag, param, usage string }{
+		{"name", "name", "only tasks of handler `NAME`"},
+		{"key-prefix", "key_prefix", "only keys that start with `P`"},
+		{"owner", "owner", "only tasks submitted by `SERVICE`"},
+		{"task-key", "task_key", "only tasks of task key `K`"},
+		{"due-from", "due_from", "only tasks due at or after `T` (RFC 3339)"},
+		{"due-before", "due_before", "only tasks due before `T`"},
+		{"finished-from", "finished_from", "only tasks finished at or after `T`"},
+		{"finished-before", "finished_before", "only tasks finished before `T`"},
+	} {
+		f.params[p.param] = fs.String(p.flag, "", p.usage)
+	}
+	return f
+}
+
+// values is the filter as GET /tasks's query parameters.
+func (f *taskFilter) values() url.Values {
+	q := url.Values{}
+	for _, st := range f.statuses {
+		q.Add("status", st)
+	}
+	for param, v := range f.params {
+		if *v != "" {
+			q.Set(param, *v)
+		}
+	}
+	return q
+}
+
 // repeated is a flag that may be given several times.
 type repeated []string
 
@@ -168,11 +208,7 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("tasks list", flag.ContinueOnError)
 	var api apiFlags
 	api.register(fs)
-	var statuses repeated
-	fs.Var(&statuses, "status", "only tasks in `STATUS` (repeat, or comma-separate, for several)")
-	name := fs.String("name", "", "only tasks of handler `NAME`")
-	prefix := fs.String("key-prefix", "", "only keys that start with `P`")
-	owner := fs.String("owner", "", "only tasks submitted by `SERVICE`")
+	filter := registerFilter(fs)
 	order := fs.String("order", "newest", "`newest` or soonest (by due time)")
 	limit := fs.Int("limit", 0, "page size `N` (default 100, at most 1000)")
 	cursor := fs.String("cursor", "", "continue after a page: its `NEXT`")
@@ -183,11 +219,8 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	q := url.Values{}
-	for _, s := range statuses {
-		q.Add("status", s)
-	}
-	for k, v := range map[string]string{"name": *name, "key_prefix": *prefix, "owner": *owner, "order": *order, "cursor": *cursor} {
+	q := filter.values()
+	for k, v := range map[string]string{"order": *order, "cursor": *cursor} {
 		if v != "" {
 			q.Set(k, v)
 		}
