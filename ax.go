@@ -165,10 +165,9 @@ type ClusterConfig struct {
 	// tasks in its own process).
 	Advertise string
 	// Secret signs and verifies every dispatch and release notice (HMAC-SHA256; at
-	// least 32 bytes). The same on every replica. Empty: requests go unsigned,
+	// least 32 bytes). The same on every replica. Empty: requests go unsigned, and
 	// ExecutorHandler serves only connections to a loopback address and takes no
-	// fencing token above the epoch the store recorded (which a store must then keep:
-	// store.Leaser, as every store of ax does).
+	// fencing token above the epoch the store recorded (store.Leaser).
 	Secret []byte
 	// Routing is how the leader picks among the live replicas that registered a
 	// task's handler. Defaults to RouteRoundRobin.

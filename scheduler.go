@@ -727,14 +727,8 @@ func (s *Scheduler) nodeInfo(r *running, started time.Time) store.NodeInfo {
 // recorded for the namespace, so that it refuses an older leader within a heartbeat of
 // a newer one's election, whether or not the newer one has dispatched here yet.
 func (s *Scheduler) learnEpoch(ctx context.Context) {
-	l, ok := s.st.(store.Leaser)
-	if !ok {
-		return
-	}
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
-	defer cancel()
-	if info, err := l.Lease(sctx, s.cfg.Namespace); err == nil {
-		s.server.Raise(info.Epoch)
+	if epoch, err := (remoteExecutor{s}).Epoch(ctx); err == nil {
+		s.server.Raise(epoch)
 	}
 }
 

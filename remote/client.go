@@ -28,8 +28,9 @@ type Client struct {
 // so that replicas whose hosts' clocks disagree still agree. Nil: time.Now.
 func NewClient(signer *Signer, timeout time.Duration, now func() time.Time) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 16
-	tr.Proxy = nil // executors are reached directly, never through an environment proxy
+	tr.MaxIdleConnsPerHost = MaxInFlight
+	tr.MaxConnsPerHost = MaxInFlight // more would be answered busy: they wait here instead
+	tr.Proxy = nil                   // executors are reached directly, never through an environment proxy
 	if now == nil {
 		now = time.Now
 	}

@@ -60,12 +60,14 @@
 // or repeated header, or one not in its canonical form — uppercase hex included —
 // (ErrBadSignature); a timestamp more than the window (DefaultWindow, 30 s) behind or
 // ahead of its clock (ErrStale); a signature that does not match (ErrBadSignature); a
-// nonce it has accepted before (ErrReplayed). The checks before the signature need no
-// body, and Middleware runs them before it reads one. Signatures are compared in
-// constant time (hmac.Equal). Middleware answers each refusal 401 with the sentinel's
-// text and logs it at WARN with the detail, at most one line a minute per client
-// address, each with the count of refusals not logged since the line before; it never
-// logs the signature or the body.
+// timestamp out of the window once the body is read (ErrStale again: a body sent
+// slowly cannot outlast its nonce); a nonce it has accepted before (ErrReplayed). The
+// checks before the signature need no body, and Middleware runs them before it reads
+// one. Signatures are compared in constant time (hmac.Equal). Middleware answers each
+// refusal 401 with the sentinel's text and logs it at WARN with the detail; it never
+// logs the signature or the body. Refusals, the Verifier's and the Server's, are
+// logged at most one line a minute per client address, each with the count of those
+// not logged since the line before.
 //
 // # Nonce cache
 //
@@ -84,33 +86,28 @@
 // # Scope
 //
 // The signature covers neither the Host header nor the other headers: a request signed
-// for one executor verifies at another that shares the secret, once per executor, within
-// the window. So the dispatch body should name its target executor, and an executor
-// should refuse work addressed to another (the dispatch layer's duty, not this one's). The token is authenticated, not judged: the
-// executor compares it with the highest token it has seen to refuse a stale leader.
+// for one executor verifies at another that shares the secret, once per executor,
+// within the window. So the dispatch body names its target executor, and the Server
+// refuses work addressed to another (421). The token is authenticated, not judged:
+// the executor compares it with the highest token it has seen to refuse a stale
+// leader.
 //
 // # Bounded work
 //
-// Server serves at most MaxInFlight (16) verified dispatches and release notices at
-// once, and at most as many requests from one client address while it reads their
-// bodies; one more is answered 503 with Retry-After (ErrBusy to the client: the
-// leader takes it as busy). A dispatch carries at most MaxDispatchTasks
-// (1,000) tasks, else 413 (ErrTooLarge: the leader splits), and its body is JSON with
-// each member once and in the protocol's case, else 400; a member the protocol does
-// not know is ignored, so that a newer leader may add one. A task with
-// an id that is not positive or repeated, or an empty, overlong or NUL-holding name or
-// execution id, makes the whole dispatch 400. A task taken is started only if the
-// store holds it DISPATCHING with that execution id, under that name, in this
-// executor's namespace; otherwise it never starts here.
+// See MaxInFlight and MaxDispatchTasks. A dispatch body is JSON with each member once
+// and in the protocol's case, else 400; a member the protocol does not know is
+// ignored, so that a newer leader may add one. A task with an id that is not positive
+// or repeated, or an empty, overlong or NUL-holding name or execution id, makes the
+// whole dispatch 400.
 //
 // # Listening
 //
 // Without a cluster secret the executor endpoint serves only on loopback: ListenGuard
-// refuses any other address with ErrInsecureListen. It then reads the token from the
-// unsigned Ax-Token header, and takes one above the highest it has seen only if it is
-// not above the epoch the store recorded for the namespace (Executor.Epoch): else 403,
-// ErrUnverifiedToken, and nothing changes. So no unsigned request can make the
-// executor refuse the real leader. The health endpoint, /ax/v1/health, is unsigned
-// and served apart from dispatch, outside Middleware and any queue of tasks, so a busy
-// executor still answers it.
+// refuses any other address with ErrInsecureListen. The token then comes from the
+// unsigned Ax-Token header, and one above the highest seen is taken only if it is not
+// above the epoch the store recorded (Executor.Epoch, read at most once a second):
+// else 403 ErrUnverifiedToken, and nothing changes. So no unsigned request can make
+// the executor refuse the real leader. The health endpoint, /ax/v1/health, is
+// unsigned and served apart from dispatch, outside Middleware and any queue of tasks,
+// so a busy executor still answers it.
 package remote

@@ -36,8 +36,9 @@ var (
 	// ErrTooLarge: the executor refused the request's body as larger than its limit
 	// (413); the same tasks in smaller requests may pass.
 	ErrTooLarge = errors.New("request body too large")
-	// ErrBusy: the executor serves as many requests as it allows at once (MaxInFlight),
-	// or its nonce cache is full (503): it took none of the tasks, and may in a moment.
+	// ErrBusy: the executor answered 503 — it serves as many requests as it allows at
+	// once (MaxInFlight), its nonce cache is full, or, without a secret, it cannot read
+	// the store's epoch: it took none of the tasks, and may in a moment.
 	ErrBusy = errors.New("executor busy")
 	// ErrUnverifiedToken: without a cluster secret, a dispatch's token is above both the
 	// highest the executor has seen and the epoch the store recorded: nothing vouches

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,15 +232,6 @@ func TestUnsignedTokenBoundedByEpoch(t *testing.T) {
 			t.Fatalf("highest token seen after a refused unsigned token: %d, want 0", h)
 		}
 	}
-	exec.mu.Lock()
-	exec.epochErr = errors.New("store unreachable")
-	exec.mu.Unlock()
-	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(7, 2)); !errors.Is(err, ErrBusy) || s.Highest() != 0 {
-		t.Fatalf("unsigned dispatch while the epoch cannot be read: %v, highest %d; want ErrBusy (503), 0", err, s.Highest())
-	}
-	exec.mu.Lock()
-	exec.epochErr = nil
-	exec.mu.Unlock()
 	if _, err := c.Dispatch(ctx, srv.URL, dispatchOf(7, 2)); err != nil {
 		t.Fatalf("dispatch under the recorded epoch: %v", err)
 	}
@@ -249,22 +241,68 @@ func TestUnsignedTokenBoundedByEpoch(t *testing.T) {
 	if len(exec.taken) != 1 || exec.taken[0].ID != 2 {
 		t.Fatalf("executor took %+v, want task 2 only", exec.taken)
 	}
+
+	// The epoch cannot be read: refused 503 (busy), nothing raised.
+	down := &fakeExecutor{free: 10, epochErr: errors.New("store unreachable")}
+	ds := NewServer("ns", "exec-1", down, nil, quiet())
+	dsrv := httptest.NewServer(ds)
+	defer dsrv.Close()
+	if _, err := c.Dispatch(ctx, dsrv.URL, dispatchOf(1, 2)); !errors.Is(err, ErrBusy) || ds.Highest() != 0 {
+		t.Fatalf("unsigned dispatch while the epoch cannot be read: %v, highest %d; want ErrBusy (503), 0", err, ds.Highest())
+	}
 }
 
-// TestRefusalsLogRateLimited: a flood of refused requests from one address writes one
-// log line a minute (the count of those held back is in the next: see lograte), and a
-// refusal from another address is logged.
+// TestUnsignedEpochReadOncePerSecond: a flood of unsigned dispatches above the epoch
+// reads the store's epoch once, not once a request.
+func TestUnsignedEpochReadOncePerSecond(t *testing.T) {
+	t.Parallel()
+	exec := &countingEpoch{fakeExecutor: fakeExecutor{free: 10, epoch: 3}}
+	s := NewServer("ns", "exec-1", exec, nil, quiet())
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := NewClient(nil, 5*time.Second, nil)
+	defer c.Close()
+	for i := range 50 {
+		if _, err := c.Dispatch(context.Background(), srv.URL, dispatchOf(int64(4+i), 1)); err == nil {
+			t.Fatalf("unsigned token %d above the epoch 3 was taken", 4+i)
+		}
+	}
+	if n := exec.reads.Load(); n != 1 {
+		t.Fatalf("50 unsigned dispatches above the epoch read it %d times, want 1", n)
+	}
+}
+
+// countingEpoch counts the reads of the store's epoch.
+type countingEpoch struct {
+	fakeExecutor
+	reads atomic.Int64
+}
+
+func (c *countingEpoch) Epoch(ctx context.Context) (int64, error) {
+	c.reads.Add(1)
+	return c.fakeExecutor.Epoch(ctx)
+}
+
+// TestRefusalsLogRateLimited: a flood of refused requests from one address, from any
+// of its ports and refused by the Verifier or the Server, writes one log line a minute
+// (the count of those held back is in the next: see lograte); a refusal from another
+// address is logged.
 func TestRefusalsLogRateLimited(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	srv := NewServer("ns", "exec-1", &fakeExecutor{}, f.verifier, slog.New(f.logs))
-	for range 300 {
+	for i := range 300 {
+		// Unsigned (the Verifier refuses) or under a stale token (the Server does), each
+		// from another port of one address.
 		req := httptest.NewRequest(http.MethodPost, "http://x"+DispatchPath, strings.NewReader(`{}`))
-		req.RemoteAddr = "10.1.2.3:" + strconv.Itoa(1024)
+		if i%2 == 1 {
+			req = f.signed(t, http.MethodPost, "http://x"+DispatchPath, []byte(`{}`), 1)
+		}
+		req.RemoteAddr = "10.1.2.3:" + strconv.Itoa(1024+i)
 		srv.ServeHTTP(httptest.NewRecorder(), req)
 	}
 	if lines := f.logs.lines(); len(lines) != 1 {
-		t.Fatalf("300 refused requests from one address wrote %d log lines, want 1", len(lines))
+		t.Fatalf("300 refused requests from one address wrote %d log lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	req := httptest.NewRequest(http.MethodPost, "http://x"+DispatchPath, strings.NewReader(`{}`))
 	req.RemoteAddr = "10.9.9.9:1"
@@ -317,9 +355,10 @@ func TestStrictDispatchBody(t *testing.T) {
 
 // blockedBody is a request body that sends nothing until release is closed, as a
 // client that trickles its body would.
-type blockedBody struct{ release chan struct{} }
+type blockedBody struct{ reading, release chan struct{} }
 
 func (b blockedBody) Read(p []byte) (int, error) {
+	b.reading <- struct{}{}
 	<-b.release
 	return 0, io.EOF
 }
@@ -334,10 +373,10 @@ func TestUnverifiedRequestsHoldNoSlot(t *testing.T) {
 	exec := &fakeExecutor{free: 10}
 	f := setup(t)
 	srv := NewServer("ns", "exec-1", exec, f.verifier, quiet())
-	release := make(chan struct{})
+	reading, release := make(chan struct{}, MaxInFlight+1), make(chan struct{})
 	var wg sync.WaitGroup
 	forged := func(port int) *http.Request {
-		req := httptest.NewRequest(http.MethodPost, "http://x"+DispatchPath, blockedBody{release})
+		req := httptest.NewRequest(http.MethodPost, "http://x"+DispatchPath, blockedBody{reading, release})
 		req.ContentLength = 1000
 		req.RemoteAddr = fmt.Sprintf("10.0.0.9:%d", port)
 		req.Header.Set(HeaderTimestamp, fmt.Sprint(f.clock.now().UnixMilli()))
@@ -349,11 +388,9 @@ func TestUnverifiedRequestsHoldNoSlot(t *testing.T) {
 	for i := range MaxInFlight {
 		wg.Go(func() { srv.ServeHTTP(httptest.NewRecorder(), forged(i)) })
 	}
-	waitUntil(t, func() bool {
-		srv.clientsMu.Lock()
-		defer srv.clientsMu.Unlock()
-		return srv.clients["10.0.0.9"] == MaxInFlight
-	})
+	for range MaxInFlight { // each past the headers, reading its body
+		<-reading
+	}
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, forged(MaxInFlight))
 	if rec.Code != http.StatusServiceUnavailable {
@@ -374,12 +411,41 @@ func TestUnverifiedRequestsHoldNoSlot(t *testing.T) {
 	wg.Wait()
 }
 
-// waitUntil polls cond until it holds, failing the test after 10 seconds.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
+// slowBody is a request body that, read, moves the verifier's clock on by d first: a
+// body that took that long to arrive.
+type slowBody struct {
+	io.Reader
+	clock *fakeClock
+	d     time.Duration
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.d > 0 {
+		b.clock.add(b.d)
+		b.d = 0
+	}
+	return b.Reader.Read(p)
+}
+
+// TestSlowBodyOutlastsTheWindow: a request whose headers were in the window but whose
+// body arrived after it is refused as stale, so that it cannot be taken once the
+// window has ended, when its nonce is no longer remembered — and so taken twice.
+func TestSlowBodyOutlastsTheWindow(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := []byte(`{"id":1}`)
+	taken := 0
+	h := f.verifier.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { taken++ }))
+	for _, late := range []time.Duration{0, 40 * time.Second} {
+		req := f.signed(t, http.MethodPost, "http://x"+DispatchPath, body, 1)
+		req.Body = io.NopCloser(&slowBody{Reader: bytes.NewReader(body), clock: f.clock, d: late})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if want := map[bool]int{true: 401, false: 200}[late > 0]; rec.Code != want {
+			t.Errorf("a body %v late: %d %s, want %d", late, rec.Code, rec.Body, want)
 		}
+	}
+	if taken != 1 {
+		t.Fatalf("the handler ran %d times, want once", taken)
 	}
 }

@@ -6,14 +6,18 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
+	"github.com/axsched/ax/internal/clientaddr"
 	"github.com/axsched/ax/internal/lograte"
 )
 
 type tokenKey struct{}
+
+// bodyKey is the context key of the body Middleware read and verified, so that a
+// Server behind it need not read it again.
+type bodyKey struct{}
 
 // TokenFrom returns the fencing token that Middleware verified for the request whose
 // context is ctx, and false if there is none.
@@ -54,7 +58,8 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 			v.unauthorized(w, req, err)
 			return
 		}
-		req = req.WithContext(context.WithValue(req.Context(), tokenKey{}, token))
+		ctx := context.WithValue(req.Context(), tokenKey{}, token)
+		req = req.WithContext(context.WithValue(ctx, bodyKey{}, body))
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -86,15 +91,21 @@ func (v *Verifier) readBody(w http.ResponseWriter, req *http.Request) ([]byte, e
 // refuse answers status with the short reason and logs the full error, within the
 // rate of refusals logged per client address.
 func (v *Verifier) refuse(w http.ResponseWriter, req *http.Request, status int, short string, err error) {
-	logRefusal(v.logger, v.refusals, req, "ax: remote: request refused", slog.Int("status", status), slog.String("reason", err.Error()))
+	refuse(v.logger, v.refusals, w, req, status, short, err.Error())
+}
+
+// refuse answers req status with the short text and logs why, at WARN, unless limit
+// holds the line back.
+func refuse(log *slog.Logger, limit *lograte.Limiter, w http.ResponseWriter, req *http.Request, status int, short, why string) {
+	logRefusal(log, limit, req, "ax: remote: request refused", slog.Int("status", status), slog.String("reason", why))
 	http.Error(w, short, status)
 }
 
 // logRefusal logs a refused request at WARN, unless limit holds it back: at most one
-// line a minute per client address, with the count of the refusals not logged since
-// the line before.
+// line a minute per client address (clientaddr.Key), with the count of the refusals
+// not logged since the line before.
 func logRefusal(log *slog.Logger, limit *lograte.Limiter, req *http.Request, msg string, attrs ...slog.Attr) {
-	ok, held := limit.Allow(clientHost(req))
+	ok, held := limit.Allow(clientaddr.Key(req.RemoteAddr))
 	if !ok {
 		return
 	}
@@ -103,15 +114,6 @@ func logRefusal(log *slog.Logger, limit *lograte.Limiter, req *http.Request, msg
 		attrs = append(attrs, slog.Int("refusals_not_logged", held))
 	}
 	log.LogAttrs(req.Context(), slog.LevelWarn, msg, attrs...)
-}
-
-// clientHost is the address a request came from, without its port.
-func clientHost(req *http.Request) string {
-	host, _, err := net.SplitHostPort(req.RemoteAddr)
-	if err != nil {
-		return req.RemoteAddr
-	}
-	return host
 }
 
 // newRefusalLimiter returns the limiter of refusal log lines: one a minute per client

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/axsched/ax/internal/clientaddr"
 	"github.com/axsched/ax/internal/lograte"
 	"github.com/axsched/ax/internal/strictjson"
 	"github.com/axsched/ax/store"
@@ -77,9 +79,8 @@ const (
 // Executor is the replica's executor as the dispatch endpoint sees it.
 type Executor interface {
 	// Epoch returns the fencing epoch the store recorded for the namespace (0 when
-	// none was). Without a cluster secret, a token above the highest seen is taken
-	// only if it is not above this epoch: no unsigned request can raise what the
-	// executor refuses later past what a leader really recorded.
+	// none was). Without a cluster secret, a token above it is refused: an unsigned
+	// request cannot fence out the real leader.
 	Epoch(ctx context.Context) (int64, error)
 	// Take takes tasks dispatched under token and returns, in input order, what it did
 	// with each. It must not wait for handlers to run. The Server has checked the token:
@@ -99,12 +100,10 @@ const (
 	// MaxDispatchTasks is the most tasks one dispatch may carry: a dispatch of more is
 	// answered 413 (ErrTooLarge), and the leader splits its batches to fit.
 	MaxDispatchTasks = 1000
-	// MaxInFlight bounds the requests to DispatchPath and ReleasedPath the endpoint
-	// serves at once: at most this many verified ones, and at most this many from one
-	// client address, verified or not (their bodies being read). One more is answered
-	// 503 with Retry-After (ErrBusy), and the leader takes it as busy. So requests
-	// without the secret, however many, hold no slot a verified one needs, unless they
-	// come from the leader's own address.
+	// MaxInFlight bounds the requests to DispatchPath and ReleasedPath being served: at
+	// most this many from one client address (clientaddr.Key), and at most this many
+	// past verification. One more is 503 (ErrBusy), which the leader takes as busy.
+	// Requests without the secret hold no slot but their own address's.
 	MaxInFlight = 16
 )
 
@@ -121,8 +120,12 @@ type Server struct {
 	released        http.Handler
 	maxBody         int64
 	unsigned        bool             // no secret: loopback only, token read from the unsigned header
-	inFlight        chan struct{}    // a slot per verified request being served (MaxInFlight)
-	refusals        *lograte.Limiter // of the log lines of requests refused here
+	inFlight        chan struct{}    // a slot per request past verification (MaxInFlight)
+	refusals        *lograte.Limiter // of the log lines of requests refused, the Verifier's too
+
+	epochMu sync.Mutex // held while the store's epoch is read: concurrent reads wait for one
+	epoch   int64      // the store's epoch as last read (no secret only)
+	epochAt time.Time  // when
 
 	clientsMu sync.Mutex
 	clients   map[string]int // client address → its requests being served, verified or not
@@ -133,8 +136,8 @@ type Server struct {
 
 // NewServer returns the endpoint of executor exec, node node of namespace namespace.
 // v verifies every dispatch; a nil v (no cluster secret) serves only connections to
-// a loopback address, refusing others 403 (ErrInsecureListen), and trusts the token
-// header as sent.
+// a loopback address, refusing others 403 (ErrInsecureListen), and takes the token
+// header as sent up to the epoch the store recorded (Executor.Epoch).
 func NewServer(namespace, node string, exec Executor, v *Verifier, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
@@ -145,6 +148,7 @@ func NewServer(namespace, node string, exec Executor, v *Verifier, log *slog.Log
 	if v != nil {
 		s.dispatch, s.released = v.Middleware(s.dispatch), v.Middleware(s.released)
 		s.maxBody = v.maxBodyBytes
+		s.refusals = v.refusals // one line a minute per address, whichever refuses
 	}
 	return s
 }
@@ -209,7 +213,7 @@ func (s *Server) signed(w http.ResponseWriter, req *http.Request, h http.Handler
 		s.refuse(w, req, http.StatusForbidden, ErrInsecureListen.Error(), "no cluster secret and not on loopback")
 		return
 	}
-	host := clientHost(req)
+	host := clientaddr.Key(req.RemoteAddr)
 	if !s.enter(host) {
 		w.Header().Set("Retry-After", "1")
 		s.refuse(w, req, http.StatusServiceUnavailable, ErrBusy.Error(), fmt.Sprintf("%d requests in flight from this address", MaxInFlight))
@@ -240,7 +244,8 @@ func (s *Server) leave(host string) {
 	}
 }
 
-// bounded serves a verified request through next, at most MaxInFlight at once.
+// bounded serves a request past verification through next, at most MaxInFlight at
+// once.
 func (s *Server) bounded(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		select {
@@ -258,8 +263,7 @@ func (s *Server) bounded(next http.HandlerFunc) http.Handler {
 // refuse answers status with the short text and logs why, within the rate of
 // refusals logged per client address.
 func (s *Server) refuse(w http.ResponseWriter, req *http.Request, status int, short, why string) {
-	logRefusal(s.log, s.refusals, req, "ax: remote: request refused", slog.Int("status", status), slog.String("reason", why))
-	http.Error(w, short, status)
+	refuse(s.log, s.refusals, w, req, status, short, why)
 }
 
 // loopbackConn reports whether the request came in on a loopback address.
@@ -285,6 +289,9 @@ func (s *Server) readSigned(w http.ResponseWriter, req *http.Request) (int64, []
 	if !ok {
 		s.refuse(w, req, http.StatusBadRequest, "missing fencing token", "no positive decimal "+HeaderToken)
 		return 0, nil, false
+	}
+	if body, ok := req.Context().Value(bodyKey{}).([]byte); ok { // read and verified by the Middleware
+		return token, body, true
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, s.maxBody))
 	if err != nil {
@@ -324,23 +331,31 @@ func (s *Server) readRequest(w http.ResponseWriter, req *http.Request, what stri
 		http.Error(w, fmt.Sprintf("this is node %q of namespace %q", s.node, s.namespace), http.StatusMisdirectedRequest)
 		return 0, false
 	}
-	if !s.unsigned || token <= s.Highest() {
-		return token, true
-	}
-	// Unsigned, and above the highest token seen: taken only up to the epoch the store
-	// recorded, so that a local process cannot fence out the real leader.
-	epoch, err := s.exec.Epoch(req.Context())
-	switch {
-	case err != nil:
-		s.log.WarnContext(req.Context(), "ax: remote: read the recorded epoch", "err", err)
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "cannot check the token against the store's epoch", http.StatusServiceUnavailable)
-		return 0, false
-	case token > epoch:
-		s.refuse(w, req, http.StatusForbidden, ErrUnverifiedToken.Error(), fmt.Sprintf("unsigned token %d above the store's epoch %d", token, epoch))
-		return 0, false
-	}
 	return token, true
+}
+
+// vouched reports whether an unsigned token above the highest seen is vouched for:
+// not above the epoch the store recorded, so that a local process cannot fence out
+// the real leader. It answers the request otherwise: 403 ErrUnverifiedToken, or 503
+// when the epoch cannot be read. The epoch is read at most once a second, whatever
+// the number of requests; a leader's token is recorded before its first dispatch.
+func (s *Server) vouched(w http.ResponseWriter, req *http.Request, token int64) bool {
+	s.epochMu.Lock()
+	defer s.epochMu.Unlock()
+	if token > s.epoch && time.Since(s.epochAt) >= time.Second {
+		epoch, err := s.exec.Epoch(req.Context())
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, req, http.StatusServiceUnavailable, ErrBusy.Error(), "cannot read the store's epoch to check an unsigned token: "+err.Error())
+			return false
+		}
+		s.epoch, s.epochAt = epoch, time.Now()
+	}
+	if token > s.epoch {
+		s.refuse(w, req, http.StatusForbidden, ErrUnverifiedToken.Error(), fmt.Sprintf("unsigned token %d above the store's epoch %d", token, s.epoch))
+		return false
+	}
+	return true
 }
 
 // maxExecutionID is the longest execution id a dispatched task may have: a UUID has 36
@@ -398,6 +413,9 @@ func (s *Server) serveDispatch(w http.ResponseWriter, req *http.Request) {
 	}
 	if status, err := checkTasks(dr.Tasks); err != nil {
 		http.Error(w, "malformed dispatch: "+err.Error(), status)
+		return
+	}
+	if s.unsigned && token > s.Highest() && !s.vouched(w, req, token) {
 		return
 	}
 	if highest, ok := s.observe(token); !ok {

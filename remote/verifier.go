@@ -130,9 +130,10 @@ func NewVerifier(secret []byte, opts ...VerifierOption) (*Verifier, error) {
 // checks run in this order, and the error wraps the sentinel of the first that fails:
 // every Ax-* header present (ErrUnsigned); each in its canonical form and given once
 // (ErrBadSignature); the timestamp within the window of the clock (ErrStale); the
-// signature matching (ErrBadSignature); the nonce not accepted before (ErrReplayed)
-// and room to remember it (ErrNonceCacheFull). The checks before the signature need
-// no body: Middleware runs them before it reads one. Only a request that passes every
+// signature matching (ErrBadSignature); the timestamp still within the window, once
+// the body is read (ErrStale); the nonce not accepted before (ErrReplayed) and room to
+// remember it (ErrNonceCacheFull). The checks before the signature need no body:
+// Middleware runs them before it reads one. Only a request that passes every
 // check uses up its nonce. Verify does not read req.Body.
 func (v *Verifier) Verify(req *http.Request, body []byte) (token int64, err error) {
 	h, err := v.checkHeaders(req)
@@ -187,21 +188,27 @@ func (v *Verifier) checkHeaders(req *http.Request) (h signedHeaders, err error) 
 		return h, malformed(HeaderSignature, "not 64 lowercase hex digits")
 	}
 
-	now := v.now().UnixMilli()
+	return h, v.inWindow(h.ts, v.now().UnixMilli())
+}
+
+// inWindow refuses a timestamp ts (Unix milliseconds) further than the window from
+// now (ErrStale).
+func (v *Verifier) inWindow(ts, now int64) error {
 	window := v.window.Milliseconds()
-	if skew := now - h.ts; skew > window || skew < -window {
+	if skew := now - ts; skew > window || skew < -window {
 		dir := "behind"
 		if skew < 0 {
 			dir, skew = "ahead of", -skew
 		}
-		return h, fmt.Errorf("ax: remote: %w: timestamp %v %s the verifier's clock, window %v",
+		return fmt.Errorf("ax: remote: %w: timestamp %v %s the verifier's clock, window %v",
 			ErrStale, time.Duration(skew)*time.Millisecond, dir, v.window)
 	}
-	return h, nil
+	return nil
 }
 
-// checkSignature runs Verify's checks that need the body: the signature, then the
-// nonce.
+// checkSignature runs Verify's checks that need the body: the signature, the window
+// once more (a body sent slowly may have outlasted it, and the nonce would then be
+// remembered no longer than it), then the nonce.
 func (v *Verifier) checkSignature(req *http.Request, h signedHeaders, body []byte) (int64, error) {
 	var buf [32]byte
 	want := v.mac.sum(buf[:0], requestMethod(req), requestPath(req), h.ts, h.nonceText, h.token, body)
@@ -209,6 +216,9 @@ func (v *Verifier) checkSignature(req *http.Request, h signedHeaders, body []byt
 		return 0, fmt.Errorf("ax: remote: %w", ErrBadSignature)
 	}
 	now := v.now().UnixMilli()
+	if err := v.inWindow(h.ts, now); err != nil {
+		return 0, err
+	}
 	if err := v.nonces.add(h.nonce, h.ts+v.window.Milliseconds()+nonceMargin.Milliseconds(), now); err != nil {
 		return 0, fmt.Errorf("ax: remote: %w", err)
 	}

@@ -523,7 +523,7 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 		r.route(tasks, tried)
 		return
 	case err != nil:
-		// A refusal (another secret, a full nonce cache, a request it cannot read):
+		// A refusal (another secret, a request it cannot read):
 		// the replica took none of them, so they go to the next candidates, as busy
 		// ones do. Handed back at once, a task whose key hashes to this replica would
 		// come back to it at every claim until its dispatch retries ran out. A task no
