@@ -2,7 +2,8 @@
 // client's address, say), at most one line in each interval is written, and each line
 // written says how many lines, of any key, were held back since the one before.
 // Memory is bounded too: past a number of keys, the ones not seen for an interval are
-// forgotten, and when none can be, the excess shares one key.
+// forgotten (looked for at most once an interval), and when none can be, the excess
+// shares one key.
 package lograte
 
 import (
@@ -20,9 +21,11 @@ type Limiter struct {
 	maxKeys int
 	now     func() time.Time
 
-	mu   sync.Mutex
-	last map[string]time.Time // key → when its last line was written
-	held int                  // lines held back since the last one written
+	mu     sync.Mutex
+	last   map[string]time.Time // key → when its last line was written
+	held   int                  // lines held back since the last one written
+	swept  time.Time            // when forget last ran
+	sweeps int                  // how many times it ran, for tests
 }
 
 // New returns a Limiter that writes at most one line per key every interval, for at
@@ -42,7 +45,9 @@ func (l *Limiter) Allow(key string) (ok bool, held int) {
 	defer l.mu.Unlock()
 	last, seen := l.last[key]
 	if !seen && len(l.last) >= l.maxKeys {
-		l.forget(now)
+		if now.Sub(l.swept) >= l.every { // a flood of new keys costs one sweep an interval
+			l.forget(now)
+		}
 		if len(l.last) >= l.maxKeys {
 			key = overflow
 			last, seen = l.last[key]
@@ -59,6 +64,8 @@ func (l *Limiter) Allow(key string) (ok bool, held int) {
 
 // forget drops the keys whose last line is an interval old.
 func (l *Limiter) forget(now time.Time) {
+	l.swept = now
+	l.sweeps++
 	for k, last := range l.last {
 		if now.Sub(last) >= l.every {
 			delete(l.last, k)

@@ -51,6 +51,9 @@ func TestBoundedKeys(t *testing.T) {
 	if len(l.last) > 5 { // 4 keys and the overflow
 		t.Fatalf("%d keys kept, want at most 5", len(l.last))
 	}
+	if l.sweeps != 1 {
+		t.Fatalf("%d new keys in one interval, past the bound, swept the keys %d times, want once", floods-4, l.sweeps)
+	}
 	if written != 5 {
 		t.Fatalf("%d lines written for %d new keys in one interval, want 5 (4 keys and one for the overflow)", written, floods)
 	}

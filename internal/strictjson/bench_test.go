@@ -2,6 +2,7 @@ package strictjson_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,24 +23,45 @@ func benchBody(b *testing.B, n int) []byte {
 	return body
 }
 
+// wideBody is a dispatch body with n members a newer peer might add: 100,000 are 1.3 MB.
+func wideBody(n int) []byte {
+	body := []byte(`{"namespace":"default","token":3,"tasks":[]`)
+	for i := range n {
+		body = fmt.Appendf(body, `,"added%06d":1`, i)
+	}
+	return append(body, '}')
+}
+
+// BenchmarkDecodeDispatch decodes dispatch bodies of 20 and 1,000 tasks, and one of
+// 100,000 members UnmarshalExtensible ignores, with encoding/json and with strictjson.
 func BenchmarkDecodeDispatch(b *testing.B) {
-	body := benchBody(b, 20)
-	b.Run("std", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var d dispatch
-			if err := json.Unmarshal(body, &d); err != nil {
-				b.Fatal(err)
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{
+		{"size=20", benchBody(b, 20)},
+		{"size=1000", benchBody(b, 1000)},
+		{"wide=100k", wideBody(100_000)},
+	} {
+		b.Run(c.name+"/std", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				var d dispatch
+				if err := json.Unmarshal(c.body, &d); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("strict", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var d dispatch
-			if err := strictjson.UnmarshalExtensible(body, &d); err != nil {
-				b.Fatal(err)
+		})
+		b.Run(c.name+"/strict", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				var d dispatch
+				if err := strictjson.UnmarshalExtensible(c.body, &d); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
+		})
+	}
 }

@@ -1,22 +1,23 @@
 // Package strictjson decodes JSON as encoding/json does, but refuses what
 // encoding/json lets through silently:
 //
-//   - an object with the same member name twice, at any depth (encoding/json keeps
-//     the last);
+//   - an object with the same member name twice, at any depth json.Unmarshal reads
+//     (encoding/json keeps the last);
 //   - a member that names a struct field only when case is ignored ("Reason" for
 //     `json:"reason"`);
 //   - a member that names no field of the struct it decodes into (UnmarshalExtensible
 //     ignores it, for protocols that newer peers may extend);
 //   - anything after the value but white space.
 //
-// It walks the input's tokens beside the type it decodes into, then lets
+// It scans the input in place beside the type it decodes into, then lets
 // encoding/json decode: what it accepts decodes exactly as json.Unmarshal decodes
-// it, and what it refuses leaves v untouched. The walk follows struct fields by
+// it, and what it refuses leaves v untouched. The scan follows struct fields by
 // their JSON names (embedded structs' fields included, by encoding/json's rules),
 // map values under any key, slice, array and pointer elements. A value whose type
 // implements json.Unmarshaler or encoding.TextUnmarshaler (time.Time,
 // json.RawMessage) is opaque: its own decoder judges it. So is an interface value,
-// but for its objects' duplicate names, which are refused at any depth.
+// but for its objects' duplicate names, which are refused at any depth. The value of
+// a member UnmarshalExtensible ignores is not checked either.
 //
 // Every refusal is ErrInvalid (errors.Is), and its message names the member at fault
 // and where it is, quoted. The messages read "json: …" and carry no "ax:" prefix:
@@ -61,18 +62,11 @@ func unmarshal(data []byte, v any, extensible bool) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return &json.InvalidUnmarshalError{Type: reflect.TypeOf(v)}
 	}
-	if err := check(data, rv.Type().Elem(), extensible); err != nil {
+	s := scanner{data: data, extensible: extensible}
+	if err := s.check(rv.Type().Elem()); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		// Malformed, in a way the scanner read past: the walker says where. (v is as
-		// it was: json.Unmarshal judges the syntax before it sets anything.)
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) {
-			if werr := walk(data, rv.Type().Elem(), extensible); werr != nil {
-				return werr
-			}
-		}
 		return wrapJSON(err)
 	}
 	return nil
@@ -121,171 +115,31 @@ func wrapJSON(err error) error {
 	return &invalidError{msg: msg, err: err}
 }
 
-// check walks data beside t, the type it decodes into. It is scanned in place
-// (scan.go); what the scanner cannot read is walked token by token by encoding/json's
-// Decoder, whose errors say what is wrong and where.
-func check(data []byte, t reflect.Type, extensible bool) error {
-	s := &scanner{data: data, extensible: extensible}
-	if err := s.check(t); err != errMalformed {
-		return err
-	}
-	return walk(data, t, extensible)
-}
-
-// walk is check by encoding/json's Decoder, token by token.
-func walk(data []byte, t reflect.Type, extensible bool) error {
-	w := &walker{dec: json.NewDecoder(bytes.NewReader(data)), extensible: extensible}
-	w.dec.UseNumber() // numbers are not converted: a huge one is json.Unmarshal's to judge
-	if err := w.value(t); err != nil {
-		return err
-	}
-	if _, err := w.dec.Token(); err != io.EOF {
-		return w.refuse("data after the top-level value")
-	}
-	return nil
-}
-
-// walker reads one value's tokens. path is where it is, for messages: member names
-// and array indexes.
-type walker struct {
-	dec        *json.Decoder
-	path       []step
-	depth      int
-	extensible bool // a member that names no field is skipped, not refused
-}
-
-// step is one level of a walker's path: an object member or an array index.
+// step is one level of a path, for messages: an object member, by its name as read,
+// or an array element.
 type step struct {
-	name  string
-	index int // when name is ""
+	name  []byte
+	index int // the element's; -1 for a member
 }
 
-// token reads the next token; the end of the input is an error here.
-func (w *walker) token() (json.Token, error) {
-	tok, err := w.dec.Token()
-	switch {
-	case err == io.EOF:
-		return nil, &invalidError{msg: "json: unexpected end of JSON input", err: io.ErrUnexpectedEOF}
-	case err != nil:
-		return nil, wrapJSON(err)
-	}
-	return tok, nil
-}
-
-// value reads one value that decodes into t.
-func (w *walker) value(t reflect.Type) error {
-	tok, err := w.token()
-	if err != nil {
-		return err
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return nil // a scalar: json.Unmarshal judges it
-	}
-	if w.depth++; w.depth > MaxDepth {
-		return w.refuse(fmt.Sprintf("nested over %d levels", MaxDepth))
-	}
-	defer func() { w.depth-- }()
-	if t != nil { // nil: a member UnmarshalExtensible ignores
-		t = indirect(t)
-	}
-	switch {
-	case t == nil: // opaque
-	case t.Kind() == reflect.Interface:
-		if d == '{' {
-			return w.object(nil, t)
-		}
-		return w.array(t)
-	case d == '{' && t.Kind() == reflect.Struct:
-		return w.object(fieldsOf(t), nil)
-	case d == '{' && t.Kind() == reflect.Map:
-		return w.object(nil, t.Elem())
-	case d == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-		return w.array(t.Elem())
-	}
-	// Opaque, or not what t takes (json.Unmarshal says so): read past it.
-	return w.skip()
-}
-
-// object reads the members of an object whose '{' was read, up to its '}'. A
-// struct's members are the names in fields; a map's or an interface's are any, each
-// decoding into elem.
-func (w *walker) object(fields map[string]reflect.Type, elem reflect.Type) error {
-	seen := map[string]bool{}
-	for w.dec.More() {
-		tok, err := w.token()
-		if err != nil {
-			return err
-		}
-		name, _ := tok.(string)
-		if seen[name] {
-			return w.refuse(fmt.Sprintf("duplicate member %s", quote(name)))
-		}
-		seen[name] = true
-		t := elem
-		if fields != nil {
-			var ok bool
-			if t, ok = fields[name]; !ok {
-				if problem, folded := unknown(name, fields); folded || !w.extensible {
-					return w.refuse(problem)
-				}
-			}
-		}
-		w.path = append(w.path, step{name: name})
-		if err := w.value(t); err != nil {
-			return err
-		}
-		w.path = w.path[:len(w.path)-1]
-	}
-	_, err := w.token() // '}'
-	return err
-}
-
-// array reads the elements of an array whose '[' was read, up to its ']'.
-func (w *walker) array(elem reflect.Type) error {
-	for i := 0; w.dec.More(); i++ {
-		w.path = append(w.path, step{index: i})
-		if err := w.value(elem); err != nil {
-			return err
-		}
-		w.path = w.path[:len(w.path)-1]
-	}
-	_, err := w.token() // ']'
-	return err
-}
-
-// skip reads the rest of an object or array whose opening delimiter was read.
-func (w *walker) skip() error {
-	for depth := 1; depth > 0; {
-		tok, err := w.token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			if depth++; w.depth+depth > MaxDepth {
-				return w.refuse(fmt.Sprintf("nested over %d levels", MaxDepth))
-			}
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-	return nil
-}
-
-// unknown says why name is not a member of a struct with fields, and whether it
-// matches one when case is ignored.
-func unknown(name string, fields map[string]reflect.Type) (problem string, folded bool) {
+// misnamed says what is wrong with member name, which names none of a struct's
+// fields: that it matches one only when case is ignored, or, unless extensible, that
+// it is unknown. It is "" for a member UnmarshalExtensible ignores.
+func misnamed(name string, fields map[string]field, extensible bool) string {
+	folded, found := "", false
 	for f := range fields {
-		if strings.EqualFold(f, name) {
-			return fmt.Sprintf("member %s matches field %s only when case is ignored", quote(name), quote(f)), true
+		if strings.EqualFold(f, name) && (!found || f < folded) { // the first by name: one message
+			folded, found = f, true
 		}
 	}
-	return fmt.Sprintf("unknown member %s", quote(name)), false
+	switch {
+	case found:
+		return fmt.Sprintf("member %s matches field %s only when case is ignored", quote(name), quote(folded))
+	case extensible:
+		return ""
+	}
+	return "unknown member " + quote(name)
 }
-
-// refuse is the ErrInvalid of problem at the walker's place.
-func (w *walker) refuse(problem string) error { return refuseAt(w.path, problem) }
 
 // refuseAt is the ErrInvalid of problem at path.
 func refuseAt(path []step, problem string) error {
@@ -293,12 +147,13 @@ func refuseAt(path []step, problem string) error {
 	if len(path) > 0 {
 		var b strings.Builder
 		for _, s := range path {
-			if s.name == "" {
+			switch name := string(s.name); {
+			case s.index >= 0:
 				fmt.Fprintf(&b, "[%d]", s.index)
-			} else if simpleName(s.name) {
-				b.WriteString("." + s.name)
-			} else {
-				b.WriteString("[" + quote(s.name) + "]")
+			case simpleName(name):
+				b.WriteString("." + name)
+			default:
+				b.WriteString("[" + quote(name) + "]")
 			}
 		}
 		msg += " in " + strings.TrimPrefix(b.String(), ".")
@@ -358,17 +213,23 @@ func implements(t reflect.Type) bool {
 	return t.Implements(unmarshalerType) || t.Implements(textUnmarshalerType)
 }
 
+// field is a struct field as a JSON member names it.
+type field struct {
+	typ   reflect.Type
+	index int // 0, 1, … in the struct's fields, for a set of them
+}
+
 // fields caches fieldsOf by struct type.
-var fields sync.Map // reflect.Type → map[string]reflect.Type
+var fields sync.Map // reflect.Type → map[string]field
 
 // fieldsOf returns the JSON names of struct type t's fields, as encoding/json
 // decodes them, with each field's type: exported fields by their tag's name or
 // their own, "-" left out, embedded structs' fields promoted. Of fields of one name,
 // the shallowest wins, then a tagged one; two left equal cancel each other out, and
 // the name is no field's.
-func fieldsOf(t reflect.Type) map[string]reflect.Type {
+func fieldsOf(t reflect.Type) map[string]field {
 	if f, ok := fields.Load(t); ok {
-		return f.(map[string]reflect.Type)
+		return f.(map[string]field)
 	}
 	type candidate struct {
 		typ    reflect.Type
@@ -428,7 +289,7 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 			}
 		}
 	}
-	out := map[string]reflect.Type{}
+	out := map[string]field{}
 	for name, cs := range byName {
 		var best []candidate
 		for _, c := range cs {
@@ -447,9 +308,9 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 		}
 		switch {
 		case len(tagged) == 1:
-			out[name] = tagged[0].typ
+			out[name] = field{typ: tagged[0].typ, index: len(out)}
 		case len(tagged) == 0 && len(best) == 1:
-			out[name] = best[0].typ
+			out[name] = field{typ: best[0].typ, index: len(out)}
 		}
 	}
 	fields.Store(t, out)

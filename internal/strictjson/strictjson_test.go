@@ -122,11 +122,13 @@ func TestUnmarshalRefuses(t *testing.T) {
 		{"nothing", ``, new(body), "unexpected end of JSON input"},
 		{"a cut object", `{"reason":`, new(body), "unexpected end of JSON input"},
 		{"malformed", `{"reason" "x"}`, new(body), "json: invalid character"},
+		{"malformed, then data after", `{"reason":tru} x`, new(body), "json: invalid character '}' in literal true"},
 		{"a wrong type", `{"reason":1}`, new(body), "json: cannot unmarshal number"},
 		{"a bad time", `{"at":"yesterday"}`, new(body), `json: parsing time "yesterday"`},
 		{"a weird name, quoted", `{"a\u0000\u202eb":1}`, new(body), `unknown member "a\x00\u202eb"`},
 		{"a long name, cut", `{"` + strings.Repeat("n", 100) + `":1}`, new(body), `unknown member "` + strings.Repeat("n", 64) + `"…`},
 		{"a weird path, quoted", `{"Labels":{}, "Any":{"a.b":{"c":1,"c":1}}}`, new(Outer), `duplicate member "c" in Any["a.b"]`},
+		{"an empty name in the path", `{"Any":{"":{"c":1,"c":1}}}`, new(Outer), `duplicate member "c" in Any[""]`},
 		{"too deep", strings.Repeat("[", strictjson.MaxDepth+1) + strings.Repeat("]", strictjson.MaxDepth+1), new(any), "nested over 10000 levels"},
 		{"too deep, skipped", `{"Raw":` + strings.Repeat("[", strictjson.MaxDepth+1) + strings.Repeat("]", strictjson.MaxDepth+1) + `}`, new(Outer), "nested over 10000 levels"},
 	} {
