@@ -358,10 +358,6 @@ func (s *Server) vouched(w http.ResponseWriter, req *http.Request, token int64) 
 	return true
 }
 
-// maxExecutionID is the longest execution id a dispatched task may have: a UUID has 36
-// bytes, and the stores keep 100.
-const maxExecutionID = 100
-
 // cleanText reports whether s is non-empty, at most limit bytes, valid UTF-8 and
 // without a NUL: text every store keeps as it is.
 func cleanText(s string, limit int) bool {
@@ -380,8 +376,8 @@ func checkTasks(tasks []store.Task) (status int, err error) {
 		switch {
 		case t.ID <= 0 || seen[t.ID]:
 			return http.StatusBadRequest, fmt.Errorf("task %d: id %d not positive or given twice", i, t.ID)
-		case !cleanText(t.ExecutionID, maxExecutionID):
-			return http.StatusBadRequest, fmt.Errorf("task %d (id %d): the execution id is empty, over %d bytes or not clean UTF-8", i, t.ID, maxExecutionID)
+		case !cleanText(t.ExecutionID, store.MaxExecutionIDLen):
+			return http.StatusBadRequest, fmt.Errorf("task %d (id %d): the execution id is empty, over %d bytes or not clean UTF-8", i, t.ID, store.MaxExecutionIDLen)
 		case !cleanText(t.Name, store.MaxNameLen):
 			return http.StatusBadRequest, fmt.Errorf("task %d (id %d): the name is empty, over %d bytes or not clean UTF-8", i, t.ID, store.MaxNameLen)
 		}

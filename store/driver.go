@@ -107,13 +107,14 @@ func Startable(on StartOn, uniq []Claim) map[int64]bool {
 	return m
 }
 
-// CheckStarts rejects what the contract calls invalid for Start: an empty execution
-// id, an empty task name, a name that is not UTF-8 or holds a NUL.
+// CheckStarts rejects what the contract calls invalid for Start: an execution id
+// that is empty, over MaxExecutionIDLen, not UTF-8 or holds a NUL; an empty task name,
+// a name that is not UTF-8 or holds a NUL.
 func CheckStarts(starts []StartParams) error {
 	for i, sp := range starts {
 		switch {
-		case sp.ExecutionID == "":
-			return fmt.Errorf("execution %d: empty execution id: %w", i, ErrInvalid)
+		case sp.ExecutionID == "" || len(sp.ExecutionID) > MaxExecutionIDLen || !CleanText(sp.ExecutionID):
+			return fmt.Errorf("execution %d: an execution id empty, over %d bytes, not UTF-8 or with a NUL: %w", i, MaxExecutionIDLen, ErrInvalid)
 		case sp.Name == "":
 			return fmt.Errorf("execution %d: empty task name: %w", i, ErrInvalid)
 		case !CleanText(sp.Name):

@@ -135,16 +135,14 @@ type Store interface {
 	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)
 
 	// Start records executions and moves their tasks from DISPATCHING to RUNNING,
-	// in one transaction. It acts on the tasks of the view's namespace only. For each
-	// input, in input order:
-	//   - If the execution id is already recorded for a task of the namespace, the
-	//     result is Duplicate with the recorded execution. Nothing changes.
+	// in one transaction. For each input, in input order:
+	//   - If the execution id is already recorded, the result is Duplicate with the
+	//     recorded execution. Nothing changes.
 	//   - If the task is DISPATCHING with this execution id and is named Name, the
 	//     record is written (status RUNNING). The task becomes RUNNING with StartedAt
 	//     and HeartbeatAt set. The result is Started.
-	//   - Otherwise the result is Lost and nothing is written. So a task of another
-	//     namespace never starts, nor one whose name is not the one the dispatcher
-	//     claimed.
+	//   - Otherwise the result is Lost and nothing is written. So a task whose name is
+	//     not the one the dispatcher claimed never starts.
 	//
 	// An empty Name, or one that is not valid UTF-8 or holds a NUL, is ErrInvalid.
 	// Executors pass the fence the tasks were claimed under (the zero Fence without
@@ -153,24 +151,23 @@ type Store interface {
 	Start(ctx context.Context, fence Fence, starts []StartParams) ([]StartResult, error)
 
 	// Heartbeat stamps HeartbeatAt on running executions and their tasks. It
-	// returns, in input order, whether each task is of the view's namespace and
-	// still RUNNING with that execution id.
+	// returns, in input order, whether each task is still RUNNING with that execution
+	// id.
 	Heartbeat(ctx context.Context, refs []ExecRef) ([]bool, error)
 
-	// Finish records the results of running executions: for each task of the view's
-	// namespace that is RUNNING with the given execution id, it applies the outcome
-	// (see [Finish]) and closes the execution record. It returns, in input order,
-	// whether each applied. Executors pass the zero Fence; recovery, declaring
-	// executions orphaned, passes the leader's, and then the call applies only if
-	// fence admits it (else ErrFenced).
+	// Finish records the results of running executions: for each task that is
+	// RUNNING with the given execution id, it applies the outcome (see [Finish]) and
+	// closes the execution record. It returns, in input order, whether each applied.
+	// Executors pass the zero Fence; recovery, declaring executions orphaned, passes
+	// the leader's, and then the call applies only if fence admits it (else
+	// ErrFenced).
 	Finish(ctx context.Context, fence Fence, results []Finish) ([]bool, error)
 
-	// Requeue hands back tasks that could not be dispatched: each task of the view's
-	// namespace that is DISPATCHING with the given execution id goes back to
-	// SCHEDULED at DueAt with DispatchRetries+1 and LastError set, or to FAILED when
-	// DispatchRetries+1 exceeds MaxDispatchRetries. Attempt is unchanged. It returns,
-	// in input order, whether each applied. The call applies only if fence admits it
-	// (else ErrFenced).
+	// Requeue hands back tasks that could not be dispatched: each task that is
+	// DISPATCHING with the given execution id goes back to SCHEDULED at DueAt with
+	// DispatchRetries+1 and LastError set, or to FAILED when DispatchRetries+1 exceeds
+	// MaxDispatchRetries. Attempt is unchanged. It returns, in input order, whether
+	// each applied. The call applies only if fence admits it (else ErrFenced).
 	Requeue(ctx context.Context, fence Fence, requeues []Requeue) ([]bool, error)
 
 	// Stale lists up to limit tasks stuck in a state since before a time: RUNNING
@@ -405,7 +402,7 @@ type StartOutcome int
 const (
 	Started   StartOutcome = iota + 1 // recorded; the task is RUNNING: run the handler
 	Duplicate                         // already recorded: a duplicate delivery, run nothing
-	Lost                              // no task of the namespace is DISPATCHING with this execution id and name
+	Lost                              // neither started nor a duplicate (see Store.Start): run nothing
 )
 
 // StartResult is the outcome of starting one execution.
@@ -640,21 +637,18 @@ const DefaultNamespace = "default"
 const MaxNamespace = 200
 
 // Namespaced is implemented by stores that can keep several namespaces apart on one
-// database, so that services sharing it have separate tasks, schedules and nodes (and,
-// through the Leaser and the Fence, which name their namespace explicitly, separate
-// leaders).
+// database, so that services sharing it have separate tasks, schedules, nodes and
+// audit logs.
 //
-// A store as opened is the view of DefaultNamespace. The view InNamespace returns
-// reads and writes only its namespace's rows: Insert, FireSchedule and
-// RegisterSchedules stamp it on the rows they write; Get, Lookup, Executions, Cancel,
-// Refill, Claim, Trigger, Start, Heartbeat, Finish, Requeue, Stale, Schedules,
-// PauseSchedule, ResumeSchedule, DeleteSchedule, TaskStats and the NodeRegistry see no
-// row of another namespace (an id of another namespace's task is ErrNotFound, or left
-// out of a batch's result, as a missing one is: Lost for Start, false for the others).
-// Execution ids are unique across namespaces, but a view sees only its own: another
-// namespace's execution is not a Duplicate to Start. The business key is unique per
-// namespace: (namespace, name, key). A view shares the store's connections and its
-// Close: closing one closes all.
+// A store as opened is the view of DefaultNamespace; InNamespace returns the view of
+// another. Every method of a view reads and writes only the view's rows, except those
+// that name their namespace explicitly: the Leaser's, RaiseFence, and the Fence the
+// transitions check, so leaders are separate too. Another namespace's row is as good
+// as missing: its id is ErrNotFound, or left out of a batch's result (Lost for Start,
+// false for the others). An execution id is recorded once across namespaces, and
+// another namespace's execution is not a Duplicate to Start: it is Lost. The business
+// key is unique per namespace: (namespace, name, key). A view shares the store's
+// connections and its Close: closing one closes all.
 type Namespaced interface {
 	// InNamespace returns the view of namespace ns: non-empty, at most MaxNamespace
 	// bytes, no white space, else ErrInvalid.

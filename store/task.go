@@ -65,10 +65,12 @@ func (s Status) Terminal() bool {
 	return s == Succeeded || s == Failed || s == Cancelled || s == Skipped
 }
 
-// Limits on a task's name and business key, in bytes, that ax checks on submit.
+// Limits, in bytes: of a task's name and business key, which ax checks on submit, and
+// of an execution id (a UUID has 36 bytes), which Start checks.
 const (
-	MaxNameLen = 200
-	MaxKeyLen  = 500
+	MaxNameLen        = 200
+	MaxKeyLen         = 500
+	MaxExecutionIDLen = 100
 )
 
 // MaxBatch is the largest number of rows a single batched statement touches (claims,

@@ -552,9 +552,8 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	return copyTask(&r.task), nil
 }
 
-// Start records executions and moves their tasks of the view's namespace from
-// DISPATCHING to RUNNING. See [store.Store.Start]. An empty execution id or name is
-// ErrInvalid.
+// Start records executions and moves their tasks from DISPATCHING to RUNNING. See
+// [store.Store.Start], which says which inputs are ErrInvalid.
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: start executions: %w", err)

@@ -275,8 +275,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	return res, nil
 }
 
-// Start records executions and moves their tasks of the view's namespace to RUNNING;
-// a fence with a token is checked first in its transaction (see fence.go).
+// Start records executions and moves their tasks to RUNNING; a fence with a token is
+// checked first in its transaction (see fence.go).
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := s.check("start"); err != nil {
 		return nil, err
@@ -325,21 +325,28 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 			if err != nil {
 				return err
 			}
-			// 2. What is recorded already for the namespace's tasks: duplicates. An
-			//    execution of another namespace's task is lost.
+			// 2. What is recorded already: for the namespace's tasks, duplicates; for
+			//    another namespace's, lost (theirs), and not to be inserted again.
 			recorded := map[string]*store.Execution{}
-			q, err := tx.QueryContext(ctx, `SELECT `+executionColumns+` FROM ax_executions WHERE id IN (`+marks(len(execIDs))+`)
-				AND EXISTS (SELECT 1 FROM ax_tasks t WHERE t.id = ax_executions.task_id AND t.namespace = ?)`, append(execIDs, s.ns)...)
+			theirs := map[string]bool{}
+			q, err := tx.QueryContext(ctx, `SELECT `+executionColumns+`,
+				EXISTS (SELECT 1 FROM ax_tasks t WHERE t.id = ax_executions.task_id AND t.namespace = ?)
+				FROM ax_executions WHERE id IN (`+marks(len(execIDs))+`)`, append([]any{s.ns}, execIDs...)...)
 			if err != nil {
 				return err
 			}
 			for q.Next() {
-				e, err := scanExecution(q)
+				var mine bool
+				e, err := scanExecution(withColumn{q, &mine})
 				if err != nil {
 					q.Close()
 					return err
 				}
-				recorded[e.ID] = e
+				if mine {
+					recorded[e.ID] = e
+				} else {
+					theirs[e.ID] = true
+				}
 			}
 			q.Close()
 			if err := q.Err(); err != nil {
@@ -353,7 +360,8 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 			ts := dt(now)
 			for _, i := range part {
 				sp := starts[i]
-				if l := rows[sp.TaskID]; l != nil && l.execID == sp.ExecutionID && l.name == sp.Name && recorded[sp.ExecutionID] == nil {
+				if l := rows[sp.TaskID]; l != nil && l.execID == sp.ExecutionID && l.name == sp.Name &&
+					recorded[sp.ExecutionID] == nil && !theirs[sp.ExecutionID] {
 					runIDs = append(runIDs, sp.TaskID)
 					runExecs = append(runExecs, sp.ExecutionID)
 					ins = append(ins, sp.ExecutionID, sp.TaskID, l.attempt, sp.Node, ts, ts)
@@ -423,7 +431,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	return out, nil
 }
 
-// Heartbeat stamps heartbeat_at on running executions of the view's namespace.
+// Heartbeat stamps heartbeat_at on running executions.
 func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
 	if err := s.check("heartbeat"); err != nil {
 		return nil, err
@@ -483,7 +491,7 @@ func uniqueIDs(part []int, id func(i int) int64) []int64 {
 	return ids
 }
 
-// Finish records the results of executions of the view's namespace.
+// Finish records the results of executions.
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := s.check("finish"); err != nil {
 		return nil, err
@@ -600,8 +608,8 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 	return out, nil
 }
 
-// Requeue hands undispatched tasks of the view's namespace back to SCHEDULED, or
-// FAILED when their dispatch retries are exhausted.
+// Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
+// retries are exhausted.
 func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := s.check("requeue"); err != nil {
 		return nil, err

@@ -241,15 +241,16 @@
 // holding a pointer to the state every view shares — the pool, the settings, the
 // closed flag (so closing one view closes all) — and its namespace. Every statement of
 // Insert, InsertTx, FireSchedule and RegisterSchedules writes the view's namespace on
-// its rows; every statement of Get, Lookup, Executions, Cancel, Refill, Claim, Trigger,
+// its rows. Every statement of Get, Lookup, Executions, Cancel, Refill, Claim, Trigger,
 // Stale, TaskStats, the schedules' methods and the node registry says namespace = ?,
-// the leading column of the index it reads, so each namespace's scans are index range
-// scans of its own rows: one more equality in the statement, no more round trips
+// the leading column of the index it reads. So each namespace's scans are index range
+// scans of its own rows, at the cost of one more equality and no more round trips
 // (TestClaimStatementsInView). Claim, Start, Heartbeat, Finish and Requeue lock their
-// rows by primary key with namespace = ? among the conditions, and leave out the ids
-// of other namespaces, as if they were not in the state asked for; Start reads the
-// recorded executions of the view's tasks only. The leases and the fence name their
-// namespace explicitly (ax_leader is keyed by it) and ignore the view's.
+// rows by primary key with namespace = ? among the conditions. They leave out the ids
+// of other namespaces, as if they were not in the state asked for. Start reads every
+// recorded execution of the ids it is given: one recorded for another namespace's
+// task is Lost, and not inserted again. The leases and the fence name their namespace
+// explicitly (ax_leader is keyed by it) and ignore the view's.
 //
 // The sequence numbers of the refill cursor, their counter and ax_seq_holds are global.
 // A view's Refill computes the cursor as before, over every namespace's holds, and
@@ -326,16 +327,17 @@
 // handful of statements in one transaction: a locking SELECT of the rows still in the
 // old status (FOR UPDATE), one UPDATE with CASE id WHEN … THEN … END per column that
 // keeps the per-row CAS (status = old AND execution_id = CASE id …), and a SELECT of
-// the rows the caller gets back. Start also reads the name of each locked row (a
-// Start is Lost unless it names the task's), reads which execution ids are recorded
-// for the view's tasks (Duplicate) and inserts the new records in one multi-row
-// INSERT before the transition. ClaimStart does in the claiming transaction what Start would: the
-// claimed rows whose claim asks to start, whose name has a handler in the claiming
-// process and whose key does not restrict them (no task key, or Overlap allow) go
-// straight to RUNNING and their execution records are inserted before the commit, so
-// such a task costs one transaction at claim and one at finish (and heartbeats);
-// keyed tasks go through DISPATCHING and Start. Finish drops repeated results of one execution id first: only the first
-// can apply, and a CASE would pick among them arbitrarily.
+// the rows the caller gets back. Start also reads the name of each locked row: a Start
+// is Lost unless it names the task's. It reads which execution ids are recorded
+// already (Duplicate for the view's tasks, Lost for another namespace's), and inserts
+// the new records in one multi-row INSERT before the transition. ClaimStart does in
+// the claiming transaction what Start would. The claimed rows whose claim asks to
+// start, whose name has a handler in the claiming process and whose key does not
+// restrict them (no task key, or Overlap allow) go straight to RUNNING. Their
+// execution records are inserted before the commit, so such a task costs one
+// transaction at claim and one at finish (and heartbeats); keyed tasks go through
+// DISPATCHING and Start. Finish drops repeated results of one execution id first:
+// only the first can apply, and a CASE would pick among them arbitrarily.
 //
 // Claim does not use SKIP LOCKED: a row held by a transaction that leaves it
 // SCHEDULED (a refused Cancel, a claim that rolls back on a deadlock) would be neither

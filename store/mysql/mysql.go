@@ -678,6 +678,14 @@ const taskColumns = "id, name, `key`, payload, status, due_at, attempt, max_retr
 
 type scanner interface{ Scan(dest ...any) error }
 
+// withColumn is a row whose last column, after those its reader scans, goes to dest.
+type withColumn struct {
+	row  scanner
+	dest any
+}
+
+func (w withColumn) Scan(dest ...any) error { return w.row.Scan(append(dest, w.dest)...) }
+
 func scanTask(row scanner, extra ...any) (*store.Task, error) {
 	var (
 		t          store.Task

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/internal/taskquery"
@@ -12,9 +11,7 @@ import (
 
 // dialect is how MySQL writes a task query. A key prefix is the range it is under the
 // key's binary collation, which orders by code point (byte order in UTF-8):
-// prefix ≤ key < taskquery.Successor(prefix), a range of ax_tasks_name_key after the
-// namespace and the name. A prefix without a successor (U+10FFFF only) is the lower
-// bound and a match of the key's first characters, which no index serves.
+// taskquery.KeyRange, a range of ax_tasks_name_key after the namespace and the name.
 //
 // Not LIKE 'prefix%': on MariaDB 10.11 the index range the optimizer derives from it
 // ends below every key whose character after the prefix lies beyond U+FFFF, and the
@@ -24,12 +21,7 @@ import (
 var dialect = taskquery.Dialect{
 	Placeholder: func(int) string { return "?" },
 	Time:        func(t time.Time) any { return dt(t) },
-	Prefix: func(ph func(any) string, prefix string) string {
-		if next, ok := taskquery.Successor(prefix); ok {
-			return "`key` >= " + ph(prefix) + " AND `key` < " + ph(next)
-		}
-		return "`key` >= " + ph(prefix) + " AND LEFT(`key`, " + ph(utf8.RuneCountInString(prefix)) + ") = " + ph(prefix)
-	},
+	Prefix:      func(ph func(any) string, prefix string) string { return taskquery.KeyRange(ph, "`key`", prefix) },
 }
 
 // Tasks returns the tasks of the view's namespace that q selects, in one statement

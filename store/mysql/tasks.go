@@ -18,14 +18,21 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Column limits, checked before writing (a non-strict sql_mode would truncate).
+// Column limits in bytes, checked before writing (a non-strict sql_mode would
+// truncate). Each fits its column: a VARCHAR(n) holds n characters, at least n bytes.
 const (
-	maxName    = 200 // bytes
-	maxKey     = 500 // bytes
-	maxOwner   = 200 // bytes
-	maxExecID  = 100 // bytes
-	maxNode    = 200 // bytes
-	maxTaskKey = 500 // bytes
+	maxName    = store.MaxNameLen // name VARCHAR(200)
+	maxKey     = store.MaxKeyLen  // `key` VARCHAR(500)
+	maxOwner   = 200              // owner_service VARCHAR(200)
+	maxExecID  = 100              // execution_id VARCHAR(100)
+	maxNode    = 200              // node VARCHAR(200)
+	maxTaskKey = 500              // task_key VARCHAR(500)
+)
+
+// These fail to compile if store's limits outgrow the columns.
+const (
+	_ = uint(200 - maxName)
+	_ = uint(500 - maxKey)
 )
 
 // maxChunkBytes bounds the payload bytes of one multi-row INSERT, well under the

@@ -114,12 +114,12 @@ SELECT id, execution_id FROM u`
 
 // finishSQL applies the results of one chunk to the tasks of namespace $8 and closes
 // the execution record of each that did not succeed ($7: those execution ids): FAILED,
-// with its error and finish
-// time. A succeeded execution's record is left as it was written at its start,
-// RUNNING, and reads as its task says: the task is SUCCEEDED with that execution id,
-// finished at the time the record would have been given (see execCols). That is
-// one row write a task fewer (a HOT update, but a new row version and its WAL all the
-// same), and the ids of the succeeded executions are not even looked up.
+// with its error and finish time. A succeeded execution's record is left as it was
+// written at its start, RUNNING, and reads as its task says: the task is SUCCEEDED with
+// that execution id, finished at the time the record would have been given (see
+// execCols). That is one row write a task fewer (a HOT update, but a new row version
+// and its WAL all the same), and the ids of the succeeded executions are not even
+// looked up.
 const finishSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[])
 	AS c(id, eid, status, error, attempt, due_at)),
@@ -293,8 +293,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	return res, nil
 }
 
-// Start records executions and moves their tasks of the view's namespace to RUNNING,
-// in one transaction; a fence with a token is checked first in it (see fence.go).
+// Start records executions and moves their tasks to RUNNING, in one transaction; a
+// fence with a token is checked first in it (see fence.go).
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: start: %w", err)
@@ -403,8 +403,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	return out, nil
 }
 
-// Heartbeat stamps heartbeat_at on running executions and their tasks of the view's
-// namespace.
+// Heartbeat stamps heartbeat_at on running executions and their tasks.
 func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
 	out := make([]bool, len(refs))
 	if len(refs) == 0 {
@@ -433,8 +432,8 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	return out, nil
 }
 
-// Finish records the results of executions of the view's namespace; a fence with a
-// token is checked first in its transaction (see fence.go).
+// Finish records the results of executions; a fence with a token is checked first in
+// its transaction (see fence.go).
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: finish: %w", err)
@@ -500,9 +499,9 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 	return out, nil
 }
 
-// Requeue hands undispatched tasks of the view's namespace back to SCHEDULED, or
-// FAILED when their dispatch retries are exhausted; a fence with a token is checked
-// first in its transaction (see fence.go).
+// Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
+// retries are exhausted; a fence with a token is checked first in its transaction
+// (see fence.go).
 func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: requeue: %w", err)

@@ -253,52 +253,52 @@
 //
 // Claim, Start, Heartbeat, Finish and Requeue sort their ids ascending and split them
 // in chunks of at most store.MaxBatch; each chunk is one statement over unnest()ed
-// arrays, and all chunks of a call go out pipelined in one transaction (BEGIN …
-// COMMIT in one pgx batch: one round trip once the statements are prepared). Each
-// statement first locks its candidate rows in a CTE, SELECT … ORDER BY id FOR NO KEY
-// UPDATE, then applies the per-row CAS (UPDATE … WHERE id = c.id AND status = old AND
-// execution_id = c.eid); concurrent batches therefore queue on each other in id order
-// and cannot deadlock. The UPDATE refers to the locking CTE only through the
-// variable-free (SELECT count(*) FROM l) >= 0, a one-time filter evaluated before it
-// reads a row, and joins nothing but the unnest()ed input: joining a CTE, whose row
-// count the planner guesses as 1, produced nested loops that rescanned it once per
-// row (200 × 200 comparisons, 30 ms a batch on a fresh table). ClaimStart is the
-// claiming statement itself: a claimed row whose claim asks to start, whose name has
-// a handler in the claiming process and whose key does not restrict it (no task key,
-// or Overlap allow) goes straight to RUNNING, and the same statement inserts its
-// execution record, so such a task costs one write at claim and one at finish (and
-// one per heartbeat); Start is for tasks that went through DISPATCHING, keyed ones
-// included. Claim waits for a locked row rather than SKIP LOCKED: a
-// skipped row would be reported neither claimed nor NotDue, and if its holder rolled
-// back, the scheduler would have dropped a due task from its wheel. (Claims of
-// several schedulers meet only on the rows due at once; Cancel and Trigger hold a row for one statement.) Start moves
-// to RUNNING the view's tasks DISPATCHING with the given execution id and name whose
-// id is not yet recorded, and records exactly those executions in the same
-// statement; the others are read back as Duplicate (recorded for a task of the view)
-// or Lost. Finish drops repeated
-// results of one execution before its multi-row UPDATE, which would otherwise pick one
-// arbitrarily. Finish closes the execution records of the results that did not
-// succeed (FAILED, with the error and the finish time) and leaves a succeeded one's
-// as its start wrote it, RUNNING: its task, SUCCEEDED with that execution id (a
-// terminal state no statement leaves), says how it ended and when, and every reader
-// of executions (Executions, Start's duplicates) reads it so (execCols). Since
-// version 10: one row version and its WAL fewer for each task that succeeds. These statements compare the status with the empty string appended
-// (as the claim does the namespace), so that no partial index on the status can
-// serve them: every row they touch is reached by its primary key. A Finish written as t.status = 'RUNNING' was planned as a scan of
-// every RUNNING row of ax_tasks_running_heartbeat, joined to the batch; with 20,000
-// tasks running, finishing cost 111 µs of server CPU per task instead of 48. They
-// are not planned at every call (planning a claim took 0.3 ms, a Finish 0.2 ms,
-// whatever their size: a fifth of the server's CPU per task at 20 workers). Each
-// also names its rows as t.id = ANY($1) (and its execution rows as x.id = ANY(…)),
-// and runs on its generic plan, cached per connection, with sequential scans,
-// nested loops and merge joins disabled (executionPlans): the rows are reached by
-// the primary key's index condition and joined to the unnest()ed input by hash, in
-// time linear in the batch, whatever the table's statistics were when the plan was
-// built. Left free, generic plans cached while the table was empty read the whole
-// primary key for every batch later, or joined by nested loops that rescanned the
-// input for every row (TestExecutionPathPlansOnStaleStatistics checks the plans). JIT
-// compilation is off for every transaction: a disabled node's cost would otherwise
-// have each call compile its expressions.
+// arrays, and all chunks of a call go out pipelined in one transaction (BEGIN … COMMIT
+// in one pgx batch: one round trip once the statements are prepared). Each statement
+// first locks its candidate rows in a CTE, SELECT … ORDER BY id FOR NO KEY UPDATE, then
+// applies the per-row CAS (UPDATE … WHERE id = c.id AND status = old AND execution_id =
+// c.eid); concurrent batches therefore queue on each other in id order and cannot
+// deadlock. The UPDATE refers to the locking CTE only through the variable-free (SELECT
+// count(*) FROM l) >= 0, a one-time filter evaluated before it reads a row, and joins
+// nothing but the unnest()ed input: joining a CTE, whose row count the planner guesses
+// as 1, produced nested loops that rescanned it once per row (200 × 200 comparisons,
+// 30 ms a batch on a fresh table). ClaimStart is the claiming statement itself: a
+// claimed row whose claim asks to start, whose name has a handler in the claiming
+// process and whose key does not restrict it (no task key, or Overlap allow) goes
+// straight to RUNNING, and the same statement inserts its execution record, so such a
+// task costs one write at claim and one at finish (and one per heartbeat); Start is for
+// tasks that went through DISPATCHING, keyed ones included. Claim waits for a locked
+// row rather than SKIP LOCKED: a skipped row would be reported neither claimed nor
+// NotDue, and if its holder rolled back, the scheduler would have dropped a due task
+// from its wheel. (Claims of several schedulers meet only on the rows due at once;
+// Cancel and Trigger hold a row for one statement.) Start moves to RUNNING the view's
+// tasks DISPATCHING with the given execution id and name whose id is not yet recorded,
+// and records exactly those executions in the same statement; the others are read back
+// as Duplicate (recorded for a task of the view) or Lost. Finish drops repeated results
+// of one execution before its multi-row UPDATE, which would otherwise pick one
+// arbitrarily. Finish closes the execution records of the results that did not succeed
+// (FAILED, with the error and the finish time) and leaves a succeeded one's as its
+// start wrote it, RUNNING: its task, SUCCEEDED with that execution id (a terminal state
+// no statement leaves), says how it ended and when, and every reader of executions
+// (Executions, Start's duplicates) reads it so (execCols). Since version 10: one row
+// version and its WAL fewer for each task that succeeds. These statements compare the
+// status with the empty string appended (as the claim does the namespace), so that no
+// partial index on the status can serve them: every row they touch is reached by its
+// primary key. A Finish written as t.status = 'RUNNING' was planned as a scan of every
+// RUNNING row of ax_tasks_running_heartbeat, joined to the batch; with 20,000 tasks
+// running, finishing cost 111 µs of server CPU per task instead of 48. They are not
+// planned at every call (planning a claim took 0.3 ms, a Finish 0.2 ms, whatever their
+// size: a fifth of the server's CPU per task at 20 workers). Each also names its rows
+// as t.id = ANY($1) (and its execution rows as x.id = ANY(…)), and runs on its generic
+// plan, cached per connection, with sequential scans, nested loops and merge joins
+// disabled (executionPlans): the rows are reached by the primary key's index condition
+// and joined to the unnest()ed input by hash, in time linear in the batch, whatever the
+// table's statistics were when the plan was built. Left free, generic plans cached
+// while the table was empty read the whole primary key for every batch later, or joined
+// by nested loops that rescanned the input for every row
+// (TestExecutionPathPlansOnStaleStatistics checks the plans). JIT compilation is off
+// for every transaction: a disabled node's cost would otherwise have each call compile
+// its expressions.
 //
 // Insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT (namespace, name,
 // key, key_slot) DO NOTHING per chunk, sorted by (name, key), returning only what the database
@@ -487,23 +487,24 @@
 // The sequence and the announcing locks are the schema's, shared by all namespaces;
 // only the scans filter by the view's namespace. The argument above is about stamps,
 // whatever the namespace of their rows, so it holds for the rows a view's scans
-// return. The locks cannot be per namespace: Finish and Requeue stamp rows SCHEDULED
-// by execution id, in any namespace, so a writer does not know beforehand whose
-// cursor it must hold back. A page of Changed cut short at Limit continues after its
-// last row; the stamps below it that it skipped belong to other namespaces' rows or
-// to rows the scan does not want, as before.
+// return. The locks are not per namespace because nothing needs them to be: a writer
+// of another namespace holds a view's cursor back only while it runs, and the rows
+// stamped above the cursor meanwhile are read again, never skipped. A page of Changed
+// cut short at Limit continues after its last row; the stamps below it that it
+// skipped belong to other namespaces' rows or to rows the scan does not want, as
+// before.
 //
-// Only ax's own writers in the same schema hold the cursor back (of any namespace),
-// and only while they run. Visible rows stamped above the cursor (committed while another writer is still
-// open) are returned in Changed anyway and read again by the next Refill — harmless,
-// the timing wheel dedupes; More is set only when the cursor itself moved to the last
-// row of a full page. A negative AfterSeq returns w, taken before the window scan.
-// Reading pg_locks costs in proportion to the locks held on the server, once per
-// refill. The lock key carries the low 31 bits of g; Refill widens it to the value
-// nearest v0, which is exact while fewer than 2^30 values of ax_seq (stamps, and
-// since version 9 ids) are drawn during one writer transaction. The sequence must
-// keep CACHE 1. TestRefillOpenTransaction and TestRefillConcurrentWriters check it
-// (ignoring the announced bounds, the second loses most of its tasks).
+// Only ax's own writers in the same schema hold the cursor back (of any namespace), and
+// only while they run. Visible rows stamped above the cursor (committed while another
+// writer is still open) are returned in Changed anyway and read again by the next
+// Refill — harmless, the timing wheel dedupes; More is set only when the cursor itself
+// moved to the last row of a full page. A negative AfterSeq returns w, taken before the
+// window scan. Reading pg_locks costs in proportion to the locks held on the server,
+// once per refill. The lock key carries the low 31 bits of g; Refill widens it to the
+// value nearest v0, which is exact while fewer than 2^30 values of ax_seq (stamps, and
+// since version 9 ids) are drawn during one writer transaction. The sequence must keep
+// CACHE 1. TestRefillOpenTransaction and TestRefillConcurrentWriters check it (ignoring
+// the announced bounds, the second loses most of its tasks).
 //
 // # Transactional submit
 //
@@ -521,31 +522,30 @@
 //
 // The store as opened is the view of store.DefaultNamespace; InNamespace returns the
 // view of another (store.Namespaced): a *Store holding a pointer to the state every
-// view of one Open or New shares (the pool, the schema's lock keys, the closed flag
-// and the listeners) and its namespace, so a view costs nothing and closing any view
-// closes all. ax_tasks, ax_schedules and ax_nodes carry the namespace (version 5 added
-// it with DEFAULT 'default', which PostgreSQL keeps in the catalog: no table was
-// rewritten, no row updated), and every index a scan reads leads with it. Insert,
-// InsertTx, FireSchedule, RegisterSchedules and RegisterNode stamp the view's namespace;
-// every read and every transition by name or task id carries "namespace = <view's>",
-// so another namespace's row is not found, as a missing one is. Claim's statement
-// still locks the ids it is given by primary key, whatever their namespace, and
-// then claims or reports only the view's: another's is as good as not SCHEDULED.
-// Start, Heartbeat, Finish and Requeue do the same with the state they move from, and
-// Start reads the recorded executions of the view's tasks only. The leases and the
-// fence ignore the view: they take their namespace as an argument. Task keys are per namespace (their advisory locks included); the refill
-// sequence, its announcing locks and the wake-up channel are the schema's (see The
-// refill cursor, and Wake-ups).
+// view of one Open or New shares (the pool, the schema's lock keys, the closed flag and
+// the listeners) and its namespace, so a view costs nothing and closing any view closes
+// all. ax_tasks, ax_schedules and ax_nodes carry the namespace (version 5 added it with
+// DEFAULT 'default', which PostgreSQL keeps in the catalog: no table was rewritten, no
+// row updated), and every index a scan reads leads with it. Insert, InsertTx,
+// FireSchedule, RegisterSchedules and RegisterNode stamp the view's namespace; every
+// read and every transition by name or task id carries "namespace = <view's>", so
+// another namespace's row is not found, as a missing one is. Claim's statement still
+// locks the ids it is given by primary key, whatever their namespace, and then claims
+// or reports only the view's: another's is as good as not SCHEDULED. Start, Heartbeat,
+// Finish and Requeue do the same with the state they move from, and Start reads the
+// recorded executions of the view's tasks only. The leases and the fence ignore the
+// view: they take their namespace as an argument. Task keys are per namespace (their
+// advisory locks included); the refill sequence, its announcing locks and the wake-up
+// channel are the schema's (see The refill cursor, and Wake-ups).
 //
 // # Wake-ups
 //
-// Every transaction that inserts tasks or makes them SCHEDULED calls
-// pg_notify with an empty payload on the channel "ax_" + schema, whatever its
-// namespace: a signal wakes the listeners of every namespace of the schema (signals may
-// be spurious). PostgreSQL delivers it
-// when the transaction commits, not before, folds repeats within one transaction into
-// one, and drops it on rollback. Listen takes a connection out of the pool for itself,
-// LISTENs, and calls f per notification until its context ends or the store closes;
-// each scheduler refills at once instead of waiting for its next periodic refill, which
-// remains the guarantee.
+// Every transaction that inserts tasks or makes them SCHEDULED calls pg_notify with an
+// empty payload on the channel "ax_" + schema, whatever its namespace: a signal wakes
+// the listeners of every namespace of the schema (signals may be spurious). PostgreSQL
+// delivers it when the transaction commits, not before, folds repeats within one
+// transaction into one, and drops it on rollback. Listen takes a connection out of the
+// pool for itself, LISTENs, and calls f per notification until its context ends or the
+// store closes; each scheduler refills at once instead of waiting for its next periodic
+// refill, which remains the guarantee.
 package postgres

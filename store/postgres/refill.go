@@ -23,14 +23,15 @@ import (
 // to a transaction that had ended before statement 3 began, so its row is visible to
 // the scans (or was rolled back, or has changed since).
 //
-// Namespaces: the sequence, and the announcing locks, are the schema's, one for all
+// Namespaces: the sequence and the announcing locks are the schema's, one for all
 // namespaces; only the scans filter by the view's namespace. The argument above holds
 // for every stamp, whichever namespace its row is in, so it holds for the rows the
-// scans may return. The locks are the schema's, whatever the namespace of the rows a
-// writer stamps: writers of other namespaces hold a view's cursor back while they
-// run, as writers of its own do (rows are then returned again, never skipped). A page cut short at Limit continues after its last
-// row: the stamps below it that the page left out are of other namespaces' rows, or of
-// rows the scan does not want (not SCHEDULED, not due before To), as before.
+// scans may return. The locks are not per namespace because nothing needs them to
+// be: a writer of another namespace holds a view's cursor back only while it runs,
+// and the rows stamped above the cursor meanwhile are returned again, never skipped.
+// A page cut short at Limit continues after its last row: the stamps below it that
+// the page left out are of other namespaces' rows, or of rows the scan does not want
+// (not SCHEDULED, not due before To), as before.
 const (
 	seqNowSQL   = `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ax_seq`
 	inflightSQL = `SELECT objid::bigint FROM pg_locks

@@ -437,8 +437,8 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	return nil
 }
 
-// Start records executions and moves their tasks of the view's namespace to RUNNING,
-// if fence admits them (see fence.go).
+// Start records executions and moves their tasks to RUNNING, if fence admits them
+// (see fence.go).
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: start: %w", err)
@@ -537,7 +537,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	return out, nil
 }
 
-// Heartbeat stamps heartbeat_at on running executions of the view's namespace.
+// Heartbeat stamps heartbeat_at on running executions.
 func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
 	out := make([]bool, len(refs))
 	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
@@ -569,8 +569,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	return out, nil
 }
 
-// Finish records the results of executions of the view's namespace, if fence admits
-// them (see fence.go).
+// Finish records the results of executions, if fence admits them (see fence.go).
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
 	if err := store.CheckFinishes(results); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: finish: %w", err)

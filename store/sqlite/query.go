@@ -11,19 +11,12 @@ import (
 )
 
 // dialect is how SQLite writes a task query: times in microseconds, and a key prefix
-// as the byte-wise range it is under the BINARY collation, which the business-key
-// index serves after the namespace and the name. A prefix without a successor
-// (U+10FFFF only; see taskquery.Successor) is the range's lower bound and a match of
-// the key's first bytes.
+// as the byte-wise range it is under the BINARY collation (taskquery.KeyRange), which
+// the business-key index serves after the namespace and the name.
 var dialect = taskquery.Dialect{
 	Placeholder: func(int) string { return "?" },
 	Time:        func(t time.Time) any { return micros(t) },
-	Prefix: func(ph func(any) string, prefix string) string {
-		if next, ok := taskquery.Successor(prefix); ok {
-			return "key >= " + ph(prefix) + " AND key < " + ph(next)
-		}
-		return "key >= " + ph(prefix) + " AND substr(CAST(key AS BLOB), 1, " + ph(len(prefix)) + ") = CAST(" + ph(prefix) + " AS BLOB)"
-	},
+	Prefix:      func(ph func(any) string, prefix string) string { return taskquery.KeyRange(ph, "key", prefix) },
 }
 
 // tasksFrom names the index a task query reads. Without statistics SQLite takes the

@@ -588,8 +588,8 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 	return t, store.ErrNotTriggerable, h.Int64, nil
 }
 
-// Requeue hands undispatched tasks of the view's namespace back to SCHEDULED, or
-// FAILED when their dispatch retries are exhausted, if fence admits it (see fence.go).
+// Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
+// retries are exhausted, if fence admits it (see fence.go).
 func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
 	if err := store.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: requeue: %w", err)

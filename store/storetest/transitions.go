@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -36,6 +37,7 @@ var startTests = []test{
 	{"Lost", testStartLost},
 	{"LostUnderAnotherName", testStartLostUnderAnotherName},
 	{"LostInAnotherNamespace", testStartLostInAnotherNamespace},
+	{"LostToAnotherNamespacesExecution", testStartLostToAnotherNamespacesExecution},
 	{"InputOrder", testStartInputOrder},
 	{"Invalid", testStartInvalid},
 }
@@ -565,6 +567,29 @@ func testStartLostInAnotherNamespace(e *env) {
 	b.unchanged("a's Start of b's running task", running)
 }
 
+// An execution id recorded for another namespace's task stays that namespace's: a
+// view whose own task is DISPATCHING with that id (Claim takes the id it is given)
+// gets Lost from Start, without an error, and nothing is written in either namespace.
+func testStartLostToAnotherNamespacesExecution(e *env) {
+	a, b := e.view("a"), e.view("b")
+	theirs := b.inState(store.Running)
+	mine := a.insert(a.newTask(a.past()))[0]
+	res, err := a.s.Claim(a.ctx, store.Fence{}, []store.Claim{{ID: mine.ID, ExecutionID: theirs.ExecutionID}})
+	if err != nil || len(res.Claimed) != 1 || res.Claimed[0].ExecutionID != theirs.ExecutionID {
+		e.t.Fatalf("Claim(%d) in a with b's execution id %s = %+v, %v; want it claimed", mine.ID, theirs.ExecutionID, res, err)
+	}
+	dispatching := a.get(mine.ID)
+	a.lostStart("in a, with b's recorded execution id", store.StartParams{TaskID: mine.ID, ExecutionID: theirs.ExecutionID, Name: mine.Name, Node: "node-a"})
+	a.unchanged("a Start with another namespace's execution id", dispatching)
+	if got := a.executions(mine.ID); len(got) != 0 {
+		e.t.Errorf("Executions(%d) in a after its Start was lost = %+v, want none", mine.ID, got)
+	}
+	b.unchanged("a's Start with b's execution id", theirs)
+	if got := b.executions(theirs.ID); len(got) != 1 || got[0].ID != theirs.ExecutionID || got[0].Node != "node-1" {
+		e.t.Errorf("Executions(%d) in b after a's Start = %+v, want its one record on node-1", theirs.ID, got)
+	}
+}
+
 func testStartInputOrder(e *env) {
 	d1, d2 := e.inState(store.Dispatching), e.inState(store.Dispatching)
 	r := e.inState(store.Running)
@@ -593,6 +618,8 @@ func testStartInputOrder(e *env) {
 func testStartInvalid(e *env) {
 	for what, spoil := range map[string]func(*store.StartParams){
 		"empty execution id": func(p *store.StartParams) { p.ExecutionID = "" },
+		"long execution id":  func(p *store.StartParams) { p.ExecutionID = strings.Repeat("e", store.MaxExecutionIDLen+1) },
+		"execution id NUL":   func(p *store.StartParams) { p.ExecutionID = "e\x00" },
 		"empty name":         func(p *store.StartParams) { p.Name = "" },
 		"name not UTF-8":     func(p *store.StartParams) { p.Name = "order.\xff" },
 		"name with a NUL":    func(p *store.StartParams) { p.Name = "order.close\x00" },

@@ -19,16 +19,18 @@ type Dialect struct {
 	Placeholder func(n int) string
 	// Time binds a time as the driver stores it.
 	Time func(t time.Time) any
-	// Prefix returns the condition "the business key starts with prefix", binding
-	// its arguments through ph, which returns each one's placeholder.
+	// Prefix returns the condition "the business key starts with prefix" (KeyRange,
+	// where the key compares bytes), binding its arguments through ph, which returns
+	// each one's placeholder.
 	Prefix func(ph func(v any) string, prefix string) string
 }
 
 // Select returns the statement of Tasks: columns from table (ax_tasks, perhaps with
-// an alias; the conditions name its columns unqualified) of namespace ns that q selects, in q's order, from after q.After, LIMIT q.Limit; and
-// its arguments. q must have been checked (store.CheckTaskQuery). The statuses are
-// written as literals, so that a planner can match them to a partial index's
-// predicate (SQLite cannot through a placeholder).
+// an alias; the conditions name its columns unqualified) of namespace ns that q
+// selects, in q's order, from after q.After, LIMIT q.Limit; and its arguments. q must
+// have been checked (store.CheckTaskQuery). The statuses are written as literals, so
+// that a planner can match them to a partial index's predicate (SQLite cannot
+// through a placeholder).
 func Select(d Dialect, columns, table, ns string, q store.TaskQuery) (string, []any) {
 	var args []any
 	ph := func(v any) string {
@@ -104,9 +106,22 @@ func Count(d Dialect, ns string, atMost int64) (string, []any) {
 	return strings.Join(parts, " UNION ALL "), args
 }
 
+// KeyRange returns the condition "col starts with prefix" as the range it is in byte
+// order: col >= prefix AND col < Successor(prefix), or col >= prefix alone when there
+// is no successor. Without one, prefix is U+10FFFF runes only, and a valid UTF-8
+// string at or above it starts with it, so the condition is exact for a column of
+// valid UTF-8 that compares bytes (or code points). ph binds each argument and
+// returns its placeholder.
+func KeyRange(ph func(v any) string, col, prefix string) string {
+	cond := col + " >= " + ph(prefix)
+	if next, ok := Successor(prefix); ok {
+		cond += " AND " + col + " < " + ph(next)
+	}
+	return cond
+}
+
 // Successor returns the least valid UTF-8 string above every string that starts with
-// prefix, in byte order, and true; or false when there is none. For a byte-wise range
-// scan: prefix ≤ key < Successor, or prefix ≤ key when there is no successor.
+// prefix, in byte order, and true; or false when there is none (see KeyRange).
 //
 // The successor is prefix with its last rune replaced by the next code point; the
 // surrogates U+D800–U+DFFF, which UTF-8 cannot encode, are skipped. A last rune

@@ -2,6 +2,7 @@ package taskquery
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestSuccessor(t *testing.T) {
 		{"a", "b", true},
 		{"order-4", "order-5", true},
 		{"k/", "k0", true},
-		{"\x00", "\x01", true},
+		{"\x00", "\x01", true},       // Successor's arithmetic only: CheckTaskQuery refuses a NUL in a prefix
 		{"a\u007f", "a\u0080", true}, // one byte to two
 		{"a\u00bf", "a\u00c0", true}, // "a¿" to "aÀ": a carry into the lead byte
 		{"a\u00ff", "a\u0100", true}, // "aÿ" to "aĀ"
@@ -137,5 +138,24 @@ func TestSelect(t *testing.T) {
 	sql, _ = Select(numbered, "id", "ax_tasks", "ns", store.TaskQuery{Statuses: []store.Status{store.Scheduled}, After: &store.TaskCursor{ID: 7}, Limit: 1})
 	if !strings.Contains(sql, "status = 'SCHEDULED'") || !strings.Contains(sql, "id < $2") || !strings.HasSuffix(sql, "ORDER BY id DESC LIMIT $3") {
 		t.Errorf("Select (one status, newest first, a cursor) = %s", sql)
+	}
+}
+
+// KeyRange binds the prefix, then its successor when it has one, and bounds the
+// range above only then.
+func TestKeyRange(t *testing.T) {
+	for _, c := range []struct {
+		prefix, want string
+		args         []any
+	}{
+		{"order-4", "`key` >= ?1 AND `key` < ?2", []any{"order-4", "order-5"}},
+		{"a\U0010ffff", "`key` >= ?1 AND `key` < ?2", []any{"a\U0010ffff", "b"}},
+		{"\U0010ffff\U0010ffff", "`key` >= ?1", []any{"\U0010ffff\U0010ffff"}}, // every valid key at or above it starts with it
+	} {
+		var args []any
+		ph := func(v any) string { args = append(args, v); return "?" + strconv.Itoa(len(args)) }
+		if got := KeyRange(ph, "`key`", c.prefix); got != c.want || !slices.Equal(args, c.args) {
+			t.Errorf("KeyRange(%+q) = %s %v, want %s %v", c.prefix, got, args, c.want, c.args)
+		}
 	}
 }
