@@ -221,6 +221,7 @@ func (h *Handler) perform(r *http.Request, a action, do func(ctx context.Context
 		saved, aerr = h.s.Audit(ctx, recorded(rec, a, out, nil), in...)
 		return aerr
 	})
+	defer h.shared.forget() // whatever happened, a shared read from before may be stale
 	switch {
 	case !joined && errors.Is(txErr, ax.ErrUnsupported):
 		if out, err = do(ctx, nil); err != nil {

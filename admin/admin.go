@@ -20,6 +20,8 @@
 //	GET  /tasks/{id}                 viewer: one task and its executions
 //	GET  /schedules                  viewer: the schedules, paused or not, with their next and last slots
 //	GET  /cluster                    viewer: the leader, its epoch and lease, the live replicas
+//	GET  /overview                   viewer: tasks per status, the queue's lag, the leader, its epoch, the replicas (Overview)
+//	GET  /whoami                     viewer: the caller's actor and role, and what the handler allows (Whoami)
 //	POST /tasks/{id}/cancel          operator: ax.Cancel
 //	POST /tasks/{id}/retry           operator: ax.Retry
 //	POST /tasks/{id}/trigger         operator, a reason: ax.Trigger (run here, or handed to the scheduler with its handler)
@@ -97,6 +99,26 @@
 // allowed dry run writes no record and counts against no limit. A call stops taking
 // tasks after 40 seconds, inside a server's write timeout, and says how far it got.
 //
+// Sessions: SignIn starts a session for the holder of a token (the web console's
+// sign-in, package console) and sets its cookie, SessionCookie: an opaque random id,
+// HttpOnly, SameSite=Strict, Secure under TLS, with the path it is given. The
+// session is kept on the server, by the SHA-256 of its id, until Config.SessionTTL
+// (default 12 hours) or SignOut; at most MaxSessions are kept (past them, the one
+// expiring first ends). Every route takes the cookie as it takes the token, when the
+// request has no Authorization header. Failed sign-ins are failed authentications of
+// the address (Config.FailedAuth, logged the same way); past the limit, sign-ins from
+// the address are refused, valid or not, until its window ends. A browser's
+// cross-origin request that changes state (Sec-Fetch-Site or Origin of another site)
+// is refused before any route, 403 cross_origin (net/http.CrossOriginProtection);
+// clients that send neither header, scripts, are not concerned.
+//
+// Shared reads: a GET with the header "Ax-Shared: 1" (SharedHeader) may be answered
+// with an answer read for another caller allowed the same view (the route, its query
+// string, and whether payloads are shown), at most Config.Refresh old (default 5
+// seconds). Each view is read at most once per interval, whoever asks; a change made
+// through the handler forgets every shared answer. The console's pages read so, which
+// keeps the store's work per interval the same however many viewers watch.
+//
 // The query string of GET /tasks: status (repeated or comma-separated), name,
 // key_prefix, owner, task_key, due_from, due_before, finished_from, finished_before
 // (RFC 3339), order (newest or soonest), limit (1 to 1,000; default 100) and cursor
@@ -121,7 +143,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -258,6 +279,15 @@ type Config struct {
 	// its error id), failed authentications, refusals counted instead of recorded.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// SessionTTL is how long a session started by SignIn lasts (default
+	// DefaultSessionTTL, 12 hours).
+	SessionTTL time.Duration
+	// HidePayloads keeps tasks' payloads from every caller; otherwise GET
+	// /tasks/{id} shows them to operators and admins.
+	HidePayloads bool
+	// Refresh is the interval of shared reads (the header Ax-Shared; see the package
+	// doc): default DefaultRefresh.
+	Refresh time.Duration
 }
 
 // Limit is at most N events per Per. A zero field takes the default of the Config
@@ -308,6 +338,10 @@ type Handler struct {
 	refusals   *refusalLimiter
 	failedAuth *failedAuth
 	bulkBudget time.Duration // how long a bulk call changes tasks
+	sessions   *sessions
+	hidePay    bool
+	shared     *sharedReads
+	serve      http.Handler // mux behind the cross-origin check
 	log        *slog.Logger
 }
 
@@ -322,6 +356,9 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 		triggers:   newRateLimiter(cfg.Triggers.orDefault(DefaultTriggersPerMinute)),
 		refusals:   newRefusalLimiter(cfg.Refusals.orDefault(DefaultRefusalsPerMinute)),
 		failedAuth: newFailedAuth(cfg.FailedAuth.orDefault(DefaultFailedAuthPerMinute), MaxTrackedAddresses),
+		sessions:   newSessions(cfg.SessionTTL, MaxSessions),
+		hidePay:    cfg.HidePayloads,
+		shared:     newSharedReads(cfg.Refresh),
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -357,11 +394,13 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	h.route("GET /tasks/{id}", Viewer, h.task)
 	h.route("GET /schedules", Viewer, h.schedules)
 	h.route("GET /cluster", Viewer, h.cluster)
+	h.route("GET /whoami", Viewer, h.whoami)
+	h.route("GET /overview", Viewer, h.overview)
 	h.routeActions()
 	// What no route takes, answered in JSON like the rest (the mux's own answers are
 	// plain text).
 	for path, allow := range map[string]string{"/health": "GET", "/tasks": "GET", "/tasks/{id}": "GET", "/schedules": "GET",
-		"/cluster": "GET", "/audit": "GET", "/tasks/{id}/{action}": "POST", "/schedules/{name}/{action}": "POST"} { // /tasks/{id} also covers /tasks/counts
+		"/cluster": "GET", "/whoami": "GET", "/overview": "GET", "/audit": "GET", "/tasks/{id}/{action}": "POST", "/schedules/{name}/{action}": "POST"} { // /tasks/{id} also covers /tasks/counts
 		h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
@@ -370,12 +409,19 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.URL.Path)
 	})
+	// A browser's cross-origin request is refused before it reaches a route: a session
+	// cookie must not act for another site's page.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross_origin", "a cross-origin request that changes state is refused")
+	}))
+	h.serve = cop.Handler(h.mux)
 	return h, nil
 }
 
 // ServeHTTP serves the API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mux.ServeHTTP(w, r)
+	h.serve.ServeHTTP(w, r)
 }
 
 // Flush writes what the handler still counts: the summary rows of the refusals
@@ -421,9 +467,20 @@ func (h *Handler) routeOn(mux *http.ServeMux, pattern string, least Role, f func
 			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("%s's role, %s, does not allow this; it needs %s", c.actor, c.role, least))
 			return
 		}
+		if strings.HasPrefix(pattern, "GET ") && r.Header.Get(SharedHeader) == "1" {
+			// Shared with every caller allowed the same view: the role decides only
+			// whether payloads are shown.
+			view := r.URL.Path + "?" + r.URL.RawQuery + "|payloads=" + strconv.FormatBool(h.showPayloads(c))
+			h.shared.serve(w, r, view, func(w http.ResponseWriter, r *http.Request) { f(w, r, c) })
+			return
+		}
 		f(w, r, c)
 	})
 }
+
+// showPayloads reports whether c is shown tasks' payloads: operators and admins,
+// unless Config.HidePayloads.
+func (h *Handler) showPayloads(c caller) bool { return c.role >= Operator && !h.hidePay }
 
 // authorize finds the token r carries, or answers r: 401 unauthorized, or 429
 // rate_limited when r's address is past Config.FailedAuth. A failure is logged at
@@ -451,22 +508,19 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (caller, boo
 	return caller{}, false
 }
 
-// authenticate finds the token the request carries, or says why none: "no bearer
-// token" or "unknown token". Every configured hash is compared, in constant time,
-// whichever matches.
+// authenticate finds who the request is from, or says why nobody: its bearer token
+// (see match), or else its session cookie (SignIn). A request with an Authorization
+// header is judged by it alone.
 func (h *Handler) authenticate(r *http.Request) (caller, string) {
-	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return h.sessionCaller(r)
+	}
+	secret, ok := strings.CutPrefix(auth, "Bearer ")
 	if !ok || secret == "" {
 		return caller{}, "no bearer token"
 	}
-	sum := sha256.Sum256([]byte(secret))
-	var found caller
-	ok = false
-	for _, t := range h.tokens { // every one, whichever matches: NewHandler refused duplicates
-		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
-			found, ok = caller{actor: t.actor, role: t.role}, true
-		}
-	}
+	found, ok := h.match(secret)
 	if !ok {
 		return caller{}, "unknown token"
 	}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -75,10 +76,13 @@ type TaskPage struct {
 	Next  string     `json:"next,omitempty"` // the cursor of the next page; empty on the last
 }
 
-// TaskDetail is the answer of GET /tasks/{id}.
+// TaskDetail is the answer of GET /tasks/{id}. Payload is the task's payload, for
+// operators and admins unless Config.HidePayloads (PayloadShown says which).
 type TaskDetail struct {
-	Task       TaskView        `json:"task"`
-	Executions []ExecutionView `json:"executions"`
+	Task         TaskView        `json:"task"`
+	Executions   []ExecutionView `json:"executions"`
+	PayloadShown bool            `json:"payload_shown"`
+	Payload      []byte          `json:"payload,omitempty"`
 }
 
 // listTasks is GET /tasks.
@@ -163,27 +167,38 @@ func parseTaskQuery(raw string) (ax.TaskQuery, error) {
 	return q, nil
 }
 
+// CountView is a number of tasks as the API shows it.
+type CountView struct {
+	N      int64  `json:"n"`
+	Capped bool   `json:"capped,omitempty"`
+	Text   string `json:"text"` // "100,000+" when capped
+}
+
+// countViews reads the tasks per status.
+func (h *Handler) countViews(ctx context.Context) (map[string]CountView, error) {
+	counts, err := h.s.Counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]CountView{}
+	for st, c := range counts {
+		out[string(st)] = CountView{N: c.N, Capped: c.Capped, Text: c.String()}
+	}
+	return out, nil
+}
+
 // counts is GET /tasks/counts.
 func (h *Handler) counts(w http.ResponseWriter, r *http.Request, _ caller) {
-	counts, err := h.s.Counts(r.Context())
+	out, err := h.countViews(r.Context())
 	if err != nil {
 		h.writeErr(w, r, err)
 		return
-	}
-	type countJSON struct {
-		N      int64  `json:"n"`
-		Capped bool   `json:"capped,omitempty"`
-		Text   string `json:"text"` // "100,000+" when capped
-	}
-	out := map[string]countJSON{}
-	for st, c := range counts {
-		out[string(st)] = countJSON{N: c.N, Capped: c.Capped, Text: c.String()}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"counts": out})
 }
 
 // task is GET /tasks/{id}.
-func (h *Handler) task(w http.ResponseWriter, r *http.Request, _ caller) {
+func (h *Handler) task(w http.ResponseWriter, r *http.Request, c caller) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("task id %s: want a positive integer", quoteShort(r.PathValue("id"))))
@@ -199,7 +214,10 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request, _ caller) {
 		h.writeErr(w, r, err)
 		return
 	}
-	out := TaskDetail{Task: taskOf(t), Executions: make([]ExecutionView, len(es))}
+	out := TaskDetail{Task: taskOf(t), Executions: make([]ExecutionView, len(es)), PayloadShown: h.showPayloads(c)}
+	if out.PayloadShown {
+		out.Payload = t.Payload
+	}
 	for i, e := range es {
 		out.Executions[i] = ExecutionView{ID: e.ID, Attempt: e.Attempt, Node: e.Node, Status: string(e.Status), StartedAt: e.StartedAt,
 			HeartbeatAt: optTime(e.HeartbeatAt), FinishedAt: optTime(e.FinishedAt), Error: e.Error}

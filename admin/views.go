@@ -75,3 +75,20 @@ func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// Whoami is the answer of GET /whoami: who the caller is, and what the handler lets
+// it do, for a page to hide what would be refused (the handler still refuses it).
+type Whoami struct {
+	Actor    string `json:"actor"`
+	Role     string `json:"role"`
+	ReadOnly bool   `json:"read_only"` // every mutating route is refused (Config.ReadOnly, or a store without an audit log)
+	Payloads bool   `json:"payloads"`  // GET /tasks/{id} shows payloads
+	// RefreshMS is Config.Refresh, the interval of shared reads, in milliseconds.
+	RefreshMS int64 `json:"refresh_ms"`
+}
+
+// whoami is GET /whoami.
+func (h *Handler) whoami(w http.ResponseWriter, r *http.Request, c caller) {
+	writeJSON(w, http.StatusOK, Whoami{Actor: c.actor, Role: c.role.String(), ReadOnly: h.ReadOnly(), Payloads: h.showPayloads(c),
+		RefreshMS: h.shared.every.Milliseconds()})
+}
