@@ -1,0 +1,209 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/axsched/ax/admin"
+)
+
+// maxForm bounds a form's body: a bulk form names at most admin.MaxBulk ids.
+const maxForm = 1 << 20
+
+// readForm parses r's form, at most maxForm bytes; false: answered.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "invalid", "the form could not be read")
+		return false
+	}
+	return true
+}
+
+// taskAction is POST /tasks/{id}/{action}: cancel, retry, trigger or reschedule one
+// task, with the form's reason (and, to reschedule, its new due time), through the
+// admin API; then back to the task.
+func (c *Console) taskAction(w http.ResponseWriter, r *http.Request, v *view) {
+	if !c.readForm(w, r) {
+		return
+	}
+	act, id := r.PathValue("action"), r.PathValue("id")
+	switch act {
+	case "cancel", "retry", "trigger", "reschedule":
+	default:
+		c.fail(w, r, http.StatusNotFound, "not_found", "no such action")
+		return
+	}
+	body := admin.ActionBody{Reason: r.PostForm.Get("reason")}
+	if act == "reschedule" {
+		at, err := parseWhen(r.PostForm.Get("at"))
+		if err != nil {
+			c.fail(w, r, http.StatusBadRequest, "invalid", "the new due time: want an RFC 3339 time, e.g. 2026-12-06T15:04:05Z")
+			return
+		}
+		body.At = &at
+	}
+	var res admin.ActionResult
+	if st, e := c.post(r, "tasks/"+url.PathEscape(id)+"/"+act, body, &res); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	http.Redirect(w, r, v.Base+"/tasks/"+url.PathEscape(id)+"?done="+act+"&audit="+strconv.FormatInt(res.Audit.ID, 10), http.StatusSeeOther)
+}
+
+// parseWhen reads a time given as RFC 3339, or as a browser's datetime-local value
+// ("2026-12-06T15:04" or with seconds), which is taken as UTC.
+func parseWhen(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+// scheduleAction is POST /schedules/{name}/{action}: pause, resume or trigger, with
+// the form's reason, through the admin API; then back to the schedule.
+func (c *Console) scheduleAction(w http.ResponseWriter, r *http.Request, v *view) {
+	if !c.readForm(w, r) {
+		return
+	}
+	act, name := r.PathValue("action"), r.PathValue("name")
+	switch act {
+	case "pause", "resume", "trigger":
+	default:
+		c.fail(w, r, http.StatusNotFound, "not_found", "no such action")
+		return
+	}
+	var res admin.ActionResult
+	if st, e := c.post(r, "schedules/"+url.PathEscape(name)+"/"+act, admin.ActionBody{Reason: r.PostForm.Get("reason")}, &res); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	to := v.Base + "/schedules/" + url.PathEscape(name) + "?audit=" + strconv.FormatInt(res.Audit.ID, 10)
+	if act != "trigger" {
+		to += "&done=" + act
+	} else if res.Task != nil {
+		to = v.Base + "/tasks/" + strconv.FormatInt(res.Task.ID, 10) + "?done=trigger&audit=" + strconv.FormatInt(res.Audit.ID, 10)
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// bulkData is the bulk pages': the action, the tasks it names (ids, or the filter),
+// and what the API answered.
+type bulkData struct {
+	Action   string
+	Scope    string // "selected" or "filter"
+	IDs      []int64
+	Filter   string
+	Reason   string
+	Word     string // what the confirmation must type: the action in capitals
+	Preview  *admin.BulkResult
+	Result   *admin.BulkResult
+	Mismatch bool // the confirmation typed was not Word
+	TasksURL string
+}
+
+// bulkForm reads the bulk form: the action, and the ids or the filter.
+func (c *Console) bulkForm(w http.ResponseWriter, r *http.Request, v *view) (bulkData, admin.BulkBody, bool) {
+	if !c.readForm(w, r) {
+		return bulkData{}, admin.BulkBody{}, false
+	}
+	f := r.PostForm
+	d := bulkData{Action: f.Get("action"), Scope: f.Get("scope"), Filter: f.Get("filter"), Reason: f.Get("reason")}
+	switch d.Action {
+	case "cancel", "retry", "trigger":
+	default:
+		c.fail(w, r, http.StatusBadRequest, "invalid", "choose cancel, retry or trigger")
+		return d, admin.BulkBody{}, false
+	}
+	d.Word = strings.ToUpper(d.Action)
+	var b admin.BulkBody
+	switch d.Scope {
+	case "filter":
+		b.Filter = &d.Filter
+	case "selected":
+		for _, s := range f["id"] {
+			id, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || id <= 0 {
+				c.fail(w, r, http.StatusBadRequest, "invalid", "a selected task's id is not a positive integer")
+				return d, b, false
+			}
+			d.IDs = append(d.IDs, id)
+		}
+		if len(d.IDs) == 0 {
+			c.fail(w, r, http.StatusBadRequest, "invalid", "select the tasks first, or choose everything matching the filter")
+			return d, b, false
+		}
+		b.IDs = d.IDs
+	default:
+		c.fail(w, r, http.StatusBadRequest, "invalid", "choose the selected tasks or everything matching the filter")
+		return d, b, false
+	}
+	q, _ := url.ParseQuery(d.Filter)
+	d.TasksURL = v.Base + "/tasks" + encodeQuery(canonical(q, taskFilterParams))
+	return d, b, true
+}
+
+// previewReason is the reason a count preview gives the API, which wants one: a
+// dry run writes no record, so it is never kept.
+const previewReason = "count preview"
+
+// bulkPreview is POST /bulk: how many tasks the action would change (a dry run,
+// capped at admin.MaxBulk), and the form that confirms it with the action typed and
+// a reason.
+func (c *Console) bulkPreview(w http.ResponseWriter, r *http.Request, v *view) {
+	d, b, ok := c.bulkForm(w, r, v)
+	if !ok {
+		return
+	}
+	v.Title, v.Nav = "Confirm: "+d.Action, "tasks"
+	b.Reason, b.DryRun = previewReason, true
+	var res admin.BulkResult
+	if st, e := c.post(r, "tasks/bulk/"+d.Action, b, &res); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	d.Preview = &res
+	v.Data = d
+	c.render(w, r, "bulk", v)
+}
+
+// bulkConfirm is POST /bulk/confirm: with the action typed as asked, the bulk action
+// itself; otherwise the preview again.
+func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request, v *view) {
+	d, b, ok := c.bulkForm(w, r, v)
+	if !ok {
+		return
+	}
+	v.Title, v.Nav = "Bulk "+d.Action, "tasks"
+	if strings.TrimSpace(r.PostForm.Get("confirm")) != d.Word {
+		d.Mismatch = true
+		b.Reason, b.DryRun = previewReason, true
+		var res admin.BulkResult
+		if st, e := c.post(r, "tasks/bulk/"+d.Action, b, &res); e != nil {
+			c.fail(w, r, st, e.Code, e.Message)
+			return
+		}
+		d.Preview = &res
+		v.Data = d
+		c.renderStatus(w, r, http.StatusBadRequest, "bulk", v)
+		return
+	}
+	b.Reason = d.Reason
+	var res admin.BulkResult
+	if st, e := c.post(r, "tasks/bulk/"+d.Action, b, &res); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	d.Result = &res
+	v.Data = d
+	c.render(w, r, "bulk", v)
+}

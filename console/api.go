@@ -1,0 +1,91 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/axsched/ax/admin"
+)
+
+// apiError is an error answer of the admin API: its stable code and message.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// get reads the admin API's route path (no leading slash) with the query string
+// query, as the caller of r, into out: a shared read (admin.SharedHeader). It
+// returns the answer's status and, unless it is 200, the API's error.
+func (c *Console) get(r *http.Request, path, query string, out any) (int, *apiError) {
+	return c.call(r, http.MethodGet, path, query, nil, out)
+}
+
+// post calls the admin API's mutating route path with the JSON body, as the caller
+// of r, into out.
+func (c *Console) post(r *http.Request, path string, body, out any) (int, *apiError) {
+	return c.call(r, http.MethodPost, path, "", body, out)
+}
+
+// call makes a request to the admin API in the process, carrying what identifies the
+// caller of r (its session cookie or bearer token) and what the API's checks read
+// (its address, TLS, origin headers), so that the API judges and records it as it
+// would the caller's own request.
+func (c *Console) call(r *http.Request, method, path, query string, body, out any) (int, *apiError) {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return http.StatusInternalServerError, &apiError{Code: "internal", Message: "the request could not be encoded"}
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := &url.URL{Path: "/" + path, RawQuery: query}
+	req, err := http.NewRequestWithContext(r.Context(), method, u.String(), rd)
+	if err != nil {
+		return http.StatusBadRequest, &apiError{Code: "invalid", Message: "the request could not be made"}
+	}
+	req.Host, req.RemoteAddr, req.TLS = r.Host, r.RemoteAddr, r.TLS
+	req.RequestURI = u.RequestURI()
+	for _, h := range []string{"Authorization", "Cookie", "Origin", "Sec-Fetch-Site", "User-Agent"} {
+		if v, ok := r.Header[h]; ok {
+			req.Header[h] = v
+		}
+	}
+	if method == http.MethodGet {
+		req.Header.Set(admin.SharedHeader, "1")
+	} else {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	c.api.ServeHTTP(rec, req)
+	if rec.status != http.StatusOK {
+		var e struct {
+			Error apiError `json:"error"`
+		}
+		if json.Unmarshal(rec.buf.Bytes(), &e) != nil || e.Error.Code == "" {
+			e.Error = apiError{Code: "internal", Message: http.StatusText(rec.status)}
+		}
+		return rec.status, &e.Error
+	}
+	if out != nil {
+		if err := json.Unmarshal(rec.buf.Bytes(), out); err != nil {
+			c.log.ErrorContext(r.Context(), "ax: console: the admin API's answer could not be read", "path", path, "err", err)
+			return http.StatusInternalServerError, &apiError{Code: "internal", Message: "the admin API's answer could not be read"}
+		}
+	}
+	return rec.status, nil
+}
+
+// recorder keeps a response in memory.
+type recorder struct {
+	header http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(status int)      { r.status = status }
+func (r *recorder) Write(b []byte) (int, error) { return r.buf.Write(b) }

@@ -1,0 +1,81 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+
+	"github.com/axsched/ax/admin"
+)
+
+// funcs are the templates' functions.
+var funcs = template.FuncMap{
+	"ts":       timestamp,
+	"tsp":      func(t *time.Time) string { return timestampPtr(t) },
+	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"ms":       millis,
+	"msp":      func(d *int64) string { return millisPtr(d) },
+	"lower":    strings.ToLower,
+	"join":     strings.Join,
+	"statusOf": func(s string) string { return strings.ToLower(s) },
+	"has":      func(m map[string]bool, k string) bool { return m[k] },
+	"add":      func(a, b int) int { return a + b },
+	// refreshMeta is the meta refresh of a page with JavaScript off: seconds is an
+	// int, so the markup is fixed.
+	"refreshMeta": func(seconds int) template.HTML {
+		return template.HTML(fmt.Sprintf(`<meta http-equiv="refresh" content="%d">`, seconds))
+	},
+	"count": func(m map[string]admin.CountView, status string) string {
+		if c, ok := m[status]; ok {
+			return c.Text
+		}
+		return "0"
+	},
+}
+
+// timestamp writes t in UTC to the millisecond, or "—" for the zero time.
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+func timestampPtr(t *time.Time) string {
+	if t == nil {
+		return "—"
+	}
+	return timestamp(*t)
+}
+
+// millis writes a duration in milliseconds for reading: "850 ms", "12.4 s", "3m05s".
+func millis(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < 0:
+		return "−" + millis(-ms)
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", ms)
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+func millisPtr(ms *int64) string {
+	if ms == nil {
+		return "—"
+	}
+	return millis(*ms)
+}
+
+// describe says what a schedule's spec means, with its zone.
+func describe(s admin.ScheduleView) string {
+	if d, ok := strings.CutPrefix(s.Spec, "@every "); ok {
+		return "every " + d
+	}
+	return "cron " + s.Spec + ", " + s.TimeZone
+}

@@ -1,0 +1,445 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/admin"
+)
+
+// statuses are the task states, in the order the pages list them.
+var statuses = []string{"SCHEDULED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED"}
+
+// overviewData is the overview page's.
+type overviewData struct {
+	admin.Overview
+	Statuses []string
+}
+
+// overview is GET /: the namespace at a glance.
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *view) {
+	v.Title, v.Nav = "Overview", "overview"
+	live(r, v)
+	var o admin.Overview
+	if st, e := c.get(r, "overview", "", &o); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	v.Data = overviewData{Overview: o, Statuses: statuses}
+	c.render(w, r, "overview", v)
+}
+
+// taskFilterParams are the parameters of GET /tasks the tasks page passes on, in
+// the order it writes them: the filter, then the order and the page.
+var (
+	taskFilterParams = []string{"status", "name", "key_prefix", "owner", "task_key", "due_from", "due_before", "finished_from", "finished_before"}
+	taskPageParams   = []string{"order", "limit", "cursor"}
+)
+
+// tasksData is the tasks page's.
+type tasksData struct {
+	Filter   url.Values // the filter as given
+	Selected map[string]bool
+	Statuses []string
+	Filtered string // the filter as a query string (the bulk form's)
+	Tasks    []admin.TaskView
+	Next     string // the next page's URL; empty on the last
+	First    string // the first page's URL, when this is not it
+	Bulk     bool   // the caller may act on them
+}
+
+// canonical returns the parameters of q named in names, without empty values, in
+// names' order: the same filter gives the same query string, and so the same shared
+// read.
+func canonical(q url.Values, names ...[]string) url.Values {
+	out := url.Values{}
+	for _, ns := range names {
+		for _, n := range ns {
+			for _, val := range q[n] {
+				if n == "status" {
+					for s := range strings.SplitSeq(val, ",") {
+						if s = strings.ToUpper(strings.TrimSpace(s)); s != "" && !slices.Contains(out[n], s) {
+							out.Add(n, s)
+						}
+					}
+				} else if val = strings.TrimSpace(val); val != "" {
+					out.Set(n, val)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// encodeQuery is "?" and q encoded, or "" for an empty q.
+func encodeQuery(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// tasks is GET /tasks: the admin query's filters, newest or soonest first, paged by
+// cursor, with bulk actions on the rows selected or on the whole filter.
+func (c *Console) tasks(w http.ResponseWriter, r *http.Request, v *view) {
+	v.Title, v.Nav = "Tasks", "tasks"
+	live(r, v)
+	q := r.URL.Query()
+	filter := canonical(q, taskFilterParams)
+	all := canonical(q, taskFilterParams, taskPageParams)
+	if all.Get("limit") == "" {
+		all.Set("limit", "50")
+	}
+	var page admin.TaskPage
+	if st, e := c.get(r, "tasks", all.Encode(), &page); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	d := tasksData{Filter: canonical(q, taskFilterParams, taskPageParams), Selected: map[string]bool{}, Statuses: statuses,
+		Filtered: filter.Encode(), Tasks: page.Tasks, Bulk: v.CanAct}
+	for _, s := range filter["status"] {
+		d.Selected[s] = true
+	}
+	if page.Next != "" {
+		next := canonical(q, taskFilterParams, taskPageParams)
+		next.Set("cursor", page.Next)
+		d.Next = v.Base + "/tasks" + encodeQuery(next)
+	}
+	if q.Get("cursor") != "" {
+		first := canonical(q, taskFilterParams, taskPageParams)
+		first.Del("cursor")
+		d.First = v.Base + "/tasks" + encodeQuery(first)
+	}
+	v.Data = d
+	c.render(w, r, "tasks", v)
+}
+
+// taskData is the task page's.
+type taskData struct {
+	admin.TaskDetail
+	Attempts    []attempt
+	Payload     payloadView
+	Audit       []admin.AuditEntry
+	AuditShown  bool
+	CanCancel   bool
+	CanRetry    bool
+	CanTrigger  bool
+	CanMove     bool
+	LatenessMS  *int64 // the current attempt's: StartedAt − DueAt
+	Done        string // what the caller's last action did, from the redirect
+	DoneAuditID string
+}
+
+// attempt is one execution as the timeline shows it.
+type attempt struct {
+	admin.ExecutionView
+	DurationMS *int64
+	Current    bool
+}
+
+// payloadView is a payload as the task page shows it.
+type payloadView struct {
+	Shown     bool
+	Bytes     int
+	JSON      bool
+	Text      string // pretty JSON, the text, or a quoted form of bytes that are not UTF-8
+	Truncated bool
+}
+
+// maxPayloadShown is the most of a payload the task page shows.
+const maxPayloadShown = 64 << 10
+
+// task is GET /tasks/{id}: every field, the payload, each attempt, the audit records
+// about it, and the actions its state allows.
+func (c *Console) task(w http.ResponseWriter, r *http.Request, v *view) {
+	v.Title, v.Nav = "Task "+r.PathValue("id"), "tasks"
+	live(r, v)
+	var d taskData
+	if st, e := c.get(r, "tasks/"+url.PathEscape(r.PathValue("id")), "", &d.TaskDetail); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	t := d.Task
+	d.Payload = showPayload(d.TaskDetail)
+	for _, e := range d.Executions {
+		a := attempt{ExecutionView: e, Current: e.ID == t.ExecutionID}
+		if e.FinishedAt != nil {
+			ms := e.FinishedAt.Sub(e.StartedAt).Milliseconds()
+			a.DurationMS = &ms
+		}
+		d.Attempts = append(d.Attempts, a)
+	}
+	if t.StartedAt != nil {
+		ms := t.StartedAt.Sub(t.DueAt).Milliseconds()
+		d.LatenessMS = &ms
+	}
+	if v.IsAdmin {
+		var log admin.AuditLog
+		switch st, e := c.get(r, "audit", url.Values{"target": {"task " + strconv.FormatInt(t.ID, 10)}, "limit": {"50"}}.Encode(), &log); {
+		case e == nil:
+			d.Audit, d.AuditShown = log.Entries, true
+		case e.Code != "unsupported": // a store without an audit log has none to show
+			c.fail(w, r, st, e.Code, e.Message)
+			return
+		}
+	}
+	if v.CanAct {
+		d.CanCancel = t.Status == "SCHEDULED" && !t.Superseded
+		d.CanRetry = t.Status == "FAILED"
+		d.CanTrigger = t.Status == "SCHEDULED" || t.Status == "FAILED"
+		d.CanMove = d.CanCancel
+	}
+	d.Done, d.DoneAuditID = doneText(r.URL.Query().Get("done")), r.URL.Query().Get("audit")
+	v.Data = d
+	c.render(w, r, "task", v)
+}
+
+// showPayload is d's payload as the page shows it: JSON indented, text as it is,
+// other bytes quoted; at most maxPayloadShown bytes of it.
+func showPayload(d admin.TaskDetail) payloadView {
+	p := payloadView{Shown: d.PayloadShown, Bytes: d.Task.PayloadBytes}
+	if !p.Shown || len(d.Payload) == 0 {
+		return p
+	}
+	b := d.Payload
+	if len(b) > maxPayloadShown {
+		b, p.Truncated = b[:maxPayloadShown], true
+	}
+	var out bytes.Buffer
+	switch {
+	case !p.Truncated && json.Valid(b) && json.Indent(&out, b, "", "  ") == nil:
+		p.JSON, p.Text = true, out.String()
+	case utf8.Valid(b):
+		p.Text = string(b)
+	default:
+		p.Text = strconv.QuoteToGraphic(string(b))
+	}
+	return p
+}
+
+// doneText is what the page says after an action that redirected to it: from a
+// fixed set, whatever the URL says.
+func doneText(done string) string {
+	return map[string]string{
+		"cancel": "Cancelled.", "retry": "Retried: scheduled to run again.", "trigger": "Triggered.",
+		"reschedule": "Rescheduled.", "pause": "Paused.", "resume": "Resumed.",
+	}[done]
+}
+
+// schedulesData is the schedules page's.
+type schedulesData struct {
+	Schedules []scheduleRow
+}
+
+// scheduleRow is a schedule with what the console adds to the API's view.
+type scheduleRow struct {
+	admin.ScheduleView
+	Words string
+}
+
+// schedules is GET /schedules.
+func (c *Console) schedules(w http.ResponseWriter, r *http.Request, v *view) {
+	v.Title, v.Nav = "Schedules", "schedules"
+	live(r, v)
+	var ss admin.Schedules
+	if st, e := c.get(r, "schedules", "", &ss); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	var d schedulesData
+	for _, s := range ss.Schedules {
+		d.Schedules = append(d.Schedules, scheduleRow{ScheduleView: s, Words: describe(s)})
+	}
+	v.Data = d
+	c.render(w, r, "schedules", v)
+}
+
+// scheduleData is the schedule page's.
+type scheduleData struct {
+	scheduleRow
+	Next        []fireTime
+	Occurrences []admin.TaskView
+	Done        string
+	DoneAuditID string
+}
+
+// fireTime is one of a schedule's next slots, in its zone, with a change of the
+// zone's offset from the slot before marked.
+type fireTime struct {
+	At        time.Time
+	Local     string
+	DSTChange string // e.g. "UTC+01:00 → UTC+02:00", when the offset changed since the slot before
+}
+
+// schedule is GET /schedules/{name}: the spec in words, the next 10 slots, the last
+// occurrences, and pause, resume and trigger.
+func (c *Console) schedule(w http.ResponseWriter, r *http.Request, v *view) {
+	name := r.PathValue("name")
+	v.Title, v.Nav = "Schedule "+name, "schedules"
+	live(r, v)
+	var ss admin.Schedules
+	if st, e := c.get(r, "schedules", "", &ss); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	i := slices.IndexFunc(ss.Schedules, func(s admin.ScheduleView) bool { return s.Name == name })
+	if i < 0 {
+		c.fail(w, r, http.StatusNotFound, "not_found", "no schedule of that name")
+		return
+	}
+	s := ss.Schedules[i]
+	d := scheduleData{scheduleRow: scheduleRow{ScheduleView: s, Words: describe(s)}, Next: nextFires(s, 10)}
+	var page admin.TaskPage
+	if st, e := c.get(r, "tasks", url.Values{"task_key": {name}, "limit": {"50"}}.Encode(), &page); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	d.Occurrences = page.Tasks
+	d.Done, d.DoneAuditID = doneText(r.URL.Query().Get("done")), r.URL.Query().Get("audit")
+	v.Data = d
+	c.render(w, r, "schedule", v)
+}
+
+// nextFires returns s's next n slots from its next one, in its zone.
+func nextFires(s admin.ScheduleView, n int) []fireTime {
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil {
+		loc = time.UTC
+	}
+	var at []time.Time
+	if d, ok := strings.CutPrefix(s.Spec, "@every "); ok {
+		every, err := time.ParseDuration(d)
+		if err != nil || every <= 0 {
+			return nil
+		}
+		for i := range n {
+			at = append(at, s.NextFireAt.Add(time.Duration(i)*every))
+		}
+	} else {
+		at = append(at, s.NextFireAt)
+		more, err := ax.NextFireTimes(s.Spec, loc, s.NextFireAt, n-1)
+		if err != nil {
+			return nil
+		}
+		at = append(at, more...)
+	}
+	out := make([]fireTime, len(at))
+	for i, t := range at {
+		lt := t.In(loc)
+		out[i] = fireTime{At: t, Local: lt.Format("Mon 2006-01-02 15:04:05 MST")}
+		if i > 0 {
+			_, before := at[i-1].In(loc).Zone()
+			if _, now := lt.Zone(); now != before {
+				out[i].DSTChange = offsetText(before) + " → " + offsetText(now)
+			}
+		}
+	}
+	return out
+}
+
+// offsetText writes a zone offset in seconds as "UTC+01:00".
+func offsetText(sec int) string {
+	sign := "+"
+	if sec < 0 {
+		sign, sec = "-", -sec
+	}
+	return "UTC" + sign + twoDigits(sec/3600) + ":" + twoDigits(sec%3600/60)
+}
+
+func twoDigits(n int) string {
+	if n < 10 {
+		return "0" + strconv.Itoa(n)
+	}
+	return strconv.Itoa(n)
+}
+
+// clusterData is the cluster page's.
+type clusterData struct {
+	Namespace        string
+	Leader           string
+	ServedByLeader   bool
+	Epoch            int64
+	LeaseRemainingMS int64
+	LeaseDeadline    time.Time
+	Nodes            []nodeView
+}
+
+// nodeView is a replica as the cluster page shows it.
+type nodeView struct {
+	Node        string    `json:"node"`
+	Advertise   string    `json:"advertise"`
+	Handlers    []string  `json:"handlers"`
+	Capacity    int       `json:"capacity"`
+	InFlight    int       `json:"in_flight"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+}
+
+// cluster is GET /cluster: the leader, its epoch, the lease, the replicas.
+func (c *Console) cluster(w http.ResponseWriter, r *http.Request, v *view) {
+	v.Title, v.Nav = "Cluster", "cluster"
+	live(r, v)
+	var cs struct {
+		Namespace        string     `json:"namespace"`
+		Leader           string     `json:"leader"`
+		ServedByLeader   bool       `json:"served_by_leader"`
+		Epoch            int64      `json:"epoch"`
+		LeaseRemainingMS int64      `json:"lease_remaining_ms"`
+		Nodes            []nodeView `json:"nodes"`
+	}
+	if st, e := c.get(r, "cluster", "", &cs); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	v.Data = clusterData{Namespace: cs.Namespace, Leader: cs.Leader, ServedByLeader: cs.ServedByLeader, Epoch: cs.Epoch,
+		LeaseRemainingMS: cs.LeaseRemainingMS, LeaseDeadline: time.Now().Add(time.Duration(cs.LeaseRemainingMS) * time.Millisecond).UTC(),
+		Nodes: cs.Nodes}
+	c.render(w, r, "cluster", v)
+}
+
+// auditParams are the parameters of GET /audit the audit page passes on.
+var auditParams = []string{"actor", "action", "target", "before_id", "limit"}
+
+// auditData is the audit page's.
+type auditData struct {
+	Filter  url.Values
+	Entries []admin.AuditEntry
+	Next    string
+	First   string
+}
+
+// audit is GET /audit: the audit log, newest first, filtered and paged (admins).
+func (c *Console) audit(w http.ResponseWriter, r *http.Request, v *view) {
+	v.Title, v.Nav = "Audit", "audit"
+	live(r, v)
+	q := canonical(r.URL.Query(), auditParams)
+	if q.Get("limit") == "" {
+		q.Set("limit", "50")
+	}
+	var log admin.AuditLog
+	if st, e := c.get(r, "audit", q.Encode(), &log); e != nil {
+		c.fail(w, r, st, e.Code, e.Message)
+		return
+	}
+	d := auditData{Filter: canonical(r.URL.Query(), auditParams), Entries: log.Entries}
+	if log.Next != 0 {
+		next := canonical(r.URL.Query(), auditParams)
+		next.Set("before_id", strconv.FormatInt(log.Next, 10))
+		d.Next = v.Base + "/audit" + encodeQuery(next)
+	}
+	if q.Get("before_id") != "" {
+		first := canonical(r.URL.Query(), auditParams)
+		first.Del("before_id")
+		d.First = v.Base + "/audit" + encodeQuery(first)
+	}
+	v.Data = d
+	c.render(w, r, "audit", v)
+}
