@@ -47,6 +47,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	db := fs.String("db", "", "keep the scheduler's tasks in the SQLite file `PATH` (default: a temporary file, removed at the end)")
 	seed := fs.Uint64("seed", 1, "seed `N` of the scenario: the timeouts, who pays, whose handler fails once, which reconciliations are slow")
 	metricsAddr := fs.String("metrics", "", "serve the scheduler's Prometheus metrics at /metrics on `ADDR` (HOST:PORT, e.g. 127.0.0.1:9090) while the demo runs (default: off; not with --nodes)")
+	consoleAddr := fs.String("console", "", "serve the web console on `ADDR` (HOST:PORT, e.g. 127.0.0.1:8080), print a sign-in link with a token generated at random, and keep serving after the summary until interrupted (default: off; not with --nodes)")
 	nodes := fs.Int("nodes", 1, "run `N` replica processes (2–7) sharing the SQLite file, elected by elect/sqllease, and kill -9 the leader partway through; 1: one scheduler in this process")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: ax demo [flags]
@@ -87,8 +88,8 @@ flags:
 		return exitUsage
 	}
 	if *nodes > 1 {
-		if *metricsAddr != "" {
-			fmt.Fprintf(stderr, "ax demo: --metrics is not served with --nodes: the schedulers run in the replicas' processes\n")
+		if *metricsAddr != "" || *consoleAddr != "" {
+			fmt.Fprintf(stderr, "ax demo: --metrics and --console are not served with --nodes: the schedulers run in the replicas' processes\n")
 			return exitUsage
 		}
 		return runClusterDemo(ctx, *nodes, *scale, *orders, *db, *seed, stdout, stderr)
@@ -99,7 +100,7 @@ flags:
 		return exitUsage
 	}
 	cfg := mk()
-	cfg.Orders, cfg.DB, cfg.Seed, cfg.Metrics = *orders, *db, *seed, *metricsAddr
+	cfg.Orders, cfg.DB, cfg.Seed, cfg.Metrics, cfg.Console = *orders, *db, *seed, *metricsAddr, *consoleAddr
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if _, err := demo.Run(ctx, cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "ax: %v\n", err)

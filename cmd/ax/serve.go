@@ -20,6 +20,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
+	"github.com/axsched/ax/console"
 	"github.com/axsched/ax/internal/clientaddr"
 	"github.com/axsched/ax/internal/lograte"
 	"github.com/axsched/ax/metrics"
@@ -117,7 +118,21 @@ flags:
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h.Require(admin.Viewer, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	pages, err := console.New(h, console.Config{Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "ax serve: %v\n", err)
+		return exitFail
+	}
+	mux.Handle("/console/", http.StripPrefix("/console", pages))
 	mux.Handle("/", h)
+	// A browser at the root is shown the console; a client of the API gets its answer.
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, "/console/", http.StatusSeeOther)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "ax serve: %v\n", err)

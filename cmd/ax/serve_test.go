@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -143,6 +144,22 @@ func TestServeSmoke(t *testing.T) {
 			t.Errorf("GET /metrics with a viewer's token: %d, want 200 and the task counts within 10s\n%.600s", code, body)
 			break
 		}
+	}
+	// A browser at the root is sent to the console, a client of the API is answered
+	// by it; the console signs in with the API's tokens.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("GET", url+"/", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml")
+	if resp, err := noFollow.Do(req); err != nil || resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/" {
+		t.Errorf("a browser at /: %v %v, want 303 to /console/", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if resp, err := noFollow.PostForm(url+"/console/signin", neturl.Values{"token": {"dash-secret"}}); err != nil ||
+		resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "Path=/console") {
+		t.Errorf("sign in to the console: %v %v, want 303 and a cookie of path /console", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 }
 

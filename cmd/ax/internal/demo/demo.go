@@ -122,6 +122,14 @@ type Config struct {
 	// which the scheduler's Prometheus metrics (package metrics) are served at
 	// /metrics while the demo runs. Empty: no metrics.
 	Metrics string
+	// Console, when set, is an address, HOST:PORT (port 0 picks a free one), on which
+	// the web console (package console) of the demo's scheduler is served, with the
+	// admin API under /api/, behind a token generated at random whose sign-in link is
+	// printed. The demo then keeps serving after its summary, the scheduler running,
+	// until ctx ends (Ctrl-C), so that one can look around. ConsoleReady, when set, is
+	// called with the sign-in link once the summary is printed.
+	Console      string
+	ConsoleReady func(link string)
 
 	// ReconcileEvery is the interval of the payment reconciliation (s.Every), run
 	// alongside the orders for about as long as they take: at least 1s, a whole
@@ -373,6 +381,7 @@ type run struct {
 	script  *script
 	rec     *reconciler // nil when the reconciliation is disabled
 	metrics string      // the /metrics URL; empty without Config.Metrics
+	console string      // the console's sign-in link; empty without Config.Console
 	bugOnce atomic.Bool // buggyHandler struck
 }
 
@@ -434,6 +443,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	if err != nil {
 		return sum, fmt.Errorf("demo: %w", err)
 	}
+	var cons *consoleServer
+	if cfg.Console != "" {
+		if cons, err = serveConsole(s, cfg.Console, cfg.Logger); err != nil {
+			return sum, fmt.Errorf("demo: %w", err)
+		}
+		defer func() { // after the scheduler stopped: deferred before it
+			if cerr := cons.close(); cerr != nil && err == nil {
+				err = fmt.Errorf("demo: %w", cerr)
+			}
+		}()
+	}
 	tag := strconv.FormatInt(time.Now().UnixMilli(), 36)
 	r := &run{
 		cfg: cfg, s: s, orders: newOrders(), plan: newPlan(cfg, tag[max(len(tag)-6, 0):]),
@@ -442,6 +462,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 		due:   make(map[string]time.Time),
 
 		metrics: metricsURL,
+	}
+	if cons != nil {
+		r.console = cons.url
 	}
 	defer r.out.close()
 	r.tally.expected = cfg.Orders
@@ -497,6 +520,19 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	if err := r.verify(ctx, sum); err != nil {
 		return sum, err
 	}
+	if cons != nil {
+		r.summary(sum)
+		r.out.plain("")
+		r.out.plain("console: still serving at %s/, the scheduler running; sign in with the link above. Ctrl-C ends the demo.", cons.base)
+		if cfg.ConsoleReady != nil {
+			cfg.ConsoleReady(cons.url)
+		}
+		<-ctx.Done()
+		if err := stop(); err != nil {
+			return sum, fmt.Errorf("demo: %w", err)
+		}
+		return sum, nil
+	}
 	if err := stop(); err != nil {
 		return sum, fmt.Errorf("demo: %w", err)
 	}
@@ -537,6 +573,9 @@ func (r *run) header(sum Summary) {
 	r.out.plain("  store:    sqlite %s (%s)", sum.DB, where)
 	if r.metrics != "" {
 		r.out.plain("  metrics:  Prometheus metrics at %s while the demo runs", r.metrics)
+	}
+	if r.console != "" {
+		r.out.plain("  console:  %s (sign-in link: its token follows #token=; it serves after the summary until Ctrl-C)", r.console)
 	}
 	r.out.plain("  orders:   %d, each closed if unpaid after %s–%s (30 minutes in a shop, scaled down)",
 		cfg.Orders, secs(cfg.MinTimeout), secs(cfg.MaxTimeout))

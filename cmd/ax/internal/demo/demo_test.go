@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -341,6 +343,56 @@ func scrape(url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), nil
+}
+
+// With Config.Console the demo serves the console: its printed link signs in with
+// the token after "#token=", every page answers, and it serves until ctx ends.
+func TestRunServesConsole(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.ReconcileEvery = -1
+	cfg.Console = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var link string
+	var served []string
+	cfg.ConsoleReady = func(l string) {
+		defer cancel()
+		link = l
+		base, token, ok := strings.Cut(l, "/signin#token=")
+		if !ok {
+			return
+		}
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar, Timeout: 5 * time.Second}
+		resp, err := c.PostForm(base+"/signin", neturl.Values{"token": {token}})
+		if err != nil {
+			return
+		}
+		resp.Body.Close()
+		for _, p := range []string{"/", "/tasks", "/schedules", "/cluster", "/audit"} {
+			if resp, err := c.Get(base + p); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && strings.Contains(string(b), "demo <span class=\"role\">admin") {
+					served = append(served, p)
+				}
+			}
+		}
+	}
+	var out bytes.Buffer
+	if _, err := Run(ctx, cfg, &out); err != nil {
+		t.Fatalf("Run: %v\noutput:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "  console:  "+link) || !strings.Contains(out.String(), "console: still serving at") {
+		t.Errorf("the output does not print the sign-in link %q:\n%s", link, out.String())
+	}
+	if len(served) != 5 {
+		t.Errorf("pages served to the demo's token: %v, want all 5", served)
+	}
+	if _, err := scrape(strings.Replace(link, "#token=", "?", 1)); err == nil {
+		t.Errorf("the console still serves after Run")
+	}
 }
 
 func TestRunInvalidConfig(t *testing.T) {
