@@ -1,7 +1,7 @@
 // Package browsertest drives Debian's headless Chromium from tests, the way a person
 // uses a page: navigate, click, type, submit, read the text, look at the cookies. It
-// also collects the page's console errors and Content-Security-Policy violations, and
-// saves screenshots.
+// also checks a page with axe-core, collects the page's console errors and
+// Content-Security-Policy violations, and saves screenshots.
 //
 // A package starts one browser for all its tests and gives each test its own [Tab].
 // Every tab has its own browser context, so its cookies and storage are its own: two
@@ -26,6 +26,7 @@
 //		tab.Navigate(srv.URL + "/signin")
 //		tab.SendKeys("#user", "ops")
 //		tab.Click("button[type=submit]")
+//		browsertest.AssertNoSeriousAxe(t, tab)
 //	}
 //
 // The browser is /usr/bin/chromium, or chromium on PATH. Without it a test is
@@ -92,7 +93,7 @@ func (s settings) with(opts []Option) settings {
 }
 
 // WithoutJavaScript turns script execution off in the page, as a person who disabled
-// JavaScript sees it. The tab's own helpers (Eval, Text…) still work: they run
+// JavaScript sees it. The tab's own helpers (Eval, Text, Axe…) still work: they run
 // through the DevTools protocol, not as page scripts.
 func WithoutJavaScript() Option { return func(s *settings) { s.noJS = true } }
 

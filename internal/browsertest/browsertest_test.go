@@ -106,6 +106,9 @@ func consoleServer(t *testing.T) *console {
 	mux.HandleFunc("GET /inline", func(w http.ResponseWriter, r *http.Request) {
 		render(w, pageData{Title: "Inline", Extra: `<script>document.title = "inline ran";</script>`})
 	})
+	mux.HandleFunc("GET /bad", func(w http.ResponseWriter, r *http.Request) {
+		render(w, pageData{Title: "Bad", Extra: `<img src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">`})
+	})
 	mux.HandleFunc("GET /signin", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{
 			Name: "session", Value: r.FormValue("user"), Path: "/",
@@ -218,6 +221,40 @@ func TestAnInlineScriptIsBlockedAndReported(t *testing.T) {
 	errs := tab.Errors()
 	if len(errs) != 1 || !strings.Contains(errs[0], "Content Security Policy") {
 		t.Errorf("Errors() = %q, want one Content Security Policy violation", errs)
+	}
+}
+
+func TestAxeFindsAMissingAltAndNothingOnAGoodPage(t *testing.T) {
+	t.Parallel()
+	srv := consoleServer(t)
+	b := browser.Get(t)
+	for _, c := range []struct {
+		name string
+		opt  browsertest.Option
+	}{
+		{"javascript on", browsertest.WithJavaScript()},
+		{"javascript off", browsertest.WithoutJavaScript()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tab := b.Tab(t, c.opt)
+
+			tab.Navigate(srv.URL + "/bad")
+			vs := tab.Axe(t)
+			if len(vs) != 1 || vs[0].ID != "image-alt" || !vs[0].Serious() ||
+				len(vs[0].Nodes) != 1 || vs[0].Nodes[0].Target != "img" {
+				t.Errorf("Axe(bad page) = %v, want one serious image-alt on img", vs)
+			}
+
+			tab.Navigate(srv.URL + "/")
+			if vs := tab.Axe(t); len(vs) != 0 {
+				t.Errorf("Axe(good page) = %v, want none", vs)
+			}
+			browsertest.AssertNoSeriousAxe(t, tab)
+			if errs := tab.Errors(); len(errs) != 0 {
+				t.Errorf("Errors() = %q, want none: axe-core broke the page's CSP", errs)
+			}
+		})
 	}
 }
 
