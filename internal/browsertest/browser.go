@@ -197,12 +197,11 @@ func start(dataDir string, opts []Option) (*Browser, error) {
 	// which would stop the browser when it expires, so a timer bounds it instead.
 	timer := time.AfterFunc(30*time.Second, cancelCtx)
 	err = chromedp.Do(ctx)
-	stopped := !timer.Stop()
+	if !timer.Stop() { // the timer stopped the browser, whatever Do returned
+		err = fmt.Errorf("no answer within 30s (%v)", err)
+	}
 	if err != nil {
 		b.cancel()
-		if stopped {
-			err = fmt.Errorf("no answer within 30s: %w", err)
-		}
 		return nil, fmt.Errorf("browsertest: start %s: %w", path, err)
 	}
 	return b, nil

@@ -368,13 +368,13 @@ func TestAnActionThatTimesOutNamesTheSelectorAndThePage(t *testing.T) {
 	// Everything that may fail on rec runs on a goroutine of its own, which
 	// rec.Fatalf ends.
 	go func() {
-		tab := b.Tab(rec, browsertest.WithTimeout(2*time.Second))
+		tab := b.Tab(rec, browsertest.WithTimeout(3*time.Second))
 		tab.Navigate(srv.URL + "/")
 		tab.Click("#missing")
 		rec.msg <- "Click returned"
 	}()
 	msg := <-rec.msg
-	for _, want := range []string{`click "#missing"`, srv.URL + "/", "timed out after 2s"} {
+	for _, want := range []string{`click "#missing"`, srv.URL + "/", "timed out after 3s"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("failure %q does not say %q", msg, want)
 		}

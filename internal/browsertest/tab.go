@@ -57,8 +57,8 @@ func (b *Browser) Tab(t testing.TB, opts ...Option) *Tab {
 	wait := max(tab.settings.timeout, DefaultTimeout)
 	timer := time.AfterFunc(wait, cancel)
 	err := chromedp.Do(ctx, chromedp.Func(tab.emulate))
-	if !timer.Stop() {
-		err = fmt.Errorf("no answer within %v: %w", wait, err)
+	if !timer.Stop() { // the timer canceled the tab, whatever Do returned
+		err = fmt.Errorf("no answer within %v (%v)", wait, err)
 	}
 	if err != nil {
 		t.Fatalf("browsertest: open tab: %v", err)
@@ -183,21 +183,16 @@ func (tab *Tab) Errors() []string {
 // what was being done and the page's URL.
 func run[T any](tab *Tab, what string, a chromedp.Action[T]) T {
 	tab.t.Helper()
-	v, err := tryRun(tab, a)
-	if err != nil {
-		tab.t.Fatalf("browsertest: %s on %s: %v", what, tab.currentURL(), err)
-	}
-	return v
-}
-
-func tryRun[T any](tab *Tab, a chromedp.Action[T]) (T, error) {
 	ctx, cancel := context.WithTimeout(tab.ctx, tab.settings.timeout)
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("timed out after %v: %w", tab.settings.timeout, err)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("timed out after %v: %w", tab.settings.timeout, err)
+		}
+		tab.t.Fatalf("browsertest: %s on %s: %v", what, tab.currentURL(), err)
 	}
-	return v, err
+	return v
 }
 
 func (tab *Tab) currentURL() string {
