@@ -145,13 +145,15 @@ func New(t testing.TB, opts ...Option) *Browser {
 // ErrNoChromium when no Chromium is installed.
 func Start(opts ...Option) (*Browser, error) { return start("", opts) }
 
+// chromiums are the Chromiums to try, in order: a path, or a name looked up on PATH.
+var chromiums = []string{"/usr/bin/chromium", "chromium"}
+
 // chromiumPath returns the Chromium to run.
 func chromiumPath() (string, error) {
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium", nil
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p, nil
+	for _, c := range chromiums {
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
 	}
 	return "", ErrNoChromium
 }

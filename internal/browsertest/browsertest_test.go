@@ -346,8 +346,8 @@ func TestFetchFromAnotherOriginIsRefused(t *testing.T) {
 	}
 }
 
-// fatalRecorder is a testing.TB whose Fatalf records the message and ends the
-// goroutine, as the real one does, so a test can check what a failure says.
+// fatalRecorder is a testing.TB whose Fatalf and Skipf record the message and end
+// the goroutine, as the real ones do, so a test can check what a failure says.
 type fatalRecorder struct {
 	testing.TB
 	msg chan string
@@ -355,8 +355,32 @@ type fatalRecorder struct {
 
 func (r *fatalRecorder) Helper() {}
 func (r *fatalRecorder) Fatalf(format string, args ...any) {
-	r.msg <- fmt.Sprintf(format, args...)
+	r.msg <- "fatal: " + fmt.Sprintf(format, args...)
 	runtime.Goexit()
+}
+func (r *fatalRecorder) Skipf(format string, args ...any) {
+	r.msg <- "skip: " + fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// Not parallel: it changes the package's list of Chromiums, which parallel tests,
+// paused until it ends, read.
+func TestWithoutChromiumATestSkipsOrFailsWhenRequired(t *testing.T) {
+	browsertest.SetChromiums(t, "/nonexistent/chromium", "no-such-chromium")
+	for _, c := range []struct{ require, want string }{
+		{"", "skip: browsertest: chromium not found"},
+		{"1", "fatal: browsertest: chromium not found"},
+	} {
+		t.Setenv("AX_REQUIRE_SERVICES", c.require)
+		rec := &fatalRecorder{TB: t, msg: make(chan string, 1)}
+		go func() {
+			browsertest.New(rec)
+			rec.msg <- "New returned"
+		}()
+		if msg := <-rec.msg; !strings.HasPrefix(msg, c.want) {
+			t.Errorf("AX_REQUIRE_SERVICES=%q: New says %q, want %q…", c.require, msg, c.want)
+		}
+	}
 }
 
 func TestAnActionThatTimesOutNamesTheSelectorAndThePage(t *testing.T) {
