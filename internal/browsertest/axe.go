@@ -32,6 +32,7 @@ type ViolationNode struct {
 // Serious reports whether the violation's impact is serious or critical.
 func (v Violation) Serious() bool { return v.Impact == "serious" || v.Impact == "critical" }
 
+// String gives the rule, its impact, its help and the failing elements, on one line.
 func (v Violation) String() string {
 	targets := make([]string, len(v.Nodes))
 	for i, n := range v.Nodes {
