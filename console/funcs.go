@@ -21,11 +21,6 @@ var funcs = template.FuncMap{
 	"statusOf": func(s string) string { return strings.ToLower(s) },
 	"has":      func(m map[string]bool, k string) bool { return m[k] },
 	"add":      func(a, b int) int { return a + b },
-	// refreshMeta is the meta refresh of a page with JavaScript off: seconds is an
-	// int, so the markup is fixed.
-	"refreshMeta": func(seconds int) template.HTML {
-		return template.HTML(fmt.Sprintf(`<meta http-equiv="refresh" content="%d">`, seconds))
-	},
 	"count": func(m map[string]admin.CountView, status string) string {
 		if c, ok := m[status]; ok {
 			return c.Text
