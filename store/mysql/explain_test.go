@@ -106,6 +106,8 @@ func TestExplain(t *testing.T) {
 		{"executions of a task", `SELECT t.id FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id WHERE t.id = 1507 AND t.namespace = 'default' ORDER BY e.started_at, e.id`, "PRIMARY", 8},
 		{"tasks: a name and a key prefix", mysql.TasksSQL(store.TaskQuery{Name: "handler.7", KeyPrefix: "key-15", Limit: 101}), "ax_tasks_name_key", 1004},
 		{"tasks: due soonest", mysql.TasksSQL(store.TaskQuery{Statuses: []store.Status{store.Scheduled}, Soonest: true, Limit: 101}), "ax_tasks_status_due", 220},
+		{"tasks: the oldest due (the console's queue lag)", mysql.TasksSQL(store.TaskQuery{Statuses: []store.Status{store.Scheduled}, Soonest: true,
+			DueBefore: now, Limit: 2}), "ax_tasks_status_due", 220},
 		{"tasks: failed in a range", mysql.TasksSQL(store.TaskQuery{Statuses: []store.Status{store.Failed},
 			FinishedFrom: now.Add(-time.Hour), FinishedBefore: now.Add(time.Hour), Limit: 101}), "ax_tasks_status_", 220},
 		{"tasks: a page of every task", mysql.TasksSQL(store.TaskQuery{After: &store.TaskCursor{ID: 50000}, Limit: 101}), "PRIMARY", 8},

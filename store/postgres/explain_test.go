@@ -157,6 +157,8 @@ func TestExplain(t *testing.T) {
 		index string
 	}{
 		{"tasks: due soonest (Tasks, SCHEDULED)", store.TaskQuery{Statuses: []store.Status{store.Scheduled}, Soonest: true}, "ax_tasks_scheduled_due"},
+		{"tasks: the oldest due (Tasks, SCHEDULED, due before now: the console's queue lag)", store.TaskQuery{Statuses: []store.Status{store.Scheduled},
+			Soonest: true, DueBefore: now, Limit: 2}, "ax_tasks_scheduled_due"},
 		{"tasks: a name and a key prefix (Tasks)", store.TaskQuery{Name: "order.close", KeyPrefix: "order-42"}, "ax_tasks_name_key"},
 		{"tasks: finished in an hour (Tasks, SUCCEEDED)", store.TaskQuery{Statuses: []store.Status{store.Succeeded},
 			FinishedFrom: now.Add(-time.Hour), FinishedBefore: now}, "ax_tasks_finished"},

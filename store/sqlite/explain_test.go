@@ -94,6 +94,8 @@ func TestExplain(t *testing.T) {
 			[]string{"SCAN ax_tasks"}, []string{sorted}},
 		{"tasks: due soonest", tasksSQL(store.TaskQuery{Statuses: []store.Status{store.Scheduled}, Soonest: true}),
 			[]string{"SEARCH ax_tasks USING INDEX ax_tasks_ns_scheduled_due (namespace=?)"}, []string{scanTask, sorted}},
+		{"tasks: the oldest due (the console's queue lag)", tasksSQL(store.TaskQuery{Statuses: []store.Status{store.Scheduled}, Soonest: true, DueBefore: time.Unix(2, 0), Limit: 2}),
+			[]string{"SEARCH ax_tasks USING INDEX ax_tasks_ns_scheduled_due (namespace=? AND due_at<?)"}, []string{scanTask, sorted}},
 		{"tasks: failed in a range", tasksSQL(store.TaskQuery{Statuses: []store.Status{store.Failed}, FinishedFrom: time.Unix(1, 0), FinishedBefore: time.Unix(2, 0)}),
 			[]string{"SEARCH ax_tasks USING INDEX ax_tasks_ns_failed (namespace=? AND finished_at>? AND finished_at<?)"}, []string{scanTask}},
 		{"tasks: a page of every task", tasksSQL(store.TaskQuery{After: &store.TaskCursor{ID: 9}}),
