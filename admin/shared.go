@@ -1,8 +1,8 @@
 package admin
 
 import (
-	"bytes"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"time"
 )
@@ -86,9 +86,9 @@ func (s *sharedReads) serve(w http.ResponseWriter, r *http.Request, view string,
 	gen := s.gen
 	s.mu.Unlock()
 	if mine {
-		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		rec := httptest.NewRecorder()
 		read(rec, r)
-		e.status, e.header, e.body = rec.status, rec.header, rec.buf.Bytes()
+		e.status, e.header, e.body = rec.Code, rec.Header(), rec.Body.Bytes()
 		s.mu.Lock()
 		if s.gen != gen || e.status != http.StatusOK { // forgotten meanwhile, or a failure: not shared
 			if s.by[view] == e {
@@ -118,14 +118,3 @@ func (s *sharedReads) forget() {
 	s.gen++
 	clear(s.by)
 }
-
-// recorder keeps a response in memory.
-type recorder struct {
-	header http.Header
-	status int
-	buf    bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(status int)      { r.status = status }
-func (r *recorder) Write(b []byte) (int, error) { return r.buf.Write(b) }

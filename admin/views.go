@@ -38,8 +38,8 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, _ caller) {
 	writeJSON(w, http.StatusOK, Schedules{Schedules: out})
 }
 
-// nodeJSON is a replica as the API shows it.
-type nodeJSON struct {
+// NodeView is a replica as the API shows it.
+type NodeView struct {
 	Node        string    `json:"node"`
 	Advertise   string    `json:"advertise,omitempty"`
 	Handlers    []string  `json:"handlers"`
@@ -49,6 +49,16 @@ type nodeJSON struct {
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 }
 
+// ClusterView is the answer of GET /cluster.
+type ClusterView struct {
+	Namespace        string     `json:"namespace"`
+	Leader           string     `json:"leader,omitempty"`
+	ServedByLeader   bool       `json:"served_by_leader"`
+	Epoch            int64      `json:"epoch"`
+	LeaseRemainingMS int64      `json:"lease_remaining_ms"`
+	Nodes            []NodeView `json:"nodes"`
+}
+
 // cluster is GET /cluster: the leader, its epoch and lease, the live replicas.
 func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 	cs, err := h.s.Cluster(r.Context())
@@ -56,21 +66,14 @@ func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 		h.writeErr(w, r, err)
 		return
 	}
-	out := struct {
-		Namespace        string     `json:"namespace"`
-		Leader           string     `json:"leader,omitempty"`
-		ServedByLeader   bool       `json:"served_by_leader"`
-		Epoch            int64      `json:"epoch"`
-		LeaseRemainingMS int64      `json:"lease_remaining_ms"`
-		Nodes            []nodeJSON `json:"nodes"`
-	}{Namespace: cs.Namespace, Leader: cs.Leader, ServedByLeader: cs.IsLeader, Epoch: cs.Epoch,
-		LeaseRemainingMS: cs.LeaseRemaining.Milliseconds(), Nodes: make([]nodeJSON, len(cs.Nodes))}
+	out := ClusterView{Namespace: cs.Namespace, Leader: cs.Leader, ServedByLeader: cs.IsLeader, Epoch: cs.Epoch,
+		LeaseRemainingMS: cs.LeaseRemaining.Milliseconds(), Nodes: make([]NodeView, len(cs.Nodes))}
 	for i, n := range cs.Nodes {
 		handlers := n.Handlers
 		if handlers == nil {
 			handlers = []string{}
 		}
-		out.Nodes[i] = nodeJSON{Node: n.Node, Advertise: n.Advertise, Handlers: handlers, Capacity: n.Capacity, InFlight: n.InFlight,
+		out.Nodes[i] = NodeView{Node: n.Node, Advertise: n.Advertise, Handlers: handlers, Capacity: n.Capacity, InFlight: n.InFlight,
 			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt}
 	}
 	writeJSON(w, http.StatusOK, out)

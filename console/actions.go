@@ -165,6 +165,12 @@ func (c *Console) bulkPreview(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	v.Title, v.Nav = "Confirm: "+d.Action, "tasks"
+	c.preview(w, r, v, d, b, http.StatusOK)
+}
+
+// preview renders the confirmation of the bulk action d (of body b), with status:
+// how many tasks it would change, from a dry run.
+func (c *Console) preview(w http.ResponseWriter, r *http.Request, v *view, d bulkData, b admin.BulkBody, status int) {
 	b.Reason, b.DryRun = previewReason, true
 	var res admin.BulkResult
 	if st, e := c.post(r, "tasks/bulk/"+d.Action, b, &res); e != nil {
@@ -173,7 +179,7 @@ func (c *Console) bulkPreview(w http.ResponseWriter, r *http.Request, v *view) {
 	}
 	d.Preview = &res
 	v.Data = d
-	c.render(w, r, "bulk", v)
+	c.renderStatus(w, r, status, "bulk", v)
 }
 
 // bulkConfirm is POST /bulk/confirm: with the action typed as asked, the bulk action
@@ -186,15 +192,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Bulk "+d.Action, "tasks"
 	if strings.TrimSpace(r.PostForm.Get("confirm")) != d.Word {
 		d.Mismatch = true
-		b.Reason, b.DryRun = previewReason, true
-		var res admin.BulkResult
-		if st, e := c.post(r, "tasks/bulk/"+d.Action, b, &res); e != nil {
-			c.fail(w, r, st, e.Code, e.Message)
-			return
-		}
-		d.Preview = &res
-		v.Data = d
-		c.renderStatus(w, r, http.StatusBadRequest, "bulk", v)
+		c.preview(w, r, v, d, b, http.StatusBadRequest)
 		return
 	}
 	b.Reason = d.Reason

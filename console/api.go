@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 
 	"github.com/axsched/ax/admin"
@@ -59,33 +60,22 @@ func (c *Console) call(r *http.Request, method, path, query string, body, out an
 	} else {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	rec := httptest.NewRecorder()
 	c.api.ServeHTTP(rec, req)
-	if rec.status != http.StatusOK {
+	if rec.Code != http.StatusOK {
 		var e struct {
 			Error apiError `json:"error"`
 		}
-		if json.Unmarshal(rec.buf.Bytes(), &e) != nil || e.Error.Code == "" {
-			e.Error = apiError{Code: "internal", Message: http.StatusText(rec.status)}
+		if json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error.Code == "" {
+			e.Error = apiError{Code: "internal", Message: http.StatusText(rec.Code)}
 		}
-		return rec.status, &e.Error
+		return rec.Code, &e.Error
 	}
 	if out != nil {
-		if err := json.Unmarshal(rec.buf.Bytes(), out); err != nil {
+		if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
 			c.log.ErrorContext(r.Context(), "ax: console: the admin API's answer could not be read", "path", path, "err", err)
 			return http.StatusInternalServerError, &apiError{Code: "internal", Message: "the admin API's answer could not be read"}
 		}
 	}
-	return rec.status, nil
+	return rec.Code, nil
 }
-
-// recorder keeps a response in memory.
-type recorder struct {
-	header http.Header
-	status int
-	buf    bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(status int)      { r.status = status }
-func (r *recorder) Write(b []byte) (int, error) { return r.buf.Write(b) }

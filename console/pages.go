@@ -363,45 +363,21 @@ func twoDigits(n int) string {
 
 // clusterData is the cluster page's.
 type clusterData struct {
-	Namespace        string
-	Leader           string
-	ServedByLeader   bool
-	Epoch            int64
-	LeaseRemainingMS int64
-	LeaseDeadline    time.Time
-	Nodes            []nodeView
-}
-
-// nodeView is a replica as the cluster page shows it.
-type nodeView struct {
-	Node        string    `json:"node"`
-	Advertise   string    `json:"advertise"`
-	Handlers    []string  `json:"handlers"`
-	Capacity    int       `json:"capacity"`
-	InFlight    int       `json:"in_flight"`
-	StartedAt   time.Time `json:"started_at"`
-	HeartbeatAt time.Time `json:"heartbeat_at"`
+	admin.ClusterView
+	LeaseDeadline time.Time
 }
 
 // cluster is GET /cluster: the leader, its epoch, the lease, the replicas.
 func (c *Console) cluster(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Cluster", "cluster"
 	live(r, v)
-	var cs struct {
-		Namespace        string     `json:"namespace"`
-		Leader           string     `json:"leader"`
-		ServedByLeader   bool       `json:"served_by_leader"`
-		Epoch            int64      `json:"epoch"`
-		LeaseRemainingMS int64      `json:"lease_remaining_ms"`
-		Nodes            []nodeView `json:"nodes"`
-	}
-	if st, e := c.get(r, "cluster", "", &cs); e != nil {
+	var d clusterData
+	if st, e := c.get(r, "cluster", "", &d.ClusterView); e != nil {
 		c.fail(w, r, st, e.Code, e.Message)
 		return
 	}
-	v.Data = clusterData{Namespace: cs.Namespace, Leader: cs.Leader, ServedByLeader: cs.ServedByLeader, Epoch: cs.Epoch,
-		LeaseRemainingMS: cs.LeaseRemainingMS, LeaseDeadline: time.Now().Add(time.Duration(cs.LeaseRemainingMS) * time.Millisecond).UTC(),
-		Nodes: cs.Nodes}
+	d.LeaseDeadline = time.Now().Add(time.Duration(d.LeaseRemainingMS) * time.Millisecond).UTC()
+	v.Data = d
 	c.render(w, r, "cluster", v)
 }
 
