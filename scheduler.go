@@ -557,6 +557,7 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 			Store: storecall.BoundedPruner(p, s.cfg.StoreTimeout), Now: s.clock.Now, Log: s.log, Observe: s.obs,
 			Rules: s.cfg.Retention.rules(), Interval: s.cfg.Retention.Interval, Pause: s.cfg.Retention.Pause,
 			Batch: store.MaxPrune, AuditAge: max(s.cfg.Retention.Audit, 0),
+			Stats: storecall.BoundedStatsPruner(s.st, s.cfg.StoreTimeout), StatsAge: max(s.cfg.Retention.Stats, 0),
 		}
 		if a, ok := s.st.(store.Auditor); ok {
 			cfg.Audit = storecall.BoundedAuditPruner(a, s.cfg.StoreTimeout)
