@@ -53,6 +53,9 @@ const (
 	DefaultTimeout                = 30 * time.Minute
 	DefaultMaxCatchUp             = 100
 	DefaultStatsInterval          = 15 * time.Second
+	// DefaultExecutionStatsInterval is how often a scheduler writes its per-minute
+	// execution statistics (Scheduler.Stats) to the store.
+	DefaultExecutionStatsInterval = 10 * time.Second
 	DefaultStoreTimeout           = 10 * time.Second
 )
 
@@ -128,6 +131,11 @@ type Config struct {
 	// status and the queue lag (one store query each time; never per scrape).
 	// Defaults to DefaultStatsInterval (15s).
 	StatsInterval time.Duration
+	// ExecutionStatsInterval is how often the scheduler writes the per-minute counts
+	// of its finished executions to the store (see Scheduler.Stats), and once more at
+	// Stop: one store call each time, and none when nothing finished. Defaults to
+	// DefaultExecutionStatsInterval (10s).
+	ExecutionStatsInterval time.Duration
 	// Retention bounds the history of finished tasks: by default SUCCEEDED,
 	// CANCELLED and SKIPPED tasks are deleted 7 days after they finished, FAILED ones
 	// after 30 (see Retention).
@@ -242,6 +250,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.RefillInterval, DefaultRefillInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
+	def(&c.ExecutionStatsInterval, DefaultExecutionStatsInterval)
 	def(&c.StoreTimeout, DefaultStoreTimeout)
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
@@ -277,9 +286,10 @@ func (c Config) validate() error {
 	positive := map[string]time.Duration{
 		"Tick": c.Tick, "Window": c.Window, "HeartbeatInterval": c.HeartbeatInterval,
 		"OrphanAfter": c.OrphanAfter, "DispatchTimeout": c.DispatchTimeout, "RefillInterval": c.RefillInterval,
-		"StatsInterval": c.StatsInterval, "StoreTimeout": c.StoreTimeout,
+		"StatsInterval": c.StatsInterval, "ExecutionStatsInterval": c.ExecutionStatsInterval, "StoreTimeout": c.StoreTimeout,
 	}
-	for _, name := range []string{"Tick", "Window", "HeartbeatInterval", "OrphanAfter", "DispatchTimeout", "RefillInterval", "StatsInterval", "StoreTimeout"} {
+	for _, name := range []string{"Tick", "Window", "HeartbeatInterval", "OrphanAfter", "DispatchTimeout", "RefillInterval",
+		"StatsInterval", "ExecutionStatsInterval", "StoreTimeout"} {
 		if positive[name] < 0 {
 			bad(name, "is negative (%v)", positive[name])
 		}

@@ -164,4 +164,9 @@
 // Trigger. Config.Observer receives the scheduler's events (Event) off the scheduling
 // path, for metrics: package github.com/axsched/ax/metrics exports them to
 // Prometheus.
+//
+// Every scheduler also writes the per-minute counts of its finished executions to the
+// store (Config.ExecutionStatsInterval); Scheduler.Stats reads the whole namespace's
+// from there, by outcome, with lateness percentiles, early starts and the names
+// failing most, in one bounded query.
 package ax

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 	_ "time/tzdata" // the time zones of the examples, even where the system has none
 
@@ -369,4 +370,47 @@ func ExampleWithUnique() {
 	// after a cancel: <nil> true CANCELLED true
 	// forever: true true
 	// window: 24h0m0s
+}
+
+// The namespace's executions of the last hour, per minute, as a console shows them:
+// every scheduler writes its own minutes to the store, and Stats sums them.
+func ExampleScheduler_Stats() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{
+		Store:  memory.New(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(3)
+	s.HandleFunc("invoice.send", func(ctx context.Context, t *ax.Task) error {
+		defer wg.Done()
+		if t.Key == "3" {
+			return errors.New("mail server down")
+		}
+		return nil
+	}, ax.WithMaxRetry(0))
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	for _, key := range []string{"1", "2", "3"} {
+		if _, err := s.Delay(ctx, "invoice.send", key, 0); err != nil {
+			panic(err)
+		}
+	}
+	wg.Wait()
+	if err := s.Stop(ctx); err != nil { // writes the last results' minute
+		panic(err)
+	}
+	sum, err := s.Stats(ctx, time.Now().Add(-time.Hour))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("succeeded:", sum.Executions.Succeeded, "failed:", sum.Executions.Failed, "early starts:", sum.Early)
+	fmt.Println("failing most:", sum.TopFailing)
+	// Output:
+	// succeeded: 2 failed: 1 early starts: 0
+	// failing most: [{invoice.send 1}]
 }

@@ -25,6 +25,9 @@ type Retention struct {
 	// the store keeps one, store.Auditor). Defaults to 90 days; KeepForever keeps
 	// them all.
 	Audit time.Duration
+	// Stats is how long the per-minute execution statistics (Scheduler.Stats) are
+	// kept. Defaults to DefaultRetainStats (48h); KeepForever keeps them all.
+	Stats time.Duration
 	// Interval is how often a round runs. Defaults to DefaultRetentionInterval (1m).
 	Interval time.Duration
 	// Pause is the pause between two batches of a round, which leaves the store to
@@ -54,6 +57,7 @@ const (
 	DefaultRetainFailed      = 30 * 24 * time.Hour
 	DefaultRetainCancelled   = 7 * 24 * time.Hour
 	DefaultRetainAudit       = 90 * 24 * time.Hour
+	DefaultRetainStats       = 48 * time.Hour
 	DefaultRetentionInterval = time.Minute
 	DefaultRetentionPause    = 50 * time.Millisecond
 )
@@ -68,6 +72,7 @@ func (r Retention) withDefaults() Retention {
 	def(&r.Failed.For, DefaultRetainFailed)
 	def(&r.Cancelled.For, DefaultRetainCancelled)
 	def(&r.Audit, DefaultRetainAudit)
+	def(&r.Stats, DefaultRetainStats)
 	def(&r.Interval, DefaultRetentionInterval)
 	def(&r.Pause, DefaultRetentionPause)
 	return r
@@ -88,6 +93,9 @@ func (r Retention) validate() []error {
 	}
 	if r.Audit < 0 && r.Audit != KeepForever {
 		errs = append(errs, fmt.Errorf("Retention.Audit is negative (%v) but not KeepForever: %w", r.Audit, ErrInvalid))
+	}
+	if r.Stats < 0 && r.Stats != KeepForever {
+		errs = append(errs, fmt.Errorf("Retention.Stats is negative (%v) but not KeepForever: %w", r.Stats, ErrInvalid))
 	}
 	if r.Interval < 0 || r.Pause < 0 {
 		errs = append(errs, fmt.Errorf("Retention.Interval %v or Pause %v is negative: %w", r.Interval, r.Pause, ErrInvalid))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/memory"
 )
 
@@ -144,6 +145,32 @@ func TestRetentionOfTheAuditLog(t *testing.T) {
 		log, err := s.AuditLog(ctx, ax.AuditQuery{Limit: 10})
 		if err != nil || len(log) != 1 || log[0].ID != recent.ID {
 			t.Errorf("audit log after 70 minutes = %+v, %v; want only record %d (record %d pruned)", log, err, recent.ID, old.ID)
+		}
+	})
+}
+
+// Per-minute statistics go after Retention.Stats (48 hours by default), with the
+// finished tasks' rounds.
+func TestRetentionOfTheStatistics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		s := newScheduler(t, st, func(c *ax.Config) { c.Retention = ax.Retention{Interval: time.Minute} })
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Minute)
+		if err := st.WriteStats(ctx, []store.MinuteStats{
+			{Node: "a", Minute: now.Add(-49 * time.Hour), Succeeded: 1},
+			{Node: "a", Minute: now.Add(-47 * time.Hour), Succeeded: 2},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		start(t, s)
+		defer s.Stop(context.Background())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		rows, err := st.Stats(ctx, now.Add(-72*time.Hour))
+		if err != nil || len(rows) != 1 || rows[0].Succeeded != 2 {
+			t.Errorf("statistics after a round = %+v, %v; want only the row of 47 hours ago", rows, err)
 		}
 	})
 }

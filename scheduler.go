@@ -25,6 +25,7 @@ import (
 	"github.com/axsched/ax/internal/recovery"
 	"github.com/axsched/ax/internal/retention"
 	"github.com/axsched/ax/internal/route"
+	"github.com/axsched/ax/internal/stats"
 	"github.com/axsched/ax/internal/storecall"
 	"github.com/axsched/ax/remote"
 	"github.com/axsched/ax/store"
@@ -95,7 +96,8 @@ type running struct {
 	cancel context.CancelFunc // ends the campaign, the term's parts and the clock's follower
 	wg     sync.WaitGroup
 	exec   *execute.Executor
-	reload chan struct{} // re-read the schedules now
+	stats  *stats.Aggregator // this node's executions per minute, written to the store
+	reload chan struct{}     // re-read the schedules now
 
 	mu   sync.Mutex
 	loop *dispatch.Loop // the current term's scheduling loop; nil while not leading
@@ -417,6 +419,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.state = stateStarted
 	s.mu.Unlock()
 	r.exec.Start()
+	r.stats.Start()
 	s.runParts(runCtx, r, rows)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "ax: scheduler started", slog.String("node", s.cfg.Node))
 	return nil
@@ -426,8 +429,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // executor runs what the scheduling loop claims, and tells it what finished.
 func (s *Scheduler) assemble(cancel context.CancelFunc) *running {
 	r := &running{cancel: cancel, reload: make(chan struct{}, 1)}
+	r.stats = stats.New(stats.Config{Store: s.st, Node: s.cfg.Node, Log: s.log,
+		Interval: s.cfg.ExecutionStatsInterval, Timeout: s.cfg.StoreTimeout})
 	r.exec = execute.New(execute.Config{
-		Store: s.kst, Clock: s.clock, Log: s.log, Observe: s.obs,
+		Store: s.kst, Clock: s.clock, Log: s.log, Observe: s.obs, Stats: r.stats,
 		Node: s.cfg.Node, Concurrency: s.cfg.Concurrency,
 		HeartbeatInterval: s.cfg.HeartbeatInterval, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
 		SelfFenceAfter: s.cfg.selfFenceAfter(),
@@ -529,7 +534,7 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	loop.Run(ctx, &wg)
 	wg.Go(func() {
 		recovery.Run(ctx, recovery.Config{
-			Store: st, Fence: t.Fence, Clock: s.clock, Log: s.log, Observe: s.obs,
+			Store: st, Fence: t.Fence, Clock: s.clock, Log: s.log, Observe: s.obs, Stats: r.stats,
 			OrphanAfter: s.cfg.OrphanAfter, DispatchTimeout: s.cfg.DispatchTimeout, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
 			Backoff:   func(t *store.Task, n int) time.Duration { return execute.RetryDelay(t, n, s.execHandler) },
 			Requeued:  loop.Add,
@@ -557,6 +562,7 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 			Store: storecall.BoundedPruner(p, s.cfg.StoreTimeout), Now: s.clock.Now, Log: s.log, Observe: s.obs,
 			Rules: s.cfg.Retention.rules(), Interval: s.cfg.Retention.Interval, Pause: s.cfg.Retention.Pause,
 			Batch: store.MaxPrune, AuditAge: max(s.cfg.Retention.Audit, 0),
+			Stats: storecall.BoundedStatsPruner(s.st, s.cfg.StoreTimeout), StatsAge: max(s.cfg.Retention.Stats, 0),
 		}
 		if a, ok := s.st.(store.Auditor); ok {
 			cfg.Audit = storecall.BoundedAuditPruner(a, s.cfg.StoreTimeout)
@@ -831,6 +837,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		// stops within ctx, and the loop ends when its call returns.
 	}
 	err := r.exec.Stop(ctx)
+	r.stats.Stop(ctx) // the results written until now; a failure is logged
 	s.client.Close()
 	s.obs.Close(ctx)
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "ax: scheduler stopped", slog.String("node", s.cfg.Node))

@@ -244,6 +244,9 @@ type Store interface {
 	// present, zero included. atMost below 1 is ErrInvalid.
 	CountTasks(ctx context.Context, atMost int64) (map[Status]int64, error)
 
+	// StatsKeeper keeps the per-minute execution statistics of the view's namespace.
+	StatsKeeper
+
 	// Close releases the store's resources. Calls after Close return ErrClosed.
 	Close() error
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/internal/stats"
 	"github.com/axsched/ax/store"
 )
 
@@ -38,9 +39,10 @@ type Config struct {
 	Store              store.Store // each call bounded by a timeout of its own
 	Clock              *clock.Clock
 	Log                *slog.Logger
-	Observe            *observe.Queue // nil: no events
-	Node               string         // recorded in each execution
-	Concurrency        int            // handlers running at once
+	Observe            *observe.Queue    // nil: no events
+	Stats              *stats.Aggregator // counts the finished executions; nil: not counted
+	Node               string            // recorded in each execution
+	Concurrency        int               // handlers running at once
 	HeartbeatInterval  time.Duration
 	MaxDispatchRetries int
 	// SelfFenceAfter, when positive, bounds how old an execution's last stamp in the

@@ -850,6 +850,7 @@ func (e *Executor) finish(batch []*execution) {
 		}
 		if applied[i] {
 			e.cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
+			e.cfg.Stats.Record(now, &x.task, x.outcome, f.Status == store.Scheduled && !x.released())
 			if f.Status == store.Scheduled && !x.released() {
 				e.cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
 			}

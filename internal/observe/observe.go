@@ -194,9 +194,9 @@ func (q *Queue) Close(ctx context.Context) {
 	}
 }
 
-// manual reports whether the task's current execution was a manual Trigger: Trigger
+// Manual reports whether the task's current execution was a manual Trigger: Trigger
 // stamps TriggeredAt and DispatchedAt with the same time.
-func manual(t *store.Task) bool {
+func Manual(t *store.Task) bool {
 	return !t.TriggeredAt.IsZero() && t.TriggeredAt.Equal(t.DispatchedAt)
 }
 
@@ -207,7 +207,7 @@ func (q *Queue) Claimed(now time.Time, ts []store.Task) {
 	}
 	for i := range ts {
 		t := &ts[i]
-		e := Event{Kind: Claimed, At: now, Name: t.Name, Due: t.DueAt, Manual: manual(t)}
+		e := Event{Kind: Claimed, At: now, Name: t.Name, Due: t.DueAt, Manual: Manual(t)}
 		if !e.Manual {
 			e.Lateness = t.DispatchedAt.Sub(t.DueAt)
 		}
@@ -220,7 +220,7 @@ func (q *Queue) Started(now time.Time, t *store.Task) {
 	if q == nil {
 		return
 	}
-	e := Event{Kind: Started, At: now, Name: t.Name, Due: t.DueAt, Manual: manual(t)}
+	e := Event{Kind: Started, At: now, Name: t.Name, Due: t.DueAt, Manual: Manual(t)}
 	if !e.Manual {
 		e.Lateness = t.StartedAt.Sub(t.DueAt)
 		e.Early = e.Lateness < 0

@@ -20,6 +20,7 @@ import (
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/internal/stats"
 	"github.com/axsched/ax/store"
 )
 
@@ -30,6 +31,7 @@ type Config struct {
 	Clock              *clock.Clock
 	Log                *slog.Logger
 	Observe            *observe.Queue
+	Stats              *stats.Aggregator // counts the orphans; nil: not counted
 	OrphanAfter        time.Duration
 	DispatchTimeout    time.Duration
 	MaxDispatchRetries int
@@ -91,6 +93,7 @@ func Once(ctx context.Context, cfg Config) error {
 			name := orphans[i].Name
 			cfg.Observe.Send(observe.Event{Kind: observe.OrphanRecovered, At: now, Name: name})
 			cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: name, Outcome: observe.Orphaned})
+			cfg.Stats.Record(now, &orphans[i], observe.Orphaned, results[i].Status == store.Scheduled)
 			if results[i].Status == store.Scheduled {
 				cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: name, Due: results[i].DueAt})
 				cfg.Requeued(store.Due{ID: results[i].TaskID, DueAt: results[i].DueAt})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/execute"
+	"github.com/axsched/ax/internal/stats"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/memory"
 )
@@ -60,6 +61,7 @@ func TestOrphansAndStuckClaims(t *testing.T) {
 			Requeued:  func(d ...store.Due) { mu.Lock(); requeued = append(requeued, d...); mu.Unlock() },
 			KeysFreed: func(k []string) { mu.Lock(); freed = append(freed, k...); mu.Unlock() },
 		}
+		cfg.Stats = stats.New(stats.Config{Store: st, Node: "leader", Log: cfg.Log, Interval: time.Minute, Timeout: time.Second})
 		// Before the deadlines nothing is stale.
 		time.Sleep(20 * time.Second)
 		if err := Once(ctx, cfg); err != nil {
@@ -114,6 +116,16 @@ func TestOrphansAndStuckClaims(t *testing.T) {
 		if len(requeued) != 2 || !back[orphan.ID].Equal(got["orphan"].DueAt) || !back[stuck.ID].Equal(got["stuck"].DueAt) ||
 			len(freed) != 1 || freed[0] != "k1" {
 			t.Errorf("requeued %v, freed %v; want the orphan and the stuck claim at their new due times, and key k1", requeued, freed)
+		}
+		// The orphan counts in the statistics, as a failure retried; the stuck claim,
+		// never started, does not.
+		if err := cfg.Stats.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := st.Stats(ctx, due.Add(-time.Hour))
+		if err != nil || len(rows) != 1 || rows[0].Node != "leader" || rows[0].Orphaned != 1 || rows[0].Retried != 1 ||
+			rows[0].Succeeded+rows[0].Failed != 0 || len(rows[0].Failures) != 1 || rows[0].Failures[0] != (store.NameCount{Name: "job", Count: 1}) {
+			t.Errorf("statistics = %+v, %v; want one row of the leader: 1 orphaned, retried, job failing once", rows, err)
 		}
 	})
 }

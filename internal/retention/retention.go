@@ -28,6 +28,11 @@ type AuditPruner interface {
 	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// StatsPruner deletes old per-minute statistics (store.StatsKeeper's PruneStats).
+type StatsPruner interface {
+	PruneStats(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // Config is what retention needs.
 type Config struct {
 	Store    store.Pruner
@@ -37,6 +42,8 @@ type Config struct {
 	Rules    []Rule
 	Audit    AuditPruner   // nil: no audit log to prune
 	AuditAge time.Duration // audit records older than this are deleted; 0: none
+	Stats    StatsPruner   // nil: no statistics to prune
+	StatsAge time.Duration // statistics of minutes older than this are deleted; 0: none
 	Interval time.Duration // between rounds
 	Pause    time.Duration // between two calls of a round
 	Batch    int           // tasks per call, at most store.MaxPrune
@@ -59,9 +66,9 @@ func Run(ctx context.Context, cfg Config) {
 	}
 }
 
-// Once runs one round: for each rule, and then for the audit log, calls until one
-// deletes less than a batch, pausing between calls. It returns how many rows it
-// deleted.
+// Once runs one round: for each rule, then for the audit log and the statistics,
+// calls until one deletes less than a batch, pausing between calls. It returns how
+// many rows it deleted.
 func Once(ctx context.Context, cfg Config) (int, error) {
 	total := 0
 	for _, r := range cfg.Rules {
@@ -77,12 +84,21 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 			return total, err
 		}
 	}
-	if cfg.Audit == nil || cfg.AuditAge <= 0 {
-		return total, nil
+	if cfg.Audit != nil && cfg.AuditAge > 0 {
+		before := cfg.Now().Add(-cfg.AuditAge)
+		n, err := drain(ctx, cfg, "audit", func() (int, error) { return cfg.Audit.PruneAudit(ctx, before, cfg.Batch) })
+		if total += n; err != nil {
+			return total, err
+		}
 	}
-	before := cfg.Now().Add(-cfg.AuditAge)
-	n, err := drain(ctx, cfg, "audit", func() (int, error) { return cfg.Audit.PruneAudit(ctx, before, cfg.Batch) })
-	return total + n, err
+	if cfg.Stats != nil && cfg.StatsAge > 0 {
+		before := cfg.Now().Add(-cfg.StatsAge)
+		n, err := drain(ctx, cfg, "stats", func() (int, error) { return cfg.Stats.PruneStats(ctx, before, cfg.Batch) })
+		if total += n; err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // drain calls batch until it deletes less than cfg.Batch rows, Pause apart,

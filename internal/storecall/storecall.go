@@ -171,6 +171,25 @@ func (b boundedPruner) Prune(ctx context.Context, p store.PruneParams) (int, err
 	return b.p.Prune(ctx, p)
 }
 
+// BoundedStatsPruner returns k's PruneStats with every call given a timeout of its
+// own (see Bounded).
+func BoundedStatsPruner(k store.StatsKeeper, timeout time.Duration) StatsPruner {
+	return StatsPruner{k: k, timeout: timeout}
+}
+
+// StatsPruner is a StatsKeeper's PruneStats, bounded (BoundedStatsPruner).
+type StatsPruner struct {
+	k       store.StatsKeeper
+	timeout time.Duration
+}
+
+// PruneStats is k's, bounded.
+func (b StatsPruner) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.k.PruneStats(ctx, before, limit)
+}
+
 // BoundedAuditPruner returns a's PruneAudit with every call given a timeout of its
 // own (see Bounded).
 func BoundedAuditPruner(a store.Auditor, timeout time.Duration) AuditPruner {

@@ -432,6 +432,30 @@ func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]
 	return s.inner.CountTasks(ctx, atMost)
 }
 
+// WriteStats counts the call and passes it on.
+func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
+	if err := s.before(ctx, "WriteStats"); err != nil {
+		return err
+	}
+	return s.inner.WriteStats(ctx, rows)
+}
+
+// Stats counts the call and passes it on.
+func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats, error) {
+	if err := s.before(ctx, "Stats"); err != nil {
+		return nil, err
+	}
+	return s.inner.Stats(ctx, since)
+}
+
+// PruneStats counts the call and passes it on.
+func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.before(ctx, "PruneStats"); err != nil {
+		return 0, err
+	}
+	return s.inner.PruneStats(ctx, before, limit)
+}
+
 // Close counts the call and closes the wrapped store.
 func (s *Store) Close() error {
 	if err := s.before(context.Background(), "Close"); err != nil {

@@ -54,6 +54,7 @@ type state struct {
 	nodes     map[nameKey]*store.NodeInfo // key unused (nodes.go)
 	audit     []auditRow                  // id order (audit.go)
 	lastAudit int64
+	stats     map[statsKey]store.MinuteStats // (stats.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -92,6 +93,7 @@ func New(opts ...Option) *Store {
 		schedules: make(map[nameKey]*store.Schedule),
 		leases:    make(map[string]*leaseRow),
 		nodes:     make(map[nameKey]*store.NodeInfo),
+		stats:     make(map[statsKey]store.MinuteStats),
 	}}
 	for _, o := range opts {
 		o(s)

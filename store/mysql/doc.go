@@ -93,6 +93,7 @@
 //	ax_tasks_held_key (namespace, held_key)                    the holders of task keys (Claim, Trigger)
 //	ax_task_keys PRIMARY (namespace, task_key)                 the task keys' lock rows
 //	ax_schedules PRIMARY (namespace, name), ax_nodes PRIMARY (namespace, name)
+//	ax_stats PRIMARY (namespace, minute, node)                 the per-minute statistics (Stats: LIMIT store.MaxStatsRead)
 //
 // ax_tasks_held_key stands in for the partial index on task_key of the DISPATCHING
 // and RUNNING rows with a key, which MySQL and MariaDB lack. InnoDB keeps an entry for

@@ -62,6 +62,23 @@ func TestExplain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Two days of statistics of 10 nodes, in both namespaces.
+	base := now.Truncate(time.Minute)
+	for _, into := range []store.Store{s, other} {
+		for m := 0; m < 2880; m += 6 {
+			var rows []store.MinuteStats
+			for i := range 60 {
+				rows = append(rows, store.MinuteStats{Node: fmt.Sprintf("node-%d", i%10),
+					Minute: base.Add(-time.Duration(m+i/10) * time.Minute), Succeeded: int64(i)})
+			}
+			if err := into.WriteStats(ctx, rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := db.Exec(`ANALYZE TABLE ax_stats`); err != nil {
+		t.Fatal(err)
+	}
 	var version string
 	db.QueryRow(`SELECT VERSION()`).Scan(&version)
 	ts := func(d time.Duration) string { return now.Add(d).UTC().Format("2006-01-02 15:04:05.000000") }
@@ -112,6 +129,10 @@ func TestExplain(t *testing.T) {
 			FinishedFrom: now.Add(-time.Hour), FinishedBefore: now.Add(time.Hour), Limit: 101}), "ax_tasks_status_", 220},
 		{"tasks: a page of every task", mysql.TasksSQL(store.TaskQuery{After: &store.TaskCursor{ID: 50000}, Limit: 101}), "PRIMARY", 8},
 		{"counts", mysql.CountSQL(100_000), "", 0},
+		{"an hour of statistics", strings.NewReplacer("namespace = ?", "namespace = 'default'", "minute >= ?", "minute >= '"+ts(-time.Hour)+"'",
+			"LIMIT ?", fmt.Sprint("LIMIT ", store.MaxStatsRead)).Replace(mysql.StatsSQL), "PRIMARY", 210},
+		{"statistics pruned", strings.NewReplacer("namespace = ?", "namespace = 'default'", "minute < ?", "minute < '"+ts(-47*time.Hour)+"'",
+			"LIMIT ?", fmt.Sprint("LIMIT ", store.MaxPrune)).Replace(mysql.PruneStatsSQL), "PRIMARY", 210},
 	} {
 		fmt.Fprintf(&out, "\n-- %s\n", c.name)
 		plan := explain(t, db, &out, c.q)
@@ -122,6 +143,10 @@ func TestExplain(t *testing.T) {
 		keyLen, _ := strconv.Atoi(first["key_len"])
 		if !strings.HasPrefix(first["key"], c.key) || keyLen < c.keyLen || first["type"] == "ALL" || first["type"] == "index" {
 			t.Errorf("%s: plan %v, want a range or lookup on %s with key_len >= %d", c.name, first, c.key, c.keyLen)
+		}
+		// The statistics are read and pruned in the primary key's order: no sort.
+		if strings.Contains(c.name, "statistics") && strings.Contains(first["Extra"], "filesort") {
+			t.Errorf("%s: plan %v sorts, want the primary key's order", c.name, first)
 		}
 	}
 	t.Log("\n" + out.String())

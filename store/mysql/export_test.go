@@ -75,3 +75,9 @@ func inline(sql string, args []any) string {
 	}
 	return b.String()
 }
+
+// StatsSQL and PruneStatsSQL are the statements of Stats and PruneStats.
+const (
+	StatsSQL      = statsSQL
+	PruneStatsSQL = pruneStatsSQL
+)

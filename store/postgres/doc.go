@@ -13,7 +13,7 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0010_collate_c.sql);
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0011_stats.sql);
 // New applies what is missing in one transaction that first takes
 // pg_advisory_xact_lock on a key derived from the schema name, so several processes
 // starting at once migrate it exactly once, and running it again is a no-op. A
@@ -64,6 +64,11 @@
 //     (namespace, name): advertise, handlers (the sorted task names joined with "\n",
 //     which no name holds; empty for none), capacity, in_flight, started_at,
 //     heartbeat_at (timestamptz, stamped with clock_timestamp()).
+//   - ax_stats: the per-minute execution statistics (version 11, store.StatsKeeper),
+//     keyed by (namespace, minute, node): the counts by outcome, early starts,
+//     max_lateness (microseconds), lateness (the histogram's bucket counts,
+//     comma-separated) and failures (the most failing names as "count name" lines).
+//     Each node replaces its own rows; the console reads an hour through the key.
 //   - ax_schema_migrations: the applied versions.
 //
 // Times the store stamps (created_at, dispatched_at, started_at, heartbeat_at,
@@ -91,6 +96,7 @@
 //	                                                                    who holds a task key (Claim, Trigger)
 //	ax_schedules_pkey          (namespace, name)                        every schedule operation
 //	ax_nodes_pkey              (namespace, name)                        every node registry operation
+//	ax_stats_pkey              (namespace, minute, node)                every statistics operation (Stats: LIMIT store.MaxStatsRead)
 //	ax_executions_task         (task_id, started_at)                    Executions
 //
 // The namespace leads every index a scan reads (version 5 rebuilt those of versions

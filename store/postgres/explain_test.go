@@ -52,6 +52,15 @@ func TestExplain(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks`); err != nil {
 		t.Fatal(err)
 	}
+	// Two days of statistics of 20 nodes, in the default namespace and in "other".
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_stats (namespace, minute, node, succeeded, lateness)
+		SELECT ns, date_trunc('minute', clock_timestamp()) - m * interval '1 minute', 'node-' || n, m, '1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0'
+		FROM unnest(ARRAY['default', 'other']) ns, generate_series(0, 2879) m, generate_series(1, 20) n`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_stats`); err != nil {
+		t.Fatal(err)
+	}
 	var seq int64
 	if err := s.pool.QueryRow(ctx, `SELECT last_value - 100 FROM ax_seq`).Scan(&seq); err != nil {
 		t.Fatal(err)
@@ -150,6 +159,8 @@ func TestExplain(t *testing.T) {
 		{"duplicates (Insert's read of 20 existing keys)", lookupManySQL, []any{fill(20, "order.close"), dupKeys, ns}, "ax_tasks_name_key", false, false},
 		{"business key (Lookup)", lookupSQL, []any{"order.close", "order-4242", ns}, "ax_tasks_name_key", false, false},
 		{"task stats (TaskStats)", taskStatsSQL, []any{now, ns}, "ax_tasks_scheduled_due", true, false},
+		{"an hour of statistics (Stats)", statsSQL, []any{ns, now.Add(-time.Hour), store.MaxStatsRead}, "ax_stats_pkey", false, false},
+		{"statistics pruned (PruneStats)", pruneStatsSQL, []any{ns, now.Add(-47 * time.Hour), store.MaxPrune}, "ax_stats_pkey", false, false},
 	}
 	for _, q := range []struct {
 		name  string
@@ -181,6 +192,9 @@ func TestExplain(t *testing.T) {
 		out.WriteString("-- " + c.name + "\n" + plan + "\n\n")
 		if strings.Contains(plan, "Seq Scan on ax_tasks") != c.whole || !strings.Contains(plan, c.index) {
 			t.Errorf("%s: plan does not use %s, or scans ax_tasks sequentially (expected: %v):\n%s", c.name, c.index, c.whole, plan)
+		}
+		if strings.HasPrefix(c.index, "ax_stats") && strings.Contains(plan, "Seq Scan on ax_stats") {
+			t.Errorf("%s: plan scans ax_stats sequentially:\n%s", c.name, plan)
 		}
 		// A statement that reaches its rows by primary key reads no other index of
 		// ax_tasks: a partial index on a status would have it read every row in that

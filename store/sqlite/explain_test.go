@@ -106,6 +106,10 @@ func TestExplain(t *testing.T) {
 				"ax_tasks_ns_cancelled (namespace=?)"}, []string{scanTask}},
 		{"fence check", fenceSQL, []string{"SEARCH ax_leader USING INDEX sqlite_autoindex_ax_leader_1 (namespace=?)"},
 			[]string{"SCAN ax_leader"}},
+		{"an hour of statistics", statsSQL, []string{"SEARCH ax_stats USING PRIMARY KEY (namespace=? AND minute>?)"},
+			[]string{"SCAN ax_stats", sorted}},
+		{"statistics pruned", pruneStatsSQL, []string{"SEARCH ax_stats USING PRIMARY KEY (namespace=? AND minute<?)"},
+			[]string{"SCAN ax_stats", sorted}},
 	} {
 		rows, err := s.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+c.sql, make([]any, strings.Count(c.sql, "?"))...)
 		if err != nil {

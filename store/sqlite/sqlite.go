@@ -37,7 +37,9 @@
 //	    WHERE status IN ('DISPATCHING', 'RUNNING') AND task_key <> '';
 //
 // The tables: ax_tasks, ax_executions, ax_counters (the refill sequence), ax_schedules,
-// ax_leader (the leases and fences), ax_nodes (the node registry) and
+// ax_leader (the leases and fences), ax_nodes (the node registry), ax_audit, ax_stats
+// (the per-minute execution statistics, 0007_stats.sql: a WITHOUT ROWID table whose
+// primary key (namespace, minute, node) serves every statistics statement) and
 // ax_schema_migrations.
 //
 // # Task keys and the overlap rule

@@ -68,6 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Fence", fenceTests},
 		{"Namespace", namespaceTests},
 		{"Nodes", nodeTests},
+		{"Stats", statsTests},
 	})
 }
 

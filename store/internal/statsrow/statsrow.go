@@ -1,0 +1,173 @@
+// Package statsrow checks and encodes the rows of store.StatsKeeper for the drivers,
+// so that they agree on what is valid and on the text columns' format: the lateness
+// buckets as comma-separated counts, the failing names as "count name" lines.
+package statsrow
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/axsched/ax/store"
+)
+
+// minMinute and maxMinute bound a row's minute: every store's time column holds them.
+var (
+	minMinute = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxMinute = time.Date(9999, 12, 31, 23, 59, 0, 0, time.UTC)
+)
+
+// Check rejects what the contract calls invalid for WriteStats: more than
+// store.MaxStatsRows rows, two rows of one (Node, Minute), or a bad row (see
+// CheckRow). The error wraps store.ErrInvalid and names the row.
+func Check(rows []store.MinuteStats) error {
+	if len(rows) > store.MaxStatsRows {
+		return fmt.Errorf("write stats: %d rows, more than %d: %w", len(rows), store.MaxStatsRows, store.ErrInvalid)
+	}
+	type key struct {
+		node   string
+		minute int64
+	}
+	seen := make(map[key]bool, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		if err := CheckRow(r); err != nil {
+			return fmt.Errorf("write stats: row %d: %w", i, err)
+		}
+		k := key{r.Node, r.Minute.Unix()}
+		if seen[k] {
+			return fmt.Errorf("write stats: row %d: node %q, minute %s given twice: %w", i, r.Node, r.Minute.UTC().Format(time.RFC3339), store.ErrInvalid)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// CheckRow rejects a row with an empty or overlong node (store.MaxNameLen), a minute
+// that is zero, not whole or outside 1970-9999, a negative count or lateness, more
+// than store.MaxStatsNames failing names, or a failing name that is empty, overlong,
+// not UTF-8, holds a NUL or a line break, comes twice or has a count below 1.
+func CheckRow(r *store.MinuteStats) error {
+	switch {
+	case r.Node == "" || len(r.Node) > store.MaxNameLen || !utf8.ValidString(r.Node) || strings.ContainsAny(r.Node, "\x00\n"):
+		return fmt.Errorf("node %q: empty, over %d bytes or not printable: %w", r.Node, store.MaxNameLen, store.ErrInvalid)
+	case r.Minute.IsZero() || !r.Minute.Equal(r.Minute.Truncate(time.Minute)) || r.Minute.Before(minMinute) || r.Minute.After(maxMinute):
+		return fmt.Errorf("node %q: minute %v is not a whole minute of 1970-9999: %w", r.Node, r.Minute, store.ErrInvalid)
+	case r.MaxLateness < 0:
+		return fmt.Errorf("node %q: negative max lateness %v: %w", r.Node, r.MaxLateness, store.ErrInvalid)
+	case len(r.Failures) > store.MaxStatsNames:
+		return fmt.Errorf("node %q: %d failing names, more than %d: %w", r.Node, len(r.Failures), store.MaxStatsNames, store.ErrInvalid)
+	}
+	counts := []int64{r.Succeeded, r.Failed, r.Panicked, r.TimedOut, r.Released, r.Orphaned, r.Retried, r.Early}
+	counts = append(counts, r.Lateness[:]...)
+	if slices.ContainsFunc(counts, func(n int64) bool { return n < 0 }) {
+		return fmt.Errorf("node %q: a negative count: %w", r.Node, store.ErrInvalid)
+	}
+	for i, f := range r.Failures {
+		switch {
+		case f.Name == "" || len(f.Name) > store.MaxNameLen || !utf8.ValidString(f.Name) || strings.ContainsAny(f.Name, "\x00\n"):
+			return fmt.Errorf("node %q: failing name %q: empty, over %d bytes or not printable: %w", r.Node, f.Name, store.MaxNameLen, store.ErrInvalid)
+		case f.Count < 1:
+			return fmt.Errorf("node %q: failing name %q: count %d below 1: %w", r.Node, f.Name, f.Count, store.ErrInvalid)
+		case slices.ContainsFunc(r.Failures[:i], func(g store.NameCount) bool { return g.Name == f.Name }):
+			return fmt.Errorf("node %q: failing name %q given twice: %w", r.Node, f.Name, store.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// CheckSince rejects a zero since.
+func CheckSince(since time.Time) error {
+	if since.IsZero() {
+		return fmt.Errorf("stats: zero since: %w", store.ErrInvalid)
+	}
+	return nil
+}
+
+// FormatLateness encodes the buckets as comma-separated decimal counts.
+func FormatLateness(b *[store.LatenessBuckets]int64) string {
+	var sb strings.Builder
+	for i, n := range b {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.FormatInt(n, 10))
+	}
+	return sb.String()
+}
+
+// ParseLateness decodes FormatLateness's text; "" is every bucket empty.
+func ParseLateness(s string) ([store.LatenessBuckets]int64, error) {
+	var b [store.LatenessBuckets]int64
+	if s == "" {
+		return b, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) != len(b) {
+		return b, fmt.Errorf("lateness %q: %d buckets, want %d", s, len(parts), len(b))
+	}
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return b, fmt.Errorf("lateness %q: %w", s, err)
+		}
+		b[i] = n
+	}
+	return b, nil
+}
+
+// FormatFailures encodes the failing names as lines "count name", in order.
+func FormatFailures(fs []store.NameCount) string {
+	var sb strings.Builder
+	for i, f := range fs {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		sb.WriteString(strconv.FormatInt(f.Count, 10))
+		sb.WriteByte(' ')
+		sb.WriteString(f.Name)
+	}
+	return sb.String()
+}
+
+// ParseFailures decodes FormatFailures's text; "" is none (nil).
+func ParseFailures(s string) ([]store.NameCount, error) {
+	if s == "" {
+		return nil, nil
+	}
+	lines := strings.Split(s, "\n")
+	out := make([]store.NameCount, len(lines))
+	for i, l := range lines {
+		count, name, ok := strings.Cut(l, " ")
+		n, err := strconv.ParseInt(count, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("failures line %q: not \"count name\"", l)
+		}
+		out[i] = store.NameCount{Name: name, Count: n}
+	}
+	return out, nil
+}
+
+// Normal returns r as a store returns it: Minute in UTC, MaxLateness to the
+// microsecond, no failing names as nil.
+func Normal(r store.MinuteStats) store.MinuteStats {
+	r.Minute = r.Minute.UTC()
+	r.MaxLateness = r.MaxLateness.Truncate(time.Microsecond)
+	if len(r.Failures) == 0 {
+		r.Failures = nil
+	} else {
+		r.Failures = slices.Clone(r.Failures)
+	}
+	return r
+}
+
+// CheckPrune rejects a zero before or a limit outside [1, store.MaxPrune].
+func CheckPrune(before time.Time, limit int) error {
+	if before.IsZero() || limit < 1 || limit > store.MaxPrune {
+		return fmt.Errorf("prune stats: a zero time, or a limit %d outside 1..%d: %w", limit, store.MaxPrune, store.ErrInvalid)
+	}
+	return nil
+}

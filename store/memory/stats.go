@@ -1,0 +1,84 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/statsrow"
+)
+
+// statsKey names a row of the statistics: its namespace, node and minute (Unix
+// seconds).
+type statsKey struct {
+	ns, node string
+	minute   int64
+}
+
+// WriteStats replaces the namespace's rows of (node, minute). See [store.StatsKeeper].
+func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
+	if err := statsrow.Check(rows); err != nil {
+		return fmt.Errorf("ax: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return fmt.Errorf("ax: write stats: %w", err)
+	}
+	defer s.mu.Unlock()
+	for _, r := range rows {
+		r = statsrow.Normal(r)
+		s.stats[statsKey{s.ns, r.Node, r.Minute.Unix()}] = r
+	}
+	return nil
+}
+
+// Stats returns the namespace's rows from since on, by (minute, node), the newest
+// store.MaxStatsRead. See [store.StatsKeeper].
+func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats, error) {
+	if err := statsrow.CheckSince(since); err != nil {
+		return nil, fmt.Errorf("ax: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: stats: %w", err)
+	}
+	defer s.mu.Unlock()
+	out := []store.MinuteStats{}
+	for k, r := range s.stats {
+		if k.ns == s.ns && !r.Minute.Before(since) {
+			out = append(out, statsrow.Normal(r))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.MinuteStats) int {
+		return cmp.Or(a.Minute.Compare(b.Minute), cmp.Compare(a.Node, b.Node))
+	})
+	if len(out) > store.MaxStatsRead {
+		out = out[len(out)-store.MaxStatsRead:]
+	}
+	return out, nil
+}
+
+// PruneStats deletes the namespace's rows older than before, oldest first. See
+// [store.StatsKeeper].
+func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := statsrow.CheckPrune(before, limit); err != nil {
+		return 0, fmt.Errorf("ax: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, fmt.Errorf("ax: prune stats: %w", err)
+	}
+	defer s.mu.Unlock()
+	var old []statsKey
+	for k, r := range s.stats {
+		if k.ns == s.ns && r.Minute.Before(before) {
+			old = append(old, k)
+		}
+	}
+	slices.SortFunc(old, func(a, b statsKey) int { return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.node, b.node)) })
+	old = old[:min(len(old), limit)]
+	for _, k := range old {
+		delete(s.stats, k)
+	}
+	return len(old), nil
+}
