@@ -75,3 +75,13 @@ func inline(sql string, args []any) string {
 	}
 	return b.String()
 }
+
+// The statements of SlotHistory, for TestExplain.
+const (
+	SlotGapsSQL        = slotGapsSQL
+	TasksByKeyRangeSQL = tasksByKeyRangeSQL
+	OldGapsSQL         = oldGapsSQL
+)
+
+// TasksByKeysSQL is the statement TasksByKeys runs for n keys.
+func TasksByKeysSQL(n int) string { return tasksByKeysSQL(n) }
