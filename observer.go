@@ -89,7 +89,8 @@ const (
 	// error), Duration the request's time.
 	EventExecutorRequest = EventKind(observe.ExecutorRequest)
 	// EventPruned: retention deleted Count finished tasks, with their executions.
-	// Reason is their status, lower case: succeeded, failed, cancelled, skipped.
+	// Reason is their status, lower case: succeeded, failed, cancelled, skipped;
+	// or audit for audit records, slot_gaps for the gaps of schedules (ScheduleSlots).
 	EventPruned = EventKind(observe.Pruned)
 )
 

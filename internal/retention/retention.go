@@ -28,6 +28,11 @@ type AuditPruner interface {
 	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// GapPruner deletes old gaps of schedules (store.SlotHistory's PruneSlotGaps).
+type GapPruner interface {
+	PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // Config is what retention needs.
 type Config struct {
 	Store    store.Pruner
@@ -37,6 +42,8 @@ type Config struct {
 	Rules    []Rule
 	Audit    AuditPruner   // nil: no audit log to prune
 	AuditAge time.Duration // audit records older than this are deleted; 0: none
+	Gaps     GapPruner     // nil: no gaps of schedules to prune
+	GapAge   time.Duration // gaps that ended longer ago than this are deleted; 0: none
 	Interval time.Duration // between rounds
 	Pause    time.Duration // between two calls of a round
 	Batch    int           // tasks per call, at most store.MaxPrune
@@ -59,9 +66,9 @@ func Run(ctx context.Context, cfg Config) {
 	}
 }
 
-// Once runs one round: for each rule, and then for the audit log, calls until one
-// deletes less than a batch, pausing between calls. It returns how many rows it
-// deleted.
+// Once runs one round: for each rule, then for the gaps of schedules and the audit
+// log, calls until one deletes less than a batch, pausing between calls. It returns
+// how many rows it deleted.
 func Once(ctx context.Context, cfg Config) (int, error) {
 	total := 0
 	for _, r := range cfg.Rules {
@@ -73,6 +80,13 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 			p.Before = cfg.Now().Add(-r.Age)
 		}
 		n, err := drain(ctx, cfg, strings.ToLower(string(r.Status)), func() (int, error) { return cfg.Store.Prune(ctx, p) })
+		if total += n; err != nil {
+			return total, err
+		}
+	}
+	if cfg.Gaps != nil && cfg.GapAge > 0 {
+		before := cfg.Now().Add(-cfg.GapAge)
+		n, err := drain(ctx, cfg, "slot_gaps", func() (int, error) { return cfg.Gaps.PruneSlotGaps(ctx, before, cfg.Batch) })
 		if total += n; err != nil {
 			return total, err
 		}
