@@ -281,9 +281,14 @@ func (p *Schedule) missedGap(from time.Time, slots []time.Time, caught int, late
 	return g, true
 }
 
-// lastSlots returns the latest keep slots in [from, before), oldest first. It looks
+// LastSlots returns the latest keep slots in [from, before), oldest first. It looks
 // back from before over a doubling span, so its cost follows keep, not the length of
-// the outage.
+// the span.
+func (p *Schedule) LastSlots(from, before time.Time, keep int) []time.Time {
+	return p.lastSlots(from, before, keep)
+}
+
+// lastSlots is LastSlots.
 func (p *Schedule) lastSlots(from, before time.Time, keep int) []time.Time {
 	if keep <= 0 {
 		return nil
