@@ -2,6 +2,7 @@ package ax_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -157,4 +158,85 @@ func slotList(slots []ax.Slot) string {
 		out += fmt.Sprintf("%s %s manual=%v task=%d %q\n", s.At.Format("15:04:05"), s.State, s.Manual, s.TaskID, s.Result)
 	}
 	return out
+}
+
+// Slots whose occurrences retention deleted are Pruned; slots of a schedule paused
+// now are Paused before any resume; slots no scheduler has come to are Missed.
+func TestScheduleSlotsPrunedPausedAndNotFired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx := context.Background()
+		t0 := time.Now()
+		at := func(min float64) time.Time { return t0.Add(time.Duration(min * float64(time.Minute))) }
+		r := newRuns()
+		keep := ax.Keep{For: 5 * time.Minute}
+		cfg := ax.Config{Retention: ax.Retention{Succeeded: keep, Failed: keep, Cancelled: keep, Interval: time.Minute}}
+		s := startScheduler(t, st, cfg, "strip", r.handler(func(string) time.Duration { return time.Second }),
+			func(s *ax.Scheduler) error { return s.Every("strip", time.Minute) })
+		time.Sleep(time.Until(at(12.5)))
+		if err := s.PauseSchedule(ctx, "strip"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(at(15.5)))
+		synctest.Wait()
+		stop(t, s)
+
+		got, err := s.ScheduleSlots(ctx, "strip", 100)
+		if err != nil {
+			t.Fatalf("ScheduleSlots: %v", err)
+		}
+		if len(got) != 15 {
+			t.Fatalf("ScheduleSlots returned %d slots, want 15:\n%s", len(got), slotList(got))
+		}
+		for i, sl := range got {
+			min := 15 - i
+			want := ax.SlotSucceeded
+			switch {
+			case min >= 13:
+				want = ax.SlotPaused
+			case min < 9: // finished more than 5 minutes before the last round, at +15m
+				want = ax.SlotPruned
+			case min < 11: // pruned or not, by where the rounds fell
+				if sl.State == ax.SlotPruned {
+					want = ax.SlotPruned
+				}
+			}
+			if sl.State != want || !sl.At.Equal(at(float64(min))) {
+				t.Errorf("slot +%dm = %s at %v, want %s", min, sl.State, sl.At, want)
+			}
+		}
+
+		// Resumed by a scheduler that then stops: the slots since are not fired yet.
+		s = startScheduler(t, st, ax.Config{}, "strip", r.handler(func(string) time.Duration { return time.Second }),
+			func(s *ax.Scheduler) error { return s.Every("strip", time.Minute) })
+		if err := s.ResumeSchedule(ctx, "strip"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(at(16.5)))
+		synctest.Wait()
+		stop(t, s)
+		time.Sleep(time.Until(at(19.5)))
+		got, err = s.ScheduleSlots(ctx, "strip", 5)
+		if err != nil {
+			t.Fatalf("ScheduleSlots: %v", err)
+		}
+		want := []ax.SlotState{ax.SlotMissed, ax.SlotMissed, ax.SlotMissed, ax.SlotSucceeded, ax.SlotPaused}
+		for i, sl := range got {
+			if sl.State != want[i] {
+				t.Errorf("after the resume and a stop, slot %v = %s %q, want %s", sl.At.Sub(t0), sl.State, sl.Result, want[i])
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("ScheduleSlots(5) returned %d slots:\n%s", len(got), slotList(got))
+		}
+		if _, err := s.ScheduleSlots(ctx, "nope", 5); !errors.Is(err, ax.ErrNotFound) {
+			t.Errorf("ScheduleSlots(unknown) error %v, want ErrNotFound", err)
+		}
+		for _, n := range []int{0, ax.MaxScheduleSlots + 1} {
+			if _, err := s.ScheduleSlots(ctx, "strip", n); !errors.Is(err, ax.ErrInvalid) {
+				t.Errorf("ScheduleSlots(n %d) error %v, want ErrInvalid", n, err)
+			}
+		}
+	})
 }
