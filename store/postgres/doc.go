@@ -412,6 +412,15 @@
 // occurrences of one that committed first are cancelled. Schedule names, like task
 // keys, are at most 500 bytes.
 //
+// The gaps of a schedule (store.SlotHistory) live in ax_slot_gaps
+// (migrations/0011_slot_gaps.sql): FireSchedule inserts FireParams.Gaps in the very
+// statement of its compare-and-set (a data-modifying CTE, one row per gap for each
+// schedule row it changed: none when it did not apply), and ResumeSchedule's statement
+// locks the paused row, records the gap from its next_fire_at to the new one, and
+// resumes it. SlotGaps reads ax_slot_gaps_schedule backwards; TasksByKeys probes
+// ax_tasks_name_key once per key (key = ANY), TasksByKeyRange scans it backwards;
+// PruneSlotGaps takes its ids from ax_slot_gaps_until.
+//
 // # Fencing
 //
 // Claim, FireSchedule, recovery's Finish and Requeue, and the Start of a leader's
