@@ -89,8 +89,9 @@ const (
 	// error), Duration the request's time.
 	EventExecutorRequest = EventKind(observe.ExecutorRequest)
 	// EventPruned: retention deleted Count finished tasks, with their executions.
-	// Reason is their status, lower case: succeeded, failed, cancelled, skipped; or
-	// audit for audit records, stats for rows of per-minute statistics.
+	// Reason is their status, lower case: succeeded, failed, cancelled, skipped;
+	// or audit for audit records, slot_gaps for the gaps of schedules
+	// (ScheduleSlots), stats for rows of per-minute statistics.
 	EventPruned = EventKind(observe.Pruned)
 )
 

@@ -15,6 +15,10 @@ import (
 // DISPATCHING, RUNNING), nor one that leaves its status while being deleted (a FAILED
 // task being retried). A deleted task's business key is free again, whatever its
 // Unique. Stores that do not implement store.Pruner keep everything.
+//
+// The gaps of schedules (the slots no occurrence was written for, ScheduleSlots) are
+// kept as long as the longest-kept outcome's tasks (For), and for good if one of them
+// is KeepForever, so that a slot older than that is accounted for by this rule.
 type Retention struct {
 	// Succeeded, Failed and Cancelled (CANCELLED and SKIPPED tasks) are the limits
 	// of each outcome. Defaults: 7 days, 30 days and 7 days, no row limit.
@@ -112,4 +116,17 @@ func (r Retention) rules() []retention.Rule {
 		rule(store.Succeeded, r.Succeeded), rule(store.Failed, r.Failed),
 		rule(store.Cancelled, r.Cancelled), rule(store.Skipped, r.Cancelled),
 	}
+}
+
+// gapAge is how long the gaps of schedules are kept: as long as the longest-kept
+// outcome, 0 (for good) when one is kept whatever its age.
+func (r Retention) gapAge() time.Duration {
+	age := time.Duration(0)
+	for _, k := range []Keep{r.Succeeded, r.Failed, r.Cancelled} {
+		if k.For < 0 {
+			return 0
+		}
+		age = max(age, k.For)
+	}
+	return age
 }

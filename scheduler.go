@@ -567,6 +567,9 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 		if a, ok := s.st.(store.Auditor); ok {
 			cfg.Audit = storecall.BoundedAuditPruner(a, s.cfg.StoreTimeout)
 		}
+		if h, ok := s.st.(store.SlotHistory); ok {
+			cfg.Gaps, cfg.GapAge = storecall.BoundedGapPruner(h, s.cfg.StoreTimeout), s.cfg.Retention.gapAge()
+		}
 		wg.Go(func() { retention.Run(ctx, cfg) })
 	}
 	if reg != nil {

@@ -207,6 +207,63 @@ func CheckFire(p FireParams) error {
 	if p.Name == "" || p.Expect.IsZero() || p.Next.IsZero() {
 		return fmt.Errorf("fire schedule %q: empty name, or zero expected or next fire time: %w", p.Name, ErrInvalid)
 	}
+	for i, g := range p.Gaps {
+		switch {
+		case g.Schedule != "" && g.Schedule != p.Name:
+			return fmt.Errorf("fire schedule %q: gap %d: schedule %q is another one: %w", p.Name, i, g.Schedule, ErrInvalid)
+		case g.From.IsZero() || !g.From.Before(g.Until):
+			return fmt.Errorf("fire schedule %q: gap %d: empty or zero range [%v, %v): %w", p.Name, i, g.From, g.Until, ErrInvalid)
+		case g.Why != GapMissed && g.Why != GapPaused:
+			return fmt.Errorf("fire schedule %q: gap %d: unknown reason %q: %w", p.Name, i, g.Why, ErrInvalid)
+		case len(g.Result) > MaxGapText || !CleanText(g.Result):
+			return fmt.Errorf("fire schedule %q: gap %d: result longer than %d bytes, not UTF-8 or holding a NUL: %w", p.Name, i, MaxGapText, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// CheckSlotGaps rejects what the contract calls invalid for SlotGaps.
+func CheckSlotGaps(from, to time.Time, limit int) error {
+	if limit < 1 || limit > MaxQueryLimit {
+		return fmt.Errorf("slot gaps: limit %d is outside 1..%d: %w", limit, MaxQueryLimit, ErrInvalid)
+	}
+	if from.After(to) {
+		return fmt.Errorf("slot gaps: from %v is after to %v: %w", from, to, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckTasksByKeys rejects what the contract calls invalid for TasksByKeys.
+func CheckTasksByKeys(keys []string) error {
+	if len(keys) > MaxKeys {
+		return fmt.Errorf("tasks by keys: %d keys, more than %d: %w", len(keys), MaxKeys, ErrInvalid)
+	}
+	for _, k := range keys {
+		if !CleanText(k) {
+			return fmt.Errorf("tasks by keys: key %q is not valid UTF-8 or holds a NUL: %w", k, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// CheckTasksByKeyRange rejects what the contract calls invalid for TasksByKeyRange.
+func CheckTasksByKeyRange(from, before string, limit int) error {
+	switch {
+	case limit < 1 || limit > MaxQueryLimit:
+		return fmt.Errorf("tasks by key range: limit %d is outside 1..%d: %w", limit, MaxQueryLimit, ErrInvalid)
+	case !CleanText(from) || !CleanText(before):
+		return fmt.Errorf("tasks by key range: a bound is not valid UTF-8 or holds a NUL: %w", ErrInvalid)
+	case from >= before:
+		return fmt.Errorf("tasks by key range: empty range [%q, %q): %w", from, before, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckPruneSlotGaps rejects what the contract calls invalid for PruneSlotGaps.
+func CheckPruneSlotGaps(before time.Time, limit int) error {
+	if before.IsZero() || limit < 1 || limit > MaxPrune {
+		return fmt.Errorf("prune slot gaps: a zero time, or a limit %d outside 1..%d: %w", limit, MaxPrune, ErrInvalid)
+	}
 	return nil
 }
 

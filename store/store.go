@@ -202,14 +202,17 @@ type Store interface {
 
 	// ResumeSchedule clears a paused schedule's flag and sets its NextFireAt to next,
 	// so that slots missed while paused are not fired; a schedule that is not paused
-	// is left alone. It returns the schedule, or ErrNotFound.
+	// is left alone. It returns the schedule, or ErrNotFound. When the stored
+	// NextFireAt is before next, it records in the same transaction the gap of the
+	// slots passed over, [NextFireAt, next), with Why GapPaused and Result
+	// PausedResult (see SlotHistory).
 	ResumeSchedule(ctx context.Context, name string, next time.Time) (*Schedule, error)
 
 	// FireSchedule materialises occurrences: if the schedule exists, is not paused
 	// and its NextFireAt equals p.Expect, then in one transaction NextFireAt becomes
-	// p.Next, LastFireAt p.Last (unless zero) and p.Tasks are inserted as Insert
+	// p.Next, LastFireAt p.Last (unless zero), p.Tasks are inserted as Insert
 	// does (an occurrence already stored is ErrDuplicate in its result, not an
-	// error). Otherwise nothing is written and Applied is false: another scheduler
+	// error) and p.Gaps are recorded (see SlotHistory). Otherwise nothing is written and Applied is false: another scheduler
 	// got there first, or an operator paused it. It fails with ErrFenced, writing
 	// nothing, unless p.Fence admits it.
 	FireSchedule(ctx context.Context, p FireParams) (*FireResult, error)

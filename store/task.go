@@ -281,6 +281,10 @@ type FireParams struct {
 	Next   time.Time // its new NextFireAt: the first slot not materialised by this call
 	Last   time.Time // its new LastFireAt; zero leaves it unchanged
 	Tasks  []NewTask // the occurrences
+	// Gaps are the slots the call advances the schedule past without an
+	// occurrence (the misfire policy dropped them): recorded with the
+	// compare-and-set, when it applies (see SlotHistory). Their Schedule is Name.
+	Gaps []SlotGap
 	// Spec and TimeZone, when Spec is set, are the definition the caller planned
 	// with: the call applies only if the stored schedule still has them, so that a
 	// scheduler that has not yet seen a re-registration with another spec cannot

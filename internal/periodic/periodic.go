@@ -14,6 +14,7 @@ package periodic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -169,6 +170,11 @@ func fire(ctx context.Context, cfg Config, p *Schedule, row *store.Schedule, now
 		tasks[i] = nt
 	}
 	fp := store.FireParams{Name: p.Name, Expect: row.NextFireAt, Next: next, Tasks: tasks, Spec: p.Spec.String(), TimeZone: p.Loc.String(), Fence: cfg.Fence}
+	if missed {
+		if g, ok := p.missedGap(row.NextFireAt, slots, caught, now.Add(-MisfireGrace(cfg.RefillInterval))); ok {
+			fp.Gaps = []store.SlotGap{g}
+		}
+	}
 	if len(slots) > 0 {
 		fp.Last = slots[len(slots)-1]
 	}
@@ -252,9 +258,37 @@ func (p *Schedule) plan(next, now time.Time, grace time.Duration, maxCatchUp int
 	return slots, caught, t
 }
 
-// lastSlots returns the latest keep slots in [from, before), oldest first. It looks
+// missedGap returns the gap of the missed slots plan dropped, from the schedule's
+// next slot from to the first slot it fired or went on from, and false when it
+// dropped none. slots and caught are plan's; late is now - grace.
+func (p *Schedule) missedGap(from time.Time, slots []time.Time, caught int, late time.Time) (store.SlotGap, bool) {
+	until := p.Next(late.Add(-time.Nanosecond)) // the first slot on time
+	if caught > 0 {
+		until = slots[0] // the oldest missed slot fired
+	}
+	if !from.Before(until) {
+		return store.SlotGap{}, false
+	}
+	g := store.SlotGap{Schedule: p.Name, From: from, Until: until, Why: store.GapMissed}
+	switch {
+	case p.Misfire == store.MisfireFireOnce && caught > 0:
+		g.Result = "fired the last one"
+	case p.Misfire == store.MisfireCatchUp && caught > 0:
+		g.Result = fmt.Sprintf("caught up %d, the most recent", caught)
+	default:
+		g.Result = "skipped"
+	}
+	return g, true
+}
+
+// LastSlots returns the latest keep slots in [from, before), oldest first. It looks
 // back from before over a doubling span, so its cost follows keep, not the length of
-// the outage.
+// the span.
+func (p *Schedule) LastSlots(from, before time.Time, keep int) []time.Time {
+	return p.lastSlots(from, before, keep)
+}
+
+// lastSlots is LastSlots.
 func (p *Schedule) lastSlots(from, before time.Time, keep int) []time.Time {
 	if keep <= 0 {
 		return nil

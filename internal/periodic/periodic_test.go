@@ -87,3 +87,31 @@ func TestOccurrenceKey(t *testing.T) {
 		t.Errorf("OccurrenceKey = %q, want the slot in RFC 3339 UTC", got)
 	}
 }
+
+// missedGap covers the missed slots plan drops, up to the first one it fired or the
+// first one on time, and says what the policy did.
+func TestMissedGap(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(10*time.Minute + time.Second)
+	grace := MisfireGrace(time.Second)
+	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	for _, tc := range []struct {
+		policy     store.MisfirePolicy
+		maxCatchUp int
+		until      time.Time
+		result     string
+		none       bool
+	}{
+		{store.MisfireFireOnce, 100, at(8), "fired the last one", false},
+		{store.MisfireSkip, 100, at(10), "skipped", false},
+		{store.MisfireCatchUp, 2, at(6), "caught up 2, the most recent", false},
+		{store.MisfireCatchUp, 100, time.Time{}, "", true}, // every missed slot fired
+	} {
+		p := every(t, 2*time.Minute, tc.policy)
+		slots, caught, _ := p.plan(t0, now, grace, tc.maxCatchUp)
+		g, ok := p.missedGap(t0, slots, caught, now.Add(-grace))
+		if ok == tc.none || (ok && (!g.From.Equal(t0) || !g.Until.Equal(tc.until) || g.Result != tc.result || g.Why != store.GapMissed || g.Schedule != "s")) {
+			t.Errorf("%s (max %d): missedGap = %+v, %v; want [%v, %v) %q", tc.policy, tc.maxCatchUp, g, ok, t0, tc.until, tc.result)
+		}
+	}
+}

@@ -33,6 +33,11 @@ type StatsPruner interface {
 	PruneStats(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// GapPruner deletes old gaps of schedules (store.SlotHistory's PruneSlotGaps).
+type GapPruner interface {
+	PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // Config is what retention needs.
 type Config struct {
 	Store    store.Pruner
@@ -44,6 +49,8 @@ type Config struct {
 	AuditAge time.Duration // audit records older than this are deleted; 0: none
 	Stats    StatsPruner   // nil: no statistics to prune
 	StatsAge time.Duration // statistics of minutes older than this are deleted; 0: none
+	Gaps     GapPruner     // nil: no gaps of schedules to prune
+	GapAge   time.Duration // gaps that ended longer ago than this are deleted; 0: none
 	Interval time.Duration // between rounds
 	Pause    time.Duration // between two calls of a round
 	Batch    int           // tasks per call, at most store.MaxPrune
@@ -66,9 +73,9 @@ func Run(ctx context.Context, cfg Config) {
 	}
 }
 
-// Once runs one round: for each rule, then for the audit log and the statistics,
-// calls until one deletes less than a batch, pausing between calls. It returns how
-// many rows it deleted.
+// Once runs one round: for each rule, then for the gaps of schedules, the audit log
+// and the statistics, calls until one deletes less than a batch, pausing between
+// calls. It returns how many rows it deleted.
 func Once(ctx context.Context, cfg Config) (int, error) {
 	total := 0
 	for _, r := range cfg.Rules {
@@ -84,16 +91,21 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 			return total, err
 		}
 	}
-	if cfg.Audit != nil && cfg.AuditAge > 0 {
-		before := cfg.Now().Add(-cfg.AuditAge)
-		n, err := drain(ctx, cfg, "audit", func() (int, error) { return cfg.Audit.PruneAudit(ctx, before, cfg.Batch) })
-		if total += n; err != nil {
-			return total, err
+	for _, o := range []struct {
+		reason string
+		has    bool // a store that keeps them
+		age    time.Duration
+		prune  func(before time.Time) (int, error)
+	}{
+		{"slot_gaps", cfg.Gaps != nil, cfg.GapAge, func(before time.Time) (int, error) { return cfg.Gaps.PruneSlotGaps(ctx, before, cfg.Batch) }},
+		{"audit", cfg.Audit != nil, cfg.AuditAge, func(before time.Time) (int, error) { return cfg.Audit.PruneAudit(ctx, before, cfg.Batch) }},
+		{"stats", cfg.Stats != nil, cfg.StatsAge, func(before time.Time) (int, error) { return cfg.Stats.PruneStats(ctx, before, cfg.Batch) }},
+	} {
+		if !o.has || o.age <= 0 {
+			continue
 		}
-	}
-	if cfg.Stats != nil && cfg.StatsAge > 0 {
-		before := cfg.Now().Add(-cfg.StatsAge)
-		n, err := drain(ctx, cfg, "stats", func() (int, error) { return cfg.Stats.PruneStats(ctx, before, cfg.Batch) })
+		before := cfg.Now().Add(-o.age)
+		n, err := drain(ctx, cfg, o.reason, func() (int, error) { return o.prune(before) })
 		if total += n; err != nil {
 			return total, err
 		}

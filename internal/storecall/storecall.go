@@ -208,3 +208,22 @@ func (b AuditPruner) PruneAudit(ctx context.Context, before time.Time, limit int
 	defer cancel()
 	return b.a.PruneAudit(ctx, before, limit)
 }
+
+// BoundedGapPruner returns h's PruneSlotGaps with every call given a timeout of its
+// own (see Bounded).
+func BoundedGapPruner(h store.SlotHistory, timeout time.Duration) GapPruner {
+	return GapPruner{h: h, timeout: timeout}
+}
+
+// GapPruner is a SlotHistory's PruneSlotGaps, bounded (BoundedGapPruner).
+type GapPruner struct {
+	h       store.SlotHistory
+	timeout time.Duration
+}
+
+// PruneSlotGaps is h's, bounded.
+func (b GapPruner) PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.h.PruneSlotGaps(ctx, before, limit)
+}

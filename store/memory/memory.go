@@ -55,6 +55,8 @@ type state struct {
 	audit     []auditRow                  // id order (audit.go)
 	lastAudit int64
 	stats     map[statsKey]store.MinuteStats // (stats.go)
+	gaps      []gapRow                       // recording order (slots.go)
+	lastGap   int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -1006,6 +1008,9 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 		return nil, fmt.Errorf("ax: resume schedule %q: zero next fire time: %w", name, store.ErrInvalid)
 	}
 	if sc.Paused {
+		if sc.NextFireAt.Before(next) {
+			s.recordGaps(name, []store.SlotGap{{From: sc.NextFireAt, Until: next, Why: store.GapPaused, Result: store.PausedResult}})
+		}
 		sc.Paused, sc.NextFireAt, sc.UpdatedAt = false, utc(next), s.now()
 	}
 	c := copySchedule(sc)
@@ -1038,6 +1043,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	if !p.Last.IsZero() {
 		sc.LastFireAt = utc(p.Last)
 	}
+	s.recordGaps(p.Name, p.Gaps)
 	return &store.FireResult{Applied: true, Inserted: s.insert(p.Tasks)}, nil
 }
 

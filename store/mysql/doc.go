@@ -284,6 +284,14 @@
 // of the row in place of the UPDATE: a concurrent fire commits before it or finds no
 // row.
 //
+// The gaps of a schedule (store.SlotHistory) live in ax_slot_gaps
+// (migrations/0007_slot_gaps.sql): FireSchedule inserts FireParams.Gaps in its
+// transaction once the compare-and-set applied; ResumeSchedule locks the paused row
+// (SELECT … FOR UPDATE), records the gap from its next_fire_at to the new one and
+// resumes it. SlotGaps is a backward range of ax_slot_gaps_schedule; TasksByKeys and
+// TasksByKeyRange are ranges of ax_tasks_name_key; PruneSlotGaps locks its ids on
+// ax_slot_gaps_until, then deletes them by primary key.
+//
 // # Isolation
 //
 // Every transaction of the store runs at READ COMMITTED: InnoDB then takes no gap

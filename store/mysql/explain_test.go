@@ -56,7 +56,10 @@ func TestExplain(t *testing.T) {
 		// The lock rows of the schedules' keys and of 10,000 other keys, in both namespaces.
 		`INSERT INTO ax_task_keys (namespace, task_key) SELECT DISTINCT namespace, task_key FROM ax_tasks WHERE task_key <> ''`,
 		"INSERT INTO ax_task_keys (namespace, task_key) SELECT namespace, CONCAT('k.', `key`) FROM ax_tasks WHERE id % 10 = 0",
-		`ANALYZE TABLE ax_tasks, ax_task_keys`,
+		// 20,000 gaps of the 100 schedules, a minute each, over the last two weeks.
+		`INSERT INTO ax_slot_gaps (namespace, schedule, from_at, until_at, why, result, created_at)
+			SELECT namespace, name, due_at, due_at + INTERVAL 1 MINUTE, 'missed', 'skipped', due_at FROM ax_tasks WHERE task_key <> ''`,
+		`ANALYZE TABLE ax_tasks, ax_task_keys, ax_slot_gaps`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
@@ -133,6 +136,13 @@ func TestExplain(t *testing.T) {
 			"LIMIT ?", fmt.Sprint("LIMIT ", store.MaxStatsRead)).Replace(mysql.StatsSQL), "PRIMARY", 210},
 		{"statistics pruned", strings.NewReplacer("namespace = ?", "namespace = 'default'", "minute < ?", "minute < '"+ts(-47*time.Hour)+"'",
 			"LIMIT ?", fmt.Sprint("LIMIT ", store.MaxPrune)).Replace(mysql.PruneStatsSQL), "PRIMARY", 210},
+		{"gaps of a schedule (SlotGaps)", args(mysql.SlotGapsSQL, "'default'", "'sched.7'", "'"+ts(-24*time.Hour)+"'", "'"+ts(0)+"'", "100"),
+			"ax_slot_gaps_schedule", 1012},
+		{"old gaps (PruneSlotGaps)", args(mysql.OldGapsSQL, "'default'", "'"+ts(-time.Hour)+"'", "1000"), "ax_slot_gaps_until", 210},
+		{"occurrences by their keys (TasksByKeys, 50 keys)", args(mysql.TasksByKeysSQL(50), append([]string{"'default'", "'handler.7'"}, quoted(50, "key-%d")...)...),
+			"ax_tasks_name_key", 3006},
+		{"manual occurrences (TasksByKeyRange)", args(mysql.TasksByKeyRangeSQL, "'default'", "'handler.7'", "'key-15'", "'key-16'", "101"),
+			"ax_tasks_name_key", 3006},
 	} {
 		fmt.Fprintf(&out, "\n-- %s\n", c.name)
 		plan := explain(t, db, &out, c.q)
@@ -186,4 +196,21 @@ func explain(t *testing.T, db *sql.DB, out *strings.Builder, q string) []map[str
 		t.Fatalf("EXPLAIN %s: no rows", q)
 	}
 	return plan
+}
+
+// args replaces q's placeholders, in order, with the literals given.
+func args(q string, lits ...string) string {
+	for _, l := range lits {
+		q = strings.Replace(q, "?", l, 1)
+	}
+	return q
+}
+
+// quoted is n string literals made from format and 0..n-1, times 20 plus 7.
+func quoted(n int, format string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "'" + fmt.Sprintf(format, i*20+7) + "'"
+	}
+	return out
 }

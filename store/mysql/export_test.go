@@ -81,3 +81,13 @@ const (
 	StatsSQL      = statsSQL
 	PruneStatsSQL = pruneStatsSQL
 )
+
+// The statements of SlotHistory, for TestExplain.
+const (
+	SlotGapsSQL        = slotGapsSQL
+	TasksByKeyRangeSQL = tasksByKeyRangeSQL
+	OldGapsSQL         = oldGapsSQL
+)
+
+// TasksByKeysSQL is the statement TasksByKeys runs for n keys.
+func TasksByKeysSQL(n int) string { return tasksByKeysSQL(n) }

@@ -330,6 +330,22 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 
 // resumeIn is ResumeSchedule in tx: the schedule, nil when there is none.
 func (s *Store) resumeIn(ctx context.Context, tx *sql.Tx, name string, next time.Time) (*store.Schedule, error) {
+	// Lock the paused row and read the next fire time the resume passes over: a
+	// concurrent resume waits here, then finds the schedule not paused.
+	var from time.Time
+	err := tx.QueryRowContext(ctx, `SELECT next_fire_at FROM ax_schedules WHERE namespace = ? AND name = ? AND paused FOR UPDATE`,
+		s.ns, name).Scan(dbTime{&from})
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // not paused, or unknown
+		return getSchedule(ctx, tx, s.ns, name)
+	case err != nil:
+		return nil, err
+	}
+	if from.Before(next) {
+		if err := s.insertGaps(ctx, tx, name, []store.SlotGap{{From: from, Until: next, Why: store.GapPaused, Result: store.PausedResult}}); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET paused = FALSE, next_fire_at = ?, updated_at = UTC_TIMESTAMP(6)
 		WHERE namespace = ? AND name = ? AND paused`, dt(next), s.ns, name); err != nil {
 		return nil, err
@@ -381,6 +397,9 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 			return err
 		}
 		res.Applied = true
+		if err := s.insertGaps(ctx, tx, p.Name, p.Gaps); err != nil {
+			return err
+		}
 		if len(p.Tasks) == 0 {
 			return nil
 		}

@@ -13,7 +13,7 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0011_stats.sql);
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0012_slot_gaps.sql);
 // New applies what is missing in one transaction that first takes
 // pg_advisory_xact_lock on a key derived from the schema name, so several processes
 // starting at once migrate it exactly once, and running it again is a no-op. A
@@ -417,6 +417,15 @@
 // UPDATE: a fire that waited for the row then finds none and does not apply, and the
 // occurrences of one that committed first are cancelled. Schedule names, like task
 // keys, are at most 500 bytes.
+//
+// The gaps of a schedule (store.SlotHistory) live in ax_slot_gaps
+// (migrations/0012_slot_gaps.sql): FireSchedule inserts FireParams.Gaps in the very
+// statement of its compare-and-set (a data-modifying CTE, one row per gap for each
+// schedule row it changed: none when it did not apply), and ResumeSchedule's statement
+// locks the paused row, records the gap from its next_fire_at to the new one, and
+// resumes it. SlotGaps reads ax_slot_gaps_schedule backwards; TasksByKeys probes
+// ax_tasks_name_key once per key (key = ANY), TasksByKeyRange scans it backwards;
+// PruneSlotGaps takes its ids from ax_slot_gaps_until.
 //
 // # Fencing
 //

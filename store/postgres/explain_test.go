@@ -49,6 +49,16 @@ func TestExplain(t *testing.T) {
 		SELECT max(id) FROM ax_tasks WHERE task_key <> '' AND status = 'SUCCEEDED' AND task_key ~ '[0-4]$' GROUP BY namespace, task_key)`); err != nil {
 		t.Fatal(err)
 	}
+	// 20,000 gaps of 200 schedules, a minute each, over the last two weeks.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_slot_gaps (namespace, schedule, from_at, until_at, why, result, created_at)
+		SELECT 'default', 'schedule-' || (g % 200), clock_timestamp() - g * interval '1 minute',
+			clock_timestamp() - (g - 1) * interval '1 minute', 'missed', 'skipped', clock_timestamp()
+		FROM generate_series(1, 20000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_slot_gaps`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks`); err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +171,10 @@ func TestExplain(t *testing.T) {
 		{"task stats (TaskStats)", taskStatsSQL, []any{now, ns}, "ax_tasks_scheduled_due", true, false},
 		{"an hour of statistics (Stats)", statsSQL, []any{ns, now.Add(-time.Hour), store.MaxStatsRead}, "ax_stats_pkey", false, false},
 		{"statistics pruned (PruneStats)", pruneStatsSQL, []any{ns, now.Add(-47 * time.Hour), store.MaxPrune}, "ax_stats_pkey", false, false},
+		{"occurrences by their keys (TasksByKeys, 50 keys)", tasksByKeysSQL, []any{ns, "order.close", dupKeys[:20]}, "ax_tasks_name_key", false, false},
+		{"manual occurrences (TasksByKeyRange)", tasksByKeyRangeSQL, []any{ns, "order.close", "order-42", "order-43", 101}, "ax_tasks_name_key", false, false},
+		{"gaps of a schedule (SlotGaps)", slotGapsSQL, []any{ns, "schedule-7", now.Add(-24 * time.Hour), now, 100}, "ax_slot_gaps_schedule", false, false},
+		{"old gaps (PruneSlotGaps)", pruneSlotGapsSQL, []any{ns, now.Add(-7 * 24 * time.Hour), 1000}, "ax_slot_gaps_until", false, false},
 	}
 	for _, q := range []struct {
 		name  string
@@ -190,6 +204,9 @@ func TestExplain(t *testing.T) {
 			plan = explainIn(ctx, t, s.pool, c.sql, c.args...) // rolled back: EXPLAIN ANALYZE of the claim writes
 		}
 		out.WriteString("-- " + c.name + "\n" + plan + "\n\n")
+		if strings.Contains(plan, "Seq Scan on ax_slot_gaps") {
+			t.Errorf("%s: plan scans ax_slot_gaps sequentially:\n%s", c.name, plan)
+		}
 		if strings.Contains(plan, "Seq Scan on ax_tasks") != c.whole || !strings.Contains(plan, c.index) {
 			t.Errorf("%s: plan does not use %s, or scans ax_tasks sequentially (expected: %v):\n%s", c.name, c.index, c.whole, plan)
 		}

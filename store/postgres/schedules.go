@@ -271,9 +271,16 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 }
 
 // resumeSQL clears the flag of paused schedule $1 of namespace $3 and sets its next
-// fire time to $2.
-const resumeSQL = `UPDATE ax_schedules s SET paused = false, next_fire_at = $2, updated_at = clock_timestamp()
-	WHERE s.namespace = $3 AND s.name = $1 AND s.paused`
+// fire time to $2, and records the gap of the slots it passes over (from the stored
+// next fire time to $2). The row is locked first (o), so a concurrent resume waits and
+// then, finding the schedule no longer paused, records nothing.
+const resumeSQL = `WITH o AS (SELECT s.next_fire_at FROM ax_schedules s
+		WHERE s.namespace = $3 AND s.name = $1 AND s.paused FOR NO KEY UPDATE),
+	g AS (INSERT INTO ax_slot_gaps (namespace, schedule, from_at, until_at, why, result, created_at)
+		SELECT $3, $1, o.next_fire_at, $2, '` + store.GapPaused + `', '` + store.PausedResult + `', clock_timestamp()
+		FROM o WHERE o.next_fire_at < $2)
+UPDATE ax_schedules s SET paused = false, next_fire_at = $2, updated_at = clock_timestamp()
+	FROM o WHERE s.namespace = $3 AND s.name = $1`
 
 // ResumeSchedule clears a paused schedule's flag and sets its NextFireAt to next; a
 // schedule that is not paused is left alone (see store.Store). A zero next is
@@ -306,10 +313,17 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 // fireSQL is FireSchedule's compare-and-set on a schedule of namespace $7. A
 // concurrent call with the same Expect waits for the row lock and then, re-checking
 // the condition on the row as that call left it, does not apply.
-const fireSQL = `UPDATE ax_schedules s SET next_fire_at = $3, last_fire_at = COALESCE($4::timestamptz, s.last_fire_at),
+// The gaps ($8 to $11, unnested) are inserted by the same statement, for each row
+// the compare-and-set changed: none when it did not apply.
+const fireSQL = `WITH u AS (UPDATE ax_schedules s SET next_fire_at = $3, last_fire_at = COALESCE($4::timestamptz, s.last_fire_at),
 		updated_at = clock_timestamp()
 	WHERE s.namespace = $7 AND s.name = $1 AND s.next_fire_at = $2 AND NOT s.paused
-		AND ($5 = '' OR (s.spec = $5 AND s.time_zone = $6))`
+		AND ($5 = '' OR (s.spec = $5 AND s.time_zone = $6))
+	RETURNING s.name),
+g AS (INSERT INTO ax_slot_gaps (namespace, schedule, from_at, until_at, why, result, created_at)
+	SELECT $7, u.name, g.from_at, g.until_at, g.why, g.result, clock_timestamp()
+	FROM u, unnest($8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[]) AS g(from_at, until_at, why, result))
+SELECT count(*) FROM u`
 
 // FireSchedule advances a schedule and inserts its occurrences, in one transaction
 // (see store.Store): the compare-and-set on next_fire_at, then, only if it applied,
@@ -337,14 +351,16 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		res.Applied = false
 		queue := func(b *pgx.Batch) {
 			queueFence(b, p.Fence)
-			b.Queue(fireSQL, p.Name, p.Expect, p.Next, last, p.Spec, p.TimeZone, s.ns)
+			gFrom, gUntil, gWhy, gResult := gapArrays(p.Gaps)
+			b.Queue(fireSQL, p.Name, p.Expect, p.Next, last, p.Spec, p.TimeZone, s.ns, gFrom, gUntil, gWhy, gResult)
 		}
 		read := func(br pgx.BatchResults) error {
 			if err := readFence(br, p.Fence); err != nil {
 				return err
 			}
-			tag, err := br.Exec()
-			res.Applied = tag.RowsAffected() == 1
+			var n int64
+			err := br.QueryRow().Scan(&n)
+			res.Applied = n == 1
 			return err
 		}
 		if err := r(len(in.tasks) == 0, queue, read); err != nil || len(in.tasks) == 0 || !res.Applied {

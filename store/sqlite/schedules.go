@@ -204,6 +204,13 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time)
 
 // resumeIn is ResumeSchedule in tx: the schedule, nil when there is none.
 func (s *Store) resumeIn(ctx context.Context, tx *sql.Tx, name string, next time.Time) (*store.Schedule, error) {
+	// The gap first, while the row still holds the next fire time it passes over.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ax_slot_gaps (namespace, schedule, from_at, until_at, why, result, created_at)
+		SELECT namespace, name, next_fire_at, ?, ?, ?, ? FROM ax_schedules
+		WHERE namespace = ? AND name = ? AND paused = 1 AND next_fire_at < ?`,
+		micros(next), store.GapPaused, store.PausedResult, micros(now()), s.ns, name, micros(next)); err != nil {
+		return nil, err
+	}
 	sc, err := scanSchedule(tx.QueryRowContext(ctx, `UPDATE ax_schedules SET paused = 0, next_fire_at = ?, updated_at = ?
 		WHERE namespace = ? AND name = ? AND paused = 1 RETURNING `+scheduleColumns, micros(next), micros(now()), s.ns, name))
 	if errors.Is(err, sql.ErrNoRows) { // not paused, or unknown
@@ -242,6 +249,9 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 			WHERE namespace = ? AND name = ? AND next_fire_at = ? AND paused = 0
 			AND (? = '' OR (spec = ? AND time_zone = ?))`, micros(p.Next), last, micros(now()), s.ns, p.Name, micros(p.Expect), p.Spec, p.Spec, p.TimeZone))
 		if err != nil || !ok {
+			return err
+		}
+		if err := s.insertGaps(ctx, tx, p.Name, p.Gaps); err != nil {
 			return err
 		}
 		res.Applied, res.Inserted = true, make([]store.Inserted, len(p.Tasks))

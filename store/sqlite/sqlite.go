@@ -111,6 +111,13 @@
 // that deletes the row, so a fire either commits before it (and its occurrences are
 // cancelled) or finds no row.
 //
+// The gaps of a schedule (store.SlotHistory) live in ax_slot_gaps
+// (migrations/0008_slot_gaps.sql): FireSchedule inserts FireParams.Gaps in its
+// transaction once the compare-and-set applied, and ResumeSchedule inserts the gap from
+// the paused row's next_fire_at to the new one before the UPDATE that resumes it, in
+// the same writer transaction. The reads use ax_slot_gaps_schedule and the business-key
+// index; PruneSlotGaps uses ax_slot_gaps_until.
+//
 // # Leader lease
 //
 // ax_leader (migrations/0003_leader.sql) holds one row per election namespace: holder,

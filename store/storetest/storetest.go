@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Concurrency", concurrencyTests},
 		{"Overlap", overlapTests},
 		{"Schedules", scheduleTests},
+		{"Slots", slotTests},
 		{"Lease", leaseTests},
 		{"Fence", fenceTests},
 		{"Namespace", namespaceTests},
