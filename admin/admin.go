@@ -19,8 +19,9 @@
 //	GET  /tasks/counts               viewer: tasks per status, capped (ax.Counts)
 //	GET  /tasks/{id}                 viewer: one task and its executions
 //	GET  /schedules                  viewer: the schedules, paused or not, with their next and last slots
+//	GET  /schedules/{name}           viewer: a schedule, its next 10 slots, and what became of its last 50 (ScheduleDetail)
 //	GET  /cluster                    viewer: the leader, its epoch and lease, the live replicas
-//	GET  /overview                   viewer: tasks per status, the queue's lag, the leader, its epoch, the replicas (Overview)
+//	GET  /overview                   viewer: tasks per status, the queue's lag, the last hour's executions per minute, the leader, its epoch, the replicas (Overview)
 //	GET  /whoami                     viewer: the caller's actor and role, and what the handler allows (Whoami)
 //	POST /tasks/{id}/cancel          operator: ax.Cancel
 //	POST /tasks/{id}/retry           operator: ax.Retry
@@ -393,13 +394,14 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	h.route("GET /tasks/counts", Viewer, h.counts)
 	h.route("GET /tasks/{id}", Viewer, h.task)
 	h.route("GET /schedules", Viewer, h.schedules)
+	h.route("GET /schedules/{name}", Viewer, h.schedule)
 	h.route("GET /cluster", Viewer, h.cluster)
 	h.route("GET /whoami", Viewer, h.whoami)
 	h.route("GET /overview", Viewer, h.overview)
 	h.routeActions()
 	// What no route takes, answered in JSON like the rest (the mux's own answers are
 	// plain text).
-	for path, allow := range map[string]string{"/health": "GET", "/tasks": "GET", "/tasks/{id}": "GET", "/schedules": "GET",
+	for path, allow := range map[string]string{"/health": "GET", "/tasks": "GET", "/tasks/{id}": "GET", "/schedules": "GET", "/schedules/{name}": "GET",
 		"/cluster": "GET", "/whoami": "GET", "/overview": "GET", "/audit": "GET", "/tasks/{id}/{action}": "POST", "/schedules/{name}/{action}": "POST"} { // /tasks/{id} also covers /tasks/counts
 		h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)

@@ -3,12 +3,15 @@ package admin
 import (
 	"net/http"
 	"time"
+
+	"github.com/axsched/ax"
 )
 
 // ScheduleView is a schedule as the API shows it.
 type ScheduleView struct {
 	Name       string     `json:"name"`
 	Spec       string     `json:"spec"`
+	Words      string     `json:"words"` // the spec in words, with its zone (ax.Schedule.Describe)
 	TimeZone   string     `json:"time_zone"`
 	Overlap    string     `json:"overlap"`
 	Misfire    string     `json:"misfire"`
@@ -32,10 +35,15 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, _ caller) {
 	}
 	out := make([]ScheduleView, len(ss))
 	for i, sc := range ss {
-		out[i] = ScheduleView{Name: sc.Name, Spec: sc.Spec, TimeZone: sc.TimeZone, Overlap: string(sc.Overlap), Misfire: string(sc.Misfire),
-			Paused: sc.Paused, Dormant: sc.Dormant, NextFireAt: sc.NextFireAt, LastFireAt: optTime(sc.LastFireAt)}
+		out[i] = scheduleOf(sc)
 	}
 	writeJSON(w, http.StatusOK, Schedules{Schedules: out})
+}
+
+// scheduleOf is sc as the API shows it.
+func scheduleOf(sc ax.Schedule) ScheduleView {
+	return ScheduleView{Name: sc.Name, Spec: sc.Spec, Words: sc.Describe(), TimeZone: sc.TimeZone, Overlap: string(sc.Overlap),
+		Misfire: string(sc.Misfire), Paused: sc.Paused, Dormant: sc.Dormant, NextFireAt: sc.NextFireAt, LastFireAt: optTime(sc.LastFireAt)}
 }
 
 // NodeView is a replica as the API shows it.

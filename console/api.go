@@ -43,7 +43,11 @@ func (c *Console) call(r *http.Request, method, path, query string, body, out an
 		}
 		rd = bytes.NewReader(b)
 	}
-	u := &url.URL{Path: "/" + path, RawQuery: query}
+	u, err := url.Parse("/" + path) // path is escaped: a schedule's name may hold "/" as %2F
+	if err != nil {
+		return http.StatusBadRequest, &apiError{Code: "invalid", Message: "the request could not be made"}
+	}
+	u.RawQuery = query
 	req, err := http.NewRequestWithContext(r.Context(), method, u.String(), rd)
 	if err != nil {
 		return http.StatusBadRequest, &apiError{Code: "invalid", Message: "the request could not be made"}

@@ -32,7 +32,6 @@ var hostile = []string{
 var live = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)<script[^>]*>[^<]*alert`),
 	regexp.MustCompile(`(?i)<img`),
-	regexp.MustCompile(`(?i)<svg`),
 }
 
 // tag is a start tag, its attributes quoted or not; attr is one of them.

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"html/template"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,21 @@ var funcs = template.FuncMap{
 	"statusOf": func(s string) string { return strings.ToLower(s) },
 	"has":      func(m map[string]bool, k string) bool { return m[k] },
 	"add":      func(a, b int) int { return a + b },
+	"add64": func(vs ...int64) int64 {
+		var sum int64
+		for _, v := range vs {
+			sum += v
+		}
+		return sum
+	},
+	"hhmm": func(t time.Time) string { return t.UTC().Format("15:04Z") },
+	// msf writes milliseconds with a fraction as millis does, finer below 10 ms.
+	"msf": func(ms float64) string {
+		if ms < 10 {
+			return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
+		}
+		return millis(int64(ms))
+	},
 	"count": func(m map[string]admin.CountView, status string) string {
 		if c, ok := m[status]; ok {
 			return c.Text
@@ -65,12 +81,4 @@ func millisPtr(ms *int64) string {
 		return "—"
 	}
 	return millis(*ms)
-}
-
-// describe says what a schedule's spec means, with its zone.
-func describe(s admin.ScheduleView) string {
-	if d, ok := strings.CutPrefix(s.Spec, "@every "); ok {
-		return "every " + d
-	}
-	return "cron " + s.Spec + ", " + s.TimeZone
 }

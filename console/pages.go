@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"math"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -11,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
 )
 
@@ -21,7 +21,70 @@ var statuses = []string{"SCHEDULED", "DISPATCHING", "RUNNING", "SUCCEEDED", "FAI
 // overviewData is the overview page's.
 type overviewData struct {
 	admin.Overview
-	Statuses []string
+	Statuses   []string
+	Throughput chart // executions per minute, by outcome
+	Lateness   chart // lateness p50, p99 and max per minute
+	Hour       []admin.MinuteView
+}
+
+// overviewCharts draws the last hour of o: one slot per minute up to o.At's.
+func overviewCharts(o admin.Overview) (throughput, lateness chart) {
+	end := o.At.Truncate(time.Minute)
+	by := map[time.Time]admin.MinuteView{}
+	for _, m := range o.Minutes {
+		by[m.Minute.UTC()] = m
+	}
+	var minutes []time.Time
+	for i := 59; i >= 0; i-- {
+		minutes = append(minutes, end.Add(-time.Duration(i)*time.Minute))
+	}
+	count := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	throughput = chart{Label: "Executions per minute by outcome, the last hour", Minutes: minutes, Stacked: true, Unit: count}
+	lateness = chart{Label: "Lateness per minute (start minus due time): p50, p99 and max, the last hour", Minutes: minutes, Log: true,
+		Unit: func(ms float64) string { return millis(int64(ms)) }}
+	outcomes := []struct {
+		name, class string
+		of          func(e admin.ExecutionsView) int64
+	}{
+		{"succeeded", "c-ok", func(e admin.ExecutionsView) int64 { return e.Succeeded }},
+		{"failed, retried", "c-retry", func(e admin.ExecutionsView) int64 { return e.Retried }},
+		{"failed for good", "c-bad", func(e admin.ExecutionsView) int64 {
+			return max(e.Failed+e.Panicked+e.TimedOut+e.Orphaned-e.Retried, 0)
+		}},
+		{"released at stop", "c-idle", func(e admin.ExecutionsView) int64 { return e.Released }},
+	}
+	for _, oc := range outcomes {
+		sr := series{Name: oc.name, Class: oc.class}
+		for _, at := range minutes {
+			m, ok := by[at]
+			v := 0.0
+			if ok {
+				v = float64(oc.of(m.Executions))
+			}
+			sr.Values = append(sr.Values, v)
+		}
+		throughput.Series = append(throughput.Series, sr)
+	}
+	for _, q := range []struct {
+		name, class string
+		of          func(m admin.MinuteView) float64
+	}{
+		{"p50", "c-p50", func(m admin.MinuteView) float64 { return m.LatenessP50MS }},
+		{"p99", "c-p99", func(m admin.MinuteView) float64 { return m.LatenessP99MS }},
+		{"max", "c-max", func(m admin.MinuteView) float64 { return m.LatenessMaxMS }},
+	} {
+		sr := series{Name: q.name, Class: q.class}
+		for _, at := range minutes {
+			m, ok := by[at]
+			if !ok || m.Executions == (admin.ExecutionsView{}) {
+				sr.Values = append(sr.Values, math.NaN())
+				continue
+			}
+			sr.Values = append(sr.Values, q.of(m))
+		}
+		lateness.Series = append(lateness.Series, sr)
+	}
+	return throughput, lateness
 }
 
 // overview is GET /: the namespace at a glance.
@@ -33,7 +96,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *view) {
 		c.fail(w, r, st, e.Code, e.Message)
 		return
 	}
-	v.Data = overviewData{Overview: o, Statuses: statuses}
+	d := overviewData{Overview: o, Statuses: statuses, Hour: o.Minutes}
+	d.Throughput, d.Lateness = overviewCharts(o)
+	slices.Reverse(d.Hour) // the table: newest first
+	v.Data = d
 	c.render(w, r, "overview", v)
 }
 
@@ -236,13 +302,7 @@ func doneText(done string) string {
 
 // schedulesData is the schedules page's.
 type schedulesData struct {
-	Schedules []scheduleRow
-}
-
-// scheduleRow is a schedule with what the console adds to the API's view.
-type scheduleRow struct {
-	admin.ScheduleView
-	Words string
+	Schedules []admin.ScheduleView
 }
 
 // schedules is GET /schedules.
@@ -254,111 +314,33 @@ func (c *Console) schedules(w http.ResponseWriter, r *http.Request, v *view) {
 		c.fail(w, r, st, e.Code, e.Message)
 		return
 	}
-	var d schedulesData
-	for _, s := range ss.Schedules {
-		d.Schedules = append(d.Schedules, scheduleRow{ScheduleView: s, Words: describe(s)})
-	}
-	v.Data = d
+	v.Data = schedulesData{Schedules: ss.Schedules}
 	c.render(w, r, "schedules", v)
 }
 
 // scheduleData is the schedule page's.
 type scheduleData struct {
-	scheduleRow
-	Next        []fireTime
-	Occurrences []admin.TaskView
+	admin.ScheduleDetail
 	Done        string
 	DoneAuditID string
 }
 
-// fireTime is one of a schedule's next slots, in its zone, with a change of the
-// zone's offset from the slot before marked.
-type fireTime struct {
-	At        time.Time
-	Local     string
-	DSTChange string // e.g. "UTC+01:00 → UTC+02:00", when the offset changed since the slot before
-}
-
-// schedule is GET /schedules/{name}: the spec in words, the next 10 slots, the last
-// occurrences, and pause, resume and trigger.
+// schedule is GET /schedules/{name}: the spec in words, the next 10 slots with the
+// zone's offset changes marked, a strip of the last 50 slots coloured by what became
+// of each, and pause, resume and trigger.
 func (c *Console) schedule(w http.ResponseWriter, r *http.Request, v *view) {
 	name := r.PathValue("name")
 	v.Title, v.Nav = "Schedule "+name, "schedules"
 	live(r, v)
-	var ss admin.Schedules
-	if st, e := c.get(r, "schedules", "", &ss); e != nil {
+	var d scheduleData
+	if st, e := c.get(r, "schedules/"+url.PathEscape(name), "", &d.ScheduleDetail); e != nil {
 		c.fail(w, r, st, e.Code, e.Message)
 		return
 	}
-	i := slices.IndexFunc(ss.Schedules, func(s admin.ScheduleView) bool { return s.Name == name })
-	if i < 0 {
-		c.fail(w, r, http.StatusNotFound, "not_found", "no schedule of that name")
-		return
-	}
-	s := ss.Schedules[i]
-	d := scheduleData{scheduleRow: scheduleRow{ScheduleView: s, Words: describe(s)}, Next: nextFires(s, 10)}
-	var page admin.TaskPage
-	if st, e := c.get(r, "tasks", url.Values{"task_key": {name}, "limit": {"50"}}.Encode(), &page); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
-		return
-	}
-	d.Occurrences = page.Tasks
+	slices.Reverse(d.Slots) // the strip: oldest on the left
 	d.Done, d.DoneAuditID = doneText(r.URL.Query().Get("done")), r.URL.Query().Get("audit")
 	v.Data = d
 	c.render(w, r, "schedule", v)
-}
-
-// nextFires returns s's next n slots from its next one, in its zone.
-func nextFires(s admin.ScheduleView, n int) []fireTime {
-	loc, err := time.LoadLocation(s.TimeZone)
-	if err != nil {
-		loc = time.UTC
-	}
-	var at []time.Time
-	if d, ok := strings.CutPrefix(s.Spec, "@every "); ok {
-		every, err := time.ParseDuration(d)
-		if err != nil || every <= 0 {
-			return nil
-		}
-		for i := range n {
-			at = append(at, s.NextFireAt.Add(time.Duration(i)*every))
-		}
-	} else {
-		at = append(at, s.NextFireAt)
-		more, err := ax.NextFireTimes(s.Spec, loc, s.NextFireAt, n-1)
-		if err != nil {
-			return nil
-		}
-		at = append(at, more...)
-	}
-	out := make([]fireTime, len(at))
-	for i, t := range at {
-		lt := t.In(loc)
-		out[i] = fireTime{At: t, Local: lt.Format("Mon 2006-01-02 15:04:05 MST")}
-		if i > 0 {
-			_, before := at[i-1].In(loc).Zone()
-			if _, now := lt.Zone(); now != before {
-				out[i].DSTChange = offsetText(before) + " → " + offsetText(now)
-			}
-		}
-	}
-	return out
-}
-
-// offsetText writes a zone offset in seconds as "UTC+01:00".
-func offsetText(sec int) string {
-	sign := "+"
-	if sec < 0 {
-		sign, sec = "-", -sec
-	}
-	return "UTC" + sign + twoDigits(sec/3600) + ":" + twoDigits(sec%3600/60)
-}
-
-func twoDigits(n int) string {
-	if n < 10 {
-		return "0" + strconv.Itoa(n)
-	}
-	return strconv.Itoa(n)
 }
 
 // clusterData is the cluster page's.
