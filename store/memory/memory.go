@@ -54,6 +54,8 @@ type state struct {
 	nodes     map[nameKey]*store.NodeInfo // key unused (nodes.go)
 	audit     []auditRow                  // id order (audit.go)
 	lastAudit int64
+
+	leadership map[string][]store.LeadershipChange // by namespace (leadership.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -92,6 +94,8 @@ func New(opts ...Option) *Store {
 		schedules: make(map[nameKey]*store.Schedule),
 		leases:    make(map[string]*leaseRow),
 		nodes:     make(map[nameKey]*store.NodeInfo),
+
+		leadership: make(map[string][]store.LeadershipChange),
 	}}
 	for _, o := range opts {
 		o(s)
@@ -859,6 +863,7 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.rows, s.keys, s.execs, s.changes, s.window, s.schedules, s.leases, s.nodes = nil, nil, nil, nil, nil, nil, nil, nil
+	s.leadership = nil
 	return nil
 }
 

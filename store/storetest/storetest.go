@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Schedules", scheduleTests},
 		{"Lease", leaseTests},
 		{"Fence", fenceTests},
+		{"Leadership", leadershipTests},
 		{"Namespace", namespaceTests},
 		{"Nodes", nodeTests},
 	})
