@@ -28,8 +28,9 @@ func countSQL() string {
 // condition would silently fall back to a scan of every DISPATCHING and RUNNING row.
 // It also pins the claim of tasks without a key to the primary key (and its handler
 // list to json_each, read once),
-// and TaskStats's oldest due time to the partial due index, read once, and the fence
-// check to ax_leader's primary key.
+// and TaskStats's oldest due time to the partial due index, read once, the fence
+// check to ax_leader's primary key, and the leadership history's reads and prune to
+// ax_leadership's.
 //
 // Every scan of a namespace's rows must be a range of an index whose leading column is
 // the namespace (migrations/0004_namespaces.sql), and every statement that names its
@@ -104,6 +105,14 @@ func TestExplain(t *testing.T) {
 				"ax_tasks_ns_cancelled (namespace=?)"}, []string{scanTask}},
 		{"fence check", fenceSQL, []string{"SEARCH ax_leader USING INDEX sqlite_autoindex_ax_leader_1 (namespace=?)"},
 			[]string{"SCAN ax_leader"}},
+		{"leadership history", historySQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?)"},
+			[]string{"SCAN ax_leadership", sorted}},
+		{"newest leadership change (RaiseFence)", newestChangeSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?)"},
+			[]string{"SCAN ax_leadership", sorted}},
+		{"leadership prune cut", pruneCutSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?)"},
+			[]string{"SCAN ax_leadership", sorted}},
+		{"leadership prune", pruneLeadershipSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?"},
+			[]string{"SCAN ax_leadership", sorted}},
 	} {
 		rows, err := s.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+c.sql, make([]any, strings.Count(c.sql, "?"))...)
 		if err != nil {
