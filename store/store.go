@@ -714,11 +714,13 @@ type LeadershipLog interface {
 	// ErrInvalid.
 	LeadershipHistory(ctx context.Context, namespace string, n int) ([]LeadershipChange, error)
 
-	// PruneLeadership deletes, in one statement or transaction, up to limit changes of
-	// namespace, oldest first: those recorded before before (unless it is zero) and,
-	// when keepNewest is positive, those beyond the keepNewest newest. It returns how
-	// many it deleted. An invalid namespace, a limit outside [1, MaxPrune], a negative
-	// keepNewest, or neither a before nor a keepNewest, is ErrInvalid.
+	// PruneLeadership deletes, in one statement or transaction, up to limit of the
+	// oldest changes of namespace, in the history's order: from the oldest on, each
+	// change that is beyond the newest keepNewest (when keepNewest is positive) or was
+	// recorded before before (unless it is zero), stopping at the first that is
+	// neither. It returns how many it deleted. An invalid namespace, a limit outside
+	// [1, MaxPrune], a negative keepNewest, or neither a before nor a keepNewest, is
+	// ErrInvalid.
 	PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error)
 }
 

@@ -96,14 +96,9 @@ func (s *Store) PruneLeadership(ctx context.Context, namespace string, before ti
 		beyond = max(len(h)-keepNewest, 0)
 	}
 	n := 0
-	kept := h[:0]
-	for i, c := range h {
-		if n < limit && (i < beyond || !before.IsZero() && c.At.Before(before)) {
-			n++
-			continue
-		}
-		kept = append(kept, c)
+	for n < len(h) && n < limit && (n < beyond || h[n].At.Before(before)) {
+		n++
 	}
-	s.leadership[namespace] = kept
+	s.leadership[namespace] = slices.Delete(h, 0, n)
 	return n, nil
 }

@@ -64,6 +64,8 @@
 //     (namespace, name): advertise, handlers (the sorted task names joined with "\n",
 //     which no name holds; empty for none), capacity, in_flight, started_at,
 //     heartbeat_at (timestamptz, stamped with clock_timestamp()).
+//   - ax_leadership: the leadership history (version 11, store.LeadershipLog), keyed by
+//     (namespace, epoch, kind): node, at, reason. See Fencing, below.
 //   - ax_schema_migrations: the applied versions.
 //
 // Times the store stamps (created_at, dispatched_at, started_at, heartbeat_at,
@@ -453,6 +455,15 @@
 // the fence lock. The price: each AcquireLease attempt of a standby (every poll)
 // waits for the fenced writes in flight and holds new ones back for as long.
 // TestRaiseFenceWaitsForFencedWrites and TestLeaseAndFenceLock check it.
+//
+// RaiseFence also appends the term's "acquired" change to ax_leadership, in the same
+// transaction: the raise above and, in the same round trip, a read of the
+// namespace's newest change (its snapshot taken after the fence lock, so it sees
+// every earlier raise's change); then, unless that change is of the raised epoch or
+// a later one, an INSERT … ON CONFLICT DO NOTHING with the reason computed from it,
+// and COMMIT: two round trips, once per term. EndLeadership is one INSERT … ON
+// CONFLICT DO NOTHING; LeadershipHistory is a backward scan of the primary key with
+// a LIMIT; PruneLeadership one DELETE over a range of the key.
 //
 // # The refill cursor
 //
