@@ -111,7 +111,9 @@ func TestExplain(t *testing.T) {
 			[]string{"SCAN ax_leadership", sorted}},
 		{"leadership prune cut", pruneCutSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?)"},
 			[]string{"SCAN ax_leadership", sorted}},
-		{"leadership prune", pruneLeadershipSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?"},
+		{"leadership prune: the first to stay", pruneStaySQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=? AND (epoch,kind)>(?,?))"},
+			[]string{"SCAN ax_leadership", sorted}},
+		{"leadership prune", pruneLeadershipSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=? AND (epoch,kind)<(?,?))"},
 			[]string{"SCAN ax_leadership", sorted}},
 	} {
 		rows, err := s.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+c.sql, make([]any, strings.Count(c.sql, "?"))...)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -86,9 +87,10 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 const historySQL = `SELECT epoch, kind, node, at, reason FROM ax_leadership
 	WHERE namespace = ? ORDER BY epoch DESC, kind DESC LIMIT ?`
 
-// PruneLeadership deletes the namespace's oldest changes, in one write transaction:
-// it reads the newest change beyond keepNewest, then deletes up to limit rows in key
-// order. See [store.LeadershipLog].
+// PruneLeadership deletes the namespace's oldest changes, in one write transaction
+// of three statements on the primary key: the newest change beyond keepNewest (the
+// cut), the oldest change after it recorded at or after before (the first to stay),
+// and the DELETE of up to limit changes before that one. See [store.LeadershipLog].
 func (s *Store) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
 	if err := leaderlog.CheckPrune(namespace, before, keepNewest, limit); err != nil {
 		return 0, fmt.Errorf("ax: sqlite: %w", err)
@@ -102,11 +104,13 @@ func (s *Store) PruneLeadership(ctx context.Context, namespace string, before ti
 				return err
 			}
 		}
-		oldBefore := int64(-1 << 63) // no time older than it: no age limit
-		if !before.IsZero() {
-			oldBefore = micros(before)
+		// A zero before (year 1) is older than every change: no age limit.
+		stayEpoch, stayKind := int64(math.MaxInt64), "" // above every change: none stays
+		err := tx.QueryRowContext(ctx, pruneStaySQL, namespace, cutEpoch, cutKind, micros(before)).Scan(&stayEpoch, &stayKind)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
 		}
-		res, err := tx.ExecContext(ctx, pruneLeadershipSQL, namespace, namespace, cutEpoch, cutEpoch, cutKind, oldBefore, limit)
+		res, err := tx.ExecContext(ctx, pruneLeadershipSQL, namespace, namespace, stayEpoch, stayKind, limit)
 		if err != nil {
 			return err
 		}
@@ -120,9 +124,13 @@ func (s *Store) PruneLeadership(ctx context.Context, namespace string, before ti
 const pruneCutSQL = `SELECT epoch, kind FROM ax_leadership WHERE namespace = ?
 	ORDER BY epoch DESC, kind DESC LIMIT 1 OFFSET ?`
 
-// pruneLeadershipSQL deletes up to a limit of a namespace's changes, oldest first: those
-// up to a cut (epoch, kind) and those recorded before a time.
+// pruneStaySQL reads the oldest change of a namespace after a cut recorded at or after
+// a time: the first that PruneLeadership keeps.
+const pruneStaySQL = `SELECT epoch, kind FROM ax_leadership WHERE namespace = ? AND (epoch, kind) > (?, ?) AND at >= ?
+	ORDER BY epoch, kind LIMIT 1`
+
+// pruneLeadershipSQL deletes up to a limit of a namespace's changes before the first
+// to stay, oldest first.
 const pruneLeadershipSQL = `DELETE FROM ax_leadership WHERE namespace = ? AND (epoch, kind) IN (
-	SELECT epoch, kind FROM ax_leadership WHERE namespace = ?
-		AND (epoch < ? OR epoch = ? AND kind <= ? OR at < ?)
+	SELECT epoch, kind FROM ax_leadership WHERE namespace = ? AND (epoch, kind) < (?, ?)
 	ORDER BY epoch, kind LIMIT ?)`

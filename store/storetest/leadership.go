@@ -24,6 +24,7 @@ var leadershipTests = []test{
 	{"Invalid", testLeadershipInvalid},
 	{"PruneByCount", testLeadershipPruneByCount},
 	{"PruneByAge", testLeadershipPruneByAge},
+	{"PruneStopsAtKept", testLeadershipPruneStopsAtKept},
 }
 
 // leadershipLog returns the store as a store.LeadershipLog, skipping the test when it
@@ -302,4 +303,16 @@ func testLeadershipPruneByAge(e *env) {
 	e.wantHistory("ns", 10, acquired(3, "a"))
 	e.pruneLeadership("ns", cut, 0, 10, 0)
 	e.pruneLeadership("ns2", cut, 0, 10, 0)
+}
+
+// PruneLeadership deletes from the oldest on and stops at the first change it keeps:
+// an end recorded late keeps the older-looking changes after it.
+func testLeadershipPruneStopsAtKept(e *env) {
+	e.raise("ns", "a", 1, 1)
+	e.raise("ns", "b", 1, 2)
+	cut := e.after(e.now())
+	e.after(cut)
+	e.endLeadership("ns", "a", 1, "fenced by a newer leader") // recorded after cut
+	e.pruneLeadership("ns", cut, 0, 10, 1)
+	e.wantHistory("ns", 10, acquired(2, "b"), ended(1, "a"))
 }
