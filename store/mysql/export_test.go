@@ -75,3 +75,12 @@ func inline(sql string, args []any) string {
 	}
 	return b.String()
 }
+
+// The statements of the leadership history, for TestExplain.
+const (
+	HistorySQL         = historySQL
+	NewestChangeSQL    = newestChangeSQL
+	PruneCutSQL        = pruneCutSQL
+	PruneStaySQL       = pruneStaySQL
+	PruneLeadershipSQL = pruneLeadershipSQL
+)
