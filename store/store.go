@@ -704,7 +704,7 @@ type LeadershipLog interface {
 	// EndLeadership appends the "ended" change of node's term of epoch to namespace's
 	// history, stamped by the store's clock, unless that term's end is recorded
 	// already (then it changes nothing). An invalid namespace (see InNamespace), an
-	// empty node or one over MaxLeadershipNode bytes, an epoch below 1, a reason over
+	// empty node or one over MaxLeadershipHolder bytes, an epoch below 1, a reason over
 	// MaxLeadershipReason bytes, or text not UTF-8 or with a NUL, is ErrInvalid.
 	EndLeadership(ctx context.Context, namespace, node string, epoch int64, reason string) error
 
@@ -727,10 +727,12 @@ type LeadershipLog interface {
 // LeadershipChange is one change of a namespace's leader, as a LeadershipLog records it.
 type LeadershipChange struct {
 	Namespace string
-	Epoch     int64     // the term's fencing epoch (Fence.Token)
-	Node      string    // the leader: the holder RaiseFence recorded
-	Kind      string    // LeadershipAcquired or LeadershipEnded
-	At        time.Time // when it was recorded, by the store's clock
+	Epoch     int64 // the term's fencing epoch (Fence.Token)
+	// Holder is the leader, as RaiseFence recorded it: an elector's holder value
+	// (elect.Lease.Holder: a campaign id, a space, the candidate's name).
+	Holder string
+	Kind   string    // LeadershipAcquired or LeadershipEnded
+	At     time.Time // when it was recorded, by the store's clock
 	// Reason says why: for "acquired", how the previous term ended, as far as the
 	// history knows; for "ended", the cause the leader gave.
 	Reason string
@@ -743,9 +745,9 @@ const (
 )
 
 // The limits of a LeadershipLog: the most changes one LeadershipHistory returns, and
-// the longest Node and Reason, in bytes.
+// the longest Holder and Reason, in bytes.
 const (
 	MaxLeadershipHistory = 100
-	MaxLeadershipNode    = 500
+	MaxLeadershipHolder  = 500
 	MaxLeadershipReason  = 1000
 )

@@ -38,7 +38,7 @@ func (s *Store) appendChange(c store.LeadershipChange) {
 // recordAcquired appends the "acquired" change of holder's term of epoch, RaiseFence's
 // part. s.mu must be held.
 func (s *Store) recordAcquired(namespace, holder string, epoch int64) {
-	c := store.LeadershipChange{Namespace: namespace, Epoch: epoch, Node: holder, Kind: store.LeadershipAcquired, At: s.now()}
+	c := store.LeadershipChange{Namespace: namespace, Epoch: epoch, Holder: holder, Kind: store.LeadershipAcquired, At: s.now()}
 	h := s.leadership[namespace]
 	if _, found := slices.BinarySearchFunc(h, c, changeOrder); found {
 		return
@@ -51,16 +51,16 @@ func (s *Store) recordAcquired(namespace, holder string, epoch int64) {
 	s.appendChange(c)
 }
 
-// EndLeadership appends the end of node's term of epoch. See [store.LeadershipLog].
-func (s *Store) EndLeadership(ctx context.Context, namespace, node string, epoch int64, reason string) error {
-	if err := leaderlog.CheckEnd(namespace, node, epoch, reason); err != nil {
+// EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
+func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
+	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
 		return fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
 		return fmt.Errorf("ax: end leadership: %w", err)
 	}
 	defer s.mu.Unlock()
-	s.appendChange(store.LeadershipChange{Namespace: namespace, Epoch: epoch, Node: node, Kind: store.LeadershipEnded, At: s.now(), Reason: reason})
+	s.appendChange(store.LeadershipChange{Namespace: namespace, Epoch: epoch, Holder: holder, Kind: store.LeadershipEnded, At: s.now(), Reason: reason})
 	return nil
 }
 

@@ -62,7 +62,7 @@ func TestExplain(t *testing.T) {
 				vals = append(vals, fmt.Sprintf("('%s', %d, '%s', 'node-%d', UTC_TIMESTAMP(6) - INTERVAL %d HOUR, 'resigned')", lns, e, kind, e%3, 505-e))
 			}
 		}
-		if _, err := db.Exec(`INSERT INTO ax_leadership (namespace, epoch, kind, node, at, reason) VALUES ` + strings.Join(vals, ", ")); err != nil {
+		if _, err := db.Exec(`INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason) VALUES ` + strings.Join(vals, ", ")); err != nil {
 			t.Fatal(err)
 		}
 	}

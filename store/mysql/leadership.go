@@ -22,12 +22,12 @@ var _ store.LeadershipLog = (*Store)(nil)
 
 // newestChangeSQL reads a namespace's newest change: one step of the primary key's
 // backward scan.
-const newestChangeSQL = `SELECT epoch, kind, node, reason FROM ax_leadership
+const newestChangeSQL = `SELECT epoch, kind, holder, reason FROM ax_leadership
 	WHERE namespace = ? ORDER BY epoch DESC, kind DESC LIMIT 1`
 
 // appendChangeSQL appends a change stamped by the database's clock, unless its
 // namespace, epoch and kind are recorded already.
-const appendChangeSQL = `INSERT INTO ax_leadership (namespace, epoch, kind, node, at, reason)
+const appendChangeSQL = `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
 	VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), ?) ON DUPLICATE KEY UPDATE namespace = namespace`
 
 // recordAcquired appends, in tx, the "acquired" change of holder's term of epoch,
@@ -35,7 +35,7 @@ const appendChangeSQL = `INSERT INTO ax_leadership (namespace, epoch, kind, node
 // reason comes from the newest change before it.
 func recordAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, epoch int64) error {
 	var prev store.LeadershipChange
-	err := tx.QueryRowContext(ctx, newestChangeSQL, namespace).Scan(&prev.Epoch, &prev.Kind, &prev.Node, &prev.Reason)
+	err := tx.QueryRowContext(ctx, newestChangeSQL, namespace).Scan(&prev.Epoch, &prev.Kind, &prev.Holder, &prev.Reason)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		_, err = tx.ExecContext(ctx, appendChangeSQL, namespace, epoch, store.LeadershipAcquired, holder, leaderlog.AcquiredReason(nil))
@@ -47,19 +47,19 @@ func recordAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, e
 	return err
 }
 
-// EndLeadership appends the end of node's term of epoch. See [store.LeadershipLog].
-func (s *Store) EndLeadership(ctx context.Context, namespace, node string, epoch int64, reason string) error {
-	if err := leaderlog.CheckEnd(namespace, node, epoch, reason); err != nil {
+// EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
+func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
+	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
 		return fmt.Errorf("ax: mysql: %w", err)
 	}
 	return s.run(ctx, "end leadership", 0, func(tx *sql.Tx, _ int64) error {
-		_, err := tx.ExecContext(ctx, appendChangeSQL, namespace, epoch, store.LeadershipEnded, node, reason)
+		_, err := tx.ExecContext(ctx, appendChangeSQL, namespace, epoch, store.LeadershipEnded, holder, reason)
 		return err
 	})
 }
 
 // historySQL reads a namespace's newest changes: a backward range of the primary key.
-const historySQL = `SELECT epoch, kind, node, at, reason FROM ax_leadership
+const historySQL = `SELECT epoch, kind, holder, at, reason FROM ax_leadership
 	WHERE namespace = ? ORDER BY epoch DESC, kind DESC LIMIT ?`
 
 // LeadershipHistory returns the namespace's newest n changes. See [store.LeadershipLog].
@@ -78,7 +78,7 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 	out := []store.LeadershipChange{}
 	for rows.Next() {
 		c := store.LeadershipChange{Namespace: namespace}
-		if err := rows.Scan(&c.Epoch, &c.Kind, &c.Node, dbTime{&c.At}, &c.Reason); err != nil {
+		if err := rows.Scan(&c.Epoch, &c.Kind, &c.Holder, dbTime{&c.At}, &c.Reason); err != nil {
 			return nil, s.wrap("leadership history", err)
 		}
 		out = append(out, c)

@@ -52,7 +52,7 @@ func TestExplain(t *testing.T) {
 	// The leadership history: 505 terms, each acquired and ended, in each of 20
 	// namespaces, the default one among them — 10 changes beyond the 1,000 that
 	// retention keeps.
-	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, node, at, reason)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
 		SELECT ns, g, kind, 'node-' || (g % 3), clock_timestamp() - (505 - g) * interval '1 hour', 'resigned'
 		FROM unnest(ARRAY['default'] || ARRAY(SELECT 'ns-' || i FROM generate_series(1, 19) i)) ns,
 			generate_series(1, 505) g, unnest(ARRAY['acquired', 'ended']) kind`); err != nil {

@@ -22,16 +22,16 @@ var _ store.LeadershipLog = (*Store)(nil)
 
 // newestChangeSQL reads a namespace's newest change: one step of the primary key's
 // backward scan.
-const newestChangeSQL = `SELECT epoch, kind, node, reason FROM ax_leadership
+const newestChangeSQL = `SELECT epoch, kind, holder, reason FROM ax_leadership
 	WHERE namespace = $1 ORDER BY epoch DESC, kind DESC LIMIT 1`
 
 // appendChangeSQL appends a change stamped by the database's clock, unless its
 // namespace, epoch and kind are recorded already.
-const appendChangeSQL = `INSERT INTO ax_leadership (namespace, epoch, kind, node, at, reason)
+const appendChangeSQL = `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
 	VALUES ($1, $2, $3, $4, clock_timestamp(), $5) ON CONFLICT DO NOTHING`
 
 // historySQL reads a namespace's newest changes.
-const historySQL = `SELECT epoch, kind, node, at, reason FROM ax_leadership
+const historySQL = `SELECT epoch, kind, holder, at, reason FROM ax_leadership
 	WHERE namespace = $1 ORDER BY epoch DESC, kind DESC LIMIT $2`
 
 // pruneLeadershipSQL deletes up to $4 of namespace $1's oldest changes (see
@@ -75,7 +75,7 @@ func (s *Store) raiseFence(ctx context.Context, namespace, holder string, token 
 			if err := br.QueryRow().Scan(&epoch); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			err := br.QueryRow().Scan(&prev.Epoch, &prev.Kind, &prev.Node, &prev.Reason)
+			err := br.QueryRow().Scan(&prev.Epoch, &prev.Kind, &prev.Holder, &prev.Reason)
 			if found = err == nil; err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
@@ -98,15 +98,15 @@ func (s *Store) raiseFence(ctx context.Context, namespace, holder string, token 
 	return epoch, err
 }
 
-// EndLeadership appends the end of node's term of epoch. See [store.LeadershipLog].
-func (s *Store) EndLeadership(ctx context.Context, namespace, node string, epoch int64, reason string) error {
-	if err := leaderlog.CheckEnd(namespace, node, epoch, reason); err != nil {
+// EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
+func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
+	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
 		return fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := s.check("end leadership"); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, appendChangeSQL, namespace, epoch, store.LeadershipEnded, node, reason); err != nil {
+	if _, err := s.pool.Exec(ctx, appendChangeSQL, namespace, epoch, store.LeadershipEnded, holder, reason); err != nil {
 		return s.wrap("end leadership", err)
 	}
 	return nil
@@ -127,7 +127,7 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LeadershipChange, error) {
 		c := store.LeadershipChange{Namespace: namespace}
-		err := row.Scan(&c.Epoch, &c.Kind, &c.Node, &c.At, &c.Reason)
+		err := row.Scan(&c.Epoch, &c.Kind, &c.Holder, &c.At, &c.Reason)
 		c.At = c.At.UTC()
 		return c, err
 	})

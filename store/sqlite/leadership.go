@@ -21,7 +21,7 @@ var _ store.LeadershipLog = (*Store)(nil)
 
 // newestChangeSQL reads a namespace's newest change: one step of the primary key's
 // backward scan.
-const newestChangeSQL = `SELECT epoch, kind, node, reason FROM ax_leadership
+const newestChangeSQL = `SELECT epoch, kind, holder, reason FROM ax_leadership
 	WHERE namespace = ? ORDER BY epoch DESC, kind DESC LIMIT 1`
 
 // recordAcquired appends, in tx, the "acquired" change of holder's term of epoch at at,
@@ -29,7 +29,7 @@ const newestChangeSQL = `SELECT epoch, kind, node, reason FROM ax_leadership
 // reason comes from the newest change before it.
 func recordAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, epoch, at int64) error {
 	var prev store.LeadershipChange
-	err := tx.QueryRowContext(ctx, newestChangeSQL, namespace).Scan(&prev.Epoch, &prev.Kind, &prev.Node, &prev.Reason)
+	err := tx.QueryRowContext(ctx, newestChangeSQL, namespace).Scan(&prev.Epoch, &prev.Kind, &prev.Holder, &prev.Reason)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		err = insertAcquired(ctx, tx, namespace, holder, epoch, at, leaderlog.AcquiredReason(nil))
@@ -42,19 +42,19 @@ func recordAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, e
 }
 
 func insertAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, epoch, at int64, reason string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, node, at, reason)
+	_, err := tx.ExecContext(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, namespace, epoch, store.LeadershipAcquired, holder, at, reason)
 	return err
 }
 
-// EndLeadership appends the end of node's term of epoch. See [store.LeadershipLog].
-func (s *Store) EndLeadership(ctx context.Context, namespace, node string, epoch int64, reason string) error {
-	if err := leaderlog.CheckEnd(namespace, node, epoch, reason); err != nil {
+// EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
+func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
+	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
 		return fmt.Errorf("ax: sqlite: %w", err)
 	}
 	return s.write(ctx, "end leadership", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, node, at, reason)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, namespace, epoch, store.LeadershipEnded, node, micros(now()), reason)
+		_, err := tx.ExecContext(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, namespace, epoch, store.LeadershipEnded, holder, micros(now()), reason)
 		return err
 	})
 }
@@ -74,7 +74,7 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 	for rows.Next() {
 		c := store.LeadershipChange{Namespace: namespace}
 		var at int64
-		if err := rows.Scan(&c.Epoch, &c.Kind, &c.Node, &at, &c.Reason); err != nil {
+		if err := rows.Scan(&c.Epoch, &c.Kind, &c.Holder, &at, &c.Reason); err != nil {
 			return nil, s.wrap("leadership history", err)
 		}
 		c.At = fromMicros(at)
@@ -84,7 +84,7 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 }
 
 // historySQL reads a namespace's newest changes (explain_test.go pins its plan).
-const historySQL = `SELECT epoch, kind, node, at, reason FROM ax_leadership
+const historySQL = `SELECT epoch, kind, holder, at, reason FROM ax_leadership
 	WHERE namespace = ? ORDER BY epoch DESC, kind DESC LIMIT ?`
 
 // PruneLeadership deletes the namespace's oldest changes, in one write transaction

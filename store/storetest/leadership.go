@@ -70,7 +70,7 @@ type change struct {
 func changes(h []store.LeadershipChange) []change {
 	out := []change{}
 	for _, c := range h {
-		out = append(out, change{c.Epoch, c.Node, c.Kind})
+		out = append(out, change{c.Epoch, c.Holder, c.Kind})
 	}
 	return out
 }
@@ -152,12 +152,17 @@ func testLeadershipEndThenNext(e *env) {
 	}
 }
 
-// A term without a recorded end (its leader crashed) is named by the next "acquired".
+// A term without a recorded end (its leader crashed) is named by the next "acquired",
+// by its candidate's name (an elector's holder value: a campaign id, a space, the
+// name).
 func testLeadershipNoEndRecorded(e *env) {
-	e.raise("ns", "a", 1, 1)
-	e.raise("ns", "b", 1, 2)
-	h := e.wantHistory("ns", 10, acquired(2, "b"), acquired(1, "a"))
-	e.wantReason(h[0], "a", "1", "no end")
+	e.raise("ns", "C1 node-a", 1, 1)
+	e.raise("ns", "C2 node-b", 1, 2)
+	h := e.wantHistory("ns", 10, acquired(2, "C2 node-b"), acquired(1, "C1 node-a"))
+	e.wantReason(h[0], "node-a", "epoch 1", "no end")
+	if strings.Contains(h[0].Reason, "C1") {
+		e.t.Errorf("reason %q names the campaign, want the candidate alone", h[0].Reason)
+	}
 }
 
 // An end recorded after the next leader began (a leader frozen past its lease) sorts
@@ -226,7 +231,7 @@ func testLeadershipInvalid(e *env) {
 		{"has space", "a", 1, ""},
 		{strings.Repeat("n", store.MaxNamespace+1), "a", 1, ""},
 		{"ns", "", 1, ""},
-		{"ns", strings.Repeat("x", store.MaxLeadershipNode+1), 1, ""},
+		{"ns", strings.Repeat("x", store.MaxLeadershipHolder+1), 1, ""},
 		{"ns", "a\x00", 1, ""},
 		{"ns", "a", 0, ""},
 		{"ns", "a", -1, ""},

@@ -5,6 +5,7 @@ package leaderlog
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -12,13 +13,13 @@ import (
 )
 
 // CheckEnd rejects what the contract calls invalid for EndLeadership (ErrInvalid).
-func CheckEnd(namespace, node string, epoch int64, reason string) error {
+func CheckEnd(namespace, holder string, epoch int64, reason string) error {
 	if err := store.CheckNamespace(namespace); err != nil {
 		return fmt.Errorf("end leadership: %w", err)
 	}
 	switch {
-	case node == "" || len(node) > store.MaxLeadershipNode || !store.CleanText(node):
-		return fmt.Errorf("end leadership: a node empty, over %d bytes, not UTF-8 or with a NUL: %w", store.MaxLeadershipNode, store.ErrInvalid)
+	case holder == "" || len(holder) > store.MaxLeadershipHolder || !store.CleanText(holder):
+		return fmt.Errorf("end leadership: a holder empty, over %d bytes, not UTF-8 or with a NUL: %w", store.MaxLeadershipHolder, store.ErrInvalid)
 	case epoch < 1:
 		return fmt.Errorf("end leadership: epoch %d below 1: %w", epoch, store.ErrInvalid)
 	case len(reason) > store.MaxLeadershipReason || !store.CleanText(reason):
@@ -55,16 +56,17 @@ func CheckPrune(namespace string, before time.Time, keepNewest, limit int) error
 }
 
 // AcquiredReason is the Reason of the "acquired" change of a new term, from prev, the
-// namespace's newest change recorded before it (nil when there is none). It is at most
+// namespace's newest change recorded before it (nil when there is none). It names
+// prev's leader by its candidate name (Candidate) and is at most
 // store.MaxLeadershipReason bytes.
 func AcquiredReason(prev *store.LeadershipChange) string {
 	switch {
 	case prev == nil:
 		return "no earlier leader recorded"
 	case prev.Kind == store.LeadershipEnded:
-		return Clip(fmt.Sprintf("%s ended its term of epoch %d: %s", prev.Node, prev.Epoch, prev.Reason))
+		return Clip(fmt.Sprintf("%s ended its term of epoch %d: %s", Candidate(prev.Holder), prev.Epoch, prev.Reason))
 	default:
-		return Clip(fmt.Sprintf("%s recorded no end of its term of epoch %d: its lease expired without a release (it crashed, froze or lost the store)", prev.Node, prev.Epoch))
+		return Clip(fmt.Sprintf("%s recorded no end of its term of epoch %d: its lease was not released (it crashed, froze or lost its store)", Candidate(prev.Holder), prev.Epoch))
 	}
 }
 
@@ -78,4 +80,13 @@ func Clip(s string) string {
 		cut--
 	}
 	return s[:cut]
+}
+
+// Candidate returns the candidate's name in an elector's holder value (elect.Lease:
+// "<campaign id> <candidate>"), or the whole value when it holds no space.
+func Candidate(holder string) string {
+	if _, cand, ok := strings.Cut(holder, " "); ok {
+		return cand
+	}
+	return holder
 }

@@ -12,7 +12,7 @@ CREATE TABLE ax_leadership (
     namespace text COLLATE "C" NOT NULL,
     epoch     bigint      NOT NULL,
     kind      text COLLATE "C" NOT NULL,
-    node      text        NOT NULL,
+    holder    text        NOT NULL,
     at        timestamptz NOT NULL,
     reason    text        NOT NULL DEFAULT '',
     PRIMARY KEY (namespace, epoch, kind)

@@ -10,7 +10,7 @@ CREATE TABLE ax_leadership (
     namespace TEXT    NOT NULL,
     epoch     INTEGER NOT NULL,
     kind      TEXT    NOT NULL,
-    node      TEXT    NOT NULL,
+    holder    TEXT    NOT NULL,
     at        INTEGER NOT NULL,
     reason    TEXT    NOT NULL DEFAULT '',
     PRIMARY KEY (namespace, epoch, kind)
