@@ -28,6 +28,12 @@ type AuditPruner interface {
 	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// HistoryPruner deletes the oldest changes of a namespace's leadership history
+// (store.LeadershipLog's PruneLeadership).
+type HistoryPruner interface {
+	PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error)
+}
+
 // Config is what retention needs.
 type Config struct {
 	Store    store.Pruner
@@ -37,9 +43,15 @@ type Config struct {
 	Rules    []Rule
 	Audit    AuditPruner   // nil: no audit log to prune
 	AuditAge time.Duration // audit records older than this are deleted; 0: none
-	Interval time.Duration // between rounds
-	Pause    time.Duration // between two calls of a round
-	Batch    int           // tasks per call, at most store.MaxPrune
+	// History, when set, prunes Namespace's leadership history: changes older than
+	// HistoryAge (when positive) and beyond the newest HistoryRows (when positive).
+	History     HistoryPruner
+	Namespace   string
+	HistoryAge  time.Duration
+	HistoryRows int
+	Interval    time.Duration // between rounds
+	Pause       time.Duration // between two calls of a round
+	Batch       int           // tasks per call, at most store.MaxPrune
 }
 
 // Run runs a round at once and then every Interval until ctx ends.
@@ -59,9 +71,9 @@ func Run(ctx context.Context, cfg Config) {
 	}
 }
 
-// Once runs one round: for each rule, and then for the audit log, calls until one
-// deletes less than a batch, pausing between calls. It returns how many rows it
-// deleted.
+// Once runs one round: for each rule, then for the audit log and the leadership
+// history, calls until one deletes less than a batch, pausing between calls. It
+// returns how many rows it deleted.
 func Once(ctx context.Context, cfg Config) (int, error) {
 	total := 0
 	for _, r := range cfg.Rules {
@@ -77,12 +89,26 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 			return total, err
 		}
 	}
-	if cfg.Audit == nil || cfg.AuditAge <= 0 {
-		return total, nil
+	if cfg.Audit != nil && cfg.AuditAge > 0 {
+		before := cfg.Now().Add(-cfg.AuditAge)
+		n, err := drain(ctx, cfg, "audit", func() (int, error) { return cfg.Audit.PruneAudit(ctx, before, cfg.Batch) })
+		if total += n; err != nil {
+			return total, err
+		}
 	}
-	before := cfg.Now().Add(-cfg.AuditAge)
-	n, err := drain(ctx, cfg, "audit", func() (int, error) { return cfg.Audit.PruneAudit(ctx, before, cfg.Batch) })
-	return total + n, err
+	if cfg.History != nil && (cfg.HistoryAge > 0 || cfg.HistoryRows > 0) {
+		var before time.Time
+		if cfg.HistoryAge > 0 {
+			before = cfg.Now().Add(-cfg.HistoryAge)
+		}
+		n, err := drain(ctx, cfg, "leadership", func() (int, error) {
+			return cfg.History.PruneLeadership(ctx, cfg.Namespace, before, max(cfg.HistoryRows, 0), cfg.Batch)
+		})
+		if total += n; err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // drain calls batch until it deletes less than cfg.Batch rows, Pause apart,

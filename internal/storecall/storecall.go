@@ -189,3 +189,22 @@ func (b AuditPruner) PruneAudit(ctx context.Context, before time.Time, limit int
 	defer cancel()
 	return b.a.PruneAudit(ctx, before, limit)
 }
+
+// BoundedHistoryPruner returns l's PruneLeadership with every call given a timeout of
+// its own (see Bounded).
+func BoundedHistoryPruner(l store.LeadershipLog, timeout time.Duration) HistoryPruner {
+	return HistoryPruner{l: l, timeout: timeout}
+}
+
+// HistoryPruner is a LeadershipLog's PruneLeadership, bounded (BoundedHistoryPruner).
+type HistoryPruner struct {
+	l       store.LeadershipLog
+	timeout time.Duration
+}
+
+// PruneLeadership is l's, bounded.
+func (b HistoryPruner) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.l.PruneLeadership(ctx, namespace, before, keepNewest, limit)
+}
