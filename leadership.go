@@ -2,9 +2,9 @@ package ax
 
 import (
 	"context"
-	"strings"
 	"time"
 
+	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/store"
 )
 
@@ -65,11 +65,7 @@ func (s *Scheduler) LeadershipHistory(ctx context.Context, n int) ([]LeadershipC
 	}
 	out := make([]LeadershipChange, len(rows))
 	for i, c := range rows {
-		node := c.Holder // an elector's holder value: "<campaign id> <Config.Node>"
-		if _, name, ok := strings.Cut(c.Holder, " "); ok {
-			node = name
-		}
-		out[i] = LeadershipChange{Epoch: c.Epoch, Node: node, Holder: c.Holder, Kind: c.Kind, At: c.At, Reason: c.Reason}
+		out[i] = LeadershipChange{Epoch: c.Epoch, Node: elect.Candidate(c.Holder), Holder: c.Holder, Kind: c.Kind, At: c.At, Reason: c.Reason}
 	}
 	return out, nil
 }

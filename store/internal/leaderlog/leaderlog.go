@@ -5,10 +5,10 @@ package leaderlog
 
 import (
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/store"
 )
 
@@ -57,16 +57,16 @@ func CheckPrune(namespace string, before time.Time, keepNewest, limit int) error
 
 // AcquiredReason is the Reason of the "acquired" change of a new term, from prev, the
 // namespace's newest change recorded before it (nil when there is none). It names
-// prev's leader by its candidate name (Candidate) and is at most
+// prev's leader by its candidate name (elect.Candidate) and is at most
 // store.MaxLeadershipReason bytes.
 func AcquiredReason(prev *store.LeadershipChange) string {
 	switch {
 	case prev == nil:
 		return "no earlier leader recorded"
 	case prev.Kind == store.LeadershipEnded:
-		return Clip(fmt.Sprintf("%s ended its term of epoch %d: %s", Candidate(prev.Holder), prev.Epoch, prev.Reason))
+		return Clip(fmt.Sprintf("%s ended its term of epoch %d: %s", elect.Candidate(prev.Holder), prev.Epoch, prev.Reason))
 	default:
-		return Clip(fmt.Sprintf("%s recorded no end of its term of epoch %d: its lease was not released (it crashed, froze or lost its store)", Candidate(prev.Holder), prev.Epoch))
+		return Clip(fmt.Sprintf("%s recorded no end of its term of epoch %d: its lease was not released (it crashed, froze or lost its store)", elect.Candidate(prev.Holder), prev.Epoch))
 	}
 }
 
@@ -80,13 +80,4 @@ func Clip(s string) string {
 		cut--
 	}
 	return s[:cut]
-}
-
-// Candidate returns the candidate's name in an elector's holder value (elect.Lease:
-// "<campaign id> <candidate>"), or the whole value when it holds no space.
-func Candidate(holder string) string {
-	if _, cand, ok := strings.Cut(holder, " "); ok {
-		return cand
-	}
-	return holder
 }

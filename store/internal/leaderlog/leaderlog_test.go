@@ -15,7 +15,7 @@ func TestAcquiredReason(t *testing.T) {
 		want string
 	}{
 		{"first", nil, "no earlier leader recorded"},
-		{"after an end", &store.LeadershipChange{Epoch: 4, Holder: "C1 node-a", Kind: store.LeadershipEnded, Reason: "stopping"},
+		{"after an end", &store.LeadershipChange{Epoch: 4, Holder: "7 C1 node-a", Kind: store.LeadershipEnded, Reason: "stopping"},
 			"node-a ended its term of epoch 4: stopping"},
 		{"after a start", &store.LeadershipChange{Epoch: 4, Holder: "node-a", Kind: store.LeadershipAcquired, Reason: "x"},
 			"node-a recorded no end of its term of epoch 4: its lease was not released (it crashed, froze or lost its store)"},
@@ -38,14 +38,6 @@ func TestClip(t *testing.T) {
 		}
 		if len(s) <= store.MaxLeadershipReason && got != s {
 			t.Errorf("Clip(%d bytes) cut a text within the limit", len(s))
-		}
-	}
-}
-
-func TestCandidate(t *testing.T) {
-	for holder, want := range map[string]string{"C1 node-a": "node-a", "usurper": "usurper", "C2 a b": "a b"} {
-		if got := Candidate(holder); got != want {
-			t.Errorf("Candidate(%q) = %q, want %q", holder, got, want)
 		}
 	}
 }
