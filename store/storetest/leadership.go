@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -15,6 +17,7 @@ import (
 var leadershipTests = []test{
 	{"RaiseRecordsAcquired", testLeadershipRaiseRecordsAcquired},
 	{"RaiseAfterLease", testLeadershipRaiseAfterLease},
+	{"ConcurrentRaises", testLeadershipConcurrentRaises},
 	{"EndThenNext", testLeadershipEndThenNext},
 	{"NoEndRecorded", testLeadershipNoEndRecorded},
 	{"LateEnd", testLeadershipLateEnd},
@@ -320,4 +323,40 @@ func testLeadershipPruneStopsAtKept(e *env) {
 	e.endLeadership("ns", "a", 1, "fenced by a newer leader") // recorded after cut
 	e.pruneLeadership("ns", cut, 0, 10, 1)
 	e.wantHistory("ns", 10, acquired(2, "b"), ended(1, "a"))
+}
+
+// Concurrent raises append their changes in turn: each reason names the term the
+// history held just before it, so the raise read the change the previous one wrote.
+func testLeadershipConcurrentRaises(e *env) {
+	e.leadershipLog()
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if _, err := e.s.RaiseFence(e.ctx, "ns", fmt.Sprintf("C%d node-%d", i, i), 1); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		e.t.Fatalf("RaiseFence error: %v", err)
+	}
+	h := e.history("ns", store.MaxLeadershipHistory)
+	if len(h) != n {
+		e.t.Fatalf("LeadershipHistory after %d raises = %d changes, want %d", n, len(h), n)
+	}
+	for i, c := range h {
+		if c.Kind != store.LeadershipAcquired || c.Epoch != int64(n-i) {
+			e.t.Fatalf("change %d = %+v, want acquired with epoch %d", i, c, n-i)
+		}
+		if i == n-1 {
+			break
+		}
+		prev := h[i+1]
+		_, name, _ := strings.Cut(prev.Holder, " ")
+		e.wantReason(c, name+" recorded no end", fmt.Sprintf("epoch %d", prev.Epoch))
+	}
 }
