@@ -3,6 +3,7 @@
 // (store.Store.RaiseFence), runs the leader-only parts under one context for the term,
 // and ends the term — and every part with it — when the lease is lost, when the store
 // refuses a write as fenced by a newer leader, or when the scheduler stops; then it
+// records the end in the store's leadership history (the raise recorded the start),
 // resigns, so that a standby takes over at once, and campaigns again.
 package leadership
 
