@@ -701,12 +701,13 @@ type NodeInfo struct {
 // or lost the store, records none, and the next "acquired" change says so. A change is
 // identified by (Namespace, Epoch, Kind): appending one twice keeps the first.
 type LeadershipLog interface {
-	// EndLeadership appends the "ended" change of node's term of epoch to namespace's
-	// history, stamped by the store's clock, unless that term's end is recorded
-	// already (then it changes nothing). An invalid namespace (see InNamespace), an
-	// empty node or one over MaxLeadershipHolder bytes, an epoch below 1, a reason over
-	// MaxLeadershipReason bytes, or text not UTF-8 or with a NUL, is ErrInvalid.
-	EndLeadership(ctx context.Context, namespace, node string, epoch int64, reason string) error
+	// EndLeadership appends the "ended" change of holder's term of epoch to
+	// namespace's history, stamped by the store's clock, unless that term's end is
+	// recorded already (then it changes nothing). An invalid namespace (see
+	// InNamespace), an empty holder or one over MaxLeadershipHolder bytes, an epoch
+	// below 1, a reason over MaxLeadershipReason bytes, or text not UTF-8 or with a
+	// NUL, is ErrInvalid.
+	EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error
 
 	// LeadershipHistory returns the newest n changes of namespace, newest first: by
 	// epoch descending, a term's end before its start. It reads at most n rows of an
@@ -729,7 +730,7 @@ type LeadershipChange struct {
 	Namespace string
 	Epoch     int64 // the term's fencing epoch (Fence.Token)
 	// Holder is the leader, as RaiseFence recorded it: an elector's holder value
-	// (elect.Lease.Holder: a campaign id, a space, the candidate's name).
+	// (elect.Lease.Holder; elect.Candidate reads the candidate's name in it).
 	Holder string
 	Kind   string    // LeadershipAcquired or LeadershipEnded
 	At     time.Time // when it was recorded, by the store's clock
