@@ -9,7 +9,7 @@ import (
 )
 
 // ClusterState is a snapshot of the replicas of one namespace, as Scheduler.Cluster
-// reads it.
+// reads it. The namespace's past leaders are read apart, with LeadershipHistory.
 type ClusterState struct {
 	Namespace string
 	// Leader is the Config.Node of the current leader; empty when nobody holds the

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -570,6 +571,10 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 		if h, ok := s.st.(store.SlotHistory); ok {
 			cfg.Gaps, cfg.GapAge = storecall.BoundedGapPruner(h, s.cfg.StoreTimeout), s.cfg.Retention.gapAge()
 		}
+		if l := s.leadershipLog(); l != nil && t.Fence.Token != 0 { // a history is kept under an Elector only
+			cfg.History, cfg.Namespace = storecall.BoundedHistoryPruner(l, s.cfg.StoreTimeout), s.cfg.Namespace
+			cfg.HistoryAge, cfg.HistoryRows = retainLeadershipAge, retainLeadershipRows
+		}
 		wg.Go(func() { retention.Run(ctx, cfg) })
 	}
 	if reg != nil {
@@ -637,6 +642,8 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 				},
 				StoreDown: s.cfg.StoreTimeout,
 				Released:  s.announceRelease,
+				History:   s.leadershipLog(),
+				EndReason: historyReason,
 			})
 		})
 	}
@@ -767,6 +774,19 @@ func endReason(cause error) string {
 	default:
 		return "lost"
 	}
+}
+
+// historyReason words why a term ended for its "ended" change in the leadership
+// history: endReason's word, then, when it says more, the cause.
+func historyReason(cause error) string {
+	why := endReason(cause)
+	switch {
+	case cause == nil:
+		return why
+	case why == "stopping" || why == "resigned":
+		return why
+	}
+	return strings.ReplaceAll(why, "_", " ") + ": " + strings.TrimPrefix(cause.Error(), "ax: ")
 }
 
 // clockMeasured reports a measurement of the store's clock.

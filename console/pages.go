@@ -2,8 +2,8 @@ package console
 
 import (
 	"bytes"
-	"math"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"

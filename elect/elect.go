@@ -3,6 +3,7 @@ package elect
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -47,9 +48,9 @@ type Lease interface {
 	Token() int64
 
 	// Holder returns the value the backend records as this lease's holder: unique to this
-	// campaign (an id, a space, the candidate name). The scheduler records the new leader
-	// under it in the store's fence (store.Store.RaiseFence), which thereby recognises a
-	// lease the store recorded itself (elect/sqllease).
+	// campaign (an id, a space, the candidate name; see Candidate). The scheduler records
+	// the new leader under it in the store's fence (store.Store.RaiseFence), which thereby
+	// recognises a lease the store recorded itself (elect/sqllease).
 	Holder() string
 
 	// Remaining returns the time until this holder stops acting on the lease unless a
@@ -73,6 +74,21 @@ type Lease interface {
 	// that a call whose ctx ended before the release could complete returns ctx.Err(), and
 	// one whose release failed returns that error: either may be retried.
 	Resign(ctx context.Context) error
+}
+
+// Candidate returns the candidate's name in a Lease's Holder value, as the electors of
+// this module write it: the name after a campaign id and, before that, an optional
+// decimal token, each followed by a space ("<id> <name>" for elect/sqllease,
+// "<token> <id> <name>" for elect/redis). A value without a space is returned whole.
+func Candidate(holder string) string {
+	rest := holder
+	if tok, after, ok := strings.Cut(rest, " "); ok && tok != "" && strings.Trim(tok, "0123456789") == "" {
+		rest = after
+	}
+	if _, name, ok := strings.Cut(rest, " "); ok {
+		return name
+	}
+	return rest
 }
 
 // State is a snapshot of an election.

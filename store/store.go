@@ -226,7 +226,9 @@ type Store interface {
 	// one write that waits for the fenced writes in flight. It returns the Fence the
 	// new leader's writes carry. It leaves the lease's expiry alone (a row it creates
 	// holds no live lease). namespace and holder must be non-empty and token positive,
-	// else ErrInvalid.
+	// else ErrInvalid. A store that keeps a [LeadershipLog] appends, in the same
+	// write, the "acquired" change of the epoch it returns, unless that epoch's is
+	// recorded already.
 	RaiseFence(ctx context.Context, namespace, holder string, token int64) (Fence, error)
 
 	// TaskStats counts the tasks in each status and finds the oldest SCHEDULED task
@@ -694,3 +696,65 @@ type NodeInfo struct {
 	StartedAt   time.Time
 	HeartbeatAt time.Time
 }
+
+// LeadershipLog is implemented by stores that keep each namespace's leadership history
+// (the console's cluster page): who led, under which epoch, from when, and why the
+// leader changed. Every driver of this module implements it.
+//
+// A term has two changes. Its "acquired" change is appended by RaiseFence, in the write
+// that raises the epoch, so no leader writes under a fence the history lacks. Its
+// "ended" change is appended by the leader when the term ends; a leader that crashed,
+// or lost the store, records none, and the next "acquired" change says so. A change is
+// identified by (Namespace, Epoch, Kind): appending one twice keeps the first.
+type LeadershipLog interface {
+	// EndLeadership appends the "ended" change of holder's term of epoch to
+	// namespace's history, stamped by the store's clock, unless that term's end is
+	// recorded already (then it changes nothing). An invalid namespace (see
+	// InNamespace), an empty holder or one over MaxLeadershipHolder bytes, an epoch
+	// below 1, a reason over MaxLeadershipReason bytes, or text not UTF-8 or with a
+	// NUL, is ErrInvalid.
+	EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error
+
+	// LeadershipHistory returns the newest n changes of namespace, newest first: by
+	// epoch descending, a term's end before its start. It reads at most n rows of an
+	// index. An invalid namespace, or n outside [1, MaxLeadershipHistory], is
+	// ErrInvalid.
+	LeadershipHistory(ctx context.Context, namespace string, n int) ([]LeadershipChange, error)
+
+	// PruneLeadership deletes, in one statement or transaction, up to limit of the
+	// oldest changes of namespace, in the history's order: from the oldest on, each
+	// change that is beyond the newest keepNewest (when keepNewest is positive) or was
+	// recorded before before (unless it is zero), stopping at the first that is
+	// neither. It returns how many it deleted. An invalid namespace, a limit outside
+	// [1, MaxPrune], a negative keepNewest, or neither a before nor a keepNewest, is
+	// ErrInvalid.
+	PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error)
+}
+
+// LeadershipChange is one change of a namespace's leader, as a LeadershipLog records it.
+type LeadershipChange struct {
+	Namespace string
+	Epoch     int64 // the term's fencing epoch (Fence.Token)
+	// Holder is the leader, as RaiseFence recorded it: an elector's holder value
+	// (elect.Lease.Holder; elect.Candidate reads the candidate's name in it).
+	Holder string
+	Kind   string    // LeadershipAcquired or LeadershipEnded
+	At     time.Time // when it was recorded, by the store's clock
+	// Reason says why: for "acquired", how the previous term ended, as far as the
+	// history knows; for "ended", the cause the leader gave.
+	Reason string
+}
+
+// The kinds of a LeadershipChange.
+const (
+	LeadershipAcquired = "acquired" // a term began: its leader raised the fence
+	LeadershipEnded    = "ended"    // a term ended, as its leader recorded
+)
+
+// The limits of a LeadershipLog: the most changes one LeadershipHistory returns, and
+// the longest Holder and Reason, in bytes.
+const (
+	MaxLeadershipHistory = 100
+	MaxLeadershipHolder  = 500
+	MaxLeadershipReason  = 1000
+)

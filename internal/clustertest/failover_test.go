@@ -123,7 +123,8 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 // leader must appear within 10s of each kill (liveness), every task must succeed once
 // and never start early (Verify); a task may run again only after its execution was
 // orphaned by the kill of its node. At the end the leader is stopped gracefully
-// (SIGTERM): it must exit cleanly and hand over. The failover times and the lateness
+// (SIGTERM): it must exit cleanly and hand over. The store's leadership history must
+// tell the kills (no end recorded) from the stop (its end recorded). The failover times and the lateness
 // of the tasks due during the gaps are logged, not asserted: benchmarks measure
 // performance.
 func TestLeaderKilledFailover(t *testing.T) {
@@ -134,7 +135,7 @@ func TestLeaderKilledFailover(t *testing.T) {
 	c := newCluster(t, timings())
 	c.start(3)
 	leader, epoch := c.waitLeader(20 * time.Second)
-	leadAt := time.Now()
+	leadAt, epoch0 := time.Now(), epoch
 	t.Logf("%s leads with epoch %d", leader.Node(), epoch)
 
 	l := startLoad(t, c.st, 400, 5, 200*time.Millisecond, time.Second)
@@ -183,6 +184,45 @@ func TestLeaderKilledFailover(t *testing.T) {
 	}
 	next, lead := c.waitNewLeader(leader, epoch, 10*time.Second)
 	t.Logf("%s stopped gracefully; %s leads with epoch %d %v after SIGTERM", leader.Node(), next.Node(), lead.Epoch(), lead.Stamp().Sub(termAt).Round(time.Millisecond))
+
+	// The leadership history, kept in the store whichever the elector (Redis here): a
+	// killed leader's term has no end, and the next term says so; the leader stopped
+	// by SIGTERM recorded its end, and the next term names it.
+	changes, err := c.st.(store.LeadershipLog).LeadershipHistory(t.Context(), store.DefaultNamespace, store.MaxLeadershipHistory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTerm := map[string]store.LeadershipChange{} // "<epoch> <kind>"
+	for _, ch := range changes {
+		byTerm[fmt.Sprint(ch.Epoch, " ", ch.Kind)] = ch
+		t.Logf("leadership history: epoch %d %s by %q at %s: %s", ch.Epoch, ch.Kind, ch.Holder, ch.At.Format("15:04:05.000"), ch.Reason)
+	}
+	term := func(epoch int64, kind, node string, reason ...string) {
+		t.Helper()
+		ch, ok := byTerm[fmt.Sprint(epoch, " ", kind)]
+		switch {
+		case !ok:
+			t.Errorf("leadership history: no %s change of epoch %d (%s)", kind, epoch, node)
+		case !strings.HasSuffix(ch.Holder, " "+node):
+			t.Errorf("leadership history: epoch %d %s by %q, want %s", epoch, kind, ch.Holder, node)
+		default:
+			for _, r := range reason {
+				if !strings.Contains(ch.Reason, r) {
+					t.Errorf("leadership history: epoch %d %s: reason %q does not mention %q", epoch, kind, ch.Reason, r)
+				}
+			}
+		}
+	}
+	prev := epoch0
+	for _, g := range gaps {
+		if _, ok := byTerm[fmt.Sprint(prev, " ", store.LeadershipEnded)]; ok {
+			t.Errorf("leadership history: the term of epoch %d, whose leader %s was killed, has an end", prev, g.victim)
+		}
+		term(g.leadEpoch, store.LeadershipAcquired, g.next, g.victim, "no end")
+		prev = g.leadEpoch
+	}
+	term(epoch, store.LeadershipEnded, leader.Node(), "stopping")
+	term(lead.Epoch(), store.LeadershipAcquired, next.Node(), leader.Node(), "stopping")
 
 	sum := c.verify(l)
 	if n := sum.ByStatus[store.Succeeded]; n != sum.Tasks {

@@ -3,6 +3,7 @@
 // (store.Store.RaiseFence), runs the leader-only parts under one context for the term,
 // and ends the term — and every part with it — when the lease is lost, when the store
 // refuses a write as fenced by a newer leader, or when the scheduler stops; then it
+// records the end in the store's leadership history (the raise recorded the start),
 // resigns, so that a standby takes over at once, and campaigns again.
 package leadership
 
@@ -11,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/internal/clock"
@@ -55,6 +58,13 @@ type Config struct {
 	// Released, when set, is called once a term's lease was released (not lost), so
 	// that the other replicas can be told to campaign at once; ctx bounds it.
 	Released func(ctx context.Context, f store.Fence)
+	// History, when set, is told of each term's end: its "ended" change is appended
+	// (RaiseFence appended the "acquired" one) before the lease is resigned, so that
+	// the next leader's "acquired" change can name it. Best effort, bounded by
+	// endRecordTimeout: a leader that cannot reach its store records no end.
+	History store.LeadershipLog
+	// EndReason words a term's cause for its "ended" change; nil: the cause's text.
+	EndReason func(cause error) string
 }
 
 // ErrStoreDown is the cause of a term ended because the leader's store stopped
@@ -66,6 +76,11 @@ var ErrStopping = errors.New("scheduler stopping")
 
 // resignTimeout bounds the release of a lease at the end of a term.
 const resignTimeout = 5 * time.Second
+
+// endRecordTimeout bounds the append of a term's end to the leadership history, which
+// delays the resignation: short, since a store that does not answer would hold off
+// the next leader for as long.
+const endRecordTimeout = time.Second
 
 // Run campaigns and runs terms until ctx ends; it returns once the last term has ended
 // and its lease was resigned.
@@ -152,9 +167,45 @@ func term(ctx context.Context, cfg Config, lease elect.Lease) {
 		level = slog.LevelInfo
 	}
 	cfg.Log.LogAttrs(ctx, level, "ax: leadership ended", slog.String("namespace", cfg.Namespace), slog.Int64("epoch", fence.Token), slog.Any("cause", cause))
+	recordEnd(ctx, cfg, lease.Holder(), fence, cause)
 	if cfg.Changed != nil {
 		cfg.Changed(false, fence, cause)
 	}
+}
+
+// recordEnd appends the end of holder's term under fence, with its cause, to the
+// leadership history, if there is one: best effort, bounded by endRecordTimeout, even
+// when ctx has ended (the scheduler stopping is a cause worth recording).
+func recordEnd(ctx context.Context, cfg Config, holder string, fence store.Fence, cause error) {
+	if cfg.History == nil {
+		return
+	}
+	reason := ""
+	switch {
+	case cfg.EndReason != nil:
+		reason = cfg.EndReason(cause)
+	case cause != nil:
+		reason = cause.Error()
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endRecordTimeout)
+	defer cancel()
+	if err := cfg.History.EndLeadership(rctx, fence.Namespace, holder, fence.Token, clip(reason)); err != nil {
+		cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: record the end of a term in the leadership history", slog.Int64("epoch", fence.Token), slog.Any("err", err))
+	}
+}
+
+// clip cuts s to store.MaxLeadershipReason bytes, at a character boundary, and
+// replaces what the store refuses in text (invalid UTF-8, NUL).
+func clip(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) <= store.MaxLeadershipReason {
+		return s
+	}
+	cut := store.MaxLeadershipReason
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // watchStore pings the store every second of the term and ends it once no ping has

@@ -38,6 +38,12 @@ type GapPruner interface {
 	PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// HistoryPruner deletes the oldest changes of a namespace's leadership history
+// (store.LeadershipLog's PruneLeadership).
+type HistoryPruner interface {
+	PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error)
+}
+
 // Config is what retention needs.
 type Config struct {
 	Store    store.Pruner
@@ -51,9 +57,15 @@ type Config struct {
 	StatsAge time.Duration // statistics of minutes older than this are deleted; 0: none
 	Gaps     GapPruner     // nil: no gaps of schedules to prune
 	GapAge   time.Duration // gaps that ended longer ago than this are deleted; 0: none
-	Interval time.Duration // between rounds
-	Pause    time.Duration // between two calls of a round
-	Batch    int           // tasks per call, at most store.MaxPrune
+	// History, when set, prunes Namespace's leadership history: changes older than
+	// HistoryAge (when positive) and beyond the newest HistoryRows (when positive).
+	History     HistoryPruner
+	Namespace   string
+	HistoryAge  time.Duration
+	HistoryRows int
+	Interval    time.Duration // between rounds
+	Pause       time.Duration // between two calls of a round
+	Batch       int           // tasks per call, at most store.MaxPrune
 }
 
 // Run runs a round at once and then every Interval until ctx ends.
@@ -73,9 +85,9 @@ func Run(ctx context.Context, cfg Config) {
 	}
 }
 
-// Once runs one round: for each rule, then for the gaps of schedules, the audit log
-// and the statistics, calls until one deletes less than a batch, pausing between
-// calls. It returns how many rows it deleted.
+// Once runs one round: for each rule, then for the gaps of schedules, the audit log,
+// the statistics and the leadership history, calls until one deletes less than a
+// batch, pausing between calls. It returns how many rows it deleted.
 func Once(ctx context.Context, cfg Config) (int, error) {
 	total := 0
 	for _, r := range cfg.Rules {
@@ -106,6 +118,18 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		}
 		before := cfg.Now().Add(-o.age)
 		n, err := drain(ctx, cfg, o.reason, func() (int, error) { return o.prune(before) })
+		if total += n; err != nil {
+			return total, err
+		}
+	}
+	if cfg.History != nil && (cfg.HistoryAge > 0 || cfg.HistoryRows > 0) {
+		var before time.Time
+		if cfg.HistoryAge > 0 {
+			before = cfg.Now().Add(-cfg.HistoryAge)
+		}
+		n, err := drain(ctx, cfg, "leadership", func() (int, error) {
+			return cfg.History.PruneLeadership(ctx, cfg.Namespace, before, max(cfg.HistoryRows, 0), cfg.Batch)
+		})
 		if total += n; err != nil {
 			return total, err
 		}

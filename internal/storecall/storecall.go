@@ -227,3 +227,22 @@ func (b GapPruner) PruneSlotGaps(ctx context.Context, before time.Time, limit in
 	defer cancel()
 	return b.h.PruneSlotGaps(ctx, before, limit)
 }
+
+// BoundedHistoryPruner returns l's PruneLeadership with every call given a timeout of
+// its own (see Bounded).
+func BoundedHistoryPruner(l store.LeadershipLog, timeout time.Duration) HistoryPruner {
+	return HistoryPruner{l: l, timeout: timeout}
+}
+
+// HistoryPruner is a LeadershipLog's PruneLeadership, bounded (BoundedHistoryPruner).
+type HistoryPruner struct {
+	l       store.LeadershipLog
+	timeout time.Duration
+}
+
+// PruneLeadership is l's, bounded.
+func (b HistoryPruner) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.l.PruneLeadership(ctx, namespace, before, keepNewest, limit)
+}

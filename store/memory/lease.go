@@ -133,5 +133,6 @@ func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token 
 	}
 	r.epoch = store.RaisedEpoch(r.holder, r.epoch, holder, token)
 	r.holder = holder
+	s.recordAcquired(namespace, holder, r.epoch)
 	return store.Fence{Namespace: namespace, Token: r.epoch}, nil
 }

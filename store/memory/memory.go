@@ -49,14 +49,15 @@ type state struct {
 	window  []dueKey                    // SCHEDULED rows in (DueAt, ID) order
 	skew    time.Duration               // WithClockSkew
 
-	schedules map[nameKey]*store.Schedule // key unused
-	leases    map[string]*leaseRow        // by namespace (lease.go)
-	nodes     map[nameKey]*store.NodeInfo // key unused (nodes.go)
-	audit     []auditRow                  // id order (audit.go)
-	lastAudit int64
-	stats     map[statsKey]store.MinuteStats // (stats.go)
-	gaps      []gapRow                       // recording order (slots.go)
-	lastGap   int64
+	schedules  map[nameKey]*store.Schedule // key unused
+	leases     map[string]*leaseRow        // by namespace (lease.go)
+	nodes      map[nameKey]*store.NodeInfo // key unused (nodes.go)
+	audit      []auditRow                  // id order (audit.go)
+	lastAudit  int64
+	stats      map[statsKey]store.MinuteStats // (stats.go)
+	gaps       []gapRow                       // recording order (slots.go)
+	lastGap    int64
+	leadership map[string][]store.LeadershipChange // by namespace (leadership.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -92,10 +93,11 @@ func New(opts ...Option) *Store {
 		keys:  make(map[nameKey]int64),
 		execs: make(map[string]*store.Execution),
 
-		schedules: make(map[nameKey]*store.Schedule),
-		leases:    make(map[string]*leaseRow),
-		nodes:     make(map[nameKey]*store.NodeInfo),
-		stats:     make(map[statsKey]store.MinuteStats),
+		schedules:  make(map[nameKey]*store.Schedule),
+		leases:     make(map[string]*leaseRow),
+		nodes:      make(map[nameKey]*store.NodeInfo),
+		stats:      make(map[statsKey]store.MinuteStats),
+		leadership: make(map[string][]store.LeadershipChange),
 	}}
 	for _, o := range opts {
 		o(s)
@@ -863,6 +865,7 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.rows, s.keys, s.execs, s.changes, s.window, s.schedules, s.leases, s.nodes = nil, nil, nil, nil, nil, nil, nil, nil
+	s.leadership = nil
 	return nil
 }
 

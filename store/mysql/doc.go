@@ -318,6 +318,14 @@
 // and AcquireLease (which lock the row exclusively) wait for the fenced writes in
 // flight. The zero Fence adds no statement. See fence.go.
 //
+// migrations/0008_leadership.sql: ax_leadership is the leadership history
+// (store.LeadershipLog), keyed by (namespace, epoch, kind). RaiseFence appends the
+// term's "acquired" row in its transaction, the ax_leader row still locked, so
+// concurrent raises append in turn; EndLeadership appends "ended". The history is a
+// backward range of the primary key with a LIMIT; PruneLeadership three statements
+// on the key, the DELETE with ORDER BY and LIMIT (MySQL takes no LIMIT in an IN
+// subquery). See leadership.go.
+//
 // # Time
 //
 // Now is SELECT UTC_TIMESTAMP(6). Like NOW(), UTC_TIMESTAMP is fixed at the start of

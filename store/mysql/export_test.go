@@ -91,3 +91,12 @@ const (
 
 // TasksByKeysSQL is the statement TasksByKeys runs for n keys.
 func TasksByKeysSQL(n int) string { return tasksByKeysSQL(n) }
+
+// The statements of the leadership history, for TestExplain.
+const (
+	HistorySQL         = historySQL
+	NewestChangeSQL    = newestChangeSQL
+	PruneCutSQL        = pruneCutSQL
+	PruneStaySQL       = pruneStaySQL
+	PruneLeadershipSQL = pruneLeadershipSQL
+)

@@ -41,7 +41,9 @@ import (
 // Otherwise SELECT … FOR UPDATE reads holder and epoch, store.RaisedEpoch decides, and
 // unless the row already records holder at token an UPDATE sets holder, epoch and
 // updated_at, leaving expires_at alone. Concurrent raises and acquires serialise on
-// the row, and each reads the epoch the previous one committed.
+// the row, and each reads the epoch the previous one committed. Last, with the row
+// still locked, the raise appends the term's "acquired" change to ax_leadership
+// (leadership.go), unless its epoch is recorded there already.
 
 // checkFence runs the fence check of a fenced write inside tx: nothing for the zero
 // Fence, else the shared lock on the namespace's ax_leader row and the comparison. A
@@ -81,7 +83,7 @@ func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token 
 		}
 		if n == 1 { // inserted: no epoch was recorded
 			epoch = store.RaisedEpoch("", 0, holder, token)
-			return nil
+			return recordAcquired(ctx, tx, namespace, holder, epoch)
 		}
 		var recordedHolder string
 		var recorded int64
@@ -89,12 +91,14 @@ func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token 
 			return err
 		}
 		epoch = store.RaisedEpoch(recordedHolder, recorded, holder, token)
-		if recordedHolder == holder && epoch == recorded {
-			return nil // already recorded: a lease acquired so, or a repeat
+		if recordedHolder != holder || epoch != recorded { // else already recorded: a lease acquired so, or a repeat
+			_, err = tx.ExecContext(ctx, `UPDATE ax_leader SET holder = ?, epoch = ?, updated_at = UTC_TIMESTAMP(6)
+				WHERE namespace = ?`, holder, epoch, namespace)
+			if err != nil {
+				return err
+			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE ax_leader SET holder = ?, epoch = ?, updated_at = UTC_TIMESTAMP(6)
-			WHERE namespace = ?`, holder, epoch, namespace)
-		return err
+		return recordAcquired(ctx, tx, namespace, holder, epoch) // leadership.go
 	})
 	if err != nil {
 		return store.Fence{}, err

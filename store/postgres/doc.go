@@ -13,7 +13,7 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0012_slot_gaps.sql);
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0013_leadership.sql);
 // New applies what is missing in one transaction that first takes
 // pg_advisory_xact_lock on a key derived from the schema name, so several processes
 // starting at once migrate it exactly once, and running it again is a no-op. A
@@ -69,6 +69,8 @@
 //     max_lateness (microseconds), lateness (the histogram's bucket counts,
 //     comma-separated) and failures (the most failing names as "count name" lines).
 //     Each node replaces its own rows; the console reads an hour through the key.
+//   - ax_leadership: the leadership history (version 13, store.LeadershipLog), keyed by
+//     (namespace, epoch, kind): node, at, reason. See Fencing, below.
 //   - ax_schema_migrations: the applied versions.
 //
 // Times the store stamps (created_at, dispatched_at, started_at, heartbeat_at,
@@ -468,6 +470,15 @@
 // the fence lock. The price: each AcquireLease attempt of a standby (every poll)
 // waits for the fenced writes in flight and holds new ones back for as long.
 // TestRaiseFenceWaitsForFencedWrites and TestLeaseAndFenceLock check it.
+//
+// RaiseFence also appends the term's "acquired" change to ax_leadership, in the same
+// transaction: the raise above and, in the same round trip, a read of the
+// namespace's newest change (its snapshot taken after the fence lock, so it sees
+// every earlier raise's change); then, unless that change is of the raised epoch or
+// a later one, an INSERT … ON CONFLICT DO NOTHING with the reason computed from it,
+// and COMMIT: two round trips, once per term. EndLeadership is one INSERT … ON
+// CONFLICT DO NOTHING; LeadershipHistory is a backward scan of the primary key with
+// a LIMIT; PruneLeadership one DELETE over a range of the key.
 //
 // # The refill cursor
 //

@@ -59,7 +59,16 @@ func TestExplain(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_slot_gaps`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks`); err != nil {
+	// The leadership history: 505 terms, each acquired and ended, in each of 20
+	// namespaces, the default one among them — 10 changes beyond the 1,000 that
+	// retention keeps.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
+		SELECT ns, g, kind, 'node-' || (g % 3), clock_timestamp() - (505 - g) * interval '1 hour', 'resigned'
+		FROM unnest(ARRAY['default'] || ARRAY(SELECT 'ns-' || i FROM generate_series(1, 19) i)) ns,
+			generate_series(1, 505) g, unnest(ARRAY['acquired', 'ended']) kind`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks, ax_leadership`); err != nil {
 		t.Fatal(err)
 	}
 	// Two days of statistics of 20 nodes, in the default namespace and in "other".
@@ -175,6 +184,10 @@ func TestExplain(t *testing.T) {
 		{"manual occurrences (TasksByKeyRange)", tasksByKeyRangeSQL, []any{ns, "order.close", "order-42", "order-43", 101}, "ax_tasks_name_key", false, false},
 		{"gaps of a schedule (SlotGaps)", slotGapsSQL, []any{ns, "schedule-7", now.Add(-24 * time.Hour), now, 100}, "ax_slot_gaps_schedule", false, false},
 		{"old gaps (PruneSlotGaps)", pruneSlotGapsSQL, []any{ns, now.Add(-7 * 24 * time.Hour), 1000}, "ax_slot_gaps_until", false, false},
+		{"leadership history (LeadershipHistory, 20)", historySQL, []any{ns, 20}, "ax_leadership_pkey", false, false},
+		{"newest leadership change (RaiseFence)", newestChangeSQL, []any{ns}, "ax_leadership_pkey", false, false},
+		{"leadership prune (PruneLeadership: keep 1,000 of 1,010, 90 days)", pruneLeadershipSQL, []any{ns, int64(1000), now.Add(-90 * 24 * time.Hour), 1000},
+			"ax_leadership_pkey", false, false},
 	}
 	for _, q := range []struct {
 		name  string
@@ -212,6 +225,15 @@ func TestExplain(t *testing.T) {
 		}
 		if strings.HasPrefix(c.index, "ax_stats") && strings.Contains(plan, "Seq Scan on ax_stats") {
 			t.Errorf("%s: plan scans ax_stats sequentially:\n%s", c.name, plan)
+		}
+		// The leadership history is read along its primary key, a few rows of one
+		// namespace, never the whole table, and the reads in the key's order, unsorted.
+		// (The prune's range, whose bounds come from the statement's own subqueries,
+		// may be read by a bitmap scan of the key and sorted: the rows of one
+		// namespace before the first change kept.)
+		if c.index == "ax_leadership_pkey" && strings.Contains(plan, "Seq Scan on ax_leadership") ||
+			c.sql != pruneLeadershipSQL && c.index == "ax_leadership_pkey" && strings.Contains(plan, "Sort Key") {
+			t.Errorf("%s: the plan scans or sorts ax_leadership:\n%s", c.name, plan)
 		}
 		// A statement that reaches its rows by primary key reads no other index of
 		// ax_tasks: a partial index on a status would have it read every row in that

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -83,10 +82,9 @@ func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token 
 	if err := s.check("raise fence"); err != nil {
 		return store.Fence{}, err
 	}
-	epoch := token // the row already records holder at token when none comes back
-	err := s.pool.QueryRow(ctx, raiseFenceSQL, namespace, holder, token).Scan(&epoch)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return store.Fence{}, s.wrap("raise fence", err)
+	epoch, err := s.raiseFence(ctx, namespace, holder, token) // and the term's "acquired" change (leadership.go)
+	if err != nil {
+		return store.Fence{}, err
 	}
 	return store.Fence{Namespace: namespace, Token: epoch}, nil
 }

@@ -28,8 +28,9 @@ func countSQL() string {
 // condition would silently fall back to a scan of every DISPATCHING and RUNNING row.
 // It also pins the claim of tasks without a key to the primary key (and its handler
 // list to json_each, read once),
-// and TaskStats's oldest due time to the partial due index, read once, and the fence
-// check to ax_leader's primary key.
+// and TaskStats's oldest due time to the partial due index, read once, the fence
+// check to ax_leader's primary key, and the leadership history's reads and prune to
+// ax_leadership's.
 //
 // Every scan of a namespace's rows must be a range of an index whose leading column is
 // the namespace (migrations/0004_namespaces.sql), and every statement that names its
@@ -120,6 +121,16 @@ func TestExplain(t *testing.T) {
 			[]string{"SCAN ax_stats", sorted}},
 		{"statistics pruned", pruneStatsSQL, []string{"SEARCH ax_stats USING PRIMARY KEY (namespace=? AND minute<?)"},
 			[]string{"SCAN ax_stats", sorted}},
+		{"leadership history", historySQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?)"},
+			[]string{"SCAN ax_leadership", sorted}},
+		{"newest leadership change (RaiseFence)", newestChangeSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?)"},
+			[]string{"SCAN ax_leadership", sorted}},
+		{"leadership prune cut", pruneCutSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=?)"},
+			[]string{"SCAN ax_leadership", sorted}},
+		{"leadership prune: the first to stay", pruneStaySQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=? AND (epoch,kind)>(?,?))"},
+			[]string{"SCAN ax_leadership", sorted}},
+		{"leadership prune", pruneLeadershipSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=? AND (epoch,kind)<(?,?))"},
+			[]string{"SCAN ax_leadership", sorted}},
 	} {
 		rows, err := s.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+c.sql, make([]any, strings.Count(c.sql, "?"))...)
 		if err != nil {

@@ -46,7 +46,8 @@ func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 // and strictly above the one it replaces, unless the row already records holder at
 // token (see store.Store). It reads the row and writes it in one IMMEDIATE transaction,
 // which waits for the fenced writes in flight and serialises with every AcquireLease and
-// RaiseFence. A row it creates expires at once: it holds no live lease.
+// RaiseFence, and appends the term's "acquired" change in it (leadership.go). A row it
+// creates expires at once: it holds no live lease.
 func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
 	if err := store.CheckRaiseFence(namespace, holder, token); err != nil {
 		return store.Fence{}, fmt.Errorf("ax: sqlite: raise fence: %w", err)
@@ -64,16 +65,18 @@ func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token 
 		}
 		found := err == nil
 		epoch = store.RaisedEpoch(recordedHolder, recorded, holder, token)
-		if found && recordedHolder == holder && recorded == epoch {
-			return nil // recorded already: leave the row alone
-		}
 		ts := micros(now())
-		_, err = tx.ExecContext(ctx, `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at)
-			VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (namespace) DO UPDATE SET
-				holder = excluded.holder, epoch = excluded.epoch, updated_at = excluded.updated_at`,
-			namespace, holder, epoch, ts, ts)
-		return err
+		if !found || recordedHolder != holder || recorded != epoch { // else recorded already: leave the row alone
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at)
+				VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (namespace) DO UPDATE SET
+					holder = excluded.holder, epoch = excluded.epoch, updated_at = excluded.updated_at`,
+				namespace, holder, epoch, ts, ts)
+			if err != nil {
+				return err
+			}
+		}
+		return recordAcquired(ctx, tx, namespace, holder, epoch, ts)
 	})
 	if err != nil {
 		return store.Fence{}, err

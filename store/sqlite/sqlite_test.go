@@ -79,8 +79,8 @@ func TestMigrations(t *testing.T) {
 
 func TestMigrateFromV1(t *testing.T) {
 	t.Parallel()
-	if v := sqlite.SchemaVersion(); v != 8 {
-		t.Fatalf("SchemaVersion() = %d, want 8", v)
+	if v := sqlite.SchemaVersion(); v != 9 {
+		t.Fatalf("SchemaVersion() = %d, want 9", v)
 	}
 	path := filepath.Join(t.TempDir(), "ax.db")
 	if err := sqlite.MigrateTo(path, 1); err != nil {
@@ -107,10 +107,10 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("Open of a version 1 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 8 || want != 8 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 8, 8", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 9 || want != 9 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 9, 9", have, want, err)
 	}
-	for _, name := range []string{"ax_tasks_ns_key_holder", "ax_schedules", "ax_leader", "ax_nodes", "ax_tasks_ns_succeeded", "ax_stats", "ax_slot_gaps_schedule"} {
+	for _, name := range []string{"ax_tasks_ns_key_holder", "ax_schedules", "ax_leader", "ax_nodes", "ax_tasks_ns_succeeded", "ax_stats", "ax_slot_gaps_schedule", "ax_leadership"} {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = ?`, name).Scan(&n); err != nil || n != 1 {
 			t.Errorf("%s: %d in sqlite_master (%v), want 1", name, n, err)

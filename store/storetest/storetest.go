@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Slots", slotTests},
 		{"Lease", leaseTests},
 		{"Fence", fenceTests},
+		{"Leadership", leadershipTests},
 		{"Namespace", namespaceTests},
 		{"Nodes", nodeTests},
 		{"Stats", statsTests},
