@@ -20,7 +20,7 @@
 //	GET  /tasks/{id}                 viewer: one task and its executions
 //	GET  /schedules                  viewer: the schedules, paused or not, with their next and last slots
 //	GET  /schedules/{name}           viewer: a schedule, its next 10 slots, and what became of its last 50 (ScheduleDetail)
-//	GET  /cluster                    viewer: the leader, its epoch and lease, the live replicas
+//	GET  /cluster                    viewer: the leader, its epoch and lease, the live replicas, the last 20 leadership changes
 //	GET  /overview                   viewer: tasks per status, the queue's lag, the last hour's executions per minute, the leader, its epoch, the replicas (Overview)
 //	GET  /whoami                     viewer: the caller's actor and role, and what the handler allows (Whoami)
 //	POST /tasks/{id}/cancel          operator: ax.Cancel

@@ -12,6 +12,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
+	"github.com/axsched/ax/store/memory"
 )
 
 // signIn starts a session of role's token on h and returns its cookie.
@@ -164,4 +165,34 @@ func sharedBody(t *testing.T, h http.Handler) string {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return rec.Body.String()
+}
+
+// GET /cluster shows the leadership history the store recorded, newest first.
+func TestClusterShowsLeadershipHistory(t *testing.T) {
+	t.Parallel()
+	st := memory.New()
+	defer st.Close()
+	ctx := context.Background()
+	for i, holder := range []string{"id-a node-a", "id-b node-b"} {
+		if _, err := st.RaiseFence(ctx, "default", holder, int64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := ax.New(ax.Config{Store: st, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := admin.NewHandler(s, admin.Config{Tokens: []admin.Token{{Actor: "v", Role: admin.Viewer, Hash: admin.HashToken("v")}}, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, body, _ := call(t, h, "GET", "/cluster", "v")
+	hist, _ := body["history"].([]any)
+	if st2 != http.StatusOK || len(hist) != 2 {
+		t.Fatalf("GET /cluster: %d, history %v", st2, body["history"])
+	}
+	newest, _ := hist[0].(map[string]any)
+	if newest["epoch"] != float64(2) || newest["node"] != "node-b" || newest["kind"] != "acquired" || newest["reason"] == "" {
+		t.Errorf("the newest change: %v", newest)
+	}
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -65,7 +66,24 @@ type ClusterView struct {
 	Epoch            int64      `json:"epoch"`
 	LeaseRemainingMS int64      `json:"lease_remaining_ms"`
 	Nodes            []NodeView `json:"nodes"`
+	// History is the last 20 leadership changes, newest first
+	// (ax.Scheduler.LeadershipHistory); HistoryUnsupported: the store keeps none.
+	History            []LeadershipView `json:"history"`
+	HistoryUnsupported bool             `json:"history_unsupported,omitempty"`
 }
+
+// LeadershipView is one change of leadership (ax.LeadershipChange): a term acquired
+// or ended, by whom, under which epoch, when and why.
+type LeadershipView struct {
+	Epoch  int64     `json:"epoch"`
+	Node   string    `json:"node"`
+	Kind   string    `json:"kind"` // "acquired" or "ended"
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+// clusterHistory is how many leadership changes GET /cluster shows.
+const clusterHistory = 20
 
 // cluster is GET /cluster: the leader, its epoch and lease, the live replicas.
 func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
@@ -83,6 +101,18 @@ func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 		}
 		out.Nodes[i] = NodeView{Node: n.Node, Advertise: n.Advertise, Handlers: handlers, Capacity: n.Capacity, InFlight: n.InFlight,
 			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt}
+	}
+	out.History = []LeadershipView{}
+	switch hist, err := h.s.LeadershipHistory(r.Context(), clusterHistory); {
+	case err == nil:
+		for _, c := range hist {
+			out.History = append(out.History, LeadershipView{Epoch: c.Epoch, Node: c.Node, Kind: c.Kind, At: c.At, Reason: c.Reason})
+		}
+	case errors.Is(err, ax.ErrUnsupported):
+		out.HistoryUnsupported = true
+	default:
+		h.writeErr(w, r, err)
+		return
 	}
 	writeJSON(w, http.StatusOK, out)
 }

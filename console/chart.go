@@ -69,13 +69,16 @@ func (c chart) SVG() template.HTML {
 	if top <= 0 {
 		top = 1
 	}
-	if math.IsInf(low, 1) || !c.Log {
+	switch {
+	case !c.Log || math.IsInf(low, 1):
 		low = 0
+	case low >= top/10: // a decade at least, so that one value is not both ends
+		low = top / 10
 	}
 	y := func(v float64) float64 {
 		h := chartH - padT - padB
 		if c.Log {
-			lo, hi := math.Log10(max(low/2, 0.001)), math.Log10(top*1.2)
+			lo, hi := math.Log10(max(low, 0.001)), math.Log10(top*1.2)
 			if v <= 0 {
 				return chartH - padB
 			}

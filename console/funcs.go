@@ -30,13 +30,7 @@ var funcs = template.FuncMap{
 		return sum
 	},
 	"hhmm": func(t time.Time) string { return t.UTC().Format("15:04Z") },
-	// msf writes milliseconds with a fraction as millis does, finer below 10 ms.
-	"msf": func(ms float64) string {
-		if ms < 10 {
-			return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
-		}
-		return millis(int64(ms))
-	},
+	"msf":  millisFrac,
 	"count": func(m map[string]admin.CountView, status string) string {
 		if c, ok := m[status]; ok {
 			return c.Text
@@ -81,4 +75,12 @@ func millisPtr(ms *int64) string {
 		return "—"
 	}
 	return millis(*ms)
+}
+
+// millisFrac writes milliseconds with a fraction as millis does, finer below 10 ms.
+func millisFrac(ms float64) string {
+	if ms < 10 {
+		return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
+	}
+	return millis(int64(ms))
 }

@@ -41,7 +41,7 @@ func overviewCharts(o admin.Overview) (throughput, lateness chart) {
 	count := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 	throughput = chart{Label: "Executions per minute by outcome, the last hour", Minutes: minutes, Stacked: true, Unit: count}
 	lateness = chart{Label: "Lateness per minute (start minus due time): p50, p99 and max, the last hour", Minutes: minutes, Log: true,
-		Unit: func(ms float64) string { return millis(int64(ms)) }}
+		Unit: millisFrac}
 	outcomes := []struct {
 		name, class string
 		of          func(e admin.ExecutionsView) int64

@@ -439,6 +439,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 		// not every ax.DefaultStatsInterval.
 		axCfg.Observer, axCfg.StatsInterval = obs, metricsStatsInterval
 	}
+	if cfg.Console != "" {
+		// The console's overview charts the per-minute statistics: write them every
+		// second, the run lasting seconds, not every ax.DefaultExecutionStatsInterval.
+		axCfg.ExecutionStatsInterval = time.Second
+	}
 	s, err := ax.New(axCfg)
 	if err != nil {
 		return sum, fmt.Errorf("demo: %w", err)

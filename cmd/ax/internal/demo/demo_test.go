@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
-	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/browsertest"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -345,38 +344,63 @@ func scrape(url string) (string, error) {
 	return string(b), nil
 }
 
-// With Config.Console the demo serves the console: its printed link signs in with
-// the token after "#token=", every page answers, and it serves until ctx ends.
+// With Config.Console the demo serves the console: its printed link signs a
+// browser in (the token after "#token="), the overview charts the run's executions
+// and the schedule page accounts for the reconciliation's slots, every page answers,
+// and it serves until ctx ends.
 func TestRunServesConsole(t *testing.T) {
 	t.Parallel()
+	b := browsertest.New(t)
 	cfg := testConfig(t)
-	cfg.ReconcileEvery = -1
 	cfg.Console = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var link string
-	var served []string
 	cfg.ConsoleReady = func(l string) {
 		defer cancel()
 		link = l
-		base, token, ok := strings.Cut(l, "/signin#token=")
-		if !ok {
+		base, _, _ := strings.Cut(l, "/signin#token=")
+		tab := b.Tab(t)
+		tab.Navigate(l) // the page's script fills the token in and submits it
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.HasSuffix(tab.Location(), base+"/") && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !strings.HasSuffix(tab.Location(), base+"/") {
+			t.Errorf("the sign-in link left the browser at %s, want the overview", tab.Location())
 			return
 		}
-		jar, _ := cookiejar.New(nil)
-		c := &http.Client{Jar: jar, Timeout: 5 * time.Second}
-		resp, err := c.PostForm(base+"/signin", neturl.Values{"token": {token}})
-		if err != nil {
-			return
+		// The statistics are written every second: wait for the run's executions.
+		for {
+			tab.Navigate(base + "/")
+			if n := tab.Text(".charts + p, #flow-h + ul .n"); n != "0" && n != "" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		resp.Body.Close()
-		for _, p := range []string{"/", "/tasks", "/schedules", "/cluster", "/audit"} {
-			if resp, err := c.Get(base + p); err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK && strings.Contains(string(b), "demo <span class=\"role\">admin") {
-					served = append(served, p)
-				}
+		if got := tab.Text("#flow-h + ul li:first-child .n"); got == "0" {
+			t.Errorf("the overview counts no execution of the run")
+		}
+		if got := tab.Text("#flow-h + ul li:nth-child(3) .n"); got != "0" {
+			t.Errorf("the overview counts %s early starts", got)
+		}
+		browsertest.AssertNoSeriousAxe(t, tab)
+		tab.Screenshot("demo-overview")
+		tab.Navigate(base + "/schedules/" + ReconcileName)
+		var states []string
+		tab.Eval(`Array.from(document.querySelectorAll(".strip .slot")).map(e => e.className)`, &states)
+		if len(states) == 0 || slices.ContainsFunc(states, func(s string) bool { return strings.Contains(s, "sl-unknown") }) {
+			t.Errorf("the reconciliation's slots: %q, want some and none unknown", states)
+		}
+		if !slices.ContainsFunc(states, func(s string) bool { return strings.Contains(s, "sl-skipped") }) {
+			t.Errorf("the reconciliation's slots: %q, want the slots skipped during the slow run", states)
+		}
+		browsertest.AssertNoSeriousAxe(t, tab)
+		tab.Screenshot("demo-schedule")
+		for _, p := range []string{"/tasks", "/cluster", "/audit"} {
+			tab.Navigate(base + p)
+			if !strings.Contains(tab.Text("header"), "demo") {
+				t.Errorf("%s: not signed in as demo", p)
 			}
 		}
 	}
@@ -384,11 +408,8 @@ func TestRunServesConsole(t *testing.T) {
 	if _, err := Run(ctx, cfg, &out); err != nil {
 		t.Fatalf("Run: %v\noutput:\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "  console:  "+link) || !strings.Contains(out.String(), "console: still serving at") {
+	if link == "" || !strings.Contains(out.String(), "  console:  "+link) || !strings.Contains(out.String(), "console: still serving at") {
 		t.Errorf("the output does not print the sign-in link %q:\n%s", link, out.String())
-	}
-	if len(served) != 5 {
-		t.Errorf("pages served to the demo's token: %v, want all 5", served)
 	}
 	if _, err := scrape(strings.Replace(link, "#token=", "?", 1)); err == nil {
 		t.Errorf("the console still serves after Run")
