@@ -372,7 +372,7 @@ func (h *Handler) routeActions() {
 			t, err := h.s.TriggerSchedule(ctx, r.PathValue("name"), in...)
 			return outcome{after: t}, err
 		}})
-	h.route("GET /audit", Admin, h.auditLog)
+	h.read("GET /audit", Admin, h.auditLog)
 }
 
 // auditParams are the parameters GET /audit takes.

@@ -390,14 +390,14 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	h.route("GET /tasks", Viewer, h.listTasks)
-	h.route("GET /tasks/counts", Viewer, h.counts)
-	h.route("GET /tasks/{id}", Viewer, h.task)
-	h.route("GET /schedules", Viewer, h.schedules)
-	h.route("GET /schedules/{name}", Viewer, h.schedule)
-	h.route("GET /cluster", Viewer, h.cluster)
-	h.route("GET /whoami", Viewer, h.whoami)
-	h.route("GET /overview", Viewer, h.overview)
+	h.read("GET /tasks", Viewer, h.listTasks)
+	h.read("GET /tasks/counts", Viewer, h.counts)
+	h.read("GET /tasks/{id}", Viewer, h.task)
+	h.read("GET /schedules", Viewer, h.schedules)
+	h.read("GET /schedules/{name}", Viewer, h.schedule)
+	h.read("GET /cluster", Viewer, h.cluster)
+	h.read("GET /overview", Viewer, h.overview)
+	h.route("GET /whoami", Viewer, h.whoami) // the caller's own: never shared
 	h.routeActions()
 	// What no route takes, answered in JSON like the rest (the mux's own answers are
 	// plain text).
@@ -469,14 +469,24 @@ func (h *Handler) routeOn(mux *http.ServeMux, pattern string, least Role, f func
 			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("%s's role, %s, does not allow this; it needs %s", c.actor, c.role, least))
 			return
 		}
-		if strings.HasPrefix(pattern, "GET ") && r.Header.Get(SharedHeader) == "1" {
-			// Shared with every caller allowed the same view: the role decides only
-			// whether payloads are shown.
-			view := r.URL.Path + "?" + r.URL.RawQuery + "|payloads=" + strconv.FormatBool(h.showPayloads(c))
-			h.shared.serve(w, r, view, func(w http.ResponseWriter, r *http.Request) { f(w, r, c) })
+		f(w, r, c)
+	})
+}
+
+// read registers a read route whose answer depends on the caller only through its
+// role's right to it and, for a task, whether the payload is shown: a shared read
+// (SharedHeader) is answered from the view's shared answer.
+func (h *Handler) read(pattern string, least Role, f func(w http.ResponseWriter, r *http.Request, c caller)) {
+	h.route(pattern, least, func(w http.ResponseWriter, r *http.Request, c caller) {
+		if r.Header.Get(SharedHeader) != "1" {
+			f(w, r, c)
 			return
 		}
-		f(w, r, c)
+		view := r.URL.Path + "?" + r.URL.RawQuery
+		if pattern == "GET /tasks/{id}" {
+			view += "|payloads=" + strconv.FormatBool(h.showPayloads(c))
+		}
+		h.shared.serve(w, r, view, func(w http.ResponseWriter, r *http.Request) { f(w, r, c) })
 	})
 }
 

@@ -196,3 +196,19 @@ func TestClusterShowsLeadershipHistory(t *testing.T) {
 		t.Errorf("the newest change: %v", newest)
 	}
 }
+
+// A shared read of GET /whoami is never shared: each caller is told who it is.
+func TestWhoamiIsNeverShared(t *testing.T) {
+	t.Parallel()
+	h, _ := newAPI(t)
+	for _, role := range []admin.Role{admin.Admin, admin.Viewer, admin.Operator, admin.Viewer} {
+		req := httptest.NewRequest("GET", "/whoami", nil)
+		req.Header.Set("Authorization", "Bearer "+secrets[role])
+		req.Header.Set(admin.SharedHeader, "1")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if !strings.Contains(rec.Body.String(), `"role":"`+role.String()+`"`) {
+			t.Errorf("GET /whoami as %s, shared: %s", role, rec.Body)
+		}
+	}
+}

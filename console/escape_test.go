@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -179,5 +180,27 @@ func TestLiveMarkupCheck(t *testing.T) {
 		if found != c.live {
 			t.Errorf("%s: live %v, want %v", c.html, found, c.live)
 		}
+	}
+}
+
+// The pages' scripts stay small: at most 120 KB of JavaScript in all, served from
+// the console itself.
+func TestScriptsAreSmall(t *testing.T) {
+	entries, err := os.ReadDir("static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".js") {
+			info, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += int(info.Size())
+		}
+	}
+	if total == 0 || total > 120<<10 {
+		t.Errorf("the console's scripts are %d bytes, want some and at most 120 KB", total)
 	}
 }

@@ -368,10 +368,11 @@ var auditParams = []string{"actor", "action", "target", "before_id", "limit"}
 
 // auditData is the audit page's.
 type auditData struct {
-	Filter  url.Values
-	Entries []admin.AuditEntry
-	Next    string
-	First   string
+	Unsupported bool // the store keeps no audit log
+	Filter      url.Values
+	Entries     []admin.AuditEntry
+	Next        string
+	First       string
 }
 
 // audit is GET /audit: the audit log, newest first, filtered and paged (admins).
@@ -383,11 +384,16 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, v *view) {
 		q.Set("limit", "50")
 	}
 	var log admin.AuditLog
-	if st, e := c.get(r, "audit", q.Encode(), &log); e != nil {
+	d := auditData{Filter: canonical(r.URL.Query(), auditParams)}
+	switch st, e := c.get(r, "audit", q.Encode(), &log); {
+	case e == nil:
+		d.Entries = log.Entries
+	case e.Code == "unsupported":
+		d.Unsupported = true
+	default:
 		c.fail(w, r, st, e.Code, e.Message)
 		return
 	}
-	d := auditData{Filter: canonical(r.URL.Query(), auditParams), Entries: log.Entries}
 	if log.Next != 0 {
 		next := canonical(r.URL.Query(), auditParams)
 		next.Set("before_id", strconv.FormatInt(log.Next, 10))

@@ -41,6 +41,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tokens := fs.String("tokens", os.Getenv("AX_ADMIN_TOKENS"),
 		"the accepted tokens, `LIST` of actor:role:sha256:<hex of the token's SHA-256>, comma-separated (env AX_ADMIN_TOKENS)")
 	readOnly := fs.Bool("read-only", os.Getenv("AX_READ_ONLY") == "1", "refuse every mutating route (env AX_READ_ONLY=1)")
+	hidePayloads := fs.Bool("hide-payloads", os.Getenv("AX_HIDE_PAYLOADS") == "1", "show tasks' payloads to nobody, operators and admins included (env AX_HIDE_PAYLOADS=1)")
 	tlsCert := fs.String("tls-cert", os.Getenv("AX_TLS_CERT"), "serve HTTPS with the certificate chain (PEM) in `FILE`; needs --tls-key (env AX_TLS_CERT)")
 	tlsKey := fs.String("tls-key", os.Getenv("AX_TLS_KEY"), "the private key (PEM) in `FILE` of --tls-cert (env AX_TLS_KEY)")
 	statsEvery := fs.Duration("stats-interval", ax.DefaultStatsInterval, "how often the task counts of /metrics are read (`D`)")
@@ -102,7 +103,7 @@ flags:
 		fmt.Fprintf(stderr, "ax serve: %v\n", err)
 		return exitFail
 	}
-	h, err := admin.NewHandler(s, admin.Config{Tokens: toks, ReadOnly: *readOnly, Logger: log})
+	h, err := admin.NewHandler(s, admin.Config{Tokens: toks, ReadOnly: *readOnly, HidePayloads: *hidePayloads, Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "ax serve: %v\n", err)
 		return exitUsage
