@@ -269,6 +269,27 @@ func TestInBrowserWithoutJavaScript(t *testing.T) {
 	}
 }
 
+// In dark mode every page keeps its contrast (axe-core), and the page is dark.
+func TestInBrowserDarkMode(t *testing.T) {
+	t.Parallel()
+	b := chromium.Get(t)
+	s := seeded(t, stores["sqlite"](t))
+	site := newSite(t, s, admin.Config{})
+	tab := b.Tab(t, browsertest.WithDarkMode())
+	tab.Navigate(site.srv.URL + "/ax/signin")
+	inspect(t, tab, "dark-signin")
+	signInTab(t, tab, site, admin.Admin)
+	l1 := lookup(t, s, "later", "l1")
+	for _, p := range []string{"/ax/", "/ax/tasks", "/ax/tasks/" + itoa(l1.ID), "/ax/schedules", "/ax/schedules/nightly", "/ax/cluster", "/ax/audit"} {
+		visit(t, tab, site, p, "dark"+strings.ReplaceAll(p, "/", "-"))
+	}
+	var bg string
+	tab.Eval(`getComputedStyle(document.body).backgroundColor`, &bg)
+	if bg != "rgb(13, 17, 23)" {
+		t.Errorf("in dark mode the page's background is %s", bg)
+	}
+}
+
 // At 390×844 every page fits: nothing is wider than the viewport but the tables,
 // which scroll in their own box.
 func TestInBrowserMobile(t *testing.T) {

@@ -78,6 +78,7 @@ type settings struct {
 	noJS          bool
 	width, height int
 	mobile        bool
+	dark          bool
 	timeout       time.Duration
 }
 
@@ -111,6 +112,10 @@ func WithViewport(width, height int) Option {
 func WithMobile() Option {
 	return func(s *settings) { s.width, s.height, s.mobile = MobileWidth, MobileHeight, true }
 }
+
+// WithDarkMode makes the tab's pages see a system in dark mode (the media feature
+// prefers-color-scheme: dark).
+func WithDarkMode() Option { return func(s *settings) { s.dark = true } }
 
 // WithTimeout bounds each action of a tab by d instead of DefaultTimeout.
 func WithTimeout(d time.Duration) Option { return func(s *settings) { s.timeout = d } }

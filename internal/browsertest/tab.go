@@ -79,6 +79,13 @@ func (tab *Tab) emulate(ctx context.Context, target *chromedp.Target) error {
 			return fmt.Errorf("enable touch: %w", err)
 		}
 	}
+	if s.dark {
+		if _, err := cdp.Call(ctx, target, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+		}); err != nil {
+			return fmt.Errorf("emulate dark mode: %w", err)
+		}
+	}
 	if s.noJS {
 		if _, err := cdp.Call(ctx, target, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
 			return fmt.Errorf("disable scripts: %w", err)
