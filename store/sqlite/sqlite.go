@@ -191,7 +191,9 @@
 //
 // ax_nodes holds the node registry (store.NodeRegistry): (namespace, name) primary key,
 // advertise, handlers (the sorted names as a JSON array of strings), capacity,
-// in_flight, started_at and heartbeat_at in microseconds of this process's clock.
+// in_flight, started_at and heartbeat_at in microseconds of this process's clock, and
+// clock_offset (version 10: the store's clock minus the node's, microseconds, as the
+// node measured it).
 // RegisterNode is one UPSERT, RemoveNode and ExpireNodes one DELETE each, on the
 // writer; Nodes is one range of the primary key, in name order, on the read pool.
 package sqlite
