@@ -176,14 +176,14 @@ const AuditColumns = `id, at, actor, role, action, target, reason, result, statu
 // of namespace ns that q selects (its fields matched exactly), newest first, LIMIT
 // q.Limit; and its arguments. q must have been checked (store.CheckAuditQuery).
 //
-// Without a time bound the records come by id descending, from below q.BeforeID: a
-// backward scan of the primary key. With one (q.ByTime) they come by (at, id)
-// descending, within the bounds, a backward range scan of ax_audit_at (namespace,
-// at), whose entries every database orders by id within one at (SQLite and InnoDB
-// hold the id in the entry; PostgreSQL sorts each at's few rows, incrementally); and
-// a positive q.BeforeID continues after that record, at cursorAt, which the driver
-// read first (the at of that record): at <= cursorAt bounds the range, and of the rows at
-// cursorAt only those below BeforeID are kept.
+// Without a time bound the records come by id descending, from below q.BeforeID.
+// With one (q.ByTime) they come by (at, id) descending, within the bounds (truncated
+// to microseconds, store.AuditBound): a backward range scan of ax_audit_at
+// (namespace, at). SQLite's and InnoDB's entries end with the id, so they come in
+// that order; PostgreSQL sorts the few rows of each at, incrementally. A positive
+// q.BeforeID then continues after that record, whose at the driver read first
+// (cursorAt): at <= cursorAt bounds the range, and of the rows at cursorAt only those
+// below BeforeID are kept.
 func AuditSelect(d Dialect, ns string, q store.AuditQuery, cursorAt time.Time) (string, []any) {
 	args := []any{ns}
 	where := []string{"namespace = " + d.Placeholder(1)}
