@@ -11,9 +11,14 @@ import (
 // did what to which task or schedule, why, and how it ended. Audit sets its ID and At.
 type AuditRecord = store.AuditRecord
 
-// AuditQuery selects audit records (AuditLog): each non-empty field must match
-// exactly; BeforeID, when positive, keeps the records older than that one (the next
-// page); Limit is the page size, 1 to 1,000.
+// AuditQuery selects audit records (AuditLog): each non-empty text field must match
+// exactly; Since and Until, when set, keep the records with Since <= At < Until (at
+// microsecond precision; Since must be before Until); BeforeID, when positive, keeps
+// the records after that one in the log's order (the next page); Limit is the page
+// size, 1 to 1,000.
+//
+// The log comes newest first: by ID, or, with Since or Until, by At and then ID, read
+// along the store's index on the time.
 type AuditQuery = store.AuditQuery
 
 // Audit appends rec to the audit log of the scheduler's namespace, stamped by the
@@ -41,7 +46,8 @@ func (s *Scheduler) Audit(ctx context.Context, rec AuditRecord, opts ...ActionOp
 }
 
 // AuditLog returns the audit records of the scheduler's namespace that match q, newest
-// first. A store without an audit log is ErrUnsupported.
+// first. A store without an audit log is ErrUnsupported; a Limit out of range, or a
+// Since not before Until, ErrInvalid.
 func (s *Scheduler) AuditLog(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
 	a, ok := s.st.(store.Auditor)
 	if !ok {

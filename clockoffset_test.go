@@ -102,6 +102,17 @@ func TestClockOffsetBetweenReplicas(t *testing.T) {
 			t.Fatalf("no leader with 3 nodes registered: %+v, %v", cs, err)
 		}
 	}
+	// Each replica wrote its offset to the database's clock: the opposite of its
+	// host's skew, give or take the measurement's round trip.
+	cs, err := ss[0].Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range cs.Nodes {
+		if d := n.ClockOffset + skews[i]; n.Node != fmt.Sprintf("node-%d", i) || d.Abs() > time.Second {
+			t.Errorf("Cluster: %s has ClockOffset %v, want about %v", n.Node, n.ClockOffset, -skews[i])
+		}
+	}
 	const n = 30
 	for i := range n {
 		if _, err := ss[1+i%2].Delay(ctx, "job", fmt.Sprint(i), time.Duration(i%6)*250*time.Millisecond); err != nil {

@@ -37,6 +37,11 @@ type NodeState struct {
 	InFlight    int      // executions running as of its last heartbeat
 	StartedAt   time.Time
 	HeartbeatAt time.Time // its last refresh, by the store's clock
+	// ClockOffset is the store's clock minus the replica's host clock, as the replica
+	// measured it last and wrote it with its refresh: positive when the host's clock
+	// is behind the store's. Microsecond precision; zero before its first measurement
+	// and on a store that does not keep it (rows of an older schema).
+	ClockOffset time.Duration
 }
 
 // Cluster reads the state of this scheduler's namespace: the leader, its epoch and
@@ -71,7 +76,7 @@ func (s *Scheduler) Cluster(ctx context.Context) (ClusterState, error) {
 		for _, n := range ns {
 			cs.Nodes = append(cs.Nodes, NodeState{
 				Node: n.Name, Advertise: n.Advertise, Handlers: n.Handlers, Capacity: n.Capacity,
-				InFlight: n.InFlight, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
+				InFlight: n.InFlight, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, ClockOffset: n.ClockOffset,
 			})
 		}
 	}

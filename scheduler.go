@@ -736,7 +736,7 @@ func (s *Scheduler) nodeInfo(r *running, started time.Time) store.NodeInfo {
 	slices.Sort(names)
 	running, _ := r.exec.Load()
 	return store.NodeInfo{Name: s.cfg.Node, Advertise: s.cfg.Cluster.Advertise, Handlers: names, Capacity: s.cfg.Concurrency, InFlight: running,
-		StartedAt: started}
+		StartedAt: started, ClockOffset: s.clock.Offset()}
 }
 
 // learnEpoch raises the executor endpoint's highest token to the epoch the store

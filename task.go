@@ -97,12 +97,32 @@ type Execution struct {
 	Node string
 	// Status is RUNNING, SUCCEEDED or FAILED.
 	Status Status
+	// DueAt is the task's DueAt when this attempt started: StartedAt − DueAt is its
+	// lateness (Lateness). A triggered attempt keeps the DueAt the task had.
+	DueAt time.Time
+	// ClaimedAt is the claim this attempt ran under (the task's DispatchedAt then):
+	// when the scheduler claimed the task, or an operator triggered it.
+	//
+	// DueAt and ClaimedAt are zero on attempts recorded before the store kept them
+	// (a database migrated from an older ax: PostgreSQL schema 13, SQLite 9, MySQL 8).
+	ClaimedAt time.Time
 	// StartedAt, HeartbeatAt and FinishedAt are the attempt's own stamps.
 	StartedAt   time.Time
 	HeartbeatAt time.Time
 	FinishedAt  time.Time
 	// Error is the attempt's error, empty when it succeeded.
 	Error string
+}
+
+// Lateness returns StartedAt − DueAt: how long after its task was due the attempt
+// started, by the store's clock. A scheduler never starts a task early; only an
+// attempt triggered before the task was due has a negative lateness. It is zero when
+// DueAt is zero, an attempt recorded before the store kept it.
+func (e Execution) Lateness() time.Duration {
+	if e.DueAt.IsZero() {
+		return 0
+	}
+	return e.StartedAt.Sub(e.DueAt)
 }
 
 // The store's row types and these have the same fields, so that converting between

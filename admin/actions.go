@@ -376,11 +376,12 @@ func (h *Handler) routeActions() {
 }
 
 // auditParams are the parameters GET /audit takes.
-var auditParams = map[string]bool{"actor": true, "action": true, "target": true, "before_id": true, "limit": true}
+var auditParams = map[string]bool{"actor": true, "action": true, "target": true, "since": true, "until": true, "before_id": true, "limit": true}
 
-// auditLog is GET /audit: actor, action, target (exact), before_id, limit (1 to
-// 1,000; default 100). Pending summaries of refused calls are written first, so that
-// the page shows them.
+// auditLog is GET /audit: actor, action, target (exact), since and until (RFC 3339:
+// since <= at < until, since before until), before_id, limit (1 to 1,000; default
+// 100). Pending summaries of refused calls are written first, so that the page shows
+// them.
 func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, _ caller) {
 	v, err := readQuery(r.URL.RawQuery, auditParams, "")
 	if err != nil {
@@ -388,6 +389,22 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, _ caller) {
 		return
 	}
 	q := ax.AuditQuery{Actor: v.Get("actor"), Action: v.Get("action"), Target: v.Get("target"), Limit: 100}
+	for _, b := range []struct {
+		name string
+		into *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := v.Get(b.name); s != "" {
+			if *b.into, err = time.Parse(time.RFC3339Nano, s); err != nil {
+				writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("%s %s: want an RFC 3339 time", b.name, quoteShort(s)))
+				return
+			}
+		}
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("since %s is not before until %s",
+			q.Since.Format(time.RFC3339Nano), q.Until.Format(time.RFC3339Nano)))
+		return
+	}
 	if s := v.Get("before_id"); s != "" {
 		if q.BeforeID, err = strconv.ParseInt(s, 10, 64); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("before_id %s: want an audit record's id", quoteShort(s)))

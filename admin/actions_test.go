@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,6 +136,31 @@ func TestActions(t *testing.T) {
 	}
 	if status, body, _ := call(t, h, http.MethodGet, "/audit?who=me", secrets[admin.Admin]); status != 400 || code(body) != "invalid" {
 		t.Errorf("GET /audit with an unknown parameter: %d %v, want 400", status, body)
+	}
+
+	// By time: since <= at < until, newest first, paged; bounds that are not RFC 3339,
+	// or out of order, are 400.
+	log = auditLog(t, s)
+	rfc := func(at time.Time) string { return url.QueryEscape(at.Format(time.RFC3339Nano)) }
+	window := "/audit?since=" + rfc(log[len(log)-2].At) + "&until=" + rfc(log[0].At)
+	status, body, _ = call(t, h, http.MethodGet, window+"&limit=1000", secrets[admin.Admin])
+	if entries, _ := body["entries"].([]any); status != 200 || len(entries) != len(log)-2 {
+		t.Errorf("GET %s: %d, %d entries, want 200 and all but the newest and the oldest (%d)", window, status, len(entries), len(log)-2)
+	}
+	_, body, _ = call(t, h, http.MethodGet, window+"&limit=2", secrets[admin.Admin])
+	first, _ := body["entries"].([]any)
+	if len(first) != 2 || body["next"] == nil || int64(first[0].(map[string]any)["id"].(float64)) != log[1].ID {
+		t.Fatalf("GET %s&limit=2: %v, want the two newest in the window and a next page", window, body)
+	}
+	_, body, _ = call(t, h, http.MethodGet, window+"&limit=1000&before_id="+itoa(int64(body["next"].(float64))), secrets[admin.Admin])
+	if rest, _ := body["entries"].([]any); len(rest) != len(log)-4 {
+		t.Errorf("the next page of %s: %d entries, want %d", window, len(rest), len(log)-4)
+	}
+	for _, bad := range []string{"/audit?since=yesterday", "/audit?until=2026-12-06", "/audit?since=" + rfc(log[0].At) + "&until=" + rfc(log[1].At),
+		"/audit?since=" + rfc(log[0].At) + "&until=" + rfc(log[0].At)} {
+		if status, body, _ := call(t, h, http.MethodGet, bad, secrets[admin.Admin]); status != 400 || code(body) != "invalid" {
+			t.Errorf("GET %s: %d %v, want 400 invalid", bad, status, body)
+		}
 	}
 }
 

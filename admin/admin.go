@@ -33,7 +33,7 @@
 //	POST /schedules/{name}/pause     operator: ax.PauseSchedule
 //	POST /schedules/{name}/resume    operator: ax.ResumeSchedule
 //	POST /schedules/{name}/trigger   operator, a reason: ax.TriggerSchedule (an occurrence now, marked manual)
-//	GET  /audit                      admin: the audit log, newest first (actor, action, target, before_id, limit)
+//	GET  /audit                      admin: the audit log, newest first (actor, action, target, since, until, before_id, limit)
 //
 // A mutating route's body is an ActionBody: one JSON object of its fields, at most
 // MaxBody (1 MiB; larger is 413 too_large), or empty. It is read strictly: an
@@ -125,7 +125,12 @@
 // (RFC 3339), order (newest or soonest), limit (1 to 1,000; default 100) and cursor
 // (the next of the page before). Statuses count once each, however often given; more
 // distinct ones than there are statuses is 400. Any other parameter (here and in GET
-// /audit) given twice must have one value. A query string over MaxQueryBytes (16
+// /audit) given twice must have one value.
+//
+// The query string of GET /audit: actor, action and target (exact), since and until
+// (RFC 3339; since <= time < until, since before until), before_id (the next of the
+// page before) and limit (1 to 1,000; default 100). With since or until the records
+// come newest first by time, then id; without, by id. A query string over MaxQueryBytes (16
 // KiB) or MaxQueryParams (64 parameters), a malformed one, an unknown parameter, a
 // malformed value or a cursor of another query is 400.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/axsched/ax"
@@ -316,4 +318,35 @@ func TestParseTokensNeverEchoesAnEntry(t *testing.T) {
 	if err != nil || len(tokens) != 2 || tokens[1] != (admin.Token{Actor: "dash", Role: admin.Viewer, Hash: admin.HashToken("y")}) {
 		t.Errorf("ParseTokens of two entries = %+v, %v", tokens, err)
 	}
+}
+
+// GET /tasks/{id} shows each attempt's due time, claim and lateness.
+func TestDetailShowsAttemptTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, s := newAPI(t)
+		s.HandleFunc("order.close", func(context.Context, *ax.Task) error { return nil })
+		ctx := context.Background()
+		task, err := s.Delay(ctx, "order.close", "soon", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop(ctx)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		status, body, _ := call(t, h, "GET", "/tasks/"+strconv.FormatInt(task.ID, 10), secrets[admin.Viewer])
+		execs, _ := body["executions"].([]any)
+		if status != http.StatusOK || len(execs) != 1 {
+			t.Fatalf("GET /tasks/%d: %d %v, want one execution", task.ID, status, body)
+		}
+		x := execs[0].(map[string]any)
+		if due, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(x["due_at"])); !due.Equal(task.DueAt) || x["claimed_at"] == nil {
+			t.Errorf("the execution: due_at %v, claimed_at %v; want the task's due time %v and the claim", x["due_at"], x["claimed_at"], task.DueAt)
+		}
+		if late, ok := x["lateness_ms"].(float64); !ok || late < 0 {
+			t.Errorf("the execution: lateness_ms %v, want a lateness of zero or more", x["lateness_ms"])
+		}
+	})
 }

@@ -58,12 +58,18 @@ func taskOf(t *ax.Task) TaskView {
 	}
 }
 
-// ExecutionView is an execution as the API shows it.
+// ExecutionView is an execution as the API shows it. DueAt and ClaimedAt are the
+// task's due time and claim (or trigger) as the attempt started, and LatenessMS is
+// StartedAt − DueAt in milliseconds; the three are absent on attempts recorded before
+// the store kept them.
 type ExecutionView struct {
 	ID          string     `json:"id"`
 	Attempt     int        `json:"attempt"`
 	Node        string     `json:"node,omitempty"`
 	Status      string     `json:"status"`
+	DueAt       *time.Time `json:"due_at,omitempty"`
+	ClaimedAt   *time.Time `json:"claimed_at,omitempty"`
+	LatenessMS  *int64     `json:"lateness_ms,omitempty"`
 	StartedAt   time.Time  `json:"started_at"`
 	HeartbeatAt *time.Time `json:"heartbeat_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
@@ -220,7 +226,12 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	for i, e := range es {
 		out.Executions[i] = ExecutionView{ID: e.ID, Attempt: e.Attempt, Node: e.Node, Status: string(e.Status), StartedAt: e.StartedAt,
+			DueAt: optTime(e.DueAt), ClaimedAt: optTime(e.ClaimedAt),
 			HeartbeatAt: optTime(e.HeartbeatAt), FinishedAt: optTime(e.FinishedAt), Error: e.Error}
+		if !e.DueAt.IsZero() {
+			ms := e.Lateness().Milliseconds()
+			out.Executions[i].LatenessMS = &ms
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

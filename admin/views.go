@@ -47,15 +47,18 @@ func scheduleOf(sc ax.Schedule) ScheduleView {
 		Misfire: string(sc.Misfire), Paused: sc.Paused, Dormant: sc.Dormant, NextFireAt: sc.NextFireAt, LastFireAt: optTime(sc.LastFireAt)}
 }
 
-// NodeView is a replica as the API shows it.
+// NodeView is a replica as the API shows it. ClockOffsetUS is the store's clock
+// minus the replica's, in microseconds, as the replica last measured it (positive:
+// the replica's clock is behind).
 type NodeView struct {
-	Node        string    `json:"node"`
-	Advertise   string    `json:"advertise,omitempty"`
-	Handlers    []string  `json:"handlers"`
-	Capacity    int       `json:"capacity"`
-	InFlight    int       `json:"in_flight"`
-	StartedAt   time.Time `json:"started_at"`
-	HeartbeatAt time.Time `json:"heartbeat_at"`
+	Node          string    `json:"node"`
+	Advertise     string    `json:"advertise,omitempty"`
+	Handlers      []string  `json:"handlers"`
+	Capacity      int       `json:"capacity"`
+	InFlight      int       `json:"in_flight"`
+	StartedAt     time.Time `json:"started_at"`
+	HeartbeatAt   time.Time `json:"heartbeat_at"`
+	ClockOffsetUS int64     `json:"clock_offset_us"`
 }
 
 // ClusterView is the answer of GET /cluster.
@@ -100,7 +103,7 @@ func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 			handlers = []string{}
 		}
 		out.Nodes[i] = NodeView{Node: n.Node, Advertise: n.Advertise, Handlers: handlers, Capacity: n.Capacity, InFlight: n.InFlight,
-			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt}
+			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, ClockOffsetUS: n.ClockOffset.Microseconds()}
 	}
 	out.History = []LeadershipView{}
 	switch hist, err := h.s.LeadershipHistory(r.Context(), clusterHistory); {

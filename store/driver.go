@@ -383,8 +383,15 @@ func CheckAuditQuery(q AuditQuery) error {
 	if q.Limit < 1 || q.Limit > MaxQueryLimit {
 		return fmt.Errorf("audit log: limit %d is outside 1..%d: %w", q.Limit, MaxQueryLimit, ErrInvalid)
 	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !AuditBound(q.Since).Before(AuditBound(q.Until)) {
+		return fmt.Errorf("audit log: since %v is not before until %v: %w", q.Since, q.Until, ErrInvalid)
+	}
 	return nil
 }
+
+// AuditBound is an AuditQuery bound as the stores compare it: UTC, truncated to
+// whole microseconds.
+func AuditBound(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // CheckPruneAudit rejects what the contract calls invalid for PruneAudit.
 func CheckPruneAudit(before time.Time, limit int) error {

@@ -551,7 +551,8 @@ type Auditor interface {
 	// ErrInvalid.
 	Audit(ctx context.Context, rec AuditRecord) (*AuditRecord, error)
 	// AuditLog returns the records of the view's namespace that match q, newest
-	// first. A Limit outside [1, MaxQueryLimit] is ErrInvalid.
+	// first (see AuditQuery for the order). A Limit outside [1, MaxQueryLimit], or a
+	// Since not before Until when both are set, is ErrInvalid.
 	AuditLog(ctx context.Context, q AuditQuery) ([]AuditRecord, error)
 	// PruneAudit deletes up to limit records (in [1, MaxPrune]) of the view's
 	// namespace older than before, oldest first, and returns how many.
@@ -573,15 +574,31 @@ type AuditRecord struct {
 	ExecutionID  string // the execution it led to (a trigger), if any
 }
 
-// AuditQuery selects audit records: each non-empty field must match exactly; BeforeID,
-// when positive, keeps the records older than that one (the next page).
+// AuditQuery selects audit records: each non-empty text field must match exactly.
+//
+// Without Since and Until the records come newest first by ID, and BeforeID, when
+// positive, keeps those older than that record: ID < BeforeID (the next page).
+//
+// With Since or Until the records are those with Since <= At < Until (a zero bound is
+// open), read through the index on (namespace, At) newest first by (At, ID): At
+// descending, then ID descending. BeforeID then keeps the records after that one in
+// this order, (At, ID) < (its At, BeforeID); a BeforeID that names no record of the
+// namespace (pruned meanwhile) selects none. Times compare at microsecond precision:
+// the bounds are truncated to whole microseconds. Since must be before Until when
+// both are set, else ErrInvalid.
 type AuditQuery struct {
 	Actor    string
 	Action   string
 	Target   string
+	Since    time.Time // At >= Since; zero: no lower bound
+	Until    time.Time // At < Until; zero: no upper bound
 	BeforeID int64
 	Limit    int
 }
+
+// ByTime reports whether q selects by time (Since or Until set), and so reads in
+// (At, ID) order.
+func (q AuditQuery) ByTime() bool { return !q.Since.IsZero() || !q.Until.IsZero() }
 
 // The limits of an AuditRecord's fields, in bytes.
 const (
@@ -668,8 +685,8 @@ type Namespaced interface {
 // leader to route tasks. Times are the store's ([Store.Now]).
 type NodeRegistry interface {
 	// RegisterNode writes the node's row (inserting it or replacing every field of an
-	// existing one) with HeartbeatAt = now, and StartedAt = now when the row is new or
-	// n.StartedAt is zero. An empty name, a negative capacity or in-flight count, or a
+	// existing one, ClockOffset included) with HeartbeatAt = now, and StartedAt = now
+	// when the row is new or n.StartedAt is zero. An empty name, a negative capacity or in-flight count, or a
 	// handler name that is empty or holds a line break, is ErrInvalid.
 	RegisterNode(ctx context.Context, n NodeInfo) error
 
@@ -695,6 +712,11 @@ type NodeInfo struct {
 	InFlight    int      // handlers running, as of HeartbeatAt
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+	// ClockOffset is the store's clock minus the replica's, as the replica last
+	// measured it: positive when the replica's clock is behind the store's. Stored
+	// in whole microseconds (truncated); zero on rows written before the stores kept
+	// it, and until the replica first measures.
+	ClockOffset time.Duration
 }
 
 // LeadershipLog is implemented by stores that keep each namespace's leadership history

@@ -126,16 +126,33 @@ type Task struct {
 // Execution is one attempt to run a task: a row of ax_executions. Its ID is the
 // execution id, unique across the store; a second delivery of the same id never runs
 // the handler again.
+//
+// DueAt and ClaimedAt are the task's DueAt and DispatchedAt as the attempt started,
+// written by Start (and ClaimStart) with the record. They are zero on records written
+// before the stores kept them (PostgreSQL schema 14, SQLite 10, MySQL 9).
 type Execution struct {
 	ID          string // execution id (UUIDv7)
 	TaskID      int64
 	Attempt     int
-	Node        string // the executor that ran it
-	Status      Status // Running, Succeeded or Failed
+	Node        string    // the executor that ran it
+	Status      Status    // Running, Succeeded or Failed
+	DueAt       time.Time // when the task was due, as this attempt started
+	ClaimedAt   time.Time // the claim (or trigger) this attempt ran under: the task's DispatchedAt
 	StartedAt   time.Time
 	HeartbeatAt time.Time
 	FinishedAt  time.Time
 	Error       string
+}
+
+// Lateness returns StartedAt − DueAt: how late the attempt started after its task
+// was due, by the store's clock; negative only for an attempt triggered before its
+// task was due. It is zero when DueAt is zero (a record written before the store kept
+// it).
+func (e Execution) Lateness() time.Duration {
+	if e.DueAt.IsZero() {
+		return 0
+	}
+	return e.StartedAt.Sub(e.DueAt)
 }
 
 // NewTask is a task to insert. DueAt must be set; the store fills ID, Status

@@ -16,6 +16,7 @@ type Clock struct {
 	base   time.Time    // time.Now() at construction, with its monotonic reading
 	wall   time.Time    // base without the monotonic reading
 	offset atomic.Int64 // store minus local, in nanoseconds
+	skew   atomic.Int64 // the Skew of the local clock, in nanoseconds (part of offset)
 }
 
 // New returns a clock that reads the local time until Measure corrects it.
@@ -30,7 +31,17 @@ func NewSkewed(skew time.Duration) *Clock {
 
 // Skew moves the clock by d, as if its host's wall clock were off by d: until the next
 // Measure, which corrects it like any offset.
-func (c *Clock) Skew(d time.Duration) { c.offset.Add(int64(d)) }
+func (c *Clock) Skew(d time.Duration) {
+	c.skew.Add(int64(d))
+	c.offset.Add(int64(d))
+}
+
+// Offset returns the store's clock minus the local one, as last measured: positive
+// when the local clock is behind. The local clock is the host's, off by any Skew or
+// NewSkewed skew; zero until the first Measure.
+func (c *Clock) Offset() time.Duration {
+	return time.Duration(c.offset.Load() - c.skew.Load())
+}
 
 type skewKey struct{}
 

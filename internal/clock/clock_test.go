@@ -83,3 +83,31 @@ func TestSkewFromContext(t *testing.T) {
 		t.Fatalf("a clock skewed by 30s reads %v off, want about 30s", off)
 	}
 }
+
+// Offset is the store's clock minus the host's, whichever way the host's is off: a
+// skew applied to the clock (Skew, NewSkewed) is the host's, not the store's.
+func TestOffsetIsStoreMinusHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name      string
+			clock     func() *Clock
+			storeSkew time.Duration
+			want      time.Duration
+		}{
+			{"host 45s slow", func() *Clock { return NewSkewed(-45 * time.Second) }, 0, 45 * time.Second},
+			{"host 30s fast by Skew", func() *Clock { c := New(); c.Skew(30 * time.Second); return c }, 0, -30 * time.Second},
+			{"store 10s ahead", New, 10 * time.Second, 10 * time.Second},
+		} {
+			c := tc.clock()
+			if d := c.Offset(); d != 0 {
+				t.Errorf("%s: Offset before Measure = %v, want 0", tc.name, d)
+			}
+			if _, _, err := c.Measure(context.Background(), &fakeSource{skew: tc.storeSkew, rtt: []time.Duration{0}}, 1); err != nil {
+				t.Fatal(err)
+			}
+			if d := c.Offset(); d != tc.want {
+				t.Errorf("%s: Offset = %v, want %v", tc.name, d, tc.want)
+			}
+		}
+	})
+}

@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -28,7 +30,8 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 	return &rec, nil
 }
 
-// AuditLog returns the namespace's matching records, newest first. See [store.Auditor].
+// AuditLog returns the namespace's matching records, newest first. See [store.Auditor]
+// and [store.AuditQuery] for the order.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
 	if err := store.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
@@ -37,16 +40,47 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 		return nil, fmt.Errorf("ax: audit log: %w", err)
 	}
 	defer s.mu.Unlock()
+	match := func(r auditRow) bool {
+		return r.ns == s.ns && (q.Actor == "" || r.rec.Actor == q.Actor) &&
+			(q.Action == "" || r.rec.Action == q.Action) && (q.Target == "" || r.rec.Target == q.Target)
+	}
 	out := []store.AuditRecord{}
-	for i := len(s.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
-		r := s.audit[i]
-		if r.ns != s.ns || q.BeforeID > 0 && r.rec.ID >= q.BeforeID || q.Actor != "" && r.rec.Actor != q.Actor ||
-			q.Action != "" && r.rec.Action != q.Action || q.Target != "" && r.rec.Target != q.Target {
+	if !q.ByTime() {
+		for i := len(s.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
+			if r := s.audit[i]; match(r) && (q.BeforeID <= 0 || r.rec.ID < q.BeforeID) {
+				out = append(out, r.rec)
+			}
+		}
+		return out, nil
+	}
+	// By time: (At, ID) descending, from after the cursor's record.
+	var cursor *store.AuditRecord
+	if q.BeforeID > 0 {
+		for i := range s.audit {
+			if s.audit[i].ns == s.ns && s.audit[i].rec.ID == q.BeforeID {
+				cursor = &s.audit[i].rec
+			}
+		}
+		if cursor == nil {
+			return out, nil
+		}
+	}
+	newer := func(a, b store.AuditRecord) int { // descending (At, ID)
+		if c := store.AuditBound(b.At).Compare(store.AuditBound(a.At)); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	}
+	for _, r := range s.audit {
+		at := store.AuditBound(r.rec.At)
+		if !match(r) || !q.Since.IsZero() && at.Before(store.AuditBound(q.Since)) ||
+			!q.Until.IsZero() && !at.Before(store.AuditBound(q.Until)) || cursor != nil && newer(*cursor, r.rec) >= 0 {
 			continue
 		}
 		out = append(out, r.rec)
 	}
-	return out, nil
+	slices.SortFunc(out, newer)
+	return out[:min(len(out), q.Limit)], nil
 }
 
 // PruneAudit deletes the namespace's records older than before. See [store.Auditor].

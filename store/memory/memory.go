@@ -601,6 +601,8 @@ func (s *Store) start(r *row, node string, now time.Time) *store.Execution {
 		Attempt:     r.task.Attempt,
 		Node:        node,
 		Status:      store.Running,
+		DueAt:       r.task.DueAt,
+		ClaimedAt:   r.task.DispatchedAt,
 		StartedAt:   now,
 		HeartbeatAt: now,
 	}

@@ -27,6 +27,7 @@ func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
 	c := n
 	c.Handlers = slices.Sorted(slices.Values(n.Handlers))
 	c.HeartbeatAt = now
+	c.ClockOffset = n.ClockOffset.Truncate(time.Microsecond) // as the SQL stores keep it
 	if c.StartedAt.IsZero() {
 		c.StartedAt = now
 	} else {

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -55,8 +56,9 @@ func (s *Store) auditIn(ctx context.Context, tx *sql.Tx, rec *store.AuditRecord)
 	return err
 }
 
-// AuditLog returns the view's namespace's matching records, newest first (see
-// store.Auditor).
+// AuditLog returns the view's namespace's matching records, newest first: by id,
+// or with a time bound by (at, id) through ax_audit_at (see store.AuditQuery). A page
+// by time that continues after a record reads that record's time first.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
 	if err := store.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
@@ -64,7 +66,17 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	if err := s.check("audit log"); err != nil {
 		return nil, err
 	}
-	query, args := taskquery.AuditSelect(dialect, s.ns, q)
+	var cursorAt time.Time
+	if q.ByTime() && q.BeforeID > 0 {
+		err := s.db.QueryRowContext(ctx, `SELECT at FROM ax_audit WHERE namespace = ? AND id = ?`, s.ns, q.BeforeID).Scan(dbTime{&cursorAt})
+		if errors.Is(err, sql.ErrNoRows) {
+			return []store.AuditRecord{}, nil // pruned: nothing older is left
+		}
+		if err != nil {
+			return nil, s.wrap("audit log", err)
+		}
+	}
+	query, args := taskquery.AuditSelect(dialect, s.ns, q, cursorAt)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap("audit log", err)

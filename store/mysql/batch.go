@@ -53,6 +53,7 @@ type locked struct {
 	overlap store.OverlapPolicy // readKeys only: skip or queue when the task's key rules, else empty
 	taskKey string              // readKeys only, when its key rules
 	name    string              // readName and readKeys only
+	claimed time.Time           // readName only: dispatched_at, the claim
 }
 
 // lockRead says what lockRows reads of a row besides its state.
@@ -60,7 +61,7 @@ type lockRead int
 
 const (
 	readState lockRead = iota // the state only: Heartbeat, Finish, Requeue
-	readName                  // and the name: Start
+	readName                  // and the name and the claim's time: Start
 	readKeys                  // and the name, the overlap policy and the task key: Claim
 )
 
@@ -73,7 +74,7 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 	cols := ""
 	switch read {
 	case readName:
-		cols = `, name`
+		cols = `, name, dispatched_at`
 	case readKeys:
 		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL), name`
 	}
@@ -96,7 +97,7 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 		l := &locked{}
 		switch read {
 		case readName:
-			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, &l.name)
+			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, &l.name, dbTime{&l.claimed})
 		case readKeys:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now},
 				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name)
@@ -209,7 +210,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 					execs = append(execs, c.ExecutionID)
 					if startable[c.ID] && slices.Contains(on.Handlers, l.name) {
 						startIDs = append(startIDs, c.ID)
-						records = append(records, c.ExecutionID, c.ID, l.attempt, on.Node)
+						records = append(records, c.ExecutionID, c.ID, l.attempt, on.Node, dt(l.dueAt))
 					}
 				}
 			}
@@ -238,13 +239,14 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				return err
 			}
 			if len(startIDs) > 0 {
-				values := strings.TrimSuffix(strings.Repeat("(?,?,?,?,'RUNNING',?,?,''),", len(startIDs)), ",")
-				ins := make([]any, 0, 6*len(startIDs))
-				for k := 0; k < len(records); k += 4 {
-					ins = append(ins, records[k:k+4]...)
-					ins = append(ins, ts, ts)
+				values := strings.TrimSuffix(strings.Repeat("(?,?,?,?,'RUNNING',?,?,?,?,''),", len(startIDs)), ",")
+				ins := make([]any, 0, 8*len(startIDs))
+				for k := 0; k < len(records); k += 5 {
+					ins = append(ins, records[k:k+5]...)
+					ins = append(ins, ts, ts, ts) // claimed, started and beating now
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at, error)
+				if _, err := tx.ExecContext(ctx, `INSERT INTO ax_executions (id, task_id, attempt, node, status, due_at, claimed_at,
+					started_at, heartbeat_at, error)
 					VALUES `+values, ins...); err != nil {
 					return err
 				}
@@ -364,13 +366,14 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 					recorded[sp.ExecutionID] == nil && !theirs[sp.ExecutionID] {
 					runIDs = append(runIDs, sp.TaskID)
 					runExecs = append(runExecs, sp.ExecutionID)
-					ins = append(ins, sp.ExecutionID, sp.TaskID, l.attempt, sp.Node, ts, ts)
+					ins = append(ins, sp.ExecutionID, sp.TaskID, l.attempt, sp.Node, dt(l.dueAt), nullTime(l.claimed), ts, ts)
 				}
 			}
 			started := map[int64]*store.Task{}
 			if len(runIDs) > 0 {
-				values := strings.TrimSuffix(strings.Repeat("(?,?,?,?,'RUNNING',?,?,''),", len(runIDs)), ",")
-				if _, err := tx.ExecContext(ctx, `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at, error)
+				values := strings.TrimSuffix(strings.Repeat("(?,?,?,?,'RUNNING',?,?,?,?,''),", len(runIDs)), ",")
+				if _, err := tx.ExecContext(ctx, `INSERT INTO ax_executions (id, task_id, attempt, node, status, due_at, claimed_at,
+					started_at, heartbeat_at, error)
 					VALUES `+values, ins...); err != nil {
 					var me *mysql.MySQLError
 					if errors.As(err, &me) && me.Number == 1062 {
@@ -398,7 +401,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 				if t := started[sp.TaskID]; t != nil && t.ExecutionID == sp.ExecutionID && t.Status == store.Running {
 					out[i] = store.StartResult{Outcome: store.Started, Task: t, Execution: &store.Execution{
 						ID: sp.ExecutionID, TaskID: t.ID, Attempt: t.Attempt, Node: sp.Node, Status: store.Running,
-						StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
+						DueAt: t.DueAt, ClaimedAt: t.DispatchedAt, StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
 					}}
 					continue
 				}

@@ -94,6 +94,7 @@
 //	ax_task_keys PRIMARY (namespace, task_key)                 the task keys' lock rows
 //	ax_schedules PRIMARY (namespace, name), ax_nodes PRIMARY (namespace, name)
 //	ax_stats PRIMARY (namespace, minute, node)                 the per-minute statistics (Stats: LIMIT store.MaxStatsRead)
+//	ax_audit_at (namespace, at)                                AuditLog by time (backward: (at, id), the id ending each entry), PruneAudit
 //
 // ax_tasks_held_key stands in for the partial index on task_key of the DISPATCHING
 // and RUNNING rows with a key, which MySQL and MariaDB lack. InnoDB keeps an entry for
@@ -264,7 +265,8 @@
 // The node registry (store.NodeRegistry) is ax_nodes, one row per (namespace, name),
 // each call one statement in the database's clock: RegisterNode a single-row INSERT …
 // ON DUPLICATE KEY UPDATE stamping heartbeat_at (and started_at, unless given) with
-// UTC_TIMESTAMP(6); Nodes a SELECT and ExpireNodes a DELETE comparing
+// UTC_TIMESTAMP(6) and writing clock_offset (version 9: the store's clock minus the
+// node's, microseconds, as the node measured it); Nodes a SELECT and ExpireNodes a DELETE comparing
 // TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)) with the duration (so
 // that no duration, however long, takes a DATETIME out of its range); RemoveNode a
 // DELETE by primary key. See nodes.go.

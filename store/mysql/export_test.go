@@ -51,6 +51,13 @@ func TasksSQL(q store.TaskQuery) string {
 	return inline(sql, args)
 }
 
+// AuditLogSQL is AuditLog's statement for q, continuing after a record at cursorAt
+// when q pages by time, its arguments written in, for TestExplain.
+func AuditLogSQL(q store.AuditQuery, cursorAt time.Time) string {
+	sql, args := taskquery.AuditSelect(dialect, store.DefaultNamespace, q, cursorAt)
+	return inline(sql, args)
+}
+
 // CountSQL is CountTasks's statement, its arguments written in, for TestExplain.
 func CountSQL(atMost int64) string {
 	sql, args := taskquery.Count(dialect, store.DefaultNamespace, atMost)

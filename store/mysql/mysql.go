@@ -598,6 +598,14 @@ var (
 
 func dt(t time.Time) string { return t.UTC().Format(timeLayout) }
 
+// nullTime is a time as a query argument: NULL for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return dt(t)
+}
+
 // inRange reports whether t fits a DATETIME column (years 1000-9999).
 func inRange(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }
 
@@ -731,14 +739,14 @@ func scanTasks(rows *sql.Rows) ([]store.Task, error) {
 	return out, rows.Err()
 }
 
-const executionColumns = `id, task_id, attempt, node, status, started_at, heartbeat_at, finished_at, error`
+const executionColumns = `id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at, finished_at, error`
 
 func scanExecution(row scanner) (*store.Execution, error) {
 	var (
 		e      store.Execution
 		status string
 	)
-	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status,
+	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status, dbTime{&e.DueAt}, dbTime{&e.ClaimedAt},
 		dbTime{&e.StartedAt}, dbTime{&e.HeartbeatAt}, dbTime{&e.FinishedAt}, &e.Error); err != nil {
 		return nil, err
 	}

@@ -382,3 +382,50 @@ func TestNodesDriver(t *testing.T) {
 		t.Errorf("Close of a view of a closed store: error %v, want ErrClosed", err)
 	}
 }
+
+// TestMigrateConsoleTimesInstantly: migration 9 adds its columns instantly (each
+// ALTER runs with ALGORITHM = INSTANT, which fails rather than rebuild a table), and
+// the rows written before it read with zero due and claim times and a zero offset.
+func TestMigrateConsoleTimesInstantly(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	db := rawDB(t, dsn)
+	if err := mysql.MigrateTo(db, 8); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"INSERT INTO ax_tasks (id, name, `key`, status, due_at, last_error, backoff, seq, execution_id, created_at, updated_at, started_at) VALUES " +
+			"(1, 'old', 'ran', 'RUNNING', UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, '', '', 1, 'exec-8', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
+		`INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at, error)
+			VALUES ('exec-8', 1, 0, 'node-8', 'RUNNING', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '')`,
+		`INSERT INTO ax_nodes (namespace, name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at)
+			VALUES ('default', 'node-8', '', '', 1, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%v:\n%s", err, q)
+		}
+	}
+	stmts := mysql.Statements(mustRead(t, "migrations/0009_console_times.sql"), collation(t, db))
+	for _, q := range stmts {
+		if _, err := db.Exec(q + ", ALGORITHM = INSTANT"); err != nil {
+			t.Fatalf("%v:\n%s", err, q)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO ax_schema_migrations (version, step, started_at, applied_at)
+		VALUES (9, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`, len(stmts)); err != nil {
+		t.Fatal(err)
+	}
+	s := openDSN(t, dsn)
+	ctx := t.Context()
+	execs, err := s.Executions(ctx, 1)
+	if err != nil || len(execs) != 1 {
+		t.Fatalf("Executions(1) = %+v, %v; want the version 8 record", execs, err)
+	}
+	if x := execs[0]; !x.DueAt.IsZero() || !x.ClaimedAt.IsZero() || x.Lateness() != 0 {
+		t.Errorf("a version 8 record reads %+v; want zero DueAt and ClaimedAt, no lateness", x)
+	}
+	nodes, err := s.Nodes(ctx, time.Hour)
+	if err != nil || len(nodes) != 1 || nodes[0].ClockOffset != 0 {
+		t.Errorf("Nodes = %+v, %v; want node-8 with a zero ClockOffset", nodes, err)
+	}
+}

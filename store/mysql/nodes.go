@@ -60,12 +60,14 @@ func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
 	if !n.StartedAt.IsZero() {
 		started = dt(n.StartedAt)
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO ax_nodes (namespace, name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at)
-		VALUES (?, ?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6))
+	offset := n.ClockOffset.Microseconds()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO ax_nodes (namespace, name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at,
+			clock_offset)
+		VALUES (?, ?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6), ?)
 		ON DUPLICATE KEY UPDATE advertise = ?, handlers = ?, capacity = ?, in_flight = ?,
-			started_at = COALESCE(?, UTC_TIMESTAMP(6)), heartbeat_at = UTC_TIMESTAMP(6)`,
-		s.ns, n.Name, n.Advertise, handlers, n.Capacity, n.InFlight, started,
-		n.Advertise, handlers, n.Capacity, n.InFlight, started)
+			started_at = COALESCE(?, UTC_TIMESTAMP(6)), heartbeat_at = UTC_TIMESTAMP(6), clock_offset = ?`,
+		s.ns, n.Name, n.Advertise, handlers, n.Capacity, n.InFlight, started, offset,
+		n.Advertise, handlers, n.Capacity, n.InFlight, started, offset)
 	return s.wrap("register node", err)
 }
 
@@ -78,7 +80,7 @@ func (s *Store) Nodes(ctx context.Context, aliveWithin time.Duration) ([]store.N
 	if aliveWithin <= 0 {
 		return nil, fmt.Errorf("ax: mysql: list nodes: alive within %v: %w", aliveWithin, store.ErrInvalid)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at
+	rows, err := s.db.QueryContext(ctx, `SELECT name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at, clock_offset
 		FROM ax_nodes WHERE namespace = ? AND TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)) < ?
 		ORDER BY name`, s.ns, aliveWithin.Microseconds())
 	if err != nil {
@@ -89,9 +91,12 @@ func (s *Store) Nodes(ctx context.Context, aliveWithin time.Duration) ([]store.N
 	for rows.Next() {
 		var n store.NodeInfo
 		var handlers string
-		if err := rows.Scan(&n.Name, &n.Advertise, &handlers, &n.Capacity, &n.InFlight, dbTime{&n.StartedAt}, dbTime{&n.HeartbeatAt}); err != nil {
+		var offset int64
+		if err := rows.Scan(&n.Name, &n.Advertise, &handlers, &n.Capacity, &n.InFlight, dbTime{&n.StartedAt}, dbTime{&n.HeartbeatAt},
+			&offset); err != nil {
 			return nil, s.wrap("list nodes", err)
 		}
+		n.ClockOffset = time.Duration(offset) * time.Microsecond
 		if handlers != "" {
 			n.Handlers = strings.Split(handlers, handlerSep)
 		}

@@ -494,7 +494,7 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT e.id IS NOT NULL, COALESCE(e.id, ''), t.id, COALESCE(e.attempt, 0),
-		COALESCE(e.node, ''), COALESCE(e.status, ''), e.started_at, e.heartbeat_at, e.finished_at, COALESCE(e.error, '')
+		COALESCE(e.node, ''), COALESCE(e.status, ''), e.due_at, e.claimed_at, e.started_at, e.heartbeat_at, e.finished_at, COALESCE(e.error, '')
 		FROM ax_tasks t LEFT JOIN ax_executions e ON e.task_id = t.id
 		WHERE t.id = ? AND t.namespace = ? ORDER BY e.started_at, e.id`, taskID, s.ns)
 	if err != nil {
@@ -508,7 +508,7 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 		var has bool
 		var e store.Execution
 		var status string
-		if err := rows.Scan(&has, &e.ID, &e.TaskID, &e.Attempt, &e.Node, &status,
+		if err := rows.Scan(&has, &e.ID, &e.TaskID, &e.Attempt, &e.Node, &status, dbTime{&e.DueAt}, dbTime{&e.ClaimedAt},
 			dbTime{&e.StartedAt}, dbTime{&e.HeartbeatAt}, dbTime{&e.FinishedAt}, &e.Error); err != nil {
 			return nil, s.wrap("executions", err)
 		}

@@ -61,7 +61,9 @@ func (s *Store) auditArgs(rec store.AuditRecord) []any {
 }
 
 // AuditLog returns the view's namespace's matching records, newest first: a backward
-// scan of the primary key, filtered (see store.Auditor).
+// scan of the primary key, filtered, or with a time bound of ax_audit_at within the
+// bounds (see store.AuditQuery). A page by time that continues after a record reads
+// that record's time first, by its primary key.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
 	if err := store.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
@@ -69,7 +71,17 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	if err := s.check("audit log"); err != nil {
 		return nil, err
 	}
-	query, args := taskquery.AuditSelect(dialect(false), s.ns, q)
+	var cursorAt time.Time
+	if q.ByTime() && q.BeforeID > 0 {
+		err := s.pool.QueryRow(ctx, `SELECT at FROM ax_audit WHERE namespace = $1 AND id = $2`, s.ns, q.BeforeID).Scan(&cursorAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return []store.AuditRecord{}, nil // pruned: nothing older is left
+		}
+		if err != nil {
+			return nil, s.wrap("audit log", err)
+		}
+	}
+	query, args := taskquery.AuditSelect(dialect(false), s.ns, q, cursorAt)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap("audit log", err)

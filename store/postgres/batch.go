@@ -66,8 +66,9 @@ u AS (UPDATE ax_tasks t SET status = CASE WHEN c.start AND t.name = ANY($5::text
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.namespace || '' = $3 AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
 		AND (t.task_key = '' OR t.overlap = 'allow')
 	RETURNING ` + taskCols + `),
-ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
-	SELECT u.execution_id, u.id, u.attempt, $6::text, 'RUNNING', u.started_at, u.heartbeat_at FROM u WHERE u.status = 'RUNNING')
+ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at)
+	SELECT u.execution_id, u.id, u.attempt, $6::text, 'RUNNING', u.due_at, u.dispatched_at, u.started_at, u.heartbeat_at
+	FROM u WHERE u.status = 'RUNNING')
 SELECT CASE WHEN u.status = 'RUNNING' THEN 3 ELSE 0 END, * FROM u
 UNION ALL
 SELECT CASE WHEN t.due_at > ts.now THEN 1 ELSE 2 END, ` + taskCols + ` FROM l t, ts
@@ -83,7 +84,7 @@ const (
 
 // startSQL moves to RUNNING the tasks of namespace $5 DISPATCHING with the given
 // execution id and name whose id is not recorded yet, and records exactly those
-// executions. Execution ids are fresh per claim, so a task DISPATCHING with an id
+// executions, with the task's due_at and dispatched_at (the claim) as they stand. Execution ids are fresh per claim, so a task DISPATCHING with an id
 // never has it recorded; should a caller reuse one, the INSERT fails and the whole
 // Start with it. The namespace is compared as in claimSQL.
 const startSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
@@ -95,8 +96,8 @@ u AS (UPDATE ax_tasks t SET status = 'RUNNING', started_at = ts.now, heartbeat_a
 		AND t.namespace || '' = $5 AND t.name = c.name
 		AND NOT EXISTS (SELECT 1 FROM ax_executions x WHERE x.id = c.eid AND x.id = ANY($2))
 	RETURNING c.node, ` + taskCols + `),
-ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
-	SELECT u.execution_id, u.id, u.attempt, u.node, 'RUNNING', u.started_at, u.heartbeat_at FROM u)
+ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at)
+	SELECT u.execution_id, u.id, u.attempt, u.node, 'RUNNING', u.due_at, u.dispatched_at, u.started_at, u.heartbeat_at FROM u)
 SELECT * FROM u`
 
 // heartbeatSQL stamps the tasks of namespace $3 RUNNING with the given execution id,
@@ -343,7 +344,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 				}
 				started[ref{t.ID, t.ExecutionID}] = &store.StartResult{Outcome: store.Started, Task: t, Execution: &store.Execution{
 					ID: t.ExecutionID, TaskID: t.ID, Attempt: t.Attempt, Node: node, Status: store.Running,
-					StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
+					DueAt: t.DueAt, ClaimedAt: t.DispatchedAt, StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
 				}}
 			}
 			rows.Close()

@@ -93,3 +93,62 @@ func BenchmarkBulkInsert(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStartPath times the two writes that record executions, alone: Start of
+// claimed tasks, and ClaimStart claiming and starting in one statement. Each round
+// inserts (and for Start claims) its batch outside the timer.
+func BenchmarkStartPath(b *testing.B) {
+	for _, path := range []string{"start", "claimstart"} {
+		for _, size := range []int{1, 200} {
+			b.Run(fmt.Sprintf("%s/batch=%d", path, size), func(b *testing.B) {
+				ctx := context.Background()
+				st, err := postgres.Open(ctx, servicetest.PostgresDSN(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer st.Close()
+				now, err := st.Now(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				on := store.StartOn{Node: "n", Handlers: []string{"bench"}}
+				n := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					nts := make([]store.NewTask, size)
+					for i := range nts {
+						n++
+						nts[i] = store.NewTask{Name: "bench", Key: fmt.Sprint(n), DueAt: now.Add(-time.Second), Payload: []byte("x")}
+					}
+					res, err := st.Insert(ctx, nts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					claims := make([]store.Claim, size)
+					starts := make([]store.StartParams, size)
+					for i, r := range res {
+						eid := fmt.Sprintf("0190a0a0-0000-7000-8000-%012d", n*1000+i)
+						claims[i] = store.Claim{ID: r.Task.ID, ExecutionID: eid, Start: path == "claimstart"}
+						starts[i] = store.StartParams{TaskID: r.Task.ID, ExecutionID: eid, Name: "bench", Node: "n"}
+					}
+					if path == "start" {
+						if c, err := st.Claim(ctx, store.Fence{}, claims); err != nil || len(c.Claimed) != size {
+							b.Fatalf("Claim: %d claimed, %v", len(c.Claimed), err)
+						}
+						b.StartTimer()
+						if res, err := st.Start(ctx, store.Fence{}, starts); err != nil || res[size-1].Outcome != store.Started {
+							b.Fatalf("Start: %v, %v", res, err)
+						}
+						continue
+					}
+					b.StartTimer()
+					if c, err := st.ClaimStart(ctx, store.Fence{}, on, claims); err != nil || len(c.Started) != size {
+						b.Fatalf("ClaimStart: %d started, %v", len(c.Started), err)
+					}
+				}
+				b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "tasks/s")
+			})
+		}
+	}
+}

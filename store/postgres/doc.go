@@ -43,6 +43,8 @@
 //     which changes no indexed column, is a HOT update on the row's own page. Since
 //     version 10 only executions that failed are closed so; a succeeded one's row
 //     stays RUNNING and reads as its SUCCEEDED task says (see The execution path).
+//     due_at and claimed_at (version 14; NULL on older rows) are the task's due_at
+//     and dispatched_at as the attempt started, written by the INSERT that records it.
 //   - ax_schedules: one row per schedule, keyed by (namespace, name): spec, time_zone, overlap,
 //     misfire, payload (bytea, NULL and empty distinct), paused, next_fire_at,
 //     last_fire_at (NULL before the first occurrence), created_at, updated_at;
@@ -63,7 +65,8 @@
 //   - ax_nodes: the node registry (version 5, store.NodeRegistry), keyed by
 //     (namespace, name): advertise, handlers (the sorted task names joined with "\n",
 //     which no name holds; empty for none), capacity, in_flight, started_at,
-//     heartbeat_at (timestamptz, stamped with clock_timestamp()).
+//     heartbeat_at (timestamptz, stamped with clock_timestamp()), clock_offset (version
+//     14: the store's clock minus the node's, microseconds, as the node measured it).
 //   - ax_stats: the per-minute execution statistics (version 11, store.StatsKeeper),
 //     keyed by (namespace, minute, node): the counts by outcome, early starts,
 //     max_lateness (microseconds), lateness (the histogram's bucket counts,
@@ -100,6 +103,8 @@
 //	ax_nodes_pkey              (namespace, name)                        every node registry operation
 //	ax_stats_pkey              (namespace, minute, node)                every statistics operation (Stats: LIMIT store.MaxStatsRead)
 //	ax_executions_task         (task_id, started_at)                    Executions
+//	ax_audit_at                (namespace, at)                          AuditLog by time (backward, (at, id) sorted
+//	                                                                    incrementally within one at), PruneAudit
 //
 // The namespace leads every index a scan reads (version 5 rebuilt those of versions
 // 1 and 2 so), so each namespace's scans are range scans of its own part of the

@@ -1072,3 +1072,50 @@ func TestMigrateCollateC(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateConsoleTimes: a schema at version 13 with an execution and a node
+// migrates to version 14 without rewriting ax_executions or ax_nodes; the old
+// execution reads with zero due and claim times, the old node with a zero offset.
+func TestMigrateConsoleTimes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, servicetest.PostgresDSN(t))
+	migrateTo(t, pool, 13)
+	var id int64
+	if err := pool.QueryRow(ctx, `INSERT INTO ax_tasks (name, key, status, due_at, seq, created_at, updated_at, execution_id, started_at)
+		VALUES ('n', 'k', 'RUNNING', clock_timestamp() - interval '1 minute', nextval('ax_seq'), clock_timestamp(), clock_timestamp(),
+			'e-13', clock_timestamp()) RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
+		VALUES ('e-13', $1, 0, 'node-13', 'RUNNING', clock_timestamp(), clock_timestamp())`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO ax_nodes (namespace, name, capacity, in_flight, started_at, heartbeat_at)
+		VALUES ('default', 'node-13', 1, 0, clock_timestamp(), clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	files := func() (execs, nodes uint32) {
+		if err := pool.QueryRow(ctx, `SELECT (SELECT relfilenode FROM pg_class WHERE oid = 'ax_executions'::regclass),
+			(SELECT relfilenode FROM pg_class WHERE oid = 'ax_nodes'::regclass)`).Scan(&execs, &nodes); err != nil {
+			t.Fatal(err)
+		}
+		return execs, nodes
+	}
+	e0, n0 := files()
+	st := migrateFrom(t, pool, 13)
+	if e1, n1 := files(); e1 != e0 || n1 != n0 {
+		t.Errorf("relfilenodes of ax_executions, ax_nodes: %d, %d before the migration, %d, %d after: a table was rewritten", e0, n0, e1, n1)
+	}
+	execs, err := st.Executions(ctx, id)
+	if err != nil || len(execs) != 1 {
+		t.Fatalf("Executions(%d) = %+v, %v; want the version 13 record", id, execs, err)
+	}
+	if x := execs[0]; !x.DueAt.IsZero() || !x.ClaimedAt.IsZero() || x.Lateness() != 0 {
+		t.Errorf("a version 13 record reads %+v; want zero DueAt and ClaimedAt, no lateness", x)
+	}
+	nodes, err := st.Nodes(ctx, time.Hour)
+	if err != nil || len(nodes) != 1 || nodes[0].ClockOffset != 0 {
+		t.Errorf("Nodes = %+v, %v; want node-13 with a zero ClockOffset", nodes, err)
+	}
+}

@@ -16,6 +16,9 @@ import (
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
+// sortNode matches a plan's Sort node (not an Incremental Sort).
+var sortNode = regexp.MustCompile(`(?m)(^|->)\s*Sort\s+\(`)
+
 // TestExplain loads 100k tasks in a realistic mix of states and namespaces and checks
 // that the hot queries of one namespace are index scans, with the namespace in the
 // index condition (the plans in doc.go come from this test: run it with -v, or set
@@ -78,6 +81,22 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_stats`); err != nil {
+		t.Fatal(err)
+	}
+	// An audit log of 100,000 records over 29 days, a tenth in "other", with a bulk
+	// action's 1,000 records in one microsecond an hour ago.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, result)
+		SELECT CASE WHEN g % 10 = 3 THEN 'other' ELSE 'default' END, clock_timestamp() - g * interval '25 seconds',
+			'actor-' || (g % 7), 'operator', 'task.cancel', 'task ' || g, 'ok'
+		FROM generate_series(1, 100000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_audit (namespace, at, actor, role, action, target, result)
+		SELECT 'default', date_trunc('second', clock_timestamp()) - interval '1 hour', 'alice', 'operator', 'task.retry', 'task ' || g, 'ok'
+		FROM generate_series(1, 1000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_audit`); err != nil {
 		t.Fatal(err)
 	}
 	var seq int64
@@ -208,6 +227,24 @@ func TestExplain(t *testing.T) {
 		cases = append(cases, explainCase{name: q.name, sql: sql, args: args, index: q.index})
 	}
 
+	// The audit log by time: a backward range scan of ax_audit_at, the rows of one at
+	// sorted by id incrementally, so that a page reads about its LIMIT of rows, however
+	// many the bounds hold.
+	for _, q := range []struct {
+		name     string
+		q        store.AuditQuery
+		cursorAt time.Time
+	}{
+		{"audit log: a day (AuditLog, since, until)", store.AuditQuery{Since: now.Add(-48 * time.Hour), Until: now.Add(-24 * time.Hour)}, time.Time{}},
+		{"audit log: since a week ago, an actor (AuditLog)", store.AuditQuery{Actor: "actor-3", Since: now.Add(-7 * 24 * time.Hour)}, time.Time{}},
+		{"audit log: until, the next page in a bulk action (AuditLog, BeforeID)", store.AuditQuery{Until: now, BeforeID: 100500},
+			now.Add(-time.Hour).Truncate(time.Second)},
+	} {
+		q.q.Limit = 101
+		sql, args := taskquery.AuditSelect(dialect(false), ns, q.q, q.cursorAt)
+		cases = append(cases, explainCase{name: q.name, sql: sql, args: args, index: "ax_audit_at"})
+	}
+
 	var out strings.Builder
 	for _, c := range cases {
 		var plan string
@@ -222,6 +259,10 @@ func TestExplain(t *testing.T) {
 		}
 		if strings.Contains(plan, "Seq Scan on ax_tasks") != c.whole || !strings.Contains(plan, c.index) {
 			t.Errorf("%s: plan does not use %s, or scans ax_tasks sequentially (expected: %v):\n%s", c.name, c.index, c.whole, plan)
+		}
+		if c.index == "ax_audit_at" && (strings.Contains(plan, "Seq Scan on ax_audit") || !strings.Contains(plan, "Index Scan Backward using ax_audit_at") ||
+			sortNode.MatchString(plan)) {
+			t.Errorf("%s: the plan is not a backward range scan of ax_audit_at, sorted only within one at:\n%s", c.name, plan)
 		}
 		if strings.HasPrefix(c.index, "ax_stats") && strings.Contains(plan, "Seq Scan on ax_stats") {
 			t.Errorf("%s: plan scans ax_stats sequentially:\n%s", c.name, plan)

@@ -21,13 +21,15 @@ import (
 const handlerSep = "\n"
 
 // registerNodeSQL upserts a node's row of namespace $1: every field is replaced,
-// heartbeat_at is now, and started_at is $7, or now when $7 is NULL.
+// heartbeat_at is now, started_at is $7, or now when $7 is NULL, and clock_offset $8
+// (microseconds).
 const registerNodeSQL = `WITH ts AS (SELECT clock_timestamp() AS now)
-INSERT INTO ax_nodes AS n (namespace, name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at)
-SELECT $1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, ts.now), ts.now FROM ts
+INSERT INTO ax_nodes AS n (namespace, name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at, clock_offset)
+SELECT $1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, ts.now), ts.now, $8 FROM ts
 ON CONFLICT (namespace, name) DO UPDATE SET
 	advertise = excluded.advertise, handlers = excluded.handlers, capacity = excluded.capacity,
-	in_flight = excluded.in_flight, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`
+	in_flight = excluded.in_flight, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+	clock_offset = excluded.clock_offset`
 
 // RegisterNode writes the node's row in the view's namespace, with HeartbeatAt = now
 // and StartedAt = n.StartedAt, or now when it is zero. See [store.NodeRegistry].
@@ -49,7 +51,8 @@ func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
 		started = &n.StartedAt
 	}
 	handlers := strings.Join(slices.Sorted(slices.Values(n.Handlers)), handlerSep)
-	if _, err := s.pool.Exec(ctx, registerNodeSQL, s.ns, n.Name, n.Advertise, handlers, n.Capacity, n.InFlight, started); err != nil {
+	if _, err := s.pool.Exec(ctx, registerNodeSQL, s.ns, n.Name, n.Advertise, handlers, n.Capacity, n.InFlight, started,
+		n.ClockOffset.Microseconds()); err != nil {
 		return s.wrap("register node", err)
 	}
 	return nil
@@ -64,7 +67,7 @@ func (s *Store) Nodes(ctx context.Context, aliveWithin time.Duration) ([]store.N
 	if err := s.check("list nodes"); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at
+	rows, err := s.pool.Query(ctx, `SELECT name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at, clock_offset
 		FROM ax_nodes WHERE namespace = $1 AND heartbeat_at > clock_timestamp() - $2 * interval '1 microsecond'
 		ORDER BY name COLLATE "C"`, s.ns, aliveWithin.Microseconds())
 	if err != nil {
@@ -76,14 +79,16 @@ func (s *Store) Nodes(ctx context.Context, aliveWithin time.Duration) ([]store.N
 		var (
 			n        store.NodeInfo
 			handlers string
+			offset   int64
 		)
-		if err := rows.Scan(&n.Name, &n.Advertise, &handlers, &n.Capacity, &n.InFlight, &n.StartedAt, &n.HeartbeatAt); err != nil {
+		if err := rows.Scan(&n.Name, &n.Advertise, &handlers, &n.Capacity, &n.InFlight, &n.StartedAt, &n.HeartbeatAt, &offset); err != nil {
 			return nil, s.wrap("list nodes", err)
 		}
 		if handlers != "" {
 			n.Handlers = strings.Split(handlers, handlerSep)
 		}
 		n.StartedAt, n.HeartbeatAt = n.StartedAt.UTC(), n.HeartbeatAt.UTC()
+		n.ClockOffset = time.Duration(offset) * time.Microsecond
 		out = append(out, n)
 	}
 	if err := rows.Err(); err != nil {

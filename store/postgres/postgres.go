@@ -535,20 +535,22 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 func execCols(t string) string {
 	succeeded := `x.status = 'RUNNING' AND ` + t + `.status = 'SUCCEEDED' AND ` + t + `.execution_id = x.id`
 	return `x.id, x.task_id, x.attempt, x.node, CASE WHEN ` + succeeded + ` THEN 'SUCCEEDED' ELSE x.status END,
-		x.started_at, x.heartbeat_at, CASE WHEN ` + succeeded + ` THEN ` + t + `.finished_at ELSE x.finished_at END, x.error`
+		x.due_at, x.claimed_at, x.started_at, x.heartbeat_at, CASE WHEN ` + succeeded + ` THEN ` + t + `.finished_at ELSE x.finished_at END, x.error`
 }
 
 func scanExecution(row scanner) (*store.Execution, error) {
 	var (
-		e       store.Execution
-		status  string
-		started time.Time
-		hb, fin sql.NullTime
+		e            store.Execution
+		status       string
+		started      time.Time
+		due, claimed sql.NullTime
+		hb, fin      sql.NullTime
 	)
-	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status, &started, &hb, &fin, &e.Error); err != nil {
+	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status, &due, &claimed, &started, &hb, &fin, &e.Error); err != nil {
 		return nil, err
 	}
 	e.Status = store.Status(status)
+	e.DueAt, e.ClaimedAt = fromNull(due), fromNull(claimed)
 	e.StartedAt, e.HeartbeatAt, e.FinishedAt = started.UTC(), fromNull(hb), fromNull(fin)
 	return &e, nil
 }

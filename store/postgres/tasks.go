@@ -591,16 +591,17 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 			id, node, status, errText sql.NullString
 			tid                       sql.NullInt64
 			attempt                   sql.NullInt32
+			due, claimed              sql.NullTime
 			started, hb, fin          sql.NullTime
 		)
-		if err := rows.Scan(&has, &id, &tid, &attempt, &node, &status, &started, &hb, &fin, &errText); err != nil {
+		if err := rows.Scan(&has, &id, &tid, &attempt, &node, &status, &due, &claimed, &started, &hb, &fin, &errText); err != nil {
 			return nil, s.wrap("executions", err)
 		}
 		if !has {
 			continue
 		}
 		out = append(out, store.Execution{ID: id.String, TaskID: tid.Int64, Attempt: int(attempt.Int32), Node: node.String,
-			Status: store.Status(status.String), StartedAt: fromNull(started), HeartbeatAt: fromNull(hb), FinishedAt: fromNull(fin),
+			Status: store.Status(status.String), DueAt: fromNull(due), ClaimedAt: fromNull(claimed), StartedAt: fromNull(started), HeartbeatAt: fromNull(hb), FinishedAt: fromNull(fin),
 			Error: errText.String})
 	}
 	if err := rows.Err(); err != nil {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -52,13 +53,26 @@ func (s *Store) auditIn(ctx context.Context, tx *sql.Tx, rec *store.AuditRecord)
 	return nil
 }
 
-// AuditLog returns the view's namespace's matching records, newest first (see
-// store.Auditor).
+// AuditLog returns the view's namespace's matching records, newest first: by id,
+// or with a time bound by (at, id) through ax_audit_at (see store.AuditQuery). A page
+// by time that continues after a record reads that record's time first.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
 	if err := store.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
-	query, args := taskquery.AuditSelect(dialect, s.ns, q)
+	var cursorAt time.Time
+	if q.ByTime() && q.BeforeID > 0 {
+		var at int64
+		err := s.r.QueryRowContext(ctx, `SELECT at FROM ax_audit WHERE namespace = ? AND id = ?`, s.ns, q.BeforeID).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			return []store.AuditRecord{}, nil // pruned: nothing older is left
+		}
+		if err != nil {
+			return nil, s.wrap("audit log", err)
+		}
+		cursorAt = fromMicros(at)
+	}
+	query, args := taskquery.AuditSelect(dialect, s.ns, q, cursorAt)
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap("audit log", err)

@@ -158,16 +158,20 @@ var (
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED'
 		RETURNING ` + taskColumns}
-	// claimedStmt records the executions of the tasks claimStmt started.
-	claimedStmt = &batchStmt{cols: 4, pad: []any{nil, 0, 0, ""}, sql: `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
-		SELECT c.column1, c.column2, c.column3, c.column4, 'RUNNING', ?, ?
+	// claimedStmt records the executions of the tasks claimStmt started: due at
+	// column5, claimed and started now.
+	claimedStmt = &batchStmt{cols: 5, pad: []any{nil, 0, 0, "", 0}, sql: `INSERT INTO ax_executions
+		(id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at)
+		SELECT c.column1, c.column2, c.column3, c.column4, 'RUNNING', c.column5, ?, ?, ?
 		FROM (VALUES %V%) AS c
 		WHERE c.column1 IS NOT NULL`}
 	// recordStmt records the executions of the tasks of the view's namespace that are
 	// DISPATCHING with the given execution id (column2) and name (column4), on node
-	// column3; runStmt then moves exactly those tasks to RUNNING.
-	recordStmt = &batchStmt{cols: 4, pad: []any{0, "", "", ""}, sql: `INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
-		SELECT c.column2, t.id, t.attempt, c.column3, 'RUNNING', ?, ?
+	// column3, with the task's due_at and dispatched_at (the claim); runStmt then moves
+	// exactly those tasks to RUNNING.
+	recordStmt = &batchStmt{cols: 4, pad: []any{0, "", "", ""}, sql: `INSERT INTO ax_executions
+		(id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at)
+		SELECT c.column2, t.id, t.attempt, c.column3, 'RUNNING', t.due_at, t.dispatched_at, ?, ?
 		FROM (VALUES %V%) AS c
 		JOIN ax_tasks t ON t.id = c.column1 AND t.status = 'DISPATCHING' AND t.execution_id = c.column2
 			AND t.name = c.column4 AND +t.namespace = ?
@@ -344,7 +348,7 @@ func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node st
 	var args []any
 	for _, t := range claimed {
 		if t.Status == store.Running {
-			args = append(args, t.ExecutionID, t.ID, t.Attempt, node)
+			args = append(args, t.ExecutionID, t.ID, t.Attempt, node, micros(t.DueAt))
 			res.Started = append(res.Started, t)
 		} else {
 			res.Claimed = append(res.Claimed, t)
@@ -353,7 +357,7 @@ func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node st
 	if len(args) == 0 {
 		return nil
 	}
-	return s.batchExec(ctx, tx, claimedStmt, []any{ts, ts}, args, nil)
+	return s.batchExec(ctx, tx, claimedStmt, []any{ts, ts, ts}, args, nil)
 }
 
 // claimKeyed applies the overlap rule to the due keyed tasks of a Claim, in its
@@ -511,7 +515,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 					delete(inserted, sp.ExecutionID) // a second copy in this batch is a duplicate
 					out[i] = store.StartResult{Outcome: store.Started, Task: t, Execution: &store.Execution{
 						ID: sp.ExecutionID, TaskID: t.ID, Attempt: t.Attempt, Node: sp.Node, Status: store.Running,
-						StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
+						DueAt: t.DueAt, ClaimedAt: t.DispatchedAt, StartedAt: t.StartedAt, HeartbeatAt: t.HeartbeatAt,
 					}}
 					recorded[sp.ExecutionID] = out[i].Execution
 					continue

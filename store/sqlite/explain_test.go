@@ -23,6 +23,14 @@ func countSQL() string {
 	return sql
 }
 
+// auditLogSQL is the statement AuditLog runs for q (a page of 100), continuing after a
+// record of now when q pages by time.
+func auditLogSQL(q store.AuditQuery) string {
+	q.Limit = 100
+	sql, _ := taskquery.AuditSelect(dialect, store.DefaultNamespace, q, time.Now())
+	return sql
+}
+
 // TestExplain pins the plans of the overlap rule's lookups: SQLite uses a partial
 // index only for a query whose WHERE clause contains the index's, so a reworded
 // condition would silently fall back to a scan of every DISPATCHING and RUNNING row.
@@ -131,6 +139,14 @@ func TestExplain(t *testing.T) {
 			[]string{"SCAN ax_leadership", sorted}},
 		{"leadership prune", pruneLeadershipSQL, []string{"SEARCH ax_leadership USING PRIMARY KEY (namespace=? AND (epoch,kind)<(?,?))"},
 			[]string{"SCAN ax_leadership", sorted}},
+		// The audit log by time: a range of ax_audit_at, whose entries hold the rowid
+		// (the id) in order after at, so (at, id) descending needs no sort.
+		{"audit log by time", auditLogSQL(store.AuditQuery{Since: time.Now().Add(-time.Hour), Until: time.Now()}),
+			[]string{"SEARCH ax_audit USING INDEX ax_audit_at (namespace=? AND at>? AND at<?)"}, []string{sorted, "SCAN ax_audit"}},
+		{"audit log by time, next page", auditLogSQL(store.AuditQuery{Actor: "alice", Since: time.Now().Add(-time.Hour), BeforeID: 9}),
+			[]string{"SEARCH ax_audit USING INDEX ax_audit_at (namespace=? AND at>? AND at<?)"}, []string{sorted, "SCAN ax_audit"}},
+		{"audit log until", auditLogSQL(store.AuditQuery{Until: time.Now()}),
+			[]string{"SEARCH ax_audit USING INDEX ax_audit_at (namespace=? AND at<?)"}, []string{sorted, "SCAN ax_audit"}},
 	} {
 		rows, err := s.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+c.sql, make([]any, strings.Count(c.sql, "?"))...)
 		if err != nil {

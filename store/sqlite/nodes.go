@@ -18,7 +18,7 @@ import (
 // microseconds of this process's clock, the store's. handlers is a JSON array of the
 // sorted names.
 
-const nodeColumns = `name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at`
+const nodeColumns = `name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at, clock_offset`
 
 // nodesSQL lists a namespace's nodes alive since a time, by name.
 const nodesSQL = `SELECT ` + nodeColumns + ` FROM ax_nodes
@@ -47,13 +47,14 @@ func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
 			started = micros(n.StartedAt)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO ax_nodes
-			(namespace, name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			(namespace, name, advertise, handlers, capacity, in_flight, started_at, heartbeat_at, clock_offset)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (namespace, name) DO UPDATE SET
 				advertise = excluded.advertise, handlers = excluded.handlers,
 				capacity = excluded.capacity, in_flight = excluded.in_flight,
-				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`,
-			s.ns, n.Name, n.Advertise, string(enc), n.Capacity, n.InFlight, started, ts)
+				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+				clock_offset = excluded.clock_offset`,
+			s.ns, n.Name, n.Advertise, string(enc), n.Capacity, n.InFlight, started, ts, n.ClockOffset.Microseconds())
 		return err
 	})
 }
@@ -80,10 +81,12 @@ func scanNode(row scanner) (*store.NodeInfo, error) {
 		n               store.NodeInfo
 		handlers        string
 		started, beatAt int64
+		offset          int64
 	)
-	if err := row.Scan(&n.Name, &n.Advertise, &handlers, &n.Capacity, &n.InFlight, &started, &beatAt); err != nil {
+	if err := row.Scan(&n.Name, &n.Advertise, &handlers, &n.Capacity, &n.InFlight, &started, &beatAt, &offset); err != nil {
 		return nil, err
 	}
+	n.ClockOffset = time.Duration(offset) * time.Microsecond
 	if err := json.Unmarshal([]byte(handlers), &n.Handlers); err != nil {
 		return nil, fmt.Errorf("node %q: handlers %q: %w", n.Name, handlers, err)
 	}

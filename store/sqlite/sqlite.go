@@ -191,7 +191,9 @@
 //
 // ax_nodes holds the node registry (store.NodeRegistry): (namespace, name) primary key,
 // advertise, handlers (the sorted names as a JSON array of strings), capacity,
-// in_flight, started_at and heartbeat_at in microseconds of this process's clock.
+// in_flight, started_at and heartbeat_at in microseconds of this process's clock, and
+// clock_offset (version 10: the store's clock minus the node's, microseconds, as the
+// node measured it).
 // RegisterNode is one UPSERT, RemoveNode and ExpireNodes one DELETE each, on the
 // writer; Nodes is one range of the primary key, in name order, on the read pool.
 package sqlite
@@ -493,19 +495,21 @@ func scanTask(row scanner) (*store.Task, error) {
 	return &t, nil
 }
 
-const executionColumns = `id, task_id, attempt, node, status, started_at, heartbeat_at, finished_at, error`
+const executionColumns = `id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at, finished_at, error`
 
 func scanExecution(row scanner) (*store.Execution, error) {
 	var (
-		e       store.Execution
-		status  string
-		started int64
-		hb, fin sql.NullInt64
+		e            store.Execution
+		status       string
+		started      int64
+		due, claimed sql.NullInt64
+		hb, fin      sql.NullInt64
 	)
-	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status, &started, &hb, &fin, &e.Error); err != nil {
+	if err := row.Scan(&e.ID, &e.TaskID, &e.Attempt, &e.Node, &status, &due, &claimed, &started, &hb, &fin, &e.Error); err != nil {
 		return nil, err
 	}
 	e.Status = store.Status(status)
+	e.DueAt, e.ClaimedAt = fromNull(due), fromNull(claimed)
 	e.StartedAt, e.HeartbeatAt, e.FinishedAt = fromMicros(started), fromNull(hb), fromNull(fin)
 	return &e, nil
 }

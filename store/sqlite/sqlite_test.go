@@ -79,8 +79,8 @@ func TestMigrations(t *testing.T) {
 
 func TestMigrateFromV1(t *testing.T) {
 	t.Parallel()
-	if v := sqlite.SchemaVersion(); v != 9 {
-		t.Fatalf("SchemaVersion() = %d, want 9", v)
+	if v := sqlite.SchemaVersion(); v != 10 {
+		t.Fatalf("SchemaVersion() = %d, want 10", v)
 	}
 	path := filepath.Join(t.TempDir(), "ax.db")
 	if err := sqlite.MigrateTo(path, 1); err != nil {
@@ -107,8 +107,8 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("Open of a version 1 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 9 || want != 9 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 9, 9", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 10 || want != 10 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 10, 10", have, want, err)
 	}
 	for _, name := range []string{"ax_tasks_ns_key_holder", "ax_schedules", "ax_leader", "ax_nodes", "ax_tasks_ns_succeeded", "ax_stats", "ax_slot_gaps_schedule", "ax_leadership"} {
 		var n int
@@ -245,5 +245,49 @@ func TestOverlapAcrossStores(t *testing.T) {
 	}
 	if n := done.Load(); n != int64(len(ids)) {
 		t.Fatalf("%d of %d tasks ran before the deadline", n, len(ids))
+	}
+}
+
+// Execution records and node rows written before version 10 read with zero due and
+// claim times, no lateness, and a zero clock offset.
+func TestMigrateFromV9KeepsOldRecords(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ax.db")
+	if err := sqlite.MigrateTo(path, 9); err != nil {
+		t.Fatalf("MigrateTo(9): %v", err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	past := time.Now().Add(-time.Hour).UnixMicro()
+	if _, err := db.Exec(`INSERT INTO ax_tasks (id, name, key, status, due_at, execution_id, created_at, updated_at, started_at)
+		VALUES (1, 'v9', 'ran', 'RUNNING', ?, 'exec-9', ?, ?, ?)`, past, past, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO ax_executions (id, task_id, attempt, node, status, started_at, heartbeat_at)
+		VALUES ('exec-9', 1, 0, 'node-9', 'RUNNING', ?, ?)`, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO ax_nodes (namespace, name, capacity, in_flight, started_at, heartbeat_at)
+		VALUES ('default', 'node-9', 1, 0, ?, ?)`, past, time.Now().UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatalf("Open of a version 9 file: %v", err)
+	}
+	defer s.Close()
+	execs, err := s.Executions(t.Context(), 1)
+	if err != nil || len(execs) != 1 {
+		t.Fatalf("Executions(1) = %+v, %v; want the one record", execs, err)
+	}
+	if x := execs[0]; !x.DueAt.IsZero() || !x.ClaimedAt.IsZero() || x.Lateness() != 0 || x.StartedAt.IsZero() {
+		t.Errorf("a version 9 record reads %+v; want zero DueAt and ClaimedAt, no lateness, its StartedAt", x)
+	}
+	nodes, err := s.Nodes(t.Context(), time.Hour)
+	if err != nil || len(nodes) != 1 || nodes[0].ClockOffset != 0 {
+		t.Errorf("Nodes = %+v, %v; want node-9 with a zero ClockOffset", nodes, err)
 	}
 }

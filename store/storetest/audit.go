@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax/store"
 )
@@ -10,6 +11,7 @@ import (
 var auditTests = []test{
 	{"RoundTrip", testAuditRoundTrip},
 	{"Query", testAuditQuery},
+	{"ByTime", testAuditByTime},
 	{"Invalid", testAuditInvalid},
 	{"Prune", testAuditPrune},
 }
@@ -152,5 +154,57 @@ func testAuditPrune(e *env) {
 	}
 	if log := e.auditLog(store.AuditQuery{Limit: 10}); len(log) != 1 || log[0].ID != late.ID {
 		e.t.Errorf("AuditLog after PruneAudit = %+v, want only record %d", log, late.ID)
+	}
+}
+
+// testAuditByTime: Since and Until bound At (Since <= At < Until), combine with the
+// other filters, and page by BeforeID in (At, ID) order, newest first; a cursor that
+// names no record selects none; a Since not before Until is ErrInvalid.
+func testAuditByTime(e *env) {
+	var recs []*store.AuditRecord
+	for i := range 6 {
+		if i > 0 {
+			e.after(recs[i-1].At.Add(2 * slack))
+		}
+		recs = append(recs, e.audit(store.AuditRecord{Actor: []string{"alice", "bob"}[i%2], Role: "operator",
+			Action: "task.cancel", Target: "task 1", Result: "ok"}))
+	}
+	at := func(i int) time.Time { return recs[i].At }
+	for _, c := range []struct {
+		name string
+		q    store.AuditQuery
+		want []int
+	}{
+		{"since and until", store.AuditQuery{Since: at(1), Until: at(4), Limit: 10}, []int{3, 2, 1}},
+		{"since", store.AuditQuery{Since: at(3), Limit: 10}, []int{5, 4, 3}},
+		{"until", store.AuditQuery{Until: at(2), Limit: 10}, []int{1, 0}},
+		{"just after a record", store.AuditQuery{Since: at(2).Add(time.Microsecond), Until: at(3), Limit: 10}, nil},
+		{"with an actor", store.AuditQuery{Actor: "bob", Since: at(1), Limit: 10}, []int{5, 3, 1}},
+		{"first page", store.AuditQuery{Since: at(1), Limit: 2}, []int{5, 4}},
+		{"next page", store.AuditQuery{Since: at(1), Limit: 2, BeforeID: recs[4].ID}, []int{3, 2}},
+		{"last page", store.AuditQuery{Since: at(1), Limit: 2, BeforeID: recs[2].ID}, []int{1}},
+		{"a page past the bound", store.AuditQuery{Until: at(3), Limit: 10, BeforeID: recs[5].ID}, []int{2, 1, 0}},
+		{"a cursor of no record", store.AuditQuery{Since: at(0), Limit: 10, BeforeID: recs[5].ID + 1000}, nil},
+		{"zone of the bounds", store.AuditQuery{Since: at(1).In(time.FixedZone("X", 5*3600)), Until: at(2), Limit: 10}, []int{1}},
+	} {
+		want := []int64{}
+		for _, i := range c.want {
+			want = append(want, recs[i].ID)
+		}
+		got := []int64{}
+		for _, r := range e.auditLog(c.q) {
+			got = append(got, r.ID)
+		}
+		if diff(want, got) != "" {
+			e.t.Errorf("AuditLog(%s: %+v) = ids %v, want %v", c.name, c.q, got, want)
+		}
+	}
+	for name, q := range map[string]store.AuditQuery{
+		"since = until": {Since: at(2), Until: at(2), Limit: 10},
+		"since > until": {Since: at(3), Until: at(2), Limit: 10},
+	} {
+		if got, err := e.auditor().AuditLog(e.ctx, q); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("AuditLog(%s) = %d records, %v; want ErrInvalid", name, len(got), err)
+		}
 	}
 }

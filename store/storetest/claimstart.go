@@ -51,7 +51,7 @@ func testClaimStartStarted(e *env) {
 	}
 	e.unchanged("ClaimStart", got)
 	wantX := []store.Execution{{ID: exec, TaskID: before.ID, Attempt: before.Attempt, Node: here.Node, Status: store.Running,
-		StartedAt: got.StartedAt, HeartbeatAt: got.HeartbeatAt}}
+		DueAt: before.DueAt, ClaimedAt: got.DispatchedAt, StartedAt: got.StartedAt, HeartbeatAt: got.HeartbeatAt}}
 	if d := diff(wantX, e.executions(before.ID)); d != "" {
 		e.t.Errorf("Executions(%d) after ClaimStart mismatch (-want +got):\n%s", before.ID, d)
 	}

@@ -25,6 +25,7 @@ var namespaceTests = []test{
 
 var nodeTests = []test{
 	{"RegisterAndList", testNodesRegister},
+	{"ClockOffset", testNodesClockOffset},
 	{"Alive", testNodesAlive},
 	{"RemoveAndExpire", testNodesRemoveExpire},
 	{"Namespaced", testNodesNamespaced},
@@ -357,5 +358,25 @@ func testNodesInvalid(e *env) {
 	}
 	if got := e.listNodes(r, time.Hour); len(got) != 0 {
 		e.t.Fatalf("Nodes after refused registrations = %+v, want none", got)
+	}
+}
+
+// testNodesClockOffset: each registration writes the node's clock offset, signed,
+// kept in whole microseconds (truncated toward zero), and the next replaces it.
+func testNodesClockOffset(e *env) {
+	r := e.nodes()
+	for _, c := range []struct{ offset, want time.Duration }{
+		{-(1500*time.Millisecond + 1234*time.Nanosecond), -1500001 * time.Microsecond},
+		{42*time.Microsecond + 999*time.Nanosecond, 42 * time.Microsecond},
+		{-3 * time.Hour, -3 * time.Hour},
+		{0, 0},
+	} {
+		if err := r.RegisterNode(e.ctx, store.NodeInfo{Name: "skewed", Capacity: 1, ClockOffset: c.offset}); err != nil {
+			e.t.Fatalf("RegisterNode(offset %v) error: %v", c.offset, err)
+		}
+		got := e.listNodes(r, time.Hour)
+		if len(got) != 1 || got[0].ClockOffset != c.want {
+			e.t.Errorf("Nodes after RegisterNode(offset %v) = %+v, want ClockOffset %v", c.offset, got, c.want)
+		}
 	}
 }

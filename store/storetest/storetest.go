@@ -376,6 +376,7 @@ func checkExecution(t *testing.T, op string, x *store.Execution) {
 	t.Helper()
 	for name, ts := range map[string]time.Time{
 		"StartedAt": x.StartedAt, "HeartbeatAt": x.HeartbeatAt, "FinishedAt": x.FinishedAt,
+		"DueAt": x.DueAt, "ClaimedAt": x.ClaimedAt,
 	} {
 		if ts.Location() != time.UTC {
 			t.Errorf("%s: execution %s: %s = %v, want UTC", op, x.ID, name, ts)

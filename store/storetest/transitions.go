@@ -40,6 +40,7 @@ var startTests = []test{
 	{"LostToAnotherNamespacesExecution", testStartLostToAnotherNamespacesExecution},
 	{"InputOrder", testStartInputOrder},
 	{"Invalid", testStartInvalid},
+	{"DueAndClaimTimes", testStartDueAndClaimTimes},
 }
 
 var heartbeatTests = []test{
@@ -355,6 +356,8 @@ func testStartStarted(e *env) {
 		Attempt:     before.Attempt,
 		Node:        "node-7",
 		Status:      store.Running,
+		DueAt:       before.DueAt,
+		ClaimedAt:   before.DispatchedAt,
 		StartedAt:   x.StartedAt,
 		HeartbeatAt: x.HeartbeatAt,
 	}
@@ -1091,5 +1094,69 @@ func testStaleInvalid(e *env) {
 		if got, err := e.s.Stale(e.ctx, store.Running, now, limit); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("Stale(RUNNING, limit %d) = %v, %v; want ErrInvalid", limit, got, err)
 		}
+	}
+}
+
+// testStartDueAndClaimTimes: each execution record keeps its task's DueAt and
+// DispatchedAt as the attempt started — through Start, a business retry to a new due
+// time started by ClaimStart, and a trigger — and reads them back the same from
+// Executions and as a duplicate's record.
+func testStartDueAndClaimTimes(e *env) {
+	task := e.scheduled(e.past())
+	claimed := e.claim(task.ID)
+	e.settle(claimed)
+	first := e.start(claimed).Execution
+	if !first.DueAt.Equal(task.DueAt) || !first.ClaimedAt.Equal(claimed.DispatchedAt) {
+		e.t.Errorf("Start: Execution DueAt %v, ClaimedAt %v; want the task's DueAt %v and DispatchedAt %v",
+			first.DueAt, first.ClaimedAt, task.DueAt, claimed.DispatchedAt)
+	}
+	if got, want := first.Lateness(), first.StartedAt.Sub(task.DueAt); got != want || got < time.Hour {
+		e.t.Errorf("Start: Lateness = %v, want StartedAt − DueAt = %v (an hour or more)", got, want)
+	}
+	if first.ClaimedAt.Equal(first.StartedAt) {
+		e.t.Errorf("Start: ClaimedAt %v is the start's stamp, want the claim's", first.ClaimedAt)
+	}
+
+	// A business retry, due again a minute ago, claimed and started in one write.
+	retryDue := e.now().Add(-time.Minute)
+	e.finish(store.Finish{TaskID: task.ID, ExecutionID: first.ID, Status: store.Scheduled, Error: "boom", Attempt: 1, DueAt: retryDue})
+	exec := newExecID()
+	res, err := e.s.ClaimStart(e.ctx, store.Fence{}, here, []store.Claim{{ID: task.ID, ExecutionID: exec, Start: true}})
+	if err != nil || len(res.Started) != 1 {
+		e.t.Fatalf("ClaimStart(%d) = %+v, %v; want it started", task.ID, res, err)
+	}
+	started := res.Started[0]
+	execs := e.executions(task.ID)
+	if len(execs) != 2 {
+		e.t.Fatalf("Executions(%d) = %+v, want two", task.ID, execs)
+	}
+	if d := diff([]time.Time{task.DueAt, claimed.DispatchedAt, retryDue, started.DispatchedAt},
+		[]time.Time{execs[0].DueAt, execs[0].ClaimedAt, execs[1].DueAt, execs[1].ClaimedAt}); d != "" {
+		e.t.Errorf("Executions(%d): DueAt, ClaimedAt of each attempt (-want +got):\n%s", task.ID, d)
+	}
+	if !execs[1].ClaimedAt.Equal(execs[1].StartedAt) {
+		e.t.Errorf("ClaimStart: ClaimedAt %v, StartedAt %v; want one stamp", execs[1].ClaimedAt, execs[1].StartedAt)
+	}
+	dup, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: task.ID, ExecutionID: exec, Name: task.Name, Node: "node-9"}})
+	if err != nil || len(dup) != 1 || dup[0].Outcome != store.Duplicate {
+		e.t.Fatalf("Start again of %s = %+v, %v; want Duplicate", exec, dup, err)
+	}
+	if d := diff(execs[1], *dup[0].Execution); d != "" {
+		e.t.Errorf("Start again: the recorded execution differs from Executions' (-want +got):\n%s", d)
+	}
+
+	// A trigger from FAILED: the attempt keeps the task's DueAt, and its claim is the
+	// trigger.
+	e.finish(store.Finish{TaskID: task.ID, ExecutionID: exec, Status: store.Failed, Error: "boom"})
+	trig, err := e.s.Trigger(e.ctx, task.ID, newExecID())
+	if err != nil {
+		e.t.Fatalf("Trigger(%d) error: %v", task.ID, err)
+	}
+	third := e.start(trig).Execution
+	if !third.DueAt.Equal(retryDue) || !third.ClaimedAt.Equal(trig.TriggeredAt) {
+		e.t.Errorf("Start after Trigger: DueAt %v, ClaimedAt %v; want %v and the trigger's %v", third.DueAt, third.ClaimedAt, retryDue, trig.TriggeredAt)
+	}
+	if execs := e.executions(task.ID); len(execs) != 3 || diff(*third, execs[2]) != "" {
+		e.t.Errorf("Executions(%d) = %+v, want the third as Start returned it: %+v", task.ID, execs, *third)
 	}
 }

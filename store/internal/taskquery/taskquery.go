@@ -175,28 +175,49 @@ const AuditColumns = `id, at, actor, role, action, target, reason, result, statu
 // AuditSelect returns the statement of Auditor.AuditLog: AuditColumns of the records
 // of namespace ns that q selects (its fields matched exactly), newest first, LIMIT
 // q.Limit; and its arguments. q must have been checked (store.CheckAuditQuery).
-func AuditSelect(d Dialect, ns string, q store.AuditQuery) (string, []any) {
+//
+// Without a time bound the records come by id descending, from below q.BeforeID.
+// With one (q.ByTime) they come by (at, id) descending, within the bounds (truncated
+// to microseconds, store.AuditBound): a backward range scan of ax_audit_at
+// (namespace, at). SQLite's and InnoDB's entries end with the id, so they come in
+// that order; PostgreSQL sorts the few rows of each at, incrementally. A positive
+// q.BeforeID then continues after that record, whose at the driver read first
+// (cursorAt): at <= cursorAt bounds the range, and of the rows at cursorAt only those
+// below BeforeID are kept.
+func AuditSelect(d Dialect, ns string, q store.AuditQuery, cursorAt time.Time) (string, []any) {
 	args := []any{ns}
 	where := []string{"namespace = " + d.Placeholder(1)}
-	add := func(cond string, v any) {
+	ph := func(v any) string {
 		args = append(args, v)
-		where = append(where, cond+d.Placeholder(len(args)))
+		return d.Placeholder(len(args))
 	}
 	if q.Actor != "" {
-		add("actor = ", q.Actor)
+		where = append(where, "actor = "+ph(q.Actor))
 	}
 	if q.Action != "" {
-		add("action = ", q.Action)
+		where = append(where, "action = "+ph(q.Action))
 	}
 	if q.Target != "" {
-		add("target = ", q.Target)
+		where = append(where, "target = "+ph(q.Target))
 	}
-	if q.BeforeID > 0 {
-		add("id < ", q.BeforeID)
+	order := " ORDER BY id DESC LIMIT "
+	if q.ByTime() {
+		if !q.Since.IsZero() {
+			where = append(where, "at >= "+ph(d.Time(store.AuditBound(q.Since))))
+		}
+		if !q.Until.IsZero() {
+			where = append(where, "at < "+ph(d.Time(store.AuditBound(q.Until))))
+		}
+		if q.BeforeID > 0 {
+			at := d.Time(cursorAt)
+			where = append(where, "at <= "+ph(at), "(at < "+ph(at)+" OR id < "+ph(q.BeforeID)+")")
+		}
+		order = " ORDER BY at DESC, id DESC LIMIT "
+	} else if q.BeforeID > 0 {
+		where = append(where, "id < "+ph(q.BeforeID))
 	}
-	args = append(args, q.Limit)
-	return "SELECT " + AuditColumns + " FROM ax_audit WHERE " + strings.Join(where, " AND ") + " ORDER BY id DESC LIMIT " +
-		d.Placeholder(len(args)), args
+	limit := ph(q.Limit)
+	return "SELECT " + AuditColumns + " FROM ax_audit WHERE " + strings.Join(where, " AND ") + order + limit, args
 }
 
 // ScanIDs reads rows of one id column through database/sql, as the arguments of an

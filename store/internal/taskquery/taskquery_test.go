@@ -141,6 +141,30 @@ func TestSelect(t *testing.T) {
 	}
 }
 
+// AuditSelect reads by id without a time bound, by (at, id) with one, its bounds
+// truncated to microseconds, and binds one argument per placeholder.
+func TestAuditSelect(t *testing.T) {
+	at := time.Date(2026, 12, 1, 0, 0, 0, 1999, time.FixedZone("X", 3600))
+	sql, args := AuditSelect(numbered, "ns", store.AuditQuery{Actor: "a", BeforeID: 9, Limit: 11}, time.Time{})
+	if want := "SELECT " + AuditColumns + " FROM ax_audit WHERE namespace = $1 AND actor = $2 AND id < $3 ORDER BY id DESC LIMIT $4"; sql != want {
+		t.Errorf("AuditSelect (by id) =\n%s\nwant\n%s", sql, want)
+	}
+	if len(args) != 4 || args[2] != int64(9) || args[3] != 11 {
+		t.Errorf("AuditSelect (by id) args = %v", args)
+	}
+	cursor := at.Add(-time.Hour)
+	sql, args = AuditSelect(numbered, "ns", store.AuditQuery{Target: "t", Since: at.Add(-24 * time.Hour), Until: at, BeforeID: 9, Limit: 11}, cursor)
+	want := "SELECT " + AuditColumns + " FROM ax_audit WHERE namespace = $1 AND target = $2 AND at >= $3 AND at < $4" +
+		" AND at <= $5 AND (at < $6 OR id < $7) ORDER BY at DESC, id DESC LIMIT $8"
+	if sql != want {
+		t.Errorf("AuditSelect (by time) =\n%s\nwant\n%s", sql, want)
+	}
+	until := time.Date(2026, 11, 30, 23, 0, 0, 1000, time.UTC)
+	if len(args) != 8 || args[3] != until || args[4] != cursor || args[5] != cursor || args[6] != int64(9) || args[7] != 11 {
+		t.Errorf("AuditSelect (by time) args = %v, want until %v (UTC, whole microseconds), the cursor's time twice, 9, 11", args, until)
+	}
+}
+
 // KeyRange binds the prefix, then its successor when it has one, and bounds the
 // range above only then.
 func TestKeyRange(t *testing.T) {
