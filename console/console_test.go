@@ -27,6 +27,9 @@ import (
 
 var discard = slog.New(slog.DiscardHandler)
 
+// testStart is when the tests began.
+var testStart = time.Now()
+
 // secrets are the test tokens, by role.
 var secrets = map[admin.Role]string{admin.Viewer: "viewer-7f3a", admin.Operator: "operator-19cc", admin.Admin: "admin-e042"}
 
@@ -393,6 +396,27 @@ func TestConsoleFlows(t *testing.T) {
 				t.Errorf("the forged cancel's record: %+v", recs)
 			}
 			viewer.get("/ax/audit", http.StatusForbidden)
+
+			// The audit log by time: the records from before the test began are none;
+			// those since it began hold the cancel.
+			ad := site.browser(t).signIn(admin.Admin)
+			since := url.QueryEscape(testStart.Add(-time.Minute).UTC().Format(time.RFC3339))
+			if body := ad.get("/ax/audit?action=task.cancel&since="+since, http.StatusOK); !strings.Contains(body, "customer asked") {
+				t.Errorf("the audit log since the test began lacks the cancel")
+			}
+			if body := ad.get("/ax/audit?action=task.cancel&until="+since, http.StatusOK); strings.Contains(body, "customer asked") {
+				t.Errorf("the audit log until before the test began holds the cancel")
+			}
+			ad.get("/ax/audit?since=yesterday", http.StatusBadRequest)
+			if body := ad.get("/ax/cluster", http.StatusOK); !regexp.MustCompile(`<td>(&#43;|−)[0-9.]+ (ms|s)</td></tr>`).MatchString(body) {
+				t.Errorf("the cluster page shows no replica's clock offset: %s", body[strings.Index(body, "<tbody>"):])
+			}
+			// A failed task's page shows each attempt's due and claim times and lateness.
+			f1 := lookup(t, s, "fail", "f1")
+			if body := ad.get("/ax/tasks/"+itoa(f1.ID), http.StatusOK); !strings.Contains(body, "<th scope=\"col\">Lateness</th>") ||
+				strings.Count(body, "card declined &lt;b&gt;") < 1 {
+				t.Errorf("the failed task's attempts lack their lateness or error")
+			}
 
 			// A cross-origin POST is refused, whoever's session it carries.
 			st, _, _ := op.do(http.MethodPost, "/ax/tasks/"+itoa(l2.ID)+"/cancel", url.Values{"reason": {"x"}}, "Sec-Fetch-Site", "cross-site")

@@ -31,6 +31,13 @@ var funcs = template.FuncMap{
 	},
 	"hhmm": func(t time.Time) string { return t.UTC().Format("15:04Z") },
 	"msf":  millisFrac,
+	// offset writes a clock offset in microseconds, signed: "+1.20 ms", "−3.4 s".
+	"offset": func(us int64) string {
+		if us < 0 {
+			return "−" + millisFrac(float64(-us)/1000)
+		}
+		return "+" + millisFrac(float64(us)/1000)
+	},
 	"count": func(m map[string]admin.CountView, status string) string {
 		if c, ok := m[status]; ok {
 			return c.Text

@@ -364,7 +364,7 @@ func (c *Console) cluster(w http.ResponseWriter, r *http.Request, v *view) {
 }
 
 // auditParams are the parameters of GET /audit the audit page passes on.
-var auditParams = []string{"actor", "action", "target", "before_id", "limit"}
+var auditParams = []string{"actor", "action", "target", "since", "until", "before_id", "limit"}
 
 // auditData is the audit page's.
 type auditData struct {
@@ -375,7 +375,8 @@ type auditData struct {
 	First       string
 }
 
-// audit is GET /audit: the audit log, newest first, filtered and paged (admins).
+// audit is GET /audit: the audit log, newest first, filtered by actor, action,
+// target and time, and paged (admins).
 func (c *Console) audit(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Audit", "audit"
 	live(r, v)
