@@ -221,20 +221,22 @@ func (h *Handler) perform(r *http.Request, a action, do func(ctx context.Context
 		saved, aerr = h.s.Audit(ctx, recorded(rec, a, out, nil), in...)
 		return aerr
 	})
-	defer h.shared.forget() // whatever happened, a shared read from before may be stale
 	switch {
 	case !joined && errors.Is(txErr, ax.ErrUnsupported):
 		if out, err = do(ctx, nil); err != nil {
 			return out, nil, err, nil
 		}
+		h.shared.forget() // a change: the shared reads from before are stale
 		saved, aerr = h.s.Audit(context.WithoutCancel(ctx), recorded(rec, a, out, nil))
 		return out, saved, nil, aerr
 	case txErr == nil:
+		h.shared.forget()
 		return out, saved, nil, nil
 	case err == nil && aerr != nil: // rolled back with the change
 		out.after = out.before
 		return out, nil, h.internal(r, "audit_failed", "not done: its audit record could not be written", aerr), nil
 	case err == nil: // the transaction could not begin or commit: whether the change holds is not known
+		h.shared.forget()
 		out.after = nil
 		return out, nil, txErr, nil
 	}

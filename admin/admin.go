@@ -110,8 +110,9 @@
 // the address (Config.FailedAuth, logged the same way); past the limit, sign-ins from
 // the address are refused, valid or not, until its window ends. A browser's
 // cross-origin request that changes state (Sec-Fetch-Site or Origin of another site)
-// is refused before any route, 403 cross_origin (net/http.CrossOriginProtection);
-// clients that send neither header, scripts, are not concerned.
+// is refused before any route, 403 cross_origin (net/http.CrossOriginProtection),
+// unless it carries a bearer token: only a cookie is sent by a browser on its own.
+// Clients that send neither header, scripts, are not concerned.
 //
 // Shared reads: a GET with the header "Ax-Shared: 1" (SharedHeader) may be answered
 // with an answer read for another caller allowed the same view (the route, its query
@@ -294,6 +295,9 @@ type Config struct {
 	// Refresh is the interval of shared reads (the header Ax-Shared; see the package
 	// doc): default DefaultRefresh.
 	Refresh time.Duration
+	// SecureCookies marks the session cookie Secure even when a request did not come
+	// over TLS: for a service behind a proxy that terminates TLS.
+	SecureCookies bool
 }
 
 // Limit is at most N events per Per. A zero field takes the default of the Config
@@ -345,6 +349,7 @@ type Handler struct {
 	failedAuth *failedAuth
 	bulkBudget time.Duration // how long a bulk call changes tasks
 	sessions   *sessions
+	secure     bool // SecureCookies
 	hidePay    bool
 	shared     *sharedReads
 	serve      http.Handler // mux behind the cross-origin check
@@ -362,7 +367,8 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 		triggers:   newRateLimiter(cfg.Triggers.orDefault(DefaultTriggersPerMinute)),
 		refusals:   newRefusalLimiter(cfg.Refusals.orDefault(DefaultRefusalsPerMinute)),
 		failedAuth: newFailedAuth(cfg.FailedAuth.orDefault(DefaultFailedAuthPerMinute), MaxTrackedAddresses),
-		sessions:   newSessions(cfg.SessionTTL, MaxSessions),
+		sessions:   newSessions(cfg.SessionTTL, MaxSessions, MaxSessionsPerActor),
+		secure:     cfg.SecureCookies,
 		hidePay:    cfg.HidePayloads,
 		shared:     newSharedReads(cfg.Refresh),
 	}
@@ -418,11 +424,20 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	})
 	// A browser's cross-origin request is refused before it reaches a route: a session
 	// cookie must not act for another site's page.
+	// Only a session's cookie is sent by a browser on its own: a request carrying
+	// its bearer token is a client's choice, and is not judged by its origin.
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross_origin", "a cross-origin request that changes state is refused")
 	}))
-	h.serve = cop.Handler(h.mux)
+	checked := cop.Handler(h.mux)
+	h.serve = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			h.mux.ServeHTTP(w, r)
+			return
+		}
+		checked.ServeHTTP(w, r)
+	})
 	return h, nil
 }
 
@@ -507,13 +522,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (caller, boo
 	if why == "" {
 		return c, true
 	}
-	now := time.Now()
-	f := h.failedAuth.fail(r.RemoteAddr, now)
-	h.failedAuth.logSummaries(h.log, f.ended)
-	if f.logIt {
-		h.log.WarnContext(r.Context(), "ax: admin: authentication failed; further failures from this address are counted until the window ends",
-			"remote", f.key, "method", r.Method, "path", r.URL.Path, "why", why, "window", h.failedAuth.limit.Per)
-	}
+	f := h.failed(r, "authentication", why)
 	if f.limited {
 		w.Header().Set("Retry-After", strconv.Itoa(int(max(f.retryAfter.Round(time.Second), time.Second)/time.Second)))
 		writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("over %d failed authentications from this address per %v",
@@ -523,6 +532,18 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (caller, boo
 	w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
 	writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 	return caller{}, false
+}
+
+// failed counts a failed authentication (what: "authentication", "sign-in") of r's
+// address, and logs it at WARN once per address per window, with why.
+func (h *Handler) failed(r *http.Request, what, why string) authFailure {
+	f := h.failedAuth.fail(r.RemoteAddr, time.Now())
+	h.failedAuth.logSummaries(h.log, f.ended)
+	if f.logIt {
+		h.log.WarnContext(r.Context(), "ax: admin: "+what+" failed; further failures from this address are counted until the window ends",
+			"remote", f.key, "method", r.Method, "path", r.URL.Path, "why", why, "window", h.failedAuth.limit.Per)
+	}
+	return f
 }
 
 // authenticate finds who the request is from, or says why nobody: its bearer token

@@ -90,17 +90,6 @@ func (a *failedAuth) fail(remoteAddr string, now time.Time) authFailure {
 	return f
 }
 
-// limited reports whether remoteAddr is past the limit in its window at now.
-func (a *failedAuth) limited(remoteAddr string, now time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w := a.by[clientaddr.Key(remoteAddr)]
-	if w == nil && len(a.by) >= a.max {
-		w = a.by[otherAddresses]
-	}
-	return w != nil && now.Before(w.start.Add(a.limit.Per)) && w.n >= a.limit.N
-}
-
 // end forgets the window w of key, adding the summary of its unlogged failures, if
 // any, to ended.
 func (a *failedAuth) end(ended []authSummary, key string, w *authWindow) []authSummary {

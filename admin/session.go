@@ -18,16 +18,21 @@ const SessionCookie = "ax_session"
 // DefaultSessionTTL is Config.SessionTTL's default: a session lasts a working day.
 const DefaultSessionTTL = 12 * time.Hour
 
-// MaxSessions is the most sessions a handler keeps: past it, signing in ends the
-// session that would expire first.
-const MaxSessions = 10_000
+// MaxSessions is the most sessions a handler keeps, and MaxSessionsPerActor the
+// most of one actor's: past either, signing in ends the session that would expire
+// first — the actor's own, when it is the actor's bound — so that one token's holder
+// signing in again and again ends nobody else's session before the handler is full.
+const (
+	MaxSessions         = 10_000
+	MaxSessionsPerActor = 100
+)
 
-// ErrUnauthorized is SignIn's error for a token that matches none; ErrRateLimited
-// for an address past Config.FailedAuth, whose sign-ins are refused, valid or not,
-// until its window ends.
+// ErrUnauthorized is the error of a token or session that matches none; ErrRateLimited
+// that of an address past Config.FailedAuth, whose failed attempts are refused until
+// its window ends.
 var (
-	ErrUnauthorized = errors.New("ax: admin: unknown token")
-	ErrRateLimited  = errors.New("ax: admin: too many failed sign-ins from this address")
+	ErrUnauthorized = errors.New("ax: admin: unknown token or session")
+	ErrRateLimited  = errors.New("ax: admin: too many failed authentications from this address")
 )
 
 // Caller is who a request is from, once authenticated: the actor its token names
@@ -46,43 +51,63 @@ type session struct {
 // sessions are the handler's sessions, by the SHA-256 of their ids: the ids
 // themselves are kept by the browsers only.
 type sessions struct {
-	ttl time.Duration
-	max int
-	mu  sync.Mutex
-	by  map[[sha256.Size]byte]session
+	ttl       time.Duration
+	max       int
+	perActor  int
+	mu        sync.Mutex
+	by        map[[sha256.Size]byte]session
+	nextSweep time.Time
 }
 
-func newSessions(ttl time.Duration, max int) *sessions {
+func newSessions(ttl time.Duration, max, perActor int) *sessions {
 	if ttl <= 0 {
 		ttl = DefaultSessionTTL
 	}
-	return &sessions{ttl: ttl, max: max, by: map[[sha256.Size]byte]session{}}
+	return &sessions{ttl: ttl, max: max, perActor: perActor, by: map[[sha256.Size]byte]session{}}
 }
 
 // start keeps a new session of c from now, returning its id: 32 random bytes,
-// base64url. Full, it forgets the expired sessions, then the one expiring first.
+// base64url. Expired sessions are forgotten once a minute; at c's actor's bound,
+// the actor's session expiring first ends; at the handler's, anyone's.
 func (s *sessions) start(c caller, now time.Time) string {
 	var b [32]byte
 	rand.Read(b[:])
 	id := base64.RawURLEncoding.EncodeToString(b[:])
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.by) >= s.max {
-		var first [sha256.Size]byte
-		var firstAt time.Time
+	if !now.Before(s.nextSweep) {
 		for k, v := range s.by {
 			if !now.Before(v.expires) {
 				delete(s.by, k)
-			} else if firstAt.IsZero() || v.expires.Before(firstAt) {
-				first, firstAt = k, v.expires
 			}
 		}
-		if len(s.by) >= s.max {
-			delete(s.by, first)
+		s.nextSweep = now.Add(time.Minute)
+	}
+	mine := 0
+	for _, v := range s.by {
+		if v.c.actor == c.actor {
+			mine++
 		}
+	}
+	if mine >= s.perActor {
+		s.endFirst(func(v session) bool { return v.c.actor == c.actor })
+	} else if len(s.by) >= s.max {
+		s.endFirst(func(session) bool { return true })
 	}
 	s.by[sha256.Sum256([]byte(id))] = session{c: c, expires: now.Add(s.ttl)}
 	return id
+}
+
+// endFirst ends the session that expires first among those of which.
+func (s *sessions) endFirst(which func(session) bool) {
+	var first [sha256.Size]byte
+	var firstAt time.Time
+	for k, v := range s.by {
+		if which(v) && (firstAt.IsZero() || v.expires.Before(firstAt)) {
+			first, firstAt = k, v.expires
+		}
+	}
+	delete(s.by, first)
 }
 
 // find returns the caller of the live session id.
@@ -107,36 +132,52 @@ func (s *sessions) end(id string) {
 
 // SignIn starts a session for the holder of secret, one of the handler's bearer
 // tokens, and sets its cookie on w: SessionCookie, HttpOnly, SameSite=Strict,
-// Secure when r came over TLS, with Path path (the prefix the pages are mounted at;
-// "" is "/") and no Max-Age, so that it ends with the browser, while the server ends
-// it after Config.SessionTTL or at SignOut. The handler's routes then take the
-// cookie as they take the token. A secret that matches no token is ErrUnauthorized,
-// counted and logged as a failed authentication of r's address; an address past
-// Config.FailedAuth is ErrRateLimited, valid secret or not, until its window ends
-// (retryAfter says when).
+// Secure when r came over TLS (or Config.SecureCookies), with Path path (the prefix
+// the pages are mounted at; "" is "/") and no Max-Age, so that it ends with the
+// browser, while the server ends it after Config.SessionTTL or at SignOut. A session
+// r already carried ends. The handler's routes then take the cookie as they take
+// the token. A secret that matches no token is ErrUnauthorized, counted and logged
+// as a failed authentication of r's address (Config.FailedAuth); past the limit it
+// is ErrRateLimited, with the time until the address's window ends. As the API
+// serves a valid token from a limited address, SignIn takes one: clients behind one
+// proxy are not locked out by another's mistakes (tokens are long random secrets:
+// the limit bounds the noise of failures, guessing is hopeless anyway).
 func (h *Handler) SignIn(w http.ResponseWriter, r *http.Request, secret, path string) (c Caller, retryAfter time.Duration, err error) {
-	now := time.Now()
-	if h.failedAuth.limited(r.RemoteAddr, now) {
-		f := h.failedAuth.fail(r.RemoteAddr, now)
-		h.failedAuth.logSummaries(h.log, f.ended)
-		return Caller{}, f.retryAfter, ErrRateLimited
-	}
 	found, ok := h.match(secret)
 	if !ok {
-		f := h.failedAuth.fail(r.RemoteAddr, now)
-		h.failedAuth.logSummaries(h.log, f.ended)
-		if f.logIt {
-			h.log.WarnContext(r.Context(), "ax: admin: sign-in failed; further failures from this address are counted until the window ends",
-				"remote", f.key, "path", r.URL.Path, "why", "unknown token", "window", h.failedAuth.limit.Per)
-		}
+		f := h.failed(r, "sign-in", "unknown token")
 		if f.limited {
 			return Caller{}, f.retryAfter, ErrRateLimited
 		}
 		return Caller{}, 0, ErrUnauthorized
 	}
-	id := h.sessions.start(found, now)
-	http.SetCookie(w, sessionCookie(r, id, path, false))
+	if ck, err := r.Cookie(SessionCookie); err == nil {
+		h.sessions.end(ck.Value)
+	}
+	id := h.sessions.start(found, time.Now())
+	http.SetCookie(w, h.sessionCookie(r, id, path, false))
 	return Caller{Actor: found.actor, Role: found.role}, 0, nil
+}
+
+// Authenticate returns who r is from, as the routes find it: its bearer token's
+// holder, or its live session's. A bearer token that matches none is a failed
+// authentication of r's address, counted and logged as the API counts it
+// (Config.FailedAuth): ErrUnauthorized, or ErrRateLimited past the limit. A request
+// with neither a token nor a live session is ErrUnauthorized, not counted: it tried
+// nothing (a session's id is 256 random bits, which nobody guesses; an expired
+// one's cookie is a browser's leftover).
+func (h *Handler) Authenticate(r *http.Request) (Caller, error) {
+	c, why := h.authenticate(r)
+	switch {
+	case why == "":
+		return Caller{Actor: c.actor, Role: c.role}, nil
+	case r.Header.Get("Authorization") == "":
+		return Caller{}, ErrUnauthorized
+	}
+	if f := h.failed(r, "authentication", why); f.limited {
+		return Caller{}, ErrRateLimited
+	}
+	return Caller{}, ErrUnauthorized
 }
 
 // SignOut ends r's session, if any, and clears its cookie (set with path, as
@@ -145,11 +186,11 @@ func (h *Handler) SignOut(w http.ResponseWriter, r *http.Request, path string) {
 	if ck, err := r.Cookie(SessionCookie); err == nil {
 		h.sessions.end(ck.Value)
 	}
-	http.SetCookie(w, sessionCookie(r, "", path, true))
+	http.SetCookie(w, h.sessionCookie(r, "", path, true))
 }
 
-// Caller returns who r is from: its bearer token's holder, or its live session's.
-// It counts no failure: a page asks it to decide whether to show the sign-in form.
+// Caller returns who r is from, as Authenticate does, but counts no failure: for a
+// page that only shows who is signed in.
 func (h *Handler) Caller(r *http.Request) (Caller, bool) {
 	c, why := h.authenticate(r)
 	return Caller{Actor: c.actor, Role: c.role}, why == ""
@@ -160,11 +201,11 @@ func (h *Handler) Caller(r *http.Request) (Caller, bool) {
 func (h *Handler) ReadOnly() bool { return h.readOnly || h.noAudit }
 
 // sessionCookie is the cookie of session id, or the one that clears it.
-func sessionCookie(r *http.Request, id, path string, clear bool) *http.Cookie {
+func (h *Handler) sessionCookie(r *http.Request, id, path string, clear bool) *http.Cookie {
 	if path == "" {
 		path = "/"
 	}
-	ck := &http.Cookie{Name: SessionCookie, Value: id, Path: path, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+	ck := &http.Cookie{Name: SessionCookie, Value: id, Path: path, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || h.secure}
 	if clear {
 		ck.MaxAge = -1
 	}

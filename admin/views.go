@@ -63,6 +63,7 @@ type NodeView struct {
 
 // ClusterView is the answer of GET /cluster.
 type ClusterView struct {
+	ReadAt           time.Time  `json:"read_at"` // when it was read, by this server's clock: LeaseRemainingMS counts from it
 	Namespace        string     `json:"namespace"`
 	Leader           string     `json:"leader,omitempty"`
 	ServedByLeader   bool       `json:"served_by_leader"`
@@ -95,7 +96,7 @@ func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 		h.writeErr(w, r, err)
 		return
 	}
-	out := ClusterView{Namespace: cs.Namespace, Leader: cs.Leader, ServedByLeader: cs.IsLeader, Epoch: cs.Epoch,
+	out := ClusterView{ReadAt: time.Now().UTC(), Namespace: cs.Namespace, Leader: cs.Leader, ServedByLeader: cs.IsLeader, Epoch: cs.Epoch,
 		LeaseRemainingMS: cs.LeaseRemaining.Milliseconds(), Nodes: make([]NodeView, len(cs.Nodes))}
 	for i, n := range cs.Nodes {
 		handlers := n.Handlers

@@ -38,6 +38,9 @@ func (c *Console) taskAction(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	body := admin.ActionBody{Reason: r.PostForm.Get("reason")}
+	if !reasoned(w, r, c, body.Reason) {
+		return
+	}
 	if act == "reschedule" {
 		at, err := parseWhen(r.PostForm.Get("at"))
 		if err != nil {
@@ -52,6 +55,17 @@ func (c *Console) taskAction(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	http.Redirect(w, r, v.Base+"/tasks/"+url.PathEscape(id)+"?done="+act+"&audit="+strconv.FormatInt(res.Audit.ID, 10), http.StatusSeeOther)
+}
+
+// reasoned refuses an action of the console's without a reason (400): its forms ask
+// one for every action, so that the audit log says why, even where the API would
+// take none (a cancel, a retry, a pause, a resume).
+func reasoned(w http.ResponseWriter, r *http.Request, c *Console, reason string) bool {
+	if strings.TrimSpace(reason) == "" {
+		c.fail(w, r, http.StatusBadRequest, "invalid", "give a reason: it is kept in the audit log")
+		return false
+	}
+	return true
 }
 
 // parseWhen reads a time given as RFC 3339, or as a browser's datetime-local value
@@ -82,6 +96,9 @@ func (c *Console) scheduleAction(w http.ResponseWriter, r *http.Request, v *view
 		c.fail(w, r, http.StatusNotFound, "not_found", "no such action")
 		return
 	}
+	if !reasoned(w, r, c, r.PostForm.Get("reason")) {
+		return
+	}
 	var res admin.ActionResult
 	if st, e := c.post(r, "schedules/"+url.PathEscape(name)+"/"+act, admin.ActionBody{Reason: r.PostForm.Get("reason")}, &res); e != nil {
 		c.fail(w, r, st, e.Code, e.Message)
@@ -108,6 +125,8 @@ type bulkData struct {
 	Preview  *admin.BulkResult
 	Result   *admin.BulkResult
 	Mismatch bool // the confirmation typed was not Word
+	Moved    bool // the count moved between the preview and the confirmation
+	Was      int  // the count the preview showed
 	TasksURL string
 }
 
@@ -194,6 +213,24 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request, v *view) {
 		d.Mismatch = true
 		c.preview(w, r, v, d, b, http.StatusBadRequest)
 		return
+	}
+	// What the preview counted must still hold: a filter matches what it matches when
+	// the action runs, so count again, and show the new count instead of acting when
+	// it moved. (Between this count and the action a task may still change state: the
+	// action then refuses it, and says so.)
+	if expect, err := strconv.Atoi(r.PostForm.Get("expect")); err == nil {
+		check := b
+		check.Reason, check.DryRun = previewReason, true
+		var now admin.BulkResult
+		if st, e := c.post(r, "tasks/bulk/"+d.Action, check, &now); e != nil {
+			c.fail(w, r, st, e.Code, e.Message)
+			return
+		}
+		if now.Changed != expect {
+			d.Moved, d.Was = true, expect
+			c.preview(w, r, v, d, b, http.StatusConflict)
+			return
+		}
 	}
 	b.Reason = d.Reason
 	var res admin.BulkResult

@@ -155,6 +155,7 @@ func TestInBrowser(t *testing.T) {
 				t.Errorf("after the trigger, at %s, want the occurrence's page", tab.Location())
 			}
 			tab.Navigate(site.srv.URL + "/ax/schedules/nightly")
+			tab.SetValue("#resume-reason", "maintenance over")
 			tab.Submit("#resume-reason")
 			if !tab.Exists("#pause-reason") {
 				t.Errorf("the resumed schedule offers no pause")
@@ -321,7 +322,11 @@ func TestInBrowserLiveRefresh(t *testing.T) {
 	signInTab(t, tab, site, admin.Viewer)
 	tab.Navigate(site.srv.URL + "/ax/")
 	tab.Eval(`window.axMarker = 1`, nil)
-	scheduled := func() string { return tab.Text(".tiles li:first-child .n") }
+	scheduled := func() string { // read in one evaluation: the refresh replaces the nodes
+		var n string
+		tab.Eval(`document.querySelector(".tiles li:first-child .n").textContent`, &n)
+		return n
+	}
 	if got := scheduled(); got != "3" {
 		t.Fatalf("SCHEDULED reads %q, want 3", got)
 	}

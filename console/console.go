@@ -26,8 +26,10 @@
 // served over TLS, and scoped to the mount prefix; it ends after
 // admin.Config.SessionTTL (default 12 hours) or at sign-out. Failed sign-ins count
 // against the client address's admin.Config.FailedAuth; past it, sign-ins from the
-// address are refused until its window ends. A cross-origin request that changes
-// state (a form posted from another site) is refused, by the console and by the API
+// address are answered 429 until its window ends (a valid token is still taken, as
+// the API takes it), and so are requests for pages that carry a bearer token that
+// matches none. A cross-origin request that changes state (a form posted from
+// another site) is refused, by the console and by the API
 // (net/http.CrossOriginProtection).
 //
 // # Live, at a fixed cost
@@ -43,15 +45,18 @@
 //
 // Pages are rendered on the server (html/template): every filter and page is a URL
 // that can be bookmarked, every action a plain form, and everything works with
-// JavaScript off (a page then refreshes by a meta refresh, paused by a link). The one
-// script, console.js, served from the console itself, replaces a page's live part in
-// place, pauses refresh while a form is being filled, and counts the lease down. The
+// JavaScript off (a page then says to reload it to see what changed: a timed meta
+// refresh is an accessibility failure). The one script, console.js, served from the
+// console itself, replaces a page's live part in place, pauses refresh while a form
+// is being filled, fills the sign-in form from a link's "#token=", and counts the
+// lease down. The
 // Content-Security-Policy forbids inline scripts and styles, other origins and
 // framing.
 package console
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -181,9 +186,14 @@ type view struct {
 func (c *Console) page(pattern string, f func(w http.ResponseWriter, r *http.Request, v *view)) {
 	c.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		v := &view{Base: base(r)}
-		if _, ok := c.api.Caller(r); !ok {
+		_, err := c.api.Authenticate(r)
+		if errors.Is(err, admin.ErrRateLimited) {
+			c.fail(w, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address: try again later")
+			return
+		}
+		if err != nil {
 			if r.Method == http.MethodGet {
-				next := r.URL.Path
+				next := r.URL.EscapedPath()
 				if r.URL.RawQuery != "" {
 					next += "?" + r.URL.RawQuery
 				}
@@ -211,9 +221,9 @@ func live(r *http.Request, v *view) {
 	q := r.URL.Query()
 	v.Paused = q.Get("live") == "off"
 	q.Del("live")
-	v.LiveURL = v.Base + r.URL.Path + encodeQuery(q)
+	v.LiveURL = v.Base + r.URL.EscapedPath() + encodeQuery(q)
 	q.Set("live", "off")
-	v.PauseURL = v.Base + r.URL.Path + encodeQuery(q)
+	v.PauseURL = v.Base + r.URL.EscapedPath() + encodeQuery(q)
 }
 
 // render writes page with v, status 200.
@@ -244,7 +254,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, code,
 }
 
 // safePrefix is the shape of a mount prefix the console links under.
-var safePrefix = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)*$`)
+var safePrefix = regexp.MustCompile(`^(/[A-Za-z0-9._~!$&()*+,=:@%-]+)*$`)
 
 // base returns the prefix the console is mounted at — what http.StripPrefix took
 // from the request's path, "" at the root — or "" when it is not of safePrefix's

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"errors"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -337,6 +338,14 @@ func TestConsoleFlows(t *testing.T) {
 				t.Errorf("a wrong confirmation retried %d tasks", n)
 			}
 			bulk.Set("confirm", "RETRY")
+			bulk.Set("expect", "2") // the preview showed 2: the selection moved since
+			if body, _ := op.post("/ax/bulk/confirm", bulk, http.StatusConflict); !strings.Contains(body, "Nothing was done: 2 tasks") {
+				t.Errorf("a confirmation whose count moved: %.2000s", body)
+			}
+			if n := len(audited(t, s, ax.AuditQuery{Action: "task.retry"})); n != 0 {
+				t.Errorf("a confirmation whose count moved retried %d tasks", n)
+			}
+			bulk.Set("expect", "3")
 			body, _ = op.post("/ax/bulk/confirm", bulk, http.StatusOK)
 			if !strings.Contains(body, "<strong>3</strong> of 3 tasks changed") {
 				t.Errorf("the bulk's result: %.2000s", body)
@@ -449,3 +458,60 @@ func TestConsoleFlows(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A schedule's name is one segment of the URLs that name it, whatever it holds:
+// "/", "?", "#", "%2F", "..". A form's action, resolved as a browser resolves it,
+// reaches that schedule and nothing else.
+func TestScheduleNamesStayInTheirSegment(t *testing.T) {
+	t.Parallel()
+	s, err := ax.New(ax.Config{Store: stores["sqlite"](t), Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	names := []string{"reports/daily", "x/../../tasks/1/cancel?", "a%2Fb", "q?x=1#frag"}
+	for _, n := range names {
+		s.HandleFunc(n, func(context.Context, *ax.Task) error { return nil })
+		if err := s.Every(n, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	task, err := s.Delay(ctx, "job", "k", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := newSite(t, s, admin.Config{})
+	op := site.browser(t).signIn(admin.Operator)
+	list := op.get("/ax/schedules", http.StatusOK)
+	hrefs := regexp.MustCompile(`href="(/ax/schedules/[^"]+)"`).FindAllStringSubmatch(list, -1)
+	if len(hrefs) != len(names) {
+		t.Fatalf("the schedules page links %d schedules, want %d", len(hrefs), len(names))
+	}
+	base, _ := url.Parse(site.srv.URL + "/ax/schedules")
+	for _, h := range hrefs {
+		link, _ := base.Parse(html.UnescapeString(h[1]))
+		page := op.get(link.RequestURI(), http.StatusOK)
+		action := regexp.MustCompile(`action="([^"]+/pause)"`).FindStringSubmatch(page)
+		if action == nil {
+			t.Fatalf("%s: no pause form", link)
+		}
+		to, _ := link.Parse(html.UnescapeString(action[1]))
+		op.post(to.RequestURI(), url.Values{"reason": {"test"}}, http.StatusSeeOther)
+	}
+	ss, err := s.Schedules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range ss {
+		if !sc.Paused {
+			t.Errorf("schedule %q was not paused through its page", sc.Name)
+		}
+	}
+	if got := lookup(t, s, "job", "k"); got.Status != ax.Scheduled || got.ID != task.ID {
+		t.Errorf("a schedule's pause reached task %d: %s", got.ID, got.Status)
+	}
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"html/template"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -12,16 +13,19 @@ import (
 
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
-	"ts":       timestamp,
-	"tsp":      func(t *time.Time) string { return timestampPtr(t) },
-	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
-	"ms":       millis,
-	"msp":      func(d *int64) string { return millisPtr(d) },
-	"lower":    strings.ToLower,
-	"join":     strings.Join,
-	"statusOf": func(s string) string { return strings.ToLower(s) },
-	"has":      func(m map[string]bool, k string) bool { return m[k] },
-	"add":      func(a, b int) int { return a + b },
+	"ts":    timestamp,
+	"tsp":   func(t *time.Time) string { return timestampPtr(t) },
+	"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"ms":    millis,
+	"msp":   func(d *int64) string { return millisPtr(d) },
+	"lower": strings.ToLower,
+	// pathEscape makes a name one segment of a URL's path: "/", "?", "#", "%" and
+	// ".." in a schedule's name stay in the segment.
+	"pathEscape": url.PathEscape,
+	"join":       strings.Join,
+	"statusOf":   func(s string) string { return strings.ToLower(s) },
+	"has":        func(m map[string]bool, k string) bool { return m[k] },
+	"add":        func(a, b int) int { return a + b },
 	"add64": func(vs ...int64) int64 {
 		var sum int64
 		for _, v := range vs {

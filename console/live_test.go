@@ -179,25 +179,67 @@ func TestSessionExpires(t *testing.T) {
 	})
 }
 
-// Past admin.Config.FailedAuth, sign-ins from the address are refused, a valid
-// token's too, until the window ends.
+// Past admin.Config.FailedAuth, an address's failed sign-ins are answered 429
+// until its window ends, and so are its page requests with a bearer token that
+// matches none: guessing through the pages is counted as through the API. A valid
+// token is still taken, as the API takes it. A new sign-in ends the session the
+// browser carried.
 func TestFailedSignInsAreLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, _, _ := countedConsole(t)
-		for i := range admin.DefaultFailedAuthPerMinute {
+		for i := range admin.DefaultFailedAuthPerMinute / 2 {
 			if st, _, _ := serve(h, http.MethodPost, "/ax/signin", url.Values{"token": {"guess"}}); st != http.StatusUnauthorized {
 				t.Fatalf("failed sign-in %d: %d, want 401", i+1, st)
+			}
+			req := httptest.NewRequest(http.MethodGet, "/ax/tasks", nil)
+			req.Header.Set("Authorization", "Bearer guess")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusSeeOther {
+				t.Fatalf("page with a wrong bearer %d: %d, want 303 to sign in", i+1, rec.Code)
 			}
 		}
 		if st, _, _ := serve(h, http.MethodPost, "/ax/signin", url.Values{"token": {"guess"}}); st != http.StatusTooManyRequests {
 			t.Fatalf("a failed sign-in past the limit: %d, want 429", st)
 		}
-		if st, _, _ := serve(h, http.MethodPost, "/ax/signin", url.Values{"token": {secrets[admin.Admin]}}); st != http.StatusTooManyRequests {
-			t.Fatalf("a valid sign-in from a limited address: %d, want 429", st)
+		req := httptest.NewRequest(http.MethodGet, "/ax/tasks", nil)
+		req.Header.Set("Authorization", "Bearer guess")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusTooManyRequests {
+			t.Fatalf("a page with a wrong bearer past the limit: %d, want 429", rec.Code)
+		}
+		st, _, cookies := serve(h, http.MethodPost, "/ax/signin", url.Values{"token": {secrets[admin.Admin]}})
+		if st != http.StatusSeeOther || len(cookies) != 1 {
+			t.Fatalf("a valid sign-in from a limited address: %d, want 303", st)
+		}
+		first := cookies[0]
+		_, _, again := serve(h, http.MethodPost, "/ax/signin", url.Values{"token": {secrets[admin.Viewer]}}, first)
+		if st, _, _ := serve(h, http.MethodGet, "/ax/tasks", nil, first); st != http.StatusSeeOther || len(again) != 1 {
+			t.Errorf("the session a new sign-in replaced: %d, want 303 to sign in", st)
 		}
 		time.Sleep(time.Minute)
-		if st, _, _ := serve(h, http.MethodPost, "/ax/signin", url.Values{"token": {secrets[admin.Admin]}}); st != http.StatusSeeOther {
-			t.Fatalf("a valid sign-in after the window: %d, want 303", st)
+		if st, _, _ := serve(h, http.MethodPost, "/ax/signin", url.Values{"token": {"guess"}}); st != http.StatusUnauthorized {
+			t.Fatalf("a failed sign-in after the window: %d, want 401", st)
+		}
+	})
+}
+
+// One actor signing in again and again ends its own oldest sessions, nobody else's.
+func TestSessionsBoundedPerActor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _, _ := countedConsole(t)
+		admins := signedIn(t, h, admin.Admin)
+		first := signedIn(t, h, admin.Viewer)
+		for range admin.MaxSessionsPerActor {
+			time.Sleep(time.Millisecond)
+			signedIn(t, h, admin.Viewer)
+		}
+		if st, _, _ := serve(h, http.MethodGet, "/ax/tasks", nil, first); st != http.StatusSeeOther {
+			t.Errorf("the viewer's first session past its bound: %d, want 303 to sign in", st)
+		}
+		if st, _, _ := serve(h, http.MethodGet, "/ax/tasks", nil, admins); st != http.StatusOK {
+			t.Errorf("the admin's session after the viewer's sign-ins: %d, want 200", st)
 		}
 	})
 }

@@ -358,7 +358,7 @@ func (c *Console) cluster(w http.ResponseWriter, r *http.Request, v *view) {
 		c.fail(w, r, st, e.Code, e.Message)
 		return
 	}
-	d.LeaseDeadline = time.Now().Add(time.Duration(d.LeaseRemainingMS) * time.Millisecond).UTC()
+	d.LeaseDeadline = d.ReadAt.Add(time.Duration(d.LeaseRemainingMS) * time.Millisecond) // the answer may be a shared one, read earlier
 	v.Data = d
 	c.render(w, r, "cluster", v)
 }

@@ -15,7 +15,7 @@ type signInData struct {
 	Next string
 }
 
-// signInPage is GET /signin: the form, or the overview for a caller signed in.
+// signInPage is GET /signin: the form.
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	v := &view{Base: base(r), Title: "Sign in", Data: signInData{Next: safeNext(r.URL.Query().Get("next"))}}
 	w.Header().Set("Cache-Control", "no-store")

@@ -76,12 +76,15 @@
     }
   }
 
-  // The sign-in link a demo prints carries its token after "#token=": fill the form.
+  // The sign-in link a demo prints carries its token after "#token=": fill the form
+  // in (the fragment never reaches a server).
   var token = document.getElementById("token");
   if (token && location.hash.indexOf("#token=") === 0) {
     token.value = decodeURIComponent(location.hash.slice(7));
     history.replaceState(null, "", location.pathname + location.search);
-    if (token.value && token.form.requestSubmit) token.form.requestSubmit();
+    // Not submitted: a link must not sign anyone in without their click.
+    var button = token.form.querySelector("button");
+    if (button) button.focus();
   }
 
   if (main) { wire(); schedule(); setInterval(countdown, 200); }
