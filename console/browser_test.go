@@ -370,3 +370,57 @@ func waitText(t *testing.T, tab *browsertest.Tab, read func() string, want strin
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// domCheck lists what in the page's DOM could run or load a script: a script element
+// other than the console's, an event handler attribute, a javascript: URL, an image,
+// frame, object or embed, an SVG other than a chart.
+const domCheck = `(() => {
+	const bad = [];
+	for (const s of document.scripts) if (!s.src.endsWith("/static/console.js")) bad.push("script " + s.outerHTML.slice(0, 80));
+	for (const el of document.querySelectorAll("*")) {
+		for (const a of el.attributes) {
+			if (a.name.startsWith("on")) bad.push("attribute " + a.name + " on " + el.tagName);
+			if (["href", "src", "action", "formaction", "xlink:href"].includes(a.name) && /^\s*javascript:/i.test(a.value)) bad.push("url " + a.value);
+		}
+		if (["IMG", "IFRAME", "OBJECT", "EMBED"].includes(el.tagName)) bad.push("element " + el.tagName);
+		if (el.tagName.toLowerCase() === "svg" && !el.classList.contains("chart")) bad.push("svg");
+	}
+	return bad;
+})()`
+
+// In Chromium, every page of a store full of hostile texts (names, keys, payloads,
+// errors, owners, actors, reasons, schedule names; 1 MiB and invalid UTF-8 payloads)
+// has none of them live in its DOM, and logs no error (a CSP violation included).
+func TestInBrowserNothingHostileIsLive(t *testing.T) {
+	t.Parallel()
+	b := chromium.Get(t)
+	set, _, paths := hostileSite(t, stores["sqlite"](t))
+	tab := b.Tab(t)
+	// The check finds what it looks for.
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>t</title><img src=x onerror="1"><a href="javascript:1">x</a>`)
+	}))
+	defer other.Close()
+	tab.Navigate(other.URL)
+	var found []string
+	tab.Eval(domCheck, &found)
+	if len(found) != 3 {
+		t.Fatalf("the DOM check finds %q in a page with an image, its handler and a javascript: link", found)
+	}
+	tab = b.Tab(t) // a tab whose errors are the console's alone
+	tab.Navigate(set.srv.URL + "/ax/signin")
+	tab.SetValue("#token", "evil-admin")
+	tab.Submit("#signin")
+	for _, p := range paths {
+		tab.Navigate(set.srv.URL + p)
+		var bad []string
+		tab.Eval(domCheck, &bad)
+		if len(bad) > 0 {
+			t.Errorf("%s: live in the DOM: %q", p, bad)
+		}
+	}
+	if errs := tab.Errors(); len(errs) > 0 {
+		t.Errorf("the pages logged errors: %q", errs)
+	}
+}

@@ -66,65 +66,8 @@ func TestPagesEscapeEverything(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s, err := ax.New(ax.Config{Store: open(t), Logger: discard})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			evil := strings.Join(hostile, " ")
-			s.HandleFunc("fails", func(context.Context, *ax.Task) error { return errors.New(evil) }, ax.WithMaxRetry(0))
-			s.HandleFunc(`sched<script>alert(5)</script>"x`, func(context.Context, *ax.Task) error { return nil })
-			if err := s.Every(`sched<script>alert(5)</script>"x`, time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Stop(context.Background()) })
-			var ids []int64
-			for i, h := range hostile {
-				task, err := s.Delay(ctx, h, h, time.Hour, ax.WithOwner(h), ax.WithPayload([]byte(h)))
-				if err != nil {
-					t.Fatalf("task %d: %v", i, err)
-				}
-				ids = append(ids, task.ID)
-			}
-			big := bytes.Repeat([]byte(`<script>alert(6)</script>`), (1<<20)/25)
-			for _, p := range [][]byte{big, []byte("\xff\xfe<script>alert(7)</script>\xc3\x28"), []byte(`{"a":"<script>alert(8)</script>"}`)} {
-				task, err := s.Delay(ctx, "payloads", string(rune('a'+len(ids))), time.Hour, ax.WithPayload(p))
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, task.ID)
-			}
-			failed, err := s.Delay(ctx, "fails", "x", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, failed.ID)
-			eventually(t, "the failing task FAILED", func() bool {
-				task, err := s.Get(ctx, failed.ID)
-				return err == nil && task.Status == ax.Failed
-			})
-
-			toks := []admin.Token{{Actor: evil, Role: admin.Admin, Hash: admin.HashToken("evil-admin")}}
-			site := newSite(t, s, admin.Config{Tokens: toks})
-			b := site.browser(t)
-			b.post("/ax/signin", url.Values{"token": {"evil-admin"}}, http.StatusSeeOther)
-			// Actions with hostile reasons, for the audit log and the task pages.
-			b.post("/ax/tasks/"+itoa(ids[0])+"/cancel", url.Values{"reason": {evil}}, http.StatusSeeOther)
-			b.post("/ax/tasks/"+itoa(failed.ID)+"/retry", url.Values{"reason": {evil}}, http.StatusSeeOther)
-			b.do(http.MethodPost, "/ax/tasks/"+itoa(ids[1])+"/retry", url.Values{"reason": {evil}}) // refused: audited with its reason
-
-			paths := []string{"/ax/", "/ax/tasks", "/ax/schedules", "/ax/cluster", "/ax/audit",
-				"/ax/schedules/" + url.PathEscape(`sched<script>alert(5)</script>"x`),
-				"/ax/tasks?name=" + url.QueryEscape(hostile[0]) + "&key_prefix=" + url.QueryEscape(hostile[1]),
-				"/ax/audit?actor=" + url.QueryEscape(hostile[2]),
-				"/ax/signin?next=" + url.QueryEscape("javascript:alert(9)"),
-			}
-			for _, id := range ids {
-				paths = append(paths, "/ax/tasks/"+itoa(id))
-			}
+			site, b, paths := hostileSite(t, open(t))
+			ids := site.ids
 			bulk := url.Values{"action": {"cancel"}, "scope": {"filter"}, "filter": {"name=" + url.QueryEscape(hostile[0])}}
 			for _, p := range paths {
 				st, body, _ := b.do(http.MethodGet, p, nil)
@@ -140,6 +83,77 @@ func TestPagesEscapeEverything(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostileSet is a site whose store holds the hostile texts everywhere a page shows one,
+// signed in as an admin whose actor is hostile too; paths are its pages.
+type hostileSet struct {
+	*site
+	ids []int64
+}
+
+func hostileSite(t *testing.T, st ax.Store) (*hostileSet, *browser, []string) {
+	t.Helper()
+	s, err := ax.New(ax.Config{Store: st, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	evil := strings.Join(hostile, " ")
+	s.HandleFunc("fails", func(context.Context, *ax.Task) error { return errors.New(evil) }, ax.WithMaxRetry(0))
+	s.HandleFunc(`sched<script>alert(5)</script>"x`, func(context.Context, *ax.Task) error { return nil })
+	if err := s.Every(`sched<script>alert(5)</script>"x`, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	var ids []int64
+	for i, h := range hostile {
+		task, err := s.Delay(ctx, h, h, time.Hour, ax.WithOwner(h), ax.WithPayload([]byte(h)))
+		if err != nil {
+			t.Fatalf("task %d: %v", i, err)
+		}
+		ids = append(ids, task.ID)
+	}
+	big := bytes.Repeat([]byte(`<script>alert(6)</script>`), (1<<20)/25)
+	for _, p := range [][]byte{big, []byte("\xff\xfe<script>alert(7)</script>\xc3\x28"), []byte(`{"a":"<script>alert(8)</script>"}`)} {
+		task, err := s.Delay(ctx, "payloads", string(rune('a'+len(ids))), time.Hour, ax.WithPayload(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	failed, err := s.Delay(ctx, "fails", "x", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, failed.ID)
+	eventually(t, "the failing task FAILED", func() bool {
+		task, err := s.Get(ctx, failed.ID)
+		return err == nil && task.Status == ax.Failed
+	})
+
+	toks := []admin.Token{{Actor: evil, Role: admin.Admin, Hash: admin.HashToken("evil-admin")}}
+	site := newSite(t, s, admin.Config{Tokens: toks})
+	b := site.browser(t)
+	b.post("/ax/signin", url.Values{"token": {"evil-admin"}}, http.StatusSeeOther)
+	// Actions with hostile reasons, for the audit log and the task pages.
+	b.post("/ax/tasks/"+itoa(ids[0])+"/cancel", url.Values{"reason": {evil}}, http.StatusSeeOther)
+	b.post("/ax/tasks/"+itoa(failed.ID)+"/retry", url.Values{"reason": {evil}}, http.StatusSeeOther)
+	b.do(http.MethodPost, "/ax/tasks/"+itoa(ids[1])+"/retry", url.Values{"reason": {evil}}) // refused: audited with its reason
+
+	paths := []string{"/ax/", "/ax/tasks", "/ax/schedules", "/ax/cluster", "/ax/audit",
+		"/ax/schedules/" + url.PathEscape(`sched<script>alert(5)</script>"x`),
+		"/ax/tasks?name=" + url.QueryEscape(hostile[0]) + "&key_prefix=" + url.QueryEscape(hostile[1]),
+		"/ax/audit?actor=" + url.QueryEscape(hostile[2]),
+		"/ax/signin?next=" + url.QueryEscape("javascript:alert(9)"),
+	}
+	for _, id := range ids {
+		paths = append(paths, "/ax/tasks/"+itoa(id))
+	}
+	return &hostileSet{site: site, ids: ids}, b, paths
 }
 
 // checkEscaped fails t if body, the page at path, holds live markup, or does not
