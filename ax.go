@@ -22,13 +22,13 @@ type Status = store.Status
 
 // The states of a task (see the package documentation for the state machine).
 const (
-	Scheduled   = store.Scheduled
-	Dispatching = store.Dispatching
-	Running     = store.Running
-	Succeeded   = store.Succeeded
-	Failed      = store.Failed
-	Cancelled   = store.Cancelled
-	Skipped     = store.Skipped
+	Scheduled   Status = "SCHEDULED"
+	Dispatching Status = "DISPATCHING"
+	Running     Status = "RUNNING"
+	Succeeded   Status = "SUCCEEDED"
+	Failed      Status = "FAILED"
+	Cancelled   Status = "CANCELLED"
+	Skipped     Status = "SKIPPED"
 )
 
 // Store is where ax keeps its state: store/sqlite (embedded), or another driver.
@@ -212,7 +212,7 @@ const (
 const DefaultRequestTimeout = 5 * time.Second
 
 // DefaultNamespace is Config.Namespace's default.
-const DefaultNamespace = store.DefaultNamespace
+const DefaultNamespace = "default"
 
 // selfFenceAfter is how old an execution's last heartbeat may get before its handler's
 // context is cancelled: OrphanAfter − 2 × HeartbeatInterval, so that the handler stops

@@ -29,12 +29,12 @@ type LeadershipChange struct {
 
 // The kinds of a LeadershipChange.
 const (
-	LeadershipAcquired = store.LeadershipAcquired // a term began: its leader recorded its epoch in the store
-	LeadershipEnded    = store.LeadershipEnded    // a term ended, as its leader recorded
+	LeadershipAcquired = "acquired" // a term began: its leader recorded its epoch in the store
+	LeadershipEnded    = "ended"    // a term ended, as its leader recorded
 )
 
 // MaxLeadershipHistory is the most changes one LeadershipHistory call returns.
-const MaxLeadershipHistory = store.MaxLeadershipHistory
+const MaxLeadershipHistory = 100
 
 // How much of the leadership history retention keeps (unless Retention.Off): the
 // newest changes of the namespace, and none older than the age.

@@ -28,71 +28,72 @@ const (
 	// schedule's occurrences). A task written in a caller's transaction (WithTx) is
 	// counted when written, whether or not the transaction commits; in one of
 	// InTx's, once it commits.
-	EventSubmitted = EventKind(observe.Submitted)
+	EventSubmitted EventKind = 1
 	// EventClaimed: a task was claimed for dispatch. Name, Due, Lateness (claim −
 	// due, by the store's stamps), Manual (a Trigger: Lateness is zero and means
 	// nothing).
-	EventClaimed = EventKind(observe.Claimed)
+	EventClaimed EventKind = 2
 	// EventStarted: a handler started. Name, Due, Lateness (start − due, by the
 	// store's stamps), Manual (as for EventClaimed), Early (it started before Due
 	// without a Trigger: a broken guarantee, which must never happen).
-	EventStarted = EventKind(observe.Started)
+	EventStarted EventKind = 3
 	// EventFinished: an execution ended and its result was written. Name, Outcome,
 	// Duration (the handler's run time; zero for OutcomeOrphaned, whose run time is
 	// not known).
-	EventFinished = EventKind(observe.Finished)
+	EventFinished EventKind = 4
 	// EventDispatchFailed: a claimed task could not be started and was handed back.
 	// Name, Reason (one of the DispatchReason values).
-	EventDispatchFailed = EventKind(observe.DispatchFailed)
+	EventDispatchFailed EventKind = 5
 	// EventRetryScheduled: a failed execution will be retried (business retry).
 	// Name, Due (the retry's due time).
-	EventRetryScheduled = EventKind(observe.RetryScheduled)
+	EventRetryScheduled EventKind = 6
 	// EventOrphanRecovered: a RUNNING task without heartbeats was recovered. Name.
-	EventOrphanRecovered = EventKind(observe.OrphanRecovered)
+	EventOrphanRecovered EventKind = 7
 	// EventStuckClaimHandedBack: a task claimed but never started was handed back.
 	// Name.
-	EventStuckClaimHandedBack = EventKind(observe.StuckClaimHandedBack)
+	EventStuckClaimHandedBack EventKind = 8
 	// EventSkipped: a task was SKIPPED because its task key was held. Name, and
 	// Schedule when it is a schedule's occurrence.
-	EventSkipped = EventKind(observe.Skipped)
+	EventSkipped EventKind = 9
 	// EventScheduleFired: a schedule's slots were materialised. Schedule, Result
 	// (ScheduleDispatched, ScheduleMisfired, ScheduleCaughtUp), Count (slots with
 	// that result), Due (the schedule's next slot after these).
-	EventScheduleFired = EventKind(observe.ScheduleFired)
+	EventScheduleFired EventKind = 10
 	// EventClockOffset: the store's clock was measured. Offset (store − local).
-	EventClockOffset = EventKind(observe.ClockOffset)
+	EventClockOffset EventKind = 11
 	// EventWheelSize: tasks held in the timing wheel. Count.
-	EventWheelSize = EventKind(observe.WheelSize)
+	EventWheelSize EventKind = 12
 	// EventTaskCounts: the task table, summarised (every Config.StatsInterval).
 	// Counts (tasks per status; complete: every Status is present, zero included),
 	// Lag (age of the oldest due task not yet claimed; zero when none is waiting).
-	EventTaskCounts = EventKind(observe.TaskCounts)
+	EventTaskCounts EventKind = 13
 	// EventUnhandled: a task came due under a name that no handler is registered for
 	// in this scheduler, and was handed back (each time: a task that keeps coming due
 	// counts once per hand-back). Name.
-	EventUnhandled = EventKind(observe.Unhandled)
+	EventUnhandled EventKind = 14
 	// EventLeadership: this scheduler's role changed (Config.Elector): Leader is true
 	// when it began leading, false when its term ended; Epoch is the term's fencing
 	// token; Reason, when a term ended, says why (lost, resigned, fenced, stopping, store_down).
-	EventLeadership = EventKind(observe.Leadership)
+	EventLeadership EventKind = 15
 	// EventFenceRejected: the store refused a write of this scheduler's as fenced by
 	// a newer leader, and its term ended. Reason names the part: claim, schedule,
 	// recovery.
-	EventFenceRejected = EventKind(observe.FenceRejected)
+	EventFenceRejected EventKind = 16
 	// EventLease: the leader's lease, reported every second of a term and once at
 	// its end. Epoch, LeaseRemaining (the time until the leader stops acting on it
 	// unless a renewal succeeds; zero at the end).
-	EventLease = EventKind(observe.LeaseState)
+	EventLease EventKind = 17
 	// EventExecutorRequest: the leader sent a batch of Count tasks to another
 	// replica's executor. Reason is the result (ok, busy — some tasks refused for want
 	// of a slot —, unreachable, fenced, too_large — split in halves and sent again —,
 	// error), Duration the request's time.
-	EventExecutorRequest = EventKind(observe.ExecutorRequest)
+	EventExecutorRequest EventKind = 18
 	// EventPruned: retention deleted Count finished tasks, with their executions.
 	// Reason is their status, lower case: succeeded, failed, cancelled, skipped;
 	// or audit for audit records, slot_gaps for the gaps of schedules
-	// (ScheduleSlots), stats for rows of per-minute statistics.
-	EventPruned = EventKind(observe.Pruned)
+	// (ScheduleSlots), stats for rows of per-minute statistics, leadership for
+	// changes of the leadership history.
+	EventPruned EventKind = 19
 )
 
 var eventKindNames = [...]string{
@@ -118,45 +119,45 @@ type Outcome string
 
 // The outcomes of an execution.
 const (
-	OutcomeSucceeded Outcome = observe.Succeeded // the handler returned nil
-	OutcomeFailed    Outcome = observe.Failed    // the handler returned an error
-	OutcomePanicked  Outcome = observe.Panicked  // the handler panicked
-	OutcomeTimedOut  Outcome = observe.TimedOut  // the handler ran past its timeout
-	OutcomeReleased  Outcome = observe.Released  // Stop interrupted it; it runs again without using a retry
-	OutcomeOrphaned  Outcome = observe.Orphaned  // its executor stopped heartbeating; counted as a failure
+	OutcomeSucceeded Outcome = "succeeded" // the handler returned nil
+	OutcomeFailed    Outcome = "failed"    // the handler returned an error
+	OutcomePanicked  Outcome = "panicked"  // the handler panicked
+	OutcomeTimedOut  Outcome = "timed_out" // the handler ran past its timeout
+	OutcomeReleased  Outcome = "released"  // Stop interrupted it; it runs again without using a retry
+	OutcomeOrphaned  Outcome = "orphaned"  // its executor stopped heartbeating; counted as a failure
 )
 
 // The reasons of EventDispatchFailed.
 const (
-	DispatchNoHandler = observe.NoHandler // no handler registered for the name
-	DispatchStopping  = observe.Stopping  // the scheduler was stopping
-	DispatchStuck     = observe.Stuck     // not started within DispatchTimeout of the claim
+	DispatchNoHandler = "no_handler" // no handler registered for the name
+	DispatchStopping  = "stopping"   // the scheduler was stopping
+	DispatchStuck     = "stuck"      // not started within DispatchTimeout of the claim
 	// DispatchLeaseEnded: claimed under a leader's lease that ended before the task
 	// started; the next leader runs it.
-	DispatchLeaseEnded = observe.LeaseEnded
+	DispatchLeaseEnded = "lease_ended"
 	// DispatchBusy: no replica with the task's handler took it within half of
 	// DispatchTimeout, and one of them at least was full (the others unreachable or
 	// refusing).
-	DispatchBusy = observe.Busy
+	DispatchBusy = "busy"
 	// DispatchFenced: a replica's executor had seen a newer leader.
-	DispatchFenced = observe.Fenced
+	DispatchFenced = "fenced"
 	// DispatchUnreachable: the replica it was sent to did not answer; it is skipped
 	// until its health endpoint answers.
-	DispatchUnreachable = observe.Unreachable
+	DispatchUnreachable = "unreachable"
 	// DispatchRefused: the replicas it was sent to answered the dispatch with an
 	// error (or lacked its handler), none was merely full, and no other replica with
 	// its handler was left to try.
-	DispatchRefused = observe.Refused
+	DispatchRefused = "refused"
 )
 
 // The results of EventScheduleFired.
 const (
-	ScheduleDispatched = observe.Dispatched // an occurrence written for its slot, on time
-	ScheduleMisfired   = observe.Misfired   // missed slots dropped by the misfire policy
-	ScheduleCaughtUp   = observe.CaughtUp   // missed slots fired late by the misfire policy
+	ScheduleDispatched = "dispatched" // an occurrence written for its slot, on time
+	ScheduleMisfired   = "misfired"   // missed slots dropped by the misfire policy
+	ScheduleCaughtUp   = "caught_up"  // missed slots fired late by the misfire policy
 	// ScheduleSkippedOverlap is the result of an occurrence SKIPPED by its overlap
 	// policy; it is reported as EventSkipped with Schedule set.
-	ScheduleSkippedOverlap = observe.SkippedOverlap
+	ScheduleSkippedOverlap = "skipped_overlap"
 )
 
 // Event is one thing the scheduler did. Fields that do not apply to its Kind are

@@ -283,9 +283,9 @@ type KeyHold = store.KeyHold
 
 // The stored key holds.
 const (
-	HoldLive    = store.HoldLive
-	HoldActive  = store.HoldActive
-	HoldForever = store.HoldForever
+	HoldLive    KeyHold = ""
+	HoldActive  KeyHold = "active"
+	HoldForever KeyHold = "forever"
 )
 
 // UniqueOption is WithUnique's option: a HandlerOption (the default for the
@@ -318,13 +318,13 @@ type OverlapPolicy = store.OverlapPolicy
 const (
 	// OverlapSkip: the task becomes SKIPPED, with the reason (the key and the task
 	// holding it) in LastError. The default for schedules.
-	OverlapSkip = store.OverlapSkip
+	OverlapSkip OverlapPolicy = "skip"
 	// OverlapQueue: the task waits, SCHEDULED, and starts as soon as the key is
 	// free; waiting tasks start one at a time in due order. The default for a task
 	// with WithTaskKey.
-	OverlapQueue = store.OverlapQueue
+	OverlapQueue OverlapPolicy = "queue"
 	// OverlapAllow: the key is ignored; tasks run concurrently.
-	OverlapAllow = store.OverlapAllow
+	OverlapAllow OverlapPolicy = "allow"
 )
 
 // WithOverlap sets the overlap policy of a schedule (Cron, Every) or of a task with
@@ -347,14 +347,14 @@ type MisfirePolicy = store.MisfirePolicy
 const (
 	// MisfireFireOnce: the missed slots collapse into one occurrence, fired at once.
 	// The default.
-	MisfireFireOnce = store.MisfireFireOnce
+	MisfireFireOnce MisfirePolicy = "fire_once"
 	// MisfireSkip: the missed slots are dropped; the schedule waits for its next
 	// slot.
-	MisfireSkip = store.MisfireSkip
+	MisfireSkip MisfirePolicy = "skip"
 	// MisfireCatchUp: each missed slot fires, oldest first, up to Config.MaxCatchUp
 	// (default 100, the most recent ones); they run one after another, even under
 	// OverlapSkip.
-	MisfireCatchUp = store.MisfireCatchUp
+	MisfireCatchUp MisfirePolicy = "catch_up"
 )
 
 // WithMisfire sets a schedule's misfire policy (Cron, Every).
