@@ -50,8 +50,7 @@ func (c *Console) taskAction(w http.ResponseWriter, r *http.Request, v *view) {
 		body.At = &at
 	}
 	var res admin.ActionResult
-	if st, e := c.post(r, "tasks/"+url.PathEscape(id)+"/"+act, body, &res); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.send(w, r, "tasks/"+url.PathEscape(id)+"/"+act, body, &res) {
 		return
 	}
 	http.Redirect(w, r, v.Base+"/tasks/"+url.PathEscape(id)+"?done="+act+"&audit="+strconv.FormatInt(res.Audit.ID, 10), http.StatusSeeOther)
@@ -100,8 +99,7 @@ func (c *Console) scheduleAction(w http.ResponseWriter, r *http.Request, v *view
 		return
 	}
 	var res admin.ActionResult
-	if st, e := c.post(r, "schedules/"+url.PathEscape(name)+"/"+act, admin.ActionBody{Reason: r.PostForm.Get("reason")}, &res); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.send(w, r, "schedules/"+url.PathEscape(name)+"/"+act, admin.ActionBody{Reason: r.PostForm.Get("reason")}, &res) {
 		return
 	}
 	to := v.Base + "/schedules/" + url.PathEscape(name) + "?audit=" + strconv.FormatInt(res.Audit.ID, 10)
@@ -188,17 +186,23 @@ func (c *Console) bulkPreview(w http.ResponseWriter, r *http.Request, v *view) {
 }
 
 // preview renders the confirmation of the bulk action d (of body b), with status:
-// how many tasks it would change, from a dry run.
+// how many tasks it would change, from a dry run (count).
 func (c *Console) preview(w http.ResponseWriter, r *http.Request, v *view, d bulkData, b admin.BulkBody, status int) {
+	if d.Preview = c.count(w, r, d, b); d.Preview != nil {
+		v.Data = d
+		c.renderStatus(w, r, status, "bulk", v)
+	}
+}
+
+// count is a dry run of the bulk action d (of body b): how many tasks it would
+// change; nil when the API refused it (answered as a page).
+func (c *Console) count(w http.ResponseWriter, r *http.Request, d bulkData, b admin.BulkBody) *admin.BulkResult {
 	b.Reason, b.DryRun = previewReason, true
 	var res admin.BulkResult
-	if st, e := c.post(r, "tasks/bulk/"+d.Action, b, &res); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
-		return
+	if !c.send(w, r, "tasks/bulk/"+d.Action, b, &res) {
+		return nil
 	}
-	d.Preview = &res
-	v.Data = d
-	c.renderStatus(w, r, status, "bulk", v)
+	return &res
 }
 
 // bulkConfirm is POST /bulk/confirm: with the action typed as asked, the bulk action
@@ -219,23 +223,20 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request, v *view) {
 	// it moved. (Between this count and the action a task may still change state: the
 	// action then refuses it, and says so.)
 	if expect, err := strconv.Atoi(r.PostForm.Get("expect")); err == nil {
-		check := b
-		check.Reason, check.DryRun = previewReason, true
-		var now admin.BulkResult
-		if st, e := c.post(r, "tasks/bulk/"+d.Action, check, &now); e != nil {
-			c.fail(w, r, st, e.Code, e.Message)
+		if d.Preview = c.count(w, r, d, b); d.Preview == nil {
 			return
 		}
-		if now.Changed != expect {
+		if d.Preview.Changed != expect {
 			d.Moved, d.Was = true, expect
-			c.preview(w, r, v, d, b, http.StatusConflict)
+			v.Data = d
+			c.renderStatus(w, r, http.StatusConflict, "bulk", v)
 			return
 		}
+		d.Preview = nil
 	}
 	b.Reason = d.Reason
 	var res admin.BulkResult
-	if st, e := c.post(r, "tasks/bulk/"+d.Action, b, &res); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.send(w, r, "tasks/bulk/"+d.Action, b, &res) {
 		return
 	}
 	d.Result = &res

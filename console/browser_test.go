@@ -339,17 +339,34 @@ func TestInBrowserLiveRefresh(t *testing.T) {
 	if marker != 1 {
 		t.Fatalf("the page was reloaded, not refreshed in place")
 	}
-	// Paused, it stays as it is.
+	// Paused, it stays as it is, while a live tab beside it, on the same interval,
+	// refreshes three times: that tab is the clock, not a sleep.
 	tab.Click("[data-live-toggle]")
 	if got := tab.Text("[data-live-control]"); !strings.Contains(got, "Paused") {
 		t.Fatalf("after the pause link the control reads %q", got)
 	}
+	const countRefreshes = `window.axRefreshes = 0;
+		new MutationObserver(() => window.axRefreshes++).observe(document.getElementById("main"), {childList: true}); 0`
+	tab.Eval(countRefreshes, nil)
+	watcher := b.Tab(t)
+	signInTab(t, watcher, site, admin.Viewer)
+	watcher.Navigate(site.srv.URL + "/ax/")
+	watcher.Eval(countRefreshes, nil)
 	if _, err := s.Delay(context.Background(), "later", "l5", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second) // three intervals: a refresh would have shown the new task
-	if got := scheduled(); got != "4" {
-		t.Errorf("paused, the page still refreshed: SCHEDULED reads %q", got)
+	refreshes := func(tab *browsertest.Tab) int {
+		var n int
+		tab.Eval(`window.axRefreshes`, &n)
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); refreshes(watcher) < 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the live tab refreshed %d times in 10 s, want 3", refreshes(watcher))
+		}
+	}
+	if n, got := refreshes(tab), scheduled(); n != 0 || got != "4" {
+		t.Errorf("paused, the page refreshed %d times while the live one did 3: SCHEDULED reads %q", n, got)
 	}
 	tab.Click("[data-live-toggle]")
 	waitText(t, tab, scheduled, "5")

@@ -203,8 +203,7 @@ func (c *Console) page(pattern string, f func(w http.ResponseWriter, r *http.Req
 			c.fail(w, r, http.StatusUnauthorized, "unauthorized", "sign in first")
 			return
 		}
-		if st, e := c.get(r, "whoami", "", &v.Me); e != nil {
-			c.fail(w, r, st, e.Code, e.Message)
+		if !c.read(w, r, "whoami", "", &v.Me) {
 			return
 		}
 		v.CanAct = (v.Me.Role == admin.Operator.String() || v.Me.Role == admin.Admin.String()) && !v.Me.ReadOnly

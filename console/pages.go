@@ -92,8 +92,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Overview", "overview"
 	live(r, v)
 	var o admin.Overview
-	if st, e := c.get(r, "overview", "", &o); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.read(w, r, "overview", "", &o) {
 		return
 	}
 	d := overviewData{Overview: o, Statuses: statuses, Hour: o.Minutes}
@@ -165,8 +164,7 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request, v *view) {
 		all.Set("limit", "50")
 	}
 	var page admin.TaskPage
-	if st, e := c.get(r, "tasks", all.Encode(), &page); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.read(w, r, "tasks", all.Encode(), &page) {
 		return
 	}
 	d := tasksData{Filter: canonical(q, taskFilterParams, taskPageParams), Selected: map[string]bool{}, Statuses: statuses,
@@ -229,8 +227,7 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Task "+r.PathValue("id"), "tasks"
 	live(r, v)
 	var d taskData
-	if st, e := c.get(r, "tasks/"+url.PathEscape(r.PathValue("id")), "", &d.TaskDetail); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.read(w, r, "tasks/"+url.PathEscape(r.PathValue("id")), "", &d.TaskDetail) {
 		return
 	}
 	t := d.Task
@@ -249,11 +246,11 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request, v *view) {
 	}
 	if v.IsAdmin {
 		var log admin.AuditLog
-		switch st, e := c.get(r, "audit", url.Values{"target": {"task " + strconv.FormatInt(t.ID, 10)}, "limit": {"50"}}.Encode(), &log); {
+		switch e := c.get(r, "audit", url.Values{"target": {"task " + strconv.FormatInt(t.ID, 10)}, "limit": {"50"}}.Encode(), &log); {
 		case e == nil:
 			d.Audit, d.AuditShown = log.Entries, true
 		case e.Code != "unsupported": // a store without an audit log has none to show
-			c.fail(w, r, st, e.Code, e.Message)
+			c.answered(w, r, e)
 			return
 		}
 	}
@@ -310,8 +307,7 @@ func (c *Console) schedules(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Schedules", "schedules"
 	live(r, v)
 	var ss admin.Schedules
-	if st, e := c.get(r, "schedules", "", &ss); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.read(w, r, "schedules", "", &ss) {
 		return
 	}
 	v.Data = schedulesData{Schedules: ss.Schedules}
@@ -333,8 +329,7 @@ func (c *Console) schedule(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Schedule "+name, "schedules"
 	live(r, v)
 	var d scheduleData
-	if st, e := c.get(r, "schedules/"+url.PathEscape(name), "", &d.ScheduleDetail); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.read(w, r, "schedules/"+url.PathEscape(name), "", &d.ScheduleDetail) {
 		return
 	}
 	slices.Reverse(d.Slots) // the strip: oldest on the left
@@ -354,8 +349,7 @@ func (c *Console) cluster(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Cluster", "cluster"
 	live(r, v)
 	var d clusterData
-	if st, e := c.get(r, "cluster", "", &d.ClusterView); e != nil {
-		c.fail(w, r, st, e.Code, e.Message)
+	if !c.read(w, r, "cluster", "", &d.ClusterView) {
 		return
 	}
 	d.LeaseDeadline = d.ReadAt.Add(time.Duration(d.LeaseRemainingMS) * time.Millisecond) // the answer may be a shared one, read earlier
@@ -386,13 +380,13 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, v *view) {
 	}
 	var log admin.AuditLog
 	d := auditData{Filter: canonical(r.URL.Query(), auditParams)}
-	switch st, e := c.get(r, "audit", q.Encode(), &log); {
+	switch e := c.get(r, "audit", q.Encode(), &log); {
 	case e == nil:
 		d.Entries = log.Entries
 	case e.Code == "unsupported":
 		d.Unsupported = true
 	default:
-		c.fail(w, r, st, e.Code, e.Message)
+		c.answered(w, r, e)
 		return
 	}
 	if log.Next != 0 {

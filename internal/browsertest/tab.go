@@ -298,12 +298,6 @@ func (tab *Tab) Text(selector string) string {
 	return run(tab, fmt.Sprintf("read the text of %q", selector), chromedp.Text(chromedp.CSS(selector)))
 }
 
-// WaitVisible waits until the element matching the CSS selector is visible.
-func (tab *Tab) WaitVisible(selector string) {
-	tab.t.Helper()
-	run(tab, fmt.Sprintf("wait for %q to be visible", selector), chromedp.WaitVisible(chromedp.CSS(selector)))
-}
-
 // Exists reports whether an element matches the CSS selector now; it does not wait.
 func (tab *Tab) Exists(selector string) bool {
 	tab.t.Helper()
