@@ -166,7 +166,8 @@ flags:
 		log.Warn("ax serve: listening beyond loopback without TLS: bearer tokens cross the network in the clear; "+
 			"give --tls-cert and --tls-key, or put a TLS-terminating proxy in front", "listen", ln.Addr().String())
 	}
-	fmt.Fprintf(stdout, "ax serve: %s store, namespace %s, listening on %s://%s\n", kindName, *namespace, scheme, ln.Addr())
+	fmt.Fprintf(stdout, "ax serve: %s store, namespace %s, listening on %s://%s (the console at %[3]s://%[4]s/console/)\n",
+		kindName, *namespace, scheme, ln.Addr())
 	if cert != nil {
 		err = srv.ServeTLS(ln, "", "")
 	} else {
