@@ -1,15 +1,10 @@
 package demo
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
@@ -20,12 +15,10 @@ import (
 // (Config.Console): the console at /, the API at /api/, behind one token the demo
 // generates at random, of the admin role.
 type consoleServer struct {
-	url   string // the sign-in link, with the token after "#token="
-	base  string // http://HOST:PORT
-	token string
-	srv   *http.Server
-	api   *admin.Handler
-	done  chan error
+	*localServer
+	url  string // the sign-in link, with the token after "#token="
+	base string // http://HOST:PORT
+	api  *admin.Handler
 }
 
 // serveConsole starts serving s's console on addr (HOST:PORT; port 0 picks a free
@@ -43,34 +36,17 @@ func serveConsole(s *ax.Scheduler, addr string, log *slog.Logger) (*consoleServe
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("serve the console: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", http.StripPrefix("/api", api))
 	mux.Handle("/", pages)
-	base := "http://" + ln.Addr().String()
-	c := &consoleServer{url: base + "/signin#token=" + token, base: base, token: token, api: api, done: make(chan error, 1),
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: time.Minute}}
-	go func() { c.done <- c.srv.Serve(ln) }()
-	return c, nil
+	l, err := listenAndServe(addr, mux, "the console")
+	if err != nil {
+		return nil, err
+	}
+	base := "http://" + l.addr
+	return &consoleServer{localServer: l, url: base + "/signin#token=" + token, base: base, api: api}, nil
 }
 
-// close stops serving, waiting a few seconds for requests in flight.
-func (c *consoleServer) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
-	defer cancel()
-	err := c.srv.Shutdown(ctx)
-	if err != nil {
-		err = errors.Join(err, c.srv.Close())
-	}
-	if serr := <-c.done; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	err = errors.Join(err, c.api.Flush(ctx))
-	if err != nil {
-		return fmt.Errorf("stop serving the console: %w", err)
-	}
-	return nil
-}
+// close stops serving, waiting a little for requests in flight, and writes the audit
+// summaries the API still counts (admin.Handler.Flush).
+func (c *consoleServer) close() error { return c.stop("the console", c.api.Flush) }
