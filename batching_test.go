@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
-	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/internal/storecount"
-	"github.com/axsched/ax/store/mysql"
-	"github.com/axsched/ax/store/postgres"
+	"github.com/axsched/ax/internal/teststores"
 )
 
 func TestSubmitMany(t *testing.T) {
@@ -74,7 +72,7 @@ func TestSubmitMany(t *testing.T) {
 // below one per step.
 func TestWritesAreBatchedUnderLoad(t *testing.T) {
 	t.Parallel()
-	for name, open := range everyStore {
+	for name, open := range teststores.Durable {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			testWritesAreBatched(t, open(t))
@@ -149,25 +147,4 @@ func testWritesAreBatched(t *testing.T, inner ax.Store) {
 			t.Errorf("%d %s calls for %d tasks, want batches (≤ %d)", c, m, n, n/4)
 		}
 	}
-}
-
-// everyStore opens a fresh store of each durable kind.
-var everyStore = map[string]func(t *testing.T) ax.Store{
-	"sqlite": func(t *testing.T) ax.Store { return openSQLite(t) },
-	"postgres": func(t *testing.T) ax.Store {
-		st, err := postgres.Open(context.Background(), servicetest.PostgresDSN(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	},
-	"mysql": func(t *testing.T) ax.Store {
-		st, err := mysql.Open(servicetest.MySQLDSN(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	},
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/elect/sqllease"
+	"github.com/axsched/ax/internal/teststores"
 )
 
 // TestNamespacesKeepServicesApart: two services on one database, each in its own
@@ -20,7 +21,7 @@ func TestNamespacesKeepServicesApart(t *testing.T) {
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			st := everyStore[kind](t)
+			st := teststores.Durable[kind](t)
 			var mu sync.Mutex
 			ran := map[string][]string{} // namespace/key → nodes
 			fired := map[string]int{}    // namespace → occurrences run

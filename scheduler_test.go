@@ -6,25 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/teststores"
 	"github.com/axsched/ax/store/sqlite"
 )
 
 // openSQLite returns a fresh SQLite store in the test's temp dir.
-func openSQLite(t testing.TB) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func openSQLite(t testing.TB) *sqlite.Store { return teststores.SQLite(t) }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

@@ -10,7 +10,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,10 +19,7 @@ import (
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
 	"github.com/axsched/ax/console"
-	"github.com/axsched/ax/internal/servicetest"
-	"github.com/axsched/ax/store/mysql"
-	"github.com/axsched/ax/store/postgres"
-	"github.com/axsched/ax/store/sqlite"
+	"github.com/axsched/ax/internal/teststores"
 )
 
 var discard = slog.New(slog.DiscardHandler)
@@ -44,32 +40,7 @@ func tokens() []admin.Token {
 }
 
 // stores open each store the console is tested on: a fresh one per call.
-var stores = map[string]func(t *testing.T) ax.Store{
-	"sqlite": func(t *testing.T) ax.Store {
-		st, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	},
-	"postgres": func(t *testing.T) ax.Store {
-		st, err := postgres.Open(context.Background(), servicetest.PostgresDSN(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	},
-	"mysql": func(t *testing.T) ax.Store {
-		st, err := mysql.Open(servicetest.MySQLDSN(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	},
-}
+var stores = teststores.Durable
 
 // site is a console mounted at /ax and its admin API at /ax/api, served over HTTP.
 type site struct {

@@ -61,8 +61,8 @@ func liveAttrs(body string) []string {
 // them live.
 func TestPagesEscapeEverything(t *testing.T) {
 	t.Parallel()
-	for name, open := range map[string]func(t *testing.T) ax.Store{
-		"memory": func(*testing.T) ax.Store { return memory.New() }, "sqlite": stores["sqlite"],
+	for name, open := range map[string]func(t testing.TB) ax.Store{
+		"memory": func(testing.TB) ax.Store { return memory.New() }, "sqlite": stores["sqlite"],
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
