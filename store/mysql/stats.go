@@ -17,10 +17,6 @@ import (
 // primary key with a LIMIT; PruneStats a DELETE … ORDER BY … LIMIT in the primary key's order
 // (a single-table DELETE takes both, unlike an IN subquery).
 
-// statsColumns are ax_stats's columns after namespace, in the order Stats scans.
-const statsColumns = `minute, node, succeeded, failed, panicked, timed_out, released, orphaned, retried,
-	early, max_lateness, lateness, failures`
-
 // WriteStats replaces the view's namespace's rows of (node, minute) with rows, in one
 // statement (see store.StatsKeeper).
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
@@ -36,12 +32,10 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 	args := make([]any, 0, 14*len(rows))
 	for i := range rows {
 		r := &rows[i]
-		args = append(args, s.ns, dt(r.Minute), r.Node, r.Succeeded, r.Failed, r.Panicked, r.TimedOut, r.Released,
-			r.Orphaned, r.Retried, r.Early, r.MaxLateness.Microseconds(), statsrow.FormatLateness(&r.Lateness),
-			statsrow.FormatFailures(r.Failures))
+		args = statsrow.AppendValues(append(args, s.ns), r, dt(r.Minute))
 	}
 	values := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?),", len(rows)), ",")
-	_, err := s.db.ExecContext(ctx, `INSERT INTO ax_stats (namespace, `+statsColumns+`) VALUES `+values+`
+	_, err := s.db.ExecContext(ctx, `INSERT INTO ax_stats (namespace, `+statsrow.Columns+`) VALUES `+values+`
 		ON DUPLICATE KEY UPDATE succeeded = VALUES(succeeded), failed = VALUES(failed), panicked = VALUES(panicked),
 			timed_out = VALUES(timed_out), released = VALUES(released), orphaned = VALUES(orphaned),
 			retried = VALUES(retried), early = VALUES(early), max_lateness = VALUES(max_lateness),
@@ -50,7 +44,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 }
 
 // statsSQL reads the newest rows of a namespace from a minute on, newest first.
-const statsSQL = `SELECT ` + statsColumns + ` FROM ax_stats
+const statsSQL = `SELECT ` + statsrow.Columns + ` FROM ax_stats
 	WHERE namespace = ? AND minute >= ? ORDER BY minute DESC, node DESC LIMIT ?`
 
 // pruneStatsSQL deletes up to a limit of a namespace's oldest rows before a minute.
@@ -72,20 +66,12 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	defer rows.Close()
 	out := []store.MinuteStats{}
 	for rows.Next() {
-		var (
-			r                  store.MinuteStats
-			maxLate            int64
-			lateness, failures string
-		)
-		if err := rows.Scan(dbTime{&r.Minute}, &r.Node, &r.Succeeded, &r.Failed, &r.Panicked, &r.TimedOut, &r.Released,
-			&r.Orphaned, &r.Retried, &r.Early, &maxLate, &lateness, &failures); err != nil {
+		var sc statsrow.Scan
+		if err := rows.Scan(sc.Dest(dbTime{sc.MinuteDest()})...); err != nil {
 			return nil, s.wrap("stats", err)
 		}
-		r.MaxLateness = time.Duration(maxLate) * time.Microsecond
-		if r.Lateness, err = statsrow.ParseLateness(lateness); err != nil {
-			return nil, s.wrap("stats", err)
-		}
-		if r.Failures, err = statsrow.ParseFailures(failures); err != nil {
+		r, err := sc.Decode()
+		if err != nil {
 			return nil, s.wrap("stats", err)
 		}
 		out = append(out, r)

@@ -18,10 +18,6 @@ import (
 // the primary key with a LIMIT; PruneStats a DELETE of the oldest rows, found through
 // the primary key.
 
-// statsColumns are ax_stats's columns after namespace, in the order statsRow scans.
-const statsColumns = `minute, node, succeeded, failed, panicked, timed_out, released, orphaned, retried,
-	early, max_lateness, lateness, failures`
-
 // WriteStats replaces the view's namespace's rows of (node, minute) with rows, in one
 // statement (see store.StatsKeeper).
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
@@ -49,7 +45,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 		maxLate[i] = r.MaxLateness.Microseconds()
 		lateness[i], failures[i] = statsrow.FormatLateness(&r.Lateness), statsrow.FormatFailures(r.Failures)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO ax_stats (namespace, `+statsColumns+`)
+	_, err := s.pool.Exec(ctx, `INSERT INTO ax_stats (namespace, `+statsrow.Columns+`)
 		SELECT $1, * FROM unnest($2::timestamptz[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[],
 			$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[])
 		ON CONFLICT (namespace, minute, node) DO UPDATE SET
@@ -62,7 +58,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 }
 
 // statsSQL reads the newest rows of a namespace from a minute on, newest first.
-const statsSQL = `SELECT ` + statsColumns + ` FROM ax_stats
+const statsSQL = `SELECT ` + statsrow.Columns + ` FROM ax_stats
 	WHERE namespace = $1 AND minute >= $2 ORDER BY minute DESC, node DESC LIMIT $3`
 
 // pruneStatsSQL deletes up to a limit of a namespace's oldest rows before a minute:
@@ -86,22 +82,11 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 		return nil, s.wrap("stats", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.MinuteStats, error) {
-		var (
-			r                  store.MinuteStats
-			maxLate            int64
-			lateness, failures string
-		)
-		if err := row.Scan(&r.Minute, &r.Node, &r.Succeeded, &r.Failed, &r.Panicked, &r.TimedOut, &r.Released,
-			&r.Orphaned, &r.Retried, &r.Early, &maxLate, &lateness, &failures); err != nil {
-			return r, err
+		var sc statsrow.Scan
+		if err := row.Scan(sc.Dest(sc.MinuteDest())...); err != nil {
+			return store.MinuteStats{}, err
 		}
-		r.Minute, r.MaxLateness = r.Minute.UTC(), time.Duration(maxLate)*time.Microsecond
-		var err error
-		if r.Lateness, err = statsrow.ParseLateness(lateness); err != nil {
-			return r, err
-		}
-		r.Failures, err = statsrow.ParseFailures(failures)
-		return r, err
+		return sc.Decode()
 	})
 	if err != nil {
 		return nil, s.wrap("stats", err)

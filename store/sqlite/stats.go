@@ -18,10 +18,6 @@ import (
 // of the primary key with a LIMIT on the readers; PruneStats a DELETE of the oldest
 // rows, found through the primary key.
 
-// statsColumns are ax_stats's columns after namespace, in the order Stats scans.
-const statsColumns = `minute, node, succeeded, failed, panicked, timed_out, released, orphaned, retried,
-	early, max_lateness, lateness, failures`
-
 // WriteStats replaces the view's namespace's rows of (node, minute) with rows, in one
 // write transaction (see store.StatsKeeper).
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
@@ -34,13 +30,11 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 	args := make([]any, 0, 14*len(rows))
 	for i := range rows {
 		r := &rows[i]
-		args = append(args, s.ns, micros(r.Minute), r.Node, r.Succeeded, r.Failed, r.Panicked, r.TimedOut, r.Released,
-			r.Orphaned, r.Retried, r.Early, r.MaxLateness.Microseconds(), statsrow.FormatLateness(&r.Lateness),
-			statsrow.FormatFailures(r.Failures))
+		args = statsrow.AppendValues(append(args, s.ns), r, micros(r.Minute))
 	}
 	values := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?),", len(rows)), ",")
 	return s.write(ctx, "write stats", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO ax_stats (namespace, `+statsColumns+`) VALUES `+values+`
+		_, err := tx.ExecContext(ctx, `INSERT INTO ax_stats (namespace, `+statsrow.Columns+`) VALUES `+values+`
 			ON CONFLICT (namespace, minute, node) DO UPDATE SET
 				succeeded = excluded.succeeded, failed = excluded.failed, panicked = excluded.panicked,
 				timed_out = excluded.timed_out, released = excluded.released, orphaned = excluded.orphaned,
@@ -51,7 +45,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 }
 
 // statsSQL reads the newest rows of a namespace from a minute on, newest first.
-const statsSQL = `SELECT ` + statsColumns + ` FROM ax_stats
+const statsSQL = `SELECT ` + statsrow.Columns + ` FROM ax_stats
 	WHERE namespace = ? AND minute >= ? ORDER BY minute DESC, node DESC LIMIT ?`
 
 // pruneStatsSQL deletes up to a limit of a namespace's oldest rows before a minute.
@@ -72,21 +66,17 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	out := []store.MinuteStats{}
 	for rows.Next() {
 		var (
-			r                  store.MinuteStats
-			minute, maxLate    int64
-			lateness, failures string
+			sc     statsrow.Scan
+			minute int64
 		)
-		if err := rows.Scan(&minute, &r.Node, &r.Succeeded, &r.Failed, &r.Panicked, &r.TimedOut, &r.Released,
-			&r.Orphaned, &r.Retried, &r.Early, &maxLate, &lateness, &failures); err != nil {
+		if err := rows.Scan(sc.Dest(&minute)...); err != nil {
 			return nil, s.wrap("stats", err)
 		}
-		r.Minute, r.MaxLateness = fromMicros(minute), time.Duration(maxLate)*time.Microsecond
-		if r.Lateness, err = statsrow.ParseLateness(lateness); err != nil {
+		r, err := sc.Decode()
+		if err != nil {
 			return nil, s.wrap("stats", err)
 		}
-		if r.Failures, err = statsrow.ParseFailures(failures); err != nil {
-			return nil, s.wrap("stats", err)
-		}
+		r.Minute = fromMicros(minute)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

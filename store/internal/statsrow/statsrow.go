@@ -171,3 +171,46 @@ func CheckPrune(before time.Time, limit int) error {
 	}
 	return nil
 }
+
+// Columns are ax_stats's columns after namespace, in the order of AppendValues and
+// Scan.Dest.
+const Columns = `minute, node, succeeded, failed, panicked, timed_out, released, orphaned, retried,
+	early, max_lateness, lateness, failures`
+
+// AppendValues appends r's values for Columns to args: minute as the driver encodes
+// it, the maximum lateness in microseconds, the text columns encoded.
+func AppendValues(args []any, r *store.MinuteStats, minute any) []any {
+	return append(args, minute, r.Node, r.Succeeded, r.Failed, r.Panicked, r.TimedOut, r.Released,
+		r.Orphaned, r.Retried, r.Early, r.MaxLateness.Microseconds(), FormatLateness(&r.Lateness),
+		FormatFailures(r.Failures))
+}
+
+// Scan receives one row of Columns: pass Dest to the driver's Scan, then Decode.
+type Scan struct {
+	row                store.MinuteStats
+	maxLate            int64
+	lateness, failures string
+}
+
+// Dest returns the scan destinations of Columns, minute being the driver's own. A
+// driver that scans the minute into a time.Time may pass MinuteDest.
+func (s *Scan) Dest(minute any) []any {
+	r := &s.row
+	return []any{minute, &r.Node, &r.Succeeded, &r.Failed, &r.Panicked, &r.TimedOut, &r.Released,
+		&r.Orphaned, &r.Retried, &r.Early, &s.maxLate, &s.lateness, &s.failures}
+}
+
+// MinuteDest is the row's minute, for Dest.
+func (s *Scan) MinuteDest() *time.Time { return &s.row.Minute }
+
+// Decode returns the scanned row, its minute in UTC and its text columns decoded.
+func (s *Scan) Decode() (store.MinuteStats, error) {
+	r := s.row
+	r.Minute, r.MaxLateness = r.Minute.UTC(), time.Duration(s.maxLate)*time.Microsecond
+	var err error
+	if r.Lateness, err = ParseLateness(s.lateness); err != nil {
+		return r, err
+	}
+	r.Failures, err = ParseFailures(s.failures)
+	return r, err
+}
