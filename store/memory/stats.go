@@ -18,7 +18,7 @@ type statsKey struct {
 	minute   int64
 }
 
-// WriteStats replaces the namespace's rows of (node, minute). See [store.StatsKeeper].
+// WriteStats implements [store.StatsKeeper].
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
 	if err := statsrow.Check(rows); err != nil {
 		return fmt.Errorf("ax: %w", err)
@@ -34,8 +34,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 	return nil
 }
 
-// Stats returns the namespace's rows from since on, by (minute, node), the newest
-// store.MaxStatsRead. See [store.StatsKeeper].
+// Stats implements [store.StatsKeeper].
 func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats, error) {
 	if err := statsrow.CheckSince(since); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
@@ -59,8 +58,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	return out, nil
 }
 
-// PruneStats deletes the namespace's rows older than before, oldest first. See
-// [store.StatsKeeper].
+// PruneStats implements [store.StatsKeeper].
 func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := statsrow.CheckPrune(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)

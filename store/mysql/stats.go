@@ -14,11 +14,10 @@ import (
 // The statistics (store.StatsKeeper) are ax_stats, one row per (namespace, minute,
 // node) (see migrations/0006_stats.sql). WriteStats is one INSERT … ON DUPLICATE KEY
 // UPDATE of at most store.MaxStatsRows rows; Stats a backward range scan of the
-// primary key with a LIMIT; PruneStats a DELETE … ORDER BY … LIMIT in the primary key's order
-// (a single-table DELETE takes both, unlike an IN subquery).
+// primary key with a LIMIT; PruneStats a DELETE … ORDER BY … LIMIT in the primary
+// key's order (a single-table DELETE takes both, unlike an IN subquery).
 
-// WriteStats replaces the view's namespace's rows of (node, minute) with rows, in one
-// statement (see store.StatsKeeper).
+// WriteStats implements [store.StatsKeeper].
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
 	if err := statsrow.Check(rows); err != nil {
 		return fmt.Errorf("ax: mysql: %w", err)
@@ -50,8 +49,7 @@ const statsSQL = `SELECT ` + statsrow.Columns + ` FROM ax_stats
 // pruneStatsSQL deletes up to a limit of a namespace's oldest rows before a minute.
 const pruneStatsSQL = `DELETE FROM ax_stats WHERE namespace = ? AND minute < ? ORDER BY namespace, minute, node LIMIT ?`
 
-// Stats returns the view's namespace's rows from since on, by (minute, node), the
-// newest store.MaxStatsRead (see store.StatsKeeper).
+// Stats implements [store.StatsKeeper].
 func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats, error) {
 	if err := statsrow.CheckSince(since); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
@@ -83,8 +81,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	return out, nil
 }
 
-// PruneStats deletes the view's namespace's rows older than before, oldest first,
-// through the primary key (see store.StatsKeeper).
+// PruneStats implements [store.StatsKeeper].
 func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := statsrow.CheckPrune(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: mysql: %w", err)

@@ -14,12 +14,11 @@ import (
 
 // The statistics (store.StatsKeeper) are ax_stats, one row per (namespace, minute,
 // node) (see migrations/0011_stats.sql). WriteStats is one INSERT … ON CONFLICT DO
-// UPDATE of at most store.MaxStatsRows rows, passed as arrays; Stats a range scan of
-// the primary key with a LIMIT; PruneStats a DELETE of the oldest rows, found through
-// the primary key.
+// UPDATE of at most store.MaxStatsRows rows, passed as arrays; Stats a backward
+// range scan of the primary key with a LIMIT; PruneStats a DELETE of the oldest
+// rows, found through the primary key.
 
-// WriteStats replaces the view's namespace's rows of (node, minute) with rows, in one
-// statement (see store.StatsKeeper).
+// WriteStats implements [store.StatsKeeper].
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
 	if err := statsrow.Check(rows); err != nil {
 		return fmt.Errorf("ax: postgres: %w", err)
@@ -68,8 +67,7 @@ const statsSQL = `SELECT ` + statsrow.Columns + ` FROM ax_stats
 const pruneStatsSQL = `DELETE FROM ax_stats WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM ax_stats WHERE namespace = $1 AND minute < $2 ORDER BY minute, node LIMIT $3))`
 
-// Stats returns the view's namespace's rows from since on, by (minute, node), the
-// newest store.MaxStatsRead (see store.StatsKeeper).
+// Stats implements [store.StatsKeeper].
 func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats, error) {
 	if err := statsrow.CheckSince(since); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
@@ -98,8 +96,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	return out, nil
 }
 
-// PruneStats deletes the view's namespace's rows older than before, oldest first,
-// through the primary key (see store.StatsKeeper).
+// PruneStats implements [store.StatsKeeper].
 func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := statsrow.CheckPrune(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: postgres: %w", err)

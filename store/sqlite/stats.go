@@ -18,8 +18,7 @@ import (
 // of the primary key with a LIMIT on the readers; PruneStats a DELETE of the oldest
 // rows, found through the primary key.
 
-// WriteStats replaces the view's namespace's rows of (node, minute) with rows, in one
-// write transaction (see store.StatsKeeper).
+// WriteStats implements [store.StatsKeeper].
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
 	if err := statsrow.Check(rows); err != nil {
 		return fmt.Errorf("ax: sqlite: %w", err)
@@ -52,8 +51,7 @@ const statsSQL = `SELECT ` + statsrow.Columns + ` FROM ax_stats
 const pruneStatsSQL = `DELETE FROM ax_stats WHERE (namespace, minute, node) IN (
 	SELECT namespace, minute, node FROM ax_stats WHERE namespace = ? AND minute < ? ORDER BY minute, node LIMIT ?)`
 
-// Stats returns the view's namespace's rows from since on, by (minute, node), the
-// newest store.MaxStatsRead (see store.StatsKeeper).
+// Stats implements [store.StatsKeeper].
 func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats, error) {
 	if err := statsrow.CheckSince(since); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
@@ -86,8 +84,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	return out, nil
 }
 
-// PruneStats deletes the view's namespace's rows older than before, oldest first,
-// through the primary key (see store.StatsKeeper).
+// PruneStats implements [store.StatsKeeper].
 func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := statsrow.CheckPrune(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: sqlite: %w", err)
