@@ -560,19 +560,19 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	}
 	if p, ok := s.st.(store.Pruner); ok && !s.cfg.Retention.Off {
 		cfg := retention.Config{
-			Store: storecall.BoundedPruner(p, s.cfg.StoreTimeout), Now: s.clock.Now, Log: s.log, Observe: s.obs,
+			Store: p, Now: s.clock.Now, Log: s.log, Observe: s.obs, Timeout: s.cfg.StoreTimeout,
 			Rules: s.cfg.Retention.rules(), Interval: s.cfg.Retention.Interval, Pause: s.cfg.Retention.Pause,
 			Batch: store.MaxPrune, AuditAge: max(s.cfg.Retention.Audit, 0),
-			Stats: storecall.BoundedStatsPruner(s.st, s.cfg.StoreTimeout), StatsAge: max(s.cfg.Retention.Stats, 0),
+			Stats: s.st, StatsAge: max(s.cfg.Retention.Stats, 0),
 		}
 		if a, ok := s.st.(store.Auditor); ok {
-			cfg.Audit = storecall.BoundedAuditPruner(a, s.cfg.StoreTimeout)
+			cfg.Audit = a
 		}
 		if h, ok := s.st.(store.SlotHistory); ok {
-			cfg.Gaps, cfg.GapAge = storecall.BoundedGapPruner(h, s.cfg.StoreTimeout), s.cfg.Retention.gapAge()
+			cfg.Gaps, cfg.GapAge = h, s.cfg.Retention.gapAge()
 		}
 		if l := s.leadershipLog(); l != nil && t.Fence.Token != 0 { // a history is kept under an Elector only
-			cfg.History, cfg.Namespace = storecall.BoundedHistoryPruner(l, s.cfg.StoreTimeout), s.cfg.Namespace
+			cfg.History, cfg.Namespace = l, s.cfg.Namespace
 			cfg.HistoryAge, cfg.HistoryRows = retainLeadershipAge, retainLeadershipRows
 		}
 		wg.Go(func() { retention.Run(ctx, cfg) })

@@ -66,6 +66,9 @@ type Config struct {
 	Interval    time.Duration // between rounds
 	Pause       time.Duration // between two calls of a round
 	Batch       int           // tasks per call, at most store.MaxPrune
+	// Timeout bounds each store call, so that a store that stops answering holds the
+	// round no longer than that; 0: only ctx bounds them.
+	Timeout time.Duration
 }
 
 // Run runs a round at once and then every Interval until ctx ends.
@@ -98,7 +101,7 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		if r.Age > 0 {
 			p.Before = cfg.Now().Add(-r.Age)
 		}
-		n, err := drain(ctx, cfg, strings.ToLower(string(r.Status)), func() (int, error) { return cfg.Store.Prune(ctx, p) })
+		n, err := drain(ctx, cfg, strings.ToLower(string(r.Status)), func(ctx context.Context) (int, error) { return cfg.Store.Prune(ctx, p) })
 		if total += n; err != nil {
 			return total, err
 		}
@@ -107,17 +110,23 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		reason string
 		has    bool // a store that keeps them
 		age    time.Duration
-		prune  func(before time.Time) (int, error)
+		prune  func(ctx context.Context, before time.Time) (int, error)
 	}{
-		{"slot_gaps", cfg.Gaps != nil, cfg.GapAge, func(before time.Time) (int, error) { return cfg.Gaps.PruneSlotGaps(ctx, before, cfg.Batch) }},
-		{"audit", cfg.Audit != nil, cfg.AuditAge, func(before time.Time) (int, error) { return cfg.Audit.PruneAudit(ctx, before, cfg.Batch) }},
-		{"stats", cfg.Stats != nil, cfg.StatsAge, func(before time.Time) (int, error) { return cfg.Stats.PruneStats(ctx, before, cfg.Batch) }},
+		{"slot_gaps", cfg.Gaps != nil, cfg.GapAge, func(ctx context.Context, before time.Time) (int, error) {
+			return cfg.Gaps.PruneSlotGaps(ctx, before, cfg.Batch)
+		}},
+		{"audit", cfg.Audit != nil, cfg.AuditAge, func(ctx context.Context, before time.Time) (int, error) {
+			return cfg.Audit.PruneAudit(ctx, before, cfg.Batch)
+		}},
+		{"stats", cfg.Stats != nil, cfg.StatsAge, func(ctx context.Context, before time.Time) (int, error) {
+			return cfg.Stats.PruneStats(ctx, before, cfg.Batch)
+		}},
 	} {
 		if !o.has || o.age <= 0 {
 			continue
 		}
 		before := cfg.Now().Add(-o.age)
-		n, err := drain(ctx, cfg, o.reason, func() (int, error) { return o.prune(before) })
+		n, err := drain(ctx, cfg, o.reason, func(ctx context.Context) (int, error) { return o.prune(ctx, before) })
 		if total += n; err != nil {
 			return total, err
 		}
@@ -127,7 +136,7 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		if cfg.HistoryAge > 0 {
 			before = cfg.Now().Add(-cfg.HistoryAge)
 		}
-		n, err := drain(ctx, cfg, "leadership", func() (int, error) {
+		n, err := drain(ctx, cfg, "leadership", func(ctx context.Context) (int, error) {
 			return cfg.History.PruneLeadership(ctx, cfg.Namespace, before, max(cfg.HistoryRows, 0), cfg.Batch)
 		})
 		if total += n; err != nil {
@@ -137,12 +146,13 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 	return total, nil
 }
 
-// drain calls batch until it deletes less than cfg.Batch rows, Pause apart,
-// reporting each batch's rows as EventPruned with reason; it returns how many.
-func drain(ctx context.Context, cfg Config, reason string, batch func() (int, error)) (int, error) {
+// drain calls batch until it deletes less than cfg.Batch rows, Pause apart, each
+// call bounded by cfg.Timeout, reporting each batch's rows as EventPruned with
+// reason; it returns how many.
+func drain(ctx context.Context, cfg Config, reason string, batch func(context.Context) (int, error)) (int, error) {
 	total := 0
 	for {
-		n, err := batch()
+		n, err := bounded(ctx, cfg.Timeout, batch)
 		if n > 0 {
 			total += n
 			cfg.Observe.Send(observe.Event{Kind: observe.Pruned, At: cfg.Now(), Count: n, Reason: reason})
@@ -154,6 +164,16 @@ func drain(ctx context.Context, cfg Config, reason string, batch func() (int, er
 			return total, err
 		}
 	}
+}
+
+// bounded calls f with ctx bounded by timeout, when positive.
+func bounded(ctx context.Context, timeout time.Duration, f func(context.Context) (int, error)) (int, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return f(ctx)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -2,6 +2,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -76,5 +77,28 @@ func TestOnceDrainsTheLeadershipHistory(t *testing.T) {
 	want := "orders 2026-12-05T12:00:00Z 1000"
 	if len(h.calls) != 3 || h.calls[0] != want || h.calls[2] != want {
 		t.Errorf("PruneLeadership calls %q, want three of %q", h.calls, want)
+	}
+}
+
+// hungStats is a store that never answers PruneStats until its ctx ends.
+type hungStats struct{ deadline bool }
+
+func (h *hungStats) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
+	_, h.deadline = ctx.Deadline()
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestOnceBoundsEachCall: a store that stops answering holds a round for Timeout, not
+// for as long as the round's ctx lives.
+func TestOnceBoundsEachCall(t *testing.T) {
+	t.Parallel()
+	h := &hungStats{}
+	_, err := Once(t.Context(), Config{
+		Now: time.Now, Log: slog.New(slog.DiscardHandler), Batch: 10,
+		Stats: h, StatsAge: time.Hour, Timeout: time.Millisecond,
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !h.deadline {
+		t.Errorf("Once with a hung store = %v (deadline set: %v), want context.DeadlineExceeded", err, h.deadline)
 	}
 }
