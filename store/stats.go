@@ -89,23 +89,26 @@ const LatenessBuckets = 19
 // 25ms, 50ms, 100ms, 250ms, 500ms, 1s, 2.5s, 5s, 10s, 30s, 1m, 5m, 15m, 1h; the last
 // bucket, LatenessBuckets−1, has none and returns -1.
 func LatenessEdge(i int) time.Duration {
-	edges := [LatenessBuckets - 1]time.Duration{
-		time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
-		25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
-		500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
-		30 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour,
-	}
-	if i < 0 || i >= len(edges) {
+	if i < 0 || i >= len(latenessEdges) {
 		return -1
 	}
-	return edges[i]
+	return latenessEdges[i]
+}
+
+// latenessEdges are LatenessEdge's values, built once: LatenessBucket runs on the
+// execution path, once per finished execution.
+var latenessEdges = [LatenessBuckets - 1]time.Duration{
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+	30 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour,
 }
 
 // LatenessBucket returns the bucket of lateness d: the first whose upper edge is at
 // least d. A negative d (an early start) is bucket 0.
 func LatenessBucket(d time.Duration) int {
-	for i := range LatenessBuckets - 1 {
-		if d <= LatenessEdge(i) {
+	for i, edge := range latenessEdges {
+		if d <= edge {
 			return i
 		}
 	}
