@@ -52,7 +52,7 @@ func Check(rows []store.MinuteStats) error {
 // not UTF-8, holds a NUL or a line break, comes twice or has a count below 1.
 func CheckRow(r *store.MinuteStats) error {
 	switch {
-	case r.Node == "" || len(r.Node) > store.MaxNameLen || !utf8.ValidString(r.Node) || strings.ContainsAny(r.Node, "\x00\n"):
+	case !printable(r.Node):
 		return fmt.Errorf("node %q: empty, over %d bytes or not printable: %w", r.Node, store.MaxNameLen, store.ErrInvalid)
 	case r.Minute.IsZero() || !r.Minute.Equal(r.Minute.Truncate(time.Minute)) || r.Minute.Before(minMinute) || r.Minute.After(maxMinute):
 		return fmt.Errorf("node %q: minute %v is not a whole minute of 1970-9999: %w", r.Node, r.Minute, store.ErrInvalid)
@@ -68,7 +68,7 @@ func CheckRow(r *store.MinuteStats) error {
 	}
 	for i, f := range r.Failures {
 		switch {
-		case f.Name == "" || len(f.Name) > store.MaxNameLen || !utf8.ValidString(f.Name) || strings.ContainsAny(f.Name, "\x00\n"):
+		case !printable(f.Name):
 			return fmt.Errorf("node %q: failing name %q: empty, over %d bytes or not printable: %w", r.Node, f.Name, store.MaxNameLen, store.ErrInvalid)
 		case f.Count < 1:
 			return fmt.Errorf("node %q: failing name %q: count %d below 1: %w", r.Node, f.Name, f.Count, store.ErrInvalid)
@@ -77,6 +77,13 @@ func CheckRow(r *store.MinuteStats) error {
 		}
 	}
 	return nil
+}
+
+// printable reports whether s may be a row's node or failing name: non-empty, at
+// most store.MaxNameLen bytes of UTF-8, without a NUL or the line break that
+// FormatFailures puts between names.
+func printable(s string) bool {
+	return s != "" && len(s) <= store.MaxNameLen && utf8.ValidString(s) && !strings.ContainsAny(s, "\x00\n")
 }
 
 // CheckSince rejects a zero since.
