@@ -22,7 +22,7 @@ var (
 
 // Check rejects what the contract calls invalid for WriteStats: more than
 // store.MaxStatsRows rows, two rows of one (Node, Minute), or a bad row (see
-// CheckRow). The error wraps store.ErrInvalid and names the row.
+// checkRow). The error wraps store.ErrInvalid and names the row.
 func Check(rows []store.MinuteStats) error {
 	if len(rows) > store.MaxStatsRows {
 		return fmt.Errorf("write stats: %d rows, more than %d: %w", len(rows), store.MaxStatsRows, store.ErrInvalid)
@@ -34,7 +34,7 @@ func Check(rows []store.MinuteStats) error {
 	seen := make(map[key]bool, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		if err := CheckRow(r); err != nil {
+		if err := checkRow(r); err != nil {
 			return fmt.Errorf("write stats: row %d: %w", i, err)
 		}
 		k := key{r.Node, r.Minute.Unix()}
@@ -46,11 +46,11 @@ func Check(rows []store.MinuteStats) error {
 	return nil
 }
 
-// CheckRow rejects a row with an empty or overlong node (store.MaxNameLen), a minute
+// checkRow rejects a row with an empty or overlong node (store.MaxNameLen), a minute
 // that is zero, not whole or outside 1970-9999, a negative count or lateness, more
 // than store.MaxStatsNames failing names, or a failing name that is empty, overlong,
 // not UTF-8, holds a NUL or a line break, comes twice or has a count below 1.
-func CheckRow(r *store.MinuteStats) error {
+func checkRow(r *store.MinuteStats) error {
 	switch {
 	case !printable(r.Node):
 		return fmt.Errorf("node %q: empty, over %d bytes or not printable: %w", r.Node, store.MaxNameLen, store.ErrInvalid)
@@ -106,8 +106,8 @@ func FormatLateness(b *[store.LatenessBuckets]int64) string {
 	return sb.String()
 }
 
-// ParseLateness decodes FormatLateness's text; "" is every bucket empty.
-func ParseLateness(s string) ([store.LatenessBuckets]int64, error) {
+// parseLateness decodes FormatLateness's text; "" is every bucket empty.
+func parseLateness(s string) ([store.LatenessBuckets]int64, error) {
 	var b [store.LatenessBuckets]int64
 	if s == "" {
 		return b, nil
@@ -140,8 +140,8 @@ func FormatFailures(fs []store.NameCount) string {
 	return sb.String()
 }
 
-// ParseFailures decodes FormatFailures's text; "" is none (nil).
-func ParseFailures(s string) ([]store.NameCount, error) {
+// parseFailures decodes FormatFailures's text; "" is none (nil).
+func parseFailures(s string) ([]store.NameCount, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -215,9 +215,9 @@ func (s *Scan) Decode() (store.MinuteStats, error) {
 	r := s.row
 	r.Minute, r.MaxLateness = r.Minute.UTC(), time.Duration(s.maxLate)*time.Microsecond
 	var err error
-	if r.Lateness, err = ParseLateness(s.lateness); err != nil {
+	if r.Lateness, err = parseLateness(s.lateness); err != nil {
 		return r, err
 	}
-	r.Failures, err = ParseFailures(s.failures)
+	r.Failures, err = parseFailures(s.failures)
 	return r, err
 }
