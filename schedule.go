@@ -361,24 +361,17 @@ func (s *Scheduler) ResumeSchedule(ctx context.Context, name string, opts ...Act
 	if err := errors.Join(o.errs...); err != nil {
 		return errorf("ax: resume schedule %q: %w", name, err)
 	}
-	rows, err := s.st.Schedules(ctx)
+	row, err := s.storedSchedule(ctx, name)
 	if err != nil {
 		return errorf("ax: resume schedule %q: %w", name, err)
 	}
-	i := slices.IndexFunc(rows, func(r store.Schedule) bool { return r.Name == name })
-	if i < 0 {
-		return errorf("ax: resume schedule %q: %w", name, ErrNotFound)
-	}
-	p, err := storedPeriodic(&rows[i])
+	p, err := storedPeriodic(row)
 	if err != nil {
 		return errorf("ax: resume schedule %q: %w", name, err)
 	}
-	now := s.clock.Now()
-	if s.current() == nil {
-		// Not started: the clock's offset to the store is not measured; ask the store.
-		if now, err = s.st.Now(ctx); err != nil {
-			return errorf("ax: resume schedule %q: %w", name, err)
-		}
+	now, err := s.storeNow(ctx)
+	if err != nil {
+		return errorf("ax: resume schedule %q: %w", name, err)
 	}
 	next := p.Next(now)
 	_, err = inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Schedule, error) {
@@ -391,6 +384,29 @@ func (s *Scheduler) ResumeSchedule(ctx context.Context, name string, opts ...Act
 	}
 	o.onCommit(ctx, s.reloadSchedules)
 	return nil
+}
+
+// storedSchedule returns the stored schedule named name, or ErrNotFound. The store
+// has no read of one schedule: it reads them all.
+func (s *Scheduler) storedSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+	rows, err := s.st.Schedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(rows, func(r store.Schedule) bool { return r.Name == name })
+	if i < 0 {
+		return nil, ErrNotFound
+	}
+	return &rows[i], nil
+}
+
+// storeNow returns the time on the store's clock: the scheduler's clock once it is
+// started (its offset to the store measured), else the store's own reading.
+func (s *Scheduler) storeNow(ctx context.Context) (time.Time, error) {
+	if s.current() == nil {
+		return s.st.Now(ctx)
+	}
+	return s.clock.Now(), nil
 }
 
 // storedPeriodic rebuilds a schedule's timing from its row.
@@ -427,20 +443,13 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string, acts ...Ac
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, errorf("ax: trigger schedule %q: %w", name, err)
 	}
-	rows, err := s.st.Schedules(ctx)
+	sc, err := s.storedSchedule(ctx, name)
 	if err != nil {
 		return nil, errorf("ax: trigger schedule %q: %w", name, err)
 	}
-	i := slices.IndexFunc(rows, func(r store.Schedule) bool { return r.Name == name })
-	if i < 0 {
-		return nil, errorf("ax: trigger schedule %q: %w", name, ErrNotFound)
-	}
-	sc := rows[i]
-	now := s.clock.Now()
-	if s.current() == nil { // the clock's offset to the store is not measured: ask the store
-		if now, err = s.st.Now(ctx); err != nil {
-			return nil, errorf("ax: trigger schedule %q: %w", name, err)
-		}
+	now, err := s.storeNow(ctx)
+	if err != nil {
+		return nil, errorf("ax: trigger schedule %q: %w", name, err)
 	}
 	s.mu.Lock()
 	r, hd := s.periodics[name], s.handlers[name]
@@ -453,7 +462,7 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string, acts ...Ac
 	if txs {
 		due = now.Add(time.Minute) // until the second write marks it manual and due now
 	}
-	nt, err := s.buildTask(hd, name, "manual/"+periodic.OccurrenceKey(now), due, opts)
+	nt, err := s.buildTask(hd, name, manualPrefix+periodic.OccurrenceKey(now), due, opts)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, errorf("ax: trigger schedule %q: %w", name, err)

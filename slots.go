@@ -94,24 +94,17 @@ func (s *Scheduler) ScheduleSlots(ctx context.Context, name string, n int) ([]Sl
 	if !ok {
 		return nil, errorf("ax: schedule slots of %q: %T keeps no slot history: %w", name, s.st, ErrUnsupported)
 	}
-	rows, err := s.st.Schedules(ctx)
+	row, err := s.storedSchedule(ctx, name)
 	if err != nil {
 		return nil, errorf("ax: schedule slots of %q: %w", name, err)
 	}
-	i := slices.IndexFunc(rows, func(r store.Schedule) bool { return r.Name == name })
-	if i < 0 {
-		return nil, errorf("ax: schedule slots of %q: %w", name, ErrNotFound)
-	}
-	row := rows[i]
-	p, err := storedPeriodic(&row)
+	p, err := storedPeriodic(row)
 	if err != nil {
 		return nil, errorf("ax: schedule slots of %q: %w", name, err)
 	}
-	now := s.clock.Now()
-	if s.current() == nil { // the clock's offset to the store is not measured: ask the store
-		if now, err = s.st.Now(ctx); err != nil {
-			return nil, errorf("ax: schedule slots of %q: %w", name, err)
-		}
+	now, err := s.storeNow(ctx)
+	if err != nil {
+		return nil, errorf("ax: schedule slots of %q: %w", name, err)
 	}
 	now = now.UTC()
 	first := p.Next(row.CreatedAt)
