@@ -104,18 +104,9 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (in
 	}
 	var n int
 	err := s.run(ctx, "prune audit", 0, func(tx *sql.Tx, _ int64) error {
-		n = 0
-		ids, err := taskquery.ScanIDs(tx.QueryContext(ctx, `SELECT id FROM ax_audit WHERE namespace = ? AND at < ? ORDER BY at LIMIT ? FOR UPDATE`,
-			s.ns, dt(before), limit))
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM ax_audit WHERE id IN (`+marks(len(ids))+`)`, ids...)
-		if err != nil {
-			return err
-		}
-		deleted, err := res.RowsAffected()
-		n = int(deleted)
+		var err error
+		n, err = deleteSelected(ctx, tx, "ax_audit", `SELECT id FROM ax_audit WHERE namespace = ? AND at < ? ORDER BY at LIMIT ? FOR UPDATE`,
+			s.ns, dt(before), limit)
 		return err
 	})
 	return n, err

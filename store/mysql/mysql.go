@@ -19,6 +19,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 //go:embed migrations/*.sql
@@ -755,6 +756,22 @@ func scanExecution(row scanner) (*store.Execution, error) {
 }
 
 // marks returns "?,?,…": n placeholders.
+// deleteSelected deletes from table, in tx, the rows whose ids query returns (a
+// SELECT id … LIMIT … FOR UPDATE), and returns how many. MySQL allows no LIMIT in an
+// IN subquery: the ids are read first, in the same transaction.
+func deleteSelected(ctx context.Context, tx *sql.Tx, table, query string, args ...any) (int, error) {
+	ids, err := taskquery.ScanIDs(tx.QueryContext(ctx, query, args...))
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE id IN (`+marks(len(ids))+`)`, ids...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
 func marks(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }

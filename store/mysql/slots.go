@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // The gaps of schedules live in ax_slot_gaps (migrations/0007_slot_gaps.sql):
@@ -131,24 +130,14 @@ const oldGapsSQL = `SELECT id FROM ax_slot_gaps WHERE namespace = ? AND until_at
 
 // PruneSlotGaps deletes up to limit gaps of the view's namespace that ended at or
 // before before, oldest first, found on ax_slot_gaps_until (see store.SlotHistory).
-// As PruneAudit, it reads the ids first: MySQL allows no LIMIT in an IN subquery.
 func (s *Store) PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := store.CheckPruneSlotGaps(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: mysql: %w", err)
 	}
 	var n int
 	err := s.run(ctx, "prune slot gaps", 0, func(tx *sql.Tx, _ int64) error {
-		n = 0
-		ids, err := taskquery.ScanIDs(tx.QueryContext(ctx, oldGapsSQL, s.ns, dt(clamp(before)), limit))
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM ax_slot_gaps WHERE id IN (`+marks(len(ids))+`)`, ids...)
-		if err != nil {
-			return err
-		}
-		deleted, err := res.RowsAffected()
-		n = int(deleted)
+		var err error
+		n, err = deleteSelected(ctx, tx, "ax_slot_gaps", oldGapsSQL, s.ns, dt(clamp(before)), limit)
 		return err
 	})
 	return n, err
