@@ -243,9 +243,9 @@ func (p *Schedule) plan(next, now time.Time, grace time.Duration, maxCatchUp int
 	if t.Before(late) {
 		switch p.Misfire {
 		case store.MisfireFireOnce:
-			slots = p.lastSlots(next, late, 1)
+			slots = p.LastSlots(next, late, 1)
 		case store.MisfireCatchUp:
-			slots = p.lastSlots(next, late, maxCatchUp)
+			slots = p.LastSlots(next, late, maxCatchUp)
 		}
 		caught = len(slots)
 		t = p.Next(late.Add(-time.Nanosecond))
@@ -285,11 +285,6 @@ func (p *Schedule) missedGap(from time.Time, slots []time.Time, caught int, late
 // back from before over a doubling span, so its cost follows keep, not the length of
 // the span.
 func (p *Schedule) LastSlots(from, before time.Time, keep int) []time.Time {
-	return p.lastSlots(from, before, keep)
-}
-
-// lastSlots is LastSlots.
-func (p *Schedule) lastSlots(from, before time.Time, keep int) []time.Time {
 	if keep <= 0 {
 		return nil
 	}
