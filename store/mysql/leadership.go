@@ -34,16 +34,16 @@ const appendChangeSQL = `INSERT INTO ax_leadership (namespace, epoch, kind, hold
 // unless the namespace's history records that epoch, or a later one, already. Its
 // reason comes from the newest change before it.
 func recordAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, epoch int64) error {
-	var prev store.LeadershipChange
-	err := tx.QueryRowContext(ctx, newestChangeSQL, namespace).Scan(&prev.Epoch, &prev.Kind, &prev.Holder, &prev.Reason)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		_, err = tx.ExecContext(ctx, appendChangeSQL, namespace, epoch, store.LeadershipAcquired, holder, leaderlog.AcquiredReason(nil))
-	case err != nil:
-	case prev.Epoch >= epoch: // recorded already
-	default:
-		_, err = tx.ExecContext(ctx, appendChangeSQL, namespace, epoch, store.LeadershipAcquired, holder, leaderlog.AcquiredReason(&prev))
+	var newest store.LeadershipChange
+	prev := &newest // nil when the history is empty
+	err := tx.QueryRowContext(ctx, newestChangeSQL, namespace).Scan(&newest.Epoch, &newest.Kind, &newest.Holder, &newest.Reason)
+	if errors.Is(err, sql.ErrNoRows) {
+		prev, err = nil, nil
 	}
+	if err != nil || prev != nil && prev.Epoch >= epoch { // recorded already
+		return err
+	}
+	_, err = tx.ExecContext(ctx, appendChangeSQL, namespace, epoch, store.LeadershipAcquired, holder, leaderlog.AcquiredReason(prev))
 	return err
 }
 

@@ -28,24 +28,23 @@ const newestChangeSQL = `SELECT epoch, kind, holder, reason FROM ax_leadership
 // unless the namespace's history records that epoch, or a later one, already. Its
 // reason comes from the newest change before it.
 func recordAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, epoch, at int64) error {
-	var prev store.LeadershipChange
-	err := tx.QueryRowContext(ctx, newestChangeSQL, namespace).Scan(&prev.Epoch, &prev.Kind, &prev.Holder, &prev.Reason)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		err = insertAcquired(ctx, tx, namespace, holder, epoch, at, leaderlog.AcquiredReason(nil))
-	case err != nil:
-	case prev.Epoch >= epoch: // recorded already
-	default:
-		err = insertAcquired(ctx, tx, namespace, holder, epoch, at, leaderlog.AcquiredReason(&prev))
+	var newest store.LeadershipChange
+	prev := &newest // nil when the history is empty
+	err := tx.QueryRowContext(ctx, newestChangeSQL, namespace).Scan(&newest.Epoch, &newest.Kind, &newest.Holder, &newest.Reason)
+	if errors.Is(err, sql.ErrNoRows) {
+		prev, err = nil, nil
 	}
+	if err != nil || prev != nil && prev.Epoch >= epoch { // recorded already
+		return err
+	}
+	_, err = tx.ExecContext(ctx, appendChangeSQL, namespace, epoch, store.LeadershipAcquired, holder, at, leaderlog.AcquiredReason(prev))
 	return err
 }
 
-func insertAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, epoch, at int64, reason string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, namespace, epoch, store.LeadershipAcquired, holder, at, reason)
-	return err
-}
+// appendChangeSQL appends a change, unless its namespace, epoch and kind are
+// recorded already.
+const appendChangeSQL = `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
+	VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
 // EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
 func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
@@ -53,8 +52,7 @@ func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epo
 		return fmt.Errorf("ax: sqlite: %w", err)
 	}
 	return s.write(ctx, "end leadership", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, namespace, epoch, store.LeadershipEnded, holder, micros(now()), reason)
+		_, err := tx.ExecContext(ctx, appendChangeSQL, namespace, epoch, store.LeadershipEnded, holder, micros(now()), reason)
 		return err
 	})
 }
