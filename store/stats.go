@@ -1,34 +1,8 @@
 package store
 
 import (
-	"context"
 	"time"
 )
-
-// StatsKeeper keeps per-minute, per-node execution statistics (ax_stats): what each
-// replica's executions did in each minute, so that a console reads an hour of the
-// whole cluster's history in one bounded query instead of scanning the executions.
-// Every driver of this module implements it.
-type StatsKeeper interface {
-	// WriteStats upserts rows in the view's namespace. A row replaces the stored row
-	// of (namespace, Node, Minute), whatever it held: the writer sends its cumulative
-	// totals for that minute, so a repeated write (an unknown outcome retried) changes
-	// nothing. All rows are written in one transaction. No rows is a no-op. More than
-	// MaxStatsRows rows, two rows of one (Node, Minute), or a row that CheckStats
-	// refuses is ErrInvalid, and nothing is written.
-	WriteStats(ctx context.Context, rows []MinuteStats) error
-
-	// Stats returns the rows of every node of the view's namespace whose Minute is at
-	// or after since, ordered by (Minute, Node), at most MaxStatsRead of them: when
-	// more match, the newest minutes are kept. It reads through the primary key
-	// (namespace, minute, node). A zero since is ErrInvalid.
-	Stats(ctx context.Context, since time.Time) ([]MinuteStats, error)
-
-	// PruneStats deletes up to limit rows (in [1, MaxPrune]) of the view's namespace
-	// whose Minute is before before, oldest first, and returns how many. A zero
-	// before is ErrInvalid.
-	PruneStats(ctx context.Context, before time.Time, limit int) (int, error)
-}
 
 // MinuteStats is what one node's executions did in one minute: those whose result
 // was written in that minute, by the scheduler's clock.

@@ -1,25 +1,3 @@
-// Package store is the seam between the ax scheduler and the database that holds its
-// state. It defines the row types, the sentinel errors and the [Store] interface that
-// every driver (store/sqlite, store/memory, …) implements; it imports nothing of ax's,
-// so the scheduler and the drivers never import each other.
-//
-// The interface is documented as a contract and checked by the conformance suite in
-// store/storetest. It is meant for driver authors: applications use package ax, which
-// re-exports the types they need.
-//
-// # State machine
-//
-//	           Claim / Trigger            Start                Finish(ok)
-//	SCHEDULED ───────────────► DISPATCHING ─────► RUNNING ─────────────► SUCCEEDED
-//	  │  ▲  ▲                      │                │ │
-//	  │  │  └──── Requeue ─────────┘                │ └── Finish(retry) ──► SCHEDULED
-//	  │  └──────── (dispatch retry)                 └──── Finish(fail) ───► FAILED
-//	  └── Cancel ──► CANCELLED                                 FAILED ── Trigger ──► DISPATCHING
-//
-// Every arrow is one conditional write (UPDATE … WHERE id = ? AND status = old
-// [AND execution_id = ?]); a write whose condition no longer holds changes nothing and
-// is reported as not applied. Batched methods sort ids ascending and touch at most
-// [MaxBatch] rows per statement.
 package store
 
 import (
