@@ -136,7 +136,7 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 		s.refreshNodes(ctx, reg, tm.router) // before the loop's first claims are routed
 	}
 	var wg sync.WaitGroup
-	loop.Run(ctx, &wg)
+	wg.Go(func() { loop.Run(ctx) })
 	wg.Go(func() {
 		recovery.Run(ctx, recovery.Config{
 			Store: st, Fence: t.Fence, Clock: s.clock, Log: s.log, Observe: s.obs, Stats: r.stats,
@@ -153,7 +153,7 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 				s.log.LogAttrs(ctx, slog.LevelWarn, "ax: read schedules; firing re-reads them", slog.Any("err", err))
 			}
 		}
-		periodic.Fire(ctx, periodic.Config{
+		periodic.Run(ctx, periodic.Config{
 			Store: st, Fence: t.Fence, Clock: s.clock, Log: s.log, Observe: s.obs,
 			RefillInterval: s.cfg.RefillInterval, MaxCatchUp: s.cfg.MaxCatchUp,
 			Registered: s.periodicList, Occurrence: s.occurrence, Fired: loop.Add, Reload: r.reload,
