@@ -57,9 +57,15 @@ type Starter interface {
 	ClaimFailed(claims []store.Claim, k int, sent time.Time)
 }
 
+// Store is what the loop asks of the store: the refill of its wheel and the claim.
+type Store interface {
+	Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error)
+	ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error)
+}
+
 // Config is what a Loop needs.
 type Config struct {
-	Store store.Store // each call bounded by a timeout of its own
+	Store Store       // each call bounded by a timeout of its own
 	Fence store.Fence // carried by every claim: the lease's token, or zero without an elector
 	// Valid, when set, is asked right before each claim: nil while the lease the loop
 	// runs under is held. A claim it refuses is not sent; the loop is about to end.

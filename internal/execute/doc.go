@@ -39,9 +39,21 @@ type Handler struct {
 	Backoff func(attempt int) time.Duration                // the delay before business retry n
 }
 
+// Store is what the executor asks of the store: an execution's start, heartbeat and
+// finish, the hand-back of what it did not start, and the reads that settle an
+// unknown outcome.
+type Store interface {
+	Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error)
+	Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error)
+	Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error)
+	Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error)
+	Get(ctx context.Context, id int64) (*store.Task, error)
+	Executions(ctx context.Context, taskID int64) ([]store.Execution, error)
+}
+
 // Config is what an Executor needs.
 type Config struct {
-	Store              store.Store // each call bounded by a timeout of its own
+	Store              Store // each call bounded by a timeout of its own
 	Clock              *clock.Clock
 	Log                *slog.Logger
 	Observe            *observe.Queue    // nil: no events

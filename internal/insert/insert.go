@@ -10,6 +10,11 @@ import (
 	"github.com/axsched/ax/store"
 )
 
+// Inserter is what a Coalescer writes through: the store's Insert.
+type Inserter interface {
+	Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error)
+}
+
 // Coalescer turns concurrent single inserts into multi-row ones (group commit): the
 // first caller to find no insert in flight writes everything queued, again and again
 // until the queue is empty; the others wait for their own result. No goroutine of its
@@ -34,7 +39,7 @@ const maxCoalesced = 1000
 // returns when its own row is durable. A caller whose ctx ends while its row still
 // waits in the queue leaves with ctx.Err() and nothing written; once its row is in a
 // batch being written, it waits for that write (bounded by st) and gets its result.
-func (c *Coalescer) Insert(ctx context.Context, st store.Store, nt store.NewTask) (store.Inserted, error) {
+func (c *Coalescer) Insert(ctx context.Context, st Inserter, nt store.NewTask) (store.Inserted, error) {
 	req := &insertReq{task: nt, done: make(chan struct{})}
 	c.mu.Lock()
 	c.queue = append(c.queue, req)

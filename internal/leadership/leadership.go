@@ -40,8 +40,13 @@ type Term struct {
 
 // Config is what Run needs.
 type Config struct {
-	Elector   elect.Elector
-	Store     store.Store // RaiseFence, each call bounded
+	Elector elect.Elector
+	// Store raises the fence of each term won and records each term's end: its
+	// "ended" change is appended (RaiseFence appended the "acquired" one) before the
+	// lease is resigned, so that the next leader's "acquired" change can name it.
+	// Best effort, bounded by endRecordTimeout: a leader that cannot reach its store
+	// records no end. Each call bounded.
+	Store     store.Fencer
 	Namespace string
 	Candidate string // this scheduler's node name
 	Log       *slog.Logger
@@ -61,11 +66,6 @@ type Config struct {
 	// Released, when set, is called once a term's lease was released (not lost), so
 	// that the other replicas can be told to campaign at once; ctx bounds it.
 	Released func(ctx context.Context, f store.Fence)
-	// History, when set, is told of each term's end: its "ended" change is appended
-	// (RaiseFence appended the "acquired" one) before the lease is resigned, so that
-	// the next leader's "acquired" change can name it. Best effort, bounded by
-	// endRecordTimeout: a leader that cannot reach its store records no end.
-	History store.LeadershipLog
 	// EndReason words a term's cause for its "ended" change; nil: the cause's text.
 	EndReason func(cause error) string
 }
@@ -177,12 +177,9 @@ func term(ctx context.Context, cfg Config, lease elect.Lease) {
 }
 
 // recordEnd appends the end of holder's term under fence, with its cause, to the
-// leadership history, if there is one: best effort, bounded by endRecordTimeout, even
-// when ctx has ended (the scheduler stopping is a cause worth recording).
+// leadership history: best effort, bounded by endRecordTimeout, even when ctx has
+// ended (the scheduler stopping is a cause worth recording).
 func recordEnd(ctx context.Context, cfg Config, holder string, fence store.Fence, cause error) {
-	if cfg.History == nil {
-		return
-	}
 	reason := ""
 	switch {
 	case cfg.EndReason != nil:
@@ -192,7 +189,7 @@ func recordEnd(ctx context.Context, cfg Config, holder string, fence store.Fence
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endRecordTimeout)
 	defer cancel()
-	if err := cfg.History.EndLeadership(rctx, fence.Namespace, holder, fence.Token, clip(reason)); err != nil {
+	if err := cfg.Store.EndLeadership(rctx, fence.Namespace, holder, fence.Token, clip(reason)); err != nil {
 		cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: record the end of a term in the leadership history", slog.Int64("epoch", fence.Token), slog.Any("err", err))
 	}
 }
@@ -258,15 +255,23 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
+// Fenced is what a term writes under its fence: the kernel's path and the schedules.
+type Fenced interface {
+	store.Queue
+	store.ScheduleKeeper
+}
+
 // Guard returns st with each fenced write's ErrFenced answer ending the term: the store
 // has recorded a newer leader, so this one steps down at once rather than at its next
-// renewal. rejected, when set, is told the operation refused.
-func Guard(st store.Store, end func(cause error), rejected func(op string)) store.Store {
-	return guarded{Store: st, end: end, rejected: rejected}
+// renewal. rejected, when set, is told the operation refused. Every method is spelled
+// out, so that a method added to either role fails to compile here rather than go
+// unguarded.
+func Guard(st Fenced, end func(cause error), rejected func(op string)) Fenced {
+	return guarded{st: st, end: end, rejected: rejected}
 }
 
 type guarded struct {
-	store.Store
+	st       Fenced
 	end      func(error)
 	rejected func(op string)
 }
@@ -280,32 +285,73 @@ func (g guarded) check(op string, err error) {
 	}
 }
 
+// The fenced writes.
+
 func (g guarded) Claim(ctx context.Context, f store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
-	res, err := g.Store.Claim(ctx, f, claims)
+	res, err := g.st.Claim(ctx, f, claims)
 	g.check("claim", err)
 	return res, err
 }
 
 func (g guarded) ClaimStart(ctx context.Context, f store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
-	res, err := g.Store.ClaimStart(ctx, f, on, claims)
+	res, err := g.st.ClaimStart(ctx, f, on, claims)
 	g.check("claim", err)
 	return res, err
 }
 
 func (g guarded) Finish(ctx context.Context, f store.Fence, results []store.Finish) ([]bool, error) {
-	res, err := g.Store.Finish(ctx, f, results)
+	res, err := g.st.Finish(ctx, f, results)
 	g.check("recovery", err)
 	return res, err
 }
 
 func (g guarded) Requeue(ctx context.Context, f store.Fence, requeues []store.Requeue) ([]bool, error) {
-	res, err := g.Store.Requeue(ctx, f, requeues)
+	res, err := g.st.Requeue(ctx, f, requeues)
 	g.check("recovery", err)
 	return res, err
 }
 
 func (g guarded) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
-	res, err := g.Store.FireSchedule(ctx, p)
+	res, err := g.st.FireSchedule(ctx, p)
 	g.check("schedule", err)
 	return res, err
+}
+
+// The rest, which carry no fence or are the executor's (Start: a stale claim's start
+// is the executor's to drop, not the term's to end), passed on.
+
+func (g guarded) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
+	return g.st.Refill(ctx, p)
+}
+
+func (g guarded) Start(ctx context.Context, f store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
+	return g.st.Start(ctx, f, starts)
+}
+
+func (g guarded) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+	return g.st.Heartbeat(ctx, refs)
+}
+
+func (g guarded) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
+	return g.st.Stale(ctx, status, before, limit)
+}
+
+func (g guarded) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
+	return g.st.RegisterSchedules(ctx, defs)
+}
+
+func (g guarded) Schedules(ctx context.Context) ([]store.Schedule, error) {
+	return g.st.Schedules(ctx)
+}
+
+func (g guarded) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+	return g.st.PauseSchedule(ctx, name)
+}
+
+func (g guarded) DeleteSchedule(ctx context.Context, name string) (int, error) {
+	return g.st.DeleteSchedule(ctx, name)
+}
+
+func (g guarded) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
+	return g.st.ResumeSchedule(ctx, name, next)
 }

@@ -35,9 +35,15 @@ type Schedule struct {
 	Misfire store.MisfirePolicy
 }
 
+// Store is what firing asks of the store: the stored schedules and the fire.
+type Store interface {
+	Schedules(ctx context.Context) ([]store.Schedule, error)
+	FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error)
+}
+
 // Config is what Run needs.
 type Config struct {
-	Store          store.Store // each call bounded by a timeout of its own
+	Store          Store       // each call bounded by a timeout of its own
 	Fence          store.Fence // carried by every fire: the lease's token, or zero without an elector
 	Clock          *clock.Clock
 	Log            *slog.Logger

@@ -26,9 +26,17 @@ import (
 	"github.com/axsched/ax/store"
 )
 
+// Store is what recovery asks of the store: the stale tasks, and their end or
+// hand-back.
+type Store interface {
+	Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error)
+	Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error)
+	Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error)
+}
+
 // Config is what recovery needs.
 type Config struct {
-	Store              store.Store // each call bounded by a timeout of its own
+	Store              Store       // each call bounded by a timeout of its own
 	Fence              store.Fence // carried by every write: the lease's token, or zero without an elector
 	Clock              *clock.Clock
 	Log                *slog.Logger

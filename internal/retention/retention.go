@@ -25,27 +25,6 @@ type Rule struct {
 	Rows   int           // when positive, at most this many are kept, the newest
 }
 
-// AuditPruner deletes old audit records (store.Auditor's PruneAudit).
-type AuditPruner interface {
-	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
-}
-
-// StatsPruner deletes old per-minute statistics (store.StatsKeeper's PruneStats).
-type StatsPruner interface {
-	PruneStats(ctx context.Context, before time.Time, limit int) (int, error)
-}
-
-// GapPruner deletes old gaps of schedules (store.SlotHistory's PruneSlotGaps).
-type GapPruner interface {
-	PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error)
-}
-
-// HistoryPruner deletes the oldest changes of a namespace's leadership history
-// (store.LeadershipLog's PruneLeadership).
-type HistoryPruner interface {
-	PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error)
-}
-
 // Config is what retention needs.
 type Config struct {
 	Store    store.Pruner
@@ -53,15 +32,11 @@ type Config struct {
 	Log      *slog.Logger
 	Observe  *observe.Queue
 	Rules    []Rule
-	Audit    AuditPruner   // nil: no audit log to prune
 	AuditAge time.Duration // audit records older than this are deleted; 0: none
-	Stats    StatsPruner   // nil: no statistics to prune
 	StatsAge time.Duration // statistics of minutes older than this are deleted; 0: none
-	Gaps     GapPruner     // nil: no gaps of schedules to prune
 	GapAge   time.Duration // gaps that ended longer ago than this are deleted; 0: none
-	// History, when set, prunes Namespace's leadership history: changes older than
-	// HistoryAge (when positive) and beyond the newest HistoryRows (when positive).
-	History     HistoryPruner
+	// Namespace's leadership history loses the changes older than HistoryAge (when
+	// positive) and beyond the newest HistoryRows (when positive).
 	Namespace   string
 	HistoryAge  time.Duration
 	HistoryRows int
@@ -110,21 +85,20 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 	}
 	for _, o := range []struct {
 		reason string
-		has    bool // a store that keeps them
 		age    time.Duration
 		prune  func(ctx context.Context, before time.Time) (int, error)
 	}{
-		{"slot_gaps", cfg.Gaps != nil, cfg.GapAge, func(ctx context.Context, before time.Time) (int, error) {
-			return cfg.Gaps.PruneSlotGaps(ctx, before, cfg.Batch)
+		{"slot_gaps", cfg.GapAge, func(ctx context.Context, before time.Time) (int, error) {
+			return cfg.Store.PruneSlotGaps(ctx, before, cfg.Batch)
 		}},
-		{"audit", cfg.Audit != nil, cfg.AuditAge, func(ctx context.Context, before time.Time) (int, error) {
-			return cfg.Audit.PruneAudit(ctx, before, cfg.Batch)
+		{"audit", cfg.AuditAge, func(ctx context.Context, before time.Time) (int, error) {
+			return cfg.Store.PruneAudit(ctx, before, cfg.Batch)
 		}},
-		{"stats", cfg.Stats != nil, cfg.StatsAge, func(ctx context.Context, before time.Time) (int, error) {
-			return cfg.Stats.PruneStats(ctx, before, cfg.Batch)
+		{"stats", cfg.StatsAge, func(ctx context.Context, before time.Time) (int, error) {
+			return cfg.Store.PruneStats(ctx, before, cfg.Batch)
 		}},
 	} {
-		if !o.has || o.age <= 0 {
+		if o.age <= 0 {
 			continue
 		}
 		before := cfg.Now().Add(-o.age)
@@ -133,13 +107,13 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 			return total, err
 		}
 	}
-	if cfg.History != nil && (cfg.HistoryAge > 0 || cfg.HistoryRows > 0) {
+	if cfg.HistoryAge > 0 || cfg.HistoryRows > 0 {
 		var before time.Time
 		if cfg.HistoryAge > 0 {
 			before = cfg.Now().Add(-cfg.HistoryAge)
 		}
 		n, err := drain(ctx, cfg, "leadership", func(ctx context.Context) (int, error) {
-			return cfg.History.PruneLeadership(ctx, cfg.Namespace, before, max(cfg.HistoryRows, 0), cfg.Batch)
+			return cfg.Store.PruneLeadership(ctx, cfg.Namespace, before, max(cfg.HistoryRows, 0), cfg.Batch)
 		})
 		if total += n; err != nil {
 			return total, err

@@ -34,7 +34,7 @@ func TestOncePrunesOldGaps(t *testing.T) {
 		t.Fatalf("FireSchedule = %+v, %v", res, err)
 	}
 	cfg := Config{Store: st, Now: func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Gaps: st, GapAge: 5 * time.Hour, Batch: 2}
+		GapAge: 5 * time.Hour, Batch: 2}
 	n, err := Once(ctx, cfg)
 	if err != nil || n != 5 {
 		t.Fatalf("Once = %d, %v; want the 5 gaps that ended more than 5h ago", n, err)
@@ -43,15 +43,16 @@ func TestOncePrunesOldGaps(t *testing.T) {
 	if err != nil || len(left) != 5 || left[len(left)-1].Until.Before(now.Add(-5*time.Hour)) {
 		t.Errorf("gaps left = %+v, %v; want the 5 youngest", left, err)
 	}
-	if n, err := Once(ctx, Config{Store: st, Now: cfg.Now, Log: cfg.Log, Gaps: st, Batch: 2}); err != nil || n != 0 {
+	if n, err := Once(ctx, Config{Store: st, Now: cfg.Now, Log: cfg.Log, Batch: 2}); err != nil || n != 0 {
 		t.Errorf("Once without a GapAge = %d, %v; want nothing deleted", n, err)
 	}
 }
 
 // historyPruner records PruneLeadership's calls and deletes full batches n times.
 type historyPruner struct {
-	calls []string
-	full  int
+	store.Pruner // nil: only PruneLeadership is called
+	calls        []string
+	full         int
 }
 
 func (h *historyPruner) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
@@ -69,7 +70,7 @@ func TestOnceDrainsTheLeadershipHistory(t *testing.T) {
 	h := &historyPruner{full: 2}
 	n, err := Once(t.Context(), Config{
 		Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler), Batch: 10,
-		History: h, Namespace: "orders", HistoryAge: 24 * time.Hour, HistoryRows: 1000,
+		Store: h, Namespace: "orders", HistoryAge: 24 * time.Hour, HistoryRows: 1000,
 	})
 	if err != nil || n != 21 {
 		t.Fatalf("Once = %d, %v; want 21 (two full batches and one short)", n, err)
@@ -81,7 +82,10 @@ func TestOnceDrainsTheLeadershipHistory(t *testing.T) {
 }
 
 // hungStats is a store that never answers PruneStats until its ctx ends.
-type hungStats struct{ deadline bool }
+type hungStats struct {
+	store.Pruner // nil: only PruneStats is called
+	deadline     bool
+}
 
 func (h *hungStats) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
 	_, h.deadline = ctx.Deadline()
@@ -96,7 +100,7 @@ func TestOnceBoundsEachCall(t *testing.T) {
 	h := &hungStats{}
 	_, err := Once(t.Context(), Config{
 		Now: time.Now, Log: slog.New(slog.DiscardHandler), Batch: 10,
-		Stats: h, StatsAge: time.Hour, Timeout: time.Millisecond,
+		Store: h, StatsAge: time.Hour, Timeout: time.Millisecond,
 	})
 	if !errors.Is(err, context.DeadlineExceeded) || !h.deadline {
 		t.Errorf("Once with a hung store = %v (deadline set: %v), want context.DeadlineExceeded", err, h.deadline)
