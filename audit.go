@@ -33,12 +33,8 @@ func (s *Scheduler) Audit(ctx context.Context, rec AuditRecord, opts ...ActionOp
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, errorf("ax: audit: %w", err)
 	}
-	a, ok := s.st.(store.Auditor)
-	if !ok {
-		return nil, errorf("ax: audit: %T: %w", s.cfg.Store, ErrUnsupported)
-	}
-	got, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*AuditRecord, error) { return txs.AuditTx(ctx, tx, rec) },
-		func() (*AuditRecord, error) { return a.Audit(ctx, rec) })
+	got, err := inTxOr(ctx, s, o, func(tx store.Tx) (*AuditRecord, error) { return tx.Audit(ctx, rec) },
+		func() (*AuditRecord, error) { return s.st.Audit(ctx, rec) })
 	if err != nil {
 		return nil, errorf("ax: audit: %w", err)
 	}
@@ -49,11 +45,7 @@ func (s *Scheduler) Audit(ctx context.Context, rec AuditRecord, opts ...ActionOp
 // first. A store without an audit log is ErrUnsupported; a Limit out of range, or a
 // Since not before Until, ErrInvalid.
 func (s *Scheduler) AuditLog(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
-	a, ok := s.st.(store.Auditor)
-	if !ok {
-		return nil, errorf("ax: audit log: %T: %w", s.cfg.Store, ErrUnsupported)
-	}
-	out, err := a.AuditLog(ctx, q)
+	out, err := s.st.AuditLog(ctx, q)
 	if err != nil {
 		return nil, errorf("ax: audit log: %w", err)
 	}

@@ -2,7 +2,6 @@ package ax
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/internal/nodes"
 	"github.com/axsched/ax/internal/route"
-	"github.com/axsched/ax/internal/storecall"
 	"github.com/axsched/ax/remote"
 	"github.com/axsched/ax/store"
 )
@@ -71,24 +69,20 @@ func (s *Scheduler) Cluster(ctx context.Context) (ClusterState, error) {
 		cs.Leader, cs.LeaseRemaining, cs.Epoch = st.Holder, st.Remaining, st.Token
 		cs.IsLeader = s.leading()
 	}
-	if l, ok := s.st.(store.Leaser); ok {
-		info, err := l.Lease(ctx, s.cfg.Namespace)
-		if err != nil {
-			return ClusterState{}, errorf("ax: cluster state: %w", err)
-		}
-		cs.Epoch = max(cs.Epoch, info.Epoch)
+	info, err := s.st.Lease(ctx, s.cfg.Namespace)
+	if err != nil {
+		return ClusterState{}, errorf("ax: cluster state: %w", err)
 	}
-	if reg, ok := s.st.(store.NodeRegistry); ok {
-		ns, err := reg.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
-		if err != nil {
-			return ClusterState{}, errorf("ax: cluster state: %w", err)
-		}
-		for _, n := range ns {
-			cs.Nodes = append(cs.Nodes, NodeState{
-				Node: n.Name, Advertise: n.Advertise, Handlers: n.Handlers, Capacity: n.Capacity,
-				InFlight: n.InFlight, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, ClockOffset: n.ClockOffset,
-			})
-		}
+	cs.Epoch = max(cs.Epoch, info.Epoch)
+	ns, err := s.st.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
+	if err != nil {
+		return ClusterState{}, errorf("ax: cluster state: %w", err)
+	}
+	for _, n := range ns {
+		cs.Nodes = append(cs.Nodes, NodeState{
+			Node: n.Name, Advertise: n.Advertise, Handlers: n.Handlers, Capacity: n.Capacity,
+			InFlight: n.InFlight, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, ClockOffset: n.ClockOffset,
+		})
 	}
 	return cs, nil
 }
@@ -160,13 +154,7 @@ func (x remoteExecutor) Released(token int64) {
 // Epoch returns the fencing epoch the store recorded for the namespace: without a
 // cluster secret, the endpoint takes no token above it.
 func (x remoteExecutor) Epoch(ctx context.Context) (int64, error) {
-	l, ok := x.s.st.(store.Leaser)
-	if !ok {
-		return 0, fmt.Errorf("ax: %T records no epoch (store.Leaser): %w", x.s.st, ErrUnsupported)
-	}
-	ctx, cancel := context.WithTimeout(ctx, x.s.cfg.StoreTimeout)
-	defer cancel()
-	info, err := l.Lease(ctx, x.s.cfg.Namespace)
+	info, err := x.s.kst.Lease(ctx, x.s.cfg.Namespace)
 	if err != nil {
 		return 0, err
 	}
@@ -190,16 +178,6 @@ func (s *Scheduler) learnEpoch(ctx context.Context) {
 	}
 }
 
-// registry returns the store's node registry, each call bounded by StoreTimeout, or
-// nil when the store keeps none.
-func (s *Scheduler) registry() store.NodeRegistry {
-	reg, ok := s.st.(store.NodeRegistry)
-	if !ok {
-		return nil
-	}
-	return storecall.Registry(reg, s.cfg.StoreTimeout)
-}
-
 // nodeInfo is this replica's row in the node registry.
 func (s *Scheduler) nodeInfo(r *running, started time.Time) store.NodeInfo {
 	s.mu.Lock()
@@ -214,13 +192,9 @@ func (s *Scheduler) nodeInfo(r *running, started time.Time) store.NodeInfo {
 		StartedAt: started, ClockOffset: s.clock.Offset()}
 }
 
-// liveNodes reads the replicas registered and alive; none without a registry.
+// liveNodes reads the replicas registered and alive.
 func (s *Scheduler) liveNodes(ctx context.Context) ([]store.NodeInfo, error) {
-	reg := s.registry()
-	if reg == nil {
-		return nil, nil
-	}
-	return reg.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
+	return s.kst.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
 }
 
 // refreshNodes reads the live replicas into router once.

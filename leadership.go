@@ -57,14 +57,9 @@ const (
 // its leader, best effort, before it resigns. The leader keeps the newest 1,000
 // changes and none older than 90 days, unless Retention is Off.
 //
-// Without an Elector there are no terms, and no history. A store that keeps none
-// (store.LeadershipLog) is ErrUnsupported; n out of range is ErrInvalid.
+// Without an Elector there are no terms, and no history. n out of range is ErrInvalid.
 func (s *Scheduler) LeadershipHistory(ctx context.Context, n int) ([]LeadershipChange, error) {
-	l := s.leadershipLog()
-	if l == nil {
-		return nil, errorf("ax: leadership history: %T: %w", s.cfg.Store, ErrUnsupported)
-	}
-	rows, err := l.LeadershipHistory(ctx, s.cfg.Namespace, n)
+	rows, err := s.st.LeadershipHistory(ctx, s.cfg.Namespace, n)
 	if err != nil {
 		return nil, errorf("ax: leadership history: %w", err)
 	}
@@ -73,12 +68,6 @@ func (s *Scheduler) LeadershipHistory(ctx context.Context, n int) ([]LeadershipC
 		out[i] = LeadershipChange{Epoch: c.Epoch, Node: elect.Candidate(c.Holder), Holder: c.Holder, Kind: c.Kind, At: c.At, Reason: c.Reason}
 	}
 	return out, nil
-}
-
-// leadershipLog returns the store's leadership history, or nil when it keeps none.
-func (s *Scheduler) leadershipLog() store.LeadershipLog {
-	l, _ := s.st.(store.LeadershipLog)
-	return l
 }
 
 // roleChanged reports a change of this scheduler's role under its Elector.

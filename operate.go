@@ -32,7 +32,7 @@ func (s *Scheduler) Reschedule(ctx context.Context, name, key string, at time.Ti
 	if err := errors.Join(append(o.errs, validName(name), validKey(key), validDue(at))...); err != nil {
 		return nil, errorf("ax: %s: %w", op, err)
 	}
-	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.RescheduleTx(ctx, tx, name, key, at) },
+	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.Reschedule(ctx, name, key, at) },
 		func() (*store.Task, error) { return s.st.Reschedule(ctx, name, key, at) })
 	if err != nil {
 		return nil, s.refused(op, t, err, ErrNotReschedulable)
@@ -66,7 +66,7 @@ func (s *Scheduler) Retry(ctx context.Context, id int64, opts ...ActionOption) (
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, errorf("ax: %s: %w", op, err)
 	}
-	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.RetryTx(ctx, tx, id) },
+	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.Retry(ctx, id) },
 		func() (*store.Task, error) { return s.st.Retry(ctx, id) })
 	if err != nil {
 		return nil, s.refused(op, t, err, ErrNotRetryable)
@@ -102,7 +102,7 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
 	op := fmt.Sprintf("cancel %q/%q", name, key)
-	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.CancelTx(ctx, tx, name, key) },
+	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.Cancel(ctx, name, key) },
 		func() (*store.Task, error) { return s.st.Cancel(ctx, name, key) })
 	if err != nil {
 		return s.refused(op, t, err, ErrNotCancellable)
@@ -121,12 +121,10 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Action
 // dispatching or running, or Superseded, is ErrNotTriggerable.
 //
 // A scheduler that would not run the task itself — not started, or without its
-// handler (an operations node, ax serve) — hands it over instead, on a store that
-// writes in transactions (store.TxStore; every SQL store): the task becomes SCHEDULED
-// and due now, TriggeredAt recorded (from FAILED with one more attempt), and the
-// scheduler that runs its handler claims it at once if it is this one's leader, else
-// within its refill interval. On the memory store a scheduler that is not started is
-// ErrNotRunning.
+// handler (an operations node, ax serve) — hands it over instead: the task becomes
+// SCHEDULED and due now, TriggeredAt recorded (from FAILED with one more attempt), and
+// the scheduler that runs its handler claims it at once if it is this one's leader,
+// else within its refill interval.
 //
 // With WithTx the trigger is part of the caller's transaction: the task becomes
 // SCHEDULED and due now (TriggeredAt recorded, from FAILED with one more attempt) if,
@@ -153,16 +151,12 @@ func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption)
 	}
 	r := s.current()
 	if o.hasTx && (joined(ctx, o.tx) == nil || !s.runsHandlerOf(ctx, r, id, o)) {
-		_, err := s.triggerTx(ctx, id, o)
+		_, err := s.makeDue(ctx, id, o)
 		return err
 	}
-	_, isTx := s.st.(store.TxStore)
-	if !o.hasTx && isTx && !s.runsHandlerOf(ctx, r, id, o) {
-		_, err := s.triggerTx(ctx, id, o) // for the scheduler that runs its handler: due now
+	if !o.hasTx && !s.runsHandlerOf(ctx, r, id, o) {
+		_, err := s.makeDue(ctx, id, o) // for the scheduler that runs its handler
 		return err
-	}
-	if r == nil {
-		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is not started"))
 	}
 	_, err := s.claimTrigger(ctx, r, id, o)
 	return err
@@ -176,7 +170,7 @@ func (s *Scheduler) claimTrigger(ctx context.Context, r *running, id int64, o *o
 		return nil, errorf("ax: trigger task %d: %w", id, err)
 	}
 	execID := u.String()
-	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.ClaimTriggerTx(ctx, tx, id, execID) },
+	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.Trigger(ctx, id, execID) },
 		func() (*store.Task, error) { return s.st.Trigger(ctx, id, execID) })
 	if err != nil {
 		if t != nil && errors.Is(err, ErrNotTriggerable) {
@@ -209,23 +203,16 @@ func (s *Scheduler) runsHandlerOf(ctx context.Context, r *running, id int64, o *
 	if r == nil {
 		return false
 	}
-	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.GetTx(ctx, tx, id) },
+	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.Get(ctx, id) },
 		func() (*store.Task, error) { return s.st.Get(ctx, id) })
 	return err != nil || s.handler(t.Name) != nil
 }
 
-// triggerTx is Trigger inside o's transaction, or one of the store's own when o has
-// none, handing the task to whichever scheduler claims it.
-func (s *Scheduler) triggerTx(ctx context.Context, id int64, o *options) (*store.Task, error) {
-	txs, err := s.txStore()
-	if err != nil {
-		return nil, errorf("ax: trigger task %d: %w", id, err)
-	}
-	var tx any // nil: a transaction of the store's own
-	if o.hasTx {
-		tx = o.tx
-	}
-	t, err := txs.TriggerTx(ctx, tx, id)
+// makeDue makes task id due now, in o's transaction if it has one, handing it to
+// whichever scheduler claims it.
+func (s *Scheduler) makeDue(ctx context.Context, id int64, o *options) (*store.Task, error) {
+	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.MakeDue(ctx, id) },
+		func() (*store.Task, error) { return s.st.MakeDue(ctx, id) })
 	if err != nil {
 		if t != nil && errors.Is(err, ErrNotTriggerable) {
 			return nil, &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err}

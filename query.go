@@ -232,7 +232,7 @@ func (s *Scheduler) Get(ctx context.Context, id int64, opts ...ActionOption) (*T
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, errorf("ax: get task %d: %w", id, err)
 	}
-	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.GetTx(ctx, tx, id) },
+	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.Get(ctx, id) },
 		func() (*store.Task, error) { return s.st.Get(ctx, id) })
 	if err != nil {
 		return nil, errorf("ax: get task %d: %w", id, err)

@@ -335,7 +335,7 @@ func (s *Scheduler) PauseSchedule(ctx context.Context, name string, opts ...Acti
 	if err := errors.Join(o.errs...); err != nil {
 		return errorf("ax: pause schedule %q: %w", name, err)
 	}
-	_, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Schedule, error) { return txs.PauseScheduleTx(ctx, tx, name) },
+	_, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Schedule, error) { return tx.PauseSchedule(ctx, name) },
 		func() (*store.Schedule, error) { return s.st.PauseSchedule(ctx, name) })
 	if err != nil {
 		return errorf("ax: pause schedule %q: %w", name, err)
@@ -374,8 +374,8 @@ func (s *Scheduler) ResumeSchedule(ctx context.Context, name string, opts ...Act
 		return errorf("ax: resume schedule %q: %w", name, err)
 	}
 	next := p.Next(now)
-	_, err = inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Schedule, error) {
-		return txs.ResumeScheduleTx(ctx, tx, name, next)
+	_, err = inTxOr(ctx, s, o, func(tx store.Tx) (*store.Schedule, error) {
+		return tx.ResumeSchedule(ctx, name, next)
 	}, func() (*store.Schedule, error) {
 		return s.st.ResumeSchedule(ctx, name, next)
 	})
@@ -457,11 +457,7 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string, acts ...Ac
 	if r != nil {
 		opts = r.opts
 	}
-	_, txs := s.st.(store.TxStore)
-	due := now
-	if txs {
-		due = now.Add(time.Minute) // until the second write marks it manual and due now
-	}
+	due := now.Add(time.Minute) // until the second write marks it manual and due now
 	nt, err := s.buildTask(hd, name, manualPrefix+periodic.OccurrenceKey(now), due, opts)
 	s.mu.Unlock()
 	if err != nil {
@@ -476,13 +472,9 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string, acts ...Ac
 	if res[0].Err != nil {
 		return taskOf(res[0].Task), &TaskStateError{Op: fmt.Sprintf("trigger schedule %q", name), Task: taskOf(res[0].Task), Err: res[0].Err}
 	}
-	if !txs {
-		s.schedule(false, res)
-		return taskOf(res[0].Task), nil
-	}
 	o.unlessRolledBack(ctx, func() { s.obs.Submitted(s.clock.Now(), res) })
 	id := res[0].Task.ID
-	t, err := s.triggerTx(ctx, id, o) // TriggeredAt: it is a manual one
+	t, err := s.makeDue(ctx, id, o) // TriggeredAt: it is a manual one
 	if err != nil {
 		if o.hasTx {
 			return nil, errorf("ax: trigger schedule %q: %w", name, err)

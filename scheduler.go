@@ -197,22 +197,13 @@ func New(cfg Config) (*Scheduler, error) {
 	return s, nil
 }
 
-// inNamespace returns the view of st for namespace ns: st itself for the default
-// namespace of a store without namespaces, which cannot hold another.
+// inNamespace returns the view of st for namespace ns.
 func inNamespace(st Store, ns string) (Store, error) {
-	n, ok := st.(store.Namespaced)
-	switch {
-	case ok:
-		v, err := n.InNamespace(ns)
-		if err != nil {
-			return nil, errorf("ax: config: Namespace: %w", err)
-		}
-		return v, nil
-	case ns == DefaultNamespace:
-		return st, nil
-	default:
-		return nil, errorf("ax: config: Namespace %q: %T keeps no namespaces apart (store.Namespaced): %w", ns, st, ErrInvalid)
+	v, err := st.InNamespace(ns)
+	if err != nil {
+		return nil, errorf("ax: config: Namespace: %w", err)
 	}
+	return v, nil
 }
 
 // Handle registers h for tasks named name, with opts as the defaults for those tasks

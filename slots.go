@@ -84,15 +84,10 @@ const MaxScheduleSlots = 100
 //
 // It reads the stored schedule, the occurrences by their keys (one index lookup per
 // slot), the gaps of the span and the manual occurrences (a bounded range of keys);
-// it works on a scheduler that is not started. A store without the reads
-// (store.SlotHistory) is ErrUnsupported; an unknown name ErrNotFound.
+// it works on a scheduler that is not started. An unknown name is ErrNotFound.
 func (s *Scheduler) ScheduleSlots(ctx context.Context, name string, n int) ([]Slot, error) {
 	if n < 1 || n > MaxScheduleSlots {
 		return nil, errorf("ax: schedule slots of %q: n %d is outside [1, %d]: %w", name, n, MaxScheduleSlots, ErrInvalid)
-	}
-	h, ok := s.st.(store.SlotHistory)
-	if !ok {
-		return nil, errorf("ax: schedule slots of %q: %T keeps no slot history: %w", name, s.st, ErrUnsupported)
 	}
 	row, err := s.storedSchedule(ctx, name)
 	if err != nil {
@@ -121,7 +116,7 @@ func (s *Scheduler) ScheduleSlots(ctx context.Context, name string, n int) ([]Sl
 	for i, t := range slots {
 		keys[i] = periodic.OccurrenceKey(t)
 	}
-	tasks, err := h.TasksByKeys(ctx, name, keys)
+	tasks, err := s.st.TasksByKeys(ctx, name, keys)
 	if err != nil {
 		return nil, errorf("ax: schedule slots of %q: %w", name, err)
 	}
@@ -133,7 +128,7 @@ func (s *Scheduler) ScheduleSlots(ctx context.Context, name string, n int) ([]Sl
 	}
 	var gaps []store.SlotGap
 	if len(slots) > 0 {
-		if gaps, err = h.SlotGaps(ctx, name, oldest, now, 2*n+2); err != nil {
+		if gaps, err = s.st.SlotGaps(ctx, name, oldest, now, 2*n+2); err != nil {
 			return nil, errorf("ax: schedule slots of %q: %w", name, err)
 		}
 	}
@@ -141,16 +136,13 @@ func (s *Scheduler) ScheduleSlots(ctx context.Context, name string, n int) ([]Sl
 	if len(slots) < n {
 		manualFrom = row.CreatedAt
 	}
-	manual, err := h.TasksByKeyRange(ctx, name, manualKeyFrom(manualFrom), manualKeyBefore(now), n)
+	manual, err := s.st.TasksByKeyRange(ctx, name, manualKeyFrom(manualFrom), manualKeyBefore(now), n)
 	if err != nil {
 		return nil, errorf("ax: schedule slots of %q: %w", name, err)
 	}
 
 	grace := periodic.MisfireGrace(s.cfg.RefillInterval)
 	prunedBefore, prunes := s.cfg.Retention.prunedBefore(now)
-	if _, pruner := s.st.(store.Pruner); !pruner {
-		prunes = false
-	}
 	out := make([]Slot, 0, len(slots)+len(manual))
 	for i := len(slots) - 1; i >= 0; i-- {
 		t := slots[i]

@@ -148,24 +148,8 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 
 // insert writes tasks in the store's transaction, or in the caller's with WithTx.
 func (s *Scheduler) insert(ctx context.Context, o *options, nts []store.NewTask) ([]store.Inserted, error) {
-	if !o.hasTx {
-		return s.st.Insert(ctx, nts)
-	}
-	txs, err := s.txStore()
-	if err != nil {
-		return nil, err
-	}
-	return txs.InsertTx(ctx, o.tx, nts)
-}
-
-// txStore returns the store as a store.TxStore, for a WithTx; a store that cannot
-// join a caller's transaction is ErrInvalid.
-func (s *Scheduler) txStore() (store.TxStore, error) {
-	txs, ok := s.st.(store.TxStore)
-	if !ok {
-		return nil, fmt.Errorf("Tx: store %T cannot write in a caller's transaction: %w", s.st, ErrInvalid)
-	}
-	return txs, nil
+	return inTxOr(ctx, s, o, func(tx store.Tx) ([]store.Inserted, error) { return tx.Insert(ctx, nts) },
+		func() ([]store.Inserted, error) { return s.st.Insert(ctx, nts) })
 }
 
 // schedule hands newly written tasks to a running scheduler's wheel. A task written in a

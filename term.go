@@ -44,18 +44,15 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 				},
 				StoreDown: s.cfg.StoreTimeout,
 				Released:  s.announceRelease,
-				History:   s.leadershipLog(),
 				EndReason: historyReason,
 			})
 		})
 	}
-	if reg := s.registry(); reg != nil {
-		started := s.clock.Now() // kept by every refresh (a zero StartedAt is "now" to the registry)
-		r.wg.Go(func() {
-			nodes.Keep(ctx, nodes.Config{Registry: reg, Info: func() store.NodeInfo { return s.nodeInfo(r, started) }, Interval: s.cfg.HeartbeatInterval, Log: s.log,
-				Refreshed: s.learnEpoch})
-		})
-	}
+	started := s.clock.Now() // kept by every refresh (a zero StartedAt is "now" to the registry)
+	r.wg.Go(func() {
+		nodes.Keep(ctx, nodes.Config{Registry: s.kst, Info: func() store.NodeInfo { return s.nodeInfo(r, started) }, Interval: s.cfg.HeartbeatInterval, Log: s.log,
+			Refreshed: s.learnEpoch})
+	})
 	if !s.hooks.localClock {
 		r.wg.Add(1)
 		go func() {
@@ -78,7 +75,7 @@ type term struct {
 	s      *Scheduler
 	r      *running
 	t      leadership.Term
-	st     store.Store // s.kst; under a lease, ending the term when a write is fenced
+	st     leadership.Fenced // s.kst; under a lease, ending the term when a write is fenced
 	loop   *dispatch.Loop
 	src    *execute.Source
 	router *route.Router // under a lease: the dispatch to this and the other replicas
@@ -87,7 +84,7 @@ type term struct {
 // newTerm assembles a term's parts and makes its loop the current one, so that tasks
 // submitted from now on reach its wheel; ctx ends with the term.
 func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) *term {
-	st := s.kst
+	var st leadership.Fenced = s.kst
 	if t.Fence.Token != 0 {
 		st = leadership.Guard(s.kst, t.End, func(component string) {
 			s.obs.Send(observe.Event{Kind: observe.FenceRejected, At: s.clock.Now(), Reason: component})
@@ -108,7 +105,7 @@ func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) 
 			Exec: r.exec, Src: src, Client: s.client,
 			LocalHandles: func(name string) bool { return s.handler(name) != nil },
 			Fenced:       func(err error) { t.End(err) },
-			Registry:     s.registry() != nil,
+			Registry:     true,
 			Nodes:        s.liveNodes,
 			BusyFor:      s.cfg.DispatchTimeout / 2,
 			Observe:      s.obs, Now: s.clock.Now, Log: s.log,
@@ -131,9 +128,8 @@ func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) 
 // Start read them; nil: read them now.
 func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	s, r, t, st, loop := tm.s, tm.r, tm.t, tm.st, tm.loop
-	reg := s.registry()
-	if reg != nil && tm.router != nil {
-		s.refreshNodes(ctx, reg, tm.router) // before the loop's first claims are routed
+	if tm.router != nil {
+		s.refreshNodes(ctx, s.kst, tm.router) // before the loop's first claims are routed
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { loop.Run(ctx) })
@@ -162,30 +158,21 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	if s.obs != nil {
 		wg.Go(func() { s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log) })
 	}
-	if p, ok := s.st.(store.Pruner); ok && !s.cfg.Retention.Off {
+	if !s.cfg.Retention.Off {
 		cfg := retention.Config{
-			Store: p, Now: s.clock.Now, Log: s.log, Observe: s.obs, Timeout: s.cfg.StoreTimeout,
+			Store: s.st, Now: s.clock.Now, Log: s.log, Observe: s.obs, Timeout: s.cfg.StoreTimeout,
 			Rules: s.cfg.Retention.rules(), Interval: s.cfg.Retention.Interval, Pause: s.cfg.Retention.Pause,
 			Batch: store.MaxPrune, AuditAge: max(s.cfg.Retention.Audit, 0),
-			Stats: s.st, StatsAge: max(s.cfg.Retention.Stats, 0),
+			StatsAge: max(s.cfg.Retention.Stats, 0), GapAge: s.cfg.Retention.gapAge(),
 		}
-		if a, ok := s.st.(store.Auditor); ok {
-			cfg.Audit = a
-		}
-		if h, ok := s.st.(store.SlotHistory); ok {
-			cfg.Gaps, cfg.GapAge = h, s.cfg.Retention.gapAge()
-		}
-		if l := s.leadershipLog(); l != nil && t.Fence.Token != 0 { // a history is kept under an Elector only
-			cfg.History, cfg.Namespace = l, s.cfg.Namespace
-			cfg.HistoryAge, cfg.HistoryRows = retainLeadershipAge, retainLeadershipRows
+		if t.Fence.Token != 0 { // a history is kept under an Elector only
+			cfg.Namespace, cfg.HistoryAge, cfg.HistoryRows = s.cfg.Namespace, retainLeadershipAge, retainLeadershipRows
 		}
 		wg.Go(func() { retention.Run(ctx, cfg) })
 	}
-	if reg != nil {
-		wg.Go(func() { nodes.Expire(ctx, reg, s.cfg.HeartbeatInterval, s.log) })
-		if tm.router != nil {
-			wg.Go(func() { nodes.Follow(ctx, reg, s.cfg.HeartbeatInterval, tm.router.SetNodes, s.log) })
-		}
+	wg.Go(func() { nodes.Expire(ctx, s.kst, s.cfg.HeartbeatInterval, s.log) })
+	if tm.router != nil {
+		wg.Go(func() { nodes.Follow(ctx, s.kst, s.cfg.HeartbeatInterval, tm.router.SetNodes, s.log) })
 	}
 	if tm.router != nil {
 		wg.Go(func() { tm.router.Probe(ctx, time.Second) })

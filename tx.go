@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/axsched/ax/store"
 )
@@ -35,7 +36,7 @@ import (
 // a transaction that did commit is then handed back by the stale-claim recovery
 // (Config.DispatchTimeout), and runs.
 func (s *Scheduler) InTx(ctx context.Context, fn func(ctx context.Context, tx any) error) error {
-	txs, ok := s.st.(store.TxStore)
+	txs, ok := s.st.(store.Transactor)
 	if !ok {
 		return errorf("ax: transaction: %T: %w", s.cfg.Store, ErrUnsupported)
 	}
@@ -43,9 +44,9 @@ func (s *Scheduler) InTx(ctx context.Context, fn func(ctx context.Context, tx an
 		return errorf("ax: transaction: InTx within InTx would wait for the outer one: %w", ErrInvalid)
 	}
 	var cur *ownTx
-	err := txs.InTx(ctx, func(tx any) error {
-		cur = &ownTx{tx: tx} // afresh each time the store runs fn
-		return fn(context.WithValue(ctx, ownTxKey{}, cur), tx)
+	err := txs.InTx(ctx, func(tx store.Tx) error {
+		cur = &ownTx{tx: tx.Raw(), view: tx} // afresh each time the store runs fn
+		return fn(context.WithValue(ctx, ownTxKey{}, cur), tx.Raw())
 	})
 	if err != nil {
 		return err
@@ -58,7 +59,8 @@ func (s *Scheduler) InTx(ctx context.Context, fn func(ctx context.Context, tx an
 
 // ownTx is a transaction of InTx's, with what is to be done once it commits.
 type ownTx struct {
-	tx          any
+	tx          any      // the transaction, as fn gets it
+	view        store.Tx // the store bound to it
 	afterCommit []func()
 }
 
@@ -100,16 +102,29 @@ func (o *options) unlessRolledBack(ctx context.Context, f func()) {
 	f()
 }
 
-// inTxOr is joined, given the store as a TxStore and o's transaction, when o has one
-// (a store that cannot join a caller's transaction is ErrInvalid), else own.
-func inTxOr[T any](s *Scheduler, o *options, joined func(txs store.TxStore, tx any) (T, error), own func() (T, error)) (T, error) {
+// inTxOr is in, given the store bound to o's transaction, when o has one, else own.
+func inTxOr[T any](ctx context.Context, s *Scheduler, o *options, in func(tx store.Tx) (T, error), own func() (T, error)) (T, error) {
 	if !o.hasTx {
 		return own()
 	}
-	txs, err := s.txStore()
+	tx, err := s.bind(ctx, o.tx)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	return joined(txs, o.tx)
+	return in(tx)
+}
+
+// bind returns the store bound to tx: as InTx bound it, when tx is InTx's, else bound
+// now (the store checks that tx is on its database). A store that cannot write in a
+// caller's transaction is ErrInvalid.
+func (s *Scheduler) bind(ctx context.Context, tx any) (store.Tx, error) {
+	if c := joined(ctx, tx); c != nil {
+		return c.view, nil
+	}
+	txs, ok := s.st.(store.Transactor)
+	if !ok {
+		return nil, fmt.Errorf("Tx: store %T cannot write in a caller's transaction: %w", s.st, ErrInvalid)
+	}
+	return txs.Bind(ctx, tx)
 }

@@ -15,7 +15,6 @@ import (
 // The leadership history lives in s.leadership, one slice per namespace in the order
 // the other stores index it: (epoch, kind) ascending, a term's start before its end.
 
-
 // changeOrder orders a namespace's changes oldest first.
 func changeOrder(a, b store.LeadershipChange) int {
 	if c := cmp.Compare(a.Epoch, b.Epoch); c != 0 {

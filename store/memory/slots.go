@@ -10,7 +10,6 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-
 type gapRow struct {
 	ns  string
 	gap store.SlotGap
