@@ -142,13 +142,11 @@ flags:
 	srv := newServer(mux, cert, log)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	view := st // the namespace's, as the scheduler reads it
-	if n, ok := st.(store.Namespaced); ok {
-		if view, err = n.InNamespace(*namespace); err != nil {
-			ln.Close()
-			fmt.Fprintf(stderr, "ax serve: %v\n", err)
-			return exitUsage
-		}
+	view, err := st.InNamespace(*namespace) // the namespace's, as the scheduler reads it
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "ax serve: %v\n", err)
+		return exitUsage
 	}
 	go reportCounts(ctx, view, obs, *statsEvery, log)
 	shutDown := make(chan struct{})

@@ -33,14 +33,10 @@ var _ elect.Elector = (*Elector)(nil)
 // minWait is the shortest pause between two acquire attempts.
 const minWait = 2 * time.Millisecond
 
-// New returns an Elector of the election named by WithNamespace on st. It returns an error
-// wrapping store.ErrInvalid if st does not implement store.Leaser or an option is invalid
-// (a TTL below MinTTL, an empty namespace, a poll interval below 2ms).
-func New(st store.Store, opts ...Option) (*Elector, error) {
-	l, ok := st.(store.Leaser)
-	if !ok {
-		return nil, fmt.Errorf("ax: sql lease: %T does not implement store.Leaser: %w", st, store.ErrInvalid)
-	}
+// New returns an Elector of the election named by WithNamespace on l: a store (every
+// store is a store.Leaser). An invalid option (a TTL below MinTTL, an empty namespace,
+// a poll interval below 2ms) is an error wrapping store.ErrInvalid.
+func New(l store.Leaser, opts ...Option) (*Elector, error) {
 	c := config{namespace: DefaultNamespace, ttl: DefaultTTL}
 	for _, o := range opts {
 		o(&c)

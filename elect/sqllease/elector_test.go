@@ -84,7 +84,7 @@ func run(t *testing.T, open func(t *testing.T) store.Store) {
 				stores[t.Name()] = s
 				mu.Unlock()
 			}
-			f := &freezer{Store: s, leaser: s.(store.Leaser)}
+			f := &freezer{Store: s, leaser: s}
 			e, err := sqllease.New(f, sqllease.WithTTL(ttl))
 			if err != nil {
 				t.Fatalf("New: %v", err)

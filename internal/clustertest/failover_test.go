@@ -188,7 +188,7 @@ func TestLeaderKilledFailover(t *testing.T) {
 	// The leadership history, kept in the store whichever the elector (Redis here): a
 	// killed leader's term has no end, and the next term says so; the leader stopped
 	// by SIGTERM recorded its end, and the next term names it.
-	changes, err := c.st.(store.LeadershipLog).LeadershipHistory(t.Context(), store.DefaultNamespace, store.MaxLeadershipHistory)
+	changes, err := c.st.LeadershipHistory(t.Context(), store.DefaultNamespace, store.MaxLeadershipHistory)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,10 +99,7 @@ func linesOf(ch *clustertest.Child, prefix string) []clustertest.Line {
 // waitNodes waits until the store's node registry lists every child of cs as live.
 func (c *cluster) waitNodes(timeout time.Duration, cs ...*clustertest.Child) {
 	c.t.Helper()
-	reg, ok := c.st.(store.NodeRegistry)
-	if !ok {
-		c.t.Fatalf("%T keeps no node registry", c.st)
-	}
+	reg := c.st
 	var live []string
 	waitUntil(c.t, timeout, "the executors registered", func() bool {
 		ns, err := reg.Nodes(context.Background(), 3*c.base.HeartbeatInterval)

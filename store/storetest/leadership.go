@@ -10,7 +10,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// The Leadership group checks [store.LeadershipLog]: RaiseFence appends a term's
+// The Leadership group checks [store.Fencer]: RaiseFence appends a term's
 // "acquired" change in its write, EndLeadership its "ended" one, each once; the history
 // reads newest first, a namespace apart from the others; pruning keeps the newest.
 

@@ -8,7 +8,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// The Namespace group checks [store.Namespaced]: two views of one database never see,
+// The Namespace group checks [store.Store.InNamespace]: two views of one database never see,
 // claim, count or fire each other's rows, and the business key is unique per namespace.
 // The Nodes group checks [store.NodeRegistry].
 

@@ -1,4 +1,4 @@
-// Package leaderlog holds what the drivers share for store.LeadershipLog: the checks
+// Package leaderlog holds what the drivers share for store.Fencer: the checks
 // of its arguments, and the reason an "acquired" change gives, so that every store
 // refuses the same input and words the same history.
 package leaderlog
