@@ -28,14 +28,10 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 	return &rec, nil
 }
 
-// AuditTx is Audit inside the caller's transaction tx (see store.TxStore).
-func (s *Store) AuditTx(ctx context.Context, tx any, rec store.AuditRecord) (*store.AuditRecord, error) {
+// auditIn is Audit's statement in q: the record is kept if q's transaction commits.
+func (s *Store) auditIn(ctx context.Context, q txQuerier, rec store.AuditRecord) (*store.AuditRecord, error) {
 	if err := store.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
-	}
-	q, err := s.callerTx(ctx, "audit tx", tx)
-	if err != nil {
-		return nil, err
 	}
 	if err := q.query(ctx, auditSQL, s.auditArgs(rec), func(rows txRows) error {
 		if !rows.Next() {

@@ -215,7 +215,7 @@ func TestClosedPool(t *testing.T) {
 	}
 }
 
-// txKinds begins a transaction of each kind InsertTx accepts on the store's database.
+// txKinds begins a transaction of each kind Bind accepts on the store's database.
 var txKinds = []struct {
 	name  string
 	begin func(t *testing.T, pool *pgxpool.Pool) (tx any, commit, rollback func() error)
@@ -296,6 +296,16 @@ func contains(ds []store.Due, id int64) bool {
 	return false
 }
 
+// bind binds tx to st, failing the test if it cannot.
+func bind(t *testing.T, st *postgres.Store, tx any) store.Tx {
+	t.Helper()
+	v, err := st.Bind(context.Background(), tx)
+	if err != nil {
+		t.Fatalf("Bind(%T): %v", tx, err)
+	}
+	return v
+}
+
 func TestInsertTx(t *testing.T) {
 	t.Parallel()
 	for _, kind := range txKinds {
@@ -308,9 +318,9 @@ func TestInsertTx(t *testing.T) {
 
 			// Rolled back: nothing.
 			tx, _, rollback := kind.begin(t, pool)
-			res, err := st.InsertTx(ctx, tx, []store.NewTask{{Name: "order.close", Key: "rolled-back", DueAt: due, Payload: []byte{}}})
+			res, err := bind(t, st, tx).Insert(ctx, []store.NewTask{{Name: "order.close", Key: "rolled-back", DueAt: due, Payload: []byte{}}})
 			if err != nil || len(res) != 1 || res[0].Err != nil || res[0].Task.Payload == nil {
-				t.Fatalf("InsertTx = %+v, %v; want one task with an empty, non-nil payload", res, err)
+				t.Fatalf("Insert = %+v, %v; want one task with an empty, non-nil payload", res, err)
 			}
 			if err := rollback(); err != nil {
 				t.Fatal(err)
@@ -321,12 +331,12 @@ func TestInsertTx(t *testing.T) {
 
 			// Committed: visible, and the refill finds it.
 			tx, commit, _ := kind.begin(t, pool)
-			res, err = st.InsertTx(ctx, tx, []store.NewTask{
+			res, err = bind(t, st, tx).Insert(ctx, []store.NewTask{
 				{Name: "order.close", Key: "committed", DueAt: due},
 				{Name: "order.close", Key: "committed", DueAt: due},
 			})
 			if err != nil || len(res) != 2 || res[0].Err != nil || !errors.Is(res[1].Err, store.ErrDuplicate) || res[1].Task.ID != res[0].Task.ID {
-				t.Fatalf("InsertTx(task, same task) = %+v, %v; want the task, then it as a duplicate", res, err)
+				t.Fatalf("Insert(task, same task) = %+v, %v; want the task, then it as a duplicate", res, err)
 			}
 			if _, err := st.Lookup(ctx, "order.close", "committed"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Lookup before commit: error = %v, want ErrNotFound", err)
@@ -343,9 +353,9 @@ func TestInsertTx(t *testing.T) {
 			}
 			// A duplicate of a committed task, through a transaction.
 			tx, commit, _ = kind.begin(t, pool)
-			res, err = st.InsertTx(ctx, tx, []store.NewTask{{Name: "order.close", Key: "committed", DueAt: due}})
+			res, err = bind(t, st, tx).Insert(ctx, []store.NewTask{{Name: "order.close", Key: "committed", DueAt: due}})
 			if err != nil || !errors.Is(res[0].Err, store.ErrDuplicate) || res[0].Task.ID != got.ID {
-				t.Errorf("InsertTx(existing) = %+v, %v; want ErrDuplicate with task %d", res, err, got.ID)
+				t.Errorf("Insert(existing) = %+v, %v; want ErrDuplicate with task %d", res, err, got.ID)
 			}
 			if err := commit(); err != nil {
 				t.Fatal(err)
@@ -355,10 +365,9 @@ func TestInsertTx(t *testing.T) {
 	t.Run("InvalidKind", func(t *testing.T) {
 		t.Parallel()
 		st, _ := setup(t)
-		nt := []store.NewTask{{Name: "n", Key: "k", DueAt: time.Now()}}
 		for _, tx := range []any{nil, "tx", &sql.DB{}, (*sql.Tx)(nil), pgx.Tx(nil)} {
-			if _, err := st.InsertTx(context.Background(), tx, nt); !errors.Is(err, store.ErrInvalid) {
-				t.Errorf("InsertTx(%T) error = %v, want ErrInvalid", tx, err)
+			if v, err := st.Bind(context.Background(), tx); !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("Bind(%T) = %v, %v; want ErrInvalid", tx, v, err)
 			}
 		}
 	})
@@ -382,7 +391,7 @@ func TestRefillOpenTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	slow, err := st.InsertTx(ctx, tx, []store.NewTask{{Name: "n", Key: "slow", DueAt: due}})
+	slow, err := bind(t, st, tx).Insert(ctx, []store.NewTask{{Name: "n", Key: "slow", DueAt: due}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +443,7 @@ func TestRefillIgnoresOtherSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := other.InsertTx(ctx, tx, []store.NewTask{{Name: "n", Key: "elsewhere", DueAt: time.Now()}}); err != nil {
+	if _, err := bind(t, other, tx).Insert(ctx, []store.NewTask{{Name: "n", Key: "elsewhere", DueAt: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	c0 := cursor(t, st)
@@ -473,7 +482,7 @@ func TestListen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.InsertTx(ctx, tx, []store.NewTask{{Name: "n", Key: "k", DueAt: time.Now()}}); err != nil {
+	if _, err := bind(t, st, tx).Insert(ctx, []store.NewTask{{Name: "n", Key: "k", DueAt: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // the transaction stays open

@@ -18,8 +18,6 @@ import (
 // "acquired" row in its own transaction, after the fence lock (raiseFence); the other
 // methods run one statement each on the primary key (TestExplain pins their plans).
 
-var _ store.LeadershipLog = (*Store)(nil)
-
 // newestChangeSQL reads a namespace's newest change: one step of the primary key's
 // backward scan.
 const newestChangeSQL = `SELECT epoch, kind, holder, reason FROM ax_leadership
@@ -35,7 +33,7 @@ const historySQL = `SELECT epoch, kind, holder, at, reason FROM ax_leadership
 	WHERE namespace = $1 ORDER BY epoch DESC, kind DESC LIMIT $2`
 
 // pruneLeadershipSQL deletes up to $4 of namespace $1's oldest changes (see
-// store.LeadershipLog): cut is the newest change beyond the newest $2 (none when $2
+// store.Pruner): cut is the newest change beyond the newest $2 (none when $2
 // is past the end), stay the oldest change after cut recorded at or after $3, and
 // every change before stay goes, oldest first, found by their row addresses (locked
 // by the scan, so a concurrent prune waits and then skips what was deleted). Each
@@ -98,7 +96,7 @@ func (s *Store) raiseFence(ctx context.Context, namespace, holder string, token 
 	return epoch, err
 }
 
-// EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
+// EndLeadership appends the end of holder's term of epoch. See [store.Fencer].
 func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
 	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
 		return fmt.Errorf("ax: postgres: %w", err)
@@ -113,7 +111,7 @@ func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epo
 }
 
 // LeadershipHistory returns the namespace's newest n changes, a backward scan of the
-// primary key. See [store.LeadershipLog].
+// primary key. See [store.Fencer].
 func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) ([]store.LeadershipChange, error) {
 	if err := leaderlog.CheckHistory(namespace, n); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
@@ -141,7 +139,7 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 }
 
 // PruneLeadership deletes the namespace's oldest changes in one statement. See
-// [store.LeadershipLog].
+// [store.Pruner].
 func (s *Store) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
 	if err := leaderlog.CheckPrune(namespace, before, keepNewest, limit); err != nil {
 		return 0, fmt.Errorf("ax: postgres: %w", err)

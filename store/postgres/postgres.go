@@ -27,9 +27,9 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store is the PostgreSQL implementation of store.Store, store.TxStore,
-// store.Notifier, store.Namespaced and store.NodeRegistry. It is safe for concurrent
-// use, and several processes may share the schema.
+// Store is the PostgreSQL implementation of store.Store, store.Transactor and
+// store.Notifier. It is safe for concurrent use, and several processes may share the
+// schema.
 //
 // A Store is the view of one namespace (store.DefaultNamespace as opened; see
 // InNamespace) of a schema's connections and state, which all views of one Open or
@@ -69,17 +69,13 @@ type shared struct {
 }
 
 var (
-	_ store.Store        = (*Store)(nil)
-	_ store.TxStore      = (*Store)(nil)
-	_ store.Pruner       = (*Store)(nil)
-	_ store.Auditor      = (*Store)(nil)
-	_ store.Notifier     = (*Store)(nil)
-	_ store.Namespaced   = (*Store)(nil)
-	_ store.NodeRegistry = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.Transactor = (*Store)(nil)
+	_ store.Notifier   = (*Store)(nil)
 )
 
 // InNamespace returns the view of namespace ns: a *Store on the same connections,
-// whose Close closes them for every view. See [store.Namespaced].
+// whose Close closes them for every view. See [store.Store].
 func (s *Store) InNamespace(ns string) (store.Store, error) {
 	if err := store.CheckNamespace(ns); err != nil {
 		return nil, fmt.Errorf("ax: postgres: in namespace: %w", err)

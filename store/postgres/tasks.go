@@ -94,7 +94,7 @@ const lookupManySQL = `SELECT x.* FROM (SELECT DISTINCT * FROM unnest($1::text[]
 // releaseSQL moves the tasks holding the business keys ($1, $2) of namespace $3 off
 // them where they no longer hold them (store.KeyHold.Frees): key_slot becomes the
 // task's id, which marks it Superseded and leaves slot 0 to the insert that follows in
-// the transaction. It runs before the inserts of InsertTx, and of an Insert whose
+// the transaction. It runs before the inserts of a Tx's Insert, and of an Insert whose
 // first attempt found such a key (insertFromSQL); for a key no task has, a probe of
 // ax_tasks_name_key that finds nothing. The holders are found by a LATERAL probe per
 // key, its LIMIT keeping the planner from flattening it into a join, so that each
@@ -113,8 +113,8 @@ const releaseSQL = `UPDATE ax_tasks t SET key_slot = t.id
 
 type nameKey struct{ name, key string }
 
-// insertion is one Insert or InsertTx call: the tasks in (name, key) order, split in
-// chunks of at most store.MaxBatch, and the results in input order.
+// insertion is one Insert call, the store's or a Tx's: the tasks in (name, key) order,
+// split in chunks of at most store.MaxBatch, and the results in input order.
 type insertion struct {
 	ns      string // the namespace the tasks are stamped with
 	tasks   []store.NewTask
@@ -388,23 +388,15 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	return in.out, nil
 }
 
-// InsertTx is Insert, into the view's namespace, inside tx, the caller's transaction:
-// a pgx.Tx, or a *sql.Tx opened through the pgx stdlib driver (stdlib.OpenDBFromPool,
-// sql.Open("pgx", …)) on the store's database. The tasks, and the wake-up signal, become visible when tx
-// commits; InsertTx neither commits nor rolls back. Another kind of tx, or one on
-// another database or schema (callerTx: a read that leaves it usable), is
-// store.ErrInvalid. On another error the caller should roll tx back: the statement
-// that failed has aborted it.
-func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
-	q, err := s.callerTx(ctx, "insert tx", tx)
-	if err != nil {
-		return nil, err
-	}
+// insertIn is Insert's statements in q, into the view's namespace: the announcing
+// lock and the wake-up signal first, then releaseSQL and the inserts (insertQuietSQL),
+// and the duplicates read in q.
+func (s *Store) insertIn(ctx context.Context, q txQuerier, tasks []store.NewTask) ([]store.Inserted, error) {
 	in, err := newInsertion("insert tx", s.ns, tasks)
 	if err != nil {
 		return nil, err
 	}
-	in.release = true // insertSQL's error would abort the caller's transaction
+	in.release = true // insertSQL's error would abort the bound transaction
 	if len(tasks) == 0 {
 		return []store.Inserted{}, nil
 	}
@@ -448,7 +440,7 @@ type txRows interface {
 	Err() error
 }
 
-// txQuerier runs statements in a caller's transaction of either kind.
+// txQuerier runs statements in a bound transaction of either kind.
 type txQuerier interface {
 	exec(ctx context.Context, sql string, args ...any) error
 	count(ctx context.Context, sql string, args ...any) (int64, error) // exec, and the rows it changed
@@ -687,20 +679,13 @@ const cancelSQL = `UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.
 	FROM (SELECT clock_timestamp() AS now) ts
 	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0 AND t.status = 'SCHEDULED' RETURNING ` + taskCols
 
-// CancelTx is Cancel inside the caller's transaction tx (a pgx.Tx or a *sql.Tx on
-// the store's database, with the store's schema first on its search_path), which it
-// neither commits nor rolls back. A tx elsewhere is ErrInvalid, found by a read that
-// leaves the transaction usable.
-func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
-	q, err := s.callerTx(ctx, "cancel tx", tx)
-	if err != nil {
-		return nil, err
-	}
+// cancelIn is Cancel's statements in q.
+func (s *Store) cancelIn(ctx context.Context, q txQuerier, name, key string) (*store.Task, error) {
 	t, ok, err := s.transitionIn(ctx, q, "cancel tx", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
 	return moved(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, ok, err, store.ErrNotCancellable)
 }
 
-// transitionIn is transition in the caller's transaction q: update, a conditional
+// transitionIn is transition in the bound transaction q: update, a conditional
 // UPDATE … RETURNING taskCols, then, if it moved nothing, read: the task moved, or
 // else as it is (nil when there is none).
 func (s *Store) transitionIn(ctx context.Context, q txQuerier, op, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
@@ -724,80 +709,47 @@ func (s *Store) transitionIn(ctx context.Context, q txQuerier, op, update string
 	return t, false, nil
 }
 
-// TriggerTx is a trigger inside the caller's transaction tx (see store.TxStore): the
-// task SCHEDULED, due now, with a fresh sequence number, published as Insert's are.
-func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	if tx == nil { // a transaction of the store's own
-		if err := s.check("trigger tx"); err != nil {
-			return nil, err
-		}
-		own, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}) // as every write of the store's
-		if err != nil {
-			return nil, s.wrap("trigger tx", err)
-		}
-		defer own.Rollback(context.WithoutCancel(ctx))
-		t, err := s.TriggerTx(ctx, own, id)
-		if err != nil {
-			return t, err // a refusal wrote nothing
-		}
-		if err := own.Commit(ctx); err != nil {
-			return nil, s.wrap("trigger tx", err)
-		}
-		return t, nil
-	}
-	q, err := s.callerTx(ctx, "trigger tx", tx)
-	if err != nil {
-		return nil, err
-	}
-	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
-		return nil, s.wrap("trigger tx", err)
-	}
-	t, ok, err := s.transitionIn(ctx, q, "trigger tx", `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now,
-			attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
-			finished_at = NULL, triggered_at = ts.now, seq = nextval('ax_seq'), updated_at = ts.now
-		FROM (SELECT clock_timestamp() AS now) ts
-		WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0 RETURNING `+taskCols,
-		[]any{id, s.ns}, getSQL, []any{id, s.ns})
-	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
-}
-
-// callerTx returns the caller's transaction tx as a txQuerier, after checking that it
-// is on the store's database and schema: a read, which an error of its own does not
-// abort the transaction with.
-func (s *Store) callerTx(ctx context.Context, op string, tx any) (txQuerier, error) {
+// MakeDue makes the SCHEDULED or FAILED task id of the view's namespace due now,
+// without claiming it, in a READ COMMITTED transaction of the store's own (see
+// store.TaskWriter): the task SCHEDULED, due now, with a fresh sequence number,
+// published as Insert's are.
+func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	const op = "make due"
 	if err := s.check(op); err != nil {
 		return nil, err
 	}
-	var q txQuerier
-	switch tx := tx.(type) {
-	case pgx.Tx:
-		if tx == nil {
-			return nil, fmt.Errorf("ax: postgres: %s: nil pgx.Tx: %w", op, store.ErrInvalid)
-		}
-		q = pgxQuerier{tx}
-	case *sql.Tx:
-		if tx == nil {
-			return nil, fmt.Errorf("ax: postgres: %s: nil *sql.Tx: %w", op, store.ErrInvalid)
-		}
-		q = sqlQuerier{tx}
-	default:
-		return nil, fmt.Errorf("ax: postgres: %s: a %T is neither a pgx.Tx nor a *sql.Tx: %w", op, tx, store.ErrInvalid)
-	}
-	var db, schema string
-	if err := q.query(ctx, `SELECT current_database(), COALESCE(current_schema(), '')`, nil, func(rows txRows) error {
-		if !rows.Next() {
-			return errors.New("no row")
-		}
-		return rows.Scan(&db, &schema)
-	}); err != nil {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}) // as every write of the store's
+	if err != nil {
 		return nil, s.wrap(op, err)
 	}
-	if db != s.database || schema != s.schema {
-		return nil, fmt.Errorf("ax: postgres: %s: the transaction is on database %q, schema %q; the store's are %q, %q: %w",
-			op, db, schema, s.database, s.schema, store.ErrInvalid)
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	t, err := s.makeDueIn(ctx, pgxQuerier{tx}, op, id)
+	if err != nil {
+		return t, err // a refusal wrote nothing
 	}
-	return q, nil
+	if err := tx.Commit(ctx); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	return t, nil
 }
+
+// makeDueIn is MakeDue's statements in q: publishSQL, then the update (see "The
+// refill cursor" in doc.go).
+func (s *Store) makeDueIn(ctx context.Context, q txQuerier, op string, id int64) (*store.Task, error) {
+	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	t, ok, err := s.transitionIn(ctx, q, op, makeDueSQL, []any{id, s.ns}, getSQL, []any{id, s.ns})
+	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
+}
+
+// makeDueSQL makes the SCHEDULED or FAILED task $1 of namespace $2 SCHEDULED, due
+// now, triggered, with a fresh sequence number; from FAILED with one more attempt.
+const makeDueSQL = `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now,
+		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
+		finished_at = NULL, triggered_at = ts.now, seq = nextval('ax_seq'), updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0 RETURNING ` + taskCols
 
 // Reschedule moves the SCHEDULED task (name, key) of the view's namespace to due at
 // at, with a fresh sequence number, in one transaction.

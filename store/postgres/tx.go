@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,17 +12,65 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// This file holds the operations that join a transaction: the store's own (InTx) or
-// a caller's (see store.TxStore). InsertTx, CancelTx and TriggerTx are in tasks.go,
-// AuditTx in audit.go.
+// This file holds the store's side of store.Transactor: Bind, which binds a caller's
+// transaction, InTx, which binds one of the store's own, and txView, the store.Tx
+// both return. Each method of txView runs the statements of its store method in the
+// bound transaction: insertIn, cancelIn and makeDueIn are in tasks.go, auditIn in
+// audit.go, the others below.
 
-// InTx runs fn in a READ COMMITTED transaction of the store's own, a pgx.Tx, and
-// commits it if fn returns nil (see store.TxStore). It is not retried: fn runs once.
-// At most half the pool's connections are in such transactions at once (a call
-// waits for its turn), so that what fn reads outside its transaction always finds a
-// connection; a pool of one connection is ErrInvalid. The commit is not cancelled
-// with ctx, so that once sent its outcome is known, but bounded by commitTimeout.
-func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
+// Bind returns the view of the store inside tx, the caller's transaction: a pgx.Tx, or
+// a *sql.Tx opened through the pgx stdlib driver (stdlib.OpenDBFromPool,
+// sql.Open("pgx", …)) on the store's database, with the store's schema first on its
+// search_path (see store.Transactor). What the view writes, the wake-up signal
+// included, becomes visible when tx commits; the view neither commits nor rolls back.
+// Another kind of tx, or one on another database or schema, is store.ErrInvalid,
+// found once, here, by a read that leaves the transaction usable. On another error of
+// the view's, the caller should roll tx back: the statement that failed has aborted
+// it.
+func (s *Store) Bind(ctx context.Context, tx any) (store.Tx, error) {
+	const op = "bind"
+	if err := s.check(op); err != nil {
+		return nil, err
+	}
+	var q txQuerier
+	switch tx := tx.(type) {
+	case pgx.Tx:
+		if tx == nil {
+			return nil, fmt.Errorf("ax: postgres: %s: nil pgx.Tx: %w", op, store.ErrInvalid)
+		}
+		q = pgxQuerier{tx}
+	case *sql.Tx:
+		if tx == nil {
+			return nil, fmt.Errorf("ax: postgres: %s: nil *sql.Tx: %w", op, store.ErrInvalid)
+		}
+		q = sqlQuerier{tx}
+	default:
+		return nil, fmt.Errorf("ax: postgres: %s: a %T is neither a pgx.Tx nor a *sql.Tx: %w", op, tx, store.ErrInvalid)
+	}
+	var db, schema string
+	if err := q.query(ctx, `SELECT current_database(), COALESCE(current_schema(), '')`, nil, func(rows txRows) error {
+		if !rows.Next() {
+			return errors.New("no row")
+		}
+		return rows.Scan(&db, &schema)
+	}); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	if db != s.database || schema != s.schema {
+		return nil, fmt.Errorf("ax: postgres: %s: the transaction is on database %q, schema %q; the store's are %q, %q: %w",
+			op, db, schema, s.database, s.schema, store.ErrInvalid)
+	}
+	return &txView{s: s, q: q, raw: tx}, nil
+}
+
+// InTx runs fn in a READ COMMITTED transaction of the store's own, a pgx.Tx bound as
+// Bind binds the caller's (the view's Raw), and commits it if fn returns nil (see
+// store.Transactor). It is not retried: fn runs once. At most half the pool's
+// connections are in such transactions at once (a call waits for its turn), so that
+// what fn reads outside its transaction always finds a connection; a pool of one
+// connection is ErrInvalid. The commit is not cancelled with ctx, so that once sent
+// its outcome is known, but bounded by commitTimeout.
+func (s *Store) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	if err := s.check("transaction"); err != nil {
 		return err
 	}
@@ -38,7 +88,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
 		return s.wrap("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after the commit; on a panic in fn, the rollback
-	if err := fn(tx); err != nil {
+	if err := fn(&txView{s: s, q: pgxQuerier{tx}, raw: tx}); err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
@@ -52,12 +102,104 @@ func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
 // commitTimeout bounds InTx's commit, which the caller's context does not cancel.
 const commitTimeout = 30 * time.Second
 
-// GetTx is Get inside the caller's transaction tx.
-func (s *Store) GetTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	q, err := s.callerTx(ctx, "get task tx", tx)
-	if err != nil {
+// txView is the store.Tx of Bind and InTx: the store s inside one transaction, q,
+// checked to be on the store's database and schema when it was the caller's. Each
+// method checks only that the store is open, then runs its statements in q.
+type txView struct {
+	s   *Store
+	q   txQuerier
+	raw any // the transaction as Bind was given it, or InTx's pgx.Tx
+}
+
+var _ store.Tx = (*txView)(nil)
+
+// Raw returns the bound transaction: a pgx.Tx, or the caller's *sql.Tx.
+func (v *txView) Raw() any { return v.raw }
+
+// Insert is Insert in the transaction: the same statements, the announcing lock and
+// the wake-up signal included, taking effect when it commits.
+func (v *txView) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	if err := v.s.check("insert tx"); err != nil {
 		return nil, err
 	}
+	return v.s.insertIn(ctx, v.q, tasks)
+}
+
+// Cancel is Cancel in the transaction.
+func (v *txView) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := v.s.check("cancel tx"); err != nil {
+		return nil, err
+	}
+	return v.s.cancelIn(ctx, v.q, name, key)
+}
+
+// Reschedule is Reschedule in the transaction, published as Insert's rows are.
+func (v *txView) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	if err := v.s.check("reschedule tx"); err != nil {
+		return nil, err
+	}
+	return v.s.rescheduleIn(ctx, v.q, name, key, at)
+}
+
+// Retry is Retry in the transaction, published as Insert's rows are.
+func (v *txView) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	if err := v.s.check("retry tx"); err != nil {
+		return nil, err
+	}
+	return v.s.retryIn(ctx, v.q, id)
+}
+
+// Trigger is Trigger in the transaction: the same statements, the keyed task's under
+// its key's lock, which the transaction holds until it ends.
+func (v *txView) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if err := v.s.check("trigger claim tx"); err != nil {
+		return nil, err
+	}
+	return v.s.triggerIn(ctx, v.q, id, executionID)
+}
+
+// MakeDue is MakeDue in the transaction, published as Insert's rows are.
+func (v *txView) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	if err := v.s.check("make due tx"); err != nil {
+		return nil, err
+	}
+	return v.s.makeDueIn(ctx, v.q, "make due tx", id)
+}
+
+// Get is Get in the transaction: the task as it sees it.
+func (v *txView) Get(ctx context.Context, id int64) (*store.Task, error) {
+	if err := v.s.check("get task tx"); err != nil {
+		return nil, err
+	}
+	return v.s.getIn(ctx, v.q, id)
+}
+
+// PauseSchedule is PauseSchedule in the transaction.
+func (v *txView) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+	if err := v.s.check("pause schedule tx"); err != nil {
+		return nil, err
+	}
+	return v.s.pauseScheduleIn(ctx, v.q, name)
+}
+
+// ResumeSchedule is ResumeSchedule in the transaction.
+func (v *txView) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
+	if err := v.s.check("resume schedule tx"); err != nil {
+		return nil, err
+	}
+	return v.s.resumeScheduleIn(ctx, v.q, name, next)
+}
+
+// Audit is Audit in the transaction: the record is kept if, and only if, it commits.
+func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := v.s.check("audit tx"); err != nil {
+		return nil, err
+	}
+	return v.s.auditIn(ctx, v.q, rec)
+}
+
+// getIn reads task id of the view's namespace in q.
+func (s *Store) getIn(ctx context.Context, q txQuerier, id int64) (*store.Task, error) {
 	var t *store.Task
 	if err := q.query(ctx, getSQL, []any{id, s.ns}, func(rows txRows) error {
 		if !rows.Next() {
@@ -75,51 +217,40 @@ func (s *Store) GetTx(ctx context.Context, tx any, id int64) (*store.Task, error
 	return t, nil
 }
 
-// RescheduleTx is Reschedule inside the caller's transaction tx, published as
-// Insert's rows are.
-func (s *Store) RescheduleTx(ctx context.Context, tx any, name, key string, at time.Time) (*store.Task, error) {
+// rescheduleIn is Reschedule's statements in q, published as Insert's rows are.
+func (s *Store) rescheduleIn(ctx context.Context, q txQuerier, name, key string, at time.Time) (*store.Task, error) {
 	op := fmt.Sprintf("ax: postgres: reschedule %q/%q", name, key)
 	if at.IsZero() {
 		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
 	}
 	args := []any{name, key, s.ns}
-	t, ok, err := s.scheduledIn(ctx, tx, "reschedule tx", rescheduleSQL, append(args, dueArg(at)), lookupSQL, args)
+	t, ok, err := s.scheduledIn(ctx, q, "reschedule tx", rescheduleSQL, append(args, dueArg(at)), lookupSQL, args)
 	return moved(op, t, ok, err, store.ErrNotReschedulable)
 }
 
-// RetryTx is Retry inside the caller's transaction tx, published as Insert's rows
-// are.
-func (s *Store) RetryTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
+// retryIn is Retry's statements in q, published as Insert's rows are.
+func (s *Store) retryIn(ctx context.Context, q txQuerier, id int64) (*store.Task, error) {
 	args := []any{id, s.ns}
-	t, ok, err := s.scheduledIn(ctx, tx, "retry tx", retrySQL, args, getSQL, args)
+	t, ok, err := s.scheduledIn(ctx, q, "retry tx", retrySQL, args, getSQL, args)
 	return moved(fmt.Sprintf("ax: postgres: retry task %d", id), t, ok, err, store.ErrNotRetryable)
 }
 
-// scheduledIn is transitionIn in the caller's transaction tx for an update that
-// leaves its row SCHEDULED with a fresh sequence number: publishSQL goes first (see
-// "The refill cursor" in doc.go).
-func (s *Store) scheduledIn(ctx context.Context, tx any, op, update string, updArgs []any, read string, readArgs []any) (*store.Task, bool, error) {
-	q, err := s.callerTx(ctx, op, tx)
-	if err != nil {
-		return nil, false, err
-	}
+// scheduledIn is transitionIn for an update that leaves its row SCHEDULED with a
+// fresh sequence number: publishSQL goes first (see "The refill cursor" in doc.go).
+func (s *Store) scheduledIn(ctx context.Context, q txQuerier, op, update string, updArgs []any, read string, readArgs []any) (*store.Task, bool, error) {
 	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
 		return nil, false, s.wrap(op, err)
 	}
 	return s.transitionIn(ctx, q, op, update, updArgs, read, readArgs)
 }
 
-// ClaimTriggerTx is Trigger inside the caller's transaction tx: the same
-// statements, the keyed task's under its key's lock, which tx holds until it ends.
-func (s *Store) ClaimTriggerTx(ctx context.Context, tx any, id int64, executionID string) (*store.Task, error) {
+// triggerIn is Trigger's statements in q: the keyed task's under its key's lock,
+// which q's transaction holds until it ends.
+func (s *Store) triggerIn(ctx context.Context, q txQuerier, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("%s: empty execution id: %w", triggerOp(id), store.ErrInvalid)
 	}
 	const op = "trigger claim tx"
-	q, err := s.callerTx(ctx, op, tx)
-	if err != nil {
-		return nil, err
-	}
 	args, read := []any{id, executionID, s.ns}, []any{id, s.ns}
 	t, ok, err := s.transitionIn(ctx, q, op, triggerSQL, args, getSQL, read)
 	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
@@ -146,15 +277,11 @@ func (s *Store) ClaimTriggerTx(ctx context.Context, tx any, id int64, executionI
 	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
 }
 
-// PauseScheduleTx is PauseSchedule inside the caller's transaction tx: the same
-// statements, the cancellation after the pause so that, at READ COMMITTED, its
-// snapshot sees every occurrence committed before the schedule's row was locked.
-func (s *Store) PauseScheduleTx(ctx context.Context, tx any, name string) (*store.Schedule, error) {
+// pauseScheduleIn is PauseSchedule's statements in q: the cancellation after the
+// pause so that, at READ COMMITTED, its snapshot sees every occurrence committed
+// before the schedule's row was locked.
+func (s *Store) pauseScheduleIn(ctx context.Context, q txQuerier, name string) (*store.Schedule, error) {
 	const op = "pause schedule tx"
-	q, err := s.callerTx(ctx, op, tx)
-	if err != nil {
-		return nil, err
-	}
 	paused, err := q.count(ctx, pauseSQL, name, s.ns)
 	if err == nil && paused == 1 {
 		_, err = q.count(ctx, cancelOccurrencesSQL, name, s.ns)
@@ -165,16 +292,12 @@ func (s *Store) PauseScheduleTx(ctx context.Context, tx any, name string) (*stor
 	return s.scheduleIn(ctx, q, op, name)
 }
 
-// ResumeScheduleTx is ResumeSchedule inside the caller's transaction tx.
-func (s *Store) ResumeScheduleTx(ctx context.Context, tx any, name string, next time.Time) (*store.Schedule, error) {
+// resumeScheduleIn is ResumeSchedule's statements in q.
+func (s *Store) resumeScheduleIn(ctx context.Context, q txQuerier, name string, next time.Time) (*store.Schedule, error) {
 	if next.IsZero() {
 		return nil, fmt.Errorf("ax: postgres: resume schedule %q: zero next fire time: %w", name, store.ErrInvalid)
 	}
 	const op = "resume schedule tx"
-	q, err := s.callerTx(ctx, op, tx)
-	if err != nil {
-		return nil, err
-	}
 	if _, err := q.count(ctx, resumeSQL, name, next, s.ns); err != nil {
 		return nil, s.wrap(op, err)
 	}
