@@ -24,22 +24,6 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 	return &rec, nil
 }
 
-// AuditTx is Audit inside the caller's transaction tx, a *sql.Tx on the store's
-// database (see store.TxStore).
-func (s *Store) AuditTx(ctx context.Context, tx any, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := store.CheckAudit(rec); err != nil {
-		return nil, fmt.Errorf("ax: mysql: %w", err)
-	}
-	stx, err := s.callerTx(ctx, "audit", tx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.auditIn(ctx, stx, &rec); err != nil {
-		return nil, s.wrap("audit", err)
-	}
-	return &rec, nil
-}
-
 // auditIn appends rec in tx, stamped by the database's clock, and sets its ID and At.
 func (s *Store) auditIn(ctx context.Context, tx *sql.Tx, rec *store.AuditRecord) error {
 	if err := tx.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(dbTime{&rec.At}); err != nil {

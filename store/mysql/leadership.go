@@ -18,8 +18,6 @@ import (
 // exclusively, so concurrent raises append in turn (recordAcquired); the other
 // methods are short transactions on the primary key.
 
-var _ store.LeadershipLog = (*Store)(nil)
-
 // newestChangeSQL reads a namespace's newest change: one step of the primary key's
 // backward scan.
 const newestChangeSQL = `SELECT epoch, kind, holder, reason FROM ax_leadership
@@ -47,7 +45,7 @@ func recordAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, e
 	return err
 }
 
-// EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
+// EndLeadership appends the end of holder's term of epoch. See [store.Fencer].
 func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
 	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
 		return fmt.Errorf("ax: mysql: %w", err)
@@ -62,7 +60,7 @@ func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epo
 const historySQL = `SELECT epoch, kind, holder, at, reason FROM ax_leadership
 	WHERE namespace = ? ORDER BY epoch DESC, kind DESC LIMIT ?`
 
-// LeadershipHistory returns the namespace's newest n changes. See [store.LeadershipLog].
+// LeadershipHistory returns the namespace's newest n changes. See [store.Fencer].
 func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) ([]store.LeadershipChange, error) {
 	if err := leaderlog.CheckHistory(namespace, n); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
@@ -106,7 +104,7 @@ const (
 // PruneLeadership deletes the namespace's oldest changes, in one transaction: the
 // newest change beyond keepNewest (the cut), the oldest after it recorded at or after
 // before (the first to stay), and the DELETE of up to limit changes before that one.
-// See [store.LeadershipLog].
+// See [store.Pruner].
 func (s *Store) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
 	if err := leaderlog.CheckPrune(namespace, before, keepNewest, limit); err != nil {
 		return 0, fmt.Errorf("ax: mysql: %w", err)

@@ -20,8 +20,6 @@ import (
 // UPDATEs. A duplicate that changes nothing counts as 0 rows only without the
 // CLIENT_FOUND_ROWS flag: Open turns it off and New refuses a pool that sets it.
 
-var _ store.Leaser = (*Store)(nil)
-
 // leaseSQL reads a namespace's lease: holder, epoch and the microseconds left by the
 // database's clock.
 const leaseSQL = `SELECT holder, epoch, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)

@@ -39,9 +39,8 @@ const MigrateLockTimeout = 60 * time.Second
 // lock wait timeout (1205).
 const maxAttempts = 6
 
-// Store is the MySQL/MariaDB implementation of store.Store, store.TxStore,
-// store.Namespaced and store.NodeRegistry. It is safe for concurrent use, and several
-// processes may share the database.
+// Store is the MySQL/MariaDB implementation of store.Store and store.Transactor. It
+// is safe for concurrent use, and several processes may share the database.
 //
 // A Store is the view of one namespace (see InNamespace): the store Open and New return
 // is the view of store.DefaultNamespace, and every view of it shares its pool, its
@@ -76,16 +75,12 @@ type shared struct {
 }
 
 var (
-	_ store.Store        = (*Store)(nil)
-	_ store.TxStore      = (*Store)(nil)
-	_ store.Pruner       = (*Store)(nil)
-	_ store.Auditor      = (*Store)(nil)
-	_ store.Namespaced   = (*Store)(nil)
-	_ store.NodeRegistry = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.Transactor = (*Store)(nil)
 )
 
 // InNamespace returns the view of namespace ns: a *Store on the same pool that reads
-// and writes only ns's rows (see store.Namespaced and the package doc, "Namespaces").
+// and writes only ns's rows (see store.Store and the package doc, "Namespaces").
 // Closing any view closes them all. ns must be non-empty, at most store.MaxNamespace
 // bytes and free of white space, else store.ErrInvalid.
 func (s *Store) InNamespace(ns string) (store.Store, error) {

@@ -228,7 +228,7 @@ func TestRefillNamespacesOpenTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	res, err := a.InsertTx(ctx, tx, []store.NewTask{newTask("slow", now)})
+	res, err := bindTx(t, a, tx).Insert(ctx, []store.NewTask{newTask("slow", now)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestRefillNamespacesOpenTransaction(t *testing.T) {
 		t.Errorf("a's Refill after the commit = %v, want [%d]", got, slow)
 	}
 	if _, err := s.Lookup(ctx, "order.close", "slow"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("the default namespace sees a's InsertTx: error %v, want ErrNotFound", err)
+		t.Errorf("the default namespace sees a's bound insert: error %v, want ErrNotFound", err)
 	}
 }
 

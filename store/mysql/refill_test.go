@@ -58,10 +58,16 @@ func TestRefillConcurrentWriters(t *testing.T) {
 					t.Errorf("BeginTx: %v", err)
 					return
 				}
-				res, err := s.InsertTx(ctx, tx, nts)
+				v, err := s.Bind(ctx, tx)
 				if err != nil {
 					tx.Rollback()
-					t.Errorf("InsertTx: %v", err)
+					t.Errorf("Bind: %v", err)
+					return
+				}
+				res, err := v.Insert(ctx, nts)
+				if err != nil {
+					tx.Rollback()
+					t.Errorf("Insert in a bound tx: %v", err)
 					return
 				}
 				time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond) // a long transaction

@@ -14,8 +14,6 @@ import (
 // FireSchedule and ResumeSchedule write them in their transactions (insertGaps); the
 // reads below are each one statement on one index.
 
-var _ store.SlotHistory = (*Store)(nil)
-
 // insertGaps records gaps of schedule name in tx, in one statement.
 func (s *Store) insertGaps(ctx context.Context, tx *sql.Tx, name string, gaps []store.SlotGap) error {
 	if len(gaps) == 0 {

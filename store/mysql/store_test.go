@@ -380,7 +380,9 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 }
 
-func TestInsertTx(t *testing.T) {
+// A bound transaction's inserts become visible with its commit, and Bind refuses a
+// transaction of another kind or database.
+func TestBindInsert(t *testing.T) {
 	t.Parallel()
 	s, db := openWithDB(t)
 	ctx := t.Context()
@@ -390,9 +392,9 @@ func TestInsertTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("committed", now)})
+	res, err := bindTx(t, s, tx).Insert(ctx, []store.NewTask{newTask("committed", now)})
 	if err != nil || len(res) != 1 || res[0].Err != nil {
-		t.Fatalf("InsertTx = %+v, %v", res, err)
+		t.Fatalf("Insert in a bound tx = %+v, %v", res, err)
 	}
 	if _, err := s.Lookup(ctx, "order.close", "committed"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Lookup before commit: error = %v, want ErrNotFound", err)
@@ -408,7 +410,7 @@ func TestInsertTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("rolled-back", now)}); err != nil {
+	if _, err := bindTx(t, s, tx).Insert(ctx, []store.NewTask{newTask("rolled-back", now)}); err != nil {
 		t.Fatal(err)
 	}
 	tx.Rollback()
@@ -418,22 +420,25 @@ func TestInsertTx(t *testing.T) {
 
 	// Duplicates inside the caller's transaction.
 	tx, _ = db.BeginTx(ctx, nil)
-	res, err = s.InsertTx(ctx, tx, []store.NewTask{newTask("committed", now), newTask("fresh", now)})
+	res, err = bindTx(t, s, tx).Insert(ctx, []store.NewTask{newTask("committed", now), newTask("fresh", now)})
 	if err != nil || !errors.Is(res[0].Err, store.ErrDuplicate) || res[1].Err != nil {
-		t.Errorf("InsertTx(existing, fresh) = %+v, %v; want ErrDuplicate, nil", res, err)
+		t.Errorf("Insert(existing, fresh) in a bound tx = %+v, %v; want ErrDuplicate, nil", res, err)
 	}
 	tx.Commit()
 
 	for name, bad := range map[string]any{"nil": nil, "*sql.DB": db, "string": "tx", "nil *sql.Tx": (*sql.Tx)(nil)} {
-		if _, err := s.InsertTx(ctx, bad, []store.NewTask{newTask("x", now)}); !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("InsertTx(%s) error = %v, want ErrInvalid", name, err)
+		if v, err := s.Bind(ctx, bad); !errors.Is(err, store.ErrInvalid) || v != nil {
+			t.Errorf("Bind(%s) = %v, %v; want nil, ErrInvalid", name, v, err)
 		}
 	}
 	other := rawDB(t, servicetest.MySQLDSN(t))
 	tx, _ = other.BeginTx(ctx, nil)
 	defer tx.Rollback()
-	if _, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("x", now)}); !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("InsertTx(tx on another database) error = %v, want ErrInvalid", err)
+	if v, err := s.Bind(ctx, tx); !errors.Is(err, store.ErrInvalid) || v != nil {
+		t.Errorf("Bind(tx on another database) = %v, %v; want nil, ErrInvalid", v, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Errorf("commit after a refused Bind: %v (the check must leave the transaction usable)", err)
 	}
 }
 
@@ -445,6 +450,16 @@ func openDSN(t *testing.T, dsn string) *mysql.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// bindTx is s.Bind(tx), failing the test on an error.
+func bindTx(t *testing.T, s *mysql.Store, tx *sql.Tx) store.Tx {
+	t.Helper()
+	v, err := s.Bind(t.Context(), tx)
+	if err != nil {
+		t.Fatalf("Bind: %v", err)
+	}
+	return v
 }
 
 func cursor(t *testing.T, s store.Store) int64 {
@@ -490,7 +505,7 @@ func TestRefillOpenTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	res, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("slow", now)})
+	res, err := bindTx(t, s, tx).Insert(ctx, []store.NewTask{newTask("slow", now)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +545,7 @@ func TestRefillRolledBackTransaction(t *testing.T) {
 	now, _ := s.Now(ctx)
 	c0 := cursor(t, s)
 	tx, _ := db.BeginTx(ctx, nil)
-	if _, err := s.InsertTx(ctx, tx, []store.NewTask{newTask("gone", now)}); err != nil {
+	if _, err := bindTx(t, s, tx).Insert(ctx, []store.NewTask{newTask("gone", now)}); err != nil {
 		t.Fatal(err)
 	}
 	tx.Rollback()

@@ -50,27 +50,6 @@ const (
 		"WHERE namespace = ? AND name = ? AND `key` = ?)"
 )
 
-// callerTx returns tx, a transaction of the caller's, as a *sql.Tx after checking
-// that it is on the store's server and database: a read, which changes nothing.
-func (s *Store) callerTx(ctx context.Context, op string, tx any) (*sql.Tx, error) {
-	if err := s.check(op); err != nil {
-		return nil, err
-	}
-	stx, ok := tx.(*sql.Tx)
-	if !ok || stx == nil {
-		return nil, fmt.Errorf("ax: mysql: %s: transaction of type %T, want a *sql.Tx: %w", op, tx, store.ErrInvalid)
-	}
-	var host, dbName sql.NullString
-	var port int
-	if err := stx.QueryRowContext(ctx, `SELECT @@hostname, @@port, DATABASE()`).Scan(&host, &port, &dbName); err != nil {
-		return nil, s.wrap(op, err)
-	}
-	if id := fmt.Sprintf("%s:%d/%s", host.String, port, dbName.String); id != s.identity {
-		return nil, fmt.Errorf("ax: mysql: %s: the transaction is on %s, the store on %s: %w", op, id, s.identity, store.ErrInvalid)
-	}
-	return stx, nil
-}
-
 func validText(s string, limit int) bool { return len(s) <= limit && utf8.ValidString(s) }
 
 // validateNew checks tasks as Insert does; op names the operation in the error
@@ -114,36 +93,6 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	return out, err
 }
 
-// InsertTx is Insert inside the caller's transaction tx, which must be a *sql.Tx on
-// the store's database; the tasks are in the view's namespace. The tasks become
-// visible if and only if tx commits. Until
-// then the refill change cursor stays behind them (see the package doc), so keep
-// such transactions short: a long one holds back the incremental refill of tasks that
-// other transactions submit meanwhile (they are still found by the window scan).
-func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
-	if err := validateNew("insert", tasks); err != nil {
-		return nil, err
-	}
-	stx, err := s.callerTx(ctx, "insert", tx)
-	if err != nil {
-		return nil, err
-	}
-	if len(tasks) == 0 {
-		return []store.Inserted{}, nil
-	}
-	lo, err := s.callerSeq(ctx, "insert", stx, len(tasks))
-	if err != nil {
-		return nil, err
-	}
-	out, err := insert(ctx, stx, s.ns, tasks, lo, s.returning)
-	if err != nil {
-		// The caller's transaction is still open, holding the range: it comes back
-		// unlocked when the caller rolls back, and the next refill reaps it.
-		return nil, s.wrap("insert", err)
-	}
-	return out, nil
-}
-
 // callerSeq reserves n sequence numbers for rows the caller's transaction stx writes,
 // their hold taken inside stx (see run), and returns the first.
 func (s *Store) callerSeq(ctx context.Context, op string, stx *sql.Tx, n int) (int64, error) {
@@ -167,23 +116,23 @@ func (s *Store) callerSeq(ctx context.Context, op string, stx *sql.Tx, n int) (i
 	}
 }
 
-// TriggerTx is a trigger inside the caller's transaction tx, a *sql.Tx on the store's
-// database: the SCHEDULED or FAILED task becomes SCHEDULED, due now, TriggeredAt
-// stamped (from FAILED with one more attempt), with a fresh sequence number, if and
-// only if tx commits; the claim that follows applies its key's overlap rule.
-func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	op := fmt.Sprintf("ax: mysql: trigger task %d", id)
-	move := func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+// MakeDue makes the SCHEDULED or FAILED task of the view's namespace due now, without
+// claiming it: it becomes SCHEDULED, TriggeredAt stamped (from FAILED with one more
+// attempt), with a fresh sequence number, in one transaction (see store.TaskWriter).
+// The claim that follows applies its key's overlap rule.
+func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	return s.moveBack(ctx, "make due", fmt.Sprintf("ax: mysql: make task %d due", id), s.makeDueIn(ctx, id))
+}
+
+// makeDueIn is MakeDue's transition, as rescheduleIn is Reschedule's.
+func (s *Store) makeDueIn(ctx context.Context, id int64) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {
 		return s.moveIn(ctx, tx, store.ErrNotTriggerable,
 			`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
 				finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
 			WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`, []any{seq, id, s.ns},
 			getSQL, []any{id, s.ns})
 	}
-	if tx == nil { // a transaction of the store's own, its number reserved before it, as Retry's
-		return s.moveBack(ctx, "trigger", op, move)
-	}
-	return s.moveBackIn(ctx, tx, "trigger", op, move)
 }
 
 // insert writes tasks into namespace ns in chunks (at most store.MaxBatch rows and
@@ -321,7 +270,7 @@ const keyFreeSQL = `key_hold <> 'forever' AND (key_until IS NULL OR key_until <=
 // marks it Superseded and leaves slot 0 to a new task. It reports whether it released
 // any. Only after a duplicate-key error: the failed insert holds a shared lock on the
 // old row's index entry, so two inserts of one freed key racing can deadlock here,
-// which retries the transaction (Insert) or ends the caller's (InsertTx).
+// which retries the transaction (Insert) or ends the caller's (a Tx's Insert).
 func release(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int) (bool, error) {
 	q, args := byKeys("UPDATE ax_tasks SET key_slot = id", ns, tasks, rows)
 	res, err := tx.ExecContext(ctx, strings.Replace(q, " FROM ax_tasks WHERE ", " WHERE "+keyFreeSQL+" AND ", 1), args...)
@@ -468,11 +417,22 @@ func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
 	if err := s.check("get task"); err != nil {
 		return nil, err
 	}
-	t, err := scanTask(s.db.QueryRowContext(ctx, getSQL, id, s.ns))
+	return s.get(ctx, s.db, id)
+}
+
+// get reads the task id of the view's namespace through q: the pool, or a transaction
+// as it sees the task.
+func (s *Store) get(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, id int64) (*store.Task, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, getSQL, id, s.ns))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ax: mysql: get task %d: %w", id, store.ErrNotFound)
 	}
-	return t, s.wrap("get task", err)
+	if err != nil {
+		return nil, s.wrap("get task", err)
+	}
+	return t, nil
 }
 
 // Lookup returns the task of the view's namespace with this name and key.
@@ -544,23 +504,6 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return t, nil
 }
 
-// CancelTx is Cancel inside the caller's transaction tx, a *sql.Tx on the store's
-// database, which it neither commits nor rolls back. A tx elsewhere is ErrInvalid.
-func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
-	stx, err := s.callerTx(ctx, "cancel", tx)
-	if err != nil {
-		return nil, err
-	}
-	t, sentinel, err := s.cancelIn(ctx, stx, name, key)
-	if err != nil {
-		return nil, s.wrap("cancel", err)
-	}
-	if sentinel != nil {
-		return store.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
-	}
-	return t, nil
-}
-
 // cancelIn cancels the task in tx: the task as it is afterwards (nil when there is
 // none), the refusal's sentinel when it was not SCHEDULED, and the database's error.
 func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
@@ -604,7 +547,7 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	return s.moveBack(ctx, "reschedule", op, s.rescheduleIn(ctx, name, key, at))
 }
 
-// rescheduleIn is Reschedule's transition, for moveBack and moveBackIn: seq is the
+// rescheduleIn is Reschedule's transition, for moveBack and txView.moveBack: seq is the
 // row's new sequence number, or nil to keep it for now.
 func (s *Store) rescheduleIn(ctx context.Context, name, key string, at time.Time) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
 	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {

@@ -10,19 +10,52 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// This file holds the operations that join a transaction: the store's own (InTx) or
-// a caller's, a *sql.Tx on the store's database (see store.TxStore). InsertTx,
-// CancelTx and TriggerTx are in tasks.go, AuditTx in audit.go.
+// This file holds the store inside one transaction (store.Transactor): Bind, for a
+// caller's *sql.Tx on the store's database, InTx, for one of the store's own, and
+// txView, the store.Tx both return. A view's writes run the code of the store's own
+// (insert, cancelIn, triggerIn, …) in the bound transaction.
+
+// txView is the view s inside the transaction tx, which it neither commits nor rolls
+// back. tx is on the store's database: Bind checked it, or InTx began it.
+type txView struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+var _ store.Tx = (*txView)(nil)
+
+// Bind returns the view of the store inside tx, a *sql.Tx of the caller's (see
+// store.Transactor). It checks once, by a read that changes nothing, that tx is on the
+// store's server and database; a tx of another kind, or elsewhere, is
+// store.ErrInvalid. The view's writes are in the store's namespace.
+func (s *Store) Bind(ctx context.Context, tx any) (store.Tx, error) {
+	if err := s.check("bind"); err != nil {
+		return nil, err
+	}
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return nil, fmt.Errorf("ax: mysql: bind: transaction of type %T, want a *sql.Tx: %w", tx, store.ErrInvalid)
+	}
+	var host, dbName sql.NullString
+	var port int
+	if err := stx.QueryRowContext(ctx, `SELECT @@hostname, @@port, DATABASE()`).Scan(&host, &port, &dbName); err != nil {
+		return nil, s.wrap("bind", err)
+	}
+	if id := fmt.Sprintf("%s:%d/%s", host.String, port, dbName.String); id != s.identity {
+		return nil, fmt.Errorf("ax: mysql: bind: the transaction is on %s, the store on %s: %w", id, s.identity, store.ErrInvalid)
+	}
+	return &txView{s: s, tx: stx}, nil
+}
 
 // InTx runs fn in a READ COMMITTED transaction of the store's own and commits it if
-// fn returns nil (see store.TxStore). A deadlock or a lock wait timeout rolls it back
-// and runs fn again in a new one, as every write of the store's is retried. At most
-// half the pool's connections (as sized when New ran) are in such transactions at
-// once — a call waits for its turn — so that what fn does on a connection of its own
-// (a sequence number's reservation) always finds one; a pool of one connection is
+// fn returns nil (see store.Transactor). A deadlock or a lock wait timeout rolls it
+// back and runs fn again in a new one, as every write of the store's is retried. At
+// most half the pool's connections (as sized when New ran) are in such transactions
+// at once — a call waits for its turn — so that what fn does on a connection of its
+// own (a sequence number's reservation) always finds one; a pool of one connection is
 // ErrInvalid. The sequence numbers its transactions reserved and did not commit are
 // released at once, not after HoldGrace.
-func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
+func (s *Store) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	if s.db.Stats().MaxOpenConnections == 1 {
 		return fmt.Errorf("ax: mysql: transaction: the pool has one connection, and a transaction's sequence numbers need another: %w", store.ErrInvalid)
 	}
@@ -45,7 +78,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx any) error) error {
 			delete(s.txHolds, tx)
 			s.holdsMu.Unlock()
 		}()
-		ferr = fn(tx)
+		ferr = fn(&txView{s: s, tx: tx})
 		return ferr
 	})
 	if err != nil || attempts > 1 {
@@ -68,46 +101,90 @@ func (s *Store) noteHold(tx *sql.Tx, lo int64) {
 	}
 }
 
-// GetTx is Get inside the caller's transaction tx.
-func (s *Store) GetTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	stx, err := s.callerTx(ctx, "get task", tx)
+// Raw returns the bound *sql.Tx.
+func (v *txView) Raw() any { return v.tx }
+
+// Insert is Insert in the view's transaction. The tasks become visible if and only if
+// it commits. Until then the refill change cursor stays behind them (see the package
+// doc), so keep such transactions short: a long one holds back the incremental refill
+// of tasks that other transactions submit meanwhile (they are still found by the
+// window scan).
+func (v *txView) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	if err := validateNew("insert", tasks); err != nil {
+		return nil, err
+	}
+	if err := v.s.check("insert"); err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return []store.Inserted{}, nil
+	}
+	lo, err := v.s.callerSeq(ctx, "insert", v.tx, len(tasks))
 	if err != nil {
 		return nil, err
 	}
-	t, err := scanTask(stx.QueryRowContext(ctx, getSQL, id, s.ns))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("ax: mysql: get task %d: %w", id, store.ErrNotFound)
-	}
+	out, err := insert(ctx, v.tx, v.s.ns, tasks, lo, v.s.returning)
 	if err != nil {
-		return nil, s.wrap("get task", err)
+		// The transaction is still open, holding the range: it comes back unlocked
+		// when it rolls back, and the next refill reaps it.
+		return nil, v.s.wrap("insert", err)
+	}
+	return out, nil
+}
+
+// Cancel is Cancel in the view's transaction.
+func (v *txView) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := v.s.check("cancel"); err != nil {
+		return nil, err
+	}
+	t, sentinel, err := v.s.cancelIn(ctx, v.tx, name, key)
+	if err != nil {
+		return nil, v.s.wrap("cancel", err)
+	}
+	if sentinel != nil {
+		return store.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
 	}
 	return t, nil
 }
 
-// RescheduleTx is Reschedule inside the caller's transaction tx.
-func (s *Store) RescheduleTx(ctx context.Context, tx any, name, key string, at time.Time) (*store.Task, error) {
+// Get is Get in the view's transaction: the task as it sees it.
+func (v *txView) Get(ctx context.Context, id int64) (*store.Task, error) {
+	if err := v.s.check("get task"); err != nil {
+		return nil, err
+	}
+	return v.s.get(ctx, v.tx, id)
+}
+
+// Reschedule is Reschedule in the view's transaction.
+func (v *txView) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
 	op := fmt.Sprintf("ax: mysql: reschedule %q/%q", name, key)
 	if at.IsZero() {
 		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
 	}
-	return s.moveBackIn(ctx, tx, "reschedule", op, s.rescheduleIn(ctx, name, key, at))
+	return v.moveBack(ctx, "reschedule", op, v.s.rescheduleIn(ctx, name, key, at))
 }
 
-// RetryTx is Retry inside the caller's transaction tx.
-func (s *Store) RetryTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	return s.moveBackIn(ctx, tx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), s.retryIn(ctx, id))
+// Retry is Retry in the view's transaction.
+func (v *txView) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	return v.moveBack(ctx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), v.s.retryIn(ctx, id))
 }
 
-// moveBackIn is moveBack in the caller's transaction tx. The transition goes first,
+// MakeDue is MakeDue in the view's transaction: the task is due now, TriggeredAt
+// stamped, with a fresh sequence number, if and only if the transaction commits.
+func (v *txView) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	return v.moveBack(ctx, "make due", fmt.Sprintf("ax: mysql: make task %d due", id), v.s.makeDueIn(ctx, id))
+}
+
+// moveBack is Store.moveBack in the view's transaction. The transition goes first,
 // keeping the row's sequence number, and only once it applied — the row now locked by
-// tx — is a fresh number reserved and set: a refused one reserves none, for a number
-// whose hold is rolled back would keep every refill cursor behind it for HoldGrace.
-// Should the reservation or the number's write fail, the transition is undone (to a
-// savepoint), so that a caller who commits anyway publishes no row under a stale
-// number.
-func (s *Store) moveBackIn(ctx context.Context, tx any, name, op string, move func(tx *sql.Tx, seq any) (t *store.Task, refusal, err error)) (*store.Task, error) {
-	stx, err := s.callerTx(ctx, name, tx)
-	if err != nil {
+// the transaction — is a fresh number reserved and set: a refused one reserves none,
+// for a number whose hold is rolled back would keep every refill cursor behind it for
+// HoldGrace. Should the reservation or the number's write fail, the transition is
+// undone (to a savepoint), so that a caller who commits anyway publishes no row under
+// a stale number.
+func (v *txView) moveBack(ctx context.Context, name, op string, move func(tx *sql.Tx, seq any) (t *store.Task, refusal, err error)) (*store.Task, error) {
+	s, stx := v.s, v.tx
+	if err := s.check(name); err != nil {
 		return nil, err
 	}
 	if _, err := stx.ExecContext(ctx, `SAVEPOINT ax_move`); err != nil {
@@ -135,51 +212,64 @@ func (s *Store) moveBackIn(ctx context.Context, tx any, name, op string, move fu
 	return t, nil
 }
 
-// ClaimTriggerTx is Trigger inside the caller's transaction tx.
-func (s *Store) ClaimTriggerTx(ctx context.Context, tx any, id int64, executionID string) (*store.Task, error) {
+// Trigger is Trigger in the view's transaction.
+func (v *txView) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" || !validText(executionID, maxExecID) {
 		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
 	}
-	stx, err := s.callerTx(ctx, "trigger", tx)
-	if err != nil {
+	if err := v.s.check("trigger"); err != nil {
 		return nil, err
 	}
-	t, sentinel, holder, err := s.triggerIn(ctx, stx, id, executionID)
+	t, sentinel, holder, err := v.s.triggerIn(ctx, v.tx, id, executionID)
 	if err != nil {
-		return nil, s.wrap("trigger", err)
+		return nil, v.s.wrap("trigger", err)
 	}
 	return triggered(id, t, sentinel, holder)
 }
 
-// PauseScheduleTx is PauseSchedule inside the caller's transaction tx.
-func (s *Store) PauseScheduleTx(ctx context.Context, tx any, name string) (*store.Schedule, error) {
-	return s.scheduleTx(ctx, tx, "pause schedule", name, func(stx *sql.Tx) (*store.Schedule, error) {
-		return s.pauseIn(ctx, stx, name)
+// PauseSchedule is PauseSchedule in the view's transaction.
+func (v *txView) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+	return v.schedule(ctx, "pause schedule", name, func() (*store.Schedule, error) {
+		return v.s.pauseIn(ctx, v.tx, name)
 	})
 }
 
-// ResumeScheduleTx is ResumeSchedule inside the caller's transaction tx.
-func (s *Store) ResumeScheduleTx(ctx context.Context, tx any, name string, next time.Time) (*store.Schedule, error) {
+// ResumeSchedule is ResumeSchedule in the view's transaction.
+func (v *txView) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
 	if next.IsZero() || !inRange(next) {
 		return nil, fmt.Errorf("ax: mysql: resume schedule %q: next fire time %v zero or outside years 1000-9999: %w", name, next, store.ErrInvalid)
 	}
-	return s.scheduleTx(ctx, tx, "resume schedule", name, func(stx *sql.Tx) (*store.Schedule, error) {
-		return s.resumeIn(ctx, stx, name, next)
+	return v.schedule(ctx, "resume schedule", name, func() (*store.Schedule, error) {
+		return v.s.resumeIn(ctx, v.tx, name, next)
 	})
 }
 
-// scheduleTx runs change, a change of schedule name, in the caller's transaction tx.
-func (s *Store) scheduleTx(ctx context.Context, tx any, op, name string, change func(tx *sql.Tx) (*store.Schedule, error)) (*store.Schedule, error) {
-	stx, err := s.callerTx(ctx, op, tx)
-	if err != nil {
+// schedule runs change, a change of schedule name, in the view's transaction.
+func (v *txView) schedule(ctx context.Context, op, name string, change func() (*store.Schedule, error)) (*store.Schedule, error) {
+	if err := v.s.check(op); err != nil {
 		return nil, err
 	}
-	sc, err := change(stx)
+	sc, err := change()
 	switch {
 	case err != nil:
-		return nil, s.wrap(op, err)
+		return nil, v.s.wrap(op, err)
 	case sc == nil:
 		return nil, fmt.Errorf("ax: mysql: %s %q: %w", op, name, store.ErrNotFound)
 	}
 	return sc, nil
+}
+
+// Audit is Audit in the view's transaction: the record is kept if and only if the
+// transaction commits.
+func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := store.CheckAudit(rec); err != nil {
+		return nil, fmt.Errorf("ax: mysql: %w", err)
+	}
+	if err := v.s.check("audit"); err != nil {
+		return nil, err
+	}
+	if err := v.s.auditIn(ctx, v.tx, &rec); err != nil {
+		return nil, v.s.wrap("audit", err)
+	}
+	return &rec, nil
 }
