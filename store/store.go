@@ -316,7 +316,7 @@ type NodeInfo struct {
 	ClockOffset time.Duration
 }
 
-// LeadershipChange is one change of a namespace's leader, as a LeadershipLog records it.
+// LeadershipChange is one change of a namespace's leader, as a Fencer records it.
 type LeadershipChange struct {
 	Namespace string
 	Epoch     int64 // the term's fencing epoch (Fence.Token)
@@ -336,7 +336,7 @@ const (
 	LeadershipEnded    = "ended"    // a term ended, as its leader recorded
 )
 
-// The limits of a LeadershipLog: the most changes one LeadershipHistory returns, and
+// The limits of the leadership history: the most changes one LeadershipHistory returns, and
 // the longest Holder and Reason, in bytes.
 const (
 	MaxLeadershipHistory = 100

@@ -306,7 +306,7 @@ func bind(t *testing.T, st *postgres.Store, tx any) store.Tx {
 	return v
 }
 
-func TestInsertTx(t *testing.T) {
+func TestBindInsert(t *testing.T) {
 	t.Parallel()
 	for _, kind := range txKinds {
 		t.Run(kind.name, func(t *testing.T) {
