@@ -156,6 +156,29 @@
 // name with no handler registered here is handed back as a dispatch failure, logged
 // at WARN at most once a minute per name.
 //
+// # Transactions
+//
+// On a store that writes in transactions (every SQL store), a call given WithTx(tx)
+// writes inside tx, so that "create the order" and "schedule its timeout" commit or
+// roll back together. These rules hold for every such call:
+//
+//   - tx is a transaction the caller owns, or one of InTx's: a *sql.Tx on the store's
+//     database for every SQL store, or a pgx.Tx on PostgreSQL.
+//   - Any other tx, one on another database or schema, or a store that cannot join a
+//     caller's transaction, is ErrInvalid, found before anything is written: tx stays
+//     usable.
+//   - Rolled back, what the call wrote never existed. Committed, it takes effect: a
+//     task runs on time, and a task already due runs right after the commit.
+//   - What the call changes on this scheduler (its wheel, a dispatch) happens after
+//     InTx's commit, never before; for a caller's own transaction, whose commit the
+//     scheduler cannot see, the next refill finds the change.
+//   - Keep such transactions short: a claim of a task the transaction wrote waits for
+//     it.
+//
+// InTx runs a function in a transaction of the store's own, for a tool without a
+// database handle of its own (the admin API writes each change and its audit record
+// so).
+//
 // # Errors and events
 //
 // Errors read "ax: <operation>: <cause>"; test them with errors.Is against ErrDuplicate,

@@ -186,17 +186,10 @@ func WithOwner(service string) ContentOption {
 	return ContentOption{func(o *options) { o.owner = &service }}
 }
 
-// WithTx writes the task (Delay, At, SubmitMany), its cancellation (Cancel), its
-// trigger (Trigger), or any other action that takes it, inside tx, a transaction the
-// caller owns — or one of InTx's — and will commit or roll back, so that
-// "create the order" and "schedule its timeout", or "mark the order paid" and
-// "cancel its timeout", commit or roll back together: rolled back, the task never
-// existed, or was never cancelled; once committed, it runs on time (a task already
-// due runs right after the commit), or never. tx is a *sql.Tx on the store's database
-// for every SQL store, or a pgx.Tx on PostgreSQL; anything else, a transaction on
-// another database or schema (found before anything is written, so tx stays usable),
-// or a store that cannot join a caller's transaction, is ErrInvalid. Keep such
-// transactions short: a claim of a task the transaction wrote waits for it.
+// WithTx makes the call write inside tx, a transaction the caller owns or one of
+// InTx's: Delay, At and SubmitMany write their tasks in it, Cancel its cancellation,
+// Trigger its trigger, and so on. They commit or roll back with tx. See
+// "Transactions" in the package doc for the rules.
 func WithTx(tx any) TxOption {
 	return TxOption(func(o *options) {
 		if tx == nil {

@@ -7,34 +7,31 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// InTx runs fn in a transaction of the store's own and commits it if fn returns nil,
-// else rolls it back and returns fn's error: calls in fn given ctx and WithTx(tx) —
-// Delay, At, SubmitMany, Get, Cancel, Trigger, Reschedule, Retry, PauseSchedule,
-// ResumeSchedule, TriggerSchedule, Audit — commit or roll back together. It is how a
-// tool without a database handle of its own acts atomically: the admin API writes
-// each change and its audit record this way. tx is a pgx.Tx on PostgreSQL, a
-// *sql.Tx on MySQL and SQLite; fn must not commit or roll it back, nor call the
-// scheduler without WithTx(tx) for a write meanwhile (SQLite's single writer is held
-// by tx). On MySQL a deadlock runs fn again in a new transaction, so fn must do
-// nothing outside tx that it could not repeat.
+// InTx runs fn in a transaction of the store's own. It commits if fn returns nil, else
+// rolls back and returns fn's error. Calls in fn given ctx and WithTx(tx) commit or
+// roll back together: Delay, At, SubmitMany, Get, Cancel, Trigger, Reschedule, Retry,
+// PauseSchedule, ResumeSchedule, TriggerSchedule and Audit. tx is a pgx.Tx on
+// PostgreSQL, a *sql.Tx on MySQL and SQLite.
 //
-// What the calls change on this scheduler — its wheel, the dispatch of a task Trigger
-// claimed — happens once the transaction has committed; Trigger in InTx claims the
-// task as without a transaction when this scheduler runs its handler, and dispatches
-// it right after the commit (see Trigger). A store that writes in no transaction (the
+// fn must not:
+//   - commit or roll back tx;
+//   - write through the scheduler without WithTx(tx) (SQLite's one writer is held by
+//     tx);
+//   - do what it could not repeat outside tx: on MySQL a deadlock runs fn again, in a
+//     new transaction;
+//   - call or wait for another InTx: SQLite has one writer, and on PostgreSQL and
+//     MySQL at most half the store's pool is in InTx at once, so that what fn reads
+//     outside tx always finds a connection. InTx within fn's ctx is ErrInvalid; a
+//     pool of one connection is ErrInvalid.
+//
+// What the calls change on this scheduler happens once the transaction has committed
+// (see "Transactions" in the package doc). Trigger in InTx claims the task as without
+// a transaction when this scheduler runs its handler, and dispatches it after the
+// commit (see Trigger). Should the commit's outcome be unknown (the connection lost
+// during it), InTx returns the error and runs none of the after-commit work: a task
+// Trigger claimed is then handed back by the stale-claim recovery
+// (Config.DispatchTimeout), and runs. A store that writes in no transaction (the
 // memory store) is ErrUnsupported.
-//
-// InTx within fn's ctx is ErrInvalid, and fn must not wait for another InTx either
-// (another goroutine's): SQLite has one writer, which fn's transaction holds, and on
-// PostgreSQL and MySQL at most half the store's pool is in InTx transactions at once
-// (more calls wait for their turn), so that what fn reads outside its transaction
-// always finds a connection. Size the pool before opening the store; a pool of one
-// connection is ErrInvalid.
-//
-// Should the commit's outcome be unknown (the connection lost during it), InTx
-// returns the error and runs none of the after-commit work: a task Trigger claimed in
-// a transaction that did commit is then handed back by the stale-claim recovery
-// (Config.DispatchTimeout), and runs.
 func (s *Scheduler) InTx(ctx context.Context, fn func(ctx context.Context, tx any) error) error {
 	txs, ok := s.st.(store.Transactor)
 	if !ok {
