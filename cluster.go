@@ -2,9 +2,19 @@ package ax
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/internal/nodes"
+	"github.com/axsched/ax/internal/route"
+	"github.com/axsched/ax/internal/storecall"
+	"github.com/axsched/ax/remote"
 	"github.com/axsched/ax/store"
 )
 
@@ -87,4 +97,168 @@ func (s *Scheduler) Cluster(ctx context.Context) (ClusterState, error) {
 func (s *Scheduler) leading() bool {
 	r := s.current()
 	return r != nil && r.currentLoop() != nil
+}
+
+// ExecutorHandler returns this replica's executor endpoint, to be served at
+// Config.Cluster.Advertise: POST /ax/v1/dispatch, by which the leader hands it claimed
+// tasks (signed with Cluster.Secret, and refused below the highest fencing token it has
+// seen); POST /ax/v1/released, by which a leader that resigned tells this replica to
+// campaign at once (signed the same way); and GET /ax/v1/health, answered at once,
+// apart from any task. Without a
+// Secret it serves only connections to a loopback address. Tasks dispatched to a
+// scheduler that is not started are answered busy.
+func (s *Scheduler) ExecutorHandler() http.Handler { return s.server }
+
+// remoteExecutor is the executor as the dispatch endpoint sees it.
+type remoteExecutor struct{ s *Scheduler }
+
+// Take starts, through this replica's executor, the tasks it has handlers and free slots
+// for; each token's tasks come from a Source that stops being valid once a higher
+// token is seen.
+func (x remoteExecutor) Take(token int64, tasks []store.Task, valid func() error) []remote.Outcome {
+	out := make([]remote.Outcome, len(tasks))
+	r := x.s.current()
+	if r == nil {
+		for i := range out {
+			out[i] = remote.Busy
+		}
+		return out
+	}
+	var (
+		offer []store.Task
+		at    []int // offer[k] is tasks[at[k]]
+	)
+	for i, t := range tasks {
+		if x.s.handler(t.Name) == nil {
+			out[i] = remote.Unhandled
+			continue
+		}
+		offer, at = append(offer, t), append(at, i)
+	}
+	// The slots are taken under the executor's lock: concurrent dispatches never
+	// take more than fits.
+	src := &execute.Source{Valid: valid, Fence: store.Fence{Namespace: x.s.cfg.Namespace, Token: token}}
+	rest := r.exec.Offer(src, offer, 0)
+	for k := range offer {
+		out[at[k]] = remote.Accepted
+		if k >= len(offer)-len(rest) {
+			out[at[k]] = remote.Busy
+		}
+	}
+	return out
+}
+
+// Released wakes this replica's campaign, through its elector when it can be woken
+// (elect.Waker): the leader released its lease. Electors that hear releases by
+// themselves (elect/redis: a publish) need no waking.
+func (x remoteExecutor) Released(token int64) {
+	if w, ok := x.s.cfg.Elector.(elect.Waker); ok && x.s.cfg.canLead() {
+		w.Wake()
+	}
+}
+
+// Epoch returns the fencing epoch the store recorded for the namespace: without a
+// cluster secret, the endpoint takes no token above it.
+func (x remoteExecutor) Epoch(ctx context.Context) (int64, error) {
+	l, ok := x.s.st.(store.Leaser)
+	if !ok {
+		return 0, fmt.Errorf("ax: %T records no epoch (store.Leaser): %w", x.s.st, ErrUnsupported)
+	}
+	ctx, cancel := context.WithTimeout(ctx, x.s.cfg.StoreTimeout)
+	defer cancel()
+	info, err := l.Lease(ctx, x.s.cfg.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	return info.Epoch, nil
+}
+
+// Load returns the executor's running handlers and free slots.
+func (x remoteExecutor) Load() (running, free int) {
+	if r := x.s.current(); r != nil {
+		return r.exec.Load()
+	}
+	return 0, 0
+}
+
+// learnEpoch raises the executor endpoint's highest token to the epoch the store
+// recorded for the namespace, so that it refuses an older leader within a heartbeat of
+// a newer one's election, whether or not the newer one has dispatched here yet.
+func (s *Scheduler) learnEpoch(ctx context.Context) {
+	if epoch, err := (remoteExecutor{s}).Epoch(ctx); err == nil {
+		s.server.Raise(epoch)
+	}
+}
+
+// registry returns the store's node registry, each call bounded by StoreTimeout, or
+// nil when the store keeps none.
+func (s *Scheduler) registry() store.NodeRegistry {
+	reg, ok := s.st.(store.NodeRegistry)
+	if !ok {
+		return nil
+	}
+	return storecall.Registry(reg, s.cfg.StoreTimeout)
+}
+
+// nodeInfo is this replica's row in the node registry.
+func (s *Scheduler) nodeInfo(r *running, started time.Time) store.NodeInfo {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.handlers))
+	for name := range s.handlers {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	running, _ := r.exec.Load()
+	return store.NodeInfo{Name: s.cfg.Node, Advertise: s.cfg.Cluster.Advertise, Handlers: names, Capacity: s.cfg.Concurrency, InFlight: running,
+		StartedAt: started, ClockOffset: s.clock.Offset()}
+}
+
+// liveNodes reads the replicas registered and alive; none without a registry.
+func (s *Scheduler) liveNodes(ctx context.Context) ([]store.NodeInfo, error) {
+	reg := s.registry()
+	if reg == nil {
+		return nil, nil
+	}
+	return reg.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
+}
+
+// refreshNodes reads the live replicas into router once.
+func (s *Scheduler) refreshNodes(ctx context.Context, reg store.NodeRegistry, router *route.Router) {
+	ns, err := reg.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "ax: read the live nodes", slog.Any("err", err))
+		return
+	}
+	router.SetNodes(ns)
+}
+
+// releaseNoticeTimeout bounds the notices a leader sends when it releases its lease.
+const releaseNoticeTimeout = time.Second
+
+// announceRelease tells every other live replica with an executor endpoint that the
+// lease under f was released, so that a standby campaigns at once instead of at its
+// elector's next attempt (an SQL lease's fallback poll can be seconds away). Best
+// effort: a replica not told campaigns on its own schedule.
+func (s *Scheduler) announceRelease(ctx context.Context, f store.Fence) {
+	ctx, cancel := context.WithTimeout(ctx, releaseNoticeTimeout)
+	defer cancel()
+	ns, err := s.liveNodes(ctx)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelDebug, "ax: release notice: read the live nodes", slog.Any("err", err))
+		return
+	}
+	var wg sync.WaitGroup
+	for _, n := range ns {
+		if n.Name == s.cfg.Node || n.Advertise == "" {
+			continue
+		}
+		wg.Go(func() {
+			err := s.client.Released(ctx, n.Advertise, remote.ReleasedNotice{Namespace: s.cfg.Namespace, Node: n.Name, Token: f.Token})
+			if err != nil {
+				s.log.LogAttrs(ctx, slog.LevelDebug, "ax: release notice", slog.String("to", n.Name), slog.Any("err", err))
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -2,9 +2,14 @@ package ax
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/internal/leadership"
+	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/remote"
 	"github.com/axsched/ax/store"
 )
 
@@ -74,4 +79,61 @@ func (s *Scheduler) LeadershipHistory(ctx context.Context, n int) ([]LeadershipC
 func (s *Scheduler) leadershipLog() store.LeadershipLog {
 	l, _ := s.st.(store.LeadershipLog)
 	return l
+}
+
+// roleChanged reports a change of this scheduler's role under its Elector.
+func (s *Scheduler) roleChanged(leader bool, f store.Fence, cause error) {
+	if leader {
+		s.server.Raise(f.Token)
+	}
+	e := observe.Event{Kind: observe.Leadership, At: s.clock.Now(), Leader: leader, Epoch: f.Token}
+	if !leader {
+		e.Reason = endReason(cause)
+	}
+	s.obs.Send(e)
+}
+
+// endReason names why a term ended, for EventLeadership.
+func endReason(cause error) string {
+	switch {
+	case errors.Is(cause, store.ErrFenced), errors.Is(cause, remote.ErrFenced):
+		return "fenced"
+	case errors.Is(cause, leadership.ErrStopping):
+		return "stopping"
+	case errors.Is(cause, leadership.ErrStoreDown):
+		return "store_down"
+	case errors.Is(cause, elect.ErrResigned):
+		return "resigned"
+	default:
+		return "lost"
+	}
+}
+
+// historyReason words why a term ended for its "ended" change in the leadership
+// history: endReason's word, then, when it says more, the cause.
+func historyReason(cause error) string {
+	why := endReason(cause)
+	switch {
+	case cause == nil:
+		return why
+	case why == "stopping" || why == "resigned":
+		return why
+	}
+	return strings.ReplaceAll(why, "_", " ") + ": " + strings.TrimPrefix(cause.Error(), "ax: ")
+}
+
+// reportLease sends the lease's remaining time every second of the term, and zero at
+// its end.
+func (s *Scheduler) reportLease(ctx context.Context, t leadership.Term) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		s.obs.Send(observe.Event{Kind: observe.LeaseState, At: s.clock.Now(), Epoch: t.Fence.Token, Lease: max(t.Remaining(), 0)})
+		select {
+		case <-ctx.Done():
+			s.obs.Send(observe.Event{Kind: observe.LeaseState, At: s.clock.Now(), Epoch: t.Fence.Token})
+			return
+		case <-tick.C:
+		}
+	}
 }

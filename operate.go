@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/store"
 )
 
@@ -82,4 +86,158 @@ func (s *Scheduler) refused(op string, t *store.Task, err, sentinel error) error
 		return &TaskStateError{Op: op, Task: taskOf(t), Err: err}
 	}
 	return errorf("ax: %s: %w", op, err)
+}
+
+// Cancel cancels the SCHEDULED task (name, key): it becomes CANCELLED and never runs
+// (and, by default, frees its key: see Unique). A task that is dispatching, running
+// or finished is ErrNotCancellable; a missing
+// one ErrNotFound. With WithTx the cancellation is part of the caller's transaction:
+// it holds if, and only if, the transaction commits.
+func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...ActionOption) error {
+	if err := ctx.Err(); err != nil {
+		return errorf("ax: cancel %q/%q: %w", name, key, err)
+	}
+	o := collect(opts)
+	if err := errors.Join(append(o.errs, validName(name), validKey(key))...); err != nil {
+		return errorf("ax: cancel %q/%q: %w", name, key, err)
+	}
+	op := fmt.Sprintf("cancel %q/%q", name, key)
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.CancelTx(ctx, tx, name, key) },
+		func() (*store.Task, error) { return s.st.Cancel(ctx, name, key) })
+	if err != nil {
+		return s.refused(op, t, err, ErrNotCancellable)
+	}
+	o.onCommit(ctx, func() { // rolled back, the task would still be due: leave it in the wheel
+		if r := s.current(); r != nil {
+			r.remove(t.ID)
+		}
+	})
+	return nil
+}
+
+// Trigger runs a SCHEDULED or FAILED task now, bypassing its due time (manual
+// compensation): it is claimed with a new execution id, TriggeredAt is recorded, and
+// this process executes it. From FAILED it gets one more attempt. A task that is
+// dispatching or running, or Superseded, is ErrNotTriggerable.
+//
+// A scheduler that would not run the task itself — not started, or without its
+// handler (an operations node, ax serve) — hands it over instead, on a store that
+// writes in transactions (store.TxStore; every SQL store): the task becomes SCHEDULED
+// and due now, TriggeredAt recorded (from FAILED with one more attempt), and the
+// scheduler that runs its handler claims it at once if it is this one's leader, else
+// within its refill interval. On the memory store a scheduler that is not started is
+// ErrNotRunning.
+//
+// With WithTx the trigger is part of the caller's transaction: the task becomes
+// SCHEDULED and due now (TriggeredAt recorded, from FAILED with one more attempt) if,
+// and only if, the transaction commits, and runs right after the commit on this
+// scheduler if it is started, else on whichever claims it; its key's overlap rule
+// applies at that claim, as for any due task. The scheduler need not be started.
+//
+// In a transaction of InTx's, on a started scheduler that has the task's handler,
+// Trigger claims as without a transaction — the task is DISPATCHING under a new
+// execution id inside the transaction, a held key refuses it at once — and this
+// scheduler runs it right after the commit (if it is stopping by then, the claim is
+// handed back, and the task runs under another execution when it is claimed again).
+// Elsewhere in InTx it hands the task over as with a caller's transaction.
+func (s *Scheduler) Trigger(ctx context.Context, id int64, opts ...ActionOption) error {
+	if err := ctx.Err(); err != nil {
+		return errorf("ax: trigger task %d: %w", id, err)
+	}
+	o := collect(opts)
+	if id <= 0 {
+		o.errs = append(o.errs, fmt.Errorf("id is not positive: %w", ErrInvalid))
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return errorf("ax: trigger task %d: %w", id, err)
+	}
+	r := s.current()
+	if o.hasTx && (joined(ctx, o.tx) == nil || !s.runsHandlerOf(ctx, r, id, o)) {
+		_, err := s.triggerTx(ctx, id, o)
+		return err
+	}
+	_, isTx := s.st.(store.TxStore)
+	if !o.hasTx && isTx && !s.runsHandlerOf(ctx, r, id, o) {
+		_, err := s.triggerTx(ctx, id, o) // for the scheduler that runs its handler: due now
+		return err
+	}
+	if r == nil {
+		return errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is not started"))
+	}
+	_, err := s.claimTrigger(ctx, r, id, o)
+	return err
+}
+
+// claimTrigger claims task id for this scheduler, r its running parts, and
+// dispatches it: at once, or after the commit of an InTx transaction (o's).
+func (s *Scheduler) claimTrigger(ctx context.Context, r *running, id int64, o *options) (*store.Task, error) {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return nil, errorf("ax: trigger task %d: %w", id, err)
+	}
+	execID := u.String()
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.ClaimTriggerTx(ctx, tx, id, execID) },
+		func() (*store.Task, error) { return s.st.Trigger(ctx, id, execID) })
+	if err != nil {
+		if t != nil && errors.Is(err, ErrNotTriggerable) {
+			return nil, &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err} // it names the task
+		}
+		return nil, errorf("ax: trigger task %d: %w", id, err)
+	}
+	var dispatched bool
+	o.onCommit(ctx, func() {
+		r.remove(id)
+		s.obs.Claimed(s.clock.Now(), []store.Task{*t})
+		s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered", observe.TaskAttrs(t)...)
+		dispatched = r.exec.Dispatch(nil, []store.Task{*t})
+		if !dispatched && o.hasTx {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "ax: a task triggered in a transaction was not dispatched: the scheduler is stopping; it was handed back and runs when a scheduler claims it",
+				observe.TaskAttrs(t)...)
+		}
+	})
+	if !o.hasTx && !dispatched {
+		return nil, errorf("ax: trigger task %d: %w", id, lifecycleError("the scheduler is stopping; the task was handed back and runs when a scheduler claims it"))
+	}
+	return t, nil
+}
+
+// runsHandlerOf reports whether this scheduler, r its running parts (nil: not
+// started), would run task id itself: it is started and has the task's handler. The
+// task is read in o's transaction, if any. When it cannot be read, it answers true,
+// and the claim says what is wrong.
+func (s *Scheduler) runsHandlerOf(ctx context.Context, r *running, id int64, o *options) bool {
+	if r == nil {
+		return false
+	}
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.GetTx(ctx, tx, id) },
+		func() (*store.Task, error) { return s.st.Get(ctx, id) })
+	return err != nil || s.handler(t.Name) != nil
+}
+
+// triggerTx is Trigger inside o's transaction, or one of the store's own when o has
+// none, handing the task to whichever scheduler claims it.
+func (s *Scheduler) triggerTx(ctx context.Context, id int64, o *options) (*store.Task, error) {
+	txs, err := s.txStore()
+	if err != nil {
+		return nil, errorf("ax: trigger task %d: %w", id, err)
+	}
+	var tx any // nil: a transaction of the store's own
+	if o.hasTx {
+		tx = o.tx
+	}
+	t, err := txs.TriggerTx(ctx, tx, id)
+	if err != nil {
+		if t != nil && errors.Is(err, ErrNotTriggerable) {
+			return nil, &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err}
+		}
+		return nil, errorf("ax: trigger task %d: %w", id, err)
+	}
+	o.unlessRolledBack(ctx, func() {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered in a transaction", observe.TaskAttrs(t)...)
+		if r := s.current(); r != nil { // claimed once the commit makes it visible
+			r.watch(t.ID, t.DueAt)
+			r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
+		}
+	})
+	return t, nil
 }

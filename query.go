@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -219,4 +220,47 @@ func (s *Scheduler) Counts(ctx context.Context) (map[Status]Count, error) {
 		out[st] = Count{N: min(n, CountCap), Capped: n > CountCap}
 	}
 	return out, nil
+}
+
+// Get returns the task with this id, or ErrNotFound. With WithTx it reads in the
+// caller's transaction, which sees its own uncommitted changes.
+func (s *Scheduler) Get(ctx context.Context, id int64, opts ...ActionOption) (*Task, error) {
+	o := collect(opts)
+	if id <= 0 {
+		o.errs = append(o.errs, fmt.Errorf("id is not positive: %w", ErrInvalid))
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, errorf("ax: get task %d: %w", id, err)
+	}
+	t, err := inTxOr(s, o, func(txs store.TxStore, tx any) (*store.Task, error) { return txs.GetTx(ctx, tx, id) },
+		func() (*store.Task, error) { return s.st.Get(ctx, id) })
+	if err != nil {
+		return nil, errorf("ax: get task %d: %w", id, err)
+	}
+	return taskOf(t), nil
+}
+
+// Lookup returns the newest task with this name and key — the one holding the key,
+// if any (see Unique) — or ErrNotFound.
+func (s *Scheduler) Lookup(ctx context.Context, name, key string) (*Task, error) {
+	if err := errors.Join(validName(name), validKey(key)); err != nil {
+		return nil, errorf("ax: lookup %q/%q: %w", name, key, err)
+	}
+	t, err := s.st.Lookup(ctx, name, key)
+	if err != nil {
+		return nil, errorf("ax: lookup %q/%q: %w", name, key, err)
+	}
+	return taskOf(t), nil
+}
+
+// Executions returns the task's executions, oldest first, or ErrNotFound.
+func (s *Scheduler) Executions(ctx context.Context, id int64) ([]Execution, error) {
+	if id <= 0 {
+		return nil, errorf("ax: executions of task %d: id is not positive: %w", id, ErrInvalid)
+	}
+	es, err := s.st.Executions(ctx, id)
+	if err != nil {
+		return nil, errorf("ax: executions of task %d: %w", id, err)
+	}
+	return executionsOf(es), nil
 }

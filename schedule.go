@@ -273,7 +273,7 @@ func (s *Scheduler) periodicList() []*periodic.Schedule {
 	return ps
 }
 
-// occurrence is the task of p's occurrence at slot (for periodic.Fire).
+// occurrence is the task of p's occurrence at slot (for periodic.Run).
 func (s *Scheduler) occurrence(p *periodic.Schedule, slot time.Time) (store.NewTask, error) {
 	s.mu.Lock()
 	r, hd := s.periodics[p.Name], s.handlers[p.Name]

@@ -3,6 +3,8 @@
 // corrected by the measured offset between the store's clock and the local one. A
 // step of the local wall clock (NTP, an operator) does not move it; a re-measured
 // offset does. Every due decision in the scheduler reads this clock.
+//
+// Follow, the re-measurement, blocks until its context ends.
 package clock
 
 import (

@@ -13,6 +13,8 @@
 // the key, else every second. Every claim is a conditional write, so any number of
 // loops may share a store; the loop's own bookkeeping (the wheel, in-flight counts)
 // is an optimisation that a stale entry cannot break.
+//
+// Run blocks until its context ends and the loop's goroutines have stopped.
 package dispatch
 
 import (
@@ -138,16 +140,16 @@ func starterOf(exec Executor) Starter {
 	return st
 }
 
-// Run starts the loop's goroutines, counted in wg; they end when ctx ends.
-func (l *Loop) Run(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(3)
-	go func() { defer wg.Done(); l.loop(ctx) }()
-	go func() { defer wg.Done(); l.claimer(ctx) }()
-	go func() { defer wg.Done(); l.refill(ctx) }()
+// Run runs the loop until ctx ends, and returns once its goroutines have stopped.
+func (l *Loop) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { l.loop(ctx) })
+	wg.Go(func() { l.claimer(ctx) })
+	wg.Go(func() { l.refill(ctx) })
 	if l.cfg.Notifier != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); l.listen(ctx, l.cfg.Notifier) }()
+		wg.Go(func() { l.listen(ctx, l.cfg.Notifier) })
 	}
+	wg.Wait()
 }
 
 // Done tells the loop that n tasks it claimed are finished or gone: capacity to

@@ -67,7 +67,7 @@ func TestClaimsOnTimeWithinCapacity(t *testing.T) {
 		rec := &recorder{}
 		l := newLoop(st, rec, 2)
 		var wg sync.WaitGroup
-		l.Run(ctx, &wg)
+		wg.Go(func() { l.Run(ctx) })
 		late, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "late", DueAt: t0.Add(1500 * time.Millisecond), MaxRetry: 1}})
 		if err != nil {
 			t.Fatal(err)
@@ -131,7 +131,7 @@ func TestBlockedTaskStartsWhenItsKeyIsFreed(t *testing.T) {
 		rec := &recorder{}
 		l := newLoop(st, rec, 10)
 		var wg sync.WaitGroup
-		l.Run(ctx, &wg)
+		wg.Go(func() { l.Run(ctx) })
 		time.Sleep(3 * time.Second) // the waiter is due, but the holder holds k
 		synctest.Wait()
 		if n := rec.count(); n != 1 {
@@ -201,7 +201,7 @@ func TestReservationQueuedAtTheEndGoesBack(t *testing.T) {
 		g := &gatedStarter{open: make(chan struct{}), entered: make(chan struct{})}
 		l := newLoop(st, g, 10)
 		var wg sync.WaitGroup
-		l.Run(ctx, &wg)
+		wg.Go(func() { l.Run(ctx) })
 		<-g.entered // the loop is claiming the due task
 		cancel()
 		synctest.Wait() // the claimer and the refill have ended; the loop waits in Reserve

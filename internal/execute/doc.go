@@ -14,6 +14,11 @@
 // so that the store refuses to start it once a newer leader recorded itself, whatever
 // this process believes (a refused batch is handed back too). Stop is graceful within its
 // context: heartbeats go on until the results they protect are written.
+//
+// Its lifecycle is Start, Quiesce, Stop(ctx), not a Run(ctx), because stopping has
+// two phases: Quiesce stops new starts as soon as the scheduler begins to stop, while
+// the scheduling loop winds down and may still dispatch (it is handed back); Stop then
+// waits, within its own context, for the running handlers and their results.
 package execute
 
 import (

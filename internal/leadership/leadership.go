@@ -5,6 +5,9 @@
 // refuses a write as fenced by a newer leader, or when the scheduler stops; then it
 // records the end in the store's leadership history (the raise recorded the start),
 // resigns, so that a standby takes over at once, and campaigns again.
+//
+// Run blocks until its context ends, the last term has ended and its lease was
+// resigned.
 package leadership
 
 import (

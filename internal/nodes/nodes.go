@@ -2,6 +2,10 @@
 // the ax_nodes table): written when the scheduler starts, refreshed every interval
 // with its handlers and the executions in flight, and deleted when it stops; the
 // leader deletes the rows of replicas that stopped refreshing them.
+//
+// Its three loops are named for their roles: Keep (every replica's own row), Expire
+// and Follow (the leader's). Each blocks until its context ends and starts no
+// goroutine.
 package nodes
 
 import (

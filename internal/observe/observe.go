@@ -6,6 +6,10 @@
 // scheduling loop included; when the queue is full the event is dropped and counted
 // in the next one delivered. A nil *Queue (no observer) takes every call and does
 // nothing.
+//
+// The queue's lifecycle is two-phase, Start then Close(ctx), not a Run(ctx): it
+// delivers the events of every other part, so it is closed only once they have all
+// stopped, and drains what they sent. ReportCounts blocks until its context ends.
 package observe
 
 import (

@@ -9,6 +9,8 @@
 // It also holds the timing rules every part agrees on: a schedule's slots (Next), the
 // key of an occurrence (OccurrenceKey) and when a slot counts as missed
 // (MisfireGrace).
+//
+// Run blocks until its context ends; it starts no goroutine.
 package periodic
 
 import (
@@ -33,7 +35,7 @@ type Schedule struct {
 	Misfire store.MisfirePolicy
 }
 
-// Config is what Fire needs.
+// Config is what Run needs.
 type Config struct {
 	Store          store.Store // each call bounded by a timeout of its own
 	Fence          store.Fence // carried by every fire: the lease's token, or zero without an elector
@@ -49,14 +51,14 @@ type Config struct {
 	Occurrence func(p *Schedule, slot time.Time) (store.NewTask, error)
 	// Fired is told the occurrences written, for the scheduling loop.
 	Fired func(dues ...store.Due)
-	// Reload makes Fire re-read the schedules now (registered, paused, resumed,
+	// Reload makes Run re-read the schedules now (registered, paused, resumed,
 	// deleted).
 	Reload <-chan struct{}
 }
 
-// Fire runs the periodic side until ctx ends. rows are the schedules as stored when
+// Run runs the periodic side until ctx ends. rows are the schedules as stored when
 // it starts.
-func Fire(ctx context.Context, cfg Config, rows []store.Schedule) {
+func Run(ctx context.Context, cfg Config, rows []store.Schedule) {
 	cur := make(map[string]store.Schedule, len(rows))
 	for _, r := range rows {
 		cur[r.Name] = r

@@ -9,6 +9,8 @@
 //
 // Both are conditional writes on the execution id, so a late result or start from the
 // old execution changes nothing, and any number of schedulers may recover at once.
+//
+// Run blocks until its context ends; it starts no goroutine.
 package recovery
 
 import (

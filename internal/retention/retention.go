@@ -4,6 +4,8 @@
 // store call, a pause between calls — so that it never holds many locks or much of
 // the write-ahead log at a time, and the store's claims and writes go on beside it:
 // the rows it deletes are finished ones, which nothing else writes.
+//
+// Run blocks until its context ends; it starts no goroutine.
 package retention
 
 import (

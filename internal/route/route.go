@@ -9,6 +9,11 @@
 // endpoint answers again. A task no candidate takes is handed back as a dispatch
 // failure — after waiting in the leader, up to BusyFor, if one of them was busy. An
 // executor that has seen a newer leader ends the term.
+//
+// A Router lives for one term, whose context New takes. It is driven by the
+// scheduling loop's dispatches, not by a Run: Probe blocks until the term's context
+// ends, and Wait, called once the loop has stopped dispatching, waits for the
+// requests in flight.
 package route
 
 import (

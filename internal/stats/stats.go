@@ -14,6 +14,10 @@
 // longer kept is dropped and counted, and so is a failing name past MaxNames in one
 // minute, or one the store cannot hold (with a line break); the next flush logs the
 // counts. A nil *Aggregator takes every call and does nothing.
+//
+// Its lifecycle is two-phase, Start then Stop(ctx), not a Run(ctx): the executor
+// records results until it has stopped, after the scheduler's loops have ended, and
+// Stop writes them last.
 package stats
 
 import (

@@ -16,26 +16,30 @@ import (
 )
 
 // Store is a [store.Store] that counts every call made to it and passes it on to the
-// store it wraps. It implements each method of store.Store itself rather than
-// embedding the wrapped store, so that a method added to the interface fails to
-// compile here instead of going uncounted.
+// store it wraps. It implements each method of every role itself rather than
+// embedding the wrapped store, so that a method added to a role fails to compile
+// here instead of going uncounted.
 //
 // As a store.Store it implements none of the optional interfaces (store.Notifier,
-// store.TxStore), whatever the wrapped store implements: a scheduler given it sees a
-// plain store. [Store.WithOptionalInterfaces] keeps them.
+// store.Transactor), whatever the wrapped store implements: a scheduler given it sees
+// a plain store. [Store.WithOptionalInterfaces] keeps them.
 //
 // A Store is safe for concurrent use.
 type Store struct {
 	// Before, when set, is called before each call is passed on, with the call's
-	// context (context.Background() for Close) and its method name, e.g. "Insert" —
-	// the names of store.Store's methods, and "Listen", "InsertTx", "CancelTx" and "TriggerTx". It may sleep
-	// (a network database's round trip), block, or fail the call: a non-nil error is
-	// returned as the call's error, and the call does not reach the wrapped store.
-	// It runs on the caller's goroutine, after the call is counted. Set it before the
-	// store is used.
+	// context (context.Background() for Close and InNamespace, which take none) and
+	// its method name: the names of the roles' methods, e.g. "Insert", and "Listen",
+	// "Bind", "InTx" and "Tx." followed by a bound transaction's method, e.g.
+	// "Tx.Insert". It may sleep (a network
+	// database's round trip), block, or fail the call: a non-nil error is returned as
+	// the call's error, and the call does not reach the wrapped store. It runs on the
+	// caller's goroutine, after the call is counted. Set it before the store is used.
+	// A namespace's view (InNamespace) counts into, and calls the Before of, the
+	// Store it came from.
 	Before func(ctx context.Context, method string) error
 
 	inner store.Store
+	root  *Store // the Store a view counts into: itself, unless it is a view
 
 	mu         sync.Mutex
 	calls      map[string]int
@@ -46,7 +50,9 @@ var _ store.Store = (*Store)(nil)
 
 // New returns a Store that wraps inner, with every count at zero.
 func New(inner store.Store) *Store {
-	return &Store{inner: inner, calls: map[string]int{}}
+	s := &Store{inner: inner, calls: map[string]int{}}
+	s.root = s
+	return s
 }
 
 // Counts is a snapshot of a Store's counts.
@@ -70,36 +76,37 @@ func (c Counts) Total() int {
 
 // Snapshot returns a copy of the counts so far.
 func (s *Store) Snapshot() Counts {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return Counts{Calls: maps.Clone(s.calls), RefillRows: s.refillRows}
+	r := s.root
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Counts{Calls: maps.Clone(r.calls), RefillRows: r.refillRows}
 }
 
 // WithOptionalInterfaces returns s as a store.Store that also implements each of
-// store.Notifier and store.TxStore that the wrapped store implements, so that a
+// store.Notifier and store.Transactor that the wrapped store implements, so that a
 // scheduler given it behaves as with the wrapped store (it listens for
-// notifications; WithTx works). Listen and the TxStore methods are counted, and pass
-// through Before, like the other methods.
+// notifications; WithTx works). Listen, Bind, InTx and the bound transactions'
+// methods are counted, and pass through Before, like the other methods.
 func (s *Store) WithOptionalInterfaces() store.Store {
 	n, isNotifier := s.inner.(store.Notifier)
-	tx, isTxStore := s.inner.(store.TxStore)
+	tx, isTransactor := s.inner.(store.Transactor)
 	switch {
-	case isNotifier && isTxStore:
+	case isNotifier && isTransactor:
 		return struct {
 			*Store
 			notifier
-			txStore
-		}{s, notifier{s, n}, txStore{s, tx}}
+			transactor
+		}{s, notifier{s, n}, transactor{s, tx}}
 	case isNotifier:
 		return struct {
 			*Store
 			notifier
 		}{s, notifier{s, n}}
-	case isTxStore:
+	case isTransactor:
 		return struct {
 			*Store
-			txStore
-		}{s, txStore{s, tx}}
+			transactor
+		}{s, transactor{s, tx}}
 	}
 	return s
 }
@@ -116,98 +123,122 @@ func (n notifier) Listen(ctx context.Context, f func()) error {
 	return n.inner.Listen(ctx, f)
 }
 
-type txStore struct {
+type transactor struct {
 	s     *Store
-	inner store.TxStore
+	inner store.Transactor
 }
 
-func (t txStore) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
-	if err := t.s.before(ctx, "InsertTx"); err != nil {
+func (t transactor) Bind(ctx context.Context, tx any) (store.Tx, error) {
+	if err := t.s.before(ctx, "Bind"); err != nil {
 		return nil, err
 	}
-	return t.inner.InsertTx(ctx, tx, tasks)
-}
-
-func (t txStore) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
-	if err := t.s.before(ctx, "CancelTx"); err != nil {
+	v, err := t.inner.Bind(ctx, tx)
+	if err != nil {
 		return nil, err
 	}
-	return t.inner.CancelTx(ctx, tx, name, key)
+	return countedTx{t.s, v}, nil
 }
 
-func (t txStore) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	if err := t.s.before(ctx, "TriggerTx"); err != nil {
-		return nil, err
-	}
-	return t.inner.TriggerTx(ctx, tx, id)
-}
-
-func (t txStore) ClaimTriggerTx(ctx context.Context, tx any, id int64, executionID string) (*store.Task, error) {
-	if err := t.s.before(ctx, "ClaimTriggerTx"); err != nil {
-		return nil, err
-	}
-	return t.inner.ClaimTriggerTx(ctx, tx, id, executionID)
-}
-
-func (t txStore) RescheduleTx(ctx context.Context, tx any, name, key string, at time.Time) (*store.Task, error) {
-	if err := t.s.before(ctx, "RescheduleTx"); err != nil {
-		return nil, err
-	}
-	return t.inner.RescheduleTx(ctx, tx, name, key, at)
-}
-
-func (t txStore) RetryTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	if err := t.s.before(ctx, "RetryTx"); err != nil {
-		return nil, err
-	}
-	return t.inner.RetryTx(ctx, tx, id)
-}
-
-func (t txStore) PauseScheduleTx(ctx context.Context, tx any, name string) (*store.Schedule, error) {
-	if err := t.s.before(ctx, "PauseScheduleTx"); err != nil {
-		return nil, err
-	}
-	return t.inner.PauseScheduleTx(ctx, tx, name)
-}
-
-func (t txStore) ResumeScheduleTx(ctx context.Context, tx any, name string, next time.Time) (*store.Schedule, error) {
-	if err := t.s.before(ctx, "ResumeScheduleTx"); err != nil {
-		return nil, err
-	}
-	return t.inner.ResumeScheduleTx(ctx, tx, name, next)
-}
-
-func (t txStore) GetTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	if err := t.s.before(ctx, "GetTx"); err != nil {
-		return nil, err
-	}
-	return t.inner.GetTx(ctx, tx, id)
-}
-
-func (t txStore) AuditTx(ctx context.Context, tx any, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := t.s.before(ctx, "AuditTx"); err != nil {
-		return nil, err
-	}
-	return t.inner.AuditTx(ctx, tx, rec)
-}
-
-func (t txStore) InTx(ctx context.Context, fn func(tx any) error) error {
+func (t transactor) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	if err := t.s.before(ctx, "InTx"); err != nil {
 		return err
 	}
-	return t.inner.InTx(ctx, fn)
+	return t.inner.InTx(ctx, func(tx store.Tx) error { return fn(countedTx{t.s, tx}) })
 }
 
-// before counts a call to method and runs the Before hook.
-func (s *Store) before(ctx context.Context, method string) error {
-	s.mu.Lock()
-	s.calls[method]++
-	s.mu.Unlock()
-	if s.Before != nil {
-		return s.Before(ctx, method)
-	}
-	return nil
+// countedTx is a bound transaction whose calls are counted as "Tx." and the method's
+// name.
+type countedTx struct {
+	s     *Store
+	inner store.Tx
 }
+
+// Raw returns the wrapped view's transaction; it is not counted.
+func (t countedTx) Raw() any { return t.inner.Raw() }
+
+// Insert counts the call and passes it on.
+func (t countedTx) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	if err := t.s.before(ctx, "Tx.Insert"); err != nil {
+		return nil, err
+	}
+	return t.inner.Insert(ctx, tasks)
+}
+
+// Cancel counts the call and passes it on.
+func (t countedTx) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := t.s.before(ctx, "Tx.Cancel"); err != nil {
+		return nil, err
+	}
+	return t.inner.Cancel(ctx, name, key)
+}
+
+// Reschedule counts the call and passes it on.
+func (t countedTx) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	if err := t.s.before(ctx, "Tx.Reschedule"); err != nil {
+		return nil, err
+	}
+	return t.inner.Reschedule(ctx, name, key, at)
+}
+
+// Retry counts the call and passes it on.
+func (t countedTx) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	if err := t.s.before(ctx, "Tx.Retry"); err != nil {
+		return nil, err
+	}
+	return t.inner.Retry(ctx, id)
+}
+
+// Trigger counts the call and passes it on.
+func (t countedTx) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if err := t.s.before(ctx, "Tx.Trigger"); err != nil {
+		return nil, err
+	}
+	return t.inner.Trigger(ctx, id, executionID)
+}
+
+// MakeDue counts the call and passes it on.
+func (t countedTx) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	if err := t.s.before(ctx, "Tx.MakeDue"); err != nil {
+		return nil, err
+	}
+	return t.inner.MakeDue(ctx, id)
+}
+
+// Get counts the call and passes it on.
+func (t countedTx) Get(ctx context.Context, id int64) (*store.Task, error) {
+	if err := t.s.before(ctx, "Tx.Get"); err != nil {
+		return nil, err
+	}
+	return t.inner.Get(ctx, id)
+}
+
+// PauseSchedule counts the call and passes it on.
+func (t countedTx) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+	if err := t.s.before(ctx, "Tx.PauseSchedule"); err != nil {
+		return nil, err
+	}
+	return t.inner.PauseSchedule(ctx, name)
+}
+
+// ResumeSchedule counts the call and passes it on.
+func (t countedTx) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
+	if err := t.s.before(ctx, "Tx.ResumeSchedule"); err != nil {
+		return nil, err
+	}
+	return t.inner.ResumeSchedule(ctx, name, next)
+}
+
+// Audit counts the call and passes it on.
+func (t countedTx) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := t.s.before(ctx, "Tx.Audit"); err != nil {
+		return nil, err
+	}
+	return t.inner.Audit(ctx, rec)
+}
+
+// The roles of store.Store, each method counted.
+
+// Clock
 
 // Now counts the call and passes it on.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
@@ -217,6 +248,8 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return s.inner.Now(ctx)
 }
 
+// TaskWriter
+
 // Insert counts the call and passes it on.
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
 	if err := s.before(ctx, "Insert"); err != nil {
@@ -224,6 +257,48 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	}
 	return s.inner.Insert(ctx, tasks)
 }
+
+// Cancel counts the call and passes it on.
+func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := s.before(ctx, "Cancel"); err != nil {
+		return nil, err
+	}
+	return s.inner.Cancel(ctx, name, key)
+}
+
+// Reschedule counts the call and passes it on.
+func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	if err := s.before(ctx, "Reschedule"); err != nil {
+		return nil, err
+	}
+	return s.inner.Reschedule(ctx, name, key, at)
+}
+
+// Retry counts the call and passes it on.
+func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	if err := s.before(ctx, "Retry"); err != nil {
+		return nil, err
+	}
+	return s.inner.Retry(ctx, id)
+}
+
+// Trigger counts the call and passes it on.
+func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if err := s.before(ctx, "Trigger"); err != nil {
+		return nil, err
+	}
+	return s.inner.Trigger(ctx, id, executionID)
+}
+
+// MakeDue counts the call and passes it on.
+func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	if err := s.before(ctx, "MakeDue"); err != nil {
+		return nil, err
+	}
+	return s.inner.MakeDue(ctx, id)
+}
+
+// TaskReader
 
 // Get counts the call and passes it on.
 func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
@@ -249,28 +324,31 @@ func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution
 	return s.inner.Executions(ctx, taskID)
 }
 
-// Cancel counts the call and passes it on.
-func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
-	if err := s.before(ctx, "Cancel"); err != nil {
+// Tasks counts the call and passes it on.
+func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
+	if err := s.before(ctx, "Tasks"); err != nil {
 		return nil, err
 	}
-	return s.inner.Cancel(ctx, name, key)
+	return s.inner.Tasks(ctx, q)
 }
 
-// Refill counts the call, passes it on, and counts the rows a successful one
-// returns.
-func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
-	if err := s.before(ctx, "Refill"); err != nil {
+// CountTasks counts the call and passes it on.
+func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
+	if err := s.before(ctx, "CountTasks"); err != nil {
 		return nil, err
 	}
-	r, err := s.inner.Refill(ctx, p)
-	if err == nil && r != nil {
-		s.mu.Lock()
-		s.refillRows += len(r.Changed) + len(r.Entered)
-		s.mu.Unlock()
-	}
-	return r, err
+	return s.inner.CountTasks(ctx, atMost)
 }
+
+// TaskStats counts the call and passes it on.
+func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
+	if err := s.before(ctx, "TaskStats"); err != nil {
+		return nil, err
+	}
+	return s.inner.TaskStats(ctx, now)
+}
+
+// Queue
 
 // Claim counts the call and passes it on.
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
@@ -286,14 +364,6 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		return nil, err
 	}
 	return s.inner.ClaimStart(ctx, fence, on, claims)
-}
-
-// Trigger counts the call and passes it on.
-func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
-	if err := s.before(ctx, "Trigger"); err != nil {
-		return nil, err
-	}
-	return s.inner.Trigger(ctx, id, executionID)
 }
 
 // Start counts the call and passes it on.
@@ -328,14 +398,6 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 	return s.inner.Requeue(ctx, fence, requeues)
 }
 
-// RaiseFence counts the call and passes it on.
-func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
-	if err := s.before(ctx, "RaiseFence"); err != nil {
-		return store.Fence{}, err
-	}
-	return s.inner.RaiseFence(ctx, namespace, holder, token)
-}
-
 // Stale counts the call and passes it on.
 func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time, limit int) ([]store.Task, error) {
 	if err := s.before(ctx, "Stale"); err != nil {
@@ -343,6 +405,8 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	}
 	return s.inner.Stale(ctx, status, before, limit)
 }
+
+// ScheduleKeeper
 
 // RegisterSchedules counts the call and passes it on.
 func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
@@ -368,20 +432,20 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) (*store.Schedule
 	return s.inner.PauseSchedule(ctx, name)
 }
 
-// ResumeSchedule counts the call and passes it on.
-func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
-	if err := s.before(ctx, "ResumeSchedule"); err != nil {
-		return nil, err
-	}
-	return s.inner.ResumeSchedule(ctx, name, next)
-}
-
 // DeleteSchedule counts the call and passes it on.
 func (s *Store) DeleteSchedule(ctx context.Context, name string) (int, error) {
 	if err := s.before(ctx, "DeleteSchedule"); err != nil {
 		return 0, err
 	}
 	return s.inner.DeleteSchedule(ctx, name)
+}
+
+// ResumeSchedule counts the call and passes it on.
+func (s *Store) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
+	if err := s.before(ctx, "ResumeSchedule"); err != nil {
+		return nil, err
+	}
+	return s.inner.ResumeSchedule(ctx, name, next)
 }
 
 // FireSchedule counts the call and passes it on.
@@ -392,45 +456,145 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	return s.inner.FireSchedule(ctx, p)
 }
 
-// TaskStats counts the call and passes it on.
-func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
-	if err := s.before(ctx, "TaskStats"); err != nil {
+// SlotHistory
+
+// SlotGaps counts the call and passes it on.
+func (s *Store) SlotGaps(ctx context.Context, name string, from, to time.Time, limit int) ([]store.SlotGap, error) {
+	if err := s.before(ctx, "SlotGaps"); err != nil {
 		return nil, err
 	}
-	return s.inner.TaskStats(ctx, now)
+	return s.inner.SlotGaps(ctx, name, from, to, limit)
 }
 
-// Reschedule counts the call and passes it on.
-func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
-	if err := s.before(ctx, "Reschedule"); err != nil {
+// TasksByKeys counts the call and passes it on.
+func (s *Store) TasksByKeys(ctx context.Context, name string, keys []string) ([]store.Task, error) {
+	if err := s.before(ctx, "TasksByKeys"); err != nil {
 		return nil, err
 	}
-	return s.inner.Reschedule(ctx, name, key, at)
+	return s.inner.TasksByKeys(ctx, name, keys)
 }
 
-// Retry counts the call and passes it on.
-func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
-	if err := s.before(ctx, "Retry"); err != nil {
+// TasksByKeyRange counts the call and passes it on.
+func (s *Store) TasksByKeyRange(ctx context.Context, name, from, before string, limit int) ([]store.Task, error) {
+	if err := s.before(ctx, "TasksByKeyRange"); err != nil {
 		return nil, err
 	}
-	return s.inner.Retry(ctx, id)
+	return s.inner.TasksByKeyRange(ctx, name, from, before, limit)
 }
 
-// Tasks counts the call and passes it on.
-func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
-	if err := s.before(ctx, "Tasks"); err != nil {
-		return nil, err
+// Fencer
+
+// RaiseFence counts the call and passes it on.
+func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
+	if err := s.before(ctx, "RaiseFence"); err != nil {
+		return store.Fence{}, err
 	}
-	return s.inner.Tasks(ctx, q)
+	return s.inner.RaiseFence(ctx, namespace, holder, token)
 }
 
-// CountTasks counts the call and passes it on.
-func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
-	if err := s.before(ctx, "CountTasks"); err != nil {
+// EndLeadership counts the call and passes it on.
+func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
+	if err := s.before(ctx, "EndLeadership"); err != nil {
+		return err
+	}
+	return s.inner.EndLeadership(ctx, namespace, holder, epoch, reason)
+}
+
+// LeadershipHistory counts the call and passes it on.
+func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) ([]store.LeadershipChange, error) {
+	if err := s.before(ctx, "LeadershipHistory"); err != nil {
 		return nil, err
 	}
-	return s.inner.CountTasks(ctx, atMost)
+	return s.inner.LeadershipHistory(ctx, namespace, n)
 }
+
+// Leaser
+
+// AcquireLease counts the call and passes it on.
+func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
+	if err := s.before(ctx, "AcquireLease"); err != nil {
+		return store.LeaseInfo{}, false, err
+	}
+	return s.inner.AcquireLease(ctx, namespace, holder, ttl)
+}
+
+// RenewLease counts the call and passes it on.
+func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch int64, ttl time.Duration) (bool, error) {
+	if err := s.before(ctx, "RenewLease"); err != nil {
+		return false, err
+	}
+	return s.inner.RenewLease(ctx, namespace, holder, epoch, ttl)
+}
+
+// ReleaseLease counts the call and passes it on.
+func (s *Store) ReleaseLease(ctx context.Context, namespace, holder string, epoch int64) (bool, error) {
+	if err := s.before(ctx, "ReleaseLease"); err != nil {
+		return false, err
+	}
+	return s.inner.ReleaseLease(ctx, namespace, holder, epoch)
+}
+
+// Lease counts the call and passes it on.
+func (s *Store) Lease(ctx context.Context, namespace string) (store.LeaseInfo, error) {
+	if err := s.before(ctx, "Lease"); err != nil {
+		return store.LeaseInfo{}, err
+	}
+	return s.inner.Lease(ctx, namespace)
+}
+
+// NodeRegistry
+
+// RegisterNode counts the call and passes it on.
+func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
+	if err := s.before(ctx, "RegisterNode"); err != nil {
+		return err
+	}
+	return s.inner.RegisterNode(ctx, n)
+}
+
+// Nodes counts the call and passes it on.
+func (s *Store) Nodes(ctx context.Context, aliveWithin time.Duration) ([]store.NodeInfo, error) {
+	if err := s.before(ctx, "Nodes"); err != nil {
+		return nil, err
+	}
+	return s.inner.Nodes(ctx, aliveWithin)
+}
+
+// RemoveNode counts the call and passes it on.
+func (s *Store) RemoveNode(ctx context.Context, name string) error {
+	if err := s.before(ctx, "RemoveNode"); err != nil {
+		return err
+	}
+	return s.inner.RemoveNode(ctx, name)
+}
+
+// ExpireNodes counts the call and passes it on.
+func (s *Store) ExpireNodes(ctx context.Context, deadFor time.Duration) (int, error) {
+	if err := s.before(ctx, "ExpireNodes"); err != nil {
+		return 0, err
+	}
+	return s.inner.ExpireNodes(ctx, deadFor)
+}
+
+// Auditor
+
+// Audit counts the call and passes it on.
+func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
+	if err := s.before(ctx, "Audit"); err != nil {
+		return nil, err
+	}
+	return s.inner.Audit(ctx, rec)
+}
+
+// AuditLog counts the call and passes it on.
+func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
+	if err := s.before(ctx, "AuditLog"); err != nil {
+		return nil, err
+	}
+	return s.inner.AuditLog(ctx, q)
+}
+
+// StatsKeeper
 
 // WriteStats counts the call and passes it on.
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
@@ -448,6 +612,24 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	return s.inner.Stats(ctx, since)
 }
 
+// Pruner
+
+// Prune counts the call and passes it on.
+func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
+	if err := s.before(ctx, "Prune"); err != nil {
+		return 0, err
+	}
+	return s.inner.Prune(ctx, p)
+}
+
+// PruneAudit counts the call and passes it on.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.before(ctx, "PruneAudit"); err != nil {
+		return 0, err
+	}
+	return s.inner.PruneAudit(ctx, before, limit)
+}
+
 // PruneStats counts the call and passes it on.
 func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := s.before(ctx, "PruneStats"); err != nil {
@@ -456,7 +638,61 @@ func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (in
 	return s.inner.PruneStats(ctx, before, limit)
 }
 
-// Close counts the call and closes the wrapped store.
+// PruneSlotGaps counts the call and passes it on.
+func (s *Store) PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.before(ctx, "PruneSlotGaps"); err != nil {
+		return 0, err
+	}
+	return s.inner.PruneSlotGaps(ctx, before, limit)
+}
+
+// PruneLeadership counts the call and passes it on.
+func (s *Store) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
+	if err := s.before(ctx, "PruneLeadership"); err != nil {
+		return 0, err
+	}
+	return s.inner.PruneLeadership(ctx, namespace, before, keepNewest, limit)
+}
+
+func (s *Store) before(ctx context.Context, method string) error {
+	r := s.root
+	r.mu.Lock()
+	r.calls[method]++
+	r.mu.Unlock()
+	if r.Before != nil {
+		return r.Before(ctx, method)
+	}
+	return nil
+}
+
+// Refill counts the call and the rows it returned, and passes it on.
+func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
+	if err := s.before(ctx, "Refill"); err != nil {
+		return nil, err
+	}
+	r, err := s.inner.Refill(ctx, p)
+	if err == nil && r != nil {
+		s.root.mu.Lock()
+		s.root.refillRows += len(r.Changed) + len(r.Entered)
+		s.root.mu.Unlock()
+	}
+	return r, err
+}
+
+// InNamespace returns a counting view of the wrapped store's namespace ns, which
+// counts into s.
+func (s *Store) InNamespace(ns string) (store.Store, error) {
+	if err := s.before(context.Background(), "InNamespace"); err != nil {
+		return nil, err
+	}
+	v, err := s.inner.InNamespace(ns)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{inner: v, root: s.root}, nil
+}
+
+// Close counts the call and passes it on.
 func (s *Store) Close() error {
 	if err := s.before(context.Background(), "Close"); err != nil {
 		return err

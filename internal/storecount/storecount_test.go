@@ -23,7 +23,7 @@ func TestCountsEveryMethod(t *testing.T) {
 	s := storecount.New(memory.New())
 	var seen []string
 	s.Before = func(c context.Context, method string) error {
-		if method != "Close" && c.Value(ctxKey{}) != "caller" {
+		if method != "Close" && method != "InNamespace" && c.Value(ctxKey{}) != "caller" {
 			t.Errorf("Before(%s) got a context that is not the caller's", method)
 		}
 		seen = append(seen, method)
@@ -136,32 +136,18 @@ type txStore struct {
 	txMethods
 }
 
-// txMethods are store.TxStore's methods, doing nothing.
-type txMethods struct{}
+// txMethods are store.Transactor's methods, binding the wrapped store itself as the
+// transaction's view.
+type txMethods struct{ s store.Store }
 
-func (txMethods) InsertTx(context.Context, any, []store.NewTask) ([]store.Inserted, error) {
-	return nil, nil
-}
-func (txMethods) CancelTx(context.Context, any, string, string) (*store.Task, error) { return nil, nil }
-func (txMethods) TriggerTx(context.Context, any, int64) (*store.Task, error)         { return nil, nil }
-func (txMethods) ClaimTriggerTx(context.Context, any, int64, string) (*store.Task, error) {
-	return nil, nil
-}
-func (txMethods) RescheduleTx(context.Context, any, string, string, time.Time) (*store.Task, error) {
-	return nil, nil
-}
-func (txMethods) RetryTx(context.Context, any, int64) (*store.Task, error) { return nil, nil }
-func (txMethods) PauseScheduleTx(context.Context, any, string) (*store.Schedule, error) {
-	return nil, nil
-}
-func (txMethods) ResumeScheduleTx(context.Context, any, string, time.Time) (*store.Schedule, error) {
-	return nil, nil
-}
-func (txMethods) GetTx(context.Context, any, int64) (*store.Task, error) { return nil, nil }
-func (txMethods) AuditTx(context.Context, any, store.AuditRecord) (*store.AuditRecord, error) {
-	return nil, nil
-}
-func (txMethods) InTx(context.Context, func(tx any) error) error { return nil }
+func (t txMethods) Bind(context.Context, any) (store.Tx, error) { return view{t.s}, nil }
+
+func (t txMethods) InTx(_ context.Context, fn func(store.Tx) error) error { return fn(view{t.s}) }
+
+// view is a store as a store.Tx.
+type view struct{ store.Store }
+
+func (view) Raw() any { return "tx" }
 
 // The Store itself hides the wrapped store's optional interfaces;
 // WithOptionalInterfaces keeps exactly those the wrapped store has, and counts them.
@@ -176,22 +162,22 @@ func TestWithOptionalInterfaces(t *testing.T) {
 	}{
 		{"plain", mem, false, false},
 		{"notifier", notifyingStore{mem}, true, false},
-		{"tx", txStore{Store: mem}, false, true},
-		{"both", notifyingTxStore{Store: mem}, true, true},
+		{"tx", txStore{mem, txMethods{mem}}, false, true},
+		{"both", notifyingTxStore{mem, txMethods{mem}}, true, true},
 	} {
 		s := storecount.New(tc.inner)
 		var plain store.Store = s
 		if _, ok := plain.(store.Notifier); ok {
 			t.Errorf("%s: Store implements store.Notifier, want it hidden", tc.name)
 		}
-		if _, ok := plain.(store.TxStore); ok {
-			t.Errorf("%s: Store implements store.TxStore, want it hidden", tc.name)
+		if _, ok := plain.(store.Transactor); ok {
+			t.Errorf("%s: Store implements store.Transactor, want it hidden", tc.name)
 		}
 		full := s.WithOptionalInterfaces()
 		n, isNotifier := full.(store.Notifier)
-		tx, isTxStore := full.(store.TxStore)
-		if isNotifier != tc.notifier || isTxStore != tc.txer {
-			t.Errorf("%s: WithOptionalInterfaces() is Notifier %v, TxStore %v; want %v, %v", tc.name, isNotifier, isTxStore, tc.notifier, tc.txer)
+		tx, isTransactor := full.(store.Transactor)
+		if isNotifier != tc.notifier || isTransactor != tc.txer {
+			t.Errorf("%s: WithOptionalInterfaces() is Notifier %v, Transactor %v; want %v, %v", tc.name, isNotifier, isTransactor, tc.notifier, tc.txer)
 		}
 		want := map[string]int{"Now": 1}
 		if _, err := full.Now(context.Background()); err != nil {
@@ -201,11 +187,16 @@ func TestWithOptionalInterfaces(t *testing.T) {
 			n.Listen(context.Background(), func() {})
 			want["Listen"] = 1
 		}
-		if isTxStore {
-			tx.InsertTx(context.Background(), nil, nil)
-			tx.CancelTx(context.Background(), nil, "job", "k")
-			tx.TriggerTx(context.Background(), nil, 1)
-			want["InsertTx"], want["CancelTx"], want["TriggerTx"] = 1, 1, 1
+		if isTransactor {
+			ctx := context.Background()
+			v, err := tx.Bind(ctx, "tx")
+			if err != nil || v.Raw() != "tx" {
+				t.Fatalf("%s: Bind = %v, %v; want the view", tc.name, v, err)
+			}
+			v.Insert(ctx, nil)
+			v.Cancel(ctx, "job", "k")
+			tx.InTx(ctx, func(v store.Tx) error { v.MakeDue(ctx, 1); return nil })
+			want["Bind"], want["InTx"], want["Tx.Insert"], want["Tx.Cancel"], want["Tx.MakeDue"] = 1, 1, 1, 1, 1
 		}
 		if d := cmp.Diff(want, s.Snapshot().Calls); d != "" {
 			t.Errorf("%s: Snapshot().Calls mismatch (-want +got):\n%s", tc.name, d)

@@ -83,7 +83,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	return out[:min(len(out), q.Limit)], nil
 }
 
-// PruneAudit deletes the namespace's records older than before. See [store.Auditor].
+// PruneAudit deletes the namespace's records older than before. See [store.Pruner].
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := store.CheckPruneAudit(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)

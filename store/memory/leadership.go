@@ -15,7 +15,6 @@ import (
 // The leadership history lives in s.leadership, one slice per namespace in the order
 // the other stores index it: (epoch, kind) ascending, a term's start before its end.
 
-var _ store.LeadershipLog = (*Store)(nil)
 
 // changeOrder orders a namespace's changes oldest first.
 func changeOrder(a, b store.LeadershipChange) int {
@@ -51,7 +50,7 @@ func (s *Store) recordAcquired(namespace, holder string, epoch int64) {
 	s.appendChange(c)
 }
 
-// EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
+// EndLeadership appends the end of holder's term of epoch. See [store.Fencer].
 func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
 	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
 		return fmt.Errorf("ax: %w", err)
@@ -64,7 +63,7 @@ func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epo
 	return nil
 }
 
-// LeadershipHistory returns the namespace's newest n changes. See [store.LeadershipLog].
+// LeadershipHistory returns the namespace's newest n changes. See [store.Fencer].
 func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) ([]store.LeadershipChange, error) {
 	if err := leaderlog.CheckHistory(namespace, n); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
@@ -81,7 +80,7 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 	return out, nil
 }
 
-// PruneLeadership deletes the namespace's oldest changes. See [store.LeadershipLog].
+// PruneLeadership deletes the namespace's oldest changes. See [store.Pruner].
 func (s *Store) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
 	if err := leaderlog.CheckPrune(namespace, before, keepNewest, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)

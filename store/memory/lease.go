@@ -11,7 +11,6 @@ import (
 // Leases live in s.leases, one row per namespace, read and written under s.mu with the
 // store's clock (WithClockSkew included), so that each call is one conditional write.
 
-var _ store.Leaser = (*Store)(nil)
 
 type leaseRow struct {
 	holder    string

@@ -115,13 +115,7 @@ func WithClockSkew(d time.Duration) Option {
 	return func(s *Store) { s.skew = d }
 }
 
-var (
-	_ store.Namespaced = (*Store)(nil)
-	_ store.Pruner     = (*Store)(nil)
-	_ store.Auditor    = (*Store)(nil)
-)
-
-// InNamespace returns the view of namespace ns. See [store.Namespaced].
+// InNamespace returns the view of namespace ns. See [store.Store.InNamespace].
 func (s *Store) InNamespace(ns string) (store.Store, error) {
 	if err := store.CheckNamespace(ns); err != nil {
 		return nil, fmt.Errorf("ax: namespace: %w", err)
@@ -555,6 +549,33 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	r.task.DispatchedAt = now
 	r.task.TriggeredAt = now
 	r.task.UpdatedAt = now
+	return copyTask(&r.task), nil
+}
+
+// MakeDue makes a SCHEDULED or FAILED task due now without claiming it. See
+// [store.TaskWriter.MakeDue].
+func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	op := fmt.Sprintf("ax: make task %d due", id)
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.mine(id)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
+		return store.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
+	}
+	if r.task.Status == store.Scheduled {
+		s.unschedule(r)
+	} else {
+		r.task.Attempt++
+		r.task.FinishedAt = time.Time{}
+	}
+	now := s.now()
+	r.task.Status, r.task.DueAt, r.task.TriggeredAt, r.task.UpdatedAt = store.Scheduled, now, now, now
+	s.schedule(r)
 	return copyTask(&r.task), nil
 }
 

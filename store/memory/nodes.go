@@ -12,7 +12,6 @@ import (
 
 // Nodes live in s.nodes, by (namespace, name), stamped with the store's clock.
 
-var _ store.NodeRegistry = (*Store)(nil)
 
 // RegisterNode writes the node's row. See [store.NodeRegistry].
 func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {

@@ -10,7 +10,6 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-var _ store.SlotHistory = (*Store)(nil)
 
 type gapRow struct {
 	ns  string
@@ -95,7 +94,7 @@ func (s *Store) TasksByKeyRange(ctx context.Context, name, from, before string, 
 }
 
 // PruneSlotGaps deletes the namespace's gaps that ended at or before before, oldest
-// first. See [store.SlotHistory].
+// first. See [store.Pruner].
 func (s *Store) PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := store.CheckPruneSlotGaps(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)

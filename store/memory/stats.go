@@ -58,7 +58,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	return out, nil
 }
 
-// PruneStats implements [store.StatsKeeper].
+// PruneStats implements [store.Pruner].
 func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := statsrow.CheckPrune(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)

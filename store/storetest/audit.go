@@ -16,19 +16,9 @@ var auditTests = []test{
 	{"Prune", testAuditPrune},
 }
 
-// auditor returns the store as a store.Auditor, skipping the test when it is not one.
-func (e *env) auditor() store.Auditor {
-	e.t.Helper()
-	a, ok := e.s.(store.Auditor)
-	if !ok {
-		e.t.Skipf("%T does not implement store.Auditor", e.s)
-	}
-	return a
-}
-
 func (e *env) audit(rec store.AuditRecord) *store.AuditRecord {
 	e.t.Helper()
-	got, err := e.auditor().Audit(e.ctx, rec)
+	got, err := e.s.Audit(e.ctx, rec)
 	if err != nil {
 		e.t.Fatalf("Audit(%+v) error: %v", rec, err)
 	}
@@ -37,7 +27,7 @@ func (e *env) audit(rec store.AuditRecord) *store.AuditRecord {
 
 func (e *env) auditLog(q store.AuditQuery) []store.AuditRecord {
 	e.t.Helper()
-	got, err := e.auditor().AuditLog(e.ctx, q)
+	got, err := e.s.AuditLog(e.ctx, q)
 	if err != nil {
 		e.t.Fatalf("AuditLog(%+v) error: %v", q, err)
 	}
@@ -120,19 +110,19 @@ func testAuditInvalid(e *env) {
 	} {
 		rec := ok
 		mod(&rec)
-		if _, err := e.auditor().Audit(e.ctx, rec); !errors.Is(err, store.ErrInvalid) {
+		if _, err := e.s.Audit(e.ctx, rec); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("Audit(%s) error = %v, want ErrInvalid", name, err)
 		}
 	}
 	for _, limit := range []int{0, store.MaxQueryLimit + 1} {
-		if _, err := e.auditor().AuditLog(e.ctx, store.AuditQuery{Limit: limit}); !errors.Is(err, store.ErrInvalid) {
+		if _, err := e.s.AuditLog(e.ctx, store.AuditQuery{Limit: limit}); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("AuditLog(limit %d) error = %v, want ErrInvalid", limit, err)
 		}
 	}
 	if log := e.auditLog(store.AuditQuery{Limit: 10}); len(log) != 0 {
 		e.t.Errorf("AuditLog after invalid records = %+v, want none", log)
 	}
-	if _, err := e.auditor().PruneAudit(e.ctx, e.now(), 0); !errors.Is(err, store.ErrInvalid) {
+	if _, err := e.s.PruneAudit(e.ctx, e.now(), 0); !errors.Is(err, store.ErrInvalid) {
 		e.t.Errorf("PruneAudit(limit 0) error = %v, want ErrInvalid", err)
 	}
 }
@@ -146,10 +136,10 @@ func testAuditPrune(e *env) {
 	}
 	cut := e.now()
 	late := e.audit(store.AuditRecord{Actor: "alice", Action: "task.cancel", Result: "ok"})
-	if n, err := e.auditor().PruneAudit(e.ctx, cut, 2); err != nil || n != 2 {
+	if n, err := e.s.PruneAudit(e.ctx, cut, 2); err != nil || n != 2 {
 		e.t.Fatalf("PruneAudit(limit 2) = %d, %v; want 2", n, err)
 	}
-	if n, err := e.auditor().PruneAudit(e.ctx, cut, 10); err != nil || n != 1 {
+	if n, err := e.s.PruneAudit(e.ctx, cut, 10); err != nil || n != 1 {
 		e.t.Fatalf("PruneAudit again = %d, %v; want 1", n, err)
 	}
 	if log := e.auditLog(store.AuditQuery{Limit: 10}); len(log) != 1 || log[0].ID != late.ID {
@@ -203,7 +193,7 @@ func testAuditByTime(e *env) {
 		"since = until": {Since: at(2), Until: at(2), Limit: 10},
 		"since > until": {Since: at(3), Until: at(2), Limit: 10},
 	} {
-		if got, err := e.auditor().AuditLog(e.ctx, q); !errors.Is(err, store.ErrInvalid) {
+		if got, err := e.s.AuditLog(e.ctx, q); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("AuditLog(%s) = %d records, %v; want ErrInvalid", name, len(got), err)
 		}
 	}

@@ -76,12 +76,11 @@ func testClose(e *env) {
 		},
 		"Close": s.Close,
 	}
-	if l, ok := s.(store.Leaser); ok {
-		calls["AcquireLease"] = func() error { _, _, err := l.AcquireLease(ctx, "ns", "a", time.Second); return err }
-		calls["RenewLease"] = func() error { _, err := l.RenewLease(ctx, "ns", "a", 1, time.Second); return err }
-		calls["ReleaseLease"] = func() error { _, err := l.ReleaseLease(ctx, "ns", "a", 1); return err }
-		calls["Lease"] = func() error { _, err := l.Lease(ctx, "ns"); return err }
-	}
+	l := s
+	calls["AcquireLease"] = func() error { _, _, err := l.AcquireLease(ctx, "ns", "a", time.Second); return err }
+	calls["RenewLease"] = func() error { _, err := l.RenewLease(ctx, "ns", "a", 1, time.Second); return err }
+	calls["ReleaseLease"] = func() error { _, err := l.ReleaseLease(ctx, "ns", "a", 1); return err }
+	calls["Lease"] = func() error { _, err := l.Lease(ctx, "ns"); return err }
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {
 			e.t.Errorf("%s after Close: error = %v, want ErrClosed", name, err)

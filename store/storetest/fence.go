@@ -58,20 +58,19 @@ func testRaiseFenceRules(e *env) {
 	e.raise("ns", "d", 10, 10)
 	e.raise("ns", "b", 3, 11) // b is not the recorded holder any more
 	e.raise("other", "a", 1, 1)
-	if l, ok := e.s.(store.Leaser); ok {
-		info := e.lease(l, "ns")
-		if info.Holder != "b" || info.Epoch != 11 || info.Remaining > 0 {
-			e.t.Fatalf("Lease after RaiseFence = %+v, want holder b, epoch 11, no live lease", info)
-		}
-		// A lease taken after a raise continues the epochs.
-		if info, ok := e.acquire(l, "ns", "x", 10*time.Second); !ok || info.Epoch != 12 {
-			e.t.Fatalf("AcquireLease after RaiseFence = %+v, %v; want epoch 12", info, ok)
-		}
+	l := e.s
+	info := e.lease(l, "ns")
+	if info.Holder != "b" || info.Epoch != 11 || info.Remaining > 0 {
+		e.t.Fatalf("Lease after RaiseFence = %+v, want holder b, epoch 11, no live lease", info)
+	}
+	// A lease taken after a raise continues the epochs.
+	if info, ok := e.acquire(l, "ns", "x", 10*time.Second); !ok || info.Epoch != 12 {
+		e.t.Fatalf("AcquireLease after RaiseFence = %+v, %v; want epoch 12", info, ok)
 	}
 }
 
 func testRaiseFenceRecognisesLease(e *env) {
-	l := e.leaser()
+	l := e.s
 	info, ok := e.acquire(l, "ns", "h1 node-a", 10*time.Second)
 	if !ok {
 		e.t.Fatalf("AcquireLease(free) = %+v, false", info)

@@ -30,27 +30,16 @@ var leadershipTests = []test{
 	{"PruneStopsAtKept", testLeadershipPruneStopsAtKept},
 }
 
-// leadershipLog returns the store as a store.LeadershipLog, skipping the test when it
-// is not one.
-func (e *env) leadershipLog() store.LeadershipLog {
-	e.t.Helper()
-	l, ok := e.s.(store.LeadershipLog)
-	if !ok {
-		e.t.Skipf("%T does not implement store.LeadershipLog", e.s)
-	}
-	return l
-}
-
 func (e *env) endLeadership(ns, node string, epoch int64, reason string) {
 	e.t.Helper()
-	if err := e.leadershipLog().EndLeadership(e.ctx, ns, node, epoch, reason); err != nil {
+	if err := e.s.EndLeadership(e.ctx, ns, node, epoch, reason); err != nil {
 		e.t.Fatalf("EndLeadership(%q, %q, %d, %q) error: %v", ns, node, epoch, reason, err)
 	}
 }
 
 func (e *env) history(ns string, n int) []store.LeadershipChange {
 	e.t.Helper()
-	h, err := e.leadershipLog().LeadershipHistory(e.ctx, ns, n)
+	h, err := e.s.LeadershipHistory(e.ctx, ns, n)
 	if err != nil {
 		e.t.Fatalf("LeadershipHistory(%q, %d) error: %v", ns, n, err)
 	}
@@ -108,7 +97,6 @@ func (e *env) wantReason(c store.LeadershipChange, parts ...string) {
 // RaiseFence appends the "acquired" change of the epoch it returns, stamped by the
 // store's clock; a repeat appends nothing.
 func testLeadershipRaiseRecordsAcquired(e *env) {
-	e.leadershipLog()
 	lo := e.now()
 	e.raise("ns", "a", 3, 3)
 	hi := e.now()
@@ -126,8 +114,7 @@ func testLeadershipRaiseRecordsAcquired(e *env) {
 // A lease acquired through the Leaser raises the epoch itself; the RaiseFence that
 // follows (elect/sqllease's leader) appends its "acquired" change, once.
 func testLeadershipRaiseAfterLease(e *env) {
-	e.leadershipLog()
-	l := e.leaser()
+	l := e.s
 	info, ok := e.acquire(l, "ns", "a", time.Minute)
 	if !ok {
 		e.t.Fatalf("AcquireLease of a free lease refused: %+v", info)
@@ -216,13 +203,11 @@ func testLeadershipNamespacesApart(e *env) {
 	e.endLeadership("two", "b", 7, "stopping")
 	e.wantHistory("one", 10, acquired(1, "a"))
 	e.wantHistory("two", 10, ended(7, "b"), acquired(7, "b"))
-	if _, ok := e.s.(store.Namespaced); ok {
-		e.view("two").wantHistory("one", 10, acquired(1, "a"))
-	}
+	e.view("two").wantHistory("one", 10, acquired(1, "a"))
 }
 
 func testLeadershipInvalid(e *env) {
-	l := e.leadershipLog()
+	l := e.s
 	e.raise("ns", "a", 1, 1)
 	long := strings.Repeat("x", store.MaxLeadershipReason+1)
 	for _, c := range []struct {
@@ -275,7 +260,7 @@ func testLeadershipInvalid(e *env) {
 
 func (e *env) pruneLeadership(ns string, before time.Time, keep, limit, want int) {
 	e.t.Helper()
-	n, err := e.leadershipLog().PruneLeadership(e.ctx, ns, before, keep, limit)
+	n, err := e.s.PruneLeadership(e.ctx, ns, before, keep, limit)
 	if err != nil {
 		e.t.Fatalf("PruneLeadership(%q, %v, %d, %d) error: %v", ns, before, keep, limit, err)
 	}
@@ -328,7 +313,6 @@ func testLeadershipPruneStopsAtKept(e *env) {
 // Concurrent raises append their changes in turn: each reason names the term the
 // history held just before it, so the raise read the change the previous one wrote.
 func testLeadershipConcurrentRaises(e *env) {
-	e.leadershipLog()
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

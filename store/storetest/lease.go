@@ -22,16 +22,6 @@ var leaseTests = []test{
 	{"Invalid", testLeaseInvalid},
 }
 
-// leaser returns the store as a Leaser, skipping the test when it is not one.
-func (e *env) leaser() store.Leaser {
-	e.t.Helper()
-	l, ok := e.s.(store.Leaser)
-	if !ok {
-		e.t.Skipf("%T does not implement store.Leaser", e.s)
-	}
-	return l
-}
-
 func (e *env) acquire(l store.Leaser, ns, holder string, ttl time.Duration) (store.LeaseInfo, bool) {
 	e.t.Helper()
 	info, ok, err := l.AcquireLease(e.ctx, ns, holder, ttl)
@@ -51,7 +41,7 @@ func (e *env) lease(l store.Leaser, ns string) store.LeaseInfo {
 }
 
 func testLeaseAcquireFree(e *env) {
-	l := e.leaser()
+	l := e.s
 	if got := e.lease(l, "ns"); got != (store.LeaseInfo{}) {
 		e.t.Fatalf("Lease(never taken) = %+v, want zero", got)
 	}
@@ -70,7 +60,7 @@ func testLeaseAcquireFree(e *env) {
 }
 
 func testLeaseRefusedWhileLive(e *env) {
-	l := e.leaser()
+	l := e.s
 	e.acquire(l, "ns", "a", 10*time.Second)
 	for _, h := range []string{"b", "a"} { // the holder itself cannot take it again either
 		info, ok := e.acquire(l, "ns", h, 10*time.Second)
@@ -96,7 +86,7 @@ func (e *env) waitExpired(l store.Leaser, ns string) {
 }
 
 func testLeaseAcquireAfterExpiry(e *env) {
-	l := e.leaser()
+	l := e.s
 	start := time.Now()
 	e.acquire(l, "ns", "a", 200*time.Millisecond)
 	e.waitExpired(l, "ns")
@@ -120,7 +110,7 @@ func testLeaseAcquireAfterExpiry(e *env) {
 // asked (60s against the 10s the lease was taken for), not by a short lease surviving a
 // few calls, so that a slow machine cannot fail it.
 func testLeaseRenewByHolderOnly(e *env) {
-	l := e.leaser()
+	l := e.s
 	e.acquire(l, "ns", "a", 10*time.Second)
 	for _, c := range []struct {
 		ns, holder string
@@ -145,7 +135,7 @@ func testLeaseRenewByHolderOnly(e *env) {
 }
 
 func testLeaseRelease(e *env) {
-	l := e.leaser()
+	l := e.s
 	e.acquire(l, "ns", "a", 10*time.Second)
 	if ok, err := l.ReleaseLease(e.ctx, "ns", "b", 1); err != nil || ok {
 		e.t.Fatalf("ReleaseLease(not the holder) = %v, %v; want false", ok, err)
@@ -172,7 +162,7 @@ func testLeaseRelease(e *env) {
 }
 
 func testLeaseConcurrentAcquire(e *env) {
-	l := e.leaser()
+	l := e.s
 	const holders = 8
 	rounds := 5
 	if testing.Short() {
@@ -219,7 +209,7 @@ func testLeaseConcurrentAcquire(e *env) {
 }
 
 func testLeaseInvalid(e *env) {
-	l := e.leaser()
+	l := e.s
 	for _, c := range []struct {
 		ns, holder string
 		ttl        time.Duration

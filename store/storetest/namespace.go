@@ -32,15 +32,10 @@ var nodeTests = []test{
 	{"Invalid", testNodesInvalid},
 }
 
-// view returns the store's view of namespace ns, skipping the test when the store has
-// no namespaces.
+// view returns the store's view of namespace ns.
 func (e *env) view(ns string) *env {
 	e.t.Helper()
-	n, ok := e.s.(store.Namespaced)
-	if !ok {
-		e.t.Skipf("%T does not implement store.Namespaced", e.s)
-	}
-	v, err := n.InNamespace(ns)
+	v, err := e.s.InNamespace(ns)
 	if err != nil {
 		e.t.Fatalf("InNamespace(%q) error: %v", ns, err)
 	}
@@ -196,12 +191,8 @@ func testNamespaceDefault(e *env) {
 }
 
 func testNamespaceInvalid(e *env) {
-	n, ok := e.s.(store.Namespaced)
-	if !ok {
-		e.t.Skipf("%T does not implement store.Namespaced", e.s)
-	}
 	for _, ns := range []string{"", "a b", "tab\tns", string(make([]byte, store.MaxNamespace+1))} {
-		if _, err := n.InNamespace(ns); !errors.Is(err, store.ErrInvalid) {
+		if _, err := e.s.InNamespace(ns); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("InNamespace(%q) error %v, want ErrInvalid", ns, err)
 		}
 	}
@@ -215,16 +206,6 @@ func testNamespaceCloseShared(e *env) {
 	if _, err := e.s.Now(e.ctx); !errors.Is(err, store.ErrClosed) {
 		e.t.Fatalf("the store after its view's Close: error %v, want ErrClosed", err)
 	}
-}
-
-// nodes returns the store as a NodeRegistry, skipping the test when it is not one.
-func (e *env) nodes() store.NodeRegistry {
-	e.t.Helper()
-	r, ok := e.s.(store.NodeRegistry)
-	if !ok {
-		e.t.Skipf("%T does not implement store.NodeRegistry", e.s)
-	}
-	return r
 }
 
 func (e *env) listNodes(r store.NodeRegistry, within time.Duration) []store.NodeInfo {
@@ -242,7 +223,7 @@ func (e *env) listNodes(r store.NodeRegistry, within time.Duration) []store.Node
 }
 
 func testNodesRegister(e *env) {
-	r := e.nodes()
+	r := e.s
 	lo := e.now()
 	b := store.NodeInfo{Name: "b", Advertise: "http://127.0.0.1:7001", Handlers: []string{"email", "order.close"}, Capacity: 64, InFlight: 3}
 	for _, n := range []store.NodeInfo{b, {Name: "a", Capacity: 8}} {
@@ -275,7 +256,7 @@ func testNodesRegister(e *env) {
 }
 
 func testNodesAlive(e *env) {
-	r := e.nodes()
+	r := e.s
 	if err := r.RegisterNode(e.ctx, store.NodeInfo{Name: "old", Capacity: 1}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -298,7 +279,7 @@ func testNodesAlive(e *env) {
 }
 
 func testNodesRemoveExpire(e *env) {
-	r := e.nodes()
+	r := e.s
 	for _, name := range []string{"a", "b", "c"} {
 		if err := r.RegisterNode(e.ctx, store.NodeInfo{Name: name}); err != nil {
 			e.t.Fatal(err)
@@ -325,25 +306,25 @@ func testNodesRemoveExpire(e *env) {
 
 func testNodesNamespaced(e *env) {
 	a, b := e.view("a"), e.view("b")
-	if err := a.nodes().RegisterNode(e.ctx, store.NodeInfo{Name: "x", Capacity: 1}); err != nil {
+	if err := a.s.RegisterNode(e.ctx, store.NodeInfo{Name: "x", Capacity: 1}); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := b.nodes().RegisterNode(e.ctx, store.NodeInfo{Name: "x", Capacity: 2}); err != nil {
+	if err := b.s.RegisterNode(e.ctx, store.NodeInfo{Name: "x", Capacity: 2}); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := b.nodes().RemoveNode(e.ctx, "x"); err != nil {
+	if err := b.s.RemoveNode(e.ctx, "x"); err != nil {
 		e.t.Fatal(err)
 	}
-	if got := a.listNodes(a.nodes(), time.Hour); len(got) != 1 || got[0].Capacity != 1 {
+	if got := a.listNodes(a.s, time.Hour); len(got) != 1 || got[0].Capacity != 1 {
 		e.t.Fatalf("Nodes in a = %+v, want a's x (capacity 1), untouched by b", got)
 	}
-	if got := b.listNodes(b.nodes(), time.Hour); len(got) != 0 {
+	if got := b.listNodes(b.s, time.Hour); len(got) != 0 {
 		e.t.Fatalf("Nodes in b = %+v, want none", got)
 	}
 }
 
 func testNodesInvalid(e *env) {
-	r := e.nodes()
+	r := e.s
 	for i, n := range []store.NodeInfo{{}, {Name: "a", Capacity: -1}, {Name: "a", InFlight: -1}, {Name: "a", Handlers: []string{"x", ""}},
 		{Name: "a", Handlers: []string{"a\nb"}}} {
 		if err := r.RegisterNode(e.ctx, n); !errors.Is(err, store.ErrInvalid) {
@@ -364,7 +345,7 @@ func testNodesInvalid(e *env) {
 // testNodesClockOffset: each registration writes the node's clock offset, signed,
 // kept in whole microseconds (truncated toward zero), and the next replaces it.
 func testNodesClockOffset(e *env) {
-	r := e.nodes()
+	r := e.s
 	for _, c := range []struct{ offset, want time.Duration }{
 		{-(1500*time.Millisecond + 1234*time.Nanosecond), -1500001 * time.Microsecond},
 		{42*time.Microsecond + 999*time.Nanosecond, 42 * time.Microsecond},

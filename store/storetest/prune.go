@@ -12,16 +12,6 @@ var pruneTests = []test{
 	{"Invalid", testPruneInvalid},
 }
 
-// pruner returns the store as a store.Pruner, skipping the test when it is not one.
-func (e *env) pruner() store.Pruner {
-	e.t.Helper()
-	p, ok := e.s.(store.Pruner)
-	if !ok {
-		e.t.Skipf("%T does not implement store.Pruner", e.s)
-	}
-	return p
-}
-
 // finishedInOrder returns n fresh tasks in status, each finished after the one
 // before it by the store's clock.
 func (e *env) finishedInOrder(status store.Status, n int) []*store.Task {
@@ -37,7 +27,7 @@ func (e *env) finishedInOrder(status store.Status, n int) []*store.Task {
 // prune runs one Prune and fails unless it deleted want tasks.
 func (e *env) prune(p store.PruneParams, want int) {
 	e.t.Helper()
-	n, err := e.pruner().Prune(e.ctx, p)
+	n, err := e.s.Prune(e.ctx, p)
 	if err != nil || n != want {
 		e.t.Fatalf("Prune(%+v) = %d, %v; want %d", p, n, err, want)
 	}
@@ -126,7 +116,7 @@ func testPruneInvalid(e *env) {
 		{Status: store.Succeeded, Limit: 10},
 		{Status: store.Succeeded, KeepNewest: -1, Before: future, Limit: 10},
 	} {
-		if n, err := e.pruner().Prune(e.ctx, p); !errors.Is(err, store.ErrInvalid) || n != 0 {
+		if n, err := e.s.Prune(e.ctx, p); !errors.Is(err, store.ErrInvalid) || n != 0 {
 			e.t.Errorf("Prune(%+v) = %d, %v; want ErrInvalid", p, n, err)
 		}
 	}

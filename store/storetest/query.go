@@ -42,16 +42,15 @@ func (e *env) queryFixture() []*store.Task {
 		}
 		out = append(out, e.insert(nt)[0])
 	}
-	if ns, ok := e.s.(store.Namespaced); ok {
-		other, err := ns.InNamespace("other")
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		nt := e.newTask(base)
-		nt.Name, nt.Key = "invoice.send", "ab"
-		if _, err := other.Insert(e.ctx, []store.NewTask{nt}); err != nil {
-			e.t.Fatalf("Insert in namespace other: %v", err)
-		}
+	ns := e.s
+	other, err := ns.InNamespace("other")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	nt := e.newTask(base)
+	nt.Name, nt.Key = "invoice.send", "ab"
+	if _, err := other.Insert(e.ctx, []store.NewTask{nt}); err != nil {
+		e.t.Fatalf("Insert in namespace other: %v", err)
 	}
 	for i, t := range out {
 		out[i] = e.get(t.ID)

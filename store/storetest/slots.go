@@ -22,21 +22,10 @@ var slotTests = []test{
 	{"PruneGaps", testPruneGaps},
 }
 
-// slotHistory returns the store as a store.SlotHistory, skipping the test when it is
-// not one.
-func (e *env) slotHistory() store.SlotHistory {
-	e.t.Helper()
-	h, ok := e.s.(store.SlotHistory)
-	if !ok {
-		e.t.Skipf("%T does not implement store.SlotHistory", e.s)
-	}
-	return h
-}
-
 // gaps returns every gap of schedule name (at most 100), newest first.
 func (e *env) gaps(name string) []store.SlotGap {
 	e.t.Helper()
-	got, err := e.slotHistory().SlotGaps(e.ctx, name, time.Unix(0, 0).UTC(), time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC), 100)
+	got, err := e.s.SlotGaps(e.ctx, name, time.Unix(0, 0).UTC(), time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC), 100)
 	if err != nil {
 		e.t.Fatalf("SlotGaps(%q) error: %v", name, err)
 	}
@@ -65,7 +54,6 @@ func span(name string, from, until time.Time, why, result string) string {
 }
 
 func testFireRecordsGaps(e *env) {
-	e.slotHistory()
 	next := e.now().Add(-time.Hour).Truncate(time.Second)
 	e.register(def("report", next), def("other", next))
 	last := next.Add(50 * time.Minute)
@@ -102,7 +90,6 @@ func testFireRecordsGaps(e *env) {
 }
 
 func testFireNotAppliedNoGap(e *env) {
-	e.slotHistory()
 	next := e.now().Add(-time.Hour).Truncate(time.Second)
 	e.register(def("report", next))
 	gap := []store.SlotGap{{From: next, Until: next.Add(time.Minute), Why: store.GapMissed, Result: "skipped"}}
@@ -122,7 +109,6 @@ func testFireNotAppliedNoGap(e *env) {
 }
 
 func testFireInvalidGap(e *env) {
-	e.slotHistory()
 	next := e.now().Add(-time.Hour).Truncate(time.Second)
 	e.register(def("report", next))
 	for name, g := range map[string]store.SlotGap{
@@ -147,7 +133,6 @@ func testFireInvalidGap(e *env) {
 }
 
 func testResumeRecordsGap(e *env) {
-	e.slotHistory()
 	next := e.now().Add(-time.Hour).Truncate(time.Second)
 	e.register(def("report", next))
 	if _, err := e.s.PauseSchedule(e.ctx, "report"); err != nil {
@@ -178,10 +163,9 @@ func testResumeRecordsGap(e *env) {
 }
 
 func testResumeTxRecordsGap(e *env) {
-	e.slotHistory()
-	txs, ok := e.s.(store.TxStore)
+	txs, ok := e.s.(store.Transactor)
 	if !ok {
-		e.t.Skipf("%T does not implement store.TxStore", e.s)
+		e.t.Skipf("%T does not implement store.Transactor", e.s)
 	}
 	next := e.now().Add(-time.Hour).Truncate(time.Second)
 	e.register(def("report", next))
@@ -190,26 +174,26 @@ func testResumeTxRecordsGap(e *env) {
 	}
 	resumeAt := next.Add(time.Hour)
 	rollback := errors.New("roll back")
-	if err := txs.InTx(e.ctx, func(tx any) error {
-		if _, err := txs.ResumeScheduleTx(e.ctx, tx, "report", resumeAt); err != nil {
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		if _, err := tx.ResumeSchedule(e.ctx, "report", resumeAt); err != nil {
 			return err
 		}
 		return rollback
 	}); !errors.Is(err, rollback) {
-		e.t.Fatalf("InTx(ResumeScheduleTx, rolled back) = %v, want the rollback", err)
+		e.t.Fatalf("InTx(Tx.ResumeSchedule, rolled back) = %v, want the rollback", err)
 	}
 	if got := e.gaps("report"); len(got) != 0 {
 		e.t.Fatalf("SlotGaps after a rolled back resume = %v, want none", gapSpans(got))
 	}
-	if err := txs.InTx(e.ctx, func(tx any) error {
-		_, err := txs.ResumeScheduleTx(e.ctx, tx, "report", resumeAt)
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		_, err := tx.ResumeSchedule(e.ctx, "report", resumeAt)
 		return err
 	}); err != nil {
-		e.t.Fatalf("InTx(ResumeScheduleTx) error: %v", err)
+		e.t.Fatalf("InTx(Tx.ResumeSchedule) error: %v", err)
 	}
 	want := []string{span("report", next, resumeAt, store.GapPaused, store.PausedResult)}
 	if d := diff(want, gapSpans(e.gaps("report"))); d != "" {
-		e.t.Errorf("SlotGaps after ResumeScheduleTx (-want +got):\n%s", d)
+		e.t.Errorf("SlotGaps after Tx.ResumeSchedule (-want +got):\n%s", d)
 	}
 }
 
@@ -233,7 +217,7 @@ func (e *env) fireGaps(name string, base time.Time, n int) []time.Time {
 }
 
 func testGapsRange(e *env) {
-	h := e.slotHistory()
+	h := e.s
 	base := e.now().Add(-24 * time.Hour).Truncate(time.Minute)
 	starts := e.fireGaps("report", base, 6) // [0, 5m) [10m, 15m) … [50m, 55m)
 	e.fireGaps("other", base, 2)
@@ -264,19 +248,18 @@ func testGapsRange(e *env) {
 			e.t.Errorf("SlotGaps(%s) (-want +got):\n%s", tc.name, d)
 		}
 	}
-	if n, ok := e.s.(store.Namespaced); ok {
-		v, err := n.InNamespace("elsewhere")
-		if err != nil {
-			e.t.Fatalf("InNamespace error: %v", err)
-		}
-		if got, err := v.(store.SlotHistory).SlotGaps(e.ctx, "report", base, base.Add(time.Hour), 10); err != nil || len(got) != 0 {
-			e.t.Errorf("SlotGaps in another namespace = %v, %v; want none", gapSpans(got), err)
-		}
+	n := e.s
+	v, err := n.InNamespace("elsewhere")
+	if err != nil {
+		e.t.Fatalf("InNamespace error: %v", err)
+	}
+	if got, err := v.SlotGaps(e.ctx, "report", base, base.Add(time.Hour), 10); err != nil || len(got) != 0 {
+		e.t.Errorf("SlotGaps in another namespace = %v, %v; want none", gapSpans(got), err)
 	}
 }
 
 func testGapsInvalid(e *env) {
-	h := e.slotHistory()
+	h := e.s
 	now := e.now()
 	for _, limit := range []int{0, -1, store.MaxQueryLimit + 1} {
 		if _, err := h.SlotGaps(e.ctx, "report", now, now, limit); !errors.Is(err, store.ErrInvalid) {
@@ -305,7 +288,7 @@ func (e *env) withKey(name, k string) *store.Task {
 }
 
 func testTasksByKeys(e *env) {
-	h := e.slotHistory()
+	h := e.s
 	a := e.withKey("report", "2026-01-01T00:00:00Z")
 	b := e.withKey("report", "2026-01-01T00:01:00Z")
 	e.withKey("report", "2026-01-01T00:02:00Z")
@@ -345,7 +328,7 @@ func taskPtrs(tasks []store.Task) []*store.Task {
 }
 
 func testTasksByKeyRange(e *env) {
-	h := e.slotHistory()
+	h := e.s
 	var tasks []*store.Task
 	for _, k := range []string{"manual/2026-01-01T00:00:00Z", "manual/2026-01-01T00:00:00.5Z", "manual/2026-01-01T00:00:01Z",
 		"manual/2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z"} {
@@ -385,7 +368,7 @@ func testTasksByKeyRange(e *env) {
 }
 
 func testPruneGaps(e *env) {
-	h := e.slotHistory()
+	h := e.s
 	base := e.now().Add(-24 * time.Hour).Truncate(time.Minute)
 	starts := e.fireGaps("report", base, 5) // ends at 5m, 15m, 25m, 35m, 45m
 	e.fireGaps("other", base, 1)            // ends at 5m

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Claim", claimTests},
 		{"ClaimStart", claimStartTests},
 		{"Trigger", triggerTests},
+		{"MakeDue", makeDueTests},
 		{"Start", startTests},
 		{"Heartbeat", heartbeatTests},
 		{"Finish", finishTests},

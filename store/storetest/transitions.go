@@ -29,6 +29,12 @@ var triggerTests = []test{
 	{"Invalid", testTriggerInvalid},
 }
 
+var makeDueTests = []test{
+	{"Scheduled", testMakeDueScheduled},
+	{"Failed", testMakeDueFailed},
+	{"Refused", testMakeDueRefused},
+}
+
 var startTests = []test{
 	{"Started", testStartStarted},
 	{"Duplicate", testStartDuplicate},
@@ -323,6 +329,66 @@ func testTriggerInvalid(e *env) {
 		e.t.Errorf("Trigger(%d, \"\") = %v, %v; want ErrInvalid", before.ID, got, err)
 	}
 	e.unchanged("an invalid Trigger", before)
+}
+
+// makeDue makes before due with MakeDue and checks what every MakeDue does: the task
+// SCHEDULED, due now and triggered now by the store's clock, stamped for the refill,
+// and not claimed.
+func (e *env) makeDue(before *store.Task) *store.Task {
+	e.t.Helper()
+	cur := e.cursor()
+	lo := e.settle(before)
+	got, err := e.s.MakeDue(e.ctx, before.ID)
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("MakeDue(%d) error: %v", before.ID, err)
+	}
+	checkTask(e.t, "MakeDue", got)
+	if got.ID != before.ID || got.Status != store.Scheduled || got.ExecutionID != before.ExecutionID {
+		e.t.Errorf("MakeDue(%d) = task %d %s under %q, want it SCHEDULED under %q", before.ID, got.ID, got.Status, got.ExecutionID, before.ExecutionID)
+	}
+	e.stamped("MakeDue: DueAt", got.DueAt, lo, hi)
+	e.stamped("MakeDue: TriggeredAt", got.TriggeredAt, lo, hi)
+	e.unchanged("MakeDue", got)
+	res := e.changed(cur, e.future().Add(time.Hour), 10)
+	if len(res.Changed) != 1 || res.Changed[0].ID != got.ID {
+		e.t.Errorf("Refill after MakeDue: changed %v, want task %d", res.Changed, got.ID)
+	}
+	return got
+}
+
+// MakeDue makes a SCHEDULED task due now, keeping everything else, and a claim then
+// takes it.
+func testMakeDueScheduled(e *env) {
+	before := e.scheduled(e.future())
+	got := e.makeDue(before)
+	want := *before
+	want.DueAt, want.TriggeredAt, want.UpdatedAt = got.DueAt, got.TriggeredAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("MakeDue(scheduled %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	if claimed := e.claim(got.ID); claimed.Status != store.Dispatching {
+		e.t.Errorf("Claim after MakeDue: %s, want DISPATCHING", claimed.Status)
+	}
+}
+
+// MakeDue takes a FAILED task back to SCHEDULED with one more attempt, unfinished.
+func testMakeDueFailed(e *env) {
+	before := e.inState(store.Failed)
+	got := e.makeDue(before)
+	if got.Attempt != before.Attempt+1 || !got.FinishedAt.IsZero() || got.LastError != before.LastError {
+		e.t.Errorf("MakeDue(failed %d): attempt %d, finished %v, last error %q; want attempt %d, unfinished, %q",
+			before.ID, got.Attempt, got.FinishedAt, got.LastError, before.Attempt+1, before.LastError)
+	}
+}
+
+func testMakeDueRefused(e *env) {
+	e.refused("MakeDue", store.ErrNotTriggerable,
+		[]store.Status{store.Dispatching, store.Running, store.Succeeded, store.Cancelled},
+		func(t *store.Task) (*store.Task, error) { return e.s.MakeDue(e.ctx, t.ID) })
+	if _, err := e.s.MakeDue(e.ctx, 1<<40); !errors.Is(err, store.ErrNotFound) {
+		e.t.Errorf("MakeDue(missing) error = %v, want ErrNotFound", err)
+	}
 }
 
 func testStartStarted(e *env) {

@@ -12,16 +12,19 @@ var txTests = []test{
 	{"Commit", testInTxCommit},
 	{"Rollback", testInTxRollback},
 	{"Refusals", testInTxRefusals},
-	{"TriggerWhileHeld", testClaimTriggerTxWhileHeld},
+	{"TriggerWhileHeld", testTxTriggerWhileHeld},
 	{"RollbackHoldsNothingBack", testInTxRollbackHoldsNothingBack},
+	{"Writes", testTxWrites},
+	{"Bind", testTxBind},
 }
 
-// txStore returns the store as a store.TxStore, skipping the test when it is not one.
-func (e *env) txStore() store.TxStore {
+// txStore returns the store as a store.Transactor, skipping the test when it is not
+// one (a store that writes in no transaction: its other tests still run).
+func (e *env) txStore() store.Transactor {
 	e.t.Helper()
-	txs, ok := e.s.(store.TxStore)
+	txs, ok := e.s.(store.Transactor)
 	if !ok {
-		e.t.Skipf("%T does not implement store.TxStore", e.s)
+		e.t.Skipf("%T does not implement store.Transactor", e.s)
 	}
 	return txs
 }
@@ -43,29 +46,29 @@ func (e *env) txFixture() txFixture {
 // act does, in tx, every transactional operation on f and checks what each returns,
 // and that tx reads its own changes. It returns the audit record and the execution id
 // of the trigger.
-func (e *env) act(txs store.TxStore, tx any, f txFixture, at time.Time) (*store.AuditRecord, string) {
+func (e *env) act(tx store.Tx, f txFixture, at time.Time) (*store.AuditRecord, string) {
 	e.t.Helper()
 	ctx := e.ctx
-	if got, err := txs.RescheduleTx(ctx, tx, f.later.Name, f.later.Key, at); err != nil || got.ID != f.later.ID || !got.DueAt.Equal(at) {
-		e.t.Fatalf("RescheduleTx = %+v, %v; want task %d due %v", got, err, f.later.ID, at)
+	if got, err := tx.Reschedule(ctx, f.later.Name, f.later.Key, at); err != nil || got.ID != f.later.ID || !got.DueAt.Equal(at) {
+		e.t.Fatalf("Tx.Reschedule = %+v, %v; want task %d due %v", got, err, f.later.ID, at)
 	}
-	if got, err := txs.RetryTx(ctx, tx, f.failed.ID); err != nil || got.Status != store.Scheduled || got.Attempt != 0 {
-		e.t.Fatalf("RetryTx = %+v, %v; want SCHEDULED, attempt 0", got, err)
+	if got, err := tx.Retry(ctx, f.failed.ID); err != nil || got.Status != store.Scheduled || got.Attempt != 0 {
+		e.t.Fatalf("Tx.Retry = %+v, %v; want SCHEDULED, attempt 0", got, err)
 	}
 	exec := newExecID()
-	if got, err := txs.ClaimTriggerTx(ctx, tx, f.due.ID, exec); err != nil || got.Status != store.Dispatching || got.ExecutionID != exec || got.TriggeredAt.IsZero() {
-		e.t.Fatalf("ClaimTriggerTx = %+v, %v; want DISPATCHING under %s, triggered", got, err, exec)
+	if got, err := tx.Trigger(ctx, f.due.ID, exec); err != nil || got.Status != store.Dispatching || got.ExecutionID != exec || got.TriggeredAt.IsZero() {
+		e.t.Fatalf("Tx.Trigger = %+v, %v; want DISPATCHING under %s, triggered", got, err, exec)
 	}
-	if sc, err := txs.PauseScheduleTx(ctx, tx, f.schedule); err != nil || !sc.Paused {
-		e.t.Fatalf("PauseScheduleTx = %+v, %v; want it paused", sc, err)
+	if sc, err := tx.PauseSchedule(ctx, f.schedule); err != nil || !sc.Paused {
+		e.t.Fatalf("Tx.PauseSchedule = %+v, %v; want it paused", sc, err)
 	}
-	if got, err := txs.GetTx(ctx, tx, f.due.ID); err != nil || got.Status != store.Dispatching {
-		e.t.Fatalf("GetTx after ClaimTriggerTx = %+v, %v; want its own change, DISPATCHING", got, err)
+	if got, err := tx.Get(ctx, f.due.ID); err != nil || got.Status != store.Dispatching {
+		e.t.Fatalf("Tx.Get after Tx.Trigger = %+v, %v; want its own change, DISPATCHING", got, err)
 	}
-	rec, err := txs.AuditTx(ctx, tx, store.AuditRecord{Actor: "ops", Role: "operator", Action: "task.trigger",
+	rec, err := tx.Audit(ctx, store.AuditRecord{Actor: "ops", Role: "operator", Action: "task.trigger",
 		Target: "task", Result: "ok", StatusBefore: store.Scheduled, StatusAfter: store.Dispatching, ExecutionID: exec})
 	if err != nil || rec.ID == 0 || rec.At.IsZero() {
-		e.t.Fatalf("AuditTx = %+v, %v; want the record with an id and a time", rec, err)
+		e.t.Fatalf("Tx.Audit = %+v, %v; want the record with an id and a time", rec, err)
 	}
 	return rec, exec
 }
@@ -80,8 +83,8 @@ func testInTxCommit(e *env) {
 	var rec *store.AuditRecord
 	var exec string
 	var mid *store.RefillResult
-	if err := txs.InTx(e.ctx, func(tx any) error {
-		rec, exec = e.act(txs, tx, f, at)
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		rec, exec = e.act(tx, f, at)
 		// A refill while the transaction is open neither sees its rows nor moves its
 		// cursor past them.
 		mid = e.changed(cur, at.Add(time.Hour), 10)
@@ -118,11 +121,11 @@ func testInTxCommit(e *env) {
 		e.t.Errorf("Refill after the commit, from the cursor of one during it: changed %v, want tasks %d and %d", res.Changed, f.later.ID, f.failed.ID)
 	}
 	// Resumed in another transaction, the schedule fires again.
-	if err := txs.InTx(e.ctx, func(tx any) error {
-		_, err := txs.ResumeScheduleTx(e.ctx, tx, f.schedule, at)
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		_, err := tx.ResumeSchedule(e.ctx, f.schedule, at)
 		return err
 	}); err != nil {
-		e.t.Fatalf("InTx(ResumeScheduleTx) error: %v", err)
+		e.t.Fatalf("InTx(Tx.ResumeSchedule) error: %v", err)
 	}
 	if sc := e.schedule(f.schedule); sc.Paused || !sc.NextFireAt.Equal(at) {
 		e.t.Errorf("resumed: %+v, want not paused, next fire at %v", sc, at)
@@ -134,16 +137,16 @@ func testInTxRollback(e *env) {
 	txs := e.txStore()
 	f := e.txFixture()
 	boom := errors.New("boom")
-	err := txs.InTx(e.ctx, func(tx any) error {
-		e.act(txs, tx, f, e.future().Add(time.Hour))
+	err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		e.act(tx, f, e.future().Add(time.Hour))
 		return boom
 	})
 	if !errors.Is(err, boom) {
 		e.t.Fatalf("InTx error = %v, want fn's", err)
 	}
-	e.unchanged("a rolled-back RescheduleTx", f.later)
-	e.unchanged("a rolled-back RetryTx", f.failed)
-	e.unchanged("a rolled-back ClaimTriggerTx", f.due)
+	e.unchanged("a rolled-back Tx.Reschedule", f.later)
+	e.unchanged("a rolled-back Tx.Retry", f.failed)
+	e.unchanged("a rolled-back Tx.Trigger", f.due)
 	if sc := e.schedule(f.schedule); sc.Paused {
 		e.t.Errorf("rolled back: the schedule is paused")
 	}
@@ -159,63 +162,63 @@ func testInTxRefusals(e *env) {
 	running := e.inState(store.Running)
 	scheduled := e.scheduled(e.future())
 	var rec *store.AuditRecord
-	err := txs.InTx(e.ctx, func(tx any) error {
-		if got, err := txs.RescheduleTx(e.ctx, tx, running.Name, running.Key, e.future()); !errors.Is(err, store.ErrNotReschedulable) || got == nil || got.ID != running.ID {
-			e.t.Errorf("RescheduleTx(RUNNING) = %+v, %v; want ErrNotReschedulable with the task", got, err)
+	err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		if got, err := tx.Reschedule(e.ctx, running.Name, running.Key, e.future()); !errors.Is(err, store.ErrNotReschedulable) || got == nil || got.ID != running.ID {
+			e.t.Errorf("Tx.Reschedule(RUNNING) = %+v, %v; want ErrNotReschedulable with the task", got, err)
 		}
-		if got, err := txs.RetryTx(e.ctx, tx, scheduled.ID); !errors.Is(err, store.ErrNotRetryable) || got == nil || got.ID != scheduled.ID {
-			e.t.Errorf("RetryTx(SCHEDULED) = %+v, %v; want ErrNotRetryable with the task", got, err)
+		if got, err := tx.Retry(e.ctx, scheduled.ID); !errors.Is(err, store.ErrNotRetryable) || got == nil || got.ID != scheduled.ID {
+			e.t.Errorf("Tx.Retry(SCHEDULED) = %+v, %v; want ErrNotRetryable with the task", got, err)
 		}
-		if got, err := txs.ClaimTriggerTx(e.ctx, tx, running.ID, newExecID()); !errors.Is(err, store.ErrNotTriggerable) || got == nil || got.ID != running.ID {
-			e.t.Errorf("ClaimTriggerTx(RUNNING) = %+v, %v; want ErrNotTriggerable with the task", got, err)
+		if got, err := tx.Trigger(e.ctx, running.ID, newExecID()); !errors.Is(err, store.ErrNotTriggerable) || got == nil || got.ID != running.ID {
+			e.t.Errorf("Tx.Trigger(RUNNING) = %+v, %v; want ErrNotTriggerable with the task", got, err)
 		}
-		if _, err := txs.ClaimTriggerTx(e.ctx, tx, scheduled.ID, ""); !errors.Is(err, store.ErrInvalid) {
-			e.t.Errorf("ClaimTriggerTx without an execution id = %v, want ErrInvalid", err)
+		if _, err := tx.Trigger(e.ctx, scheduled.ID, ""); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Tx.Trigger without an execution id = %v, want ErrInvalid", err)
 		}
-		if _, err := txs.GetTx(e.ctx, tx, 1<<40); !errors.Is(err, store.ErrNotFound) {
-			e.t.Errorf("GetTx(missing) = %v, want ErrNotFound", err)
+		if _, err := tx.Get(e.ctx, 1<<40); !errors.Is(err, store.ErrNotFound) {
+			e.t.Errorf("Tx.Get(missing) = %v, want ErrNotFound", err)
 		}
-		if _, err := txs.PauseScheduleTx(e.ctx, tx, "no-such-schedule"); !errors.Is(err, store.ErrNotFound) {
-			e.t.Errorf("PauseScheduleTx(missing) = %v, want ErrNotFound", err)
+		if _, err := tx.PauseSchedule(e.ctx, "no-such-schedule"); !errors.Is(err, store.ErrNotFound) {
+			e.t.Errorf("Tx.PauseSchedule(missing) = %v, want ErrNotFound", err)
 		}
-		if _, err := txs.AuditTx(e.ctx, tx, store.AuditRecord{Actor: "ops"}); !errors.Is(err, store.ErrInvalid) {
-			e.t.Errorf("AuditTx without an action or result = %v, want ErrInvalid", err)
+		if _, err := tx.Audit(e.ctx, store.AuditRecord{Actor: "ops"}); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Tx.Audit without an action or result = %v, want ErrInvalid", err)
 		}
 		var err error
-		rec, err = txs.AuditTx(e.ctx, tx, store.AuditRecord{Actor: "ops", Action: "task.retry", Result: "conflict"})
+		rec, err = tx.Audit(e.ctx, store.AuditRecord{Actor: "ops", Action: "task.retry", Result: "conflict"})
 		return err
 	})
 	if err != nil {
 		e.t.Fatalf("InTx after the refusals: %v, want the transaction usable", err)
 	}
-	e.unchanged("a refused RescheduleTx", running)
-	e.unchanged("a refused RetryTx", scheduled)
+	e.unchanged("a refused Tx.Reschedule", running)
+	e.unchanged("a refused Tx.Retry", scheduled)
 	if log := e.auditLog(store.AuditQuery{Limit: 10}); len(log) != 1 || log[0].ID != rec.ID {
 		e.t.Errorf("audit log %+v, want the record written after the refusals", log)
 	}
 }
 
-// ClaimTriggerTx applies a task key's rule as Trigger does: refused, naming the
+// Tx.Trigger applies a task key's rule as Trigger does: refused, naming the
 // holder, while another task holds the key.
-func testClaimTriggerTxWhileHeld(e *env) {
+func testTxTriggerWhileHeld(e *env) {
 	txs := e.txStore()
 	key := "tx-manual"
 	holder := e.holding(key, store.OverlapSkip, store.Running)
 	other := e.insert(e.keyed(e.future(), key, store.OverlapSkip))[0]
 	free := e.insert(e.keyed(e.future(), "tx-free", store.OverlapSkip))[0]
 	exec := newExecID()
-	if err := txs.InTx(e.ctx, func(tx any) error {
-		got, err := txs.ClaimTriggerTx(e.ctx, tx, other.ID, newExecID())
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		got, err := tx.Trigger(e.ctx, other.ID, newExecID())
 		var held *store.KeyHeldError
 		if !errors.As(err, &held) || held.Holder != holder.ID || got == nil || got.ID != other.ID {
-			e.t.Errorf("ClaimTriggerTx(key held) = %+v, %v; want a KeyHeldError naming task %d", got, err, holder.ID)
+			e.t.Errorf("Tx.Trigger(key held) = %+v, %v; want a KeyHeldError naming task %d", got, err, holder.ID)
 		}
-		_, err = txs.ClaimTriggerTx(e.ctx, tx, free.ID, exec)
+		_, err = tx.Trigger(e.ctx, free.ID, exec)
 		return err
 	}); err != nil {
 		e.t.Fatalf("InTx: %v", err)
 	}
-	e.unchanged("a refused ClaimTriggerTx", other)
+	e.unchanged("a refused Tx.Trigger", other)
 	if got := e.get(free.ID); got.Status != store.Dispatching || got.ExecutionID != exec {
 		e.t.Errorf("the keyed task with a free key is %s under %q, want DISPATCHING under %s", got.Status, got.ExecutionID, exec)
 	}
@@ -229,14 +232,14 @@ func testInTxRollbackHoldsNothingBack(e *env) {
 	later := e.scheduled(e.future())
 	cur := e.cursor()
 	boom := errors.New("boom")
-	if err := txs.InTx(e.ctx, func(tx any) error {
-		if _, err := txs.RetryTx(e.ctx, tx, later.ID); !errors.Is(err, store.ErrNotRetryable) {
-			e.t.Errorf("RetryTx(SCHEDULED) = %v, want ErrNotRetryable", err)
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		if _, err := tx.Retry(e.ctx, later.ID); !errors.Is(err, store.ErrNotRetryable) {
+			e.t.Errorf("Tx.Retry(SCHEDULED) = %v, want ErrNotRetryable", err)
 		}
-		if _, err := txs.RetryTx(e.ctx, tx, failed.ID); err != nil {
+		if _, err := tx.Retry(e.ctx, failed.ID); err != nil {
 			return err
 		}
-		if _, err := txs.RescheduleTx(e.ctx, tx, later.Name, later.Key, e.future().Add(time.Hour)); err != nil {
+		if _, err := tx.Reschedule(e.ctx, later.Name, later.Key, e.future().Add(time.Hour)); err != nil {
 			return err
 		}
 		return boom
@@ -247,5 +250,91 @@ func testInTxRollbackHoldsNothingBack(e *env) {
 	res := e.changed(cur, e.future().Add(2*time.Hour), 10)
 	if len(res.Changed) != 1 || res.Changed[0].ID != fresh.ID {
 		e.t.Errorf("Refill after a rolled-back InTx and an insert: changed %v, want task %d alone", res.Changed, fresh.ID)
+	}
+}
+
+// A Tx inserts, cancels and makes due in its transaction: nothing of it is visible
+// after a rollback, all of it after the commit.
+func testTxWrites(e *env) {
+	txs := e.txStore()
+	later, cancel := e.scheduled(e.future()), e.scheduled(e.future())
+	nt := e.newTask(e.future())
+	writes := func(tx store.Tx) (*store.Task, error) {
+		res, err := tx.Insert(e.ctx, []store.NewTask{nt})
+		if err != nil || len(res) != 1 || res[0].Err != nil || res[0].Task.ID == 0 {
+			e.t.Fatalf("Tx.Insert = %+v, %v; want the stored task", res, err)
+		}
+		if got, err := tx.Cancel(e.ctx, cancel.Name, cancel.Key); err != nil || got.Status != store.Cancelled {
+			e.t.Fatalf("Tx.Cancel = %+v, %v; want CANCELLED", got, err)
+		}
+		if got, err := tx.MakeDue(e.ctx, later.ID); err != nil || got.Status != store.Scheduled || got.TriggeredAt.IsZero() {
+			e.t.Fatalf("Tx.MakeDue = %+v, %v; want SCHEDULED, triggered", got, err)
+		}
+		if _, err := tx.MakeDue(e.ctx, cancel.ID); !errors.Is(err, store.ErrNotTriggerable) {
+			e.t.Errorf("Tx.MakeDue(cancelled in the transaction) = %v, want ErrNotTriggerable", err)
+		}
+		return tx.Get(e.ctx, res[0].Task.ID)
+	}
+	errBoom := errors.New("boom")
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		if _, err := writes(tx); err != nil {
+			e.t.Fatalf("Tx.Get of the inserted task: %v", err)
+		}
+		return errBoom
+	}); !errors.Is(err, errBoom) {
+		e.t.Fatalf("InTx error = %v, want fn's", err)
+	}
+	e.unchanged("a rolled-back Tx.Cancel", cancel)
+	e.unchanged("a rolled-back Tx.MakeDue", later)
+	if _, err := e.s.Lookup(e.ctx, nt.Name, nt.Key); !errors.Is(err, store.ErrNotFound) {
+		e.t.Errorf("Lookup of a rolled-back Tx.Insert: %v, want ErrNotFound", err)
+	}
+	var inserted *store.Task
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		var err error
+		inserted, err = writes(tx)
+		return err
+	}); err != nil {
+		e.t.Fatalf("InTx error: %v", err)
+	}
+	if got := e.get(inserted.ID); got.Status != store.Scheduled || got.Key != nt.Key {
+		e.t.Errorf("the committed Tx.Insert: %+v, want it SCHEDULED", got)
+	}
+	if got := e.get(cancel.ID); got.Status != store.Cancelled {
+		e.t.Errorf("the committed Tx.Cancel: %s, want CANCELLED", got.Status)
+	}
+	if got := e.get(later.ID); !got.DueAt.Before(later.DueAt) || got.TriggeredAt.IsZero() {
+		e.t.Errorf("the committed Tx.MakeDue: due %v, triggered %v; want it due now, triggered", got.DueAt, got.TriggeredAt)
+	}
+}
+
+// Bind takes a transaction of the store's own kind and database — InTx's, here —
+// and refuses anything else, before writing.
+func testTxBind(e *env) {
+	txs := e.txStore()
+	later := e.scheduled(e.future())
+	for _, bad := range []any{nil, "not a transaction", 42} {
+		if v, err := txs.Bind(e.ctx, bad); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Bind(%#v) = %v, %v; want ErrInvalid", bad, v, err)
+		}
+	}
+	if err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		if _, err := tx.MakeDue(e.ctx, later.ID); err != nil {
+			return err
+		}
+		v, err := txs.Bind(e.ctx, tx.Raw())
+		if err != nil {
+			e.t.Fatalf("Bind(InTx's own transaction) error: %v", err)
+		}
+		if v.Raw() != tx.Raw() {
+			e.t.Errorf("Bind(tx).Raw() = %v, want tx, %v", v.Raw(), tx.Raw())
+		}
+		got, err := v.Get(e.ctx, later.ID)
+		if err != nil || got.TriggeredAt.IsZero() {
+			e.t.Errorf("Get through the bound view = %+v, %v; want the transaction's own change", got, err)
+		}
+		return err
+	}); err != nil {
+		e.t.Fatalf("InTx error: %v", err)
 	}
 }

@@ -1,0 +1,218 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/store"
+)
+
+// finisher writes results in batches: it takes what has queued up while the previous
+// write was in flight, up to MaxBatch. When results were waiting as the previous write
+// returned (the handlers return faster than results are written), a write that would
+// carry less than half a batch first lingers for more, for at most as long as the
+// previous write took and maxLinger: a write costs the store much the same for 20
+// results as for 100 (PostgreSQL: 0.6 ms of CPU a statement, 12 µs a result), and a
+// result waits at most one write longer to be recorded. Handlers do not wait for it:
+// their slots are free already. A result that finds the finisher idle is written at
+// once, and Stop ends a wait at once.
+func (e *Executor) finisher() {
+	batch := make([]*execution, 0, store.MaxBatch)
+	var took time.Duration // the previous write's
+	for {
+		batch = batch[:0]
+		waiting := true
+		select {
+		case x := <-e.results:
+			batch = append(batch, x)
+		default:
+			waiting = false
+			select {
+			case x := <-e.results:
+				batch = append(batch, x)
+			case <-e.finished:
+				select {
+				case x := <-e.results:
+					batch = append(batch, x)
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < store.MaxBatch {
+			select {
+			case x := <-e.results:
+				batch = append(batch, x)
+			default:
+				break fill
+			}
+		}
+		if waiting && len(batch) < store.MaxBatch/2 {
+			batch = e.linger(batch, min(took, maxLinger))
+		}
+		start := time.Now()
+		e.finish(batch)
+		took = time.Since(start)
+	}
+}
+
+// maxLinger bounds how long the finisher waits for more results to write with the
+// ones it has (see finisher).
+const maxLinger = 5 * time.Millisecond
+
+// linger adds to batch the results that arrive within d, until it holds half a batch
+// or Stop begins.
+func (e *Executor) linger(batch []*execution, d time.Duration) []*execution {
+	if d <= 0 {
+		return batch
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for len(batch) < store.MaxBatch/2 {
+		select {
+		case x := <-e.results:
+			batch = append(batch, x)
+		case <-t.C:
+			return batch
+		case <-e.finished:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (e *Executor) finish(batch []*execution) {
+	now := e.cfg.Clock.Now()
+	results := make([]store.Finish, len(batch))
+	for i, x := range batch {
+		results[i] = Result(&x.task, x.err, x.released(), now, e.backoff)
+	}
+	var applied []bool
+	ambiguous := false // an earlier attempt failed: it may have committed
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		var err error
+		if applied, err = e.cfg.Store.Finish(context.Background(), store.Fence{}, results); err == nil {
+			if ambiguous {
+				e.ownFinish(results, applied)
+			}
+			break
+		}
+		ambiguous = true
+		// Keep the executions in the running set so that heartbeats keep them
+		// alive while the store is unreachable; give up when the store is closed or
+		// on a hard stop: orphan recovery takes over.
+		e.cfg.Log.LogAttrs(context.Background(), slog.LevelError, "ax: record results failed", slog.Int("tasks", len(batch)), slog.Any("err", err))
+		if errors.Is(err, store.ErrClosed) {
+			e.forget(batch)
+			return
+		}
+		select {
+		case <-e.abandon:
+			e.forget(batch)
+			return
+		case <-time.After(wait):
+		}
+	}
+	loopDone := sourceCounts{}
+	for i, x := range batch {
+		f := results[i]
+		attrs := append(observe.TaskAttrs(&x.task), slog.String("result", string(f.Status)))
+		switch {
+		case !applied[i]:
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: result discarded, execution superseded", attrs...)
+		case f.Status == store.Succeeded:
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task succeeded", attrs...)
+		case f.Status == store.Scheduled:
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelInfo, "ax: task will be retried", append(attrs, slog.Time("due_at", f.DueAt), slog.String("err", f.Error))...)
+		default:
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: task failed", append(attrs, slog.String("err", f.Error))...)
+		}
+		if applied[i] {
+			e.cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
+			e.cfg.Stats.Record(now, &x.task, x.outcome, f.Status == store.Scheduled && !x.released())
+			if f.Status == store.Scheduled && !x.released() {
+				e.cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
+			}
+		}
+		if applied[i] && f.Status == store.Scheduled {
+			e.cfg.OnRetry(store.Due{ID: f.TaskID, DueAt: f.DueAt})
+		}
+		e.mu.Lock()
+		delete(e.running, x.task.ExecutionID)
+		e.mu.Unlock()
+		loopDone.add(x.src)
+	}
+	if freed := FreedKeys(len(batch), func(i int) *store.Task { return &batch[i].task }, applied); len(freed) > 0 {
+		e.cfg.OnKeysFree(freed)
+	}
+	loopDone.report()
+}
+
+// ownFinish resolves the results a retried Finish answers as not applied: if the
+// task holds this execution's outcome already, the earlier attempt committed but its
+// answer was lost on the way back. (Recovery writes an orphan's outcome under the
+// same execution id, but never SUCCEEDED, and with its own LastError.)
+func (e *Executor) ownFinish(results []store.Finish, applied []bool) {
+	for i, f := range results {
+		if applied[i] {
+			continue
+		}
+		t, err := e.cfg.Store.Get(context.Background(), f.TaskID)
+		if err == nil && t.ExecutionID == f.ExecutionID && t.Status == f.Status &&
+			(f.Status == store.Succeeded || t.LastError == f.Error) {
+			applied[i] = true
+		}
+	}
+}
+
+// forget drops executions whose results could not be written: recovery takes them.
+func (e *Executor) forget(batch []*execution) {
+	e.unwritten.Add(int64(len(batch)))
+	e.mu.Lock()
+	for _, x := range batch {
+		delete(e.running, x.task.ExecutionID)
+	}
+	e.mu.Unlock()
+}
+
+// Result turns an execution's result into the task's next state: SUCCEEDED, a
+// business retry (SCHEDULED, Attempt+1, after backoff(t, Attempt+1)), FAILED when
+// retries are exhausted, or, for an execution released at shutdown, SCHEDULED now
+// without using a retry.
+func Result(t *store.Task, err error, released bool, now time.Time, backoff func(t *store.Task, n int) time.Duration) store.Finish {
+	f := store.Finish{TaskID: t.ID, ExecutionID: t.ExecutionID}
+	switch {
+	case err == nil:
+		f.Status = store.Succeeded
+	case released:
+		f.Status, f.Attempt, f.DueAt = store.Scheduled, t.Attempt, now
+		f.Error = "released: scheduler stopped during the execution: " + err.Error()
+	case t.Attempt >= t.MaxRetry:
+		f.Status, f.Error = store.Failed, err.Error()
+	default:
+		next := t.Attempt + 1
+		f.Status, f.Attempt, f.Error = store.Scheduled, next, err.Error()
+		f.DueAt = now.Add(backoff(t, next))
+	}
+	return f
+}
+
+func (e *Executor) backoff(t *store.Task, n int) time.Duration {
+	return RetryDelay(t, n, e.cfg.Handler)
+}
+
+// RetryDelay is the delay before business retry n of t: the delays stored with the
+// task, else its handler's (looked up by handler), else DefaultBackoff.
+func RetryDelay(t *store.Task, n int, handler func(name string) *Handler) time.Duration {
+	if n-1 < len(t.Backoff) {
+		return t.Backoff[n-1]
+	}
+	if hd := handler(t.Name); hd != nil && hd.Backoff != nil {
+		return max(hd.Backoff(n), 0)
+	}
+	return DefaultBackoff(n)
+}
