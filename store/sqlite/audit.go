@@ -12,7 +12,7 @@ import (
 )
 
 // Audit appends a record to the view's namespace's audit log, in a write transaction
-// of its own (see store.Auditor).
+// of its own (see store.Auditor); a store.Tx's Audit runs auditIn in its transaction.
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
 	if err := store.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
@@ -20,22 +20,6 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 	err := s.write(ctx, "audit", func(tx *sql.Tx) error { return s.auditIn(ctx, tx, &rec) })
 	if err != nil {
 		return nil, err
-	}
-	return &rec, nil
-}
-
-// AuditTx is Audit inside the caller's transaction tx, a *sql.Tx on the store's file
-// (see store.TxStore).
-func (s *Store) AuditTx(ctx context.Context, tx any, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := store.CheckAudit(rec); err != nil {
-		return nil, fmt.Errorf("ax: sqlite: %w", err)
-	}
-	stx, err := s.callerTx(ctx, "audit in transaction", tx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.auditIn(ctx, stx, &rec); err != nil {
-		return nil, s.wrap("audit in transaction", err)
 	}
 	return &rec, nil
 }

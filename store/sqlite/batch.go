@@ -66,7 +66,7 @@ func (s *Store) batch(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows,
 	return tx.StmtContext(ctx, s.stmts[b][i]).QueryContext(ctx, args...)
 }
 
-// batchText is batch for a transaction of the caller's (InsertTx), on another
+// batchText is batch for a transaction of the caller's (a store.Tx from Bind), on another
 // *sql.DB, to which the statements prepared on the writer do not apply: the SQL goes
 // as text.
 func (s *Store) batchText(ctx context.Context, tx *sql.Tx, b *batchStmt, head, rows, tail []any) (*sql.Rows, error) {

@@ -17,8 +17,6 @@ import (
 // "acquired" row in its IMMEDIATE transaction (recordAcquired); the other methods each
 // run one statement, or one write transaction, on the primary key.
 
-var _ store.LeadershipLog = (*Store)(nil)
-
 // newestChangeSQL reads a namespace's newest change: one step of the primary key's
 // backward scan.
 const newestChangeSQL = `SELECT epoch, kind, holder, reason FROM ax_leadership
@@ -46,7 +44,7 @@ func recordAcquired(ctx context.Context, tx *sql.Tx, namespace, holder string, e
 const appendChangeSQL = `INSERT INTO ax_leadership (namespace, epoch, kind, holder, at, reason)
 	VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
-// EndLeadership appends the end of holder's term of epoch. See [store.LeadershipLog].
+// EndLeadership appends the end of holder's term of epoch. See [store.Fencer].
 func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
 	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
 		return fmt.Errorf("ax: sqlite: %w", err)
@@ -58,7 +56,7 @@ func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epo
 }
 
 // LeadershipHistory returns the namespace's newest n changes, a backward scan of the
-// primary key. See [store.LeadershipLog].
+// primary key. See [store.Fencer].
 func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) ([]store.LeadershipChange, error) {
 	if err := leaderlog.CheckHistory(namespace, n); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
@@ -88,7 +86,7 @@ const historySQL = `SELECT epoch, kind, holder, at, reason FROM ax_leadership
 // PruneLeadership deletes the namespace's oldest changes, in one write transaction
 // of three statements on the primary key: the newest change beyond keepNewest (the
 // cut), the oldest change after it recorded at or after before (the first to stay),
-// and the DELETE of up to limit changes before that one. See [store.LeadershipLog].
+// and the DELETE of up to limit changes before that one. See [store.Pruner].
 func (s *Store) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
 	if err := leaderlog.CheckPrune(namespace, before, keepNewest, limit); err != nil {
 		return 0, fmt.Errorf("ax: sqlite: %w", err)

@@ -14,8 +14,6 @@ import (
 // call is one conditional statement in an IMMEDIATE transaction on the writer
 // connection, with this process's clock: for an embedded database, the store's clock.
 
-var _ store.Leaser = (*Store)(nil)
-
 // leaseSQL reads a namespace's lease: holder, epoch and expires_at in microseconds.
 const leaseSQL = `SELECT holder, epoch, expires_at FROM ax_leader WHERE namespace = ?`
 

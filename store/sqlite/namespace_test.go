@@ -199,8 +199,8 @@ func TestTaskKeysPerNamespace(t *testing.T) {
 	}
 }
 
-// TestInsertTxNamespace: InsertTx stamps the view's namespace.
-func TestInsertTxNamespace(t *testing.T) {
+// TestBindNamespace: a Tx bound by a view inserts into the view's namespace.
+func TestBindNamespace(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ax.db")
 	s, err := sqlite.Open(path)
@@ -219,19 +219,24 @@ func TestInsertTxNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins, err := a.InsertTx(ctx, tx, []store.NewTask{{Name: "tx", Key: "1", DueAt: time.Now()}})
+	in, err := a.Bind(ctx, tx)
+	if err != nil {
+		tx.Rollback()
+		t.Fatalf("Bind in a: %v", err)
+	}
+	ins, err := in.Insert(ctx, []store.NewTask{{Name: "tx", Key: "1", DueAt: time.Now()}})
 	if err != nil || ins[0].Err != nil {
 		tx.Rollback()
-		t.Fatalf("InsertTx in a = %+v, %v", ins, err)
+		t.Fatalf("Insert in a's Tx = %+v, %v", ins, err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := a.Lookup(ctx, "tx", "1"); err != nil || got.ID != ins[0].Task.ID {
-		t.Errorf("Lookup in a of its InsertTx task = %+v, %v", got, err)
+		t.Errorf("Lookup in a of its Tx's task = %+v, %v", got, err)
 	}
 	if _, err := s.Get(ctx, ins[0].Task.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Get in the default namespace of a's InsertTx task: %v, want ErrNotFound", err)
+		t.Errorf("Get in the default namespace of a's Tx's task: %v, want ErrNotFound", err)
 	}
 }
 

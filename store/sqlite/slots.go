@@ -14,8 +14,6 @@ import (
 // FireSchedule and ResumeSchedule write them in their transactions (insertGaps); the
 // reads below are each one statement on one index, through the read pool.
 
-var _ store.SlotHistory = (*Store)(nil)
-
 // insertGaps records gaps of schedule name in tx.
 func (s *Store) insertGaps(ctx context.Context, tx *sql.Tx, name string, gaps []store.SlotGap) error {
 	now := micros(now())

@@ -170,7 +170,7 @@
 //
 // # Namespaces
 //
-// A Store is the view of one namespace (store.Namespaced): Open returns
+// A Store is the view of one namespace (store.Store.InNamespace): Open returns
 // store.DefaultNamespace's, and InNamespace returns another *Store that shares the
 // writer connection, the read pool, the prepared statements and the closed flag (one
 // pointer to them) and differs only in its namespace, so a view costs nothing and
@@ -180,7 +180,7 @@
 // primary key becomes (namespace, name), is copied into a new table), and every index
 // of ax_tasks leads with it, so a namespace's scans are ranges of its own rows.
 //
-// Insert, InsertTx, FireSchedule and RegisterSchedules stamp the view's namespace;
+// Insert (the store's and a store.Tx's), FireSchedule and RegisterSchedules stamp the view's namespace;
 // every read and write of rows by name, key or time filters by it. The statements that
 // name their rows by id (Claim, Start, Heartbeat, Finish, Requeue, Get, Trigger)
 // compare +namespace = ?: checked on the row found by the primary key, never used to
@@ -245,14 +245,7 @@ type conns struct {
 	checkpointsDone chan struct{}      // closed when the checkpointer has ended
 }
 
-var (
-	_ store.Store        = (*Store)(nil)
-	_ store.TxStore      = (*Store)(nil)
-	_ store.Pruner       = (*Store)(nil)
-	_ store.Auditor      = (*Store)(nil)
-	_ store.Namespaced   = (*Store)(nil)
-	_ store.NodeRegistry = (*Store)(nil)
-)
+var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file at path, migrates its schema and
 // returns the store. The caller must Close it.
@@ -332,7 +325,7 @@ func openWriter(path string) (*sql.DB, error) {
 }
 
 // InNamespace returns the view of namespace ns: a *Store that reads and writes only
-// ns's tasks, schedules and nodes, on the same connections (see store.Namespaced). It
+// ns's tasks, schedules and nodes, on the same connections (see store.Store). It
 // costs no round trip. Closing any view closes them all.
 func (s *Store) InNamespace(ns string) (store.Store, error) {
 	if err := store.CheckNamespace(ns); err != nil {

@@ -24,49 +24,6 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	return out, nil
 }
 
-// InsertTx is Insert, into the view's namespace, inside the caller's transaction: a
-// *sql.Tx on a database/sql handle of the same file (sql.Open("sqlite", path) with modernc.org/sqlite). The
-// tasks exist if, and only if, the caller commits. SQLite has one writer at a time:
-// while the caller's transaction is open, the scheduler's own writes wait for it (up
-// to the busy timeout, 10s), so keep such transactions short.
-func (s *Store) InsertTx(ctx context.Context, tx any, tasks []store.NewTask) ([]store.Inserted, error) {
-	if err := validNew("insert in transaction", tasks); err != nil {
-		return nil, err
-	}
-	stx, err := s.callerTx(ctx, "insert in transaction", tx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.Inserted, len(tasks))
-	if err := s.insert(ctx, stx, s.batchText, tasks, out); err != nil {
-		return nil, s.wrap("insert in transaction", err)
-	}
-	return out, nil
-}
-
-// mainFileSQL reads the file of a connection's main database.
-const mainFileSQL = `SELECT file FROM pragma_database_list WHERE name = 'main'`
-
-// callerTx returns tx, a transaction of the caller's, as a *sql.Tx after checking that
-// it is on the store's file: a read, which changes nothing.
-func (s *Store) callerTx(ctx context.Context, op string, tx any) (*sql.Tx, error) {
-	stx, ok := tx.(*sql.Tx)
-	if !ok || stx == nil {
-		return nil, fmt.Errorf("ax: sqlite: %s: %T is not a *sql.Tx: %w", op, tx, store.ErrInvalid)
-	}
-	if s.closed.Load() {
-		return nil, fmt.Errorf("ax: sqlite: %s: %w", op, store.ErrClosed)
-	}
-	var file string
-	if err := stx.QueryRowContext(ctx, mainFileSQL).Scan(&file); err != nil {
-		return nil, s.wrap(op, err)
-	}
-	if file != s.file {
-		return nil, fmt.Errorf("ax: sqlite: %s: the transaction is on %q, the store on %q: %w", op, file, s.file, store.ErrInvalid)
-	}
-	return stx, nil
-}
-
 // validNew checks tasks as the contract asks of Insert; op names the caller in the
 // error.
 func validNew(op string, tasks []store.NewTask) error {
@@ -193,7 +150,17 @@ const (
 
 // Get returns one task of the view's namespace.
 func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
-	t, err := scanTask(s.r.QueryRowContext(ctx, getSQL, id, s.ns))
+	return s.get(ctx, s.r, id)
+}
+
+// rowQuerier is what reads one row: the read pool, or a transaction.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// get is Get through q: the read pool, or a store.Tx's transaction.
+func (s *Store) get(ctx context.Context, q rowQuerier, id int64) (*store.Task, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, getSQL, id, s.ns))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ax: sqlite: get task %d: %w", id, store.ErrNotFound)
 	}
@@ -244,69 +211,14 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	if err != nil {
 		return nil, err
 	}
-	if sentinel != nil {
-		return store.Refusal(fmt.Sprintf("ax: sqlite: cancel %q/%q", name, key), t, sentinel)
-	}
-	return t, nil
+	return cancelled(name, key, t, sentinel)
 }
 
-// CancelTx is Cancel inside the caller's transaction tx, a *sql.Tx on the store's
-// file, which it neither commits nor rolls back. A tx on another file is ErrInvalid.
-func (s *Store) CancelTx(ctx context.Context, tx any, name, key string) (*store.Task, error) {
-	stx, err := s.callerTx(ctx, "cancel in transaction", tx)
-	if err != nil {
-		return nil, err
-	}
-	t, sentinel, err := s.cancelIn(ctx, stx, name, key)
-	if err != nil {
-		return nil, s.wrap("cancel in transaction", err)
-	}
+// cancelled is the answer of a cancel of (name, key) that found t, and refused it
+// with sentinel unless nil.
+func cancelled(name, key string, t *store.Task, sentinel error) (*store.Task, error) {
 	if sentinel != nil {
 		return store.Refusal(fmt.Sprintf("ax: sqlite: cancel %q/%q", name, key), t, sentinel)
-	}
-	return t, nil
-}
-
-// TriggerTx is a trigger inside the caller's transaction tx, a *sql.Tx on the store's
-// file (see store.TxStore): the task SCHEDULED, due now, with a fresh sequence number.
-func (s *Store) TriggerTx(ctx context.Context, tx any, id int64) (*store.Task, error) {
-	if tx == nil { // a write transaction of the store's own
-		var t *store.Task
-		var refusal error
-		err := s.write(ctx, "trigger in transaction", func(own *sql.Tx) error {
-			t, refusal = s.TriggerTx(ctx, own, id)
-			if refusal != nil && t == nil && !errors.Is(refusal, store.ErrNotFound) {
-				return refusal // the database's error: roll back
-			}
-			return nil // applied, or a refusal that wrote nothing
-		})
-		if err != nil {
-			return nil, err
-		}
-		return t, refusal
-	}
-	op := fmt.Sprintf("ax: sqlite: trigger task %d", id)
-	stx, err := s.callerTx(ctx, "trigger in transaction", tx)
-	if err != nil {
-		return nil, err
-	}
-	seq, err := nextSeq(ctx, stx, 1)
-	if err != nil {
-		return nil, s.wrap("trigger in transaction", err)
-	}
-	ts := micros(now())
-	t, err := scanTask(stx.QueryRowContext(ctx, `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED',
-		due_at = ?, finished_at = NULL, triggered_at = ?, seq = ?, updated_at = ?
-		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0 RETURNING `+taskColumns, ts, ts, seq, ts, id, s.ns))
-	var sentinel error
-	if errors.Is(err, sql.ErrNoRows) {
-		t, sentinel, err = s.refused(ctx, stx, store.ErrNotTriggerable, getSQL, id, s.ns)
-	}
-	if err != nil {
-		return nil, s.wrap("trigger in transaction", err)
-	}
-	if sentinel != nil {
-		return store.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }
@@ -378,6 +290,28 @@ func (s *Store) retryIn(ctx context.Context, tx *sql.Tx, seq, id int64) (*store.
 		return t, nil, err
 	}
 	return s.refused(ctx, tx, store.ErrNotRetryable, getSQL, id, s.ns)
+}
+
+// MakeDue makes a SCHEDULED or FAILED task of the view's namespace due now, without
+// claiming it, with a fresh sequence number, in one write transaction (see
+// store.TaskWriter).
+func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	return s.moveBack(ctx, "make due", fmt.Sprintf("ax: sqlite: make task %d due", id), func(tx *sql.Tx, seq int64) (*store.Task, error, error) {
+		return s.makeDueIn(ctx, tx, seq, id)
+	})
+}
+
+// makeDueIn is MakeDue in tx, with sequence number seq: the task SCHEDULED, due now
+// and stamped triggered, from FAILED with one more attempt.
+func (s *Store) makeDueIn(ctx context.Context, tx *sql.Tx, seq, id int64) (*store.Task, error, error) {
+	ts := micros(now())
+	t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED',
+		due_at = ?, finished_at = NULL, triggered_at = ?, seq = ?, updated_at = ?
+		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0 RETURNING `+taskColumns, ts, ts, seq, ts, id, s.ns))
+	if !errors.Is(err, sql.ErrNoRows) {
+		return t, nil, err
+	}
+	return s.refused(ctx, tx, store.ErrNotTriggerable, getSQL, id, s.ns)
 }
 
 // moveBack runs move, a transition that leaves one task SCHEDULED, in a write
