@@ -24,7 +24,6 @@ import (
 	"github.com/axsched/ax/internal/clientaddr"
 	"github.com/axsched/ax/internal/lograte"
 	"github.com/axsched/ax/metrics"
-	"github.com/axsched/ax/store"
 )
 
 // runServe is `ax serve`: an operations node. It opens the store, builds a scheduler
