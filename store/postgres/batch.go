@@ -212,7 +212,7 @@ func readRefs(br pgx.BatchResults, n int, into map[ref]int) error {
 //
 // Tasks whose key restricts them (a TaskKey with Overlap skip or queue) are left
 // alone by the claim statement and then go through claimKeyed, in a second
-// transaction under their keys' advisory locks (see doc.go, "Task keys"); a call
+// transaction under their keys' advisory locks (see DESIGN.md, "Task keys"); a call
 // without such due tasks is one transaction and one round trip, as before. A fence
 // with a token is checked first in each of the two transactions (see fence.go).
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
