@@ -112,13 +112,13 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		age    time.Duration
 		prune  func(ctx context.Context, before time.Time) (int, error)
 	}{
-		{"slot_gaps", cfg.Gaps != nil, cfg.GapAge, func(ctx context.Context, before time.Time) (int, error) {
+		{observe.PrunedSlotGaps, cfg.Gaps != nil, cfg.GapAge, func(ctx context.Context, before time.Time) (int, error) {
 			return cfg.Gaps.PruneSlotGaps(ctx, before, cfg.Batch)
 		}},
-		{"audit", cfg.Audit != nil, cfg.AuditAge, func(ctx context.Context, before time.Time) (int, error) {
+		{observe.PrunedAudit, cfg.Audit != nil, cfg.AuditAge, func(ctx context.Context, before time.Time) (int, error) {
 			return cfg.Audit.PruneAudit(ctx, before, cfg.Batch)
 		}},
-		{"stats", cfg.Stats != nil, cfg.StatsAge, func(ctx context.Context, before time.Time) (int, error) {
+		{observe.PrunedStats, cfg.Stats != nil, cfg.StatsAge, func(ctx context.Context, before time.Time) (int, error) {
 			return cfg.Stats.PruneStats(ctx, before, cfg.Batch)
 		}},
 	} {
@@ -136,7 +136,7 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		if cfg.HistoryAge > 0 {
 			before = cfg.Now().Add(-cfg.HistoryAge)
 		}
-		n, err := drain(ctx, cfg, "leadership", func(ctx context.Context) (int, error) {
+		n, err := drain(ctx, cfg, observe.PrunedLeadership, func(ctx context.Context) (int, error) {
 			return cfg.History.PruneLeadership(ctx, cfg.Namespace, before, max(cfg.HistoryRows, 0), cfg.Batch)
 		})
 		if total += n; err != nil {
