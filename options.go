@@ -186,17 +186,21 @@ func WithOwner(service string) ContentOption {
 	return ContentOption{func(o *options) { o.owner = &service }}
 }
 
-// WithTx writes the task (Delay, At, SubmitMany), its cancellation (Cancel), its
-// trigger (Trigger), or any other action that takes it, inside tx, a transaction the
-// caller owns — or one of InTx's — and will commit or roll back, so that
-// "create the order" and "schedule its timeout", or "mark the order paid" and
-// "cancel its timeout", commit or roll back together: rolled back, the task never
-// existed, or was never cancelled; once committed, it runs on time (a task already
-// due runs right after the commit), or never. tx is a *sql.Tx on the store's database
-// for every SQL store, or a pgx.Tx on PostgreSQL; anything else, a transaction on
-// another database or schema (found before anything is written, so tx stays usable),
-// or a store that cannot join a caller's transaction, is ErrInvalid. Keep such
-// transactions short: a claim of a task the transaction wrote waits for it.
+// WithTx makes the call write inside tx, a transaction the caller owns and will commit
+// or roll back; tx may be one of InTx's. It applies to the task's write (Delay, At,
+// SubmitMany), its cancellation (Cancel), its trigger (Trigger), and any other action
+// that takes it.
+//
+// So "create the order" and "schedule its timeout", or "mark the order paid" and
+// "cancel its timeout", commit or roll back together. Rolled back, the task never
+// existed, or was never cancelled. Once committed, it runs on time, or never; a task
+// already due runs right after the commit.
+//
+// tx is a *sql.Tx on the store's database for every SQL store, or a pgx.Tx on
+// PostgreSQL. Anything else is ErrInvalid, and so is a store that cannot join a
+// caller's transaction. A transaction on another database or schema is ErrInvalid too;
+// it is found before anything is written, so tx stays usable. Keep such transactions
+// short: a claim of a task the transaction wrote waits for it.
 func WithTx(tx any) TxOption {
 	return TxOption(func(o *options) {
 		if tx == nil {
@@ -224,17 +228,19 @@ func WithTaskKey(key string) TaskOption {
 }
 
 // Unique says how long a task's business key (Name, Key) stays taken once the task
-// has finished (WithUnique). While it is taken, submitting the key again returns the
-// task with ErrDuplicate; once it is not, the submit creates a new task with a new id,
-// and the old one, marked Superseded, keeps its row and its history (Get, Tasks)
-// until retention removes it. A task holds its key while SCHEDULED, DISPATCHING or
-// RUNNING whatever its Unique.
+// has finished (WithUnique). A task holds its key while SCHEDULED, DISPATCHING or
+// RUNNING, whatever its Unique.
+//
+// While the key is taken, submitting it again returns the task with ErrDuplicate.
+// Once it is free, the submit creates a new task with a new id. The old task is marked
+// Superseded; it keeps its row and its history (Get, Tasks) until retention removes it.
 //
 // The default, UniqueLive, frees the key of a task that SUCCEEDED, was CANCELLED or
-// SKIPPED, and keeps the key of a FAILED one, which an operator may still Retry. A
-// submit repeated because its first attempt's outcome was unknown (a network error
-// at commit) can therefore create a second task if the first one has already
-// finished: a UniqueFor window longer than the caller's retries rules that out.
+// was SKIPPED. It keeps the key of a FAILED task, which an operator may still Retry.
+//
+// A submit may be repeated because its first attempt's outcome was unknown (a network
+// error at commit). The repeat can then create a second task if the first one has
+// already finished. A UniqueFor window longer than the caller's retries rules that out.
 type Unique int64
 
 // How long a finished task keeps its business key.
