@@ -48,14 +48,16 @@ const (
 	retainLeadershipAge  = 90 * 24 * time.Hour
 )
 
-// LeadershipHistory returns the newest n (1 to MaxLeadershipHistory) changes of the
-// leader of the scheduler's namespace, newest first: by epoch, a term's end before its
-// start. The history is in the store, written by the leaders of every replica under
-// an Elector, so any scheduler reads it, started or not, leader or not (an operations
-// node that never leads, too), and it survives restarts. A term's start is recorded
-// with its fence (a leader never writes under an epoch the history lacks); its end by
-// its leader, best effort, before it resigns. The leader keeps the newest 1,000
-// changes and none older than 90 days, unless Retention is Off.
+// LeadershipHistory returns the newest n changes of the leader of the scheduler's
+// namespace, newest first: by epoch, a term's end before its start. n is 1 to
+// MaxLeadershipHistory.
+//
+// The history is in the store, written by the leaders of every replica under an
+// Elector. So any scheduler reads it: started or not, leader or not, and an operations
+// node that never leads too. It survives restarts. A term's start is recorded with its
+// fence: a leader never writes under an epoch the history lacks. A term's end is
+// recorded by its leader, best effort, before it resigns. Unless Retention is Off, the
+// leader keeps the newest 1,000 changes and none older than 90 days.
 //
 // Without an Elector there are no terms, and no history. n out of range is ErrInvalid.
 func (s *Scheduler) LeadershipHistory(ctx context.Context, n int) ([]LeadershipChange, error) {

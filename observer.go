@@ -42,7 +42,7 @@ const (
 	// not known).
 	EventFinished EventKind = 4
 	// EventDispatchFailed: a claimed task could not be started and was handed back.
-	// Name, Reason (one of the DispatchReason values).
+	// Name, Reason (a DispatchReason).
 	EventDispatchFailed EventKind = 5
 	// EventRetryScheduled: a failed execution will be retried (business retry).
 	// Name, Due (the retry's due time).
@@ -71,28 +71,23 @@ const (
 	// in this scheduler, and was handed back (each time: a task that keeps coming due
 	// counts once per hand-back). Name.
 	EventUnhandled EventKind = 14
-	// EventLeadership: this scheduler's role changed (Config.Elector): Leader is true
-	// when it began leading, false when its term ended; Epoch is the term's fencing
-	// token; Reason, when a term ended, says why (lost, resigned, fenced, stopping, store_down).
+	// EventLeadership: this scheduler's role changed (Config.Elector). Leader is true
+	// when it began leading, false when its term ended. Epoch is the term's fencing
+	// token. Reason (a TermEndReason), when a term ended, says why.
 	EventLeadership EventKind = 15
 	// EventFenceRejected: the store refused a write of this scheduler's as fenced by
-	// a newer leader, and its term ended. Reason names the part: claim, schedule,
-	// recovery.
+	// a newer leader, and its term ended. Reason (a FencedPart) names the part.
 	EventFenceRejected EventKind = 16
 	// EventLease: the leader's lease, reported every second of a term and once at
 	// its end. Epoch, LeaseRemaining (the time until the leader stops acting on it
 	// unless a renewal succeeds; zero at the end).
 	EventLease EventKind = 17
 	// EventExecutorRequest: the leader sent a batch of Count tasks to another
-	// replica's executor. Reason is the result (ok, busy — some tasks refused for want
-	// of a slot —, unreachable, fenced, too_large — split in halves and sent again —,
-	// error), Duration the request's time.
+	// replica's executor. Reason (an ExecutorResult) is the result; Duration is the
+	// request's time.
 	EventExecutorRequest EventKind = 18
-	// EventPruned: retention deleted Count finished tasks, with their executions.
-	// Reason is their status, lower case: succeeded, failed, cancelled, skipped;
-	// or audit for audit records, slot_gaps for the gaps of schedules
-	// (ScheduleSlots), stats for rows of per-minute statistics, leadership for
-	// changes of the leadership history.
+	// EventPruned: retention deleted Count rows. Reason (a PruneTarget) says which:
+	// finished tasks of one status, with their executions, or another kind of record.
 	EventPruned EventKind = 19
 )
 
@@ -127,27 +122,31 @@ const (
 	OutcomeOrphaned  Outcome = "orphaned"  // its executor stopped heartbeating; counted as a failure
 )
 
+// DispatchReason is why a claimed task was handed back (Event.Reason of
+// EventDispatchFailed).
+type DispatchReason string
+
 // The reasons of EventDispatchFailed.
 const (
-	DispatchNoHandler = "no_handler" // no handler registered for the name
-	DispatchStopping  = "stopping"   // the scheduler was stopping
-	DispatchStuck     = "stuck"      // not started within DispatchTimeout of the claim
+	DispatchNoHandler DispatchReason = "no_handler" // no handler registered for the name
+	DispatchStopping  DispatchReason = "stopping"   // the scheduler was stopping
+	DispatchStuck     DispatchReason = "stuck"      // not started within DispatchTimeout of the claim
 	// DispatchLeaseEnded: claimed under a leader's lease that ended before the task
 	// started; the next leader runs it.
-	DispatchLeaseEnded = "lease_ended"
+	DispatchLeaseEnded DispatchReason = "lease_ended"
 	// DispatchBusy: no replica with the task's handler took it within half of
 	// DispatchTimeout, and one of them at least was full (the others unreachable or
 	// refusing).
-	DispatchBusy = "busy"
+	DispatchBusy DispatchReason = "busy"
 	// DispatchFenced: a replica's executor had seen a newer leader.
-	DispatchFenced = "fenced"
+	DispatchFenced DispatchReason = "fenced"
 	// DispatchUnreachable: the replica it was sent to did not answer; it is skipped
 	// until its health endpoint answers.
-	DispatchUnreachable = "unreachable"
+	DispatchUnreachable DispatchReason = "unreachable"
 	// DispatchRefused: the replicas it was sent to answered the dispatch with an
 	// error (or lacked its handler), none was merely full, and no other replica with
 	// its handler was left to try.
-	DispatchRefused = "refused"
+	DispatchRefused DispatchReason = "refused"
 )
 
 // The results of EventScheduleFired.
@@ -160,15 +159,82 @@ const (
 	ScheduleSkippedOverlap = "skipped_overlap"
 )
 
+// TermEndReason is why a term of leadership ended (Event.Reason of EventLeadership
+// with Leader false).
+type TermEndReason string
+
+// The reasons of EventLeadership.
+const (
+	TermLost      TermEndReason = "lost"       // the lease was lost, or the term ended for any other cause
+	TermResigned  TermEndReason = "resigned"   // the lease was resigned
+	TermFenced    TermEndReason = "fenced"     // the store or an executor had seen a newer leader
+	TermStopping  TermEndReason = "stopping"   // the scheduler was stopping
+	TermStoreDown TermEndReason = "store_down" // the store stopped answering
+)
+
+// FencedPart is the part of the scheduler whose write the store refused as fenced
+// (Event.Reason of EventFenceRejected).
+type FencedPart string
+
+// The parts of EventFenceRejected.
+const (
+	FencedClaim    FencedPart = "claim"    // claiming due tasks
+	FencedSchedule FencedPart = "schedule" // firing a schedule
+	FencedRecovery FencedPart = "recovery" // recovering orphans and stuck claims
+)
+
+// ExecutorResult is how a request to another replica's executor ended (Event.Reason
+// of EventExecutorRequest).
+type ExecutorResult string
+
+// The results of EventExecutorRequest.
+const (
+	ExecutorOK          ExecutorResult = "ok"          // the replica answered and refused no task for want of a slot
+	ExecutorBusy        ExecutorResult = "busy"        // some tasks refused for want of a slot
+	ExecutorUnreachable ExecutorResult = "unreachable" // the replica did not answer
+	ExecutorFenced      ExecutorResult = "fenced"      // the replica had seen a newer leader
+	ExecutorTooLarge    ExecutorResult = "too_large"   // the batch was too large: split in halves and sent again
+	ExecutorError       ExecutorResult = "error"       // any other error
+)
+
+// PruneTarget is what retention deleted (Event.Reason of EventPruned).
+type PruneTarget string
+
+// The targets of EventPruned: finished tasks of one status, lower case, with their
+// executions, or records of another kind.
+const (
+	PruneSucceeded  PruneTarget = "succeeded"  // SUCCEEDED tasks
+	PruneFailed     PruneTarget = "failed"     // FAILED tasks
+	PruneCancelled  PruneTarget = "cancelled"  // CANCELLED tasks
+	PruneSkipped    PruneTarget = "skipped"    // SKIPPED tasks
+	PruneAudit      PruneTarget = "audit"      // audit records
+	PruneSlotGaps   PruneTarget = "slot_gaps"  // the gaps of schedules (ScheduleSlots)
+	PruneStats      PruneTarget = "stats"      // rows of per-minute statistics
+	PruneLeadership PruneTarget = "leadership" // changes of the leadership history
+)
+
 // Event is one thing the scheduler did. Fields that do not apply to its Kind are
 // zero.
+//
+// Reason is set by five kinds, each from its own typed vocabulary:
+//
+//   - EventDispatchFailed: a DispatchReason
+//   - EventLeadership, when a term ended: a TermEndReason
+//   - EventFenceRejected: a FencedPart
+//   - EventExecutorRequest: an ExecutorResult
+//   - EventPruned: a PruneTarget
+//
+// Reason is a plain string, so a metric label or a log line takes it as is. To
+// compare or switch, convert it to the kind's type, as in
+// DispatchReason(e.Reason) == DispatchBusy: the compiler then refuses a constant of
+// another kind's vocabulary.
 type Event struct {
 	Kind     EventKind
 	At       time.Time // when it happened, by the scheduler's (store-corrected) clock
 	Name     string    // the task's name (its handler)
 	Schedule string    // the schedule, for schedule events and occurrences
 	Outcome  Outcome
-	Reason   string
+	Reason   string // typed per kind: see below
 	Result   string
 	Due      time.Time
 	Lateness time.Duration

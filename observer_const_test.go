@@ -1,9 +1,14 @@
 package ax
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
+	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/internal/leadership"
 	"github.com/axsched/ax/internal/observe"
+	"github.com/axsched/ax/remote"
 	"github.com/axsched/ax/store"
 )
 
@@ -30,9 +35,21 @@ func TestConstantsMatchTheKernel(t *testing.T) {
 	for ours, kernel := range map[string]string{
 		string(OutcomeSucceeded): observe.Succeeded, string(OutcomeFailed): observe.Failed, string(OutcomePanicked): observe.Panicked,
 		string(OutcomeTimedOut): observe.TimedOut, string(OutcomeReleased): observe.Released, string(OutcomeOrphaned): observe.Orphaned,
-		DispatchNoHandler: observe.NoHandler, DispatchStopping: observe.Stopping, DispatchStuck: observe.Stuck,
-		DispatchLeaseEnded: observe.LeaseEnded, DispatchBusy: observe.Busy, DispatchFenced: observe.Fenced,
-		DispatchUnreachable: observe.Unreachable, DispatchRefused: observe.Refused,
+		string(DispatchNoHandler): observe.NoHandler, string(DispatchStopping): observe.Stopping, string(DispatchStuck): observe.Stuck,
+		string(DispatchLeaseEnded): observe.LeaseEnded, string(DispatchBusy): observe.Busy, string(DispatchFenced): observe.Fenced,
+		string(DispatchUnreachable): observe.Unreachable, string(DispatchRefused): observe.Refused,
+		"part " + string(FencedClaim): "part " + observe.FencedClaim, "part " + string(FencedSchedule): "part " + observe.FencedSchedule,
+		"part " + string(FencedRecovery): "part " + observe.FencedRecovery,
+		"request " + string(ExecutorOK):  "request " + observe.RequestOK, "request " + string(ExecutorBusy): "request " + observe.RequestBusy,
+		"request " + string(ExecutorUnreachable): "request " + observe.RequestUnreachable,
+		"request " + string(ExecutorFenced):      "request " + observe.RequestFenced,
+		"request " + string(ExecutorTooLarge):    "request " + observe.RequestTooLarge, "request " + string(ExecutorError): "request " + observe.RequestError,
+		"pruned " + string(PruneSucceeded): "pruned " + strings.ToLower(string(store.Succeeded)),
+		"pruned " + string(PruneFailed):    "pruned " + strings.ToLower(string(store.Failed)),
+		"pruned " + string(PruneCancelled): "pruned " + strings.ToLower(string(store.Cancelled)),
+		"pruned " + string(PruneSkipped):   "pruned " + strings.ToLower(string(store.Skipped)),
+		"pruned " + string(PruneAudit):     "pruned " + observe.PrunedAudit, "pruned " + string(PruneSlotGaps): "pruned " + observe.PrunedSlotGaps,
+		"pruned " + string(PruneStats): "pruned " + observe.PrunedStats, "pruned " + string(PruneLeadership): "pruned " + observe.PrunedLeadership,
 		ScheduleDispatched: observe.Dispatched, ScheduleMisfired: observe.Misfired, ScheduleCaughtUp: observe.CaughtUp,
 		ScheduleSkippedOverlap: observe.SkippedOverlap,
 		string(Scheduled):      string(store.Scheduled), string(Dispatching): string(store.Dispatching), string(Running): string(store.Running),
@@ -52,5 +69,26 @@ func TestConstantsMatchTheKernel(t *testing.T) {
 	}
 	if MaxLeadershipHistory != store.MaxLeadershipHistory {
 		t.Errorf("MaxLeadershipHistory = %d, the store's is %d", MaxLeadershipHistory, store.MaxLeadershipHistory)
+	}
+}
+
+// The reasons of EventLeadership are the scheduler's, not the kernel's: each cause
+// of a term's end must map to its constant.
+func TestTermEndReasonsMatchTheScheduler(t *testing.T) {
+	for _, c := range []struct {
+		cause error
+		want  TermEndReason
+	}{
+		{elect.ErrLost, TermLost},
+		{errors.New("anything else"), TermLost},
+		{elect.ErrResigned, TermResigned},
+		{store.ErrFenced, TermFenced},
+		{remote.ErrFenced, TermFenced},
+		{leadership.ErrStopping, TermStopping},
+		{leadership.ErrStoreDown, TermStoreDown},
+	} {
+		if got := endReason(c.cause); got != string(c.want) {
+			t.Errorf("endReason(%v) = %q, want %q", c.cause, got, c.want)
+		}
 	}
 }

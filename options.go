@@ -217,17 +217,19 @@ func WithTaskKey(key string) TaskOption {
 }
 
 // Unique says how long a task's business key (Name, Key) stays taken once the task
-// has finished (WithUnique). While it is taken, submitting the key again returns the
-// task with ErrDuplicate; once it is not, the submit creates a new task with a new id,
-// and the old one, marked Superseded, keeps its row and its history (Get, Tasks)
-// until retention removes it. A task holds its key while SCHEDULED, DISPATCHING or
-// RUNNING whatever its Unique.
+// has finished (WithUnique). A task holds its key while SCHEDULED, DISPATCHING or
+// RUNNING, whatever its Unique.
+//
+// While the key is taken, submitting it again returns the task with ErrDuplicate.
+// Once it is free, the submit creates a new task with a new id. The old task is marked
+// Superseded; it keeps its row and its history (Get, Tasks) until retention removes it.
 //
 // The default, UniqueLive, frees the key of a task that SUCCEEDED, was CANCELLED or
-// SKIPPED, and keeps the key of a FAILED one, which an operator may still Retry. A
-// submit repeated because its first attempt's outcome was unknown (a network error
-// at commit) can therefore create a second task if the first one has already
-// finished: a UniqueFor window longer than the caller's retries rules that out.
+// was SKIPPED. It keeps the key of a FAILED task, which an operator may still Retry.
+//
+// A submit may be repeated because its first attempt's outcome was unknown (a network
+// error at commit). The repeat can then create a second task if the first one has
+// already finished. A UniqueFor window longer than the caller's retries rules that out.
 type Unique int64
 
 // How long a finished task keeps its business key.

@@ -8,17 +8,20 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Retention says how long finished tasks are kept (Config.Retention). The leader — or,
-// without an Elector, each scheduler — deletes the finished tasks past their
-// outcome's limits, with their executions, every Interval: in batches of at most
-// 1,000 tasks, Pause apart, oldest first. It never deletes a live task (SCHEDULED,
-// DISPATCHING, RUNNING), nor one that leaves its status while being deleted (a FAILED
-// task being retried). A deleted task's business key is free again, whatever its
-// Unique. Stores that do not implement store.Pruner keep everything.
+// Retention says how long finished tasks are kept (Config.Retention). Stores that do
+// not implement store.Pruner keep everything.
 //
-// The gaps of schedules (the slots no occurrence was written for, ScheduleSlots) are
-// kept as long as the longest-kept outcome's tasks (For), and for good if one of them
-// is KeepForever, so that a slot older than that is accounted for by this rule.
+// Every Interval, the leader deletes the finished tasks past their outcome's limits,
+// with their executions; without an Elector, each scheduler does. It deletes in
+// batches of at most 1,000 tasks, Pause apart, oldest first. It never deletes a live
+// task (SCHEDULED, DISPATCHING, RUNNING). Nor does it delete one that leaves its
+// status while being deleted, such as a FAILED task being retried. A deleted task's
+// business key is free again, whatever its Unique.
+//
+// The gaps of schedules (ScheduleSlots: the slots no occurrence was written for) are
+// kept as long as the longest-kept outcome's tasks (For). A slot older than that is
+// thus accounted for by this rule. If one of those outcomes is KeepForever, the gaps
+// are kept for good.
 type Retention struct {
 	// Succeeded, Failed and Cancelled (CANCELLED and SKIPPED tasks) are the limits
 	// of each outcome. Defaults: 7 days, 30 days and 7 days, no row limit.

@@ -41,22 +41,28 @@ type registered struct {
 }
 
 // Cron registers a periodic task: the handler registered under name (Handle) runs at
-// every slot of spec, a cron expression with 5 fields (minute hour day-of-month
-// month day-of-week) or 6 (a leading seconds field), or a descriptor (@hourly,
-// @daily, @weekly, @monthly, @yearly, @every 2m). Options: WithTimeZone (default
-// UTC), WithOverlap (default OverlapSkip), WithMisfire (default MisfireFireOnce),
-// and for the occurrences WithPayload, WithMaxRetry, WithBackoff, WithTimeout,
-// WithOwner. NextFireTimes previews the slots.
+// every slot of spec. NextFireTimes previews the slots. spec is one of:
+//
+//   - a cron expression with 5 fields (minute hour day-of-month month day-of-week);
+//   - a cron expression with 6 fields (a leading seconds field);
+//   - a descriptor: @hourly, @daily, @weekly, @monthly, @yearly, @every 2m.
+//
+// The schedule's options are WithTimeZone (default UTC), WithOverlap (default
+// OverlapSkip) and WithMisfire (default MisfireFireOnce). The occurrences' options are
+// WithPayload, WithMaxRetry, WithBackoff, WithTimeout and WithOwner.
 //
 // Cron may be called before or after Start. Before, Start stores the schedule
-// (ax_schedules); after, Cron stores it at once (within Config.StoreTimeout) and it
+// (ax_schedules). After, Cron stores it at once (within Config.StoreTimeout), and it
 // fires from its next slot. A new schedule's first slot is the first strictly after
-// the moment it is stored: a slot exactly then does not fire. Registering a name
-// again replaces its definition; a changed spec or time zone restarts the schedule
-// from its next slot. The handler must be registered first when the scheduler is
-// started (Start checks it otherwise). An invalid spec or option, a spec no date
-// satisfies ("0 0 30 2 *") or a time zone without an IANA name (time.FixedZone) is
-// ErrInvalid naming the problem, and registers nothing.
+// the moment it is stored: a slot exactly then does not fire. When the scheduler is
+// started, the handler must be registered first; before, Start checks it.
+//
+// Registering a name again replaces its definition. A changed spec or time zone
+// restarts the schedule from its next slot.
+//
+// An invalid spec or option is ErrInvalid naming the problem, and registers nothing.
+// So is a spec no date satisfies ("0 0 30 2 *"), or a time zone without an IANA name
+// (time.FixedZone).
 func (s *Scheduler) Cron(name, spec string, opts ...ScheduleOption) error {
 	sp, err := parseCron(spec)
 	if err != nil {
@@ -422,19 +428,26 @@ func storedPeriodic(r *store.Schedule) (*periodic.Schedule, error) {
 	return &periodic.Schedule{Name: r.Name, Spec: sp, Loc: loc}, nil
 }
 
-// TriggerSchedule fires schedule name once, now, outside its slots — "run the nightly
-// report now" — and returns the occurrence: an ordinary one, with the schedule's
-// payload, its name as task key under its overlap policy (skip: it is SKIPPED while
-// another occurrence runs; queue: it waits), and a key that marks it manual, "manual/"
-// and the time in RFC 3339 UTC. Its run options (retries, backoff, timeout) are the
-// schedule's where the schedule is registered in this scheduler, else the defaults
-// (an operations node does not know them): trigger from a replica that registers it
-// when they matter. It leaves the schedule's slots alone, and works on a paused
-// schedule. On a store that writes in transactions TriggeredAt is recorded, as for
-// Trigger: the occurrence is written due a minute ahead, out of any claim's reach,
-// then made due now with TriggeredAt in a second write, so no scheduler can run it
-// before it is marked. The scheduler that runs the handler claims it at once if it is
-// this one, else within its refill interval. An unknown name is ErrNotFound.
+// TriggerSchedule fires schedule name once, now, outside its slots: "run the nightly
+// report now". It returns the occurrence, an ordinary one:
+//
+//   - its payload is the schedule's;
+//   - its task key is the schedule's name, under the schedule's overlap policy (skip:
+//     it is SKIPPED while another occurrence runs; queue: it waits);
+//   - its key marks it manual: "manual/" and the time in RFC 3339 UTC;
+//   - its run options (retries, backoff, timeout) are the schedule's where the
+//     schedule is registered in this scheduler, else the defaults.
+//
+// An operations node does not know the run options: trigger from a replica that
+// registers the schedule when they matter. TriggerSchedule leaves the schedule's slots
+// alone, and works on a paused schedule. The scheduler that runs the handler claims
+// the occurrence at once if it is this one, else within its refill interval. An
+// unknown name is ErrNotFound.
+//
+// On a store that writes in transactions, TriggeredAt is recorded, as for Trigger.
+// The occurrence is first written due a minute ahead, out of any claim's reach. A
+// second write makes it due now and sets TriggeredAt. So no scheduler can run it
+// before it is marked.
 //
 // With WithTx both writes are part of the caller's transaction: the occurrence exists,
 // due now, if and only if it commits.

@@ -70,21 +70,27 @@ type Slot struct {
 // MaxScheduleSlots is the most slots ScheduleSlots returns in one call.
 const MaxScheduleSlots = 100
 
-// ScheduleSlots returns the last n slots of schedule name up to now (n in [1,
-// MaxScheduleSlots]), newest first, each with what became of it: every slot since
-// the schedule was stored is accounted for, by its occurrence (the task keyed by the
-// slot), by a gap the scheduler recorded when it went past the slot without one
-// (missed, paused), or by the retention rule (pruned). The manual occurrences of the
-// same span (TriggerSchedule), at most n, come as extra entries marked Manual, in
-// time order among the slots. Slots before the schedule was stored are not shown.
+// ScheduleSlots returns the last n slots of schedule name up to now, newest first,
+// each with what became of it. n is in [1, MaxScheduleSlots]. Every slot since the
+// schedule was stored is accounted for:
 //
-// The slots are computed with the schedule's current spec and time zone: after a
-// change of either, the slots from before it are those of the new spec, and the ones
+//   - by its occurrence, the task keyed by the slot;
+//   - by a gap the scheduler recorded when it went past the slot without one (missed,
+//     paused);
+//   - or by the retention rule (pruned).
+//
+// Slots before the schedule was stored are not shown. The manual occurrences of the
+// same span (TriggerSchedule), at most n, come as extra entries marked Manual, in time
+// order among the slots.
+//
+// The slots are computed with the schedule's current spec and time zone. After a
+// change of either, the slots from before the change are those of the new spec. Those
 // that are not also slots of the old spec show as SlotUnknown (or SlotPruned).
 //
-// It reads the stored schedule, the occurrences by their keys (one index lookup per
-// slot), the gaps of the span and the manual occurrences (a bounded range of keys);
-// it works on a scheduler that is not started. An unknown name is ErrNotFound.
+// ScheduleSlots reads the stored schedule, the occurrences by their keys (one index
+// lookup per slot), the gaps of the span and the manual occurrences (a bounded range
+// of keys). It works on a scheduler that is not started. An unknown name is
+// ErrNotFound.
 func (s *Scheduler) ScheduleSlots(ctx context.Context, name string, n int) ([]Slot, error) {
 	if n < 1 || n > MaxScheduleSlots {
 		return nil, errorf("ax: schedule slots of %q: n %d is outside [1, %d]: %w", name, n, MaxScheduleSlots, ErrInvalid)

@@ -131,17 +131,22 @@ func (s *sessions) end(id string) {
 }
 
 // SignIn starts a session for the holder of secret, one of the handler's bearer
-// tokens, and sets its cookie on w: SessionCookie, HttpOnly, SameSite=Strict,
-// Secure when r came over TLS (or Config.SecureCookies), with Path path (the prefix
-// the pages are mounted at; "" is "/") and no Max-Age, so that it ends with the
-// browser, while the server ends it after Config.SessionTTL or at SignOut. A session
-// r already carried ends. The handler's routes then take the cookie as they take
-// the token. A secret that matches no token is ErrUnauthorized, counted and logged
-// as a failed authentication of r's address (Config.FailedAuth); past the limit it
-// is ErrRateLimited, with the time until the address's window ends. As the API
-// serves a valid token from a limited address, SignIn takes one: clients behind one
-// proxy are not locked out by another's mistakes (tokens are long random secrets:
-// the limit bounds the noise of failures, guessing is hopeless anyway).
+// tokens, and sets its cookie on w. A session r already carried ends. The handler's
+// routes then take the cookie as they take the token. The cookie is SessionCookie:
+//
+//   - HttpOnly and SameSite=Strict;
+//   - Secure when r came over TLS (or Config.SecureCookies);
+//   - with Path path, the prefix the pages are mounted at ("" is "/");
+//   - with no Max-Age, so that it ends with the browser.
+//
+// The server ends the session after Config.SessionTTL or at SignOut.
+//
+// A secret that matches no token is ErrUnauthorized. It is counted and logged as a
+// failed authentication of r's address (Config.FailedAuth). Past the limit it is
+// ErrRateLimited, with the time until the address's window ends. A valid secret from a
+// limited address still signs in, as the API serves a valid token from one. So clients
+// behind one proxy are not locked out by another's mistakes. Tokens are long random
+// secrets: the limit bounds the noise of failures; guessing is hopeless anyway.
 func (h *Handler) SignIn(w http.ResponseWriter, r *http.Request, secret, path string) (c Caller, retryAfter time.Duration, err error) {
 	found, ok := h.match(secret)
 	if !ok {

@@ -77,13 +77,13 @@ func (c *child[T]) get(create func() T) T {
 // The label values that have cached children; others are looked up each time.
 var (
 	outcomes = [...]ax.Outcome{ax.OutcomeSucceeded, ax.OutcomeFailed, ax.OutcomePanicked, ax.OutcomeTimedOut, ax.OutcomeReleased, ax.OutcomeOrphaned}
-	reasons  = [...]string{ax.DispatchNoHandler, ax.DispatchStopping, ax.DispatchStuck}
+	reasons  = [...]ax.DispatchReason{ax.DispatchNoHandler, ax.DispatchStopping, ax.DispatchStuck}
 	results  = [...]string{ax.ScheduleDispatched, ax.ScheduleMisfired, ax.ScheduleCaughtUp, ax.ScheduleSkippedOverlap}
 )
 
-func outcomeIndex(v ax.Outcome) int { return index(outcomes[:], v) }
-func reasonIndex(v string) int      { return index(reasons[:], v) }
-func resultIndex(v string) int      { return index(results[:], v) }
+func outcomeIndex(v ax.Outcome) int       { return index(outcomes[:], v) }
+func reasonIndex(v ax.DispatchReason) int { return index(reasons[:], v) }
+func resultIndex(v string) int            { return index(results[:], v) }
 
 func index[T comparable](s []T, v T) int {
 	for i, w := range s {

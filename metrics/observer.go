@@ -261,7 +261,7 @@ func (o *Observer) Observe(e ax.Event) {
 		s.duration[i].get(func() prometheus.Observer { return o.duration.WithLabelValues(s.name, string(e.Outcome)) }).Observe(seconds(e.Duration))
 	case ax.EventDispatchFailed:
 		s := o.names.get(e.Name)
-		i := reasonIndex(e.Reason)
+		i := reasonIndex(ax.DispatchReason(e.Reason))
 		if i < 0 {
 			o.dispatchFailures.WithLabelValues(s.name, e.Reason).Inc()
 			return

@@ -26,16 +26,23 @@ func TokenFrom(ctx context.Context) (int64, bool) {
 	return token, ok
 }
 
-// Middleware returns a handler that checks the request's Ax-* headers (present,
-// canonical, the timestamp within the window) before it reads a byte of the body, then
-// reads the body (at most the WithMaxBodyBytes bound, else 413), verifies the signature
-// and the nonce, and, if every check passes, calls next with the token in the context
-// (TokenFrom) and the body restored. A refused request is answered 401 with a short
-// plain-text reason and a WWW-Authenticate header, or 503 with Retry-After when the
-// nonce cache is full. Refusals are logged at WARN with the method, path, remote
-// address and reason, at most one line a minute per client address, each line with
-// the count of refusals not logged since the line before; the log never holds the
-// signature or the body. The returned handler is safe for concurrent use.
+// Middleware returns a handler that checks each request before it calls next. The
+// handler is safe for concurrent use. In order, it:
+//
+//  1. checks the request's Ax-* headers (present, canonical, the timestamp within the
+//     window) before it reads a byte of the body;
+//  2. reads the body, at most the WithMaxBodyBytes bound, else 413;
+//  3. verifies the signature and the nonce;
+//  4. if every check passed, calls next with the token in the context (TokenFrom) and
+//     the body restored.
+//
+// A refused request is answered 401 with a short plain-text reason and a
+// WWW-Authenticate header, or 503 with Retry-After when the nonce cache is full.
+//
+// Refusals are logged at WARN with the method, path, remote address and reason. At
+// most one line a minute is logged per client address. Each line holds the count of
+// refusals not logged since the line before. The log never holds the signature or the
+// body.
 func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		h, err := v.checkHeaders(req)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/axsched/ax/elect"
 	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/store"
 )
 
@@ -289,31 +290,31 @@ func (g guarded) check(op string, err error) {
 
 func (g guarded) Claim(ctx context.Context, f store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	res, err := g.st.Claim(ctx, f, claims)
-	g.check("claim", err)
+	g.check(observe.FencedClaim, err)
 	return res, err
 }
 
 func (g guarded) ClaimStart(ctx context.Context, f store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
 	res, err := g.st.ClaimStart(ctx, f, on, claims)
-	g.check("claim", err)
+	g.check(observe.FencedClaim, err)
 	return res, err
 }
 
 func (g guarded) Finish(ctx context.Context, f store.Fence, results []store.Finish) ([]bool, error) {
 	res, err := g.st.Finish(ctx, f, results)
-	g.check("recovery", err)
+	g.check(observe.FencedRecovery, err)
 	return res, err
 }
 
 func (g guarded) Requeue(ctx context.Context, f store.Fence, requeues []store.Requeue) ([]bool, error) {
 	res, err := g.st.Requeue(ctx, f, requeues)
-	g.check("recovery", err)
+	g.check(observe.FencedRecovery, err)
 	return res, err
 }
 
 func (g guarded) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
 	res, err := g.st.FireSchedule(ctx, p)
-	g.check("schedule", err)
+	g.check(observe.FencedSchedule, err)
 	return res, err
 }
 

@@ -70,6 +70,32 @@ const (
 	Refused     = "refused"     // the executors it was sent to refused it, none was full, and none other was left
 )
 
+// Parts of FenceRejected: the write the store refused.
+const (
+	FencedClaim    = "claim"
+	FencedSchedule = "schedule"
+	FencedRecovery = "recovery"
+)
+
+// Results of ExecutorRequest.
+const (
+	RequestOK          = "ok"
+	RequestBusy        = "busy" // some tasks refused for want of a slot
+	RequestUnreachable = "unreachable"
+	RequestFenced      = "fenced"
+	RequestTooLarge    = "too_large" // split in halves and sent again
+	RequestError       = "error"
+)
+
+// Targets of Pruned besides the finished tasks, whose target is their status in
+// lower case.
+const (
+	PrunedAudit      = "audit"
+	PrunedSlotGaps   = "slot_gaps"
+	PrunedStats      = "stats"
+	PrunedLeadership = "leadership"
+)
+
 // Results of ScheduleFired, and of a skipped occurrence.
 const (
 	Dispatched     = "dispatched"

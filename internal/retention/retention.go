@@ -88,13 +88,13 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		age    time.Duration
 		prune  func(ctx context.Context, before time.Time) (int, error)
 	}{
-		{"slot_gaps", cfg.GapAge, func(ctx context.Context, before time.Time) (int, error) {
+		{observe.PrunedSlotGaps, cfg.GapAge, func(ctx context.Context, before time.Time) (int, error) {
 			return cfg.Store.PruneSlotGaps(ctx, before, cfg.Batch)
 		}},
-		{"audit", cfg.AuditAge, func(ctx context.Context, before time.Time) (int, error) {
+		{observe.PrunedAudit, cfg.AuditAge, func(ctx context.Context, before time.Time) (int, error) {
 			return cfg.Store.PruneAudit(ctx, before, cfg.Batch)
 		}},
-		{"stats", cfg.StatsAge, func(ctx context.Context, before time.Time) (int, error) {
+		{observe.PrunedStats, cfg.StatsAge, func(ctx context.Context, before time.Time) (int, error) {
 			return cfg.Store.PruneStats(ctx, before, cfg.Batch)
 		}},
 	} {
@@ -112,7 +112,7 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		if cfg.HistoryAge > 0 {
 			before = cfg.Now().Add(-cfg.HistoryAge)
 		}
-		n, err := drain(ctx, cfg, "leadership", func(ctx context.Context) (int, error) {
+		n, err := drain(ctx, cfg, observe.PrunedLeadership, func(ctx context.Context) (int, error) {
 			return cfg.Store.PruneLeadership(ctx, cfg.Namespace, before, max(cfg.HistoryRows, 0), cfg.Batch)
 		})
 		if total += n; err != nil {

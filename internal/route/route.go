@@ -485,20 +485,20 @@ func (r *Router) send(name string, tasks []store.Task, tried map[string]bool) {
 	resp, err := r.cfg.Client.Dispatch(context.WithoutCancel(r.ctx), n.Advertise, remote.DispatchRequest{
 		Namespace: r.cfg.Namespace, Node: name, Token: r.cfg.Token, Tasks: tasks,
 	})
-	result := "ok"
+	result := observe.RequestOK
 	switch {
 	case errors.Is(err, remote.ErrFenced):
-		result = "fenced"
+		result = observe.RequestFenced
 	case errors.Is(err, remote.ErrUnreachable):
-		result = "unreachable"
+		result = observe.RequestUnreachable
 	case errors.Is(err, remote.ErrTooLarge):
-		result = "too_large"
+		result = observe.RequestTooLarge
 	case errors.Is(err, remote.ErrBusy):
-		result = "busy"
+		result = observe.RequestBusy
 	case err != nil:
-		result = "error"
+		result = observe.RequestError
 	case len(resp.Busy) > 0:
-		result = "busy"
+		result = observe.RequestBusy
 	}
 	r.cfg.Observe.Send(observe.Event{Kind: observe.ExecutorRequest, At: r.cfg.Now(), Reason: result, Duration: time.Since(begin), Count: len(tasks)})
 	switch {

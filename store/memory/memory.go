@@ -1,18 +1,16 @@
 // Package memory is an in-memory [store.Store] for tests.
 //
+//	st := memory.New()
+//
 // It keeps everything in maps and slices behind one mutex, starts no goroutines and does
 // no I/O, and reads the time with [time.Now] — so inside a [testing/synctest] bubble it
 // follows the bubble's fake clock. Tasks and executions are copied on the way in and on
 // the way out: a caller never aliases the store's state.
 //
-// Two indexes keep Refill's cost proportional to what it returns, as the contract asks:
-//
-//	changes  (seq, id) in seq order, appended by every write that leaves a row SCHEDULED;
-//	         an entry is stale once its row left SCHEDULED or got a newer seq
-//	window   (DueAt, ID) of every SCHEDULED row, sorted: the window scan
-//
-// Stale change entries are skipped by Refill and compacted away as the log grows.
 // Nothing is durable: closing the store, or dropping it, loses everything.
+//
+// DESIGN.md, beside this file, has the design notes: the indexes that keep Refill's
+// cost in proportion to what it returns.
 package memory
 
 import (
@@ -45,7 +43,7 @@ type state struct {
 	rows    map[int64]*row
 	keys    map[nameKey]int64
 	execs   map[string]*store.Execution // by execution id: unique across the store
-	changes []change                    // seq order (see the package doc)
+	changes []change                    // seq order (see DESIGN.md)
 	window  []dueKey                    // SCHEDULED rows in (DueAt, ID) order
 	skew    time.Duration               // WithClockSkew
 

@@ -13,7 +13,7 @@ import (
 	"github.com/axsched/ax/store/mysql"
 )
 
-// TestExplain loads 100k tasks into two namespaces and checks, and prints for doc.go,
+// TestExplain loads 100k tasks into two namespaces and checks, and prints for DESIGN.md,
 // the plans of the store's hot queries with their namespace predicate: each must use
 // its index (led by namespace), not scan the table. It runs only with
 // AX_MYSQL_EXPLAIN=1.

@@ -10,7 +10,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Task keys (see the package doc, "Task keys"): a due task whose Overlap is skip or
+// Task keys (see DESIGN.md, "Task keys"): a due task whose Overlap is skip or
 // queue is claimed only while no other task of its namespace with its key is
 // DISPATCHING or RUNNING. Claim and Trigger decide it under the key's lock row in
 // ax_task_keys, (namespace, task_key), taken after the task rows and in ascending key
@@ -30,8 +30,8 @@ func keyRules(p store.OverlapPolicy) bool {
 // row from a single-row INSERT … ON DUPLICATE KEY UPDATE, which locks the row
 // exclusively whether it inserts it or finds it inserted meanwhile: INSERT IGNORE
 // would take a shared lock on a duplicate, and two claimers upgrading theirs would
-// deadlock; a multi-row ON DUPLICATE KEY UPDATE can drop rows on MariaDB (see the
-// package doc, "The execution path").
+// deadlock; a multi-row ON DUPLICATE KEY UPDATE can drop rows on MariaDB (see
+// DESIGN.md, "The execution path").
 func lockKeys(ctx context.Context, tx *sql.Tx, ns string, keys []string) error {
 	for lo := 0; lo < len(keys); lo += store.MaxBatch {
 		part := keys[lo:min(len(keys), lo+store.MaxBatch)]

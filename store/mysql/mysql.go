@@ -26,7 +26,7 @@ import (
 var migrations embed.FS
 
 // HoldGrace is how long a sequence range handed to a transaction that has not yet
-// locked it is presumed in use (see the package doc, "The refill cursor"). An unlocked
+// locked it is presumed in use (see DESIGN.md, "The refill cursor"). An unlocked
 // range older than this belongs to a transaction that rolled back or died, and Refill
 // moves past it. It bounds how long a rolled-back submit can delay the change cursor;
 // it never makes a refill skip a row that later commits.
@@ -80,7 +80,7 @@ var (
 )
 
 // InNamespace returns the view of namespace ns: a *Store on the same pool that reads
-// and writes only ns's rows (see store.Store and the package doc, "Namespaces").
+// and writes only ns's rows (see store.Store.InNamespace and DESIGN.md, "Namespaces").
 // Closing any view closes them all. ns must be non-empty, at most store.MaxNamespace
 // bytes and free of white space, else store.ErrInvalid.
 func (s *Store) InNamespace(ns string) (store.Store, error) {

@@ -16,7 +16,7 @@ import (
 // (see migrations/0004_namespaces.sql), in the database's clock like the leases. Each
 // call is one statement on the view's namespace: RegisterNode an INSERT … ON DUPLICATE
 // KEY UPDATE of a single row (the multi-row race of MariaDB, see "The execution path"
-// in the package doc, does not concern it), stamping heartbeat_at (and started_at,
+// in DESIGN.md, does not concern it), stamping heartbeat_at (and started_at,
 // unless given) with UTC_TIMESTAMP(6); Nodes a SELECT and ExpireNodes a DELETE that
 // compare TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)) with the
 // duration, so that no duration, however long, takes a DATETIME out of its range.

@@ -605,8 +605,8 @@ const triggerSet = `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'),
 // Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING now.
 // A task without a key, or with Overlap allow, takes one UPDATE and one SELECT; a task
 // whose key rules (skip, queue) takes the key's lock first and is refused with
-// store.KeyHeld while another task of its namespace holds the key (see the package
-// doc, "Task keys").
+// store.KeyHeld while another task of its namespace holds the key (see
+// DESIGN.md, "Task keys").
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" || !validText(executionID, maxExecID) {
 		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
@@ -670,7 +670,7 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 }
 
 // cursor returns the highest sequence number below which every number handed out is
-// either visible or abandoned (see the package doc, "The refill cursor").
+// either visible or abandoned (see DESIGN.md, "The refill cursor").
 func (s *Store) cursor(ctx context.Context) (int64, error) {
 	// One statement: the counter and the holds from one read view.
 	rows, err := s.db.QueryContext(ctx, `SELECT c.value, h.lo, h.created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
@@ -861,7 +861,7 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 // taskStatsSQL counts one namespace's tasks per status and, in an uncorrelated
 // subquery run once, reads its oldest due SCHEDULED task: a MIN over the (namespace,
 // status, due_at) range of ax_tasks_status_due, which the optimizer answers from the
-// index alone (see doc.go). Its arguments are the namespace, now, the namespace.
+// index alone (see DESIGN.md). Its arguments are the namespace, now, the namespace.
 const taskStatsSQL = `SELECT status, COUNT(*),
 	(SELECT MIN(due_at) FROM ax_tasks WHERE namespace = ? AND status = 'SCHEDULED' AND due_at <= ?)
 	FROM ax_tasks WHERE namespace = ? GROUP BY status`

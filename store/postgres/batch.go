@@ -204,17 +204,19 @@ func readRefs(br pgx.BatchResults, n int, into map[ref]int) error {
 	})
 }
 
-// Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING; ids of
-// another namespace's tasks are left out of the result, as missing ones are. Rows are
-// locked in id order and waited for, not skipped: a row another transaction holds is
-// claimed if it is still SCHEDULED and due when that transaction ends (a skipped row
-// would be neither claimed nor NotDue, and the scheduler would drop a due task).
+// Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING. Ids of
+// another namespace's tasks are left out of the result, as missing ones are.
 //
-// Tasks whose key restricts them (a TaskKey with Overlap skip or queue) are left
-// alone by the claim statement and then go through claimKeyed, in a second
-// transaction under their keys' advisory locks (see doc.go, "Task keys"); a call
-// without such due tasks is one transaction and one round trip, as before. A fence
-// with a token is checked first in each of the two transactions (see fence.go).
+// Rows are locked in id order and waited for, not skipped. A row another transaction
+// holds is claimed if it is still SCHEDULED and due when that transaction ends. A
+// skipped row would be neither claimed nor NotDue, and the scheduler would drop a due
+// task.
+//
+// Tasks whose key restricts them (a TaskKey with Overlap skip or queue) are left alone
+// by the claim statement. They then go through claimKeyed, in a second transaction
+// under their keys' advisory locks (see DESIGN.md, "Task keys"). A call without such
+// due tasks is one transaction and one round trip, as before. A fence with a token is
+// checked first in each of the two transactions (see fence.go).
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
 }

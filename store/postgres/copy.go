@@ -24,7 +24,7 @@ import (
 // The rows are encoded by the store (copywire.go). Each task's value of ax_seq is both
 // its id and its refill stamp: since schema v9 the ids come from ax_seq too (the
 // column's default), so one value drawn after publishSQL is a fresh id and a stamp
-// above the published bound (see doc.go, "The refill cursor"). Drawing two values a
+// above the published bound (see DESIGN.md, "The refill cursor"). Drawing two values a
 // task, one from each of two sequences, made bulk inserts of 1,000 about 6 % slower.
 //
 // COPY writes the rows a page at a time and without the speculative insertion of ON

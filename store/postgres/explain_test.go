@@ -21,7 +21,7 @@ var sortNode = regexp.MustCompile(`(?m)(^|->)\s*Sort\s+\(`)
 
 // TestExplain loads 100k tasks in a realistic mix of states and namespaces and checks
 // that the hot queries of one namespace are index scans, with the namespace in the
-// index condition (the plans in doc.go come from this test: run it with -v, or set
+// index condition (the plans in DESIGN.md come from this test: run it with -v, or set
 // AX_EXPLAIN_OUT=file to write them out).
 func TestExplain(t *testing.T) {
 	if testing.Short() {

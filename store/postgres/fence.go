@@ -12,7 +12,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Fencing (see doc.go, "Fencing", and migrations/0004_fence.sql). A leader-only write
+// Fencing (see DESIGN.md, "Fencing", and migrations/0004_fence.sql). A leader-only write
 // carrying a store.Fence with a positive token queues fenceSQL first in its
 // transaction, right after BEGIN, in the same pipelined batch as the write: ax_fence
 // takes the namespace's fence lock (an advisory lock) shared, reads the epoch in

@@ -12,7 +12,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Task keys (see doc.go, "Task keys"). A task with a TaskKey and Overlap skip or
+// Task keys (see DESIGN.md, "Task keys"). A task with a TaskKey and Overlap skip or
 // queue may be handed out only while no other task of its namespace with the key is
 // DISPATCHING or RUNNING. Claim and Trigger serialize on the key with a
 // transaction-level advisory lock (keyLock, hash of the namespace and the key), taken

@@ -11,7 +11,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// The refill cursor (see doc.go for the argument). Refill runs three statements in
+// The refill cursor (see DESIGN.md for the argument). Refill runs three statements in
 // this order, each with its own READ COMMITTED snapshot:
 //
 //  1. seqNowSQL: v0, the last value the sequence handed out;

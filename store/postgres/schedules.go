@@ -14,7 +14,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Schedules live in ax_schedules, one row per (namespace, name) (see doc.go,
+// Schedules live in ax_schedules, one row per (namespace, name) (see DESIGN.md,
 // "Schedules"); every statement names the view's namespace.
 // Every change is one conditional write; FireSchedule's compare-and-set on
 // next_fire_at and the occurrences it inserts commit together.

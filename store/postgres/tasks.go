@@ -20,7 +20,7 @@ import (
 // publishSQL is run by every transaction before it stamps rows SCHEDULED: it draws a
 // sequence value g and holds a shared advisory lock (lockKey, g mod 2^31) until the
 // transaction ends, announcing "my stamps are all greater than g" to Refill (see
-// doc.go, "The refill cursor"). It also queues the wake-up signal, delivered at
+// DESIGN.md, "The refill cursor"). It also queues the wake-up signal, delivered at
 // commit.
 const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_seq') & 2147483647)::int4), pg_notify($2, '')`
 
@@ -614,7 +614,7 @@ func (s *Store) transition(ctx context.Context, op, update string, updArgs []any
 
 // transitionTo is transition; scheduled: the update leaves its row SCHEDULED with a
 // fresh sequence number, so publishSQL goes first in its transaction (see "The
-// refill cursor" in doc.go).
+// refill cursor" in DESIGN.md).
 func (s *Store) transitionTo(ctx context.Context, op string, scheduled bool, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
 	err = s.tx(ctx, op, func(b *pgx.Batch) {
 		if scheduled {
@@ -850,7 +850,7 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 
 // taskStatsSQL counts the tasks of namespace $2 per status and, in an uncorrelated
 // subquery that PostgreSQL runs once as an InitPlan, reads the namespace's oldest due
-// SCHEDULED task from the head of its part of ax_tasks_scheduled_due (see doc.go,
+// SCHEDULED task from the head of its part of ax_tasks_scheduled_due (see DESIGN.md,
 // "Indexes").
 const taskStatsSQL = `SELECT t.status, count(*),
 	(SELECT min(o.due_at) FROM ax_tasks o WHERE o.namespace = $2 AND o.status = 'SCHEDULED' AND o.due_at <= $1)

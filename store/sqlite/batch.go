@@ -240,7 +240,7 @@ func chunks(n int, f func(lo, hi int) error) error {
 }
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING, applying the
-// overlap rule to the tasks with a key (see the package doc). An id of another
+// overlap rule to the tasks with a key (see DESIGN.md). An id of another
 // namespace is left out of the result, as one no longer SCHEDULED is.
 //
 // A batch without keyed skip or queue tasks costs what it always has: one claiming

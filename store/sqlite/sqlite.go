@@ -2,6 +2,9 @@
 // no service to run. It is the default for `ax demo`, examples and single-process
 // services.
 //
+//	st, err := sqlite.Open("/var/lib/orders/ax.db") // a plain file path; created if missing
+//	defer st.Close()
+//
 // # How it uses SQLite
 //
 // SQLite has one writer at a time, even in WAL mode, and a deferred transaction that
@@ -14,188 +17,13 @@
 // run in the background, every 250 ms on a read connection, never inside a commit.
 // Never put the file on a network filesystem.
 //
-// Times are stored as INTEGER microseconds since the Unix epoch, UTC. The database
-// clock is this process's clock: Now is time.Now.
-//
 // The schema is versioned and embedded (migrations/*.sql); Open applies what is missing
 // inside one IMMEDIATE transaction, so several processes opening the same file at once
 // migrate it exactly once. A file migrated by a newer ax is refused with
 // store.ErrSchemaVersion.
 //
-// Indexes (see migrations/0001_init.sql, rebuilt with the namespace first by
-// 0004_namespaces.sql): the business key (namespace, name, key, key_slot) is unique,
-// key_slot 0 for the task holding the key (since 0006_operations.sql: an insert that
-// finds the key taken by a task that no longer holds it, store.KeyHold.Frees, moves
-// that task to key_slot = id, Superseded, and inserts again in the same transaction;
-// Lookup reads the key's newest row; Retry and Trigger refuse a superseded task); partial
-// indexes on SCHEDULED rows make the window scan a range scan on (namespace, due_at,
-// id) and the incremental refill a range scan on (namespace, seq); partial indexes on
-// RUNNING and DISPATCHING rows serve recovery. Version 2 added the index of the
-// in-flight tasks with a key, now:
-//
-//	CREATE INDEX ax_tasks_ns_key_holder ON ax_tasks (namespace, task_key)
-//	    WHERE status IN ('DISPATCHING', 'RUNNING') AND task_key <> '';
-//
-// The tables: ax_tasks, ax_executions, ax_counters (the refill sequence), ax_schedules,
-// ax_leader (the leases and fences), ax_nodes (the node registry), ax_audit, ax_stats
-// (the per-minute execution statistics, 0007_stats.sql: a WITHOUT ROWID table whose
-// primary key (namespace, minute, node) serves every statistics statement) and
-// ax_schema_migrations.
-//
-// # Task keys and the overlap rule
-//
-// A task's TaskKey and Overlap are the columns task_key and overlap, both the empty
-// string for a task without a key and for every row written before version 2. The
-// rule — at most one task of a key DISPATCHING or RUNNING when its Overlap is skip or
-// queue — needs no lock of its own: every write runs on the one writer connection in a
-// BEGIN IMMEDIATE transaction, and SQLite lets one such transaction run at a time
-// across every process that opens the file. A Claim reads the holders of its keys and
-// writes its claims inside that one transaction, so no other claim, trigger or
-// transition can come between the two, and there is no lock order to get wrong:
-// nothing can deadlock.
-//
-// A task key is its namespace's: the holders are looked up, and re-checked, with the
-// namespace, so two namespaces' tasks of one key never block each other.
-//
-// Claim first runs its usual statement, which now claims only the due tasks without a
-// key or with Overlap allow (one more term in its WHERE clause, on the row it reads
-// anyway): a batch of such tasks costs what it did in version 1, one statement per 200
-// tasks. The tasks it left SCHEDULED are read back, as before, to report those not
-// due; the due ones among them are the keyed ones. For those, one more query reads the
-// holders,
-//
-//	SELECT task_key, MIN(id) FROM ax_tasks
-//	WHERE namespace = ? AND task_key IN (VALUES …)
-//	    AND status IN ('DISPATCHING', 'RUNNING') AND task_key <> ''
-//	GROUP BY task_key
-//
-// store.ResolveKeys picks the winners (one per free key, the first by due_at, id), and
-// they are claimed by an UPDATE that re-checks the rule itself:
-//
-//	... WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
-//	    AND +ax_tasks.namespace = ?
-//	    AND NOT EXISTS (SELECT 1 FROM ax_tasks o WHERE o.namespace = ax_tasks.namespace
-//	        AND o.task_key = ax_tasks.task_key
-//	        AND o.status IN ('DISPATCHING', 'RUNNING') AND o.task_key <> '')
-//
-// The losers with Overlap skip become SKIPPED in one more UPDATE (last_error from
-// store.SkipReason); those with Overlap queue are left alone and reported Blocked.
-// Trigger puts the same NOT EXISTS in its one UPDATE (for keyed skip and queue tasks
-// only) and reads the holder's id only when it refuses. SQLite uses a partial index
-// only for a query whose WHERE clause contains the index's own, hence the seemingly
-// redundant last term; without it the subquery scans the table. TestExplain pins
-// the plans (SQLite 3.54.1, modernc.org/sqlite v1.62.0):
-//
-//	-- the holders of a claim's keys
-//	SEARCH ax_tasks USING INDEX ax_tasks_ns_key_holder (namespace=? AND task_key=?)
-//	LIST SUBQUERY 2
-//	SCAN 4-ROW VALUES CLAUSE
-//	-- the winners' UPDATE (and Trigger's, without the VALUES list)
-//	SCAN 4-ROW VALUES CLAUSE
-//	SEARCH ax_tasks USING INTEGER PRIMARY KEY (rowid=?)
-//	CORRELATED SCALAR SUBQUERY 3
-//	SEARCH o USING INDEX ax_tasks_ns_key_holder (namespace=? AND task_key=?)
-//
-// # Schedules
-//
-// ax_schedules holds one row per schedule ((namespace, name) primary key; spec,
-// time_zone, overlap, misfire, payload, paused 0 or 1, next_fire_at, last_fire_at NULL
-// before the first occurrence, created_at, updated_at). FireSchedule is a
-// compare-and-set, UPDATE ... WHERE namespace = ? AND name = ? AND next_fire_at = ? AND
-// paused = 0, followed in the same transaction by Insert's own statement for the
-// occurrences, so they get refill sequence numbers like any inserted task; of several
-// schedulers firing from one reading, exactly one changes the row. PauseSchedule
-// cancels the schedule's SCHEDULED occurrences (name and task_key = the schedule's
-// name, a range (namespace, name) of the business-key index) in the transaction that
-// sets paused; DeleteSchedule cancels them with the same statement in the transaction
-// that deletes the row, so a fire either commits before it (and its occurrences are
-// cancelled) or finds no row.
-//
-// The gaps of a schedule (store.SlotHistory) live in ax_slot_gaps
-// (migrations/0008_slot_gaps.sql): FireSchedule inserts FireParams.Gaps in its
-// transaction once the compare-and-set applied, and ResumeSchedule inserts the gap from
-// the paused row's next_fire_at to the new one before the UPDATE that resumes it, in
-// the same writer transaction. The reads use ax_slot_gaps_schedule and the business-key
-// index; PruneSlotGaps uses ax_slot_gaps_until.
-//
-// # Leader lease
-//
-// ax_leader (migrations/0003_leader.sql) holds one row per election namespace: holder,
-// epoch (the fencing token), expires_at, updated_at, in microseconds of this process's
-// clock. AcquireLease is one UPSERT ... WHERE expires_at <= now RETURNING epoch in the
-// writer's transaction, raising the epoch with the holder; renew and release are UPDATEs
-// conditioned on holder and epoch (store.Leaser, elect/sqllease).
-//
-// # Fencing
-//
-// A fenced write (Claim, FireSchedule, and Start, Finish or Requeue with a non-zero
-// store.Fence) first reads SELECT epoch FROM ax_leader WHERE namespace = ? in its own
-// IMMEDIATE transaction and rolls back with store.ErrFenced when its token is below
-// it. The database's one write lock, held from BEGIN to COMMIT, is the shared lock the
-// contract asks for: RaiseFence (a read and an UPSERT of the row, store.RaisedEpoch's
-// rule, in one IMMEDIATE transaction) and AcquireLease cannot raise the epoch while a
-// fenced write is in flight, in this process or another. The zero Fence runs no extra
-// statement (see fence.go).
-//
-// # Task stats
-//
-// TaskStats is one statement on the read pool, so it never waits for the writer and
-// its counts and oldest due time come from one snapshot:
-//
-//	SELECT status, count(*),
-//	    (SELECT min(due_at) FROM ax_tasks WHERE namespace = ? AND status = 'SCHEDULED' AND due_at <= ?)
-//	FROM ax_tasks WHERE namespace = ? GROUP BY status
-//
-// The counts read every row of the namespace, through the business key's index; the
-// scalar subquery runs once, on the partial due index. TestExplain pins it:
-//
-//	SEARCH ax_tasks USING INDEX ax_tasks_ns_name_key (namespace=?)
-//	USE TEMP B-TREE FOR GROUP BY
-//	SCALAR SUBQUERY 1
-//	SEARCH ax_tasks USING COVERING INDEX ax_tasks_ns_scheduled_due (namespace=? AND due_at<?)
-//
-// # Finding tasks
-//
-// Tasks is one SELECT with a LIMIT (store/internal/taskquery writes its conditions,
-// as for PostgreSQL and MySQL); CountTasks counts each status in its own subquery
-// that stops at the cap. SQLite has no statistics to choose an index by (nothing runs
-// ANALYZE), so Tasks names the index itself (tasksFrom): the business key's for a
-// name, the prefix as the byte-wise range it is under BINARY ("SEARCH ax_tasks USING
-// INDEX ax_tasks_ns_name_key (namespace=? AND name=? AND key>? AND key<?)"); the due
-// index for SCHEDULED soonest first; a terminal status's own partial index (schema
-// v5) for a finished range ("… ax_tasks_ns_failed (namespace=? AND finished_at>? AND
-// finished_at<?)"); and otherwise the rows in id order, backwards for the newest
-// first ("SEARCH ax_tasks USING INTEGER PRIMARY KEY (rowid<?)" after a cursor), which
-// stops at the page's end. TestExplain pins these plans.
-//
-// # Namespaces
-//
-// A Store is the view of one namespace (store.Store.InNamespace): Open returns
-// store.DefaultNamespace's, and InNamespace returns another *Store that shares the
-// writer connection, the read pool, the prepared statements and the closed flag (one
-// pointer to them) and differs only in its namespace, so a view costs nothing and
-// closing any view closes them all. ax_tasks and ax_schedules have a namespace column
-// (NOT NULL DEFAULT 'default', added by migrations/0004_namespaces.sql: ALTER TABLE ...
-// ADD COLUMN with a constant default does not rewrite ax_tasks; ax_schedules, whose
-// primary key becomes (namespace, name), is copied into a new table), and every index
-// of ax_tasks leads with it, so a namespace's scans are ranges of its own rows.
-//
-// Insert (the store's and a store.Tx's), FireSchedule and RegisterSchedules stamp the view's namespace;
-// every read and write of rows by name, key or time filters by it. The statements that
-// name their rows by id (Claim, Start, Heartbeat, Finish, Requeue, Get, Trigger)
-// compare +namespace = ?: checked on the row found by the primary key, never used to
-// choose an index (SQLite would otherwise prefer a range of the namespace's due index
-// to the id lookups). An id of another namespace's task is thus not found, or left
-// out of a batch's result. The refill sequence takes no namespace: it is one counter
-// for the file. Leases and fences name their namespace explicitly.
-//
-// ax_nodes holds the node registry (store.NodeRegistry): (namespace, name) primary key,
-// advertise, handlers (the sorted names as a JSON array of strings), capacity,
-// in_flight, started_at and heartbeat_at in microseconds of this process's clock, and
-// clock_offset (version 10: the store's clock minus the node's, microseconds, as the
-// node measured it).
-// RegisterNode is one UPSERT, RemoveNode and ExpireNodes one DELETE each, on the
-// writer; Nodes is one range of the primary key, in name order, on the read pool.
+// DESIGN.md, beside this file, has the design notes: tables, indexes and plans, and how
+// each operation uses them.
 package sqlite
 
 import (
