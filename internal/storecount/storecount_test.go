@@ -119,13 +119,13 @@ func TestRefillRowsAndSnapshotCopy(t *testing.T) {
 	}
 }
 
-// notifyingTxStore is a store that implements both optional interfaces.
-type notifyingTxStore struct {
+// notifyingTransactor is a store that implements both optional interfaces.
+type notifyingTransactor struct {
 	store.Store
 	txMethods
 }
 
-func (notifyingTxStore) Listen(ctx context.Context, f func()) error { return nil }
+func (notifyingTransactor) Listen(ctx context.Context, f func()) error { return nil }
 
 type notifyingStore struct{ store.Store }
 
@@ -163,7 +163,7 @@ func TestWithOptionalInterfaces(t *testing.T) {
 		{"plain", mem, false, false},
 		{"notifier", notifyingStore{mem}, true, false},
 		{"tx", txStore{mem, txMethods{mem}}, false, true},
-		{"both", notifyingTxStore{mem, txMethods{mem}}, true, true},
+		{"both", notifyingTransactor{mem, txMethods{mem}}, true, true},
 	} {
 		s := storecount.New(tc.inner)
 		var plain store.Store = s

@@ -1,6 +1,6 @@
 // Package mysql is ax's store on MySQL 8.0.17+ or MariaDB 10.6+ (go-sql-driver/mysql), for
-// replicas that share one database. It implements store.Store, store.TxStore,
-// store.Leaser, store.Namespaced and store.NodeRegistry; it has no store.Notifier (MySQL has no LISTEN/NOTIFY): other replicas' submits reach the
+// replicas that share one database. It implements store.Store and store.Transactor; it
+// has no store.Notifier (MySQL has no LISTEN/NOTIFY): other replicas' submits reach the
 // other schedulers through their periodic refill.
 //
 //	s, err := mysql.Open("ax:secret@tcp(db:3306)/ax") // owns its pool; Close closes it

@@ -1,8 +1,8 @@
 // Package postgres is ax's PostgreSQL store (pgx v5): the store for several replicas
-// of a service sharing one database. It implements store.Store, store.TxStore
-// (transactional submit), store.Notifier (LISTEN/NOTIFY wake-ups), store.Namespaced
-// (several services on one schema) and store.NodeRegistry (ax_nodes). It needs
-// PostgreSQL 13 or later and is tested on 15.
+// of a service sharing one database. It implements store.Store (several services on
+// one schema, and the node registry, included), store.Transactor (transactional
+// submit: Bind, InTx) and store.Notifier (LISTEN/NOTIFY wake-ups). It needs PostgreSQL
+// 13 or later and is tested on 15.
 //
 //	st, err := postgres.Open(ctx, "postgres://ax@db/orders?search_path=ax")
 //	// or, on a pool the application owns (Close leaves it open):
