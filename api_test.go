@@ -201,8 +201,6 @@ func TestBadInputIsInvalidAndNamesTheField(t *testing.T) {
 		{"window", ax.Config{Store: s0(t), Window: -time.Second}, "Window"},
 		{"orphan", ax.Config{Store: s0(t), HeartbeatInterval: time.Minute, OrphanAfter: time.Second}, "OrphanAfter"},
 		{"concurrency", ax.Config{Store: s0(t), Concurrency: -1}, "Concurrency"},
-		// An unsigned executor endpoint takes tokens up to the epoch the store records.
-		{"unsigned, no epoch", ax.Config{Store: struct{ ax.Store }{s0(t)}, Cluster: ax.ClusterConfig{Advertise: "http://127.0.0.1:7070"}}, "Cluster.Secret"},
 	}
 	for _, c := range bad {
 		if _, err := ax.New(c.cfg); !errors.Is(err, ax.ErrInvalid) || !strings.Contains(err.Error(), c.field) {

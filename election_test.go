@@ -290,14 +290,23 @@ func TestExecutorOnlyNeverSchedules(t *testing.T) {
 // database, cut, while its election (a separate backend) goes on.
 type cutNow struct {
 	store.Store
-	cut atomic.Bool
+	cut *atomic.Bool
 }
 
-func (c *cutNow) Now(ctx context.Context) (time.Time, error) {
+func (c cutNow) Now(ctx context.Context) (time.Time, error) {
 	if c.cut.Load() {
 		return time.Time{}, errors.New("connection refused")
 	}
 	return c.Store.Now(ctx)
+}
+
+// InNamespace keeps the namespace's view behind the same cut.
+func (c cutNow) InNamespace(ns string) (store.Store, error) {
+	v, err := c.Store.InNamespace(ns)
+	if err != nil {
+		return nil, err
+	}
+	return cutNow{v, c.cut}, nil
 }
 
 // TestLeaderCutFromItsStoreResigns: a leader whose store stops answering for
@@ -311,13 +320,13 @@ func TestLeaderCutFromItsStoreResigns(t *testing.T) {
 		ctx := context.Background()
 		var ss [2]*ax.Scheduler
 		var obs [2]*roles
-		var links [2]*cutNow
+		var links [2]cutNow
 		for i := range ss {
 			el, err := sqllease.New(mem, sqllease.WithTTL(2*time.Second)) // the election does not go through the cut link
 			if err != nil {
 				t.Fatal(err)
 			}
-			links[i], obs[i] = &cutNow{Store: mem}, &roles{}
+			links[i], obs[i] = cutNow{Store: mem, cut: new(atomic.Bool)}, &roles{}
 			ss[i], err = ax.New(ax.Config{Store: links[i], Node: fmt.Sprintf("node-%d", i), Elector: el, Observer: obs[i],
 				Logger: quietLogger(), StoreTimeout: 3 * time.Second})
 			if err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/elect/sqllease"
-	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/memory"
 )
 
@@ -162,10 +161,7 @@ func TestLeadershipHistoryOfAFencedLeader(t *testing.T) {
 	})
 }
 
-// noHistory is a store without a leadership history.
-type noHistory struct{ store.Store }
-
-func TestLeadershipHistoryInvalidAndUnsupported(t *testing.T) {
+func TestLeadershipHistoryInvalid(t *testing.T) {
 	t.Parallel()
 	st := memory.New()
 	defer st.Close()
@@ -180,12 +176,5 @@ func TestLeadershipHistoryInvalidAndUnsupported(t *testing.T) {
 		if _, err := s.LeadershipHistory(t.Context(), n); !errors.Is(err, ax.ErrInvalid) {
 			t.Errorf("LeadershipHistory(%d) error %v, want ErrInvalid", n, err)
 		}
-	}
-	s, err = ax.New(ax.Config{Store: noHistory{st}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.LeadershipHistory(t.Context(), 20); !errors.Is(err, ax.ErrUnsupported) {
-		t.Errorf("LeadershipHistory of a store without one: error %v, want ErrUnsupported", err)
 	}
 }

@@ -39,6 +39,8 @@ type Store interface {
 
 	// InNamespace returns the view of namespace ns: non-empty, at most MaxNamespace
 	// bytes, no white space, else ErrInvalid. See "Namespaces" in the package doc.
+	// The scheduler works on its namespace's view, so a store that wraps another
+	// (to count, bound or fail its calls) wraps the views it returns too.
 	InNamespace(ns string) (Store, error)
 
 	// Close releases the store's resources. Calls after Close return ErrClosed.

@@ -141,9 +141,6 @@ func (f *freezer) Lease(ctx context.Context, ns string) (store.LeaseInfo, error)
 	return f.leaser.Lease(ctx, ns)
 }
 
-// notLeaser hides the Leaser methods of a store.
-type notLeaser struct{ store.Store }
-
 func TestNewRejects(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -151,7 +148,6 @@ func TestNewRejects(t *testing.T) {
 		st   store.Store
 		opts []sqllease.Option
 	}{
-		{"not a Leaser", notLeaser{memory.New()}, nil},
 		{"short TTL", memory.New(), []sqllease.Option{sqllease.WithTTL(10 * time.Millisecond)}},
 		{"empty namespace", memory.New(), []sqllease.Option{sqllease.WithNamespace("")}},
 		{"negative poll", memory.New(), []sqllease.Option{sqllease.WithPollInterval(-time.Second)}},
