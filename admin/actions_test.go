@@ -15,7 +15,6 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/admin"
-	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/memory"
 )
 
@@ -288,36 +287,5 @@ func TestActionsOnASupersededTask(t *testing.T) {
 	}
 	if got, _ := s.Get(ctx, newer.ID); got.Status != ax.Scheduled || !got.DueAt.Equal(newer.DueAt) {
 		t.Errorf("the newer task was reached: %+v", got)
-	}
-}
-
-// noAudit is a store without an audit log: store.Store alone.
-type noAudit struct{ store.Store }
-
-// On a store that keeps no audit log every action is refused before it is done.
-func TestActionsWithoutAnAuditLog(t *testing.T) {
-	t.Parallel()
-	st := memory.New()
-	t.Cleanup(func() { st.Close() })
-	s, err := ax.New(ax.Config{Store: noAudit{st}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := s.Delay(context.Background(), "job", "a", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := admin.NewHandler(s, admin.Config{Tokens: []admin.Token{{Actor: "ops", Role: admin.Admin, Hash: admin.HashToken("tok")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status, body := post(t, h, "/tasks/"+itoa(task.ID)+"/cancel", "tok", ``); status != 501 || code(body) != "unsupported" {
-		t.Errorf("cancel without an audit log: %d %v, want 501 unsupported", status, body)
-	}
-	if got, _ := s.Get(context.Background(), task.ID); got.Status != ax.Scheduled {
-		t.Errorf("the task is %s, want SCHEDULED: nothing done unaudited", got.Status)
-	}
-	if status, body, _ := call(t, h, http.MethodGet, "/audit", "tok"); status != 501 || code(body) != "unsupported" {
-		t.Errorf("GET /audit without an audit log: %d %v, want 501", status, body)
 	}
 }

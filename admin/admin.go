@@ -140,10 +140,11 @@
 // does not allow the route), read_only (403), invalid (400), not_found (404),
 // method_not_allowed (405), conflict (409: the task's state refuses the action),
 // not_running (409), too_large (413), rate_limited (429), internal (500),
-// audit_failed (500), unsupported (501: the store keeps no audit log). A message
-// never holds a database driver's text: a 4xx from the scheduler shows ax's own words
-// only, and a 500 says what failed with an error id, "(error id 3f9c0a7e12d45b68;
-// the server's log has the cause)", under which the cause is logged at ERROR.
+// audit_failed (500), unsupported (501: the store does not offer what was asked). A
+// message never holds a database driver's text: a 4xx from the scheduler shows ax's
+// own words only, and a 500 says what failed with an error id, "(error id
+// 3f9c0a7e12d45b68; the server's log has the cause)", under which the cause is
+// logged at ERROR.
 package admin
 
 import (
@@ -343,7 +344,6 @@ type Handler struct {
 	tokens     []token
 	mux        *http.ServeMux
 	readOnly   bool
-	noAudit    bool // the store keeps no audit log: every mutating route is refused
 	triggers   *rateLimiter
 	refusals   *refusalLimiter
 	failedAuth *failedAuth
@@ -374,11 +374,6 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	}
 	if h.log == nil {
 		h.log = slog.Default()
-	}
-	// Does the store keep an audit log? A query of limit 0 asks without a read: the
-	// store refuses it as invalid, or ax as unsupported before reaching one.
-	if _, err := s.AuditLog(context.Background(), ax.AuditQuery{Limit: 0}); errors.Is(err, ax.ErrUnsupported) {
-		h.noAudit = true
 	}
 	seen := map[[sha256.Size]byte]bool{}
 	for i, t := range cfg.Tokens {

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -29,10 +28,9 @@ type Overview struct {
 	Executions ExecutionsView  `json:"executions"`
 	Early      int64           `json:"early"`
 	TopFailing []NameCountView `json:"top_failing"`
-	// StatsUnsupported: the store keeps no statistics; StatsTruncated: the hour did
-	// not fit one read (more than 60 schedulers), its oldest minutes are missing.
-	StatsUnsupported bool `json:"stats_unsupported,omitempty"`
-	StatsTruncated   bool `json:"stats_truncated,omitempty"`
+	// StatsTruncated: the hour did not fit one read (more than 60 schedulers), its
+	// oldest minutes are missing.
+	StatsTruncated bool `json:"stats_truncated,omitempty"`
 }
 
 // ExecutionsView counts executions by outcome (ax.ExecutionCounts).
@@ -99,22 +97,19 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, _ caller) {
 		due := page.Tasks[0].DueAt
 		out.OldestDue, out.QueueLagMS = &due, max(now.Sub(due), 0).Milliseconds()
 	}
-	out.Minutes, out.TopFailing = []MinuteView{}, []NameCountView{}
-	switch sum, err := h.s.Stats(ctx, now.Add(-statsWindow)); {
-	case err == nil:
-		for _, m := range sum.Minutes {
-			out.Minutes = append(out.Minutes, MinuteView{Minute: m.Minute, Executions: executionsOf(m.Executions),
-				LatenessP50MS: millis(m.LatenessP50), LatenessP99MS: millis(m.LatenessP99), LatenessMaxMS: millis(m.LatenessMax), Early: m.Early})
-		}
-		for _, f := range sum.TopFailing {
-			out.TopFailing = append(out.TopFailing, NameCountView{Name: f.Name, Count: f.Count})
-		}
-		out.Executions, out.Early, out.StatsTruncated = executionsOf(sum.Executions), sum.Early, sum.Truncated
-	case errors.Is(err, ax.ErrUnsupported):
-		out.StatsUnsupported = true
-	default:
+	sum, err := h.s.Stats(ctx, now.Add(-statsWindow))
+	if err != nil {
 		h.writeErr(w, r, err)
 		return
 	}
+	out.Minutes, out.TopFailing = []MinuteView{}, []NameCountView{}
+	for _, m := range sum.Minutes {
+		out.Minutes = append(out.Minutes, MinuteView{Minute: m.Minute, Executions: executionsOf(m.Executions),
+			LatenessP50MS: millis(m.LatenessP50), LatenessP99MS: millis(m.LatenessP99), LatenessMaxMS: millis(m.LatenessMax), Early: m.Early})
+	}
+	for _, f := range sum.TopFailing {
+		out.TopFailing = append(out.TopFailing, NameCountView{Name: f.Name, Count: f.Count})
+	}
+	out.Executions, out.Early, out.StatsTruncated = executionsOf(sum.Executions), sum.Early, sum.Truncated
 	writeJSON(w, http.StatusOK, out)
 }

@@ -120,9 +120,6 @@ func (s refusalSummary) record(l Limit) ax.AuditRecord {
 // Config.Refusals: then it is counted for a summary row, and the first refusal
 // counted so in a window is logged at WARN.
 func (h *Handler) refused(r *http.Request, rec ax.AuditRecord) {
-	if h.noAudit { // nothing to write it to: the refusal is the store's lack of one
-		return
-	}
 	write, first := h.refusals.admit(rec.Actor, rec.Role, rec.Action, time.Now())
 	if first {
 		h.log.WarnContext(r.Context(), "ax: admin: refused calls over the limit: counted, and written in one summary row when the window ends",
@@ -140,9 +137,6 @@ func (h *Handler) refused(r *http.Request, rec ax.AuditRecord) {
 // writeSummaries writes the pending summary rows of refusals (every count, with
 // all). One that cannot be written is logged at ERROR with its counts.
 func (h *Handler) writeSummaries(ctx context.Context, all bool) error {
-	if h.noAudit {
-		return nil
-	}
 	var first error
 	failed := 0
 	for _, s := range h.refusals.take(time.Now(), all) {

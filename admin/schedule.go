@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -17,9 +16,6 @@ type ScheduleDetail struct {
 	Words    string         `json:"words"`
 	Next     []FireTimeView `json:"next"`
 	Slots    []SlotView     `json:"slots"`
-	// SlotsUnsupported: the store keeps no gaps of schedules (store.SlotHistory), so
-	// the slots cannot be accounted for.
-	SlotsUnsupported bool `json:"slots_unsupported,omitempty"`
 }
 
 // FireTimeView is one of a schedule's next slots (ax.FireTime).
@@ -73,17 +69,13 @@ func (h *Handler) schedule(w http.ResponseWriter, r *http.Request, _ caller) {
 		}
 	}
 	slots, err := h.s.ScheduleSlots(ctx, name, scheduleSlots)
-	switch {
-	case err == nil:
-		for _, sl := range slots {
-			out.Slots = append(out.Slots, SlotView{At: sl.At, State: string(sl.State), Manual: sl.Manual, TaskID: sl.TaskID, Attempt: sl.Attempt,
-				LatenessMS: float64(sl.Lateness.Microseconds()) / 1000, Result: sl.Result})
-		}
-	case errors.Is(err, ax.ErrUnsupported):
-		out.SlotsUnsupported = true
-	default:
+	if err != nil {
 		h.writeErr(w, r, err)
 		return
+	}
+	for _, sl := range slots {
+		out.Slots = append(out.Slots, SlotView{At: sl.At, State: string(sl.State), Manual: sl.Manual, TaskID: sl.TaskID, Attempt: sl.Attempt,
+			LatenessMS: float64(sl.Lateness.Microseconds()) / 1000, Result: sl.Result})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -203,7 +203,7 @@ func (h *Handler) Caller(r *http.Request) (Caller, bool) {
 
 // ReadOnly reports whether the handler refuses every mutating route
 // (Config.ReadOnly), for pages to hide what would be refused.
-func (h *Handler) ReadOnly() bool { return h.readOnly || h.noAudit }
+func (h *Handler) ReadOnly() bool { return h.readOnly }
 
 // sessionCookie is the cookie of session id, or the one that clears it.
 func (h *Handler) sessionCookie(r *http.Request, id, path string, clear bool) *http.Cookie {

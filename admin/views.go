@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -71,9 +70,8 @@ type ClusterView struct {
 	LeaseRemainingMS int64      `json:"lease_remaining_ms"`
 	Nodes            []NodeView `json:"nodes"`
 	// History is the last 20 leadership changes, newest first
-	// (ax.Scheduler.LeadershipHistory); HistoryUnsupported: the store keeps none.
-	History            []LeadershipView `json:"history"`
-	HistoryUnsupported bool             `json:"history_unsupported,omitempty"`
+	// (ax.Scheduler.LeadershipHistory).
+	History []LeadershipView `json:"history"`
 }
 
 // LeadershipView is one change of leadership (ax.LeadershipChange): a term acquired
@@ -106,17 +104,14 @@ func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 		out.Nodes[i] = NodeView{Node: n.Node, Advertise: n.Advertise, Handlers: handlers, Capacity: n.Capacity, InFlight: n.InFlight,
 			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, ClockOffsetUS: n.ClockOffset.Microseconds()}
 	}
-	out.History = []LeadershipView{}
-	switch hist, err := h.s.LeadershipHistory(r.Context(), clusterHistory); {
-	case err == nil:
-		for _, c := range hist {
-			out.History = append(out.History, LeadershipView{Epoch: c.Epoch, Node: c.Node, Kind: c.Kind, At: c.At, Reason: c.Reason})
-		}
-	case errors.Is(err, ax.ErrUnsupported):
-		out.HistoryUnsupported = true
-	default:
+	hist, err := h.s.LeadershipHistory(r.Context(), clusterHistory)
+	if err != nil {
 		h.writeErr(w, r, err)
 		return
+	}
+	out.History = make([]LeadershipView, len(hist))
+	for i, c := range hist {
+		out.History[i] = LeadershipView{Epoch: c.Epoch, Node: c.Node, Kind: c.Kind, At: c.At, Reason: c.Reason}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -126,7 +121,7 @@ func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, _ caller) {
 type Whoami struct {
 	Actor    string `json:"actor"`
 	Role     string `json:"role"`
-	ReadOnly bool   `json:"read_only"` // every mutating route is refused (Config.ReadOnly, or a store without an audit log)
+	ReadOnly bool   `json:"read_only"` // every mutating route is refused (Config.ReadOnly)
 	Payloads bool   `json:"payloads"`  // GET /tasks/{id} shows payloads
 	// RefreshMS is Config.Refresh, the interval of shared reads, in milliseconds.
 	RefreshMS int64 `json:"refresh_ms"`

@@ -83,8 +83,7 @@ func signedIn(t *testing.T, h http.Handler, role admin.Role) *http.Cookie {
 	return cookies[0]
 }
 
-// livePages are the pages the viewers poll: every page, each one view or a few. (The
-// counting store keeps no audit log, nor the slots' gaps: those pages read none.)
+// livePages are the pages the viewers poll: every page, each one view or a few.
 func livePages(id int64) []string {
 	return []string{"/ax/", "/ax/tasks", "/ax/tasks?status=SCHEDULED&order=soonest", fmt.Sprint("/ax/tasks/", id), "/ax/schedules",
 		"/ax/schedules/nightly", "/ax/cluster", "/ax/audit"}
