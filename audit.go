@@ -52,8 +52,8 @@ func (q AuditQuery) store() store.AuditQuery   { return store.AuditQuery(q) }
 
 // Audit appends rec to the audit log of the scheduler's namespace, stamped by the
 // store's clock, and returns it. The admin API calls it for every mutating request;
-// a service's own tools may too. A store without an audit log is ErrUnsupported; a
-// record without an actor, action or result, or with an over-long field, ErrInvalid.
+// a service's own tools may too. A record without an actor, action or result, or
+// with an over-long field, is ErrInvalid.
 //
 // With WithTx the record is written in the caller's transaction (an InTx one, say),
 // kept if, and only if, it commits: with the change it records.
@@ -72,8 +72,7 @@ func (s *Scheduler) Audit(ctx context.Context, rec AuditRecord, opts ...ActionOp
 }
 
 // AuditLog returns the audit records of the scheduler's namespace that match q, newest
-// first. A store without an audit log is ErrUnsupported; a Limit out of range, or a
-// Since not before Until, ErrInvalid.
+// first. A Limit out of range, or a Since not before Until, is ErrInvalid.
 func (s *Scheduler) AuditLog(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
 	rows, err := s.st.AuditLog(ctx, q.store())
 	if err != nil {

@@ -35,8 +35,8 @@ var (
 	// ErrNotRunning: the call needs a started scheduler (Trigger), or Start was
 	// called on a started or stopped scheduler.
 	ErrNotRunning = errors.New("scheduler not running")
-	// ErrUnsupported: the store does not offer what the call needs (an audit log:
-	// store.Auditor).
+	// ErrUnsupported: the store does not offer what the call needs (transactions:
+	// InTx on a store without store.Transactor).
 	ErrUnsupported = errors.New("not supported by the store")
 	// ErrSelfFenced is the cause (context.Cause) of a handler's context that
 	// self-fencing cancelled: no heartbeat of its execution reached the store within
