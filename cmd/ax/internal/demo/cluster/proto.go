@@ -1,4 +1,4 @@
-package demo
+package cluster
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The cluster scenario (RunCluster) runs its replicas as child processes: the parent
+// The cluster scenario (Run) runs its replicas as child processes: the parent
 // writes one nodeConfig, as a line of JSON, to a replica's stdin, and keeps stdin
 // open; the replica reports what it does as lines of JSON (nodeEvent) on its stdout.
 // When its stdin closes (the parent asks it to stop, or died) the replica stops its
