@@ -29,7 +29,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/axsched/ax"
@@ -244,9 +243,8 @@ type cluster struct {
 	stderr io.Writer
 	dbPath string
 
-	events  chan replicaEvent
-	quit    chan struct{} // closed at the end: the readers stop passing lines on
-	readers sync.WaitGroup
+	events chan replicaEvent
+	quit   chan struct{} // closed at the end: the replicas' lines are no longer passed on
 
 	replicas []*replica
 	leader   *replica
@@ -455,7 +453,7 @@ func (c *cluster) spawn(name string) (*replica, error) {
 	if c.cc.Reconciles() {
 		cfg.ReconcileEvery = c.cc.ReconcileEvery
 	}
-	r, err := spawn(c.cc.NodeCommand(), cfg, c.stderr, c.events, c.quit, &c.readers)
+	r, err := spawn(c.cc.NodeCommand(), cfg, c.stderr, c.events, c.quit)
 	if r != nil {
 		c.replicas = append(c.replicas, r)
 	}
@@ -853,10 +851,11 @@ func (c *cluster) tryKill(ctx context.Context, now time.Time) error {
 	if n := len(l.inflight); n > 0 {
 		running = fmt.Sprintf("; it was running %d handlers, which ax re-runs elsewhere after OrphanAfter (%s)", n, demo.Secs(c.tm.orphanAfter))
 	}
-	if err := l.kill(); err != nil {
+	killedAt, err := l.kill()
+	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	c.killedAt = time.Now()
+	c.killedAt = killedAt
 	l.killed = true
 	c.killed, c.killedEpoch = l, l.epoch
 	c.leaseSeen, c.leaseLeft = c.killedAt, st.Remaining
@@ -1047,7 +1046,7 @@ func (c *cluster) stopAll() error {
 }
 
 // shutdown ends every replica still running — gracefully, then with SIGKILL after
-// clusterStopTO — and waits for the readers.
+// clusterStopTO — and waits until each is reaped and its lines read.
 func (c *cluster) shutdown() {
 	for _, r := range c.replicas {
 		if !r.hasExited() && !r.stopping {
@@ -1058,13 +1057,12 @@ func (c *cluster) shutdown() {
 	giveUp := time.After(clusterStopTO)
 	for _, r := range c.replicas {
 		select {
-		case <-r.exited:
+		case <-r.proc.Done():
 		case <-giveUp:
 			r.kill()
-			<-r.exited
+			<-r.proc.Done()
 		}
 	}
-	c.readers.Wait()
 }
 
 // fillPartial fills what is known of a run that did not finish.

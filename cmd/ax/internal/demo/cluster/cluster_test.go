@@ -17,6 +17,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/cmd/ax/internal/demo"
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -67,10 +68,8 @@ func TestRunCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	sum, err := Run(ctx, cc, &out)
-	for _, marker := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
-		if strings.Contains(stderr.String(), marker) {
-			t.Errorf("a replica reported %q; stderr:\n%s", marker, stderr.String())
-		}
+	for _, report := range childproc.Failures(stderr.String()) {
+		t.Errorf("a replica reported:\n%s\nits stderr:\n%s", report, stderr.String())
 	}
 	if err != nil {
 		t.Fatalf("Run: %v\noutput:\n%s\nreplicas' stderr:\n%s", err, out.String(), stderr.String())

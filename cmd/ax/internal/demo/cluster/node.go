@@ -16,6 +16,7 @@ import (
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/cmd/ax/internal/demo"
 	"github.com/axsched/ax/elect/sqllease"
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -50,7 +51,7 @@ func RunNode(ctx context.Context, in io.Reader, out, logw io.Writer) error {
 	if err := json.Unmarshal(line, &cfg); err != nil {
 		return fmt.Errorf("demo: replica: parse the configuration: %w", err)
 	}
-	ew := &eventWriter{out: out, node: cfg.Node}
+	ew := &eventWriter{out: childproc.NewWriter(out), node: cfg.Node}
 	if err := runNode(ctx, cfg, br, ew, logw); err != nil {
 		ew.emit(nodeEvent{Ev: evError, Err: err.Error()})
 		return err

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,18 +8,18 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/axsched/ax/internal/childproc"
 )
 
 // replica is one replica process as the parent sees it. The fields below the line
 // are the main loop's own.
 type replica struct {
 	name    string
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
+	proc    *childproc.Process
 	pid     int
 	spawned time.Time
-	exited  chan struct{} // closed once the process was reaped; exitErr is set then
-	exitErr error
+	exitErr error // set before its exit event is sent
 
 	ready    bool
 	readyAt  time.Time
@@ -43,86 +42,60 @@ type replicaEvent struct {
 }
 
 // spawn starts a replica running cfg: NodeCommand's process, cfg on its stdin, its
-// stdout read into events until it closes. Sends stop when quit is closed.
-func spawn(cmd *exec.Cmd, cfg nodeConfig, stderr io.Writer, events chan<- replicaEvent, quit <-chan struct{}, wg *sync.WaitGroup) (*replica, error) {
+// lines passed to events until its stdout closes, then its exit. Sends stop when
+// quit is closed.
+func spawn(cmd *exec.Cmd, cfg nodeConfig, stderr io.Writer, events chan<- replicaEvent, quit <-chan struct{}) (*replica, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", cfg.Node, err)
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("replica %s: %w", cfg.Node, err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("replica %s: %w", cfg.Node, err)
-	}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("replica %s: start %s: %w", cfg.Node, cmd.Path, err)
-	}
-	r := &replica{
-		name: cfg.Node, cmd: cmd, stdin: stdin, pid: cmd.Process.Pid, spawned: time.Now(),
-		exited: make(chan struct{}), inflight: map[string]nodeEvent{},
-	}
-	wg.Add(1)
-	go r.read(stdout, events, quit, wg)
-	if _, err := stdin.Write(append(raw, '\n')); err != nil {
-		r.cmd.Process.Kill()
-		return r, fmt.Errorf("replica %s: write its configuration: %w", cfg.Node, err)
-	}
-	return r, nil
-}
-
-// read passes the replica's lines to events until its stdout closes, then reaps it.
-func (r *replica) read(stdout io.Reader, events chan<- replicaEvent, quit <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
+	r := &replica{name: cfg.Node, spawned: time.Now(), inflight: map[string]nodeEvent{}}
 	send := func(e replicaEvent) {
 		select {
 		case events <- e:
 		case <-quit:
 		}
 	}
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var ev nodeEvent
-		if err := json.Unmarshal(line, &ev); err != nil || ev.Ev == "" {
-			send(replicaEvent{r: r, bad: strings.TrimSpace(string(line))})
-			continue
-		}
-		send(replicaEvent{r: r, ev: ev})
+	r.proc, err = childproc.Start(cmd, childproc.Options{
+		Name: "replica " + cfg.Node, Stdin: true, Stderr: stderr,
+		OnLine: func(l childproc.Line) {
+			var ev nodeEvent
+			if err := json.Unmarshal([]byte(l.Text), &ev); err != nil || ev.Ev == "" {
+				send(replicaEvent{r: r, bad: strings.TrimSpace(l.Text)})
+				return
+			}
+			send(replicaEvent{r: r, ev: ev})
+		},
+		OnExit: func(err error) {
+			r.exitErr = err
+			send(replicaEvent{r: r, exit: true})
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
-	io.Copy(io.Discard, stdout) // after a read error: let the process finish writing
-	r.exitErr = r.cmd.Wait()
-	close(r.exited)
-	send(replicaEvent{r: r, exit: true})
+	r.pid = r.proc.PID()
+	if err := r.proc.Send(string(raw)); err != nil {
+		r.proc.Kill()
+		return r, fmt.Errorf("replica %s: write its configuration: %w", cfg.Node, err)
+	}
+	return r, nil
 }
 
 // kill sends SIGKILL (kill -9): the process ends at once, without running any code
-// of its own.
-func (r *replica) kill() error {
-	if err := r.cmd.Process.Kill(); err != nil {
-		return fmt.Errorf("kill %s (pid %d): %w", r.name, r.pid, err)
-	}
-	return nil
-}
+// of its own. It returns the time just before the signal, once the process is reaped.
+func (r *replica) kill() (time.Time, error) { return r.proc.Kill() }
 
 // stop asks the replica to stop gracefully: it closes its stdin.
 func (r *replica) stop() {
 	r.stopping = true
-	r.stdin.Close()
+	r.proc.CloseStdin()
 }
 
 // hasExited reports whether the process was reaped.
 func (r *replica) hasExited() bool {
-	select {
-	case <-r.exited:
-		return true
-	default:
-		return false
-	}
+	exited, _ := r.proc.Exited()
+	return exited
 }
 
 // lockedWriter serialises writes from the replicas' stderr copiers.
