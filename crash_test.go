@@ -1,19 +1,18 @@
 package ax
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/mysql"
@@ -57,21 +56,24 @@ func TestCrashChild(t *testing.T) {
 	if mode == "" {
 		t.Skip("child process of TestCrashRecovery only")
 	}
+	out := childproc.NewWriter(os.Stdout)
+	fail := func(err error) {
+		out.Error(err)
+		os.Exit(1)
+	}
 	st, err := openCrashStore(os.Getenv(crashStoreEnv), os.Getenv(crashDBEnv))
 	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(1)
+		fail(err)
 	}
 	s, err := New(Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HeartbeatInterval: 100 * time.Millisecond, OrphanAfter: time.Minute})
 	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(1)
+		fail(err)
 	}
 	block := make(chan struct{})
 	ctx := context.Background()
 	s.HandleFunc("done", func(ctx context.Context, t *Task) error { return nil })
 	s.HandleFunc("work", func(ctx context.Context, t *Task) error {
-		fmt.Println("RUNNING", t.ID)
+		out.Printf("RUNNING %d", t.ID)
 		<-block // until killed
 		return nil
 	})
@@ -81,7 +83,7 @@ func TestCrashChild(t *testing.T) {
 	hold := func(ts []store.Task) {
 		for _, t := range ts {
 			if t.Name == "work" {
-				fmt.Println("CLAIMED", t.ID)
+				out.Printf("CLAIMED %d", t.ID)
 				<-block
 			}
 		}
@@ -93,13 +95,11 @@ func TestCrashChild(t *testing.T) {
 		s.hooks.afterClaim = func(claimed, _ []store.Task) { hold(claimed) }
 	}
 	if err := s.Start(ctx); err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(1)
+		fail(err)
 	}
 	mustDelay := func(name, key string, d time.Duration, opts ...TaskOption) {
 		if _, err := s.Delay(ctx, name, key, d, opts...); err != nil {
-			fmt.Println("ERROR", err)
-			os.Exit(1)
+			fail(err)
 		}
 	}
 	// A task that completes before the crash: it must never run again.
@@ -122,14 +122,12 @@ func TestCrashChild(t *testing.T) {
 			specs[i] = TaskSpec{Name: "work", Key: fmt.Sprintf("pending-%d", i), DueAt: base.Add(time.Duration(i) * 40 * time.Millisecond)}
 		}
 		if _, err := s.SubmitMany(ctx, specs); err != nil {
-			fmt.Println("ERROR", err)
-			os.Exit(1)
+			fail(err)
 		}
 		if late := time.Since(base); late > 0 {
-			fmt.Println("ERROR the pending tasks were written", late, "after the first fell due")
-			os.Exit(1)
+			fail(fmt.Errorf("the pending tasks were written %v after the first fell due", late))
 		}
-		fmt.Println("READY")
+		out.Printf("READY")
 	case "running", "claimed":
 		mustDelay("work", "crash", 0)
 	case "dispatched":
@@ -256,46 +254,18 @@ func crashRecovery(t *testing.T, kind, dsn, mode string) {
 // it prints marker, and kills it with SIGKILL.
 func runChildUntil(t *testing.T, mode, kind, dsn, marker string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashModeEnv+"="+mode, crashStoreEnv+"="+kind, crashDBEnv+"="+dsn)
-	out, err := cmd.StdoutPipe()
+	child, err := childproc.Start(childproc.TestCommand("TestCrashChild"), childproc.Options{
+		Name: "child " + mode, Env: []string{crashModeEnv + "=" + mode, crashStoreEnv + "=" + kind, crashDBEnv + "=" + dsn},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	_, waitErr := child.WaitLine(30*time.Second, marker)
+	if _, err := child.Kill(); err != nil { // SIGKILL: no deferred code, no cleanup
 		t.Fatal(err)
 	}
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	timeout := time.After(30 * time.Second)
-	for found := false; !found; {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("child %s exited before printing %s", mode, marker)
-			}
-			if strings.HasPrefix(line, "ERROR") {
-				t.Fatalf("child %s: %s", mode, line)
-			}
-			found = strings.HasPrefix(line, marker)
-		case <-timeout:
-			cmd.Process.Kill()
-			t.Fatalf("child %s did not print %s within 30s", mode, marker)
-		}
+	<-child.Done()
+	if waitErr != nil {
+		t.Fatalf("%v; its stderr:\n%s", waitErr, child.Stderr())
 	}
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred code, no cleanup
-		t.Fatal(err)
-	}
-	cmd.Wait()
-	go func() {
-		for range lines {
-		}
-	}()
 }

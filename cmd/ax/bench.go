@@ -19,6 +19,7 @@ import (
 
 	"github.com/axsched/ax/cmd/ax/internal/bench"
 	axredis "github.com/axsched/ax/elect/redis"
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/internal/freshdb"
 	"github.com/axsched/ax/metrics"
 )
@@ -56,7 +57,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// A node of `ax bench --nodes N`, started by it (hidden: not in the usage).
 		_, node, _ := strings.Cut(args[0], "=")
 		if err := bench.RunChildFromEnv(ctx, node); err != nil {
-			fmt.Fprintf(stdout, "ERROR %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			childproc.NewWriter(stdout).Error(err)
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
 			return exitFail
 		}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 
 	"github.com/axsched/ax/cmd/ax/internal/demo"
+	"github.com/axsched/ax/cmd/ax/internal/demo/cluster"
 )
 
 // demoScales are the values of `ax demo --scale`.
@@ -20,21 +21,21 @@ var demoScales = map[string]func() demo.Config{
 }
 
 // clusterScales are the values of `ax demo --scale` with --nodes.
-var clusterScales = map[string]func() demo.ClusterConfig{
-	"normal": func() demo.ClusterConfig { return demo.ClusterConfig{} },
-	"fast":   demo.ClusterFast,
+var clusterScales = map[string]func() cluster.Config{
+	"normal": func() cluster.Config { return cluster.Config{} },
+	"fast":   cluster.Fast,
 }
 
 // replicaFlag is the hidden flag with which `ax demo --nodes N` re-executes this
 // program as one of its replicas: `ax demo --internal-replica` reads its
-// configuration on stdin and reports on stdout (demo.RunNode). It is not a flag of
+// configuration on stdin and reports on stdout (cluster.RunNode). It is not a flag of
 // the flag set, so that the usage does not list it.
 const replicaFlag = "--internal-replica"
 
 // runDemo is `ax demo`.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && (args[0] == replicaFlag || args[0] == replicaFlag[1:]) {
-		if err := demo.RunNode(ctx, os.Stdin, stdout, stderr); err != nil {
+		if err := cluster.RunNode(ctx, os.Stdin, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "ax: %v\n", err)
 			return exitFail
 		}
@@ -83,8 +84,8 @@ flags:
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	if *nodes < 1 || *nodes > demo.MaxNodes {
-		fmt.Fprintf(stderr, "ax demo: --nodes %d: want 1 (one process) or 2 to %d replicas\n", *nodes, demo.MaxNodes)
+	if *nodes < 1 || *nodes > cluster.MaxNodes {
+		fmt.Fprintf(stderr, "ax demo: --nodes %d: want 1 (one process) or 2 to %d replicas\n", *nodes, cluster.MaxNodes)
 		return exitUsage
 	}
 	if *nodes > 1 {
@@ -130,7 +131,7 @@ func runClusterDemo(ctx context.Context, nodes int, scale string, orders int, db
 	cc.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cc.NodeCommand = func() *exec.Cmd { return exec.Command(exe, "demo", replicaFlag) }
 	cc.NodeStderr = stderr
-	if _, err := demo.RunCluster(ctx, cc, stdout); err != nil {
+	if _, err := cluster.Run(ctx, cc, stdout); err != nil {
 		fmt.Fprintf(stderr, "ax: %v\n", err)
 		if errors.Is(err, demo.ErrConfig) {
 			return exitUsage

@@ -3,22 +3,18 @@
 package clustertest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,8 +25,8 @@ import (
 	"github.com/axsched/ax/elect"
 	axredis "github.com/axsched/ax/elect/redis"
 	"github.com/axsched/ax/elect/sqllease"
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/internal/clock"
-	"github.com/axsched/ax/internal/proctest"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -144,26 +140,17 @@ func RunChild(t testing.TB) {
 	if raw == "" {
 		t.Skip("the child side of the clustertest harness: run by StartChild only")
 	}
-	out := &printer{}
+	out := childproc.NewWriter(os.Stdout)
 	if err := runChild(raw, out); err != nil {
-		out.line("ERROR %v", strings.ReplaceAll(err.Error(), "\n", " "))
+		out.Error(err)
 		os.Exit(1)
 	}
-	out.line("STOPPED")
+	out.Printf("STOPPED")
 	os.Exit(0)
 }
 
-// printer writes whole lines to stdout, one write each.
-type printer struct{ mu sync.Mutex }
-
-func (p *printer) line(format string, args ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	os.Stdout.WriteString(fmt.Sprintf(format, args...) + "\n")
-}
-
 // leadership prints the leadership events.
-type leadership struct{ out *printer }
+type leadership struct{ out *childproc.Writer }
 
 func (l leadership) Observe(e ax.Event) {
 	reason := e.Reason
@@ -173,24 +160,24 @@ func (l leadership) Observe(e ax.Event) {
 	switch e.Kind {
 	case ax.EventLeadership:
 		if e.Leader {
-			l.out.line("LEADING %d %d", e.Epoch, e.At.UnixNano())
+			l.out.Printf("LEADING %d %d", e.Epoch, e.At.UnixNano())
 		} else {
-			l.out.line("FOLLOWING %s %d", reason, e.At.UnixNano())
+			l.out.Printf("FOLLOWING %s %d", reason, e.At.UnixNano())
 		}
 	case ax.EventFenceRejected:
-		l.out.line("FENCED %s %d", reason, e.At.UnixNano())
+		l.out.Printf("FENCED %s %d", reason, e.At.UnixNano())
 	case ax.EventDispatchFailed:
-		l.out.line("DISPATCH_FAILED %s %s %d", reason, e.Name, e.At.UnixNano())
+		l.out.Printf("DISPATCH_FAILED %s %s %d", reason, e.Name, e.At.UnixNano())
 	case ax.EventExecutorRequest:
 		if e.Reason != "ok" {
-			l.out.line("REQUEST %s %d %d %d", reason, e.Count, e.Duration.Nanoseconds(), e.At.UnixNano())
+			l.out.Printf("REQUEST %s %d %d %d", reason, e.Count, e.Duration.Nanoseconds(), e.At.UnixNano())
 		}
 	case ax.EventOrphanRecovered:
-		l.out.line("ORPHAN %s %d", e.Name, e.At.UnixNano())
+		l.out.Printf("ORPHAN %s %d", e.Name, e.At.UnixNano())
 	}
 }
 
-func runChild(raw string, out *printer) error {
+func runChild(raw string, out *childproc.Writer) error {
 	var cfg ChildConfig
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		return fmt.Errorf("parse %s: %w", ChildEnv, err)
@@ -287,12 +274,12 @@ func runChild(raw string, out *printer) error {
 		}
 		srv = &http.Server{Handler: s.ExecutorHandler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() { served <- srv.Serve(ln) }()
-		out.line("SERVING %s", ln.Addr())
+		out.Printf("SERVING %s", ln.Addr())
 	}
 	if err := s.Start(clock.WithSkew(ctx, cfg.ClockSkew)); err != nil {
 		return err
 	}
-	out.line("READY")
+	out.Printf("READY")
 	var serveErr error
 	select {
 	case <-sigs:
@@ -310,19 +297,15 @@ func runChild(raw string, out *printer) error {
 
 // mustLog writes e to the run log, or ends the process: a history with a hole in it
 // would prove nothing.
-func mustLog(rl *RunLog, out *printer, e Entry) {
+func mustLog(rl *RunLog, out *childproc.Writer, e Entry) {
 	if err := rl.Write(e); err != nil {
-		out.line("ERROR %v", err)
+		out.Error(err)
 		os.Exit(2)
 	}
 }
 
 // Line is one line a child printed.
-type Line struct {
-	Text     string
-	Fields   []string
-	Received time.Time // when the parent read it
-}
+type Line struct{ childproc.Line }
 
 // Stamp returns the time in the line's last field (LEADING, FOLLOWING, FENCED), or
 // the time it was received.
@@ -350,17 +333,7 @@ type Child struct {
 	// Stderr is the file the child's stderr (the scheduler's logs) goes to.
 	Stderr string
 
-	cmd *exec.Cmd
-	pid int
-
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced at each new line and at exit
-	lines   []Line
-	cursor  int // lines before it were consumed by WaitLine
-	exited  bool
-	exitErr error
-	diedAt  time.Time
-	done    chan struct{} // closed once the process was reaped
+	p *childproc.Process
 }
 
 // StartChild starts the test binary as a child running cfg (it re-executes
@@ -382,29 +355,12 @@ func StartChild(t testing.TB, cfg ChildConfig) *Child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Child{
-		Config:  cfg,
-		Stderr:  filepath.Join(filepath.Dir(cfg.RunLog), cfg.Node+".stderr"),
-		changed: make(chan struct{}),
-		done:    make(chan struct{}),
-	}
-	stderr, err := os.Create(c.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stderr.Close() // the child has its own descriptor
-	c.cmd = exec.Command(os.Args[0], "-test.run=^"+ChildTest+"$", "-test.count=1")
-	c.cmd.Env = append(os.Environ(), ChildEnv+"="+string(raw))
-	c.cmd.Stderr = stderr
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
+	c := &Child{Config: cfg, Stderr: filepath.Join(filepath.Dir(cfg.RunLog), cfg.Node+".stderr")}
+	cmd := childproc.TestCommand(ChildTest)
 	if lnFile != nil {
-		c.cmd.ExtraFiles = []*os.File{lnFile} // descriptor 3 (listenerFD)
+		cmd.ExtraFiles = []*os.File{lnFile} // descriptor 3 (listenerFD)
 	}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.cmd.Start()
+	c.p, err = childproc.Start(cmd, childproc.Options{Name: "child " + cfg.Node, Env: []string{ChildEnv + "=" + string(raw)}, StderrFile: c.Stderr})
 	if lnFile != nil {
 		// The child has its own descriptors now: the parent's copies go, so that the
 		// endpoint lives and dies with the child.
@@ -414,11 +370,11 @@ func StartChild(t testing.TB, cfg ChildConfig) *Child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.pid = c.cmd.Process.Pid
-	go c.read(stdout)
 	t.Cleanup(func() {
 		c.Kill()
-		c.checkStderr(t)
+		for _, report := range childproc.Failures(c.p.Stderr()) {
+			t.Errorf("child %s (pid %d) reported:\n%s", c.Node(), c.PID(), report)
+		}
 	})
 	return c
 }
@@ -436,137 +392,74 @@ func Listen(t testing.TB) (*net.TCPListener, string) {
 	return ln.(*net.TCPListener), "http://" + ln.Addr().String()
 }
 
-// read collects the child's stdout until it closes, then reaps the child.
-func (c *Child) read(stdout io.Reader) {
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		l := Line{Text: sc.Text(), Fields: strings.Fields(sc.Text()), Received: time.Now()}
-		c.mu.Lock()
-		c.lines = append(c.lines, l)
-		c.notify()
-		c.mu.Unlock()
-	}
-	err := c.cmd.Wait()
-	c.mu.Lock()
-	c.exited, c.exitErr, c.diedAt = true, err, time.Now()
-	c.notify()
-	c.mu.Unlock()
-	close(c.done)
-}
-
-// notify wakes the waiters; c.mu is held.
-func (c *Child) notify() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-// checkStderr fails t if the child reported a data race or a panic.
-func (c *Child) checkStderr(t testing.TB) {
-	b, err := os.ReadFile(c.Stderr)
-	if err != nil {
-		return
-	}
-	for _, marker := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
-		if i := strings.Index(string(b), marker); i >= 0 {
-			end := min(len(b), i+4000)
-			t.Errorf("child %s (pid %d) reported %q:\n%s", c.Config.Node, c.pid, marker, b[i:end])
-		}
-	}
-}
-
 // Node is the child's node name.
 func (c *Child) Node() string { return c.Config.Node }
 
 // PID is the child's process id.
-func (c *Child) PID() int { return c.pid }
+func (c *Child) PID() int { return c.p.PID() }
 
-// Kill kills the child with SIGKILL, waits until it is reaped and returns the time the
-// signal was sent. A child that already exited is left alone.
+// Kill kills the child with SIGKILL, waits until it is reaped and its last lines
+// read, and returns the time the signal was sent. A child that already exited is
+// left alone.
 func (c *Child) Kill() time.Time {
-	c.mu.Lock()
-	exited := c.exited
-	c.mu.Unlock()
-	at := time.Now()
-	if !exited {
-		c.cmd.Process.Signal(syscall.SIGKILL)
-	}
+	at, _ := c.p.Kill()
 	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
+	case <-c.p.Done():
+	case <-time.After(childproc.KillTimeout):
 	}
 	return at
 }
 
 // DiedAt returns a time by which the child was dead (after it was reaped), and false
 // while it runs.
-func (c *Child) DiedAt() (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.diedAt, c.exited
-}
+func (c *Child) DiedAt() (time.Time, bool) { return c.p.DiedAt() }
 
 // Exited reports whether the child exited, and with what error (nil: status 0).
-func (c *Child) Exited() (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.exited, c.exitErr
-}
+func (c *Child) Exited() (bool, error) { return c.p.Exited() }
 
 // Stop sends SIGSTOP and waits until every thread of the child is stopped; it returns
 // a time at which the child was certainly stopped: whatever the child does later, it
 // does after Cont.
-func (c *Child) Stop() (time.Time, error) {
-	at, err := proctest.Stop(c.pid, 5*time.Second)
-	if err != nil {
-		return at, fmt.Errorf("child %s: %w", c.Node(), err)
-	}
-	return at, nil
-}
+func (c *Child) Stop() (time.Time, error) { return c.p.Stop() }
 
 // Cont sends SIGCONT and returns the time just before it was sent.
-func (c *Child) Cont() (time.Time, error) {
-	at, err := proctest.Cont(c.pid)
-	if err != nil {
-		return at, fmt.Errorf("child %s: %w", c.Node(), err)
-	}
-	return at, nil
-}
+func (c *Child) Cont() (time.Time, error) { return c.p.Cont() }
 
 // Term sends SIGTERM: the child stops its scheduler gracefully, prints STOPPED and
 // exits.
 func (c *Child) Term() error {
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("SIGTERM %s: %w", c.Node(), err)
-	}
-	return nil
+	_, err := c.p.Term()
+	return err
 }
 
 // Wait waits until the child exits, at most timeout, and returns its exit error (nil:
 // status 0).
 func (c *Child) Wait(timeout time.Duration) error {
 	select {
-	case <-c.done:
+	case <-c.p.Done():
 		_, err := c.Exited()
 		return err
 	case <-time.After(timeout):
-		return fmt.Errorf("child %s (pid %d) still running after %v", c.Node(), c.pid, timeout)
+		return fmt.Errorf("child %s (pid %d) still running after %v", c.Node(), c.PID(), timeout)
 	}
 }
 
 // Lines returns every line the child printed so far.
 func (c *Child) Lines() []Line {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Line(nil), c.lines...)
+	ls := c.p.Lines()
+	out := make([]Line, len(ls))
+	for i, l := range ls {
+		out[i] = Line{l}
+	}
+	return out
 }
 
 // Leading reports whether the child's last leadership line is LEADING, and that
 // line's epoch.
 func (c *Child) Leading() (bool, int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i := len(c.lines) - 1; i >= 0; i-- {
-		switch l := c.lines[i]; {
+	ls := c.Lines()
+	for i := len(ls) - 1; i >= 0; i-- {
+		switch l := ls[i]; {
 		case strings.HasPrefix(l.Text, "LEADING "):
 			return true, l.Epoch()
 		case strings.HasPrefix(l.Text, "FOLLOWING "):
@@ -580,63 +473,15 @@ func (c *Child) Leading() (bool, int64) {
 // consumed yet, and consumes it and the lines before it. A line starting with ERROR,
 // or the child's exit, ends the wait with an error.
 func (c *Child) WaitLine(prefix string, timeout time.Duration) (Line, error) {
-	var found Line
-	err := c.wait(timeout, func() (bool, error) {
-		for i := c.cursor; i < len(c.lines); i++ {
-			l := c.lines[i]
-			if strings.HasPrefix(l.Text, prefix) {
-				found, c.cursor = l, i+1
-				return true, nil
-			}
-			if strings.HasPrefix(l.Text, "ERROR") {
-				return false, fmt.Errorf("child %s: %s", c.Node(), l.Text)
-			}
-		}
-		return false, nil
-	}, "a line starting with "+strconv.Quote(prefix))
-	return found, err
+	l, err := c.p.WaitLine(timeout, prefix)
+	return Line{l}, err
 }
 
 // WaitFor waits, at most timeout, for a line, among all the child printed, for which
 // match is true, and returns the first. The child's exit ends the wait with an error.
 func (c *Child) WaitFor(timeout time.Duration, what string, match func(Line) bool) (Line, error) {
-	var found Line
-	err := c.wait(timeout, func() (bool, error) {
-		for _, l := range c.lines {
-			if match(l) {
-				found = l
-				return true, nil
-			}
-		}
-		return false, nil
-	}, what)
-	return found, err
-}
-
-// wait calls check, with c.mu held, at each change until it is true, fails, the child
-// exits, or timeout passes.
-func (c *Child) wait(timeout time.Duration, check func() (bool, error), what string) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		c.mu.Lock()
-		ok, err := check()
-		exited, exitErr, changed := c.exited, c.exitErr, c.changed
-		c.mu.Unlock()
-		switch {
-		case err != nil:
-			return err
-		case ok:
-			return nil
-		case exited:
-			return fmt.Errorf("child %s (pid %d) exited (%v) before printing %s; see %s", c.Node(), c.pid, exitErr, what, c.Stderr)
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return fmt.Errorf("child %s (pid %d) did not print %s within %v", c.Node(), c.pid, what, timeout)
-		}
-	}
+	l, err := c.p.WaitFor(timeout, what, func(l childproc.Line) bool { return match(Line{l}) })
+	return Line{l}, err
 }
 
 // ErrNoLeader is returned by Leader when no child leads.

@@ -3,20 +3,18 @@
 package execute
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/internal/clock"
-	"github.com/axsched/ax/internal/proctest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/memory"
 )
@@ -53,51 +51,25 @@ func TestPausedHandlerSeesCancel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops a child process 25 times")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPausedHandlerSeesCancel$", "-test.v")
-	cmd.Env = append(os.Environ(), pauseChildEnv+"=1")
-	stdout, err := cmd.StdoutPipe()
+	child, err := childproc.Start(childproc.TestCommand("TestPausedHandlerSeesCancel"), childproc.Options{Env: []string{pauseChildEnv + "=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
 	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		child.Kill()
+		<-child.Done()
 		if t.Failed() {
-			t.Logf("child's stderr:\n%s", stderr.String())
+			t.Logf("child's stderr:\n%s", child.Stderr())
 		}
 	}()
 	// next returns the child's next line that starts with one of prefixes.
 	next := func(prefixes ...string) string {
 		t.Helper()
-		timeout := time.After(30 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("child exited waiting for %v", prefixes)
-				}
-				for _, p := range prefixes {
-					if strings.HasPrefix(l, p) {
-						return l
-					}
-				}
-			case <-timeout:
-				t.Fatalf("no %v from the child in 30s", prefixes)
-			}
+		l, err := child.WaitLine(30*time.Second, prefixes...)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return l.Text
 	}
 
 	resumes, live, early := 0, 0, 0
@@ -106,11 +78,11 @@ func TestPausedHandlerSeesCancel(t *testing.T) {
 			t.Fatalf("100 rounds gave %d resumes (%d handlers fenced before a pause): the child's handlers are starved", resumes, early)
 		}
 		next("READY")
-		if _, err := proctest.Stop(cmd.Process.Pid, 5*time.Second); err != nil {
+		if _, err := child.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(pauseFor) // the pause itself
-		if _, err := proctest.Cont(cmd.Process.Pid); err != nil {
+		if _, err := child.Cont(); err != nil {
 			t.Fatal(err)
 		}
 		for {
@@ -152,14 +124,8 @@ func (h slowWarnings) Handle(ctx context.Context, r slog.Record) error {
 // first check after a pause found its context live, or EARLY if it was cancelled with
 // no pause, and DONE when the round's handlers have returned.
 func pauseChild(t *testing.T) {
-	out := bufio.NewWriter(os.Stdout)
-	var outMu sync.Mutex
-	say := func(s string) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintln(out, s)
-		out.Flush()
-	}
+	out := childproc.NewWriter(os.Stdout)
+	say := func(s string) { out.Printf("%s", s) }
 	st := memory.New()
 	defer st.Close()
 	var polling, returned sync.WaitGroup

@@ -22,6 +22,7 @@ import (
 	"github.com/axsched/ax/elect"
 	axredis "github.com/axsched/ax/elect/redis"
 	"github.com/axsched/ax/elect/sqllease"
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -126,21 +127,9 @@ func (s ChildStats) add(o ChildStats) ChildStats {
 	return d
 }
 
-// childOut writes whole lines to the parent, one write each.
-type childOut struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (o *childOut) line(format string, args ...any) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	io.WriteString(o.w, fmt.Sprintf(format, args...)+"\n")
-}
-
 // observer prints the leadership events and counts the dispatch events.
 type observer struct {
-	out *childOut
+	out *childproc.Writer
 
 	mu    sync.Mutex
 	stats ChildStats
@@ -154,12 +143,12 @@ func (o *observer) Observe(e ax.Event) {
 	switch e.Kind {
 	case ax.EventLeadership:
 		if e.Leader {
-			o.out.line("LEADING %d %d", e.Epoch, e.At.UnixNano())
+			o.out.Printf("LEADING %d %d", e.Epoch, e.At.UnixNano())
 		} else {
-			o.out.line("FOLLOWING %s %d", reason, e.At.UnixNano())
+			o.out.Printf("FOLLOWING %s %d", reason, e.At.UnixNano())
 		}
 	case ax.EventFenceRejected:
-		o.out.line("FENCED %s %d", reason, e.At.UnixNano())
+		o.out.Printf("FENCED %s %d", reason, e.At.UnixNano())
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -235,7 +224,7 @@ func RunChildFromEnv(ctx context.Context, node string) error {
 //
 // and returns the error that made it fail, if any.
 func RunChild(ctx context.Context, cfg ChildConfig, stdin io.Reader, stdout, stderr io.Writer) error {
-	out := &childOut{w: stdout}
+	out := childproc.NewWriter(stdout)
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", cfg.Node)
 	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -287,7 +276,7 @@ func RunChild(ctx context.Context, cfg ChildConfig, stdin io.Reader, stdout, std
 		if err != nil {
 			logMu.Lock()
 			if logErr == nil {
-				out.line("ERROR run log: %v", err) // the parent gives up: a history with a hole proves nothing
+				out.Error(fmt.Errorf("run log: %w", err)) // the parent gives up: a history with a hole proves nothing
 			}
 			logErr = errors.Join(logErr, err)
 			logMu.Unlock()
@@ -304,7 +293,7 @@ func RunChild(ctx context.Context, cfg ChildConfig, stdin io.Reader, stdout, std
 		srv.Close()
 		return err
 	}
-	out.line("READY %s", advertise)
+	out.Printf("READY %s", advertise)
 
 	// The parent's requests, until stdin closes.
 	eof := make(chan struct{})
@@ -315,7 +304,7 @@ func RunChild(ctx context.Context, cfg ChildConfig, stdin io.Reader, stdout, std
 			f := strings.Fields(sc.Text())
 			if len(f) == 2 && f[0] == "STATS" {
 				b, _ := json.Marshal(obs.snapshot())
-				out.line("STATS %s %s", f[1], b)
+				out.Printf("STATS %s %s", f[1], b)
 			}
 		}
 	}()
@@ -341,6 +330,6 @@ func RunChild(ctx context.Context, cfg ChildConfig, stdin io.Reader, stdout, std
 	if logErr != nil {
 		return fmt.Errorf("ax: bench: child: run log: %w", logErr)
 	}
-	out.line("STOPPED %d", took.Nanoseconds())
+	out.Printf("STOPPED %d", took.Nanoseconds())
 	return nil
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/internal/servicetest"
 )
 
@@ -27,7 +27,7 @@ func TestChild(t *testing.T) {
 	err := RunChildFromEnv(ctx, "")
 	stop()
 	if err != nil {
-		fmt.Printf("ERROR %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		childproc.NewWriter(os.Stdout).Error(err)
 		os.Exit(1)
 	}
 	os.Exit(0) // no test output: the parent reads stdout
@@ -63,18 +63,14 @@ func testCluster(t *testing.T, sqlLease bool) {
 		TTL: time.Second, HeartbeatInterval: 250 * time.Millisecond, OrphanAfter: 2 * time.Second, DispatchTimeout: 2 * time.Second,
 		Concurrency: 20, Drain: 400, Rate: 100, Steady: 2 * time.Second, Delay: 300 * time.Millisecond,
 		Failovers: 2, Handovers: 1, Settle: 500 * time.Millisecond, Dir: t.TempDir(), Progress: &syncWriter{b: &progress},
-		Command: func(node string) (*exec.Cmd, error) {
-			return exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1"), nil
-		},
+		Command: func(node string) (*exec.Cmd, error) { return childproc.TestCommand("TestChild"), nil },
 	}
 	t.Cleanup(func() { // the nodes' data races and panics (a -race build reports them on stderr)
 		logs, _ := filepath.Glob(filepath.Join(cfg.Dir, "*.stderr"))
 		for _, name := range logs {
 			b, _ := os.ReadFile(name)
-			for _, marker := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
-				if i := bytes.Index(b, []byte(marker)); i >= 0 {
-					t.Errorf("%s reported %q:\n%s", filepath.Base(name), marker, b[i:min(len(b), i+4000)])
-				}
+			for _, report := range childproc.Failures(string(b)) {
+				t.Errorf("%s reported:\n%s", filepath.Base(name), report)
 			}
 		}
 	})

@@ -1,29 +1,25 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/axsched/ax/internal/childproc"
 )
 
 // child is one node process of the cluster bench, as the parent sees it. Its fields
-// below mu are guarded by the cluster's mu.
+// below proc are guarded by the procs' mu.
 type child struct {
 	node   string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
 	stderr string // the file its stderr (the scheduler's logs) goes to
-	done   chan struct{}
+	proc   *childproc.Process
 
 	ready     bool
 	leading   bool      // its last leadership line is LEADING
@@ -82,95 +78,78 @@ func (p *procs) spawn() (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cmd.Env == nil {
-		cmd.Env = os.Environ()
-	}
-	cmd.Env = append(cmd.Env, ChildEnv+"="+string(raw))
-	c := &child{node: node, cmd: cmd, stderr: filepath.Join(p.dir, node+".stderr"), done: make(chan struct{}), stats: map[int]ChildStats{}}
-	f, err := os.Create(c.stderr)
+	c := &child{node: node, stderr: filepath.Join(p.dir, node+".stderr"), stats: map[int]ChildStats{}}
+	c.proc, err = childproc.Start(cmd, childproc.Options{
+		Name: node, Env: []string{ChildEnv + "=" + string(raw)}, Stdin: true, StderrFile: c.stderr,
+		OnLine: func(l childproc.Line) { p.line(c, l) },
+		OnExit: func(err error) { p.exit(c, err) },
+	})
 	if err != nil {
 		return nil, fmt.Errorf("ax: bench: %w", err)
-	}
-	defer f.Close() // the child has its own descriptor
-	cmd.Stderr = f
-	dieWithParent(cmd)
-	if c.stdin, err = cmd.StdinPipe(); err != nil {
-		return nil, fmt.Errorf("ax: bench: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("ax: bench: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("ax: bench: start %s: %w", node, err)
 	}
 	p.mu.Lock()
 	p.children = append(p.children, c)
 	p.notify()
 	p.mu.Unlock()
-	go p.read(c, stdout)
 	return c, nil
 }
 
-// read parses the child's stdout until it closes, then reaps the child.
-func (p *procs) read(c *child, stdout io.Reader) {
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		text := sc.Text()
-		f := strings.Fields(text)
-		if len(f) == 0 {
-			continue
-		}
-		stamp := func(i int) time.Time {
-			if len(f) > i {
-				if n, err := strconv.ParseInt(f[i], 10, 64); err == nil {
-					return time.Unix(0, n)
-				}
-			}
-			return time.Now()
-		}
-		p.mu.Lock()
-		switch f[0] {
-		case "READY":
-			c.ready = true
-		case "LEADING":
-			if len(f) >= 3 {
-				c.epoch, _ = strconv.ParseInt(f[1], 10, 64)
-				c.leading, c.leadAt = true, stamp(2)
-				c.leadLines = append(c.leadLines, leadLine{epoch: c.epoch, at: c.leadAt})
-			}
-		case "FOLLOWING":
-			c.leading = false
-		case "STATS":
-			if len(f) >= 3 {
-				seq, _ := strconv.Atoi(f[1])
-				var s ChildStats
-				if err := json.Unmarshal([]byte(strings.Join(f[2:], " ")), &s); err == nil {
-					c.stats[seq] = s
-				}
-			}
-		case "STOPPED":
-			c.stopped = true
-			if len(f) >= 2 {
-				n, _ := strconv.ParseInt(f[1], 10, 64)
-				c.stopTook = time.Duration(n)
-			}
-		case "ERROR":
-			if c.failed == "" {
-				c.failed = text
-			}
-		}
-		p.notify()
-		p.mu.Unlock()
+// line applies a line the child printed.
+func (p *procs) line(c *child, l childproc.Line) {
+	f := l.Fields
+	if len(f) == 0 {
+		return
 	}
-	err := c.cmd.Wait()
+	stamp := func(i int) time.Time {
+		if len(f) > i {
+			if n, err := strconv.ParseInt(f[i], 10, 64); err == nil {
+				return time.Unix(0, n)
+			}
+		}
+		return l.Received
+	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch f[0] {
+	case "READY":
+		c.ready = true
+	case "LEADING":
+		if len(f) >= 3 {
+			c.epoch, _ = strconv.ParseInt(f[1], 10, 64)
+			c.leading, c.leadAt = true, stamp(2)
+			c.leadLines = append(c.leadLines, leadLine{epoch: c.epoch, at: c.leadAt})
+		}
+	case "FOLLOWING":
+		c.leading = false
+	case "STATS":
+		if len(f) >= 3 {
+			seq, _ := strconv.Atoi(f[1])
+			var s ChildStats
+			if err := json.Unmarshal([]byte(strings.Join(f[2:], " ")), &s); err == nil {
+				c.stats[seq] = s
+			}
+		}
+	case "STOPPED":
+		c.stopped = true
+		if len(f) >= 2 {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			c.stopTook = time.Duration(n)
+		}
+	case childproc.ErrorPrefix:
+		if c.failed == "" {
+			c.failed = l.Text
+		}
+	}
+	p.notify()
+}
+
+// exit records the child's exit.
+func (p *procs) exit(c *child, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	c.exited, c.exitErr = true, err
 	c.leading = false
 	p.notify()
-	p.mu.Unlock()
-	close(c.done)
 }
 
 // wait calls cond, with p.mu held, at each change until it is true, a child fails
@@ -274,23 +253,22 @@ func (p *procs) ready(c *child, timeout time.Duration) error {
 	return p.wait(timeout, c.node+" ready", func() bool { return c.ready })
 }
 
-// kill sends SIGKILL to c and waits until it is reaped; it returns the time just
-// before the signal was sent.
+// kill sends SIGKILL to c and waits until it is reaped and its last lines read; it
+// returns the time just before the signal was sent.
 func (p *procs) kill(c *child) (time.Time, error) {
 	p.mu.Lock()
 	c.expected = true
-	exited := c.exited
-	c.killed = c.killed || !exited
+	c.killed = c.killed || !c.exited
 	p.mu.Unlock()
-	at := time.Now()
-	if !exited {
-		c.cmd.Process.Signal(syscall.SIGKILL)
+	at, err := c.proc.Kill()
+	if err != nil {
+		return at, fmt.Errorf("ax: bench: %w", err)
 	}
 	select {
-	case <-c.done:
+	case <-c.proc.Done():
 		return at, nil
-	case <-time.After(30 * time.Second):
-		return at, fmt.Errorf("ax: bench: %s not reaped 30s after SIGKILL", c.node)
+	case <-time.After(childproc.KillTimeout):
+		return at, fmt.Errorf("ax: bench: %s's output not read %v after SIGKILL", c.node, childproc.KillTimeout)
 	}
 }
 
@@ -300,9 +278,9 @@ func (p *procs) term(c *child) (time.Time, error) {
 	p.mu.Lock()
 	c.expected = true
 	p.mu.Unlock()
-	at := time.Now()
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return at, fmt.Errorf("ax: bench: SIGTERM %s: %w", c.node, err)
+	at, err := c.proc.Term()
+	if err != nil {
+		return at, fmt.Errorf("ax: bench: %w", err)
 	}
 	return at, nil
 }
@@ -331,7 +309,7 @@ func (p *procs) stats(timeout time.Duration) (int, error) {
 	p.mu.Unlock()
 	var asked []*child
 	for _, c := range live {
-		if _, err := fmt.Fprintf(c.stdin, "STATS %d\n", seq); err == nil {
+		if err := c.proc.Send(fmt.Sprintf("STATS %d", seq)); err == nil {
 			asked = append(asked, c)
 		}
 	}
@@ -357,7 +335,7 @@ func (p *procs) shutdown(timeout time.Duration) {
 	deadline := time.After(timeout)
 	for _, c := range live {
 		select {
-		case <-c.done:
+		case <-c.proc.Done():
 		case <-deadline:
 			p.killAll()
 			return

@@ -38,13 +38,9 @@
 //
 // The business data is an in-memory table; only the scheduler's state is in SQLite.
 //
-// RunCluster (`ax demo --nodes 3`) runs the same two cases on several replica
-// processes that share one SQLite file, elected by elect/sqllease on it: it kills the
-// leader with SIGKILL partway through, shows the lease expiring and another replica
-// taking over, starts a replacement, and checks from the file that every order was
-// closed exactly once and no reconciliation slot was lost or run twice. There the
-// orders are a table in the shared file (demo_orders), and every handler execution is
-// recorded in its business transaction (demo_runs). RunNode is one replica.
+// Package demo/cluster (`ax demo --nodes 3`) runs the same two cases on several
+// replica processes that share one SQLite file, with the plan, script, printer and
+// formats exported here.
 package demo
 
 import (
@@ -175,10 +171,11 @@ func Fast() Config {
 	}
 }
 
-// reconciles reports whether the reconciliation runs (after withDefaults).
-func (c Config) reconciles() bool { return c.ReconcileEvery > 0 }
+// Reconciles reports whether the reconciliation runs (after withDefaults).
+func (c Config) Reconciles() bool { return c.ReconcileEvery > 0 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with its zero fields set to their documented defaults.
+func (c Config) WithDefaults() Config {
 	if c.Orders == 0 {
 		c.Orders = DefaultOrders
 	}
@@ -209,7 +206,7 @@ func (c Config) withDefaults() Config {
 	if c.ReconcileEvery == 0 {
 		c.ReconcileEvery = DefaultReconcileEvery
 	}
-	if c.ReconcileSlowTook == 0 && c.reconciles() {
+	if c.ReconcileSlowTook == 0 && c.Reconciles() {
 		c.ReconcileSlowTook = c.ReconcileEvery * 5 / 2
 	}
 	if c.reconcileOnTime == 0 {
@@ -217,7 +214,7 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Wait == 0 {
 		c.Wait = c.MaxTimeout + 5*c.RetryBackoff + 15*time.Second
-		if c.reconciles() && c.ReconcileEvery >= time.Second {
+		if c.Reconciles() && c.ReconcileEvery >= time.Second {
 			c.Wait = max(c.Wait, reconcileSpan(c)+15*time.Second)
 		}
 	}
@@ -227,7 +224,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func (c Config) validate() error {
+// Validate reports every bad field of c, each wrapping ErrConfig.
+func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("demo: config: %s: %w", fmt.Sprintf(format, args...), ErrConfig))
@@ -258,7 +256,7 @@ func (c Config) validate() error {
 			bad("Metrics %q: want HOST:PORT, e.g. 127.0.0.1:9090 (%v)", c.Metrics, err)
 		}
 	}
-	if c.reconciles() {
+	if c.Reconciles() {
 		switch {
 		case c.ReconcileEvery < time.Second:
 			bad("ReconcileEvery %v: at least 1s (s.Every)", c.ReconcileEvery)
@@ -321,43 +319,45 @@ type Summary struct {
 	KeptDB  bool          // false: DB was a temporary file, removed
 }
 
-// plan is the scripted scenario: who pays, who cancels, whose handler fails once.
-type plan struct {
-	ids       []string
-	timeout   map[string]time.Duration
-	amount    map[string]int64
-	payAt     map[string]float64 // fraction of the timeout at which the user pays
-	cancelled string
-	flaky     map[string]bool
+// Plan is the scripted scenario: who pays, who cancels, whose handler fails once.
+type Plan struct {
+	IDs       []string                 // the orders, in creation order
+	Timeout   map[string]time.Duration // each order's close timeout
+	Amount    map[string]int64         // in cents
+	PayAt     map[string]float64       // fraction of the timeout at which the user pays
+	Cancelled string                   // the order its user cancels
+	Flaky     map[string]bool          // the orders whose handler fails once
 }
 
-func newPlan(cfg Config, tag string) *plan {
+// NewPlan draws the plan of cfg's scenario from cfg.Seed; tag makes the order ids
+// unique to the run.
+func NewPlan(cfg Config, tag string) *Plan {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6178)) // "ax"
-	p := &plan{
-		timeout: make(map[string]time.Duration), amount: make(map[string]int64),
-		payAt: make(map[string]float64), flaky: make(map[string]bool),
+	p := &Plan{
+		Timeout: make(map[string]time.Duration), Amount: make(map[string]int64),
+		PayAt: make(map[string]float64), Flaky: make(map[string]bool),
 	}
 	width := len(strconv.Itoa(cfg.Orders))
 	span := cfg.MaxTimeout - cfg.MinTimeout
 	for i := range cfg.Orders {
 		id := fmt.Sprintf("ord-%s-%0*d", tag, width, i+1)
-		p.ids = append(p.ids, id)
+		p.IDs = append(p.IDs, id)
 		d := cfg.MinTimeout
 		if span > 0 {
 			d += time.Duration(rng.Int64N(int64(span) + 1))
 		}
-		p.timeout[id] = d.Round(time.Millisecond)
-		p.amount[id] = 100 + rng.Int64N(99_900)
+		p.Timeout[id] = d.Round(time.Millisecond)
+		p.Amount[id] = 100 + rng.Int64N(99_900)
 	}
 	perm := rng.Perm(cfg.Orders)
-	p.cancelled = p.ids[perm[0]]
+	p.Cancelled = p.IDs[perm[0]]
 	for _, i := range perm[1 : 1+cfg.Paid] {
-		p.payAt[p.ids[i]] = 0.2 + 0.4*rng.Float64()
+		p.PayAt[p.IDs[i]] = 0.2 + 0.4*rng.Float64()
 	}
 	rest := slices.Clone(perm[1:])
 	rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
 	for _, i := range rest[:cfg.Flaky] {
-		p.flaky[p.ids[i]] = true
+		p.Flaky[p.IDs[i]] = true
 	}
 	return p
 }
@@ -374,9 +374,9 @@ type run struct {
 	cfg     Config
 	s       *ax.Scheduler
 	orders  *orders
-	plan    *plan
+	plan    *Plan
 	tally   *tally
-	out     *printer
+	out     *Printer
 	due     map[string]time.Time // each task's due time, as returned by Delay
 	script  *script
 	rec     *reconciler // nil when the reconciliation is disabled
@@ -393,8 +393,8 @@ type run struct {
 // reconciliation slot neither SUCCEEDED nor SKIPPED, a late run after a slow one);
 // the Summary is filled as far as the run got.
 func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
 		return sum, err
 	}
 
@@ -461,9 +461,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	}
 	tag := strconv.FormatInt(time.Now().UnixMilli(), 36)
 	r := &run{
-		cfg: cfg, s: s, orders: newOrders(), plan: newPlan(cfg, tag[max(len(tag)-6, 0):]),
+		cfg: cfg, s: s, orders: newOrders(), plan: NewPlan(cfg, tag[max(len(tag)-6, 0):]),
 		tally: &tally{done: make(chan struct{})},
-		out:   &printer{out: out, start: time.Now()},
+		out:   NewPrinter(out),
 		due:   make(map[string]time.Time),
 
 		metrics: metricsURL,
@@ -471,11 +471,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	if cons != nil {
 		r.console = cons.url
 	}
-	defer r.out.close()
+	defer r.out.Close()
 	r.tally.expected = cfg.Orders
 	backoff := cfg.RetryBackoff
 	s.HandleFunc(TaskName, r.closeOrder, ax.WithBackoff(func(int) time.Duration { return backoff }))
-	if cfg.reconciles() {
+	if cfg.Reconciles() {
 		r.rec = newReconciler(r, newReconcilePlan(cfg))
 		if err := r.rec.register(); err != nil {
 			return sum, fmt.Errorf("demo: %w", err)
@@ -494,7 +494,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 		if r.rec != nil {
 			r.rec.end(ctx)
 		}
-		return stopScheduler(ctx, s)
+		return StopScheduler(ctx, s)
 	}
 	defer func() {
 		if serr := stop(); serr != nil && err == nil {
@@ -516,7 +516,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	if err := r.createOrders(ctx); err != nil {
 		return sum, err
 	}
-	defer r.script.stop()
+	defer r.script.Stop()
 	if err := r.wait(ctx); err != nil {
 		r.fill(&sum, time.Since(start))
 		return sum, err
@@ -527,8 +527,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	}
 	if cons != nil {
 		r.summary(sum)
-		r.out.plain("")
-		r.out.plain("console: still serving at %s/, the scheduler running; sign in with the link above. Ctrl-C ends the demo.", cons.base)
+		r.out.Plain("")
+		r.out.Plain("console: still serving at %s/, the scheduler running; sign in with the link above. Ctrl-C ends the demo.", cons.base)
 		if cfg.ConsoleReady != nil {
 			cfg.ConsoleReady(cons.url)
 		}
@@ -545,11 +545,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	return sum, nil
 }
 
-// stopScheduler stops s gracefully, waiting DefaultStopTimeout for running handlers.
-// Stop bounds only that wait with its context, so stopScheduler also gives up
+// StopScheduler stops s gracefully, waiting DefaultStopTimeout for running handlers.
+// Stop bounds only that wait with its context, so StopScheduler also gives up
 // (leaving the scheduler's goroutines behind) a few seconds later: a demo that cannot
 // stop must fail, not hang.
-func stopScheduler(ctx context.Context, s *ax.Scheduler) error {
+func StopScheduler(ctx context.Context, s *ax.Scheduler) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultStopTimeout)
 	defer cancel()
 	done := make(chan error, 1)
@@ -574,44 +574,44 @@ func (r *run) header(sum Summary) {
 	if r.rec != nil {
 		title += " and payment reconciliation"
 	}
-	r.out.plain("%s", title)
-	r.out.plain("  store:    sqlite %s (%s)", sum.DB, where)
+	r.out.Plain("%s", title)
+	r.out.Plain("  store:    sqlite %s (%s)", sum.DB, where)
 	if r.metrics != "" {
-		r.out.plain("  metrics:  Prometheus metrics at %s while the demo runs", r.metrics)
+		r.out.Plain("  metrics:  Prometheus metrics at %s while the demo runs", r.metrics)
 	}
 	if r.console != "" {
-		r.out.plain("  console:  %s (sign-in link: its token follows #token=; it serves after the summary until Ctrl-C)", r.console)
+		r.out.Plain("  console:  %s (sign-in link: its token follows #token=; it serves after the summary until Ctrl-C)", r.console)
 	}
-	r.out.plain("  orders:   %d, each closed if unpaid after %s–%s (30 minutes in a shop, scaled down)",
-		cfg.Orders, secs(cfg.MinTimeout), secs(cfg.MaxTimeout))
-	r.out.plain("  task:     s.Delay(ctx, %q, orderID, timeout, ax.WithPayload(order))", TaskName)
-	r.out.plain("  script:   %d users pay in time, 1 cancels the order (s.Cancel), %d handlers fail once and retry after %s",
-		len(r.plan.payAt), len(r.plan.flaky), secs(cfg.RetryBackoff))
+	r.out.Plain("  orders:   %d, each closed if unpaid after %s–%s (30 minutes in a shop, scaled down)",
+		cfg.Orders, Secs(cfg.MinTimeout), Secs(cfg.MaxTimeout))
+	r.out.Plain("  task:     s.Delay(ctx, %q, orderID, timeout, ax.WithPayload(order))", TaskName)
+	r.out.Plain("  script:   %d users pay in time, 1 cancels the order (s.Cancel), %d handlers fail once and retry after %s",
+		len(r.plan.PayAt), len(r.plan.Flaky), Secs(cfg.RetryBackoff))
 	if r.rec != nil {
 		r.rec.header()
 	}
-	r.out.plain("")
+	r.out.Plain("")
 }
 
 // createOrders inserts the orders and submits their close timeouts, then starts the
 // users' script (payments and the cancellation) on its own goroutine.
 func (r *run) createOrders(ctx context.Context) error {
-	created := make(map[string]time.Time, len(r.plan.ids))
-	for _, id := range r.plan.ids {
-		r.orders.insert(id, r.plan.amount[id])
+	created := make(map[string]time.Time, len(r.plan.IDs))
+	for _, id := range r.plan.IDs {
+		r.orders.insert(id, r.plan.Amount[id])
 		now := time.Now()
 		created[id] = now
-		b, err := json.Marshal(payload{OrderID: id, AmountCents: r.plan.amount[id], CreatedAt: now.UTC()})
+		b, err := json.Marshal(payload{OrderID: id, AmountCents: r.plan.Amount[id], CreatedAt: now.UTC()})
 		if err != nil {
 			return fmt.Errorf("demo: order %s: %w", id, err)
 		}
-		t, err := r.s.Delay(ctx, TaskName, id, r.plan.timeout[id], ax.WithPayload(b))
+		t, err := r.s.Delay(ctx, TaskName, id, r.plan.Timeout[id], ax.WithPayload(b))
 		if err != nil {
 			return fmt.Errorf("demo: schedule the close of order %s: %w", id, err)
 		}
 		r.due[id] = t.DueAt
 	}
-	r.out.line("created %d orders; their close timeouts are scheduled in ax", len(r.plan.ids))
+	r.out.Line("created %d orders; their close timeouts are scheduled in ax", len(r.plan.IDs))
 	r.script = newScript(r, created)
 	r.script.start(ctx)
 	return nil
@@ -627,7 +627,7 @@ func (r *run) wait(ctx context.Context) error {
 		defer t.Stop()
 		tick = t.C
 	}
-	done, scriptDone := r.tally.done, r.script.done
+	done, scriptDone := r.tally.done, r.script.Done
 	var recDone chan struct{}
 	if r.rec != nil {
 		recDone = r.rec.done
@@ -638,7 +638,7 @@ func (r *run) wait(ctx context.Context) error {
 			done = nil
 		case <-scriptDone:
 			scriptDone = nil
-			if err := r.script.err; err != nil {
+			if err := r.script.Err; err != nil {
 				return err
 			}
 		case <-recDone:
@@ -647,7 +647,7 @@ func (r *run) wait(ctx context.Context) error {
 				return err
 			}
 		case <-tick:
-			r.out.line("%s", r.progressLine())
+			r.out.Line("%s", r.progressLine())
 		case <-ctx.Done():
 			return fmt.Errorf("demo: interrupted: %w", ctx.Err())
 		case <-deadline.C:
@@ -655,7 +655,7 @@ func (r *run) wait(ctx context.Context) error {
 		}
 	}
 	if tick != nil {
-		r.out.line("%s", r.progressLine())
+		r.out.Line("%s", r.progressLine())
 	}
 	return nil
 }
@@ -673,8 +673,8 @@ func (r *run) progressLine() string {
 // pendingReport names the orders whose task has not settled, with its stored state.
 func (r *run) pendingReport(ctx context.Context) string {
 	var pending []string
-	for _, id := range r.plan.ids {
-		if id == r.plan.cancelled {
+	for _, id := range r.plan.IDs {
+		if id == r.plan.Cancelled {
 			continue
 		}
 		t, err := r.s.Lookup(ctx, TaskName, id)
@@ -685,10 +685,10 @@ func (r *run) pendingReport(ctx context.Context) string {
 			pending = append(pending, fmt.Sprintf("%s (task %s, attempt %d, last error %q)", id, t.Status, t.Attempt, t.LastError))
 		}
 	}
-	report := fmt.Sprintf("%d orders pending: %s", len(pending), clip(pending, 10))
+	report := fmt.Sprintf("%d orders pending: %s", len(pending), Clip(pending, 10))
 	if r.rec != nil {
 		if p := r.rec.pending(); len(p) > 0 {
-			report += fmt.Sprintf("; %d reconciliation slots pending: %s", len(p), clip(p, 10))
+			report += fmt.Sprintf("; %d reconciliation slots pending: %s", len(p), Clip(p, 10))
 		}
 	}
 	return report
@@ -700,7 +700,7 @@ func (r *run) closeOrder(ctx context.Context, t *ax.Task) error {
 	id := t.Key
 	if _, ok := r.orders.get(id); !ok {
 		r.tally.update(func(tl *tally) { tl.stale++ })
-		r.out.line("task for order %s: not an order of this run (left by an earlier run?), ignored", id)
+		r.out.Line("task for order %s: not an order of this run (left by an earlier run?), ignored", id)
 		return nil
 	}
 	late := started.Sub(t.DueAt)
@@ -713,25 +713,25 @@ func (r *run) closeOrder(ctx context.Context, t *ax.Task) error {
 		if t.Attempt > 0 {
 			tl.retried++
 		}
-		if id == r.plan.cancelled {
+		if id == r.plan.Cancelled {
 			tl.cancelledFired++
 		}
 	})
 	if late < 0 {
-		r.out.line("order %s: EARLY: the handler started %v before the task's DueAt", id, -late)
+		r.out.Line("order %s: EARLY: the handler started %v before the task's DueAt", id, -late)
 	}
-	if id == r.plan.cancelled {
-		r.out.line("order %s: BUG: the cancelled timeout fired (execution %s)", id, t.ExecutionID)
+	if id == r.plan.Cancelled {
+		r.out.Line("order %s: BUG: the cancelled timeout fired (execution %s)", id, t.ExecutionID)
 	}
 
 	var p payload
 	if err := json.Unmarshal(t.Payload, &p); err != nil || p.OrderID != id {
 		return fmt.Errorf("order %s: bad payload %q: %v", id, t.Payload, err)
 	}
-	if r.plan.flaky[id] && t.Attempt == 0 {
+	if r.plan.Flaky[id] && t.Attempt == 0 {
 		r.tally.update(func(tl *tally) { tl.failed++ })
-		r.out.line("order %s: close failed on attempt %d: order database timed out (injected); ax retries in %s",
-			id, t.Attempt+1, secs(r.cfg.RetryBackoff))
+		r.out.Line("order %s: close failed on attempt %d: order database timed out (injected); ax retries in %s",
+			id, t.Attempt+1, Secs(r.cfg.RetryBackoff))
 		return errors.New("load order: order database timed out (injected transient failure)")
 	}
 
@@ -739,10 +739,10 @@ func (r *run) closeOrder(ctx context.Context, t *ax.Task) error {
 	o, _ := r.orders.get(id)
 	outcome := ""
 	switch o.Status {
-	case paid:
+	case Paid:
 		outcome = "already paid, nothing to do"
 		r.tally.settle(func(tl *tally) { tl.alreadyPaid++ })
-	case closed:
+	case Closed:
 		outcome = "already closed (" + o.Reason + "), nothing to do"
 		r.tally.settle(func(tl *tally) { tl.alreadyClosed++ })
 	default:
@@ -751,13 +751,13 @@ func (r *run) closeOrder(ctx context.Context, t *ax.Task) error {
 			r.tally.settle(func(tl *tally) { tl.closed++ })
 			break
 		}
-		if r.orders.transition(id, unpaid, closed, "timeout") {
-			outcome = "closed: unpaid after " + secs(r.plan.timeout[id])
+		if r.orders.transition(id, Unpaid, Closed, "timeout") {
+			outcome = "closed: unpaid after " + Secs(r.plan.Timeout[id])
 			r.tally.settle(func(tl *tally) { tl.closed++ })
 			break
 		}
 		// The user paid (or cancelled) between the check and the change.
-		if o, _ = r.orders.get(id); o.Status == paid {
+		if o, _ = r.orders.get(id); o.Status == Paid {
 			outcome = "already paid (just now), nothing to do"
 			r.tally.settle(func(tl *tally) { tl.alreadyPaid++ })
 		} else {
@@ -766,7 +766,7 @@ func (r *run) closeOrder(ctx context.Context, t *ax.Task) error {
 		}
 	}
 	if t.Attempt > 0 {
-		r.out.line("order %s: retry %d succeeded: %s", id, t.Attempt, outcome)
+		r.out.Line("order %s: retry %d succeeded: %s", id, t.Attempt, outcome)
 	}
 	return nil
 }
@@ -774,13 +774,13 @@ func (r *run) closeOrder(ctx context.Context, t *ax.Task) error {
 // fill copies the counters into sum.
 func (r *run) fill(sum *Summary, elapsed time.Duration) {
 	sn := r.tally.snapshot()
-	sum.Orders, sum.CancelledOrder = len(r.plan.ids), r.plan.cancelled
+	sum.Orders, sum.CancelledOrder = len(r.plan.IDs), r.plan.Cancelled
 	sum.Paid, sum.Fired, sum.Closed, sum.AlreadyPaid, sum.AlreadyClosed = sn.paid, sn.fired, sn.closed, sn.alreadyPaid, sn.alreadyClosed
 	sum.Failed, sum.Retried, sum.Cancelled, sum.CancelledFired = sn.failed, sn.retried, sn.cancelled, sn.cancelledFired
 	sum.Early, sum.Stale = sn.early, sn.stale
 	lat := r.tally.latenessCopy()
 	slices.Sort(lat)
-	sum.LatenessP50, sum.LatenessP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	sum.LatenessP50, sum.LatenessP99 = Percentile(lat, 0.50), Percentile(lat, 0.99)
 	if len(lat) > 0 {
 		sum.LatenessMax = lat[len(lat)-1]
 	}
@@ -795,11 +795,11 @@ func (r *run) fill(sum *Summary, elapsed time.Duration) {
 // paid, and the counters consistent. Results are written after handlers return, so
 // it first waits briefly for the tasks to leave RUNNING.
 func (r *run) verify(ctx context.Context, sum Summary) error {
-	tasks := make(map[string]*ax.Task, len(r.plan.ids))
+	tasks := make(map[string]*ax.Task, len(r.plan.IDs))
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		settled := true
-		for _, id := range r.plan.ids {
+		for _, id := range r.plan.IDs {
 			if t := tasks[id]; t != nil && t.Status.Terminal() {
 				continue
 			}
@@ -823,12 +823,12 @@ func (r *run) verify(ctx context.Context, sum Summary) error {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	succeeded, cancelled, closedOrders, paidOrders := 0, 0, 0, 0
-	for _, id := range r.plan.ids {
+	for _, id := range r.plan.IDs {
 		t := tasks[id]
 		want, attempts := ax.Succeeded, 0
-		if id == r.plan.cancelled {
+		if id == r.plan.Cancelled {
 			want = ax.Cancelled
-		} else if r.plan.flaky[id] {
+		} else if r.plan.Flaky[id] {
 			attempts = 1
 		}
 		switch {
@@ -843,14 +843,14 @@ func (r *run) verify(ctx context.Context, sum Summary) error {
 		}
 		o, _ := r.orders.get(id)
 		switch o.Status {
-		case closed:
+		case Closed:
 			closedOrders++
-		case paid:
+		case Paid:
 			paidOrders++
 		default:
 			bad("order %s is %s, want closed or paid", id, o.Status)
 		}
-		if id == r.plan.cancelled && (o.Status != closed || o.Reason != "cancelled by user") {
+		if id == r.plan.Cancelled && (o.Status != Closed || o.Reason != "cancelled by user") {
 			bad("order %s: cancelled by its user, but it is %s (%s)", id, o.Status, o.Reason)
 		}
 	}
@@ -880,42 +880,42 @@ func (r *run) verify(ctx context.Context, sum Summary) error {
 		problems = append(problems, recProblems...)
 	}
 	if len(problems) > 0 {
-		r.out.plain("")
-		r.out.plain("verify: FAILED")
+		r.out.Plain("")
+		r.out.Plain("verify: FAILED")
 		for _, p := range problems {
-			r.out.plain("  - %s", p)
+			r.out.Plain("  - %s", p)
 		}
-		return fmt.Errorf("demo: verify failed: %s", clip(problems, 5))
+		return fmt.Errorf("demo: verify failed: %s", Clip(problems, 5))
 	}
-	r.out.plain("")
-	r.out.plain("verify: OK: %d tasks in the store as expected (%d SUCCEEDED, %d CANCELLED); %d orders closed, %d paid",
-		len(r.plan.ids), succeeded, cancelled, closedOrders, paidOrders)
+	r.out.Plain("")
+	r.out.Plain("verify: OK: %d tasks in the store as expected (%d SUCCEEDED, %d CANCELLED); %d orders closed, %d paid",
+		len(r.plan.IDs), succeeded, cancelled, closedOrders, paidOrders)
 	if recOK != "" {
-		r.out.plain("verify: OK: %s", recOK)
+		r.out.Plain("verify: OK: %s", recOK)
 	}
 	return nil
 }
 
 func (r *run) summary(sum Summary) {
-	r.out.plain("summary: fired %d | closed %d | already-paid %d | retried %d | cancelled %d | lateness p50 %s p99 %s max %s | early = %d",
+	r.out.Plain("summary: fired %d | closed %d | already-paid %d | retried %d | cancelled %d | lateness p50 %s p99 %s max %s | early = %d",
 		sum.Fired, sum.Closed, sum.AlreadyPaid, sum.Retried, sum.Cancelled,
-		ms(sum.LatenessP50), ms(sum.LatenessP99), ms(sum.LatenessMax), sum.Early)
+		Ms(sum.LatenessP50), Ms(sum.LatenessP99), Ms(sum.LatenessMax), sum.Early)
 	what := fmt.Sprintf("%d orders", sum.Orders)
 	if r.rec != nil {
 		what += fmt.Sprintf(" and %d reconciliation slots", sum.ReconcileSlots)
 	}
-	r.out.plain("  %s in %s; lateness is the handler's start minus the task's DueAt over %d executions (target: p99 within 200ms)",
-		what, secs(sum.Elapsed), sum.Fired)
+	r.out.Plain("  %s in %s; lateness is the handler's start minus the task's DueAt over %d executions (target: p99 within 200ms)",
+		what, Secs(sum.Elapsed), sum.Fired)
 	if r.rec != nil {
 		r.rec.summary(sum)
 	}
 	if sum.KeptDB {
-		r.out.plain("  the tasks stay in %s", sum.DB)
+		r.out.Plain("  the tasks stay in %s", sum.DB)
 	}
 }
 
-// clip joins the first n items, saying how many more there are.
-func clip(items []string, n int) string {
+// Clip joins the first n items, saying how many more there are.
+func Clip(items []string, n int) string {
 	if len(items) <= n {
 		return strings.Join(items, "; ")
 	}

@@ -95,7 +95,7 @@ func TestRun(t *testing.T) {
 		what      string
 		got, want int
 	}{
-		{"ReconcileSlots", sum.ReconcileSlots, newReconcilePlan(cfg.withDefaults()).slots},
+		{"ReconcileSlots", sum.ReconcileSlots, newReconcilePlan(cfg.WithDefaults()).slots},
 		{"ReconcileRuns+ReconcileSkipped", sum.ReconcileRuns + sum.ReconcileSkipped, sum.ReconcileSlots},
 		{"ReconcileMaxConcurrent", sum.ReconcileMaxConcurrent, 1},
 	}
@@ -446,20 +446,20 @@ func TestRunInvalidConfig(t *testing.T) {
 
 func TestPlanIsReproducible(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Seed: 42}.withDefaults()
-	a, b := newPlan(cfg, "x"), newPlan(cfg, "x")
-	if a.cancelled != b.cancelled || len(a.payAt) != cfg.Paid || len(a.flaky) != cfg.Flaky {
+	cfg := Config{Seed: 42}.WithDefaults()
+	a, b := NewPlan(cfg, "x"), NewPlan(cfg, "x")
+	if a.Cancelled != b.Cancelled || len(a.PayAt) != cfg.Paid || len(a.Flaky) != cfg.Flaky {
 		t.Fatalf("newPlan: cancelled %q/%q, paid %d, flaky %d; want equal plans with %d paid, %d flaky",
-			a.cancelled, b.cancelled, len(a.payAt), len(a.flaky), cfg.Paid, cfg.Flaky)
+			a.Cancelled, b.Cancelled, len(a.PayAt), len(a.Flaky), cfg.Paid, cfg.Flaky)
 	}
-	if _, ok := a.payAt[a.cancelled]; ok || a.flaky[a.cancelled] {
-		t.Errorf("newPlan: the cancelled order %s is also paid or flaky", a.cancelled)
+	if _, ok := a.PayAt[a.Cancelled]; ok || a.Flaky[a.Cancelled] {
+		t.Errorf("newPlan: the cancelled order %s is also paid or flaky", a.Cancelled)
 	}
-	for _, id := range a.ids {
-		if a.timeout[id] != b.timeout[id] || a.flaky[id] != b.flaky[id] || a.payAt[id] != b.payAt[id] {
+	for _, id := range a.IDs {
+		if a.Timeout[id] != b.Timeout[id] || a.Flaky[id] != b.Flaky[id] || a.PayAt[id] != b.PayAt[id] {
 			t.Errorf("newPlan: order %s differs between two plans with the same seed", id)
 		}
-		if d := a.timeout[id]; d < cfg.MinTimeout || d > cfg.MaxTimeout {
+		if d := a.Timeout[id]; d < cfg.MinTimeout || d > cfg.MaxTimeout {
 			t.Errorf("newPlan: order %s timeout %v outside [%v, %v]", id, d, cfg.MinTimeout, cfg.MaxTimeout)
 		}
 	}
@@ -467,14 +467,14 @@ func TestPlanIsReproducible(t *testing.T) {
 
 func TestReconcilePlan(t *testing.T) {
 	t.Parallel()
-	if got := newReconcilePlan(Config{}.withDefaults()).slots; got != 7 {
+	if got := newReconcilePlan(Config{}.WithDefaults()).slots; got != 7 {
 		t.Errorf("newReconcilePlan(defaults).slots = %d, want 7: 2s apart over the orders' 13s", got)
 	}
 	for _, base := range []Config{{}, Fast(), testConfig(t)} {
 		for seed := range uint64(20) {
 			cfg := base
 			cfg.Seed = seed
-			cfg = cfg.withDefaults()
+			cfg = cfg.WithDefaults()
 			p, again := newReconcilePlan(cfg), newReconcilePlan(cfg)
 			if !slices.Equal(p.slow, again.slow) {
 				t.Errorf("newReconcilePlan(every %v, seed %d): slow %v, then %v; want equal plans", cfg.ReconcileEvery, seed, p.slow, again.slow)
@@ -512,7 +512,7 @@ func TestPercentile(t *testing.T) {
 		{ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 0.99, 10 * time.Millisecond},
 		{ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 0.5, 5 * time.Millisecond},
 	} {
-		if got := percentile(c.sorted, c.p); got != c.want {
+		if got := Percentile(c.sorted, c.p); got != c.want {
 			t.Errorf("percentile(%v, %v) = %v, want %v", c.sorted, c.p, got, c.want)
 		}
 	}

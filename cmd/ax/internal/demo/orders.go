@@ -5,20 +5,21 @@ import (
 	"time"
 )
 
-// orderStatus is an order's state in the business table.
-type orderStatus string
+// OrderStatus is an order's state in the business table.
+type OrderStatus string
 
+// The states of an order.
 const (
-	unpaid orderStatus = "unpaid"
-	paid   orderStatus = "paid"
-	closed orderStatus = "closed"
+	Unpaid OrderStatus = "unpaid"
+	Paid   OrderStatus = "paid"
+	Closed OrderStatus = "closed"
 )
 
 // order is one row of the demo's business table.
 type order struct {
 	ID       string
 	AmountCt int64 // amount in cents
-	Status   orderStatus
+	Status   OrderStatus
 	Reason   string // why it was closed: "timeout" or "cancelled by user"
 	Updated  time.Time
 }
@@ -36,7 +37,7 @@ func newOrders() *orders { return &orders{rows: make(map[string]order)} }
 func (o *orders) insert(id string, amountCt int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.rows[id] = order{ID: id, AmountCt: amountCt, Status: unpaid, Updated: time.Now()}
+	o.rows[id] = order{ID: id, AmountCt: amountCt, Status: Unpaid, Updated: time.Now()}
 }
 
 // get returns the order (SELECT … WHERE id = ?).
@@ -52,7 +53,7 @@ func (o *orders) get(id string) (order, bool) {
 //	UPDATE orders SET status = to, reason = reason WHERE id = ? AND status = from
 //
 // and reports whether it changed the row (one row affected).
-func (o *orders) transition(id string, from, to orderStatus, reason string) bool {
+func (o *orders) transition(id string, from, to OrderStatus, reason string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.rows[id]

@@ -22,8 +22,8 @@ const ReconcileName = "payment.reconcile"
 const DefaultReconcileEvery = 2 * time.Second
 
 const (
-	// reconcileFastTook is how long an ordinary reconciliation run takes.
-	reconcileFastTook = 100 * time.Millisecond
+	// ReconcileFastTook is how long an ordinary reconciliation run takes.
+	ReconcileFastTook = 100 * time.Millisecond
 	// reconcileSettle: after a run's handler returns, ax still records the result
 	// and frees the task key, so a slot less than reconcileSettle after the end of
 	// a run may still be skipped.
@@ -49,7 +49,7 @@ type reconcilePlan struct {
 // reconcileSlots is how many slots a run observes: enough to last about as long as
 // the orders, and at least enough for one slow run and the slot after it.
 func reconcileSlots(cfg Config) int {
-	return max(ceilDiv(cfg.MaxTimeout+cfg.RetryBackoff, cfg.ReconcileEvery),
+	return max(CeilDiv(cfg.MaxTimeout+cfg.RetryBackoff, cfg.ReconcileEvery),
 		1+freedAfter(cfg.ReconcileSlowTook, cfg.ReconcileEvery, cfg.reconcileOnTime))
 }
 
@@ -62,10 +62,10 @@ func reconcileSpan(cfg Config) time.Duration {
 // is, with room for the run's own lateness (up to onTime) and for ax to free the
 // key.
 func freedAfter(slowTook, every, onTime time.Duration) int {
-	return ceilDiv(slowTook+reconcileSettle+onTime, every)
+	return CeilDiv(slowTook+reconcileSettle+onTime, every)
 }
 
-func ceilDiv(a, b time.Duration) int {
+func CeilDiv(a, b time.Duration) int {
 	return int((a + b - 1) / b)
 }
 
@@ -97,7 +97,7 @@ func (p *reconcilePlan) simulate(wantSlow func(run, slot int) bool) int {
 		if at < busyUntil {
 			continue // skipped
 		}
-		took := reconcileFastTook
+		took := ReconcileFastTook
 		if wantSlow(run, i) && i+freedAfter(p.slowTook, p.every, p.onTime) < p.slots {
 			p.slow[i], took = true, p.slowTook
 			slow++
@@ -178,7 +178,7 @@ func (rc *reconciler) begin(ctx context.Context) error {
 	rc.first = time.Unix(0, 0).Add((time.Since(time.Unix(0, 0))/every + 1) * every)
 	horizon := time.Now().Add(reconcileLeftoverHorizon)
 	for at := rc.first; !at.After(horizon); at = at.Add(every) {
-		t, err := rc.r.s.Lookup(ctx, ReconcileName, slotKey(at))
+		t, err := rc.r.s.Lookup(ctx, ReconcileName, SlotKey(at))
 		switch {
 		case errors.Is(err, ax.ErrNotFound):
 		case err != nil:
@@ -229,7 +229,7 @@ func (rc *reconciler) handle(ctx context.Context, t *ax.Task) error {
 		slot = t.DueAt
 	}
 	if overlapping {
-		out.line("reconcile slot %s: BUG: run started while another run is in progress", clock(slot))
+		out.Line("reconcile slot %s: BUG: run started while another run is in progress", Clock(slot))
 	}
 
 	i, ok := rc.slotIndex(slot)
@@ -246,10 +246,10 @@ func (rc *reconciler) handle(ctx context.Context, t *ax.Task) error {
 		switch {
 		case t.CreatedAt.Before(rc.made):
 			rc.r.tally.update(func(tl *tally) { tl.stale++ })
-			out.line("reconcile slot %s: not a slot of this run (left by an earlier run?), ignored", clock(slot))
+			out.Line("reconcile slot %s: not a slot of this run (left by an earlier run?), ignored", Clock(slot))
 		case slot.Before(rc.first):
 			// Start fired it before begin fixed slot 0.
-			out.line("reconcile slot %s: before the first slot the demo observes (%s), not counted", clock(slot), clock(rc.first))
+			out.Line("reconcile slot %s: before the first slot the demo observes (%s), not counted", Clock(slot), Clock(rc.first))
 		}
 		// Otherwise a slot after the last observed one: the schedule is being paused.
 		return nil
@@ -262,16 +262,16 @@ func (rc *reconciler) handle(ctx context.Context, t *ax.Task) error {
 	n := len(rc.runs) - 1
 	rc.mu.Unlock()
 
-	took, what := reconcileFastTook, ""
+	took, what := ReconcileFastTook, ""
 	if slow {
-		took, what = rc.plan.slowTook, fmt.Sprintf(": a SLOW run, takes %s", secs(rc.plan.slowTook))
+		took, what = rc.plan.slowTook, fmt.Sprintf(": a SLOW run, takes %s", Secs(rc.plan.slowTook))
 	} else if afterSlow {
 		what = ", the first run after the slow one"
 	}
 	if late < 0 {
-		out.line("reconcile slot %s: EARLY: the run started %v before its slot", clock(slot), -late)
+		out.Line("reconcile slot %s: EARLY: the run started %v before its slot", Clock(slot), -late)
 	}
-	out.line("reconcile slot %s: run started %s after its slot%s", clock(slot), ms(late), what)
+	out.Line("reconcile slot %s: run started %s after its slot%s", Clock(slot), Ms(late), what)
 
 	timer := time.NewTimer(took)
 	defer timer.Stop()
@@ -282,7 +282,7 @@ func (rc *reconciler) handle(ctx context.Context, t *ax.Task) error {
 	rc.mu.Lock()
 	rc.runs[n].ended = ended
 	rc.mu.Unlock()
-	out.line("reconcile slot %s: run finished after %s", clock(slot), secs(ended.Sub(started)))
+	out.Line("reconcile slot %s: run finished after %s", Clock(slot), Secs(ended.Sub(started)))
 	return nil
 }
 
@@ -299,8 +299,8 @@ func await[T any](ctx context.Context, quit <-chan struct{}, ch <-chan T) error 
 	}
 }
 
-// slotKey is the task key of the occurrence of the slot at t, as ax writes it.
-func slotKey(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// SlotKey is the task key of the occurrence of the slot at t, as ax writes it.
+func SlotKey(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // start starts the watch on its own goroutine.
 func (rc *reconciler) start(ctx context.Context) {
@@ -339,7 +339,7 @@ func (rc *reconciler) watch(ctx context.Context) {
 			if terminal {
 				continue
 			}
-			key := slotKey(rc.slot(i))
+			key := SlotKey(rc.slot(i))
 			t, err := rc.r.s.Lookup(ctx, ReconcileName, key)
 			switch {
 			case errors.Is(err, ax.ErrNotFound):
@@ -364,7 +364,7 @@ func (rc *reconciler) watch(ctx context.Context) {
 			holder := rc.holder(t.LastError)
 			rc.mu.Unlock()
 			if t.Status == ax.Skipped {
-				rc.r.out.line("reconcile slot %s: SKIPPED by ax (%s%s)", clock(rc.slot(i)), strings.TrimPrefix(t.LastError, "skipped: "), holder)
+				rc.r.out.Line("reconcile slot %s: SKIPPED by ax (%s%s)", Clock(rc.slot(i)), strings.TrimPrefix(t.LastError, "skipped: "), holder)
 			}
 		}
 		rc.mu.Lock()
@@ -382,14 +382,14 @@ func (rc *reconciler) watch(ctx context.Context) {
 	rc.mu.Lock()
 	rc.paused = true
 	rc.mu.Unlock()
-	rc.r.out.line("reconcile: the %d slots observed are settled; s.PauseSchedule(%q) for the rest of the demo", rc.plan.slots, ReconcileName)
+	rc.r.out.Line("reconcile: the %d slots observed are settled; s.PauseSchedule(%q) for the rest of the demo", rc.plan.slots, ReconcileName)
 }
 
 // holder names the run of an observed slot that a skip's reason names as holding the
 // key, as ": the run of slot …", or returns "". The caller holds mu.
 func (rc *reconciler) holder(reason string) string {
 	if run, ok := rc.holderRun(reason); ok && run.slot >= 0 {
-		return ": the run of slot " + clock(rc.slot(run.slot))
+		return ": the run of slot " + Clock(rc.slot(run.slot))
 	}
 	return ""
 }
@@ -437,7 +437,7 @@ func (rc *reconciler) pending() []string {
 			if why == "" {
 				why = "not read yet"
 			}
-			out = append(out, fmt.Sprintf("reconcile slot %s (%s)", clock(rc.slot(i)), why))
+			out = append(out, fmt.Sprintf("reconcile slot %s (%s)", Clock(rc.slot(i)), why))
 		}
 	}
 	return out
@@ -474,7 +474,7 @@ func (rc *reconciler) fill(sum *Summary) {
 		}
 	}
 	slices.Sort(lat)
-	sum.ReconcileLatenessP99 = percentile(lat, 0.99)
+	sum.ReconcileLatenessP99 = Percentile(lat, 0.99)
 	if len(lat) > 0 {
 		sum.ReconcileLatenessMax = lat[len(lat)-1]
 	}
@@ -528,7 +528,7 @@ func (rc *reconciler) verify(sum Summary) (problems []string, ok string) {
 				runs++
 			}
 		}
-		at := clock(rc.slot(i))
+		at := Clock(rc.slot(i))
 		switch st {
 		case ax.Succeeded:
 			succeeded++
@@ -543,7 +543,7 @@ func (rc *reconciler) verify(sum Summary) (problems []string, ok string) {
 			// The run holding the key, if it is one this run saw, had not ended
 			// (until ax freed the key) at the slot.
 			if run, ok := rc.holderRun(rc.reason[i]); ok && !run.ended.IsZero() && run.ended.Add(reconcileSettle).Before(rc.slot(i)) {
-				bad("reconcile slot %s SKIPPED, but the run holding the key ended at %s (%s)", at, clock(run.ended), rc.reason[i])
+				bad("reconcile slot %s SKIPPED, but the run holding the key ended at %s (%s)", at, Clock(run.ended), rc.reason[i])
 			}
 		default:
 			bad("reconcile slot %s is %s, want SUCCEEDED or SKIPPED (last error %q)", at, st, rc.reason[i])
@@ -551,7 +551,7 @@ func (rc *reconciler) verify(sum Summary) (problems []string, ok string) {
 	}
 	for _, run := range rc.runs {
 		if run.late < 0 {
-			bad("reconcile slot %s: the run started %v before its slot", clock(rc.slot(run.slot)), -run.late)
+			bad("reconcile slot %s: the run started %v before its slot", Clock(rc.slot(run.slot)), -run.late)
 		}
 	}
 	if sum.ReconcileSlow > 0 && sum.ReconcileSkipped == 0 {
@@ -560,7 +560,7 @@ func (rc *reconciler) verify(sum Summary) (problems []string, ok string) {
 	slow := slices.DeleteFunc(slices.Clone(rc.runs), func(r reconcileRun) bool { return !r.slow })
 	for k, next := range rc.afterSlow() {
 		run := slow[k]
-		at, end := clock(rc.slot(run.slot)), clock(run.ended)
+		at, end := Clock(rc.slot(run.slot)), Clock(run.ended)
 		switch {
 		case next == -2:
 			bad("slow reconciliation run of slot %s ended at %s, after the last observed slot", at, end)
@@ -568,7 +568,7 @@ func (rc *reconciler) verify(sum Summary) (problems []string, ok string) {
 			bad("slow reconciliation run of slot %s ended at %s; the next slot did not run", at, end)
 		case rc.runs[next].late > rc.plan.onTime:
 			bad("slow reconciliation run of slot %s ended at %s; the next run, of slot %s, started %s late, want at most %v",
-				at, end, clock(rc.slot(rc.runs[next].slot)), ms(rc.runs[next].late), rc.plan.onTime)
+				at, end, Clock(rc.slot(rc.runs[next].slot)), Ms(rc.runs[next].late), rc.plan.onTime)
 		}
 	}
 	return problems, fmt.Sprintf("reconciliation: %d slots (%d SUCCEEDED, %d SKIPPED), never two runs at once; the run after each slow one started within %v of its slot",
@@ -580,7 +580,7 @@ func (rc *reconciler) header() {
 	var slow []string
 	for i, s := range rc.plan.slow {
 		if s {
-			slow = append(slow, clock(rc.slot(i)))
+			slow = append(slow, Clock(rc.slot(i)))
 		}
 	}
 	policy := "skip (the default)"
@@ -588,10 +588,10 @@ func (rc *reconciler) header() {
 		policy = string(p)
 	}
 	out := rc.r.out
-	out.plain("  schedule: s.Every(%q, %s), alongside the orders: a run takes %s, a slow one %s",
-		ReconcileName, rc.plan.every, secs(reconcileFastTook), secs(rc.plan.slowTook))
-	out.plain("  overlap:  %s: a slot that comes due while a run holds the task key is SKIPPED", policy)
-	out.plain("  slots:    %d from %s; slow runs at %s", rc.plan.slots, clock(rc.first), strings.Join(slow, ", "))
+	out.Plain("  schedule: s.Every(%q, %s), alongside the orders: a run takes %s, a slow one %s",
+		ReconcileName, rc.plan.every, Secs(ReconcileFastTook), Secs(rc.plan.slowTook))
+	out.Plain("  overlap:  %s: a slot that comes due while a run holds the task key is SKIPPED", policy)
+	out.Plain("  slots:    %d from %s; slow runs at %s", rc.plan.slots, Clock(rc.first), strings.Join(slow, ", "))
 }
 
 // summary prints the reconciliation's summary lines.
@@ -601,15 +601,15 @@ func (rc *reconciler) summary(sum Summary) {
 	if sum.ReconcileMaxConcurrent > 1 {
 		overlap = "OVERLAP"
 	}
-	out.plain("reconcile: runs %d (slow %d) | skipped %d | max concurrent %d, %s | lateness p99 %s max %s | after a slow run %s",
+	out.Plain("reconcile: runs %d (slow %d) | skipped %d | max concurrent %d, %s | lateness p99 %s max %s | after a slow run %s",
 		sum.ReconcileRuns, sum.ReconcileSlow, sum.ReconcileSkipped, sum.ReconcileMaxConcurrent, overlap,
-		ms(sum.ReconcileLatenessP99), ms(sum.ReconcileLatenessMax), ms(sum.ReconcileAfterSlowLate))
-	out.plain("  %d slots of s.Every(%q, %s); lateness is the run's start minus its slot; a slot is skipped, not queued, while a run holds the key",
+		Ms(sum.ReconcileLatenessP99), Ms(sum.ReconcileLatenessMax), Ms(sum.ReconcileAfterSlowLate))
+	out.Plain("  %d slots of s.Every(%q, %s); lateness is the run's start minus its slot; a slot is skipped, not queued, while a run holds the key",
 		sum.ReconcileSlots, ReconcileName, rc.plan.every)
 }
 
-// clock formats an instant as its UTC time of day, e.g. "10:15:04Z" or
+// Clock formats an instant as its UTC time of day, e.g. "10:15:04Z" or
 // "10:15:04.5Z".
-func clock(t time.Time) string {
+func Clock(t time.Time) string {
 	return t.UTC().Format("15:04:05.999Z07:00")
 }

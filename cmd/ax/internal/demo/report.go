@@ -9,18 +9,18 @@ import (
 	"time"
 )
 
-// printer serialises the demo's output: handlers, the user simulation and the
+// Printer serialises the demo's output: handlers, the user simulation and the
 // progress ticker all write lines to the same writer. After close, lines are dropped,
 // so that a handler still running after Run returned cannot write to out.
-type printer struct {
+type Printer struct {
 	mu     sync.Mutex
 	out    io.Writer
 	start  time.Time
 	closed bool
 }
 
-// line writes one line, prefixed with the time since the scenario started.
-func (p *printer) line(format string, args ...any) {
+// Line writes one line, prefixed with the time since the scenario started.
+func (p *Printer) Line(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -30,8 +30,8 @@ func (p *printer) line(format string, args ...any) {
 	fmt.Fprintf(p.out, "[%6.2fs] %s\n", el, fmt.Sprintf(format, args...))
 }
 
-// plain writes one line as is.
-func (p *printer) plain(format string, args ...any) {
+// Plain writes one line as is.
+func (p *Printer) Plain(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -40,7 +40,11 @@ func (p *printer) plain(format string, args ...any) {
 	fmt.Fprintf(p.out, format+"\n", args...)
 }
 
-func (p *printer) close() {
+// NewPrinter returns a Printer on out whose lines count time from now.
+func NewPrinter(out io.Writer) *Printer { return &Printer{out: out, start: time.Now()} }
+
+// Close makes the Printer drop every later line.
+func (p *Printer) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
@@ -117,8 +121,8 @@ func (s snapshot) progressLine() string {
 		s.paid, s.fired, s.closed, s.alreadyPaid, s.retried, s.cancelled, s.pending)
 }
 
-// percentile returns the nearest-rank p-quantile (0 < p <= 1) of sorted.
-func percentile(sorted []time.Duration, p float64) time.Duration {
+// Percentile returns the nearest-rank p-quantile (0 < p <= 1) of sorted.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
@@ -126,12 +130,12 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// ms formats a duration in milliseconds with one decimal, e.g. "3.2ms".
-func ms(d time.Duration) string {
+// Ms formats a duration in milliseconds with one decimal, e.g. "3.2ms".
+func Ms(d time.Duration) string {
 	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
 }
 
-// secs formats a duration in seconds with one decimal, e.g. "2.5s".
-func secs(d time.Duration) string {
+// Secs formats a duration in seconds with one decimal, e.g. "2.5s".
+func Secs(d time.Duration) string {
 	return fmt.Sprintf("%.1fs", d.Seconds())
 }

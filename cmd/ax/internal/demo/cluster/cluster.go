@@ -1,4 +1,18 @@
-package demo
+// Package cluster is the scenario behind `ax demo --nodes N` (Run): the workload of
+// package demo — orders closed after a timeout, a payment reconciliation every 2s —
+// served by several replicas of the order service, each a process of its own with an
+// ax scheduler on one shared SQLite file. One of them leads, elected by
+// elect/sqllease on that file: it runs the scheduling loop and hands each due task,
+// by round robin, to itself or over signed HTTP to another replica's executor
+// endpoint (Scheduler.ExecutorHandler, on a loopback port each replica advertises).
+// Partway through, the parent kills the leader with SIGKILL (kill -9); its lease
+// expires after its TTL, another replica takes over with a higher epoch and runs the
+// tasks that came due meanwhile — late, never early — and a replacement replica
+// joins. At the end the parent checks, from the tables of the shared file, that every
+// order was closed (or found paid) by exactly one execution, that no reconciliation
+// slot was lost or run twice, and that two reconciliation runs never overlapped on
+// any replicas. RunNode is one replica.
+package cluster
 
 import (
 	"context"
@@ -15,47 +29,33 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/cmd/ax/internal/demo"
 	"github.com/axsched/ax/elect/sqllease"
 	"github.com/axsched/ax/store/sqlite"
 )
 
-// The cluster scenario, RunCluster (`ax demo --nodes 3`): the same workload as Run —
-// orders closed after a timeout, a payment reconciliation every 2s — served by
-// several replicas of the order service, each a process of its own with an ax
-// scheduler on one shared SQLite file. One of them leads, elected by elect/sqllease
-// on that file: it runs the scheduling loop and hands each due task, by round robin,
-// to itself or over signed HTTP to another replica's executor endpoint
-// (Scheduler.ExecutorHandler, on a loopback port each replica advertises). Partway
-// through, the parent kills the leader with SIGKILL (kill -9); its lease expires after
-// its TTL, another replica takes over with a higher epoch and runs the tasks that came
-// due meanwhile — late, never early — and a replacement replica joins. At the end the
-// parent checks, from the tables of the shared file, that every order was closed (or
-// found paid) by exactly one execution, that no reconciliation slot was lost or run
-// twice, and that two reconciliation runs never overlapped on any replicas.
-
-// Defaults of ClusterConfig.
+// Defaults of Config.
 const (
 	DefaultNodes    = 3
 	MaxNodes        = 7
 	DefaultLeaseTTL = 2 * time.Second
 )
 
-// minLeaseTTL is the shortest ClusterConfig.LeaseTTL: below it, a replica on a busy
+// minLeaseTTL is the shortest Config.LeaseTTL: below it, a replica on a busy
 // machine may miss its renewals.
 const minLeaseTTL = 500 * time.Millisecond
 
-// ClusterConfig configures RunCluster. Zero fields take the documented defaults;
-// ClusterFast returns a quicker one.
-type ClusterConfig struct {
-	// Config is the workload, as for Run: Orders, MinTimeout, MaxTimeout, Paid,
+// Config configures Run. Zero fields take the documented defaults;
+// Fast returns a quicker one.
+type Config struct {
+	// Config is the workload, as for demo.Run: Orders, MinTimeout, MaxTimeout, Paid,
 	// Flaky, RetryBackoff, Progress, Wait (from the orders' creation), DB, Seed,
 	// Logger (the parent's own warnings), ReconcileEvery, ReconcileSlowTook. Metrics
 	// is not supported: the schedulers run in other processes.
-	Config
+	demo.Config
 	// Nodes is how many replicas start, at least 2, at most MaxNodes; a replacement
 	// joins after the failover. Defaults to DefaultNodes (3).
 	Nodes int
@@ -79,12 +79,12 @@ type ClusterConfig struct {
 	NodeLogLevel string
 }
 
-// ClusterFast returns a ClusterConfig that runs in about ten seconds after the
+// Fast returns a Config that runs in about ten seconds after the
 // replicas start: timeouts of 1–5s, a lease of 1s, a reconciliation every second
 // whose slow runs take 2.2s, the leader killed 1.5s after the orders are created.
-func ClusterFast() ClusterConfig {
-	return ClusterConfig{
-		Config: Config{
+func Fast() Config {
+	return Config{
+		Config: demo.Config{
 			MinTimeout:        time.Second,
 			MaxTimeout:        5 * time.Second,
 			RetryBackoff:      200 * time.Millisecond,
@@ -105,12 +105,12 @@ type clusterTiming struct {
 // registrations) every TTL/4, an orphan after 6 heartbeats, a claim not started
 // handed back after as long, and a refill every 250ms, so that the leader sees the
 // front end's orders soon after they are written.
-func (cc ClusterConfig) timing() clusterTiming {
+func (cc Config) timing() clusterTiming {
 	hb := max(cc.LeaseTTL/4, 100*time.Millisecond)
 	return clusterTiming{heartbeat: hb, orphanAfter: 6 * hb, dispatchTimeout: 6 * hb, refill: 250 * time.Millisecond}
 }
 
-func (cc ClusterConfig) withDefaults() ClusterConfig {
+func (cc Config) withDefaults() Config {
 	if cc.Nodes == 0 {
 		cc.Nodes = DefaultNodes
 	}
@@ -121,7 +121,7 @@ func (cc ClusterConfig) withDefaults() ClusterConfig {
 		cc.NodeLogLevel = "warn"
 	}
 	noWait := cc.Wait == 0
-	cc.Config = cc.Config.withDefaults()
+	cc.Config = cc.Config.WithDefaults()
 	if noWait {
 		cc.Wait += 4*cc.LeaseTTL + 10*time.Second
 	}
@@ -131,10 +131,10 @@ func (cc ClusterConfig) withDefaults() ClusterConfig {
 	return cc
 }
 
-func (cc ClusterConfig) validate() error {
-	errs := []error{cc.Config.validate()}
+func (cc Config) validate() error {
+	errs := []error{cc.Config.Validate()}
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("demo: config: %s: %w", fmt.Sprintf(format, args...), ErrConfig))
+		errs = append(errs, fmt.Errorf("demo: config: %s: %w", fmt.Sprintf(format, args...), demo.ErrConfig))
 	}
 	if cc.Nodes < 2 || cc.Nodes > MaxNodes {
 		bad("Nodes %d: want 2 to %d replicas (one is killed)", cc.Nodes, MaxNodes)
@@ -158,8 +158,8 @@ func (cc ClusterConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// ClusterSummary is what a cluster run did, read back from the shared SQLite file.
-type ClusterSummary struct {
+// Summary is what a cluster run did, read back from the shared SQLite file.
+type Summary struct {
 	Namespace string // the run's ax namespace: its tasks, schedule, nodes and leader
 	DB        string // the SQLite file
 	KeptDB    bool   // false: DB was a temporary file, removed
@@ -229,7 +229,7 @@ type ClusterSummary struct {
 
 // cluster is one run of the cluster scenario.
 type cluster struct {
-	cc     ClusterConfig
+	cc     Config
 	tm     clusterTiming
 	ns     string
 	secret []byte
@@ -237,15 +237,14 @@ type cluster struct {
 	biz    *bizDB
 	el     *sqllease.Elector
 	client *ax.Scheduler // the front end: submits, cancels, reads; never starts
-	out    *printer
-	plan   *plan
+	out    *demo.Printer
+	plan   *demo.Plan
 	due    map[string]time.Time // each order's due time, as Delay returned it
 	stderr io.Writer
 	dbPath string
 
-	events  chan replicaEvent
-	quit    chan struct{} // closed at the end: the readers stop passing lines on
-	readers sync.WaitGroup
+	events chan replicaEvent
+	quit   chan struct{} // closed at the end: the replicas' lines are no longer passed on
 
 	replicas []*replica
 	leader   *replica
@@ -296,14 +295,14 @@ const (
 	phaseReplaced                       // the replacement was started
 )
 
-// RunCluster runs the cluster scenario and reports it to out, live: the replicas,
+// Run runs the cluster scenario and reports it to out, live: the replicas,
 // which one leads and with which epoch, which replica runs each task, the kill, the
 // lease expiring, the new leader and the time the failover took, the tasks that came
 // due meanwhile running late and never early, the replacement joining; then the
 // checks and a summary. It returns an error if the scenario could not run, did not
 // finish within cc.Wait, or a check failed; the summary is filled as far as the run
 // got.
-func RunCluster(ctx context.Context, cc ClusterConfig, out io.Writer) (sum ClusterSummary, err error) {
+func Run(ctx context.Context, cc Config, out io.Writer) (sum Summary, err error) {
 	cc = cc.withDefaults()
 	if err := cc.validate(); err != nil {
 		return sum, err
@@ -321,14 +320,14 @@ func RunCluster(ctx context.Context, cc ClusterConfig, out io.Writer) (sum Clust
 	tag = tag[max(len(tag)-6, 0):]
 	c := &cluster{
 		cc: cc, tm: cc.timing(), ns: "demo-" + tag,
-		out:    &printer{out: out, start: time.Now()},
-		plan:   newPlan(cc.Config, tag),
+		out:    demo.NewPrinter(out),
+		plan:   demo.NewPlan(cc.Config, tag),
 		due:    map[string]time.Time{},
 		events: make(chan replicaEvent, 64), quit: make(chan struct{}),
 		settled: map[string]ax.Status{}, taskNode: map[int64]string{},
 		slowEvery: 5,
 	}
-	defer c.out.close()
+	defer c.out.Close()
 	sum.Namespace, c.dbPath = c.ns, sum.DB
 	c.slowPhase = mrand.New(mrand.NewPCG(cc.Seed, 0x7263)).Int64N(c.slowEvery)
 	c.stderr = io.Discard
@@ -353,7 +352,7 @@ func RunCluster(ctx context.Context, cc ClusterConfig, out io.Writer) (sum Clust
 	}
 	no := false
 	c.client, err = ax.New(ax.Config{
-		Store: c.st, Node: "front-end", OwnerService: OwnerService, Logger: cc.Logger,
+		Store: c.st, Node: "front-end", OwnerService: demo.OwnerService, Logger: cc.Logger,
 		Namespace: c.ns, Elector: c.el, CanLead: &no,
 	})
 	if err != nil {
@@ -375,7 +374,7 @@ func RunCluster(ctx context.Context, cc ClusterConfig, out io.Writer) (sum Clust
 	}
 	script := newClusterScript(c, c.createdAt())
 	script.start(ctx)
-	defer script.stop()
+	defer script.Stop()
 
 	loopErr := c.loop(ctx, script)
 	elapsed := time.Since(c.created)
@@ -385,7 +384,7 @@ func RunCluster(ctx context.Context, cc ClusterConfig, out io.Writer) (sum Clust
 		return sum, loopErr
 	}
 	if c.slots > 0 {
-		if err := c.client.PauseSchedule(ctx, ReconcileName); err != nil {
+		if err := c.client.PauseSchedule(ctx, demo.ReconcileName); err != nil {
 			return sum, fmt.Errorf("demo: pause the reconciliation: %w", err)
 		}
 	}
@@ -399,7 +398,7 @@ func RunCluster(ctx context.Context, cc ClusterConfig, out io.Writer) (sum Clust
 	}
 	c.report(sum, problems)
 	if len(problems) > 0 {
-		return sum, fmt.Errorf("demo: verify failed: %s", clip(problems, 5))
+		return sum, fmt.Errorf("demo: verify failed: %s", demo.Clip(problems, 5))
 	}
 	return sum, nil
 }
@@ -408,38 +407,38 @@ func RunCluster(ctx context.Context, cc ClusterConfig, out io.Writer) (sum Clust
 func (c *cluster) createdAt() map[string]time.Time {
 	m := make(map[string]time.Time, len(c.due))
 	for id, due := range c.due {
-		m[id] = due.Add(-c.plan.timeout[id])
+		m[id] = due.Add(-c.plan.Timeout[id])
 	}
 	return m
 }
 
-func (c *cluster) header(sum ClusterSummary) {
+func (c *cluster) header(sum Summary) {
 	cc := c.cc
 	where := "temporary file, removed at the end"
 	if sum.KeptDB {
 		where = "kept"
 	}
 	o := c.out
-	o.plain("ax demo --nodes %d — order timeout and payment reconciliation on %d replicas sharing one SQLite file", cc.Nodes, cc.Nodes)
-	o.plain("  store:     sqlite %s (%s), ax namespace %q", sum.DB, where, c.ns)
-	o.plain("  replicas:  %d processes (this program, re-executed), each an ax.Scheduler with both handlers; each serves", cc.Nodes)
-	o.plain("             Scheduler.ExecutorHandler() on a loopback port it advertises, requests signed with a random 32-byte secret")
-	o.plain("  election:  elect/sqllease on the same file; lease TTL %s, renewed every %s — short for the demo, so that it",
-		secs(cc.LeaseTTL), secs(cc.LeaseTTL/3))
-	o.plain("             takes well under a minute (sqllease's default is 10s); the leader routes tasks round robin")
-	o.plain("  timing:    heartbeats every %s, a RUNNING task without one for %s is retried, a claim not started in %s is handed back",
-		secs(c.tm.heartbeat), secs(c.tm.orphanAfter), secs(c.tm.dispatchTimeout))
-	o.plain("  orders:    %d, each closed if unpaid after %s–%s, created by this process (a front end: s.Delay, never leads)",
-		cc.Orders, secs(cc.MinTimeout), secs(cc.MaxTimeout))
-	o.plain("  script:    %d users pay in time, 1 cancels the order (s.Cancel), %d handlers fail once and retry after %s",
-		len(c.plan.payAt), len(c.plan.flaky), secs(cc.RetryBackoff))
-	if cc.reconciles() {
-		o.plain("  schedule:  s.Every(%q, %s) on every replica, fired by the leader; a run takes %s, a slow one %s (overlap: skip)",
-			ReconcileName, cc.ReconcileEvery, secs(reconcileFastTook), secs(cc.ReconcileSlowTook))
+	o.Plain("ax demo --nodes %d — order timeout and payment reconciliation on %d replicas sharing one SQLite file", cc.Nodes, cc.Nodes)
+	o.Plain("  store:     sqlite %s (%s), ax namespace %q", sum.DB, where, c.ns)
+	o.Plain("  replicas:  %d processes (this program, re-executed), each an ax.Scheduler with both handlers; each serves", cc.Nodes)
+	o.Plain("             Scheduler.ExecutorHandler() on a loopback port it advertises, requests signed with a random 32-byte secret")
+	o.Plain("  election:  elect/sqllease on the same file; lease TTL %s, renewed every %s — short for the demo, so that it",
+		demo.Secs(cc.LeaseTTL), demo.Secs(cc.LeaseTTL/3))
+	o.Plain("             takes well under a minute (sqllease's default is 10s); the leader routes tasks round robin")
+	o.Plain("  timing:    heartbeats every %s, a RUNNING task without one for %s is retried, a claim not started in %s is handed back",
+		demo.Secs(c.tm.heartbeat), demo.Secs(c.tm.orphanAfter), demo.Secs(c.tm.dispatchTimeout))
+	o.Plain("  orders:    %d, each closed if unpaid after %s–%s, created by this process (a front end: s.Delay, never leads)",
+		cc.Orders, demo.Secs(cc.MinTimeout), demo.Secs(cc.MaxTimeout))
+	o.Plain("  script:    %d users pay in time, 1 cancels the order (s.Cancel), %d handlers fail once and retry after %s",
+		len(c.plan.PayAt), len(c.plan.Flaky), demo.Secs(cc.RetryBackoff))
+	if cc.Reconciles() {
+		o.Plain("  schedule:  s.Every(%q, %s) on every replica, fired by the leader; a run takes %s, a slow one %s (overlap: skip)",
+			demo.ReconcileName, cc.ReconcileEvery, demo.Secs(demo.ReconcileFastTook), demo.Secs(cc.ReconcileSlowTook))
 	}
-	o.plain("  failover:  the leader is killed with SIGKILL (kill -9) %s after the orders are created; a replacement joins after",
-		secs(cc.KillAfter))
-	o.plain("")
+	o.Plain("  failover:  the leader is killed with SIGKILL (kill -9) %s after the orders are created; a replacement joins after",
+		demo.Secs(cc.KillAfter))
+	o.Plain("")
 }
 
 // spawn starts replica name.
@@ -451,10 +450,10 @@ func (c *cluster) spawn(name string) (*replica, error) {
 		ReconcileSlowTook: c.cc.ReconcileSlowTook, SlowEvery: c.slowEvery, SlowPhase: c.slowPhase,
 		LogLevel: c.cc.NodeLogLevel,
 	}
-	if c.cc.reconciles() {
+	if c.cc.Reconciles() {
 		cfg.ReconcileEvery = c.cc.ReconcileEvery
 	}
-	r, err := spawn(c.cc.NodeCommand(), cfg, c.stderr, c.events, c.quit, &c.readers)
+	r, err := spawn(c.cc.NodeCommand(), cfg, c.stderr, c.events, c.quit)
 	if r != nil {
 		c.replicas = append(c.replicas, r)
 	}
@@ -502,26 +501,26 @@ func (c *cluster) waitStarted(ctx context.Context) error {
 // end, and fixes the reconciliation slots observed.
 func (c *cluster) createOrders(ctx context.Context) error {
 	c.created = time.Now()
-	for _, id := range c.plan.ids {
-		if err := c.biz.insertOrder(ctx, id, c.plan.amount[id]); err != nil {
+	for _, id := range c.plan.IDs {
+		if err := c.biz.insertOrder(ctx, id, c.plan.Amount[id]); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		b, err := json.Marshal(clusterPayload{OrderID: id, AmountCents: c.plan.amount[id], CreatedAt: time.Now().UTC(), FailOnce: c.plan.flaky[id]})
+		b, err := json.Marshal(clusterPayload{OrderID: id, AmountCents: c.plan.Amount[id], CreatedAt: time.Now().UTC(), FailOnce: c.plan.Flaky[id]})
 		if err != nil {
 			return fmt.Errorf("demo: order %s: %w", id, err)
 		}
-		t, err := c.client.Delay(ctx, TaskName, id, c.plan.timeout[id], ax.WithPayload(b))
+		t, err := c.client.Delay(ctx, demo.TaskName, id, c.plan.Timeout[id], ax.WithPayload(b))
 		if err != nil {
 			return fmt.Errorf("demo: schedule the close of order %s: %w", id, err)
 		}
 		c.due[id] = t.DueAt
 	}
 	c.killAt = c.created.Add(c.cc.KillAfter)
-	c.out.line("created %d orders through the front end; their close timeouts are in the store, for whichever replica leads", len(c.plan.ids))
-	if c.cc.reconciles() {
+	c.out.Line("created %d orders through the front end; their close timeouts are in the store, for whichever replica leads", len(c.plan.IDs))
+	if c.cc.Reconciles() {
 		every := c.cc.ReconcileEvery
 		c.slot0 = time.Unix(0, 0).Add((time.Since(time.Unix(0, 0))/every + 1) * every)
-		c.slots = max(ceilDiv(c.cc.MaxTimeout+c.cc.RetryBackoff, every), 3)
+		c.slots = max(demo.CeilDiv(c.cc.MaxTimeout+c.cc.RetryBackoff, every), 3)
 		// Do not end on a slow run: the demo would wait for it, doing nothing else.
 		for c.slots > 3 && slowSlot(c.slot(c.slots-1), every, c.slowEvery, c.slowPhase) {
 			c.slots--
@@ -530,14 +529,14 @@ func (c *cluster) createOrders(ctx context.Context) error {
 		var slow []string
 		for i := range c.slots {
 			if slowSlot(c.slot(i), every, c.slowEvery, c.slowPhase) {
-				slow = append(slow, clock(c.slot(i)))
+				slow = append(slow, demo.Clock(c.slot(i)))
 			}
 		}
 		what := "none"
 		if len(slow) > 0 {
 			what = strings.Join(slow, ", ")
 		}
-		c.out.line("reconcile: observing %d slots from %s; slow runs planned at %s", c.slots, clock(c.slot0), what)
+		c.out.Line("reconcile: observing %d slots from %s; slow runs planned at %s", c.slots, demo.Clock(c.slot0), what)
 	}
 	return nil
 }
@@ -579,7 +578,7 @@ func (c *cluster) loop(ctx context.Context, script *clusterScript) error {
 	if c.cc.Progress > 0 {
 		c.nextProgress = time.Now().Add(c.cc.Progress)
 	}
-	scriptDone := script.done
+	scriptDone := script.Done
 	for {
 		select {
 		case e := <-c.events:
@@ -592,8 +591,8 @@ func (c *cluster) loop(ctx context.Context, script *clusterScript) error {
 			continue
 		case <-scriptDone:
 			scriptDone = nil
-			if script.err != nil {
-				return script.err
+			if script.Err != nil {
+				return script.Err
 			}
 			continue
 		case <-ctx.Done():
@@ -647,14 +646,14 @@ func (c *cluster) step(ctx context.Context, script *clusterScript, now time.Time
 		}
 		if done && scriptDone && c.phase == phaseReplaced && c.replacement.ready {
 			if c.cc.Progress > 0 {
-				c.out.line("%s", c.progressLine(script))
+				c.out.Line("%s", c.progressLine(script))
 			}
 			return errSettled
 		}
 	}
 	if c.cc.Progress > 0 && !now.Before(c.nextProgress) {
 		c.nextProgress = now.Add(c.cc.Progress)
-		c.out.line("%s", c.progressLine(script))
+		c.out.Line("%s", c.progressLine(script))
 	}
 	return nil
 }
@@ -670,7 +669,7 @@ func (c *cluster) handle(e replicaEvent) error {
 		}
 		switch {
 		case r.killed:
-			c.out.line("%-7s is gone (%v): it ran no code of its own after the signal", r.name, r.exitErr)
+			c.out.Line("%-7s is gone (%v): it ran no code of its own after the signal", r.name, r.exitErr)
 		case r.stopping && r.exitErr == nil:
 		case r.stopping:
 			return fmt.Errorf("demo: replica %s stopped with %v", r.name, r.exitErr)
@@ -680,7 +679,7 @@ func (c *cluster) handle(e replicaEvent) error {
 		return nil
 	}
 	if e.bad != "" {
-		c.out.line("%-7s printed: %s", r.name, e.bad)
+		c.out.Line("%-7s printed: %s", r.name, e.bad)
 		return nil
 	}
 	ev := e.ev
@@ -690,14 +689,14 @@ func (c *cluster) handle(e replicaEvent) error {
 		what := ""
 		if r == c.replacement {
 			what = fmt.Sprintf(", replacing %s: it registers in ax_nodes, and the leader routes tasks to it from its next refresh of the nodes (every %s)",
-				c.killed.name, secs(c.tm.heartbeat))
+				c.killed.name, demo.Secs(c.tm.heartbeat))
 		}
-		c.out.line("%-7s ready: pid %d, executor endpoint at %s (started in %s)%s", r.name, ev.PID, ev.Addr, secs(r.readyAt.Sub(r.spawned)), what)
+		c.out.Line("%-7s ready: pid %d, executor endpoint at %s (started in %s)%s", r.name, ev.PID, ev.Addr, demo.Secs(r.readyAt.Sub(r.spawned)), what)
 	case evLeading:
 		r.leading, r.epoch = true, ev.Epoch
 		c.leader = r
 		if c.stopping {
-			c.out.line("%-7s LEADS (epoch %d) as the others stop: a stopping leader resigns its lease, and a standby takes it at once", r.name, ev.Epoch)
+			c.out.Line("%-7s LEADS (epoch %d) as the others stop: a stopping leader resigns its lease, and a standby takes it at once", r.name, ev.Epoch)
 			return nil
 		}
 		c.leaders = append(c.leaders, fmt.Sprintf("%s@%d", r.name, ev.Epoch))
@@ -710,45 +709,45 @@ func (c *cluster) handle(e replicaEvent) error {
 				if c.leaseExpired.After(ev.At) {
 					c.leaseExpired = ev.At
 				}
-				c.out.line("lease of %s expired %s after the kill; a standby, waiting for exactly that moment, took it",
+				c.out.Line("lease of %s expired %s after the kill; a standby, waiting for exactly that moment, took it",
 					c.killed.name, secs2(c.leaseExpired.Sub(c.killedAt)))
 			}
-			c.out.line("%-7s LEADS (epoch %d), %s after the kill (lease TTL %s): it raised the fence, loads the window and claims what came due meanwhile",
-				r.name, ev.Epoch, secs2(ev.At.Sub(c.killedAt)), secs(c.cc.LeaseTTL))
+			c.out.Line("%-7s LEADS (epoch %d), %s after the kill (lease TTL %s): it raised the fence, loads the window and claims what came due meanwhile",
+				r.name, ev.Epoch, secs2(ev.At.Sub(c.killedAt)), demo.Secs(c.cc.LeaseTTL))
 			c.phase = phaseFailedOver
 			c.replaceAt = time.Now().Add(c.cc.LeaseTTL / 4)
 			return nil
 		}
-		c.out.line("%-7s LEADS (epoch %d): it runs the scheduling loop and hands each due task to a replica, itself included", r.name, ev.Epoch)
+		c.out.Line("%-7s LEADS (epoch %d): it runs the scheduling loop and hands each due task to a replica, itself included", r.name, ev.Epoch)
 	case evFollowing:
 		r.leading = false
 		if c.leader == r {
 			c.leader = nil
 		}
-		c.out.line("%-7s no longer leads (epoch %d ended: %s)", r.name, ev.Epoch, ev.Reason)
+		c.out.Line("%-7s no longer leads (epoch %d ended: %s)", r.name, ev.Epoch, ev.Reason)
 	case evFenced:
-		c.out.line("%-7s was fenced: the store refused its %s write, a newer leader is recorded", r.name, ev.Reason)
+		c.out.Line("%-7s was fenced: the store refused its %s write, a newer leader is recorded", r.name, ev.Reason)
 	case evHandBack:
-		c.out.line("%-7s handed back a %s task: %s", r.name, ev.Name, ev.Reason)
+		c.out.Line("%-7s handed back a %s task: %s", r.name, ev.Name, ev.Reason)
 	case evUnreachable:
 		dead := ""
 		if c.killed != nil {
 			dead = fmt.Sprintf(" — the killed %s is routed to until its row in ax_nodes is 3 heartbeats old (%s) —",
 				c.killed.name, secs2(3*c.tm.heartbeat))
 		}
-		c.out.line("%-7s could not reach a replica (%s) with %d tasks%s: it routes them to another replica", r.name, ev.Reason, ev.Count, dead)
+		c.out.Line("%-7s could not reach a replica (%s) with %d tasks%s: it routes them to another replica", r.name, ev.Reason, ev.Count, dead)
 	case evOrphan:
-		c.out.line("%-7s recovered an orphaned %s task (RUNNING, no heartbeat for %s): it will run again", r.name, ev.Name, secs(c.tm.orphanAfter))
+		c.out.Line("%-7s recovered an orphaned %s task (RUNNING, no heartbeat for %s): it will run again", r.name, ev.Name, demo.Secs(c.tm.orphanAfter))
 	case evStart:
 		r.inflight[ev.Exec] = ev
 		r.runs++
 		c.taskNode[ev.TaskID] = r.name
-		if ev.Name == ReconcileName {
+		if ev.Name == demo.ReconcileName {
 			c.printReconcileStart(r, ev)
 		}
 		if r == c.replacement && !c.announcedFirst {
 			c.announcedFirst = true
-			c.out.line("%-7s runs its first task, handed to it by the leader %s", r.name, c.leaderName())
+			c.out.Line("%-7s runs its first task, handed to it by the leader %s", r.name, c.leaderName())
 		}
 	case evEnd:
 		delete(r.inflight, ev.Exec)
@@ -771,7 +770,7 @@ func (c *cluster) leaderName() string {
 func (c *cluster) gapNote(due time.Time, late time.Duration) string {
 	switch {
 	case late < 0:
-		return fmt.Sprintf(" — EARLY by %s", ms(-late))
+		return fmt.Sprintf(" — EARLY by %s", demo.Ms(-late))
 	case c.inGap(due):
 		return " — due while nobody led: late, not early"
 	}
@@ -789,18 +788,18 @@ func (c *cluster) inGap(due time.Time) bool {
 func (c *cluster) printReconcileStart(r *replica, ev nodeEvent) {
 	what := ""
 	if ev.Slow {
-		what = fmt.Sprintf(": a SLOW run, takes %s", secs(c.cc.ReconcileSlowTook))
+		what = fmt.Sprintf(": a SLOW run, takes %s", demo.Secs(c.cc.ReconcileSlowTook))
 	}
 	if ev.Attempt > 0 {
 		what += fmt.Sprintf(" (attempt %d)", ev.Attempt+1)
 	}
-	c.out.line("%-7s reconcile slot %s: run started %s after its slot%s%s", r.name, clock(ev.Due), ms(ev.Late), what, c.gapNote(ev.Due, ev.Late))
+	c.out.Line("%-7s reconcile slot %s: run started %s after its slot%s%s", r.name, demo.Clock(ev.Due), demo.Ms(ev.Late), what, c.gapNote(ev.Due, ev.Late))
 }
 
 func (c *cluster) printEnd(r *replica, ev nodeEvent) {
-	if ev.Name == ReconcileName {
+	if ev.Name == demo.ReconcileName {
 		if ev.Slow || ev.Outcome != outReconciled {
-			c.out.line("%-7s reconcile slot %s: run ended after %s (%s)", r.name, clock(ev.Due), secs(ev.Took), ev.Outcome)
+			c.out.Line("%-7s reconcile slot %s: run ended after %s (%s)", r.name, demo.Clock(ev.Due), demo.Secs(ev.Took), ev.Outcome)
 		}
 		if ev.Outcome == outReconciled {
 			if _, ok := c.slotIndex(ev.Key); ok {
@@ -817,17 +816,17 @@ func (c *cluster) printEnd(r *replica, ev nodeEvent) {
 	switch ev.Outcome {
 	case outClosed:
 		c.closedN++
-		c.out.line("%-7s order %s closed%s: unpaid after %s; started %s after its due time%s",
-			r.name, ev.Key, retry, secs(c.plan.timeout[ev.Key]), ms(ev.Late), note)
+		c.out.Line("%-7s order %s closed%s: unpaid after %s; started %s after its due time%s",
+			r.name, ev.Key, retry, demo.Secs(c.plan.Timeout[ev.Key]), demo.Ms(ev.Late), note)
 	case outAlreadyPaid:
-		c.out.line("%-7s order %s%s: already paid, nothing to do (%s late)%s", r.name, ev.Key, retry, ms(ev.Late), note)
+		c.out.Line("%-7s order %s%s: already paid, nothing to do (%s late)%s", r.name, ev.Key, retry, demo.Ms(ev.Late), note)
 	case outFailed:
-		c.out.line("%-7s order %s: close failed on attempt %d: order database timed out (injected); ax retries in %s%s",
-			r.name, ev.Key, ev.Attempt+1, secs(c.cc.RetryBackoff), note)
+		c.out.Line("%-7s order %s: close failed on attempt %d: order database timed out (injected); ax retries in %s%s",
+			r.name, ev.Key, ev.Attempt+1, demo.Secs(c.cc.RetryBackoff), note)
 	case outAlreadyClosed:
-		c.out.line("%-7s order %s%s: ALREADY CLOSED by another execution: a duplicate run", r.name, ev.Key, retry)
+		c.out.Line("%-7s order %s%s: ALREADY CLOSED by another execution: a duplicate run", r.name, ev.Key, retry)
 	default:
-		c.out.line("%-7s order %s%s: %s: %s", r.name, ev.Key, retry, ev.Outcome, ev.Err)
+		c.out.Line("%-7s order %s%s: %s: %s", r.name, ev.Key, retry, ev.Outcome, ev.Err)
 	}
 }
 
@@ -850,18 +849,19 @@ func (c *cluster) tryKill(ctx context.Context, now time.Time) error {
 	}
 	running := ""
 	if n := len(l.inflight); n > 0 {
-		running = fmt.Sprintf("; it was running %d handlers, which ax re-runs elsewhere after OrphanAfter (%s)", n, secs(c.tm.orphanAfter))
+		running = fmt.Sprintf("; it was running %d handlers, which ax re-runs elsewhere after OrphanAfter (%s)", n, demo.Secs(c.tm.orphanAfter))
 	}
-	if err := l.kill(); err != nil {
+	killedAt, err := l.kill()
+	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	c.killedAt = time.Now()
+	c.killedAt = killedAt
 	l.killed = true
 	c.killed, c.killedEpoch = l, l.epoch
 	c.leaseSeen, c.leaseLeft = c.killedAt, st.Remaining
 	c.lastLeaseLine = c.killedAt
 	c.phase = phaseKilled
-	c.out.line("kill -9 %s (pid %d), the leader (epoch %d): its lease has %s left and will not be renewed%s",
+	c.out.Line("kill -9 %s (pid %d), the leader (epoch %d): its lease has %s left and will not be renewed%s",
 		l.name, l.pid, l.epoch, secs2(st.Remaining), running)
 	return nil
 }
@@ -880,7 +880,7 @@ func (c *cluster) watchLease(ctx context.Context, now time.Time) {
 		c.leaseSeen, c.leaseLeft = now, st.Remaining
 		if now.Sub(c.lastLeaseLine) >= leaseLineGap {
 			c.lastLeaseLine = now
-			c.out.line("lease of %s (epoch %d): %s left, not renewed; the standbys wait for it to expire", c.killed.name, c.killedEpoch, secs(st.Remaining))
+			c.out.Line("lease of %s (epoch %d): %s left, not renewed; the standbys wait for it to expire", c.killed.name, c.killedEpoch, demo.Secs(st.Remaining))
 		}
 		return
 	}
@@ -892,7 +892,7 @@ func (c *cluster) watchLease(ctx context.Context, now time.Time) {
 	if st.Holder != "" {
 		who = fmt.Sprintf("%s holds it now (epoch %d)", st.Holder, st.Token)
 	}
-	c.out.line("lease of %s expired %s after the kill: %s", c.killed.name, secs2(c.leaseExpired.Sub(c.killedAt)), who)
+	c.out.Line("lease of %s expired %s after the kill: %s", c.killed.name, secs2(c.leaseExpired.Sub(c.killedAt)), who)
 }
 
 // startReplacement starts a replica in place of the killed one.
@@ -904,7 +904,7 @@ func (c *cluster) startReplacement() error {
 	}
 	c.replacement = r
 	c.phase = phaseReplaced
-	c.out.line("starting %s to replace %s", name, c.killed.name)
+	c.out.Line("starting %s to replace %s", name, c.killed.name)
 	return nil
 }
 
@@ -912,11 +912,11 @@ func (c *cluster) startReplacement() error {
 // order's task and every observed slot is.
 func (c *cluster) settle(ctx context.Context, now time.Time) (bool, error) {
 	done := true
-	for _, id := range c.plan.ids {
+	for _, id := range c.plan.IDs {
 		if _, ok := c.settled[id]; ok {
 			continue
 		}
-		t, err := c.client.Lookup(ctx, TaskName, id)
+		t, err := c.client.Lookup(ctx, demo.TaskName, id)
 		if err != nil {
 			return false, fmt.Errorf("demo: %w", err)
 		}
@@ -934,7 +934,7 @@ func (c *cluster) settle(ctx context.Context, now time.Time) (bool, error) {
 			done = false
 			continue
 		}
-		t, err := c.client.Lookup(ctx, ReconcileName, slotKey(c.slot(i)))
+		t, err := c.client.Lookup(ctx, demo.ReconcileName, demo.SlotKey(c.slot(i)))
 		switch {
 		case errors.Is(err, ax.ErrNotFound):
 			done = false
@@ -958,7 +958,7 @@ func (c *cluster) settle(ctx context.Context, now time.Time) (bool, error) {
 					holder = ", running on " + n
 				}
 			}
-			c.out.line("reconcile slot %s: SKIPPED by ax (%s%s)", clock(c.slot(i)), strings.TrimPrefix(t.LastError, "skipped: "), holder)
+			c.out.Line("reconcile slot %s: SKIPPED by ax (%s%s)", demo.Clock(c.slot(i)), strings.TrimPrefix(t.LastError, "skipped: "), holder)
 		}
 	}
 	return done, nil
@@ -987,7 +987,7 @@ func (c *cluster) progressLine(script *clusterScript) string {
 		by = append(by, fmt.Sprintf("%s %d%s", r.name, r.runs, state))
 	}
 	line := fmt.Sprintf("runs: %s | orders closed %d, paid %d, settled %d/%d", strings.Join(by, ", "),
-		c.closedN, script.paid.Load(), len(c.settled), len(c.plan.ids))
+		c.closedN, script.paid.Load(), len(c.settled), len(c.plan.IDs))
 	if c.slots > 0 {
 		line += fmt.Sprintf(" | reconcile runs %d, skipped %d", c.recRuns, c.recSkipped)
 	}
@@ -998,19 +998,19 @@ func (c *cluster) progressLine(script *clusterScript) string {
 func (c *cluster) pendingReport() string {
 	var pending []string
 	if c.phase == phaseKilled {
-		pending = append(pending, fmt.Sprintf("no new leader since %s was killed %s ago", c.killed.name, secs(time.Since(c.killedAt))))
+		pending = append(pending, fmt.Sprintf("no new leader since %s was killed %s ago", c.killed.name, demo.Secs(time.Since(c.killedAt))))
 	}
-	for _, id := range c.plan.ids {
+	for _, id := range c.plan.IDs {
 		if _, ok := c.settled[id]; !ok {
 			pending = append(pending, "order "+id)
 		}
 	}
 	for i := range c.slots {
 		if c.slotStatus[i] == "" {
-			pending = append(pending, "reconcile slot "+clock(c.slot(i)))
+			pending = append(pending, "reconcile slot "+demo.Clock(c.slot(i)))
 		}
 	}
-	return fmt.Sprintf("%d pending: %s", len(pending), clip(pending, 10))
+	return fmt.Sprintf("%d pending: %s", len(pending), demo.Clip(pending, 10))
 }
 
 // stopAll stops every live replica gracefully (it closes their stdin) and waits
@@ -1046,7 +1046,7 @@ func (c *cluster) stopAll() error {
 }
 
 // shutdown ends every replica still running — gracefully, then with SIGKILL after
-// clusterStopTO — and waits for the readers.
+// clusterStopTO — and waits until each is reaped and its lines read.
 func (c *cluster) shutdown() {
 	for _, r := range c.replicas {
 		if !r.hasExited() && !r.stopping {
@@ -1057,17 +1057,16 @@ func (c *cluster) shutdown() {
 	giveUp := time.After(clusterStopTO)
 	for _, r := range c.replicas {
 		select {
-		case <-r.exited:
+		case <-r.proc.Done():
 		case <-giveUp:
 			r.kill()
-			<-r.exited
+			<-r.proc.Done()
 		}
 	}
-	c.readers.Wait()
 }
 
 // fillPartial fills what is known of a run that did not finish.
-func (c *cluster) fillPartial(sum *ClusterSummary) {
+func (c *cluster) fillPartial(sum *Summary) {
 	for _, r := range c.replicas {
 		sum.Replicas = append(sum.Replicas, r.name)
 	}

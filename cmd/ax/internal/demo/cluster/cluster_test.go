@@ -1,4 +1,4 @@
-package demo
+package cluster
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/cmd/ax/internal/demo"
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -37,12 +39,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// testClusterConfig is ClusterFast with fewer orders, a kept database in the test's
+// testClusterConfig is Fast with fewer orders, a kept database in the test's
 // temp dir, and this test binary as the replicas (TestMain runs RunNode under
 // nodeEnv).
-func testClusterConfig(t *testing.T, stderr *syncBuffer) ClusterConfig {
+func testClusterConfig(t *testing.T, stderr *syncBuffer) Config {
 	t.Helper()
-	cc := ClusterFast()
+	cc := Fast()
 	cc.Orders, cc.Paid, cc.Flaky, cc.Seed = 14, 4, 2, 3
 	cc.DB = filepath.Join(t.TempDir(), "ax.db")
 	cc.Wait = 30 * time.Second
@@ -57,7 +59,7 @@ func testClusterConfig(t *testing.T, stderr *syncBuffer) ClusterConfig {
 
 // TestRunCluster runs `ax demo --nodes 3` end to end — three replica processes, the
 // leader killed with SIGKILL, a replacement — and checks the summary's claims, then
-// checks them again from the kept SQLite file, independently of RunCluster.
+// checks them again from the kept SQLite file, independently of Run.
 func TestRunCluster(t *testing.T) {
 	t.Parallel()
 	var stderr syncBuffer
@@ -65,14 +67,12 @@ func TestRunCluster(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	sum, err := RunCluster(ctx, cc, &out)
-	for _, marker := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
-		if strings.Contains(stderr.String(), marker) {
-			t.Errorf("a replica reported %q; stderr:\n%s", marker, stderr.String())
-		}
+	sum, err := Run(ctx, cc, &out)
+	for _, report := range childproc.Failures(stderr.String()) {
+		t.Errorf("a replica reported:\n%s\nits stderr:\n%s", report, stderr.String())
 	}
 	if err != nil {
-		t.Fatalf("RunCluster: %v\noutput:\n%s\nreplicas' stderr:\n%s", err, out.String(), stderr.String())
+		t.Fatalf("Run: %v\noutput:\n%s\nreplicas' stderr:\n%s", err, out.String(), stderr.String())
 	}
 	t.Logf("output:\n%s", out.String())
 
@@ -129,7 +129,7 @@ func TestRunCluster(t *testing.T) {
 // checkClusterFile reads the kept file on its own: every order's timeout reached an
 // outcome in exactly one execution, every execution started at or after its due
 // time, and the executions ran on several replicas.
-func checkClusterFile(t *testing.T, cc ClusterConfig, sum ClusterSummary) {
+func checkClusterFile(t *testing.T, cc Config, sum Summary) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(cc.DB)
@@ -165,16 +165,16 @@ func checkClusterFile(t *testing.T, cc ClusterConfig, sum ClusterSummary) {
 	}
 	succeeded, cancelled := 0, 0
 	for id, status := range statuses {
-		if status != string(closed) && status != string(paid) {
+		if status != string(demo.Closed) && status != string(demo.Paid) {
 			t.Errorf("order %s is %s, want closed or paid", id, status)
 		}
-		task, err := view.Lookup(ctx, TaskName, id)
+		task, err := view.Lookup(ctx, demo.TaskName, id)
 		if err != nil {
 			t.Fatalf("Lookup(%s): %v", id, err)
 		}
 		var outcomes int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM demo_runs WHERE namespace = ? AND name = ? AND key = ?
-			AND outcome IN ('closed', 'already-paid', 'already-closed')`, sum.Namespace, TaskName, id).Scan(&outcomes); err != nil {
+			AND outcome IN ('closed', 'already-paid', 'already-closed')`, sum.Namespace, demo.TaskName, id).Scan(&outcomes); err != nil {
 			t.Fatal(err)
 		}
 		switch task.Status {
@@ -204,10 +204,10 @@ func checkClusterFile(t *testing.T, cc ClusterConfig, sum ClusterSummary) {
 	}
 	// A run the killed leader completed before the kill, whose result it had not
 	// written yet, is run again (at least once): it is a redelivery, not a double, as
-	// RunCluster's own check counts it.
+	// Run's own check counts it.
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT key FROM demo_runs WHERE namespace = ? AND name = ? AND outcome = 'reconciled'
 		AND NOT (node = ? AND started_us < ?) GROUP BY key HAVING count(*) > 1)`,
-		sum.Namespace, ReconcileName, sum.Killed, sum.KilledAt.UnixMicro()).Scan(&doubled); err != nil {
+		sum.Namespace, demo.ReconcileName, sum.Killed, sum.KilledAt.UnixMicro()).Scan(&doubled); err != nil {
 		t.Fatal(err)
 	}
 	if early != 0 || nodes < 2 || doubled != 0 {
@@ -225,34 +225,34 @@ func checkClusterFile(t *testing.T, cc ClusterConfig, sum ClusterSummary) {
 
 func TestRunClusterInvalidConfig(t *testing.T) {
 	t.Parallel()
-	ok := func() ClusterConfig {
-		cc := ClusterFast()
+	ok := func() Config {
+		cc := Fast()
 		cc.NodeCommand = func() *exec.Cmd { return exec.Command("false") }
 		return cc
 	}
 	for _, c := range []struct {
 		name string
-		mod  func(*ClusterConfig)
+		mod  func(*Config)
 		want string
 	}{
-		{"one node", func(cc *ClusterConfig) { cc.Nodes = 1 }, "Nodes 1"},
-		{"too many nodes", func(cc *ClusterConfig) { cc.Nodes = MaxNodes + 1 }, "Nodes 8"},
-		{"short lease", func(cc *ClusterConfig) { cc.LeaseTTL = 100 * time.Millisecond }, "LeaseTTL"},
-		{"kill too late", func(cc *ClusterConfig) { cc.KillAfter = cc.MaxTimeout }, "KillAfter"},
-		{"no command", func(cc *ClusterConfig) { cc.NodeCommand = nil }, "NodeCommand"},
-		{"metrics", func(cc *ClusterConfig) { cc.Metrics = "127.0.0.1:0" }, "Metrics"},
-		{"log level", func(cc *ClusterConfig) { cc.NodeLogLevel = "loud" }, "NodeLogLevel"},
-		{"orders", func(cc *ClusterConfig) { cc.Orders = 2 }, "Orders 2"},
+		{"one node", func(cc *Config) { cc.Nodes = 1 }, "Nodes 1"},
+		{"too many nodes", func(cc *Config) { cc.Nodes = MaxNodes + 1 }, "Nodes 8"},
+		{"short lease", func(cc *Config) { cc.LeaseTTL = 100 * time.Millisecond }, "LeaseTTL"},
+		{"kill too late", func(cc *Config) { cc.KillAfter = cc.MaxTimeout }, "KillAfter"},
+		{"no command", func(cc *Config) { cc.NodeCommand = nil }, "NodeCommand"},
+		{"metrics", func(cc *Config) { cc.Metrics = "127.0.0.1:0" }, "Metrics"},
+		{"log level", func(cc *Config) { cc.NodeLogLevel = "loud" }, "NodeLogLevel"},
+		{"orders", func(cc *Config) { cc.Orders = 2 }, "Orders 2"},
 	} {
 		cc := ok()
 		c.mod(&cc)
 		var out bytes.Buffer
-		_, err := RunCluster(context.Background(), cc, &out)
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: RunCluster = %v, want ErrConfig naming %q", c.name, err, c.want)
+		_, err := Run(context.Background(), cc, &out)
+		if !errors.Is(err, demo.ErrConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Run = %v, want ErrConfig naming %q", c.name, err, c.want)
 		}
 		if out.Len() > 0 {
-			t.Errorf("%s: RunCluster wrote %q, want nothing", c.name, out.String())
+			t.Errorf("%s: Run wrote %q, want nothing", c.name, out.String())
 		}
 	}
 }

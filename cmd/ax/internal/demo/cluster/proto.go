@@ -1,14 +1,14 @@
-package demo
+package cluster
 
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"sync"
 	"time"
+
+	"github.com/axsched/ax/internal/childproc"
 )
 
-// The cluster scenario (RunCluster) runs its replicas as child processes: the parent
+// The cluster scenario (Run) runs its replicas as child processes: the parent
 // writes one nodeConfig, as a line of JSON, to a replica's stdin, and keeps stdin
 // open; the replica reports what it does as lines of JSON (nodeEvent) on its stdout.
 // When its stdin closes (the parent asks it to stop, or died) the replica stops its
@@ -104,11 +104,9 @@ type nodeEvent struct {
 	Err     string        `json:"err,omitempty"`
 }
 
-// eventWriter writes nodeEvents as lines of JSON, one Write each, so that the lines
-// of a process killed at any moment are whole.
+// eventWriter writes nodeEvents as lines of JSON.
 type eventWriter struct {
-	mu   sync.Mutex
-	out  io.Writer
+	out  *childproc.Writer
 	node string
 }
 
@@ -121,8 +119,5 @@ func (w *eventWriter) emit(e nodeEvent) {
 	if err != nil {
 		b = fmt.Appendf(nil, `{"ev":%q,"node":%q,"err":%q}`, evError, w.node, err.Error())
 	}
-	b = append(b, '\n')
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.out.Write(b) // a parent that stopped reading is gone; nothing to do about it
+	w.out.Printf("%s", b)
 }

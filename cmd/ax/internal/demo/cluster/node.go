@@ -1,4 +1,4 @@
-package demo
+package cluster
 
 import (
 	"bufio"
@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/cmd/ax/internal/demo"
 	"github.com/axsched/ax/elect/sqllease"
+	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -32,8 +34,8 @@ type clusterPayload struct {
 // nodeStopTimeout bounds a replica's graceful Stop.
 const nodeStopTimeout = 10 * time.Second
 
-// RunNode is one replica of the cluster scenario (RunCluster starts it as a child
-// process, through ClusterConfig.NodeCommand). It reads its configuration, one line
+// RunNode is one replica of the cluster scenario (Run starts it as a child
+// process, through Config.NodeCommand). It reads its configuration, one line
 // of JSON, from in; runs an ax scheduler on the shared SQLite file, elected by
 // elect/sqllease on the same file, serving its executor endpoint
 // (Scheduler.ExecutorHandler) on a loopback port it advertises; and reports what it
@@ -49,7 +51,7 @@ func RunNode(ctx context.Context, in io.Reader, out, logw io.Writer) error {
 	if err := json.Unmarshal(line, &cfg); err != nil {
 		return fmt.Errorf("demo: replica: parse the configuration: %w", err)
 	}
-	ew := &eventWriter{out: out, node: cfg.Node}
+	ew := &eventWriter{out: childproc.NewWriter(out), node: cfg.Node}
 	if err := runNode(ctx, cfg, br, ew, logw); err != nil {
 		ew.emit(nodeEvent{Ev: evError, Err: err.Error()})
 		return err
@@ -101,7 +103,7 @@ func runNode(ctx context.Context, cfg nodeConfig, in io.Reader, out *eventWriter
 	}
 	advertise := "http://" + ln.Addr().String()
 	s, err := ax.New(ax.Config{
-		Store: st, Node: cfg.Node, OwnerService: OwnerService, Logger: logger,
+		Store: st, Node: cfg.Node, OwnerService: demo.OwnerService, Logger: logger,
 		Namespace: cfg.Namespace, Elector: el,
 		Cluster:           ax.ClusterConfig{Advertise: advertise, Secret: cfg.Secret, Routing: ax.RouteRoundRobin},
 		HeartbeatInterval: cfg.HeartbeatInterval, OrphanAfter: cfg.OrphanAfter,
@@ -114,12 +116,12 @@ func runNode(ctx context.Context, cfg nodeConfig, in io.Reader, out *eventWriter
 	}
 	n := &node{cfg: cfg, s: s, biz: biz, out: out}
 	backoff := cfg.RetryBackoff
-	s.HandleFunc(TaskName, n.closeOrder, ax.WithBackoff(func(int) time.Duration { return backoff }))
+	s.HandleFunc(demo.TaskName, n.closeOrder, ax.WithBackoff(func(int) time.Duration { return backoff }))
 	if cfg.ReconcileEvery > 0 {
 		// A run cut short (its replica died) runs again as soon as recovery finds
 		// it, before a later slot takes the task key and the retry is skipped.
-		s.HandleFunc(ReconcileName, n.reconcile, ax.WithBackoff(func(int) time.Duration { return 0 }))
-		if err := s.Every(ReconcileName, cfg.ReconcileEvery); err != nil {
+		s.HandleFunc(demo.ReconcileName, n.reconcile, ax.WithBackoff(func(int) time.Duration { return 0 }))
+		if err := s.Every(demo.ReconcileName, cfg.ReconcileEvery); err != nil {
 			ln.Close()
 			return fmt.Errorf("demo: replica %s: %w", cfg.Node, err)
 		}
@@ -142,7 +144,7 @@ func runNode(ctx context.Context, cfg nodeConfig, in io.Reader, out *eventWriter
 	}
 	out.emit(nodeEvent{Ev: evReady, PID: os.Getpid(), Addr: advertise})
 	<-ctx.Done()
-	if err := stopScheduler(context.Background(), s); err != nil {
+	if err := demo.StopScheduler(context.Background(), s); err != nil {
 		return fmt.Errorf("demo: replica %s: %w", cfg.Node, err)
 	}
 	return nil
@@ -247,7 +249,7 @@ func (n *node) reconcile(ctx context.Context, t *ax.Task) error {
 	if err != nil {
 		return err
 	}
-	took := reconcileFastTook
+	took := demo.ReconcileFastTook
 	if slow {
 		took = n.cfg.ReconcileSlowTook
 	}

@@ -1,4 +1,4 @@
-package demo
+package cluster
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/cmd/ax/internal/demo"
 )
 
 // verify reads the run back from the shared file — the scheduler's tasks, the
 // orders, and every execution the replicas recorded — fills sum and returns the
 // checks that failed. The error is for a run that could not be read.
-func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, error) {
+func (c *cluster) verify(ctx context.Context, sum *Summary) ([]string, error) {
 	c.fillPartial(sum)
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -35,7 +36,7 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 		byKey[r.Name+"/"+r.Key] = append(byKey[r.Name+"/"+r.Key], r)
 		if r.Late < 0 {
 			sum.Early++
-			bad("%s %s started %s before its due time, on %s", r.Name, r.Key, ms(-r.Late), r.Node)
+			bad("%s %s started %s before its due time, on %s", r.Name, r.Key, demo.Ms(-r.Late), r.Node)
 		}
 		if r.Ended.IsZero() {
 			if c.killed != nil && r.Node == c.killed.name {
@@ -53,11 +54,11 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 	}
 
 	// The orders: each timeout ran to a business outcome in exactly one execution.
-	sum.Orders, sum.Paid, sum.Cancelled = len(c.plan.ids), c.paidN, 0
+	sum.Orders, sum.Paid, sum.Cancelled = len(c.plan.IDs), c.paidN, 0
 	var lat, onTime []time.Duration
-	for _, id := range c.plan.ids {
-		rs := byKey[TaskName+"/"+id]
-		t, err := c.client.Lookup(ctx, TaskName, id)
+	for _, id := range c.plan.IDs {
+		rs := byKey[demo.TaskName+"/"+id]
+		t, err := c.client.Lookup(ctx, demo.TaskName, id)
 		if err != nil {
 			return nil, fmt.Errorf("demo: verify: %w", err)
 		}
@@ -90,7 +91,7 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 				completed++
 			}
 		}
-		if id == c.plan.cancelled {
+		if id == c.plan.Cancelled {
 			sum.Cancelled++
 			if t.Status != ax.Cancelled {
 				bad("order %s was cancelled, but its task is %s", id, t.Status)
@@ -98,7 +99,7 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 			if len(rs) > 0 {
 				bad("order %s was cancelled, but its timeout ran %d times", id, len(rs))
 			}
-			if o.Status != closed || o.Reason != "cancelled by user" {
+			if o.Status != demo.Closed || o.Reason != "cancelled by user" {
 				bad("order %s: cancelled by its user, but it is %s (%s)", id, o.Status, o.Reason)
 			}
 			continue
@@ -119,11 +120,11 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 			bad("order %s: its timeout reached an outcome in %d executions, want exactly 1", id, completed)
 		}
 		switch o.Status {
-		case closed:
+		case demo.Closed:
 			if closes != 1 || o.ClosedBy != closer || o.Reason != "timeout" {
 				bad("order %s is closed (%s) by execution %q, but %d executions closed it", id, o.Reason, o.ClosedBy, closes)
 			}
-		case paid:
+		case demo.Paid:
 			if closes != 0 {
 				bad("order %s is paid, but %d executions closed it", id, closes)
 			}
@@ -136,19 +137,19 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 	}
 	slices.Sort(lat)
 	slices.Sort(onTime)
-	sum.LatenessP50, sum.LatenessP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	sum.LatenessP50, sum.LatenessP99 = demo.Percentile(lat, 0.50), demo.Percentile(lat, 0.99)
 	if len(lat) > 0 {
 		sum.LatenessMax = lat[len(lat)-1]
 	}
-	sum.OnTimeP99 = percentile(onTime, 0.99)
+	sum.OnTimeP99 = demo.Percentile(onTime, 0.99)
 
 	// The reconciliation: no slot lost or doubled, never two runs at once.
 	if c.slots > 0 {
 		sum.ReconcileFrom, sum.ReconcileSlots = c.slot0, c.slots
 		var recLat []time.Duration
 		for i := range c.slots {
-			key := slotKey(c.slot(i))
-			rs := byKey[ReconcileName+"/"+key]
+			key := demo.SlotKey(c.slot(i))
+			rs := byKey[demo.ReconcileName+"/"+key]
 			completed := 0
 			for _, r := range rs {
 				if r.completed() {
@@ -156,11 +157,11 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 					recLat = append(recLat, r.Late)
 				}
 			}
-			t, err := c.client.Lookup(ctx, ReconcileName, key)
+			t, err := c.client.Lookup(ctx, demo.ReconcileName, key)
 			switch {
 			case errors.Is(err, ax.ErrNotFound):
 				sum.ReconcileLost++
-				bad("reconcile slot %s: no task: the slot was lost", clock(c.slot(i)))
+				bad("reconcile slot %s: no task: the slot was lost", demo.Clock(c.slot(i)))
 				continue
 			case err != nil:
 				return nil, fmt.Errorf("demo: verify: %w", err)
@@ -169,7 +170,7 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 			switch {
 			case completed > 1 && again != completed-1:
 				sum.ReconcileDoubled++
-				bad("reconcile slot %s ran to completion %d times", clock(c.slot(i)), completed)
+				bad("reconcile slot %s ran to completion %d times", demo.Clock(c.slot(i)), completed)
 			case t.Status == ax.Succeeded && completed-again == 1:
 				sum.ReconcileRuns++
 				sum.Redelivered += again
@@ -178,18 +179,18 @@ func (c *cluster) verify(ctx context.Context, sum *ClusterSummary) ([]string, er
 			case t.Status == ax.Skipped && completed == 0:
 				sum.ReconcileLost++
 				bad("reconcile slot %s: its run was cut short by the kill and its retry SKIPPED (%s): the slot was lost",
-					clock(c.slot(i)), t.LastError)
+					demo.Clock(c.slot(i)), t.LastError)
 			default:
 				sum.ReconcileLost++
 				bad("reconcile slot %s is %s after %d executions (%d completed), want SUCCEEDED once or SKIPPED (last error %q)",
-					clock(c.slot(i)), t.Status, len(rs), completed, t.LastError)
+					demo.Clock(c.slot(i)), t.Status, len(rs), completed, t.LastError)
 			}
 		}
 		slices.Sort(recLat)
-		sum.ReconcileLatenessP99 = percentile(recLat, 0.99)
+		sum.ReconcileLatenessP99 = demo.Percentile(recLat, 0.99)
 		var all []bizRun
 		for _, r := range runs {
-			if r.Name == ReconcileName {
+			if r.Name == demo.ReconcileName {
 				all = append(all, r)
 			}
 		}
@@ -271,7 +272,7 @@ func maxConcurrent(runs []bizRun, killedAt, now time.Time) (int, string) {
 		cur += e.delta
 		if cur > best {
 			best = cur
-			when = fmt.Sprintf("slot %s on %s at %s", clock(keyTime(e.run.Key)), e.run.Node, clock(e.at))
+			when = fmt.Sprintf("slot %s on %s at %s", demo.Clock(keyTime(e.run.Key)), e.run.Node, demo.Clock(e.at))
 		}
 	}
 	return best, when
@@ -283,55 +284,55 @@ func keyTime(key string) time.Time {
 }
 
 // report prints the checks and the summary.
-func (c *cluster) report(sum ClusterSummary, problems []string) {
+func (c *cluster) report(sum Summary, problems []string) {
 	o := c.out
-	o.plain("")
+	o.Plain("")
 	if len(problems) > 0 {
-		o.plain("verify: FAILED")
+		o.Plain("verify: FAILED")
 		for _, p := range problems {
-			o.plain("  - %s", p)
+			o.Plain("  - %s", p)
 		}
 	} else {
-		o.plain("verify: OK: read back from the shared file (ax's tasks, demo_orders, and demo_runs: every execution, recorded in its business transaction)")
+		o.Plain("verify: OK: read back from the shared file (ax's tasks, demo_orders, and demo_runs: every execution, recorded in its business transaction)")
 	}
-	o.plain("")
-	o.plain("summary:")
-	o.plain("  orders:    %d: %d closed by their timeout, %d found paid, 1 cancelled (never ran); every order closed exactly once:",
+	o.Plain("")
+	o.Plain("summary:")
+	o.Plain("  orders:    %d: %d closed by their timeout, %d found paid, 1 cancelled (never ran); every order closed exactly once:",
 		sum.Orders, sum.Closed, sum.AlreadyPaid)
-	o.plain("             %d of %d timeouts reached their outcome in exactly one execution, duplicates %d; %d executions in all (%d injected failures retried)",
+	o.Plain("             %d of %d timeouts reached their outcome in exactly one execution, duplicates %d; %d executions in all (%d injected failures retried)",
 		sum.ClosedOnce, sum.Orders-sum.Cancelled, sum.Duplicates, sum.Executions, sum.Failed)
 	if sum.Interrupted > 0 {
-		o.plain("             %d executions were cut short by the kill (they ran on the leader): ax ran them again elsewhere after OrphanAfter (%s)",
-			sum.Interrupted, secs(c.tm.orphanAfter))
+		o.Plain("             %d executions were cut short by the kill (they ran on the leader): ax ran them again elsewhere after OrphanAfter (%s)",
+			sum.Interrupted, demo.Secs(c.tm.orphanAfter))
 	}
 	if sum.Redelivered > 0 {
-		o.plain("             %d executions finished on the killed replica just before ax recorded them, and ran again (at least once);", sum.Redelivered)
-		o.plain("             the handler's conditional write kept their effect once")
+		o.Plain("             %d executions finished on the killed replica just before ax recorded them, and ran again (at least once);", sum.Redelivered)
+		o.Plain("             the handler's conditional write kept their effect once")
 	}
-	o.plain("  lateness:  p50 %s, p99 %s, max %s over %d executions; early = %d", ms(sum.LatenessP50), ms(sum.LatenessP99), ms(sum.LatenessMax), sum.Executions, sum.Early)
+	o.Plain("  lateness:  p50 %s, p99 %s, max %s over %d executions; early = %d", demo.Ms(sum.LatenessP50), demo.Ms(sum.LatenessP99), demo.Ms(sum.LatenessMax), sum.Executions, sum.Early)
 	if sum.GapTasks > 0 {
-		o.plain("             %d came due while nobody led: late by %s–%s, never early; the others: p99 %s",
-			sum.GapTasks, ms(sum.GapLatenessMin), ms(sum.GapLatenessMax), ms(sum.OnTimeP99))
+		o.Plain("             %d came due while nobody led: late by %s–%s, never early; the others: p99 %s",
+			sum.GapTasks, demo.Ms(sum.GapLatenessMin), demo.Ms(sum.GapLatenessMax), demo.Ms(sum.OnTimeP99))
 	} else {
-		o.plain("             no order came due while nobody led; p99 of the others %s", ms(sum.OnTimeP99))
+		o.Plain("             no order came due while nobody led; p99 of the others %s", demo.Ms(sum.OnTimeP99))
 	}
 	if sum.ReconcileSlots > 0 {
-		o.plain("  reconcile: %d slots from %s: %d ran once, %d SKIPPED (a run held the key), lost %d, doubled %d; max concurrent %d over every replica; p99 %s late",
-			sum.ReconcileSlots, clock(sum.ReconcileFrom), sum.ReconcileRuns, sum.ReconcileSkipped, sum.ReconcileLost, sum.ReconcileDoubled,
-			sum.ReconcileMaxConcurrent, ms(sum.ReconcileLatenessP99))
+		o.Plain("  reconcile: %d slots from %s: %d ran once, %d SKIPPED (a run held the key), lost %d, doubled %d; max concurrent %d over every replica; p99 %s late",
+			sum.ReconcileSlots, demo.Clock(sum.ReconcileFrom), sum.ReconcileRuns, sum.ReconcileSkipped, sum.ReconcileLost, sum.ReconcileDoubled,
+			sum.ReconcileMaxConcurrent, demo.Ms(sum.ReconcileLatenessP99))
 	}
 	if sum.NewLeader != "" {
-		o.plain("  failover:  %s (epoch %d) killed; its lease expired %s later; %s led (epoch %d) %s after the kill, with a lease TTL of %s",
-			sum.Killed, sum.KilledEpoch, secs2(sum.LeaseExpiredAfter), sum.NewLeader, sum.NewEpoch, secs2(sum.Failover), secs(sum.LeaseTTL))
+		o.Plain("  failover:  %s (epoch %d) killed; its lease expired %s later; %s led (epoch %d) %s after the kill, with a lease TTL of %s",
+			sum.Killed, sum.KilledEpoch, secs2(sum.LeaseExpiredAfter), sum.NewLeader, sum.NewEpoch, secs2(sum.Failover), demo.Secs(sum.LeaseTTL))
 	}
-	o.plain("  leaders:   %s", strings.Join(sum.Leaders, " → "))
+	o.Plain("  leaders:   %s", strings.Join(sum.Leaders, " → "))
 	var by []string
 	for _, name := range sum.Replicas {
 		by = append(by, fmt.Sprintf("%s %d", name, sum.RunsByNode[name]))
 	}
-	o.plain("  runs:      %s (handler executions per replica; %s joined after the failover)", strings.Join(by, ", "), sum.Replacement)
-	o.plain("  in %s from the orders' creation", secs(sum.Elapsed))
+	o.Plain("  runs:      %s (handler executions per replica; %s joined after the failover)", strings.Join(by, ", "), sum.Replacement)
+	o.Plain("  in %s from the orders' creation", demo.Secs(sum.Elapsed))
 	if sum.KeptDB {
-		o.plain("  the tasks, orders and executions stay in %s (namespace %q)", sum.DB, sum.Namespace)
+		o.Plain("  the tasks, orders and executions stay in %s (namespace %q)", sum.DB, sum.Namespace)
 	}
 }

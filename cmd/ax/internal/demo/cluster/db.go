@@ -1,4 +1,4 @@
-package demo
+package cluster
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, as store/sqlite uses it
+
+	"github.com/axsched/ax/cmd/ax/internal/demo"
 )
 
 // bizDB is the order service's own tables in the cluster scenario, kept in the
@@ -96,7 +98,7 @@ func fromUS(v int64) time.Time { return time.UnixMicro(v) }
 // insertOrder adds a new unpaid order.
 func (b *bizDB) insertOrder(ctx context.Context, id string, amountCt int64) error {
 	_, err := b.db.ExecContext(ctx, `INSERT INTO demo_orders (namespace, id, amount_cents, status, updated_us) VALUES (?, ?, ?, ?, ?)`,
-		b.ns, id, amountCt, string(unpaid), us(time.Now()))
+		b.ns, id, amountCt, string(demo.Unpaid), us(time.Now()))
 	if err != nil {
 		return fmt.Errorf("insert order %s: %w", id, err)
 	}
@@ -105,7 +107,7 @@ func (b *bizDB) insertOrder(ctx context.Context, id string, amountCt int64) erro
 
 // transition is UPDATE demo_orders SET status = to, reason = reason WHERE id = ? AND
 // status = from; it reports whether it changed the row.
-func (b *bizDB) transition(ctx context.Context, id string, from, to orderStatus, reason string) (bool, error) {
+func (b *bizDB) transition(ctx context.Context, id string, from, to demo.OrderStatus, reason string) (bool, error) {
 	res, err := b.db.ExecContext(ctx, `UPDATE demo_orders SET status = ?, reason = ?, updated_us = ? WHERE namespace = ? AND id = ? AND status = ?`,
 		string(to), reason, us(time.Now()), b.ns, id, string(from))
 	if err != nil {
@@ -121,7 +123,7 @@ func (b *bizDB) transition(ctx context.Context, id string, from, to orderStatus,
 // bizOrder is one row of demo_orders.
 type bizOrder struct {
 	ID       string
-	Status   orderStatus
+	Status   demo.OrderStatus
 	Reason   string
 	ClosedBy string
 }
@@ -135,7 +137,7 @@ func (b *bizDB) order(ctx context.Context, id string) (bizOrder, error) {
 	if err != nil {
 		return o, fmt.Errorf("read order %s: %w", id, err)
 	}
-	o.Status = orderStatus(status)
+	o.Status = demo.OrderStatus(status)
 	return o, nil
 }
 
@@ -153,7 +155,7 @@ func (b *bizDB) orders(ctx context.Context) (map[string]bizOrder, error) {
 		if err := rows.Scan(&o.ID, &status, &o.Reason, &o.ClosedBy); err != nil {
 			return nil, fmt.Errorf("read the orders: %w", err)
 		}
-		o.Status = orderStatus(status)
+		o.Status = demo.OrderStatus(status)
 		out[o.ID] = o
 	}
 	if err := rows.Err(); err != nil {
@@ -235,14 +237,14 @@ func (b *bizDB) closeIfUnpaid(ctx context.Context, id, exec string, row int64) (
 		}
 		return "", fmt.Errorf("close order %s: %w", id, err)
 	}
-	switch orderStatus(status) {
-	case paid:
+	switch demo.OrderStatus(status) {
+	case demo.Paid:
 		outcome = outAlreadyPaid
-	case closed:
+	case demo.Closed:
 		outcome = outAlreadyClosed
 	default:
 		res, err := tx.ExecContext(ctx, `UPDATE demo_orders SET status = ?, reason = 'timeout', closed_by = ?, updated_us = ?
-			WHERE namespace = ? AND id = ? AND status = ?`, string(closed), exec, us(time.Now()), b.ns, id, string(unpaid))
+			WHERE namespace = ? AND id = ? AND status = ?`, string(demo.Closed), exec, us(time.Now()), b.ns, id, string(demo.Unpaid))
 		if err != nil {
 			return "", fmt.Errorf("close order %s: %w", id, err)
 		}
