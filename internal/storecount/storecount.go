@@ -38,8 +38,9 @@ type Store struct {
 	// Store it came from.
 	Before func(ctx context.Context, method string) error
 
-	inner store.Store
-	root  *Store // the Store a view counts into: itself, unless it is a view
+	inner    store.Store
+	root     *Store // the Store a view counts into: itself, unless it is a view
+	optional bool   // WithOptionalInterfaces's: its views keep them too
 
 	mu         sync.Mutex
 	calls      map[string]int
@@ -87,7 +88,11 @@ func (s *Store) Snapshot() Counts {
 // scheduler given it behaves as with the wrapped store (it listens for
 // notifications; WithTx works). Listen, Bind, InTx and the bound transactions'
 // methods are counted, and pass through Before, like the other methods.
+//
+// The namespaces' views it returns (InNamespace) keep them too, so that a scheduler,
+// which works on its namespace's view, sees them.
 func (s *Store) WithOptionalInterfaces() store.Store {
+	s = &Store{inner: s.inner, root: s.root, optional: true}
 	n, isNotifier := s.inner.(store.Notifier)
 	tx, isTransactor := s.inner.(store.Transactor)
 	switch {
@@ -680,7 +685,7 @@ func (s *Store) Refill(ctx context.Context, p store.RefillParams) (*store.Refill
 }
 
 // InNamespace returns a counting view of the wrapped store's namespace ns, which
-// counts into s.
+// counts into s, with the optional interfaces when s was given them.
 func (s *Store) InNamespace(ns string) (store.Store, error) {
 	if err := s.before(context.Background(), "InNamespace"); err != nil {
 		return nil, err
@@ -689,7 +694,11 @@ func (s *Store) InNamespace(ns string) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{inner: v, root: s.root}, nil
+	view := &Store{inner: v, root: s.root}
+	if s.optional {
+		return view.WithOptionalInterfaces(), nil
+	}
+	return view, nil
 }
 
 // Close counts the call and passes it on.

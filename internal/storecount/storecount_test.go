@@ -127,14 +127,20 @@ type notifyingTransactor struct {
 
 func (notifyingTransactor) Listen(ctx context.Context, f func()) error { return nil }
 
+func (n notifyingTransactor) InNamespace(string) (store.Store, error) { return n, nil }
+
 type notifyingStore struct{ store.Store }
 
 func (notifyingStore) Listen(ctx context.Context, f func()) error { return nil }
+
+func (n notifyingStore) InNamespace(string) (store.Store, error) { return n, nil }
 
 type txStore struct {
 	store.Store
 	txMethods
 }
+
+func (t txStore) InNamespace(string) (store.Store, error) { return t, nil }
 
 // txMethods are store.Transactor's methods, binding the wrapped store itself as the
 // transaction's view.
@@ -179,7 +185,17 @@ func TestWithOptionalInterfaces(t *testing.T) {
 		if isNotifier != tc.notifier || isTransactor != tc.txer {
 			t.Errorf("%s: WithOptionalInterfaces() is Notifier %v, Transactor %v; want %v, %v", tc.name, isNotifier, isTransactor, tc.notifier, tc.txer)
 		}
-		want := map[string]int{"Now": 1}
+		// The scheduler works on its namespace's view: it keeps them too.
+		v, err := full.InNamespace("default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, viewNotifier := v.(store.Notifier)
+		_, viewTransactor := v.(store.Transactor)
+		if viewNotifier != tc.notifier || viewTransactor != tc.txer {
+			t.Errorf("%s: its view is Notifier %v, Transactor %v; want %v, %v", tc.name, viewNotifier, viewTransactor, tc.notifier, tc.txer)
+		}
+		want := map[string]int{"InNamespace": 1, "Now": 1}
 		if _, err := full.Now(context.Background()); err != nil {
 			t.Fatal(err)
 		}
