@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Store is an in-memory [store.Store]. The zero value is not usable; call [New]. It is
@@ -218,7 +220,7 @@ func (s *Store) insert(tasks []store.NewTask) []store.Inserted {
 }
 
 func validNewTask(nt store.NewTask) error {
-	if err := store.CheckNewTask(nt); err != nil {
+	if err := driverkit.CheckNewTask(nt); err != nil {
 		return err
 	}
 	switch {
@@ -290,7 +292,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	}
 	r := s.rows[id]
 	if r.task.Status != store.Scheduled {
-		return store.Refusal(fmt.Sprintf("ax: cancel task %q/%q", name, key), copyTask(&r.task), store.ErrNotCancellable)
+		return driverkit.Refusal(fmt.Sprintf("ax: cancel task %q/%q", name, key), copyTask(&r.task), store.ErrNotCancellable)
 	}
 	now := s.now()
 	s.unschedule(r)
@@ -317,7 +319,7 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	}
 	r := s.rows[id]
 	if r.task.Status != store.Scheduled {
-		return store.Refusal(op, copyTask(&r.task), store.ErrNotReschedulable)
+		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotReschedulable)
 	}
 	s.unschedule(r)
 	r.task.DueAt = utc(at)
@@ -339,7 +341,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	if r.task.Status != store.Failed || r.task.Superseded {
-		return store.Refusal(op, copyTask(&r.task), store.ErrNotRetryable)
+		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotRetryable)
 	}
 	now := s.now()
 	r.task.Status, r.task.DueAt, r.task.UpdatedAt = store.Scheduled, now, now
@@ -415,10 +417,10 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
 	defer s.mu.Unlock()
-	if err := store.CheckClaims(claims); err != nil {
+	if err := driverkit.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
-	if err := store.CheckStartOn(on); err != nil {
+	if err := driverkit.CheckStartOn(on); err != nil {
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
 	if err := s.fenced(fence); err != nil {
@@ -426,9 +428,9 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	}
 	now := s.now()
 	res := &store.ClaimResult{}
-	uniq := store.UniqueClaims(claims)
-	startable := store.Startable(on, uniq)
-	var keyed []store.Keyed
+	uniq := driverkit.UniqueClaims(claims)
+	startable := driverkit.Startable(on, uniq)
+	var keyed []driverkit.Keyed
 	execs := make(map[int64]string)
 	for _, c := range uniq {
 		r, ok := s.mine(c.ID)
@@ -440,7 +442,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			continue
 		}
 		if serialised(&r.task) {
-			keyed = append(keyed, store.Keyed{ID: r.task.ID, DueAt: r.task.DueAt, TaskKey: r.task.TaskKey, Overlap: r.task.Overlap})
+			keyed = append(keyed, driverkit.Keyed{ID: r.task.ID, DueAt: r.task.DueAt, TaskKey: r.task.TaskKey, Overlap: r.task.Overlap})
 			execs[r.task.ID] = c.ExecutionID
 			continue
 		}
@@ -455,7 +457,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	if len(keyed) == 0 {
 		return res, nil
 	}
-	claim, skip, block := store.ResolveKeys(keyed, s.holders(keyed))
+	claim, skip, block := driverkit.ResolveKeys(keyed, s.holders(keyed))
 	for _, k := range claim {
 		r := s.rows[k.ID]
 		s.dispatch(r, execs[k.ID], now)
@@ -466,7 +468,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		r := s.rows[k.ID]
 		s.unschedule(r)
 		r.task.Status = store.Skipped
-		r.task.LastError = store.SkipReason(k.TaskKey, k.Holder)
+		r.task.LastError = driverkit.SkipReason(k.TaskKey, k.Holder)
 		r.task.FinishedAt = now
 		r.task.UpdatedAt = now
 		res.Skipped = append(res.Skipped, *copyTask(&r.task))
@@ -493,7 +495,7 @@ func serialised(t *store.Task) bool { return t.TaskKey != "" && t.Overlap != sto
 // holders returns, for the task keys of keyed, the lowest id of a task DISPATCHING or
 // RUNNING with that key. The store keeps no index of keys: it scans, as a test store
 // may.
-func (s *Store) holders(keyed []store.Keyed) map[string]int64 {
+func (s *Store) holders(keyed []driverkit.Keyed) map[string]int64 {
 	want := make(map[string]bool, len(keyed))
 	for _, k := range keyed {
 		want[k.TaskKey] = true
@@ -527,12 +529,12 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	}
 	op := fmt.Sprintf("ax: trigger task %d", id)
 	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
-		return store.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
+		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
 	}
 	if serialised(&r.task) {
-		k := store.Keyed{ID: r.task.ID, TaskKey: r.task.TaskKey}
-		if holder, held := s.holders([]store.Keyed{k})[k.TaskKey]; held {
-			return store.KeyHeld(op, copyTask(&r.task), holder)
+		k := driverkit.Keyed{ID: r.task.ID, TaskKey: r.task.TaskKey}
+		if holder, held := s.holders([]driverkit.Keyed{k})[k.TaskKey]; held {
+			return driverkit.KeyHeld(op, copyTask(&r.task), holder)
 		}
 	}
 	if r.task.Status == store.Scheduled {
@@ -563,7 +565,7 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
-		return store.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
+		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
 	}
 	if r.task.Status == store.Scheduled {
 		s.unschedule(r)
@@ -584,7 +586,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 		return nil, fmt.Errorf("ax: start executions: %w", err)
 	}
 	defer s.mu.Unlock()
-	if err := store.CheckStarts(starts); err != nil {
+	if err := driverkit.CheckStarts(starts); err != nil {
 		return nil, fmt.Errorf("ax: start executions: %w", err)
 	}
 	if err := s.fenced(fence); err != nil {
@@ -676,7 +678,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return nil, fmt.Errorf("ax: finish executions: %w", err)
 	}
 	defer s.mu.Unlock()
-	if err := store.CheckFinishes(results); err != nil {
+	if err := driverkit.CheckFinishes(results); err != nil {
 		return nil, fmt.Errorf("ax: finish executions: %w", err)
 	}
 	if err := s.fenced(fence); err != nil {
@@ -816,7 +818,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	if now.IsZero() {
 		return nil, fmt.Errorf("ax: task stats: zero time: %w", store.ErrInvalid)
 	}
-	st := store.NewTaskStats()
+	st := driverkit.NewTaskStats()
 	for _, r := range s.rows {
 		if r.ns == s.ns {
 			st.Counts[r.task.Status]++
@@ -845,12 +847,12 @@ func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, err
 	defer s.mu.Unlock()
 	var out []store.Task
 	for _, r := range s.rows {
-		if r.ns == s.ns && q.Selects(&r.task) && q.Follows(&r.task) {
+		if r.ns == s.ns && driverkit.Selects(q, &r.task) && driverkit.Follows(q, &r.task) {
 			out = append(out, *copyTask(&r.task))
 		}
 	}
 	slices.SortFunc(out, func(a, b store.Task) int {
-		if q.Before(&a, &b) {
+		if driverkit.Before(q, &a, &b) {
 			return -1
 		}
 		return 1
@@ -861,14 +863,14 @@ func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, err
 // CountTasks counts the tasks per status, each count at most atMost + 1. See
 // [store.Store.CountTasks].
 func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
-	if err := store.CheckCountCap(atMost); err != nil {
+	if err := driverkit.CheckCountCap(atMost); err != nil {
 		return nil, fmt.Errorf("ax: count tasks: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: count tasks: %w", err)
 	}
 	defer s.mu.Unlock()
-	counts := store.NewTaskStats().Counts
+	counts := driverkit.NewTaskStats().Counts
 	for _, r := range s.rows {
 		if r.ns == s.ns && counts[r.task.Status] <= atMost {
 			counts[r.task.Status]++
@@ -928,7 +930,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		return nil, fmt.Errorf("ax: register schedules: %w", err)
 	}
 	defer s.mu.Unlock()
-	if err := store.CheckScheduleDefs(defs); err != nil {
+	if err := driverkit.CheckScheduleDefs(defs); err != nil {
 		return nil, fmt.Errorf("ax: register schedules: %w", err)
 	}
 	now := s.now()
@@ -1048,7 +1050,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		return nil, fmt.Errorf("ax: fire schedule %q: %w", p.Name, err)
 	}
 	defer s.mu.Unlock()
-	if err := store.CheckFire(p); err != nil {
+	if err := driverkit.CheckFire(p); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	for i, nt := range p.Tasks {
@@ -1079,7 +1081,7 @@ func copySchedule(sc *store.Schedule) store.Schedule {
 
 // Prune deletes finished tasks with their executions. See [store.Pruner].
 func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
-	if err := store.CheckPrune(p); err != nil {
+	if err := driverkit.CheckPrune(p); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The execution path — Claim, Start, Heartbeat, Finish, Requeue — runs for every task.
@@ -141,13 +143,13 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	if err := s.check("claim"); err != nil {
 		return nil, err
 	}
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: mysql: claim: %w", err)
 	}
-	if err := store.CheckClaims(claims); err != nil {
+	if err := driverkit.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: mysql: claim: %w", err)
 	}
-	if err := store.CheckStartOn(on); err != nil {
+	if err := driverkit.CheckStartOn(on); err != nil {
 		return nil, fmt.Errorf("ax: mysql: claim: %w", err)
 	}
 	if !validText(on.Node, maxNode) {
@@ -158,8 +160,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			return nil, fmt.Errorf("ax: mysql: claim: claim %d: execution id over %d bytes or not UTF-8: %w", i, maxExecID, store.ErrInvalid)
 		}
 	}
-	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
-	startable := store.Startable(on, uniq)
+	uniq := driverkit.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
+	startable := driverkit.Startable(on, uniq)
 	res := &store.ClaimResult{}
 	if len(uniq) == 0 {
 		return res, nil
@@ -169,7 +171,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		if err := checkFence(ctx, tx, fence); err != nil {
 			return err
 		}
-		var keyed []store.Keyed
+		var keyed []driverkit.Keyed
 		var keyedExec map[int64]string
 		var last time.Time // the database time of the last chunk's lock
 		err := chunks(len(uniq), func(lo, hi int) error {
@@ -203,7 +205,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 					if keyedExec == nil {
 						keyedExec = map[int64]string{}
 					}
-					keyed = append(keyed, store.Keyed{ID: c.ID, DueAt: l.dueAt, TaskKey: l.taskKey, Overlap: l.overlap})
+					keyed = append(keyed, driverkit.Keyed{ID: c.ID, DueAt: l.dueAt, TaskKey: l.taskKey, Overlap: l.overlap})
 					keyedExec[c.ID] = c.ExecutionID
 				default:
 					dueIDs = append(dueIDs, c.ID)
@@ -283,10 +285,10 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	if err := s.check("start"); err != nil {
 		return nil, err
 	}
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: mysql: start: %w", err)
 	}
-	if err := store.CheckStarts(starts); err != nil {
+	if err := driverkit.CheckStarts(starts); err != nil {
 		return nil, fmt.Errorf("ax: mysql: start: %w", err)
 	}
 	for i, sp := range starts {
@@ -440,7 +442,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		return nil, err
 	}
 	out := make([]bool, len(refs))
-	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	order := driverkit.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	err := s.run(ctx, "heartbeat", 0, func(tx *sql.Tx, _ int64) error {
 		clear(out)
 		return chunks(len(order), func(lo, hi int) error {
@@ -499,10 +501,10 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 	if err := s.check("finish"); err != nil {
 		return nil, err
 	}
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: mysql: finish: %w", err)
 	}
-	if err := store.CheckFinishes(results); err != nil {
+	if err := driverkit.CheckFinishes(results); err != nil {
 		return nil, fmt.Errorf("ax: mysql: finish: %w", err)
 	}
 	retries := 0
@@ -518,7 +520,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 	out := make([]bool, len(results))
 	// Only the first result of an execution can apply: drop repeats, which a
 	// multi-row UPDATE would otherwise pick from arbitrarily.
-	order := store.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	order := driverkit.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
 	seen := make(map[string]bool, len(order))
 	order = slices.DeleteFunc(order, func(i int) bool {
 		dup := seen[results[i].ExecutionID]
@@ -617,11 +619,11 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 	if err := s.check("requeue"); err != nil {
 		return nil, err
 	}
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: mysql: requeue: %w", err)
 	}
 	out := make([]bool, len(requeues))
-	order := store.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
+	order := driverkit.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	err := s.run(ctx, "requeue", len(requeues), func(tx *sql.Tx, seq int64) error {
 		clear(out)
 		if err := checkFence(ctx, tx, fence); err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
@@ -46,7 +48,7 @@ func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, err
 // each count a range of ax_tasks_status_due stopping at atMost + 1 (see
 // store.Store.CountTasks).
 func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
-	if err := store.CheckCountCap(atMost); err != nil {
+	if err := driverkit.CheckCountCap(atMost); err != nil {
 		return nil, fmt.Errorf("ax: mysql: count tasks: %w", err)
 	}
 	if err := s.check("count tasks"); err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Column limits in bytes, checked before writing (a non-strict sql_mode would
@@ -56,7 +58,7 @@ func validText(s string, limit int) bool { return len(s) <= limit && utf8.ValidS
 // ("insert", "fire schedule \"report\"").
 func validateNew(op string, tasks []store.NewTask) error {
 	for i, nt := range tasks {
-		if err := store.CheckNewTask(nt); err != nil {
+		if err := driverkit.CheckNewTask(nt); err != nil {
 			return fmt.Errorf("ax: mysql: %s: task %d: %w", op, i, err)
 		}
 		switch {
@@ -220,7 +222,7 @@ func insert(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, s
 		var others []int
 		for _, i := range part {
 			if w, ok := written[[2]string{tasks[i].Name, tasks[i].Key}]; ok && w.seq == seq+int64(i) {
-				out[i].Task = store.Stored(&tasks[i], w.id, w.created, w.updated)
+				out[i].Task = driverkit.Stored(&tasks[i], w.id, w.created, w.updated)
 				continue
 			}
 			others = append(others, i)
@@ -302,7 +304,7 @@ func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTas
 			until = dt(nt.KeyUntil)
 		}
 		args = append(args, nsArg, nt.Name, nt.Key, nullPayload(nt.Payload), dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
-			nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap),
+			nt.Timeout.Microseconds(), driverkit.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap),
 			string(nt.KeyHold), until)
 	}
 	if !returning {
@@ -499,7 +501,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 		return nil, err
 	}
 	if sentinel != nil {
-		return store.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
+		return driverkit.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
 	}
 	return t, nil
 }
@@ -589,7 +591,7 @@ func (s *Store) moveBack(ctx context.Context, name, op string, move func(tx *sql
 		return nil, err
 	}
 	if sentinel != nil {
-		return store.Refusal(op, t, sentinel)
+		return driverkit.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }
@@ -605,7 +607,7 @@ const triggerSet = `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'),
 // Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING now.
 // A task without a key, or with Overlap allow, takes one UPDATE and one SELECT; a task
 // whose key rules (skip, queue) takes the key's lock first and is refused with
-// store.KeyHeld while another task of its namespace holds the key (see
+// driverkit.KeyHeld while another task of its namespace holds the key (see
 // DESIGN.md, "Task keys").
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" || !validText(executionID, maxExecID) {
@@ -631,9 +633,9 @@ func triggered(id int64, t *store.Task, sentinel error, holder int64) (*store.Ta
 	op := fmt.Sprintf("ax: mysql: trigger task %d", id)
 	switch {
 	case holder != 0:
-		return store.KeyHeld(op, t, holder)
+		return driverkit.KeyHeld(op, t, holder)
 	case sentinel != nil:
-		return store.Refusal(op, t, sentinel)
+		return driverkit.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }
@@ -882,7 +884,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 		return nil, s.wrap("task stats", err)
 	}
 	defer rows.Close()
-	st := store.NewTaskStats()
+	st := driverkit.NewTaskStats()
 	for rows.Next() {
 		var status string
 		var n int64

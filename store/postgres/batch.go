@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The execution path — Claim, Start, Heartbeat, Finish, Requeue — runs for every
@@ -224,20 +226,20 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 // ClaimStart is Claim whose claiming statement also starts the tasks on can start
 // (see claimSQL). Keyed tasks (skip, queue) are claimed by claimKeyed, DISPATCHING.
 func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: claim: %w", err)
 	}
-	if err := store.CheckClaims(claims); err != nil {
+	if err := driverkit.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: postgres: claim: %w", err)
 	}
-	if err := store.CheckStartOn(on); err != nil {
+	if err := driverkit.CheckStartOn(on); err != nil {
 		return nil, fmt.Errorf("ax: postgres: claim: %w", err)
 	}
 	handlers := on.Handlers
 	if handlers == nil {
 		handlers = []string{}
 	}
-	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
+	uniq := driverkit.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
 	res := &store.ClaimResult{}
 	if len(uniq) == 0 {
 		return res, s.check("claim")
@@ -299,17 +301,17 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 // Start records executions and moves their tasks to RUNNING, in one transaction; a
 // fence with a token is checked first in it (see fence.go).
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: start: %w", err)
 	}
-	if err := store.CheckStarts(starts); err != nil {
+	if err := driverkit.CheckStarts(starts); err != nil {
 		return nil, fmt.Errorf("ax: postgres: start: %w", err)
 	}
 	out := make([]store.StartResult, len(starts))
 	if len(starts) == 0 {
 		return out, s.check("start")
 	}
-	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
+	order := driverkit.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	var others []int // inputs not started: duplicates or lost
 	err := s.execTx(ctx, "start", func(b *pgx.Batch) {
 		queueFence(b, fence)
@@ -412,7 +414,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	if len(refs) == 0 {
 		return out, s.check("heartbeat")
 	}
-	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	order := driverkit.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	alive := map[ref]int{}
 	err := s.execTx(ctx, "heartbeat", func(b *pgx.Batch) {
 		chunks(order, func(part []int) {
@@ -438,10 +440,10 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 // Finish records the results of executions; a fence with a token is checked first in
 // its transaction (see fence.go).
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: finish: %w", err)
 	}
-	if err := store.CheckFinishes(results); err != nil {
+	if err := driverkit.CheckFinishes(results); err != nil {
 		return nil, fmt.Errorf("ax: postgres: finish: %w", err)
 	}
 	retry := false
@@ -454,7 +456,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 	}
 	// Only the first result of an execution can apply: drop repeats, which a
 	// multi-row UPDATE would otherwise pick from arbitrarily.
-	order := store.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	order := driverkit.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
 	seen := make(map[string]bool, len(order))
 	order = slices.DeleteFunc(order, func(i int) bool {
 		dup := seen[results[i].ExecutionID]
@@ -506,14 +508,14 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 // retries are exhausted; a fence with a token is checked first in its transaction
 // (see fence.go).
 func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: requeue: %w", err)
 	}
 	out := make([]bool, len(requeues))
 	if len(requeues) == 0 {
 		return out, s.check("requeue")
 	}
-	order := store.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
+	order := driverkit.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	// One transition per (task, execution): repeats in the call do not apply.
 	seen := make(map[ref]bool, len(order))
 	order = slices.DeleteFunc(order, func(i int) bool {

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
@@ -65,7 +67,7 @@ func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, err
 // each count read from its status's partial index and stopping at atMost + 1 (see
 // store.Store.CountTasks).
 func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
-	if err := store.CheckCountCap(atMost); err != nil {
+	if err := driverkit.CheckCountCap(atMost); err != nil {
 		return nil, fmt.Errorf("ax: postgres: count tasks: %w", err)
 	}
 	if err := s.check("count tasks"); err != nil {
@@ -76,7 +78,7 @@ func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]
 	if err != nil {
 		return nil, s.wrap("count tasks", err)
 	}
-	counts := store.NewTaskStats().Counts
+	counts := driverkit.NewTaskStats().Counts
 	var st string
 	var n int64
 	if _, err := pgx.ForEachRow(rows, []any{&st, &n}, func() error {

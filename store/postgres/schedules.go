@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Schedules live in ax_schedules, one row per (namespace, name) (see DESIGN.md,
@@ -91,7 +93,7 @@ func checkScheduleName(name string) error {
 // stored schedules in input order (see store.Store). A name is at most 500 bytes of
 // UTF-8: it is the task key of the schedule's occurrences.
 func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
-	if err := store.CheckScheduleDefs(defs); err != nil {
+	if err := driverkit.CheckScheduleDefs(defs); err != nil {
 		return nil, fmt.Errorf("ax: postgres: register schedules: %w", err)
 	}
 	for _, d := range defs {
@@ -134,7 +136,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		if err != nil {
 			return err
 		}
-		out, err = store.SchedulesInOrder(defs, stored)
+		out, err = driverkit.SchedulesInOrder(defs, stored)
 		return err
 	})
 	if err != nil {
@@ -331,10 +333,10 @@ SELECT count(*) FROM u`
 // signalled like any inserted task. The occurrences are checked as Insert checks
 // tasks. A fence with a token is checked first in the transaction (see fence.go).
 func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
-	if err := store.CheckFire(p); err != nil {
+	if err := driverkit.CheckFire(p); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
 	}
-	if err := store.CheckFence(p.Fence); err != nil {
+	if err := driverkit.CheckFence(p.Fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: fire schedule %q: %w", p.Name, err)
 	}
 	in, err := newInsertion(fmt.Sprintf("fire schedule %q", p.Name), s.ns, p.Tasks)

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // publishSQL is run by every transaction before it stamps rows SCHEDULED: it draws a
@@ -31,7 +33,7 @@ const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_s
 // concurrent inserts take the unique index's locks in one order — and returns, of
 // each row it wrote, what the database chose: id and created_at (= updated_at), with
 // name and key to match it to its input; the rest of the task is its input
-// (store.Stored). A row it did not write is a duplicate, read afterwards
+// (driverkit.Stored). A row it did not write is a duplicate, read afterwards
 // (insertion.resolve): reading the existing rows in the statement itself, through a
 // LATERAL probe per row not written, made every insert return every column, and cost
 // the rows that were written more than the rare duplicate.
@@ -139,7 +141,7 @@ func checkTaskKey(taskKey string) error {
 
 func newInsertion(op, ns string, tasks []store.NewTask) (*insertion, error) {
 	for i, nt := range tasks {
-		if err := store.CheckNewTask(nt); err != nil {
+		if err := driverkit.CheckNewTask(nt); err != nil {
 			return nil, fmt.Errorf("ax: postgres: %s: task %d: %w", op, i, err)
 		}
 		if err := checkTaskKey(nt.TaskKey); err != nil {
@@ -167,7 +169,7 @@ func (in *insertion) reset() {
 	in.missing = in.missing[:0]
 }
 
-// dueArg is a due time as it is bound: truncated to the microsecond, as store.Stored
+// dueArg is a due time as it is bound: truncated to the microsecond, as driverkit.Stored
 // keeps it, whichever way pgx sends it (binary truncates, the simple protocol's text
 // would be rounded by the server).
 func dueArg(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
@@ -280,7 +282,7 @@ func (in *insertion) resolveOnPool(ctx context.Context, s *Store) error {
 }
 
 // collect reads the rows of one chunk statement: its inputs written are built
-// from the input and what the row returned (store.Stored); the others are
+// from the input and what the row returned (driverkit.Stored); the others are
 // duplicates, of a row that existed before or of an earlier copy in the call, read
 // by resolve.
 func (in *insertion) collect(part []int, rows interface {
@@ -315,7 +317,7 @@ func (in *insertion) collect(part []int, rows interface {
 		}
 		delete(inserted, k) // a second copy in this call is a duplicate of the first
 		created := w.created.UTC()
-		in.out[i] = store.Inserted{Task: store.Stored(&in.tasks[i], w.id, created, created)}
+		in.out[i] = store.Inserted{Task: driverkit.Stored(&in.tasks[i], w.id, created, created)}
 	}
 	return nil
 }
@@ -667,9 +669,9 @@ func moved(op string, t *store.Task, applied bool, err, sentinel error) (*store.
 	case err != nil:
 		return nil, err
 	case t == nil:
-		return store.Refusal(op, nil, store.ErrNotFound)
+		return driverkit.Refusal(op, nil, store.ErrNotFound)
 	case !applied:
-		return store.Refusal(op, t, sentinel)
+		return driverkit.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }
@@ -795,7 +797,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		var holder int64
 		t, ok, holder, err = s.triggerKeyed(ctx, id, executionID, t.TaskKey)
 		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {
-			return store.KeyHeld(triggerOp(id), t, holder)
+			return driverkit.KeyHeld(triggerOp(id), t, holder)
 		}
 	}
 	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
@@ -871,7 +873,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 		return nil, s.wrap("task stats", err)
 	}
 	defer rows.Close()
-	st := store.NewTaskStats()
+	st := driverkit.NewTaskStats()
 	for rows.Next() {
 		var status string
 		var n int64

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // This file holds the store's side of store.Transactor: Bind, which binds a caller's
@@ -271,7 +273,7 @@ func (s *Store) triggerIn(ctx context.Context, q txQuerier, id int64, executionI
 		}
 		t, ok, err = s.transitionIn(ctx, q, op, triggerKeyedSQL, args, getSQL, read)
 		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {
-			return store.KeyHeld(triggerOp(id), t, holder)
+			return driverkit.KeyHeld(triggerOp(id), t, holder)
 		}
 	}
 	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The execution path — Claim, Start, Heartbeat, Finish — runs for every task, so each
@@ -144,7 +146,7 @@ var (
 	holdersStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT task_key, MIN(id) FROM ax_tasks
 		WHERE namespace = ? AND task_key IN (VALUES %V%) AND ` + holding + `
 		GROUP BY task_key`}
-	// keyedClaimStmt claims the winners of store.ResolveKeys, one per key, with the
+	// keyedClaimStmt claims the winners of driverkit.ResolveKeys, one per key, with the
 	// key's freedom re-checked in the claiming write itself.
 	keyedClaimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
 		dispatched_at = ?, updated_at = ?
@@ -255,17 +257,17 @@ func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Cla
 // on can start, with Start's two statements (record, then run). SQLite's cost is the
 // commit, and this is still one. Keyed tasks (skip, queue) are claimed DISPATCHING.
 func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
-	if err := store.CheckClaims(claims); err != nil {
+	if err := driverkit.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
-	if err := store.CheckStartOn(on); err != nil {
+	if err := driverkit.CheckStartOn(on); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
 	}
-	uniq := store.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
-	startable := store.Startable(on, uniq)
+	uniq := driverkit.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
+	startable := driverkit.Startable(on, uniq)
 	handlers := "[]"
 	if startable != nil {
 		b, err := json.Marshal(on.Handlers)
@@ -279,7 +281,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		if err := checkFence(ctx, tx, fence); err != nil {
 			return err
 		}
-		var keyed []store.Keyed
+		var keyed []driverkit.Keyed
 		ts := micros(now())
 		err := chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
@@ -323,7 +325,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				case due > ts: // not due comes first: a keyed task is never skipped early
 					res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: fromMicros(due)})
 				case key != "" && store.OverlapPolicy(overlap) != store.OverlapAllow:
-					keyed = append(keyed, store.Keyed{ID: id, DueAt: fromMicros(due), TaskKey: key, Overlap: store.OverlapPolicy(overlap)})
+					keyed = append(keyed, driverkit.Keyed{ID: id, DueAt: fromMicros(due), TaskKey: key, Overlap: store.OverlapPolicy(overlap)})
 				}
 			}
 			return rows.Err()
@@ -364,7 +366,7 @@ func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node st
 // transaction: the writer lock serialises it with every other claim, trigger and
 // transition of every process, so the holders it reads stay the holders until it
 // commits. uniq are the Claim's requests, by id.
-func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, keyed []store.Keyed, res *store.ClaimResult) error {
+func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, keyed []driverkit.Keyed, res *store.ClaimResult) error {
 	keys := make([]any, 0, len(keyed))
 	seen := make(map[string]bool, len(keyed))
 	for _, k := range keyed {
@@ -393,7 +395,7 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	if err != nil {
 		return err
 	}
-	claim, skip, block := store.ResolveKeys(keyed, holders)
+	claim, skip, block := driverkit.ResolveKeys(keyed, holders)
 
 	execID := func(id int64) string { // uniq is sorted by id and holds every id of keyed
 		i, _ := slices.BinarySearchFunc(uniq, id, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
@@ -421,7 +423,7 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	err = chunks(len(skip), func(lo, hi int) error {
 		args := make([]any, 0, 2*(hi-lo))
 		for _, k := range skip[lo:hi] {
-			args = append(args, k.ID, store.SkipReason(k.TaskKey, k.Holder))
+			args = append(args, k.ID, driverkit.SkipReason(k.TaskKey, k.Holder))
 		}
 		skipped, err := scanTasks(s.batch(ctx, tx, skipStmt, []any{ts, ts}, args, nil))
 		if err != nil {
@@ -444,14 +446,14 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 // Start records executions and moves their tasks to RUNNING, if fence admits them
 // (see fence.go).
 func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error) {
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: start: %w", err)
 	}
-	if err := store.CheckStarts(starts); err != nil {
+	if err := driverkit.CheckStarts(starts); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: start: %w", err)
 	}
 	out := make([]store.StartResult, len(starts))
-	order := store.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
+	order := driverkit.SortedOrder(len(starts), func(i int) int64 { return starts[i].TaskID })
 	err := s.write(ctx, "start", func(tx *sql.Tx) error {
 		if err := checkFence(ctx, tx, fence); err != nil {
 			return err
@@ -544,7 +546,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 // Heartbeat stamps heartbeat_at on running executions.
 func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
 	out := make([]bool, len(refs))
-	order := store.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
+	order := driverkit.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	err := s.write(ctx, "heartbeat", func(tx *sql.Tx) error {
 		ts := micros(now())
 		return chunks(len(order), func(lo, hi int) error {
@@ -575,16 +577,16 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 
 // Finish records the results of executions, if fence admits them (see fence.go).
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
-	if err := store.CheckFinishes(results); err != nil {
+	if err := driverkit.CheckFinishes(results); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: finish: %w", err)
 	}
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: finish: %w", err)
 	}
 	out := make([]bool, len(results))
 	// Only the first result of an execution can apply: drop repeats, which a
 	// multi-row UPDATE would otherwise pick from arbitrarily.
-	order := store.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
+	order := driverkit.SortedOrder(len(results), func(i int) int64 { return results[i].TaskID })
 	seen := make(map[string]bool, len(order))
 	order = slices.DeleteFunc(order, func(i int) bool {
 		dup := seen[results[i].ExecutionID]

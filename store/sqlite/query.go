@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
@@ -53,7 +55,7 @@ func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, err
 // CountTasks counts the tasks of the view's namespace per status, each count read
 // from the status's index and stopping at atMost + 1 (see store.Store.CountTasks).
 func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
-	if err := store.CheckCountCap(atMost); err != nil {
+	if err := driverkit.CheckCountCap(atMost); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: count tasks: %w", err)
 	}
 	query, args := taskquery.Count(dialect, s.ns, atMost)

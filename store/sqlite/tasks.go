@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Insert writes new SCHEDULED tasks into the view's namespace, in one transaction (see
@@ -28,7 +30,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 // error.
 func validNew(op string, tasks []store.NewTask) error {
 	for i, nt := range tasks {
-		if err := store.CheckNewTask(nt); err != nil {
+		if err := driverkit.CheckNewTask(nt); err != nil {
 			return fmt.Errorf("ax: sqlite: %s: task %d: %w", op, i, err)
 		}
 	}
@@ -56,7 +58,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 				until = micros(nt.KeyUntil)
 			}
 			args = append(args, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt),
-				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), store.FormatBackoff(nt.Backoff), seq+int64(i),
+				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), driverkit.FormatBackoff(nt.Backoff), seq+int64(i),
 				nt.TaskKey, string(nt.Overlap), string(nt.KeyHold), until)
 		}
 		// Each row written answers with its id and sequence number, seq+i for input i:
@@ -80,7 +82,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 		}
 		for _, i := range rows {
 			if id, ok := ids[i]; ok {
-				out[i].Task = store.Stored(&tasks[i], id, fromMicros(ts), fromMicros(ts))
+				out[i].Task = driverkit.Stored(&tasks[i], id, fromMicros(ts), fromMicros(ts))
 			} else {
 				missing = append(missing, i)
 			}
@@ -218,7 +220,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 // with sentinel unless nil.
 func cancelled(name, key string, t *store.Task, sentinel error) (*store.Task, error) {
 	if sentinel != nil {
-		return store.Refusal(fmt.Sprintf("ax: sqlite: cancel %q/%q", name, key), t, sentinel)
+		return driverkit.Refusal(fmt.Sprintf("ax: sqlite: cancel %q/%q", name, key), t, sentinel)
 	}
 	return t, nil
 }
@@ -332,7 +334,7 @@ func (s *Store) moveBack(ctx context.Context, name, op string, move func(tx *sql
 		return nil, err
 	}
 	if sentinel != nil {
-		return store.Refusal(op, t, sentinel)
+		return driverkit.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }
@@ -357,7 +359,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 		return nil, s.wrap("task stats", err)
 	}
 	defer rows.Close()
-	st := store.NewTaskStats()
+	st := driverkit.NewTaskStats()
 	for rows.Next() {
 		var status string
 		var n int64
@@ -461,7 +463,7 @@ const (
 )
 
 // Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task with a key
-// and Overlap skip or queue is refused, with store.KeyHeld, while another task holds
+// and Overlap skip or queue is refused, with driverkit.KeyHeld, while another task holds
 // the key: the check is part of the UPDATE, under the writer lock Claim holds too.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {
@@ -485,10 +487,10 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 // sentinel or, its key held, with holder.
 func triggered(id int64, t *store.Task, sentinel error, holder int64) (*store.Task, error) {
 	if holder != 0 {
-		return store.KeyHeld(fmt.Sprintf("ax: sqlite: trigger task %d", id), t, holder)
+		return driverkit.KeyHeld(fmt.Sprintf("ax: sqlite: trigger task %d", id), t, holder)
 	}
 	if sentinel != nil {
-		return store.Refusal(fmt.Sprintf("ax: sqlite: trigger task %d", id), t, sentinel)
+		return driverkit.Refusal(fmt.Sprintf("ax: sqlite: trigger task %d", id), t, sentinel)
 	}
 	return t, nil
 }
@@ -525,11 +527,11 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 // Requeue hands undispatched tasks back to SCHEDULED, or FAILED when their dispatch
 // retries are exhausted, if fence admits it (see fence.go).
 func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error) {
-	if err := store.CheckFence(fence); err != nil {
+	if err := driverkit.CheckFence(fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: requeue: %w", err)
 	}
 	out := make([]bool, len(requeues))
-	order := store.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
+	order := driverkit.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	err := s.write(ctx, "requeue", func(tx *sql.Tx) error {
 		if err := checkFence(ctx, tx, fence); err != nil {
 			return err
