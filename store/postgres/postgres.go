@@ -310,8 +310,8 @@ func (s *Store) genericTx(ctx context.Context, op string, queue func(b *pgx.Batc
 	return s.retry(ctx, op, func() error { return send(ctx, s.pool, genericPlans, true, queue, read) })
 }
 
-// execTx is tx for the execution path's statements (batch.go), run on their generic
-// plans with only hash joins and index scans allowed (see executionPlans).
+// execTx is tx for the execution path's statements (claim.go, execution.go), run on
+// their generic plans with only hash joins and index scans allowed (see executionPlans).
 func (s *Store) execTx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	return s.retry(ctx, op, func() error { return send(ctx, s.pool, executionPlans, true, queue, read) })
 }

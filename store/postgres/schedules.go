@@ -382,3 +382,49 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	res.Inserted = in.out
 	return res, nil
 }
+
+// pauseScheduleIn is PauseSchedule's statements in q: the cancellation after the
+// pause so that, at READ COMMITTED, its snapshot sees every occurrence committed
+// before the schedule's row was locked.
+func (s *Store) pauseScheduleIn(ctx context.Context, q txQuerier, name string) (*store.Schedule, error) {
+	const op = "pause schedule tx"
+	paused, err := q.count(ctx, pauseSQL, name, s.ns)
+	if err == nil && paused == 1 {
+		_, err = q.count(ctx, cancelOccurrencesSQL, name, s.ns)
+	}
+	if err != nil {
+		return nil, s.wrap(op, err)
+	}
+	return s.scheduleIn(ctx, q, op, name)
+}
+
+// resumeScheduleIn is ResumeSchedule's statements in q.
+func (s *Store) resumeScheduleIn(ctx context.Context, q txQuerier, name string, next time.Time) (*store.Schedule, error) {
+	if next.IsZero() {
+		return nil, fmt.Errorf("ax: postgres: resume schedule %q: zero next fire time: %w", name, store.ErrInvalid)
+	}
+	const op = "resume schedule tx"
+	if _, err := q.count(ctx, resumeSQL, name, next, s.ns); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	return s.scheduleIn(ctx, q, op, name)
+}
+
+// scheduleIn reads schedule name in q, or ErrNotFound.
+func (s *Store) scheduleIn(ctx context.Context, q txQuerier, op, name string) (*store.Schedule, error) {
+	var sc *store.Schedule
+	if err := q.query(ctx, readScheduleSQL, []any{name, s.ns}, func(rows txRows) error {
+		if !rows.Next() {
+			return nil
+		}
+		var err error
+		sc, err = scanSchedule(rows)
+		return err
+	}); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	if sc == nil {
+		return nil, fmt.Errorf("ax: postgres: %s %q: %w", op, name, store.ErrNotFound)
+	}
+	return sc, nil
+}
