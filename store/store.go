@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -32,6 +33,20 @@ var (
 	// the leader.
 	ErrFenced = errors.New("fenced by a newer leader")
 )
+
+// KeyHeldError says which task holds the key of a task that Trigger refused; it
+// wraps ErrNotTriggerable.
+type KeyHeldError struct {
+	TaskKey string
+	Holder  int64 // the task holding the key
+}
+
+func (e *KeyHeldError) Error() string {
+	return fmt.Sprintf("task key %q held by task %d: %v", e.TaskKey, e.Holder, ErrNotTriggerable)
+}
+
+// Unwrap returns ErrNotTriggerable.
+func (e *KeyHeldError) Unwrap() error { return ErrNotTriggerable }
 
 // TaskQuery selects tasks for [Store.Tasks]. Its filters combine with AND; a zero
 // field does not filter.

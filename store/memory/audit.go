@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 type auditRow struct {
@@ -17,7 +19,7 @@ type auditRow struct {
 
 // Audit appends a record to the namespace's audit log. See [store.Auditor].
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := store.CheckAudit(rec); err != nil {
+	if err := driverkit.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -33,7 +35,7 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 // AuditLog returns the namespace's matching records, newest first. See [store.Auditor]
 // and [store.AuditQuery] for the order.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
-	if err := store.CheckAuditQuery(q); err != nil {
+	if err := driverkit.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -66,15 +68,15 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 		}
 	}
 	newer := func(a, b store.AuditRecord) int { // descending (At, ID)
-		if c := store.AuditBound(b.At).Compare(store.AuditBound(a.At)); c != 0 {
+		if c := driverkit.AuditBound(b.At).Compare(driverkit.AuditBound(a.At)); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.ID, a.ID)
 	}
 	for _, r := range s.audit {
-		at := store.AuditBound(r.rec.At)
-		if !match(r) || !q.Since.IsZero() && at.Before(store.AuditBound(q.Since)) ||
-			!q.Until.IsZero() && !at.Before(store.AuditBound(q.Until)) || cursor != nil && newer(*cursor, r.rec) >= 0 {
+		at := driverkit.AuditBound(r.rec.At)
+		if !match(r) || !q.Since.IsZero() && at.Before(driverkit.AuditBound(q.Since)) ||
+			!q.Until.IsZero() && !at.Before(driverkit.AuditBound(q.Until)) || cursor != nil && newer(*cursor, r.rec) >= 0 {
 			continue
 		}
 		out = append(out, r.rec)
@@ -85,7 +87,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 
 // PruneAudit deletes the namespace's records older than before. See [store.Pruner].
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := store.CheckPruneAudit(before, limit); err != nil {
+	if err := driverkit.CheckPruneAudit(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {

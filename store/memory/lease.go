@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Leases live in s.leases, one row per namespace, read and written under s.mu with the
@@ -33,7 +35,7 @@ func (s *Store) live(namespace, holder string, epoch int64, now time.Time) *leas
 
 // AcquireLease takes the namespace's lease if it is free or expired. See [store.Leaser].
 func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
-	if err := store.CheckLease(namespace, holder, ttl); err != nil {
+	if err := driverkit.CheckLease(namespace, holder, ttl); err != nil {
 		return store.LeaseInfo{}, false, fmt.Errorf("ax: acquire lease: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -54,7 +56,7 @@ func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl 
 
 // RenewLease extends holder's live lease of that epoch to now + ttl. See [store.Leaser].
 func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch int64, ttl time.Duration) (bool, error) {
-	if err := store.CheckLease(namespace, holder, ttl); err != nil {
+	if err := driverkit.CheckLease(namespace, holder, ttl); err != nil {
 		return false, fmt.Errorf("ax: renew lease: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -102,35 +104,15 @@ func (s *Store) Lease(ctx context.Context, namespace string) (store.LeaseInfo, e
 // error (or ErrInvalid for a malformed fence). s.mu must be held: the check and the
 // write it guards are one step under the lock, so no RaiseFence comes between.
 func (s *Store) fenced(f store.Fence) error {
-	if err := store.CheckFence(f); err != nil || f.Token == 0 {
+	if err := driverkit.CheckFence(f); err != nil || f.Token == 0 {
 		return err
 	}
 	var recorded int64
 	if r, ok := s.leases[f.Namespace]; ok {
 		recorded = r.epoch
 	}
-	if !f.Admits(recorded) {
-		return store.FencedError(f, recorded)
+	if !driverkit.Admits(f, recorded) {
+		return driverkit.FencedError(f, recorded)
 	}
 	return nil
-}
-
-// RaiseFence records a new leader of namespace. See [store.Store.RaiseFence].
-func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
-	if err := store.CheckRaiseFence(namespace, holder, token); err != nil {
-		return store.Fence{}, fmt.Errorf("ax: raise fence: %w", err)
-	}
-	if err := s.lock(ctx); err != nil {
-		return store.Fence{}, fmt.Errorf("ax: raise fence: %w", err)
-	}
-	defer s.mu.Unlock()
-	r, ok := s.leases[namespace]
-	if !ok {
-		r = &leaseRow{expiresAt: s.now()}
-		s.leases[namespace] = r
-	}
-	r.epoch = store.RaisedEpoch(r.holder, r.epoch, holder, token)
-	r.holder = holder
-	s.recordAcquired(namespace, holder, r.epoch)
-	return store.Fence{Namespace: namespace, Token: r.epoch}, nil
 }

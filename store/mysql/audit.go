@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // Audit appends a record to the view's namespace's audit log, stamped by the
 // database's clock, in one transaction (see store.Auditor).
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := store.CheckAudit(rec); err != nil {
+	if err := driverkit.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
 	err := s.run(ctx, "audit", 0, func(tx *sql.Tx, _ int64) error { return s.auditIn(ctx, tx, &rec) })
@@ -44,7 +46,7 @@ func (s *Store) auditIn(ctx context.Context, tx *sql.Tx, rec *store.AuditRecord)
 // or with a time bound by (at, id) through ax_audit_at (see store.AuditQuery). A page
 // by time that continues after a record reads that record's time first.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
-	if err := store.CheckAuditQuery(q); err != nil {
+	if err := driverkit.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
 	if err := s.check("audit log"); err != nil {
@@ -83,7 +85,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 // through ax_audit_at (see store.Auditor). MySQL takes no LIMIT in an IN subquery: the
 // ids are read first, in the same transaction.
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := store.CheckPruneAudit(before, limit); err != nil {
+	if err := driverkit.CheckPruneAudit(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: mysql: %w", err)
 	}
 	var n int

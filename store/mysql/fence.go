@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Fencing (see store.Fence) rests on the ax_leader row's lock. A fenced write — Claim,
@@ -16,8 +18,8 @@ import (
 //	SELECT epoch FROM ax_leader WHERE namespace = ? LOCK IN SHARE MODE
 //
 // (MariaDB has no FOR SHARE; MySQL 8 still accepts LOCK IN SHARE MODE), compares the
-// epoch with the token (store.Fence.Admits; no row counts as 0) and, when refused,
-// rolls back having written nothing and answers store.ErrFenced (store.FencedError),
+// epoch with the token (driverkit.Admits; no row counts as 0) and, when refused,
+// rolls back having written nothing and answers store.ErrFenced (driverkit.FencedError),
 // which run never retries: only deadlocks and lock wait timeouts are. The shared lock
 // is held until the write commits, so fenced writes of one leader run side by side,
 // while RaiseFence and AcquireLease, which take the row exclusively, wait for those in
@@ -38,7 +40,7 @@ import (
 // and updated_at the database's now: no live lease) or finds it, locking it
 // exclusively either way (this waits for the fenced writes holding the shared lock);
 // one affected row means it was created (clientFoundRows is off, see lease.go).
-// Otherwise SELECT … FOR UPDATE reads holder and epoch, store.RaisedEpoch decides, and
+// Otherwise SELECT … FOR UPDATE reads holder and epoch, driverkit.RaisedEpoch decides, and
 // unless the row already records holder at token an UPDATE sets holder, epoch and
 // updated_at, leaving expires_at alone. Concurrent raises and acquires serialise on
 // the row, and each reads the epoch the previous one committed. Last, with the row
@@ -47,7 +49,7 @@ import (
 
 // checkFence runs the fence check of a fenced write inside tx: nothing for the zero
 // Fence, else the shared lock on the namespace's ax_leader row and the comparison. A
-// refusal is a store.FencedError, which the caller returns so that run rolls back.
+// refusal is a driverkit.FencedError, which the caller returns so that run rolls back.
 func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 	if f.Token == 0 {
 		return nil
@@ -57,8 +59,8 @@ func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	if !f.Admits(epoch) {
-		return store.FencedError(f, epoch)
+	if !driverkit.Admits(f, epoch) {
+		return driverkit.FencedError(f, epoch)
 	}
 	return nil
 }
@@ -66,7 +68,7 @@ func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 // RaiseFence records holder as the namespace's leader with an epoch at least token and
 // above every earlier one. See [store.Store].
 func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
-	if err := store.CheckRaiseFence(namespace, holder, token); err != nil {
+	if err := driverkit.CheckRaiseFence(namespace, holder, token); err != nil {
 		return store.Fence{}, fmt.Errorf("ax: mysql: raise fence: %w", err)
 	}
 	var epoch int64
@@ -82,7 +84,7 @@ func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token 
 			return err
 		}
 		if n == 1 { // inserted: no epoch was recorded
-			epoch = store.RaisedEpoch("", 0, holder, token)
+			epoch = driverkit.RaisedEpoch("", 0, holder, token)
 			return recordAcquired(ctx, tx, namespace, holder, epoch)
 		}
 		var recordedHolder string
@@ -90,7 +92,7 @@ func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token 
 		if err := tx.QueryRowContext(ctx, `SELECT holder, epoch FROM ax_leader WHERE namespace = ? FOR UPDATE`, namespace).Scan(&recordedHolder, &recorded); err != nil {
 			return err
 		}
-		epoch = store.RaisedEpoch(recordedHolder, recorded, holder, token)
+		epoch = driverkit.RaisedEpoch(recordedHolder, recorded, holder, token)
 		if recordedHolder != holder || epoch != recorded { // else already recorded: a lease acquired so, or a repeat
 			_, err = tx.ExecContext(ctx, `UPDATE ax_leader SET holder = ?, epoch = ?, updated_at = UTC_TIMESTAMP(6)
 				WHERE namespace = ?`, holder, epoch, namespace)

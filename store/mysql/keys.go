@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Task keys (see DESIGN.md, "Task keys"): a due task whose Overlap is skip or
@@ -111,7 +113,7 @@ func unheld(n int) string {
 
 // distinctKeys returns the task keys of keyed, once each, ascending: the order in
 // which they are locked.
-func distinctKeys(keyed []store.Keyed) []string {
+func distinctKeys(keyed []driverkit.Keyed) []string {
 	keys := make([]string, len(keyed))
 	for i, k := range keyed {
 		keys[i] = k.TaskKey
@@ -122,11 +124,11 @@ func distinctKeys(keyed []store.Keyed) []string {
 
 // claimKeyed decides the due SCHEDULED tasks of keyed, whose rows (of namespace ns) tx
 // has locked and whose Overlap is skip or queue: it locks their keys, reads the holders, lets
-// store.ResolveKeys pick a winner per free key, and writes the outcome — winners
+// driverkit.ResolveKeys pick a winner per free key, and writes the outcome — winners
 // DISPATCHING (the UPDATE repeats "no holder" in its WHERE clause), skip losers
-// SKIPPED with store.SkipReason, queue losers unchanged and reported Blocked. now is
+// SKIPPED with driverkit.SkipReason, queue losers unchanged and reported Blocked. now is
 // the database time the rows were found due at; it stamps the changed rows.
-func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []store.Keyed, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
+func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Keyed, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
 	keys := distinctKeys(keyed)
 	if err := lockKeys(ctx, tx, ns, keys); err != nil {
 		return err
@@ -135,7 +137,7 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []store.Keyed,
 	if err != nil {
 		return err
 	}
-	claim, skip, block := store.ResolveKeys(keyed, held)
+	claim, skip, block := driverkit.ResolveKeys(keyed, held)
 	ts := dt(now)
 	// Winners: one per free key, in id order.
 	err = chunks(len(claim), func(lo, hi int) error {
@@ -165,7 +167,7 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []store.Keyed,
 		ids := make([]int64, len(part))
 		reasons := make([]any, len(part))
 		for i, k := range part {
-			ids[i], reasons[i] = k.ID, store.SkipReason(k.TaskKey, k.Holder)
+			ids[i], reasons[i] = k.ID, driverkit.SkipReason(k.TaskKey, k.Holder)
 		}
 		reasonCase, args := caseID(ids, reasons, "")
 		args = append([]any{ts, ts}, args...)
@@ -202,7 +204,7 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []store.Keyed,
 			case store.Skipped:
 				res.Skipped = append(res.Skipped, t)
 			case store.Scheduled:
-				block = append(block, store.Keyed{ID: t.ID, DueAt: t.DueAt, TaskKey: t.TaskKey})
+				block = append(block, driverkit.Keyed{ID: t.ID, DueAt: t.DueAt, TaskKey: t.TaskKey})
 			}
 		}
 		return nil
@@ -211,7 +213,7 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []store.Keyed,
 		return err
 	}
 	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(block, func(a, b store.Keyed) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(block, func(a, b driverkit.Keyed) int { return cmp.Compare(a.ID, b.ID) })
 	for _, k := range block {
 		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 	}

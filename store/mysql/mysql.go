@@ -19,6 +19,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
@@ -715,7 +717,7 @@ func scanTask(row scanner, extra ...any) (*store.Task, error) {
 	t.ExecutionID = execID.String
 	t.Timeout = time.Duration(timeout) * time.Microsecond
 	var err error
-	t.Backoff, err = store.ParseBackoff(backoff)
+	t.Backoff, err = driverkit.ParseBackoff(backoff)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The node registry (store.NodeRegistry) is ax_nodes, one row per (namespace, name)
@@ -38,7 +40,7 @@ func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
 	if err := s.check("register node"); err != nil {
 		return err
 	}
-	if err := store.CheckNode(n); err != nil {
+	if err := driverkit.CheckNode(n); err != nil {
 		return fmt.Errorf("ax: mysql: register node: %w", err)
 	}
 	switch {

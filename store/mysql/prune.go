@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
@@ -18,7 +20,7 @@ import (
 // round); then the executions (ax_executions_task) and the tasks, with their status
 // condition again, are deleted by id. A task within its UniqueFor window is kept.
 func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
-	if err := store.CheckPrune(p); err != nil {
+	if err := driverkit.CheckPrune(p); err != nil {
 		return 0, fmt.Errorf("ax: mysql: %w", err)
 	}
 	var n int

@@ -12,6 +12,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Column limits of ax_schedules, checked before writing. A schedule's name is also
@@ -51,7 +53,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	if err := s.check("register schedules"); err != nil {
 		return nil, err
 	}
-	if err := store.CheckScheduleDefs(defs); err != nil {
+	if err := driverkit.CheckScheduleDefs(defs); err != nil {
 		return nil, fmt.Errorf("ax: mysql: register schedules: %w", err)
 	}
 	for _, d := range defs {
@@ -134,7 +136,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		if err != nil {
 			return err
 		}
-		out, err = store.SchedulesInOrder(defs, stored)
+		out, err = driverkit.SchedulesInOrder(defs, stored)
 		return err
 	})
 	if err != nil {
@@ -364,10 +366,10 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	if err := s.check(op); err != nil {
 		return nil, err
 	}
-	if err := store.CheckFire(p); err != nil {
+	if err := driverkit.CheckFire(p); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
-	if err := store.CheckFence(p.Fence); err != nil {
+	if err := driverkit.CheckFence(p.Fence); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %s: %w", op, err)
 	}
 	if !inRange(p.Expect) || !inRange(p.Next) || (!p.Last.IsZero() && !inRange(p.Last)) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The gaps of schedules live in ax_slot_gaps (migrations/0007_slot_gaps.sql):
@@ -40,7 +42,7 @@ const slotGapsSQL = `SELECT id, schedule, from_at, until_at, why, result, create
 // SlotGaps returns the gaps of a schedule of the view's namespace overlapping [from,
 // to], newest first (see store.SlotHistory).
 func (s *Store) SlotGaps(ctx context.Context, name string, from, to time.Time, limit int) ([]store.SlotGap, error) {
-	if err := store.CheckSlotGaps(from, to, limit); err != nil {
+	if err := driverkit.CheckSlotGaps(from, to, limit); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
 	if err := s.check("slot gaps"); err != nil {
@@ -68,7 +70,7 @@ func (s *Store) SlotGaps(ctx context.Context, name string, from, to time.Time, l
 // TasksByKeys returns the tasks of the view's namespace named name with one of keys,
 // by id: one probe of ax_tasks_name_key per key (see store.SlotHistory).
 func (s *Store) TasksByKeys(ctx context.Context, name string, keys []string) ([]store.Task, error) {
-	if err := store.CheckTasksByKeys(keys); err != nil {
+	if err := driverkit.CheckTasksByKeys(keys); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
 	if err := s.check("tasks by keys"); err != nil {
@@ -98,7 +100,7 @@ const tasksByKeyRangeSQL = `SELECT ` + taskColumns + " FROM ax_tasks WHERE names
 // TasksByKeyRange returns the tasks of the view's namespace named name with a key in
 // [from, before), greatest first (see store.SlotHistory).
 func (s *Store) TasksByKeyRange(ctx context.Context, name, from, before string, limit int) ([]store.Task, error) {
-	if err := store.CheckTasksByKeyRange(from, before, limit); err != nil {
+	if err := driverkit.CheckTasksByKeyRange(from, before, limit); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
 	if err := s.check("tasks by key range"); err != nil {
@@ -129,7 +131,7 @@ const oldGapsSQL = `SELECT id FROM ax_slot_gaps WHERE namespace = ? AND until_at
 // PruneSlotGaps deletes up to limit gaps of the view's namespace that ended at or
 // before before, oldest first, found on ax_slot_gaps_until (see store.SlotHistory).
 func (s *Store) PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := store.CheckPruneSlotGaps(before, limit); err != nil {
+	if err := driverkit.CheckPruneSlotGaps(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: mysql: %w", err)
 	}
 	var n int

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // This file holds the store inside one transaction (store.Transactor): Bind, for a
@@ -142,7 +144,7 @@ func (v *txView) Cancel(ctx context.Context, name, key string) (*store.Task, err
 		return nil, v.s.wrap("cancel", err)
 	}
 	if sentinel != nil {
-		return store.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
+		return driverkit.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
 	}
 	return t, nil
 }
@@ -195,7 +197,7 @@ func (v *txView) moveBack(ctx context.Context, name, op string, move func(tx *sq
 	case err != nil:
 		return nil, s.wrap(name, err)
 	case sentinel != nil:
-		return store.Refusal(op, t, sentinel)
+		return driverkit.Refusal(op, t, sentinel)
 	}
 	seq, err := s.callerSeq(ctx, name, stx, 1)
 	if err == nil {
@@ -262,7 +264,7 @@ func (v *txView) schedule(ctx context.Context, op, name string, change func() (*
 // Audit is Audit in the view's transaction: the record is kept if and only if the
 // transaction commits.
 func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := store.CheckAudit(rec); err != nil {
+	if err := driverkit.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: mysql: %w", err)
 	}
 	if err := v.s.check("audit"); err != nil {

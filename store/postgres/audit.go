@@ -9,13 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // Audit appends a record to the view's namespace's audit log, stamped by the
 // database's clock (see store.Auditor).
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := store.CheckAudit(rec); err != nil {
+	if err := driverkit.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := s.check("audit"); err != nil {
@@ -30,7 +32,7 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 
 // auditIn is Audit's statement in q: the record is kept if q's transaction commits.
 func (s *Store) auditIn(ctx context.Context, q txQuerier, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := store.CheckAudit(rec); err != nil {
+	if err := driverkit.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := q.query(ctx, auditSQL, s.auditArgs(rec), func(rows txRows) error {
@@ -61,7 +63,7 @@ func (s *Store) auditArgs(rec store.AuditRecord) []any {
 // bounds (see store.AuditQuery). A page by time that continues after a record reads
 // that record's time first, by its primary key.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
-	if err := store.CheckAuditQuery(q); err != nil {
+	if err := driverkit.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := s.check("audit log"); err != nil {
@@ -101,7 +103,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 // PruneAudit deletes the view's namespace's records older than before, oldest first,
 // through ax_audit_at (see store.Auditor).
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := store.CheckPruneAudit(before, limit); err != nil {
+	if err := driverkit.CheckPruneAudit(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := s.check("prune audit"); err != nil {

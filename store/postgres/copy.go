@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Bulk inserts. An Insert of at least copyThreshold tasks, no two with one (name, key),
@@ -111,7 +113,7 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	committed = true
 	now = now.UTC()
 	for k, i := range in.order {
-		in.out[i] = store.Inserted{Task: store.Stored(&in.tasks[i], ids[k], now, now)}
+		in.out[i] = store.Inserted{Task: driverkit.Stored(&in.tasks[i], ids[k], now, now)}
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Fencing (see DESIGN.md, "Fencing", and migrations/0004_fence.sql). A leader-only write
@@ -45,7 +47,7 @@ func readFence(br pgx.BatchResults, f store.Fence) error {
 	return err
 }
 
-// fencedError turns ax_fence's error into store.FencedError, from its DETAIL
+// fencedError turns ax_fence's error into driverkit.FencedError, from its DETAIL
 // "<epoch> <token> <namespace>".
 func fencedError(pe *pgconn.PgError) error {
 	parts := strings.SplitN(pe.Detail, " ", 3)
@@ -53,13 +55,13 @@ func fencedError(pe *pgconn.PgError) error {
 		recorded, err1 := strconv.ParseInt(parts[0], 10, 64)
 		token, err2 := strconv.ParseInt(parts[1], 10, 64)
 		if err1 == nil && err2 == nil {
-			return store.FencedError(store.Fence{Namespace: parts[2], Token: token}, recorded)
+			return driverkit.FencedError(store.Fence{Namespace: parts[2], Token: token}, recorded)
 		}
 	}
 	return fmt.Errorf("%w (%v)", store.ErrFenced, pe)
 }
 
-// raiseFenceSQL records a new leader, as store.RaisedEpoch says, in one statement:
+// raiseFenceSQL records a new leader, as driverkit.RaisedEpoch says, in one statement:
 // ax_fence_lock first takes the fence lock exclusively (waiting for the fenced writes
 // in flight) and reads the clock, then the upsert locks the row, or creates it with
 // no live lease (expires_at = now). Concurrent raises queue on the lock, and each
@@ -76,7 +78,7 @@ RETURNING l.epoch`
 // RaiseFence records holder as the leader of namespace and returns the Fence its
 // writes carry. See [store.Store].
 func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
-	if err := store.CheckRaiseFence(namespace, holder, token); err != nil {
+	if err := driverkit.CheckRaiseFence(namespace, holder, token); err != nil {
 		return store.Fence{}, fmt.Errorf("ax: postgres: raise fence: %w", err)
 	}
 	if err := s.check("raise fence"); err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// TestWrapFenced: ax_fence's SQLSTATE becomes store.ErrFenced, with store.FencedError's
+// TestWrapFenced: ax_fence's SQLSTATE becomes store.ErrFenced, with driverkit.FencedError's
 // text under the driver's prefix, and is not retried.
 func TestWrapFenced(t *testing.T) {
 	s := &Store{shared: &shared{}}

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Leases live in ax_leader, one row per namespace (see migrations/0003_leader.sql). Every
@@ -34,7 +36,7 @@ const remainingSQL = `(extract(epoch FROM expires_at - clock_timestamp()) * 1000
 
 // AcquireLease takes the namespace's lease if it is free or expired. See [store.Leaser].
 func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
-	if err := store.CheckLease(namespace, holder, ttl); err != nil {
+	if err := driverkit.CheckLease(namespace, holder, ttl); err != nil {
 		return store.LeaseInfo{}, false, fmt.Errorf("ax: postgres: acquire lease: %w", err)
 	}
 	if err := s.check("acquire lease"); err != nil {
@@ -55,7 +57,7 @@ func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl 
 
 // RenewLease extends holder's live lease of that epoch to now + ttl. See [store.Leaser].
 func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch int64, ttl time.Duration) (bool, error) {
-	if err := store.CheckLease(namespace, holder, ttl); err != nil {
+	if err := driverkit.CheckLease(namespace, holder, ttl); err != nil {
 		return false, fmt.Errorf("ax: postgres: renew lease: %w", err)
 	}
 	return s.leaseUpdate(ctx, "renew lease", namespace, holder, epoch, ttl)

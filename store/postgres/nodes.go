@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The node registry lives in ax_nodes, one row per (namespace, name) (see
@@ -33,10 +35,10 @@ ON CONFLICT (namespace, name) DO UPDATE SET
 
 // RegisterNode writes the node's row in the view's namespace, with HeartbeatAt = now
 // and StartedAt = n.StartedAt, or now when it is zero. See [store.NodeRegistry].
-// Besides store.CheckNode's rules, a handler name holding a newline, or a capacity or
+// Besides driverkit.CheckNode's rules, a handler name holding a newline, or a capacity or
 // in-flight count above 2^31-1, is store.ErrInvalid.
 func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
-	if err := store.CheckNode(n); err != nil {
+	if err := driverkit.CheckNode(n); err != nil {
 		return fmt.Errorf("ax: postgres: register node: %w", err)
 	}
 	if n.Capacity > math.MaxInt32 || n.InFlight > math.MaxInt32 {

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Task keys (see DESIGN.md, "Task keys"). A task with a TaskKey and Overlap skip or
@@ -139,7 +141,7 @@ func appendTask(into *[]store.Task) func(rows pgx.Rows) error {
 //	round 1: BEGIN; plans; check the fence (if it has a token); lock the keys
 //	         (ascending lock ids); lock and re-read the candidates (ascending ids);
 //	         read the holders of their keys
-//	(Go)     store.ResolveKeys: one winner per free key, the others skipped or blocked
+//	(Go)     driverkit.ResolveKeys: one winner per free key, the others skipped or blocked
 //	round 2: claim the winners (… AND NOT EXISTS a holder); skip the skip losers; COMMIT
 //
 // It adds its outcomes to res.
@@ -162,7 +164,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 	)
 	err := s.steps(ctx, "claim", func(r round) error {
 		claimed, skipped, notDue, blocked = nil, nil, nil, nil
-		var due []store.Keyed
+		var due []driverkit.Keyed
 		var holders map[string]int64
 		err := r(false, func(b *pgx.Batch) {
 			queueFence(b, fence)
@@ -178,7 +180,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 			}
 			err := readChunks(br, len(ids), func(rows pgx.Rows) error {
 				var (
-					k       store.Keyed
+					k       driverkit.Keyed
 					overlap string
 					isDue   bool
 				)
@@ -202,7 +204,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 		if err != nil {
 			return err
 		}
-		win, skip, block := store.ResolveKeys(due, holders)
+		win, skip, block := driverkit.ResolveKeys(due, holders)
 		for _, k := range block {
 			blocked = append(blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 		}
@@ -210,17 +212,17 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 			return nil // nothing to write: steps commits
 		}
 		return r(true, func(b *pgx.Batch) {
-			chunks(win, func(part []store.Keyed) {
+			chunks(win, func(part []driverkit.Keyed) {
 				wids, weids := make([]int64, len(part)), make([]string, len(part))
 				for i, k := range part {
 					wids[i], weids[i] = k.ID, eids[k.ID]
 				}
 				b.Queue(keyedClaimSQL, wids, weids)
 			})
-			chunks(skip, func(part []store.Keyed) {
+			chunks(skip, func(part []driverkit.Keyed) {
 				sids, reasons := make([]int64, len(part)), make([]string, len(part))
 				for i, k := range part {
-					sids[i], reasons[i] = k.ID, store.SkipReason(k.TaskKey, k.Holder)
+					sids[i], reasons[i] = k.ID, driverkit.SkipReason(k.TaskKey, k.Holder)
 				}
 				b.Queue(keyedSkipSQL, sids, reasons)
 			})

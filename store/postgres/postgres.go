@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
@@ -308,8 +310,8 @@ func (s *Store) genericTx(ctx context.Context, op string, queue func(b *pgx.Batc
 	return s.retry(ctx, op, func() error { return send(ctx, s.pool, genericPlans, true, queue, read) })
 }
 
-// execTx is tx for the execution path's statements (batch.go), run on their generic
-// plans with only hash joins and index scans allowed (see executionPlans).
+// execTx is tx for the execution path's statements (claim.go, execution.go), run on
+// their generic plans with only hash joins and index scans allowed (see executionPlans).
 func (s *Store) execTx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	return s.retry(ctx, op, func() error { return send(ctx, s.pool, executionPlans, true, queue, read) })
 }
@@ -515,7 +517,7 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 	t.ExecutionID = execID.String
 	t.Timeout = time.Duration(timeout) * time.Microsecond
 	var err error
-	if t.Backoff, err = store.ParseBackoff(backoff); err != nil {
+	if t.Backoff, err = driverkit.ParseBackoff(backoff); err != nil {
 		return nil, err
 	}
 	t.CreatedAt, t.UpdatedAt = created.UTC(), updated.UTC()
@@ -559,7 +561,7 @@ func fromNull(v sql.NullTime) time.Time {
 }
 
 // formatBackoff renders a backoff as a bigint[] literal of microseconds.
-func formatBackoff(b []time.Duration) string { return "{" + store.FormatBackoff(b) + "}" }
+func formatBackoff(b []time.Duration) string { return "{" + driverkit.FormatBackoff(b) + "}" }
 
 // SchemaStatus reports the schema version in the DSN's current schema (0: not
 // migrated) and the latest this package knows, without changing anything.

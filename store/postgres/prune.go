@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // pruneSQL deletes, of namespace $1, up to $5 tasks in status $2 that finished before
@@ -32,7 +34,7 @@ DELETE FROM ax_tasks t USING victims v WHERE t.id = v.id`
 // Prune deletes finished tasks of the view's namespace with their executions (see
 // store.Pruner and pruneSQL).
 func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
-	if err := store.CheckPrune(p); err != nil {
+	if err := driverkit.CheckPrune(p); err != nil {
 		return 0, fmt.Errorf("ax: postgres: %w", err)
 	}
 	var before *time.Time

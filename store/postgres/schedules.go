@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Schedules live in ax_schedules, one row per (namespace, name) (see DESIGN.md,
@@ -91,7 +93,7 @@ func checkScheduleName(name string) error {
 // stored schedules in input order (see store.Store). A name is at most 500 bytes of
 // UTF-8: it is the task key of the schedule's occurrences.
 func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
-	if err := store.CheckScheduleDefs(defs); err != nil {
+	if err := driverkit.CheckScheduleDefs(defs); err != nil {
 		return nil, fmt.Errorf("ax: postgres: register schedules: %w", err)
 	}
 	for _, d := range defs {
@@ -134,7 +136,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		if err != nil {
 			return err
 		}
-		out, err = store.SchedulesInOrder(defs, stored)
+		out, err = driverkit.SchedulesInOrder(defs, stored)
 		return err
 	})
 	if err != nil {
@@ -331,10 +333,10 @@ SELECT count(*) FROM u`
 // signalled like any inserted task. The occurrences are checked as Insert checks
 // tasks. A fence with a token is checked first in the transaction (see fence.go).
 func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
-	if err := store.CheckFire(p); err != nil {
+	if err := driverkit.CheckFire(p); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
 	}
-	if err := store.CheckFence(p.Fence); err != nil {
+	if err := driverkit.CheckFence(p.Fence); err != nil {
 		return nil, fmt.Errorf("ax: postgres: fire schedule %q: %w", p.Name, err)
 	}
 	in, err := newInsertion(fmt.Sprintf("fire schedule %q", p.Name), s.ns, p.Tasks)
@@ -379,4 +381,50 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	}
 	res.Inserted = in.out
 	return res, nil
+}
+
+// pauseScheduleIn is PauseSchedule's statements in q: the cancellation after the
+// pause so that, at READ COMMITTED, its snapshot sees every occurrence committed
+// before the schedule's row was locked.
+func (s *Store) pauseScheduleIn(ctx context.Context, q txQuerier, name string) (*store.Schedule, error) {
+	const op = "pause schedule tx"
+	paused, err := q.count(ctx, pauseSQL, name, s.ns)
+	if err == nil && paused == 1 {
+		_, err = q.count(ctx, cancelOccurrencesSQL, name, s.ns)
+	}
+	if err != nil {
+		return nil, s.wrap(op, err)
+	}
+	return s.scheduleIn(ctx, q, op, name)
+}
+
+// resumeScheduleIn is ResumeSchedule's statements in q.
+func (s *Store) resumeScheduleIn(ctx context.Context, q txQuerier, name string, next time.Time) (*store.Schedule, error) {
+	if next.IsZero() {
+		return nil, fmt.Errorf("ax: postgres: resume schedule %q: zero next fire time: %w", name, store.ErrInvalid)
+	}
+	const op = "resume schedule tx"
+	if _, err := q.count(ctx, resumeSQL, name, next, s.ns); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	return s.scheduleIn(ctx, q, op, name)
+}
+
+// scheduleIn reads schedule name in q, or ErrNotFound.
+func (s *Store) scheduleIn(ctx context.Context, q txQuerier, op, name string) (*store.Schedule, error) {
+	var sc *store.Schedule
+	if err := q.query(ctx, readScheduleSQL, []any{name, s.ns}, func(rows txRows) error {
+		if !rows.Next() {
+			return nil
+		}
+		var err error
+		sc, err = scanSchedule(rows)
+		return err
+	}); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	if sc == nil {
+		return nil, fmt.Errorf("ax: postgres: %s %q: %w", op, name, store.ErrNotFound)
+	}
+	return sc, nil
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The gaps of schedules live in ax_slot_gaps (migrations/0012_slot_gaps.sql):
@@ -37,7 +39,7 @@ const slotGapsSQL = `SELECT ` + gapCols + ` FROM ax_slot_gaps g
 // SlotGaps returns the gaps of a schedule of the view's namespace overlapping [from,
 // to], newest first (see store.SlotHistory).
 func (s *Store) SlotGaps(ctx context.Context, name string, from, to time.Time, limit int) ([]store.SlotGap, error) {
-	if err := store.CheckSlotGaps(from, to, limit); err != nil {
+	if err := driverkit.CheckSlotGaps(from, to, limit); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := s.check("slot gaps"); err != nil {
@@ -65,7 +67,7 @@ const tasksByKeysSQL = `SELECT ` + taskCols + ` FROM ax_tasks t
 // TasksByKeys returns the tasks of the view's namespace named name with one of keys,
 // by id (see store.SlotHistory).
 func (s *Store) TasksByKeys(ctx context.Context, name string, keys []string) ([]store.Task, error) {
-	if err := store.CheckTasksByKeys(keys); err != nil {
+	if err := driverkit.CheckTasksByKeys(keys); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := s.check("tasks by keys"); err != nil {
@@ -87,7 +89,7 @@ const tasksByKeyRangeSQL = `SELECT ` + taskCols + ` FROM ax_tasks t
 // TasksByKeyRange returns the tasks of the view's namespace named name with a key in
 // [from, before), greatest first (see store.SlotHistory).
 func (s *Store) TasksByKeyRange(ctx context.Context, name, from, before string, limit int) ([]store.Task, error) {
-	if err := store.CheckTasksByKeyRange(from, before, limit); err != nil {
+	if err := driverkit.CheckTasksByKeyRange(from, before, limit); err != nil {
 		return nil, fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := s.check("tasks by key range"); err != nil {
@@ -127,7 +129,7 @@ const pruneSlotGapsSQL = `DELETE FROM ax_slot_gaps WHERE id = ANY(ARRAY(
 // PruneSlotGaps deletes up to limit gaps of the view's namespace that ended at or
 // before before, oldest first (see store.SlotHistory).
 func (s *Store) PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := store.CheckPruneSlotGaps(before, limit); err != nil {
+	if err := driverkit.CheckPruneSlotGaps(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: postgres: %w", err)
 	}
 	if err := s.check("prune slot gaps"); err != nil {

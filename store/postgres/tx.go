@@ -15,8 +15,9 @@ import (
 // This file holds the store's side of store.Transactor: Bind, which binds a caller's
 // transaction, InTx, which binds one of the store's own, and txView, the store.Tx
 // both return. Each method of txView runs the statements of its store method in the
-// bound transaction: insertIn, cancelIn and makeDueIn are in tasks.go, auditIn in
-// audit.go, the others below.
+// bound transaction, through the method's In variant in the method's file: insertIn
+// in insert.go, getIn in read.go, cancelIn and the other transitions in operate.go,
+// pauseScheduleIn and resumeScheduleIn in schedules.go, auditIn in audit.go.
 
 // Bind returns the view of the store inside tx, the caller's transaction: a pgx.Tx, or
 // a *sql.Tx opened through the pgx stdlib driver (stdlib.OpenDBFromPool,
@@ -196,129 +197,4 @@ func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.Audit
 		return nil, err
 	}
 	return v.s.auditIn(ctx, v.q, rec)
-}
-
-// getIn reads task id of the view's namespace in q.
-func (s *Store) getIn(ctx context.Context, q txQuerier, id int64) (*store.Task, error) {
-	var t *store.Task
-	if err := q.query(ctx, getSQL, []any{id, s.ns}, func(rows txRows) error {
-		if !rows.Next() {
-			return nil
-		}
-		var err error
-		t, err = scanTask(rows)
-		return err
-	}); err != nil {
-		return nil, s.wrap("get task tx", err)
-	}
-	if t == nil {
-		return nil, fmt.Errorf("ax: postgres: get task %d: %w", id, store.ErrNotFound)
-	}
-	return t, nil
-}
-
-// rescheduleIn is Reschedule's statements in q, published as Insert's rows are.
-func (s *Store) rescheduleIn(ctx context.Context, q txQuerier, name, key string, at time.Time) (*store.Task, error) {
-	op := fmt.Sprintf("ax: postgres: reschedule %q/%q", name, key)
-	if at.IsZero() {
-		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
-	}
-	args := []any{name, key, s.ns}
-	t, ok, err := s.scheduledIn(ctx, q, "reschedule tx", rescheduleSQL, append(args, dueArg(at)), lookupSQL, args)
-	return moved(op, t, ok, err, store.ErrNotReschedulable)
-}
-
-// retryIn is Retry's statements in q, published as Insert's rows are.
-func (s *Store) retryIn(ctx context.Context, q txQuerier, id int64) (*store.Task, error) {
-	args := []any{id, s.ns}
-	t, ok, err := s.scheduledIn(ctx, q, "retry tx", retrySQL, args, getSQL, args)
-	return moved(fmt.Sprintf("ax: postgres: retry task %d", id), t, ok, err, store.ErrNotRetryable)
-}
-
-// scheduledIn is transitionIn for an update that leaves its row SCHEDULED with a
-// fresh sequence number: publishSQL goes first (see "The refill cursor" in doc.go).
-func (s *Store) scheduledIn(ctx context.Context, q txQuerier, op, update string, updArgs []any, read string, readArgs []any) (*store.Task, bool, error) {
-	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
-		return nil, false, s.wrap(op, err)
-	}
-	return s.transitionIn(ctx, q, op, update, updArgs, read, readArgs)
-}
-
-// triggerIn is Trigger's statements in q: the keyed task's under its key's lock,
-// which q's transaction holds until it ends.
-func (s *Store) triggerIn(ctx context.Context, q txQuerier, id int64, executionID string) (*store.Task, error) {
-	if executionID == "" {
-		return nil, fmt.Errorf("%s: empty execution id: %w", triggerOp(id), store.ErrInvalid)
-	}
-	const op = "trigger claim tx"
-	args, read := []any{id, executionID, s.ns}, []any{id, s.ns}
-	t, ok, err := s.transitionIn(ctx, q, op, triggerSQL, args, getSQL, read)
-	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
-		if err := q.exec(ctx, keyLockSQL, s.keyLock, []int32{keyLockID(s.ns, t.TaskKey)}); err != nil {
-			return nil, s.wrap(op, err)
-		}
-		var holder int64
-		if err := q.query(ctx, holdersSQL, []any{[]string{t.TaskKey}, s.ns}, func(rows txRows) error {
-			for rows.Next() {
-				var key string
-				if err := rows.Scan(&key, &holder); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			return nil, s.wrap(op, err)
-		}
-		t, ok, err = s.transitionIn(ctx, q, op, triggerKeyedSQL, args, getSQL, read)
-		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {
-			return store.KeyHeld(triggerOp(id), t, holder)
-		}
-	}
-	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
-}
-
-// pauseScheduleIn is PauseSchedule's statements in q: the cancellation after the
-// pause so that, at READ COMMITTED, its snapshot sees every occurrence committed
-// before the schedule's row was locked.
-func (s *Store) pauseScheduleIn(ctx context.Context, q txQuerier, name string) (*store.Schedule, error) {
-	const op = "pause schedule tx"
-	paused, err := q.count(ctx, pauseSQL, name, s.ns)
-	if err == nil && paused == 1 {
-		_, err = q.count(ctx, cancelOccurrencesSQL, name, s.ns)
-	}
-	if err != nil {
-		return nil, s.wrap(op, err)
-	}
-	return s.scheduleIn(ctx, q, op, name)
-}
-
-// resumeScheduleIn is ResumeSchedule's statements in q.
-func (s *Store) resumeScheduleIn(ctx context.Context, q txQuerier, name string, next time.Time) (*store.Schedule, error) {
-	if next.IsZero() {
-		return nil, fmt.Errorf("ax: postgres: resume schedule %q: zero next fire time: %w", name, store.ErrInvalid)
-	}
-	const op = "resume schedule tx"
-	if _, err := q.count(ctx, resumeSQL, name, next, s.ns); err != nil {
-		return nil, s.wrap(op, err)
-	}
-	return s.scheduleIn(ctx, q, op, name)
-}
-
-// scheduleIn reads schedule name in q, or ErrNotFound.
-func (s *Store) scheduleIn(ctx context.Context, q txQuerier, op, name string) (*store.Schedule, error) {
-	var sc *store.Schedule
-	if err := q.query(ctx, readScheduleSQL, []any{name, s.ns}, func(rows txRows) error {
-		if !rows.Next() {
-			return nil
-		}
-		var err error
-		sc, err = scanSchedule(rows)
-		return err
-	}); err != nil {
-		return nil, s.wrap(op, err)
-	}
-	if sc == nil {
-		return nil, fmt.Errorf("ax: postgres: %s %q: %w", op, name, store.ErrNotFound)
-	}
-	return sc, nil
 }

@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // Audit appends a record to the view's namespace's audit log, in a write transaction
 // of its own (see store.Auditor); a store.Tx's Audit runs auditIn in its transaction.
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := store.CheckAudit(rec); err != nil {
+	if err := driverkit.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	err := s.write(ctx, "audit", func(tx *sql.Tx) error { return s.auditIn(ctx, tx, &rec) })
@@ -41,7 +43,7 @@ func (s *Store) auditIn(ctx context.Context, tx *sql.Tx, rec *store.AuditRecord)
 // or with a time bound by (at, id) through ax_audit_at (see store.AuditQuery). A page
 // by time that continues after a record reads that record's time first.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
-	if err := store.CheckAuditQuery(q); err != nil {
+	if err := driverkit.CheckAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	var cursorAt time.Time
@@ -79,7 +81,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 // PruneAudit deletes the view's namespace's records older than before, oldest first,
 // through ax_audit_at (see store.Auditor).
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := store.CheckPruneAudit(before, limit); err != nil {
+	if err := driverkit.CheckPruneAudit(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	var n int64

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Fencing (see store.Fence) needs no lock of its own: every write runs on the writer
@@ -36,8 +38,8 @@ func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 	if err := tx.QueryRowContext(ctx, fenceSQL, f.Namespace).Scan(&recorded); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	if !f.Admits(recorded) {
-		return store.FencedError(f, recorded)
+	if !driverkit.Admits(f, recorded) {
+		return driverkit.FencedError(f, recorded)
 	}
 	return nil
 }
@@ -49,7 +51,7 @@ func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 // RaiseFence, and appends the term's "acquired" change in it (leadership.go). A row it
 // creates expires at once: it holds no live lease.
 func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
-	if err := store.CheckRaiseFence(namespace, holder, token); err != nil {
+	if err := driverkit.CheckRaiseFence(namespace, holder, token); err != nil {
 		return store.Fence{}, fmt.Errorf("ax: sqlite: raise fence: %w", err)
 	}
 	var epoch int64
@@ -64,7 +66,7 @@ func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token 
 			return err
 		}
 		found := err == nil
-		epoch = store.RaisedEpoch(recordedHolder, recorded, holder, token)
+		epoch = driverkit.RaisedEpoch(recordedHolder, recorded, holder, token)
 		ts := micros(now())
 		if !found || recordedHolder != holder || recorded != epoch { // else recorded already: leave the row alone
 			_, err = tx.ExecContext(ctx, `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Leases live in ax_leader, one row per namespace (see migrations/0003_leader.sql). Each
@@ -19,7 +21,7 @@ const leaseSQL = `SELECT holder, epoch, expires_at FROM ax_leader WHERE namespac
 
 // AcquireLease takes the namespace's lease if it is free or expired. See [store.Leaser].
 func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
-	if err := store.CheckLease(namespace, holder, ttl); err != nil {
+	if err := driverkit.CheckLease(namespace, holder, ttl); err != nil {
 		return store.LeaseInfo{}, false, fmt.Errorf("ax: sqlite: acquire lease: %w", err)
 	}
 	var (
@@ -55,7 +57,7 @@ func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl 
 
 // RenewLease extends holder's live lease of that epoch to now + ttl. See [store.Leaser].
 func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch int64, ttl time.Duration) (bool, error) {
-	if err := store.CheckLease(namespace, holder, ttl); err != nil {
+	if err := driverkit.CheckLease(namespace, holder, ttl); err != nil {
 		return false, fmt.Errorf("ax: sqlite: renew lease: %w", err)
 	}
 	return s.leaseUpdate(ctx, "renew lease", namespace, holder, epoch, ttl)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/sqlite"
 )
 
@@ -180,8 +182,8 @@ func TestTaskKeysPerNamespace(t *testing.T) {
 	if err != nil || len(res.Skipped) != 1 {
 		t.Fatalf("Claim in a of a second task keyed k = %+v, %v; want skipped", res, err)
 	}
-	if !strings.Contains(res.Skipped[0].LastError, store.SkipReason("k", a1)) {
-		t.Errorf("skip reason %q, want a's holder: %q", res.Skipped[0].LastError, store.SkipReason("k", a1))
+	if !strings.Contains(res.Skipped[0].LastError, driverkit.SkipReason("k", a1)) {
+		t.Errorf("skip reason %q, want a's holder: %q", res.Skipped[0].LastError, driverkit.SkipReason("k", a1))
 	}
 	// Once a's holder finishes, a's key is free and b's still held.
 	if _, err := a.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: a1, ExecutionID: "e-a", Name: "keys"}}); err != nil {

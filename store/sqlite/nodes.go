@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The node registry lives in ax_nodes (see migrations/0004_namespaces.sql), one row per
@@ -28,7 +30,7 @@ const nodesSQL = `SELECT ` + nodeColumns + ` FROM ax_nodes
 // HeartbeatAt = now, and StartedAt = now unless n.StartedAt is given (see
 // store.NodeRegistry).
 func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
-	if err := store.CheckNode(n); err != nil {
+	if err := driverkit.CheckNode(n); err != nil {
 		return fmt.Errorf("ax: sqlite: register node: %w", err)
 	}
 	handlers := slices.Clone(n.Handlers)

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
@@ -19,7 +21,7 @@ import (
 // by id, the tasks with their status condition again. A task within its UniqueFor
 // window is kept.
 func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
-	if err := store.CheckPrune(p); err != nil {
+	if err := driverkit.CheckPrune(p); err != nil {
 		return 0, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	from := "ax_tasks INDEXED BY ax_tasks_ns_" + strings.ToLower(string(p.Status))

@@ -1,12 +1,8 @@
 package sqlite
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/internal/taskquery"
 )
 
@@ -17,49 +13,4 @@ var dialect = taskquery.Dialect{
 	Placeholder: func(int) string { return "?" },
 	Time:        func(t time.Time) any { return micros(t) },
 	Prefix:      func(ph func(any) string, prefix string) string { return taskquery.KeyRange(ph, "key", prefix) },
-}
-
-// tasksFrom names the index a task query reads. Without statistics SQLite takes the
-// first index whose leading column the query constrains — the business key's, for
-// the namespace alone — and then sorts every row of the namespace; so the index is
-// chosen here, by the query's shape: the business key's for a name (and a key
-// prefix), a terminal status's for its finished range, the due index for SCHEDULED
-// soonest first, and otherwise none (NOT INDEXED): the rows in id order, read
-// backwards for the newest first, which stops at the page's end.
-func tasksFrom(q store.TaskQuery) string {
-	one := len(q.Statuses) == 1
-	switch {
-	case q.Name != "":
-		return "ax_tasks INDEXED BY ax_tasks_ns_name_key"
-	case one && q.Statuses[0].Terminal() && (!q.FinishedFrom.IsZero() || !q.FinishedBefore.IsZero()):
-		return "ax_tasks INDEXED BY ax_tasks_ns_" + strings.ToLower(string(q.Statuses[0]))
-	case one && q.Statuses[0] == store.Scheduled && q.Soonest:
-		return "ax_tasks INDEXED BY ax_tasks_ns_scheduled_due"
-	}
-	return "ax_tasks NOT INDEXED"
-}
-
-// Tasks returns the tasks of the view's namespace that q selects, in one statement
-// (see store.Store.Tasks).
-func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
-	if err := store.CheckTaskQuery(q); err != nil {
-		return nil, fmt.Errorf("ax: sqlite: list tasks: %w", err)
-	}
-	query, args := taskquery.Select(dialect, taskColumns, tasksFrom(q), s.ns, q)
-	tasks, err := scanTasks(s.r.QueryContext(ctx, query, args...))
-	return tasks, s.wrap("list tasks", err)
-}
-
-// CountTasks counts the tasks of the view's namespace per status, each count read
-// from the status's index and stopping at atMost + 1 (see store.Store.CountTasks).
-func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
-	if err := store.CheckCountCap(atMost); err != nil {
-		return nil, fmt.Errorf("ax: sqlite: count tasks: %w", err)
-	}
-	query, args := taskquery.Count(dialect, s.ns, atMost)
-	counts, err := taskquery.ReadCounts(s.r.QueryContext(ctx, query, args...))
-	if err != nil {
-		return nil, s.wrap("count tasks", err)
-	}
-	return counts, nil
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Schedules live in ax_schedules, one row per (namespace, name) (see
@@ -57,7 +59,7 @@ func lookupSchedule(ctx context.Context, tx *sql.Tx, ns, name string) (*store.Sc
 // zone are unchanged keeps its next_fire_at; every schedule keeps paused and
 // last_fire_at.
 func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
-	if err := store.CheckScheduleDefs(defs); err != nil {
+	if err := driverkit.CheckScheduleDefs(defs); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: register schedules: %w", err)
 	}
 	out := make([]store.Schedule, len(defs))
@@ -226,10 +228,10 @@ func (s *Store) resumeIn(ctx context.Context, tx *sql.Tx, name string, next time
 // result for an occurrence stored already. It writes nothing, and fails with
 // store.ErrFenced, unless p.Fence admits it (see fence.go).
 func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
-	if err := store.CheckFire(p); err != nil {
+	if err := driverkit.CheckFire(p); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
-	if err := store.CheckFence(p.Fence); err != nil {
+	if err := driverkit.CheckFence(p.Fence); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: fire schedule %q: %w", p.Name, err)
 	}
 	if err := validNew(fmt.Sprintf("fire schedule %q", p.Name), p.Tasks); err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // The gaps of schedules live in ax_slot_gaps (migrations/0008_slot_gaps.sql):
@@ -35,7 +37,7 @@ const slotGapsSQL = `SELECT id, schedule, from_at, until_at, why, result, create
 // SlotGaps returns the gaps of a schedule of the view's namespace overlapping [from,
 // to], newest first (see store.SlotHistory).
 func (s *Store) SlotGaps(ctx context.Context, name string, from, to time.Time, limit int) ([]store.SlotGap, error) {
-	if err := store.CheckSlotGaps(from, to, limit); err != nil {
+	if err := driverkit.CheckSlotGaps(from, to, limit); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	rows, err := s.r.QueryContext(ctx, slotGapsSQL, s.ns, name, micros(from), micros(to), limit)
@@ -66,7 +68,7 @@ const tasksByKeysSQL = `SELECT ` + taskColumns + ` FROM ax_tasks WHERE namespace
 // TasksByKeys returns the tasks of the view's namespace named name with one of keys,
 // by id (see store.SlotHistory).
 func (s *Store) TasksByKeys(ctx context.Context, name string, keys []string) ([]store.Task, error) {
-	if err := store.CheckTasksByKeys(keys); err != nil {
+	if err := driverkit.CheckTasksByKeys(keys); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	if len(keys) == 0 {
@@ -93,7 +95,7 @@ const tasksByKeyRangeSQL = `SELECT ` + taskColumns + ` FROM ax_tasks
 // TasksByKeyRange returns the tasks of the view's namespace named name with a key in
 // [from, before), greatest first (see store.SlotHistory).
 func (s *Store) TasksByKeyRange(ctx context.Context, name, from, before string, limit int) ([]store.Task, error) {
-	if err := store.CheckTasksByKeyRange(from, before, limit); err != nil {
+	if err := driverkit.CheckTasksByKeyRange(from, before, limit); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	tasks, err := scanTasks(s.r.QueryContext(ctx, tasksByKeyRangeSQL, s.ns, name, from, before, limit))
@@ -118,7 +120,7 @@ const pruneSlotGapsSQL = `DELETE FROM ax_slot_gaps WHERE id IN (
 // PruneSlotGaps deletes up to limit gaps of the view's namespace that ended at or
 // before before, oldest first, found on ax_slot_gaps_until (see store.SlotHistory).
 func (s *Store) PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := store.CheckPruneSlotGaps(before, limit); err != nil {
+	if err := driverkit.CheckPruneSlotGaps(before, limit); err != nil {
 		return 0, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	var n int64

@@ -45,6 +45,7 @@ import (
 
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 //go:embed migrations/*.sql
@@ -305,7 +306,7 @@ func scanTask(row scanner) (*store.Task, error) {
 	t.DueAt = fromMicros(due)
 	t.ExecutionID = execID.String
 	t.Timeout = time.Duration(timeout) * time.Microsecond
-	t.Backoff, err = store.ParseBackoff(backoff)
+	t.Backoff, err = driverkit.ParseBackoff(backoff)
 	if err != nil {
 		return nil, err
 	}

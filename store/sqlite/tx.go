@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // This file holds the store's writes inside a transaction (store.Transactor): Bind
@@ -159,7 +161,7 @@ func (v *txView) moveBack(ctx context.Context, name, op string, move func(tx *sq
 		return nil, v.s.wrap(name, err)
 	}
 	if sentinel != nil {
-		return store.Refusal(op, t, sentinel)
+		return driverkit.Refusal(op, t, sentinel)
 	}
 	return t, nil
 }
@@ -216,7 +218,7 @@ func (v *txView) schedule(ctx context.Context, op, name string, change func(tx *
 // the transaction commits.
 func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
 	const op = "audit in transaction"
-	if err := store.CheckAudit(rec); err != nil {
+	if err := driverkit.CheckAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: %w", err)
 	}
 	if err := v.open(op); err != nil {

@@ -113,3 +113,135 @@ func testRetryRefused(e *env) {
 		e.t.Errorf("Retry(missing) error = %v, want ErrNotFound", err)
 	}
 }
+
+var cancelTests = []test{
+	{"Scheduled", testCancelScheduled},
+	{"Refused", testCancelRefused},
+}
+
+var triggerTests = []test{
+	{"Scheduled", testTriggerScheduled},
+	{"Failed", testTriggerFailed},
+	{"Refused", testTriggerRefused},
+	{"Invalid", testTriggerInvalid},
+}
+
+var makeDueTests = []test{
+	{"Scheduled", testMakeDueScheduled},
+	{"Failed", testMakeDueFailed},
+	{"Refused", testMakeDueRefused},
+}
+
+func testCancelScheduled(e *env) {
+	before := e.scheduled(e.future())
+	lo := e.settle(before)
+	got, err := e.s.Cancel(e.ctx, before.Name, before.Key)
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Cancel(%q, %q) error: %v", before.Name, before.Key, err)
+	}
+	checkTask(e.t, "Cancel", got)
+	e.stamped("Cancel: FinishedAt", got.FinishedAt, lo, hi)
+	e.stamped("Cancel: UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Cancelled
+	want.FinishedAt, want.UpdatedAt = got.FinishedAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Cancel(%q, %q) mismatch (-want +got):\n%s", before.Name, before.Key, d)
+	}
+	e.unchanged("Cancel", got)
+
+	// A cancelled task is out of the scheduler's sight.
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: got.ID, ExecutionID: newExecID()}})
+	if err != nil || len(res.Claimed)+len(res.NotDue) != 0 {
+		e.t.Errorf("Claim(cancelled %d) = %+v, %v; want nothing", got.ID, res, err)
+	}
+	refill, err := e.s.Refill(e.ctx, store.RefillParams{AfterSeq: 0, To: before.DueAt.Add(time.Hour), Limit: 10})
+	if err != nil || len(refill.Changed)+len(refill.Entered) != 0 {
+		e.t.Errorf("Refill after Cancel = %+v, %v; want no tasks", refill, err)
+	}
+}
+
+func testCancelRefused(e *env) {
+	e.refused("Cancel", store.ErrNotCancellable,
+		[]store.Status{store.Dispatching, store.Running, store.Succeeded, store.Failed, store.Cancelled},
+		func(t *store.Task) (*store.Task, error) { return e.s.Cancel(e.ctx, t.Name, t.Key) })
+}
+
+func testTriggerScheduled(e *env) {
+	before := e.scheduled(e.future())
+	got, want := e.trigger(before)
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Trigger(scheduled %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Trigger", got)
+	e.start(got)
+}
+
+func testTriggerFailed(e *env) {
+	before := e.inState(store.Failed)
+	got, want := e.trigger(before)
+	want.Attempt = before.Attempt + 1
+	want.FinishedAt = got.FinishedAt // the contract does not say whether leaving FAILED clears it
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Trigger(failed %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Trigger", got)
+
+	started := e.start(got)
+	if started.Execution.Attempt != before.Attempt+1 {
+		e.t.Errorf("Start after Trigger: Execution.Attempt = %d, want %d", started.Execution.Attempt, before.Attempt+1)
+	}
+	execs := e.executions(before.ID)
+	if len(execs) != 2 || execs[0].ID != before.ExecutionID || execs[1].ID != want.ExecutionID {
+		e.t.Errorf("Executions(%d) = %+v, want the failed execution %s then %s", before.ID, execs, before.ExecutionID, want.ExecutionID)
+	}
+}
+
+func testTriggerRefused(e *env) {
+	e.refused("Trigger", store.ErrNotTriggerable,
+		[]store.Status{store.Dispatching, store.Running, store.Succeeded, store.Cancelled},
+		func(t *store.Task) (*store.Task, error) { return e.s.Trigger(e.ctx, t.ID, newExecID()) })
+}
+
+func testTriggerInvalid(e *env) {
+	before := e.scheduled(e.future())
+	if got, err := e.s.Trigger(e.ctx, before.ID, ""); !errors.Is(err, store.ErrInvalid) {
+		e.t.Errorf("Trigger(%d, \"\") = %v, %v; want ErrInvalid", before.ID, got, err)
+	}
+	e.unchanged("an invalid Trigger", before)
+}
+
+// MakeDue makes a SCHEDULED task due now, keeping everything else, and a claim then
+// takes it.
+func testMakeDueScheduled(e *env) {
+	before := e.scheduled(e.future())
+	got := e.makeDue(before)
+	want := *before
+	want.DueAt, want.TriggeredAt, want.UpdatedAt = got.DueAt, got.TriggeredAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("MakeDue(scheduled %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	if claimed := e.claim(got.ID); claimed.Status != store.Dispatching {
+		e.t.Errorf("Claim after MakeDue: %s, want DISPATCHING", claimed.Status)
+	}
+}
+
+// MakeDue takes a FAILED task back to SCHEDULED with one more attempt, unfinished.
+func testMakeDueFailed(e *env) {
+	before := e.inState(store.Failed)
+	got := e.makeDue(before)
+	if got.Attempt != before.Attempt+1 || !got.FinishedAt.IsZero() || got.LastError != before.LastError {
+		e.t.Errorf("MakeDue(failed %d): attempt %d, finished %v, last error %q; want attempt %d, unfinished, %q",
+			before.ID, got.Attempt, got.FinishedAt, got.LastError, before.Attempt+1, before.LastError)
+	}
+}
+
+func testMakeDueRefused(e *env) {
+	e.refused("MakeDue", store.ErrNotTriggerable,
+		[]store.Status{store.Dispatching, store.Running, store.Succeeded, store.Cancelled},
+		func(t *store.Task) (*store.Task, error) { return e.s.MakeDue(e.ctx, t.ID) })
+	if _, err := e.s.MakeDue(e.ctx, 1<<40); !errors.Is(err, store.ErrNotFound) {
+		e.t.Errorf("MakeDue(missing) error = %v, want ErrNotFound", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 var overlapTests = []test{
@@ -115,7 +117,7 @@ func testSkipWhileHeld(e *env) {
 		if got.Status != store.Skipped {
 			e.t.Errorf("skipped task status = %s, want SKIPPED", got.Status)
 		}
-		if want := store.SkipReason(key, holder.ID); got.LastError != want {
+		if want := driverkit.SkipReason(key, holder.ID); got.LastError != want {
 			e.t.Errorf("skipped task LastError = %q, want %q", got.LastError, want)
 		}
 		e.stamped("skipped task FinishedAt", got.FinishedAt, lo, hi)
@@ -176,7 +178,7 @@ func testOnePerKeyInOneClaim(e *env) {
 	if got, want := blockedIDs(res), sortedIDs([]int64{tasks[1].ID, tasks[3].ID}); diff(want, got) != "" {
 		e.t.Errorf("Blocked = %v, want %v", got, want)
 	}
-	if got := e.get(tasks[0].ID).LastError; got != store.SkipReason("k", tasks[2].ID) {
+	if got := e.get(tasks[0].ID).LastError; got != driverkit.SkipReason("k", tasks[2].ID) {
 		e.t.Errorf("LastError of the skipped task = %q, want it to name the winner %d", got, tasks[2].ID)
 	}
 }

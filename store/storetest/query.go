@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 var queryTests = []test{
@@ -62,12 +64,12 @@ func (e *env) queryFixture() []*store.Task {
 func want(q store.TaskQuery, all []*store.Task) []int64 {
 	var sel []*store.Task
 	for _, t := range all {
-		if q.Selects(t) && q.Follows(t) {
+		if driverkit.Selects(q, t) && driverkit.Follows(q, t) {
 			sel = append(sel, t)
 		}
 	}
 	slices.SortFunc(sel, func(a, b *store.Task) int {
-		if q.Before(a, b) {
+		if driverkit.Before(q, a, b) {
 			return -1
 		}
 		return 1
@@ -270,7 +272,7 @@ func testTasksInvalid(e *env) {
 // CountTasks counts the namespace's tasks per status, every status present.
 func testCountTasks(e *env) {
 	all := e.queryFixture()
-	wantCounts := store.NewTaskStats().Counts
+	wantCounts := driverkit.NewTaskStats().Counts
 	for _, t := range all {
 		wantCounts[t.Status]++
 	}

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/axsched/ax/store"
+
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Dialect is what differs between the SQL drivers.
@@ -156,7 +158,7 @@ func ReadCounts(rows *sql.Rows, err error) (map[store.Status]int64, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	counts := store.NewTaskStats().Counts
+	counts := driverkit.NewTaskStats().Counts
 	for rows.Next() {
 		var st string
 		var n int64
@@ -174,11 +176,11 @@ const AuditColumns = `id, at, actor, role, action, target, reason, result, statu
 
 // AuditSelect returns the statement of Auditor.AuditLog: AuditColumns of the records
 // of namespace ns that q selects (its fields matched exactly), newest first, LIMIT
-// q.Limit; and its arguments. q must have been checked (store.CheckAuditQuery).
+// q.Limit; and its arguments. q must have been checked (driverkit.CheckAuditQuery).
 //
 // Without a time bound the records come by id descending, from below q.BeforeID.
 // With one (q.ByTime) they come by (at, id) descending, within the bounds (truncated
-// to microseconds, store.AuditBound): a backward range scan of ax_audit_at
+// to microseconds, driverkit.AuditBound): a backward range scan of ax_audit_at
 // (namespace, at). SQLite's and InnoDB's entries end with the id, so they come in
 // that order; PostgreSQL sorts the few rows of each at, incrementally. A positive
 // q.BeforeID then continues after that record, whose at the driver read first
@@ -203,10 +205,10 @@ func AuditSelect(d Dialect, ns string, q store.AuditQuery, cursorAt time.Time) (
 	order := " ORDER BY id DESC LIMIT "
 	if q.ByTime() {
 		if !q.Since.IsZero() {
-			where = append(where, "at >= "+ph(d.Time(store.AuditBound(q.Since))))
+			where = append(where, "at >= "+ph(d.Time(driverkit.AuditBound(q.Since))))
 		}
 		if !q.Until.IsZero() {
-			where = append(where, "at < "+ph(d.Time(store.AuditBound(q.Until))))
+			where = append(where, "at < "+ph(d.Time(driverkit.AuditBound(q.Until))))
 		}
 		if q.BeforeID > 0 {
 			at := d.Time(cursorAt)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"time"
 
 	"github.com/axsched/ax/store"
 )
@@ -232,4 +233,143 @@ func testClaimStartFenced(e *env) {
 	if x := e.executions(a.ID); len(x) != 0 {
 		e.t.Errorf("after a fenced ClaimStart, executions %+v, want none", x)
 	}
+}
+
+var claimTests = []test{
+	{"Due", testClaimDue},
+	{"NotDue", testClaimNotDue},
+	{"Mixed", testClaimMixed},
+	{"BecomesDue", testClaimBecomesDue},
+	{"Empty", testClaimEmpty},
+	{"Invalid", testClaimInvalid},
+}
+
+func testClaimDue(e *env) {
+	before := e.scheduled(e.past())
+	exec := newExecID()
+	lo := e.settle(before)
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: before.ID, ExecutionID: exec}})
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Claim(%d) error: %v", before.ID, err)
+	}
+	if len(res.Claimed) != 1 || len(res.NotDue) != 0 {
+		e.t.Fatalf("Claim(due %d) = %+v, want it claimed", before.ID, res)
+	}
+	got := &res.Claimed[0]
+	checkTask(e.t, "Claim", got)
+	e.stamped("Claim: DispatchedAt", got.DispatchedAt, lo, hi)
+	e.stamped("Claim: UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status = store.Dispatching
+	want.ExecutionID = exec
+	want.DispatchedAt, want.UpdatedAt = got.DispatchedAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Claim(%d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Claim", got)
+
+	// A second claim finds it DISPATCHING and leaves it alone.
+	res, err = e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: before.ID, ExecutionID: newExecID()}})
+	if err != nil || len(res.Claimed)+len(res.NotDue) != 0 {
+		e.t.Errorf("Claim(dispatching %d) = %+v, %v; want nothing", before.ID, res, err)
+	}
+	e.unchanged("a second Claim", got)
+}
+
+func testClaimNotDue(e *env) {
+	before := e.scheduled(e.future())
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: before.ID, ExecutionID: newExecID()}})
+	if err != nil {
+		e.t.Fatalf("Claim(%d) error: %v", before.ID, err)
+	}
+	want := &store.ClaimResult{NotDue: []store.Due{{ID: before.ID, DueAt: before.DueAt}}}
+	if d := diff(want, res); d != "" {
+		e.t.Errorf("Claim(not due %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Claim of a task not yet due", before)
+}
+
+func testClaimMixed(e *env) {
+	due1, due2 := e.scheduled(e.past()), e.scheduled(e.past())
+	later := e.scheduled(e.future())
+	others := []*store.Task{e.inState(store.Cancelled), e.inState(store.Running), e.inState(store.Succeeded), e.inState(store.Dispatching)}
+	missing := others[len(others)-1].ID + 1000
+
+	ids := []int64{missing, due2.ID, later.ID, due1.ID}
+	for _, o := range others {
+		ids = append(ids, o.ID)
+	}
+	claims := make([]store.Claim, len(ids))
+	execs := make(map[int64]string)
+	for i, id := range ids {
+		claims[i] = store.Claim{ID: id, ExecutionID: newExecID()}
+		execs[id] = claims[i].ExecutionID
+	}
+	res, err := e.s.Claim(e.ctx, store.Fence{}, claims)
+	if err != nil {
+		e.t.Fatalf("Claim(%v) error: %v", ids, err)
+	}
+	var claimed []int64
+	for _, c := range res.Claimed {
+		claimed = append(claimed, c.ID)
+		if c.ExecutionID != execs[c.ID] {
+			e.t.Errorf("Claim: task %d got execution id %s, want %s", c.ID, c.ExecutionID, execs[c.ID])
+		}
+	}
+	if d := diff([]int64{due1.ID, due2.ID}, claimed); d != "" {
+		e.t.Errorf("Claim(%v).Claimed ids mismatch, want the due ones in id order (-want +got):\n%s", ids, d)
+	}
+	if d := diff([]store.Due{{ID: later.ID, DueAt: later.DueAt}}, res.NotDue); d != "" {
+		e.t.Errorf("Claim(%v).NotDue mismatch (-want +got):\n%s", ids, d)
+	}
+	e.unchanged("Claim", later)
+	for _, o := range others {
+		e.unchanged("Claim", o)
+	}
+}
+
+func testClaimBecomesDue(e *env) {
+	task := e.scheduled(e.now().Add(30 * time.Millisecond))
+	end := time.Now().Add(deadline)
+	for {
+		res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: task.ID, ExecutionID: newExecID()}})
+		if err != nil {
+			e.t.Fatalf("Claim(%d) error: %v", task.ID, err)
+		}
+		if len(res.Claimed) == 1 {
+			got := res.Claimed[0]
+			if got.DispatchedAt.Before(task.DueAt.Add(-precision)) {
+				e.t.Errorf("Claim(%d) dispatched at %v, before it was due at %v", task.ID, got.DispatchedAt, task.DueAt)
+			}
+			if now := e.now(); now.Before(task.DueAt.Add(-precision)) {
+				e.t.Errorf("Claim(%d) succeeded while Now() = %v is before DueAt %v", task.ID, now, task.DueAt)
+			}
+			return
+		}
+		if d := diff([]store.Due{{ID: task.ID, DueAt: task.DueAt}}, res.NotDue); d != "" || len(res.Claimed) != 0 {
+			e.t.Fatalf("Claim(%d) = %+v, want it claimed or not due (-want +got NotDue):\n%s", task.ID, res, d)
+		}
+		if time.Now().After(end) {
+			e.t.Fatalf("Claim(%d) still not due %v after its DueAt %v", task.ID, deadline, task.DueAt)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testClaimEmpty(e *env) {
+	res, err := e.s.Claim(e.ctx, store.Fence{}, nil)
+	if err != nil || res == nil || len(res.Claimed)+len(res.NotDue) != 0 {
+		e.t.Errorf("Claim(nil) = %+v, %v; want an empty result", res, err)
+	}
+}
+
+func testClaimInvalid(e *env) {
+	a, b := e.scheduled(e.past()), e.scheduled(e.past())
+	res, err := e.s.Claim(e.ctx, store.Fence{}, []store.Claim{{ID: a.ID, ExecutionID: newExecID()}, {ID: b.ID}})
+	if !errors.Is(err, store.ErrInvalid) {
+		e.t.Errorf("Claim(valid, empty execution id) = %+v, %v; want ErrInvalid", res, err)
+	}
+	e.unchanged("an invalid Claim", a)
+	e.unchanged("an invalid Claim", b)
 }

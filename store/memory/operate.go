@@ -1,0 +1,147 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/driverkit"
+)
+
+// Cancel moves the task (name, key) from SCHEDULED to CANCELLED. See [store.Store.Cancel].
+func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: cancel task %q/%q: %w", name, key, err)
+	}
+	defer s.mu.Unlock()
+	id, ok := s.keys[nameKey{s.ns, name, key}]
+	if !ok {
+		return nil, fmt.Errorf("ax: cancel task %q/%q: %w", name, key, store.ErrNotFound)
+	}
+	r := s.rows[id]
+	if r.task.Status != store.Scheduled {
+		return driverkit.Refusal(fmt.Sprintf("ax: cancel task %q/%q", name, key), copyTask(&r.task), store.ErrNotCancellable)
+	}
+	now := s.now()
+	s.unschedule(r)
+	r.task.Status = store.Cancelled
+	r.task.FinishedAt = now
+	r.task.UpdatedAt = now
+	return copyTask(&r.task), nil
+}
+
+// Reschedule moves the SCHEDULED task (name, key) to be due at at. See
+// [store.Store.Reschedule].
+func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: reschedule task %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	id, ok := s.keys[nameKey{s.ns, name, key}]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	r := s.rows[id]
+	if r.task.Status != store.Scheduled {
+		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotReschedulable)
+	}
+	s.unschedule(r)
+	r.task.DueAt = utc(at)
+	r.task.UpdatedAt = s.now()
+	s.schedule(r)
+	return copyTask(&r.task), nil
+}
+
+// Retry moves a FAILED task back to SCHEDULED, due now, with a fresh retry budget.
+// See [store.Store.Retry].
+func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	op := fmt.Sprintf("ax: retry task %d", id)
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.mine(id)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	if r.task.Status != store.Failed || r.task.Superseded {
+		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotRetryable)
+	}
+	now := s.now()
+	r.task.Status, r.task.DueAt, r.task.UpdatedAt = store.Scheduled, now, now
+	r.task.Attempt, r.task.DispatchRetries, r.task.FinishedAt = 0, 0, time.Time{}
+	s.schedule(r)
+	return copyTask(&r.task), nil
+}
+
+// Trigger moves one task from SCHEDULED or FAILED to DISPATCHING now. See
+// [store.Store.Trigger]. From FAILED it also clears FinishedAt: the task is no longer in
+// a terminal state.
+func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: trigger task %d: %w", id, err)
+	}
+	defer s.mu.Unlock()
+	if executionID == "" {
+		return nil, fmt.Errorf("ax: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
+	}
+	r, ok := s.mine(id)
+	if !ok {
+		return nil, fmt.Errorf("ax: trigger task %d: %w", id, store.ErrNotFound)
+	}
+	op := fmt.Sprintf("ax: trigger task %d", id)
+	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
+		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
+	}
+	if serialised(&r.task) {
+		k := driverkit.Keyed{ID: r.task.ID, TaskKey: r.task.TaskKey}
+		if holder, held := s.holders([]driverkit.Keyed{k})[k.TaskKey]; held {
+			return driverkit.KeyHeld(op, copyTask(&r.task), holder)
+		}
+	}
+	if r.task.Status == store.Scheduled {
+		s.unschedule(r)
+	} else {
+		r.task.Attempt++
+		r.task.FinishedAt = time.Time{}
+	}
+	now := s.now()
+	r.task.Status = store.Dispatching
+	r.task.ExecutionID = executionID
+	r.task.DispatchedAt = now
+	r.task.TriggeredAt = now
+	r.task.UpdatedAt = now
+	return copyTask(&r.task), nil
+}
+
+// MakeDue makes a SCHEDULED or FAILED task due now without claiming it. See
+// [store.TaskWriter.MakeDue].
+func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	op := fmt.Sprintf("ax: make task %d due", id)
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.mine(id)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
+		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
+	}
+	if r.task.Status == store.Scheduled {
+		s.unschedule(r)
+	} else {
+		r.task.Attempt++
+		r.task.FinishedAt = time.Time{}
+	}
+	now := s.now()
+	r.task.Status, r.task.DueAt, r.task.TriggeredAt, r.task.UpdatedAt = store.Scheduled, now, now, now
+	s.schedule(r)
+	return copyTask(&r.task), nil
+}

@@ -1,0 +1,126 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/driverkit"
+)
+
+// Get returns the task with this id. See [store.Store.Get].
+func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: get task %d: %w", id, err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.mine(id)
+	if !ok {
+		return nil, fmt.Errorf("ax: get task %d: %w", id, store.ErrNotFound)
+	}
+	return copyTask(&r.task), nil
+}
+
+// Lookup returns the task with this name and key. See [store.Store.Lookup].
+func (s *Store) Lookup(ctx context.Context, name, key string) (*store.Task, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: look up task %q/%q: %w", name, key, err)
+	}
+	defer s.mu.Unlock()
+	id, ok := s.keys[nameKey{s.ns, name, key}]
+	if !ok {
+		return nil, fmt.Errorf("ax: look up task %q/%q: %w", name, key, store.ErrNotFound)
+	}
+	return copyTask(&s.rows[id].task), nil
+}
+
+// Executions returns the task's executions, oldest first. See [store.Store.Executions].
+func (s *Store) Executions(ctx context.Context, taskID int64) ([]store.Execution, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: list executions of task %d: %w", taskID, err)
+	}
+	defer s.mu.Unlock()
+	r, ok := s.mine(taskID)
+	if !ok {
+		return nil, fmt.Errorf("ax: list executions of task %d: %w", taskID, store.ErrNotFound)
+	}
+	out := make([]store.Execution, 0, len(r.execs))
+	for _, id := range r.execs {
+		out = append(out, *s.execs[id])
+	}
+	return out, nil
+}
+
+// TaskStats counts the tasks per status and finds the oldest due SCHEDULED task. See
+// [store.Store.TaskStats]. It scans every row, as a test store may; the oldest due
+// task is the head of the window.
+func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: task stats: %w", err)
+	}
+	defer s.mu.Unlock()
+	if now.IsZero() {
+		return nil, fmt.Errorf("ax: task stats: zero time: %w", store.ErrInvalid)
+	}
+	st := driverkit.NewTaskStats()
+	for _, r := range s.rows {
+		if r.ns == s.ns {
+			st.Counts[r.task.Status]++
+		}
+	}
+	for _, k := range s.window {
+		if k.at.After(now) {
+			break
+		}
+		if s.rows[k.id].ns == s.ns {
+			st.OldestDue = k.at
+			break
+		}
+	}
+	return st, nil
+}
+
+// Tasks returns the tasks q selects, in its order. See [store.Store.Tasks].
+func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
+	if err := store.CheckTaskQuery(q); err != nil {
+		return nil, fmt.Errorf("ax: list tasks: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: list tasks: %w", err)
+	}
+	defer s.mu.Unlock()
+	var out []store.Task
+	for _, r := range s.rows {
+		if r.ns == s.ns && driverkit.Selects(q, &r.task) && driverkit.Follows(q, &r.task) {
+			out = append(out, *copyTask(&r.task))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Task) int {
+		if driverkit.Before(q, &a, &b) {
+			return -1
+		}
+		return 1
+	})
+	return out[:min(len(out), q.Limit)], nil
+}
+
+// CountTasks counts the tasks per status, each count at most atMost + 1. See
+// [store.Store.CountTasks].
+func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
+	if err := driverkit.CheckCountCap(atMost); err != nil {
+		return nil, fmt.Errorf("ax: count tasks: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("ax: count tasks: %w", err)
+	}
+	defer s.mu.Unlock()
+	counts := driverkit.NewTaskStats().Counts
+	for _, r := range s.rows {
+		if r.ns == s.ns && counts[r.task.Status] <= atMost {
+			counts[r.task.Status]++
+		}
+	}
+	return counts, nil
+}

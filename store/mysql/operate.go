@@ -1,0 +1,174 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/driverkit"
+)
+
+// MakeDue makes the SCHEDULED or FAILED task of the view's namespace due now, without
+// claiming it: it becomes SCHEDULED, TriggeredAt stamped (from FAILED with one more
+// attempt), with a fresh sequence number, in one transaction (see store.TaskWriter).
+// The claim that follows applies its key's overlap rule.
+func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	return s.moveBack(ctx, "make due", fmt.Sprintf("ax: mysql: make task %d due", id), s.makeDueIn(ctx, id))
+}
+
+// makeDueIn is MakeDue's transition, as rescheduleIn is Reschedule's.
+func (s *Store) makeDueIn(ctx context.Context, id int64) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+		return s.moveIn(ctx, tx, store.ErrNotTriggerable,
+			`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
+				finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
+			WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`, []any{seq, id, s.ns},
+			getSQL, []any{id, s.ns})
+	}
+}
+
+// Cancel moves a SCHEDULED task of the view's namespace to CANCELLED.
+func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	var t *store.Task
+	var sentinel error
+	err := s.run(ctx, "cancel", 0, func(tx *sql.Tx, _ int64) error {
+		var err error
+		t, sentinel, err = s.cancelIn(ctx, tx, name, key)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sentinel != nil {
+		return driverkit.Refusal(fmt.Sprintf("ax: mysql: cancel %q/%q", name, key), t, sentinel)
+	}
+	return t, nil
+}
+
+// cancelIn cancels the task in tx: the task as it is afterwards (nil when there is
+// none), the refusal's sentinel when it was not SCHEDULED, and the database's error.
+func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
+	return s.moveIn(ctx, tx, store.ErrNotCancellable,
+		"UPDATE ax_tasks SET status = 'CANCELLED', updated_at = UTC_TIMESTAMP(6), finished_at = UTC_TIMESTAMP(6) "+
+			"WHERE namespace = ? AND name = ? AND `key` = ? AND key_slot = 0 AND status = 'SCHEDULED'", []any{s.ns, name, key},
+		lookupSQL, []any{s.ns, name, key})
+}
+
+// moveIn runs update, a conditional transition of one row, in tx, and reads the row
+// by read: the task as it is afterwards (nil when there is none), refusal when the
+// update changed nothing, and the database's error.
+func (s *Store) moveIn(ctx context.Context, tx *sql.Tx, refusal error, update string, updArgs []any, read string, readArgs []any) (*store.Task, error, error) {
+	res, err := tx.ExecContext(ctx, update, updArgs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := scanTask(tx.QueryRowContext(ctx, read, readArgs...))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, store.ErrNotFound, nil
+	case err != nil:
+		return nil, nil, err
+	case n == 0:
+		return t, refusal, nil
+	}
+	return t, nil, nil
+}
+
+// Reschedule moves the SCHEDULED task (name, key) of the view's namespace to due at
+// at, with a fresh sequence number, in one transaction.
+func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: mysql: reschedule %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	return s.moveBack(ctx, "reschedule", op, s.rescheduleIn(ctx, name, key, at))
+}
+
+// rescheduleIn is Reschedule's transition, for moveBack and txView.moveBack: seq is the
+// row's new sequence number, or nil to keep it for now.
+func (s *Store) rescheduleIn(ctx context.Context, name, key string, at time.Time) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+		return s.moveIn(ctx, tx, store.ErrNotReschedulable,
+			"UPDATE ax_tasks SET due_at = ?, seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6) "+
+				"WHERE namespace = ? AND name = ? AND `key` = ? AND key_slot = 0 AND status = 'SCHEDULED'", []any{dt(at), seq, s.ns, name, key},
+			lookupSQL, []any{s.ns, name, key})
+	}
+}
+
+// Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
+// a fresh retry budget and sequence number, in one transaction.
+func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	return s.moveBack(ctx, "retry", fmt.Sprintf("ax: mysql: retry task %d", id), s.retryIn(ctx, id))
+}
+
+// retryIn is Retry's transition, as rescheduleIn is Reschedule's.
+func (s *Store) retryIn(ctx context.Context, id int64) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {
+		return s.moveIn(ctx, tx, store.ErrNotRetryable,
+			`UPDATE ax_tasks SET status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6), attempt = 0, dispatch_retries = 0,
+				finished_at = NULL, seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
+			WHERE id = ? AND namespace = ? AND status = 'FAILED' AND key_slot = 0`, []any{seq, id, s.ns},
+			getSQL, []any{id, s.ns})
+	}
+}
+
+// Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING now.
+// A task without a key, or with Overlap allow, takes one UPDATE and one SELECT; a task
+// whose key rules (skip, queue) takes the key's lock first and is refused with
+// driverkit.KeyHeld while another task of its namespace holds the key (see
+// DESIGN.md, "Task keys").
+func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if executionID == "" || !validText(executionID, maxExecID) {
+		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
+	}
+	var t *store.Task
+	var sentinel error
+	var holder int64
+	err := s.run(ctx, "trigger", 0, func(tx *sql.Tx, _ int64) error {
+		var err error
+		t, sentinel, holder, err = s.triggerIn(ctx, tx, id, executionID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return triggered(id, t, sentinel, holder)
+}
+
+// triggerIn is Trigger in tx: the task as it is afterwards, and the refusal's
+// sentinel, or the holder of its key.
+func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID string) (t *store.Task, sentinel error, holder int64, err error) {
+	res, err := tx.ExecContext(ctx, triggerSet+` AND overlap NOT IN ('skip', 'queue')`, executionID, id, s.ns)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, store.ErrNotFound, 0, nil
+	case err != nil:
+		return nil, nil, 0, err
+	case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded && keyRules(t.Overlap):
+		t, holder, err = triggerKeyed(ctx, tx, s.ns, id, t.TaskKey, executionID)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if t.Status != store.Dispatching || t.ExecutionID != executionID {
+			return t, store.ErrNotTriggerable, holder, nil
+		}
+	case n == 0:
+		return t, store.ErrNotTriggerable, 0, nil
+	}
+	return t, nil, 0, nil
+}

@@ -1,0 +1,259 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/driverkit"
+)
+
+// transition runs a single-row conditional UPDATE … RETURNING and, in the same
+// transaction, a fresh read of the row, so that a refused transition reports the
+// task as it is now.
+func (s *Store) transition(ctx context.Context, op, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
+	return s.transitionTo(ctx, op, false, update, updArgs, read, readArgs)
+}
+
+// transitionTo is transition; scheduled: the update leaves its row SCHEDULED with a
+// fresh sequence number, so publishSQL goes first in its transaction (see "The
+// refill cursor" in DESIGN.md).
+func (s *Store) transitionTo(ctx context.Context, op string, scheduled bool, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
+	err = s.tx(ctx, op, func(b *pgx.Batch) {
+		if scheduled {
+			b.Queue(publishSQL, s.lockKey, s.channel)
+		}
+		b.Queue(update, updArgs...)
+		b.Queue(read, readArgs...)
+	}, func(br pgx.BatchResults) error {
+		if scheduled {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		var err error
+		t, applied, err = readTransition(br)
+		return err
+	})
+	return t, applied, err
+}
+
+// Cancel moves a SCHEDULED task of the view's namespace to CANCELLED.
+func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+	t, ok, err := s.transition(ctx, "cancel", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
+	return moved(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, ok, err, store.ErrNotCancellable)
+}
+
+// moved is the answer of op, a transition whose answer was t, applied and err: the
+// task moved, or ErrNotFound, or the unchanged task with the refusal's sentinel.
+func moved(op string, t *store.Task, applied bool, err, sentinel error) (*store.Task, error) {
+	switch {
+	case err != nil:
+		return nil, err
+	case t == nil:
+		return driverkit.Refusal(op, nil, store.ErrNotFound)
+	case !applied:
+		return driverkit.Refusal(op, t, sentinel)
+	}
+	return t, nil
+}
+
+// cancelSQL cancels the SCHEDULED task (name $1, key $2) of namespace $3.
+const cancelSQL = `UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.now, updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0 AND t.status = 'SCHEDULED' RETURNING ` + taskCols
+
+// cancelIn is Cancel's statements in q.
+func (s *Store) cancelIn(ctx context.Context, q txQuerier, name, key string) (*store.Task, error) {
+	t, ok, err := s.transitionIn(ctx, q, "cancel tx", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
+	return moved(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, ok, err, store.ErrNotCancellable)
+}
+
+// transitionIn is transition in the bound transaction q: update, a conditional
+// UPDATE … RETURNING taskCols, then, if it moved nothing, read: the task moved, or
+// else as it is (nil when there is none).
+func (s *Store) transitionIn(ctx context.Context, q txQuerier, op, update string, updArgs []any, read string, readArgs []any) (t *store.Task, applied bool, err error) {
+	one := func(rows txRows) error {
+		if rows.Next() {
+			var err error
+			t, err = scanTask(rows)
+			return err
+		}
+		return nil
+	}
+	if err := q.query(ctx, update, updArgs, one); err != nil {
+		return nil, false, s.wrap(op, err)
+	}
+	if t != nil {
+		return t, true, nil
+	}
+	if err := q.query(ctx, read, readArgs, one); err != nil {
+		return nil, false, s.wrap(op, err)
+	}
+	return t, false, nil
+}
+
+// MakeDue makes the SCHEDULED or FAILED task id of the view's namespace due now,
+// without claiming it, in a READ COMMITTED transaction of the store's own (see
+// store.TaskWriter): the task SCHEDULED, due now, with a fresh sequence number,
+// published as Insert's are.
+func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
+	const op = "make due"
+	if err := s.check(op); err != nil {
+		return nil, err
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}) // as every write of the store's
+	if err != nil {
+		return nil, s.wrap(op, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	t, err := s.makeDueIn(ctx, pgxQuerier{tx}, op, id)
+	if err != nil {
+		return t, err // a refusal wrote nothing
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	return t, nil
+}
+
+// makeDueIn is MakeDue's statements in q: publishSQL, then the update (see "The
+// refill cursor" in doc.go).
+func (s *Store) makeDueIn(ctx context.Context, q txQuerier, op string, id int64) (*store.Task, error) {
+	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
+		return nil, s.wrap(op, err)
+	}
+	t, ok, err := s.transitionIn(ctx, q, op, makeDueSQL, []any{id, s.ns}, getSQL, []any{id, s.ns})
+	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
+}
+
+// makeDueSQL makes the SCHEDULED or FAILED task $1 of namespace $2 SCHEDULED, due
+// now, triggered, with a fresh sequence number; from FAILED with one more attempt.
+const makeDueSQL = `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now,
+		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
+		finished_at = NULL, triggered_at = ts.now, seq = nextval('ax_seq'), updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0 RETURNING ` + taskCols
+
+// Reschedule moves the SCHEDULED task (name, key) of the view's namespace to due at
+// at, with a fresh sequence number, in one transaction.
+func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: postgres: reschedule %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	t, ok, err := s.transitionTo(ctx, "reschedule", true, rescheduleSQL, []any{name, key, s.ns, dueArg(at)}, lookupSQL, []any{name, key, s.ns})
+	return moved(op, t, ok, err, store.ErrNotReschedulable)
+}
+
+// rescheduleSQL moves the SCHEDULED task (name $1, key $2) of namespace $3 to due at
+// $4, with a fresh sequence number.
+const rescheduleSQL = `UPDATE ax_tasks t SET due_at = $4, seq = nextval('ax_seq'), updated_at = clock_timestamp()
+	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0 AND t.status = 'SCHEDULED' RETURNING ` + taskCols
+
+// retrySQL moves the FAILED task $1 of namespace $2 back to SCHEDULED, due now, with
+// a fresh retry budget and sequence number.
+const retrySQL = `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now, attempt = 0, dispatch_retries = 0, finished_at = NULL,
+		seq = nextval('ax_seq'), updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status = 'FAILED' AND t.key_slot = 0 RETURNING ` + taskCols
+
+// Retry moves a FAILED task of the view's namespace back to SCHEDULED, due now, with
+// a fresh retry budget and sequence number, in one transaction.
+func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
+	op := fmt.Sprintf("ax: postgres: retry task %d", id)
+	t, ok, err := s.transitionTo(ctx, "retry", true, retrySQL, []any{id, s.ns}, getSQL, []any{id, s.ns})
+	return moved(op, t, ok, err, store.ErrNotRetryable)
+}
+
+// Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING
+// now. A task whose key restricts it (a TaskKey with Overlap skip or queue) is left
+// to triggerKeyed, which moves it under its key's lock, or refuses while another task
+// of the namespace holds the key.
+func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
+	if executionID == "" {
+		return nil, fmt.Errorf("ax: postgres: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
+	}
+	t, ok, err := s.transition(ctx, "trigger", triggerSQL, []any{id, executionID, s.ns}, getSQL, []any{id, s.ns})
+	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
+		var holder int64
+		t, ok, holder, err = s.triggerKeyed(ctx, id, executionID, t.TaskKey)
+		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {
+			return driverkit.KeyHeld(triggerOp(id), t, holder)
+		}
+	}
+	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
+}
+
+// triggerSQL is Trigger's UPDATE of task $1 of namespace $3, to DISPATCHING under
+// execution id $2, for a task whose key does not restrict it.
+const triggerSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = $2,
+		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
+		finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
+	FROM (SELECT clock_timestamp() AS now) ts
+	WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0
+		AND (t.task_key = '' OR t.overlap = 'allow')
+	RETURNING ` + taskCols
+
+// rescheduleIn is Reschedule's statements in q, published as Insert's rows are.
+func (s *Store) rescheduleIn(ctx context.Context, q txQuerier, name, key string, at time.Time) (*store.Task, error) {
+	op := fmt.Sprintf("ax: postgres: reschedule %q/%q", name, key)
+	if at.IsZero() {
+		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
+	}
+	args := []any{name, key, s.ns}
+	t, ok, err := s.scheduledIn(ctx, q, "reschedule tx", rescheduleSQL, append(args, dueArg(at)), lookupSQL, args)
+	return moved(op, t, ok, err, store.ErrNotReschedulable)
+}
+
+// retryIn is Retry's statements in q, published as Insert's rows are.
+func (s *Store) retryIn(ctx context.Context, q txQuerier, id int64) (*store.Task, error) {
+	args := []any{id, s.ns}
+	t, ok, err := s.scheduledIn(ctx, q, "retry tx", retrySQL, args, getSQL, args)
+	return moved(fmt.Sprintf("ax: postgres: retry task %d", id), t, ok, err, store.ErrNotRetryable)
+}
+
+// scheduledIn is transitionIn for an update that leaves its row SCHEDULED with a
+// fresh sequence number: publishSQL goes first (see "The refill cursor" in doc.go).
+func (s *Store) scheduledIn(ctx context.Context, q txQuerier, op, update string, updArgs []any, read string, readArgs []any) (*store.Task, bool, error) {
+	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
+		return nil, false, s.wrap(op, err)
+	}
+	return s.transitionIn(ctx, q, op, update, updArgs, read, readArgs)
+}
+
+// triggerIn is Trigger's statements in q: the keyed task's under its key's lock,
+// which q's transaction holds until it ends.
+func (s *Store) triggerIn(ctx context.Context, q txQuerier, id int64, executionID string) (*store.Task, error) {
+	if executionID == "" {
+		return nil, fmt.Errorf("%s: empty execution id: %w", triggerOp(id), store.ErrInvalid)
+	}
+	const op = "trigger claim tx"
+	args, read := []any{id, executionID, s.ns}, []any{id, s.ns}
+	t, ok, err := s.transitionIn(ctx, q, op, triggerSQL, args, getSQL, read)
+	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
+		if err := q.exec(ctx, keyLockSQL, s.keyLock, []int32{keyLockID(s.ns, t.TaskKey)}); err != nil {
+			return nil, s.wrap(op, err)
+		}
+		var holder int64
+		if err := q.query(ctx, holdersSQL, []any{[]string{t.TaskKey}, s.ns}, func(rows txRows) error {
+			for rows.Next() {
+				var key string
+				if err := rows.Scan(&key, &holder); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return nil, s.wrap(op, err)
+		}
+		t, ok, err = s.transitionIn(ctx, q, op, triggerKeyedSQL, args, getSQL, read)
+		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {
+			return driverkit.KeyHeld(triggerOp(id), t, holder)
+		}
+	}
+	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
+}

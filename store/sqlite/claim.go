@@ -1,0 +1,326 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/driverkit"
+)
+
+var (
+	// claimStmt claims the due tasks of the view's namespace without a key (or with
+	// Overlap allow): the whole batch in one statement. A keyed skip or queue task is
+	// left for claimKeyed; an id of another namespace is left alone, as one no longer
+	// SCHEDULED is.
+	//
+	// A claimed row whose claim asks to start (column3) and whose name is one of the
+	// handlers (a JSON array, read once per statement) goes straight to RUNNING
+	// (ClaimStart); claimedStmt then records its execution.
+	claimStmt = &batchStmt{cols: 3, pad: []any{0, "", false}, sql: `UPDATE ax_tasks SET
+		status = CASE WHEN c.column3 AND ax_tasks.name IN (SELECT value FROM json_each(?)) THEN 'RUNNING' ELSE 'DISPATCHING' END,
+		started_at = CASE WHEN c.column3 AND ax_tasks.name IN (SELECT value FROM json_each(?)) THEN ? ELSE started_at END,
+		heartbeat_at = CASE WHEN c.column3 AND ax_tasks.name IN (SELECT value FROM json_each(?)) THEN ? ELSE heartbeat_at END,
+		execution_id = c.column2, dispatched_at = ?, updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
+			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow')
+		RETURNING ` + taskColumns}
+	// missedStmt reads what claimStmt left SCHEDULED in the namespace: not due, or keyed.
+	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT id, due_at, task_key, overlap FROM ax_tasks
+		WHERE +namespace = ? AND status = 'SCHEDULED' AND id IN (VALUES %V%) ORDER BY id`}
+	// holdersStmt finds, per key of the namespace, the lowest id holding it
+	// (ax_tasks_ns_key_holder).
+	holdersStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT task_key, MIN(id) FROM ax_tasks
+		WHERE namespace = ? AND task_key IN (VALUES %V%) AND ` + holding + `
+		GROUP BY task_key`}
+	// keyedClaimStmt claims the winners of driverkit.ResolveKeys, one per key, with the
+	// key's freedom re-checked in the claiming write itself.
+	keyedClaimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
+		dispatched_at = ?, updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
+			AND +ax_tasks.namespace = ? AND ` + keyFree + `
+		RETURNING ` + taskColumns}
+	// skipStmt ends the losers whose Overlap is skip.
+	skipStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'SKIPPED', last_error = c.column2,
+		finished_at = ?, updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED'
+		RETURNING ` + taskColumns}
+	// claimedStmt records the executions of the tasks claimStmt started: due at
+	// column5, claimed and started now.
+	claimedStmt = &batchStmt{cols: 5, pad: []any{nil, 0, 0, "", 0}, sql: `INSERT INTO ax_executions
+		(id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at)
+		SELECT c.column1, c.column2, c.column3, c.column4, 'RUNNING', c.column5, ?, ?, ?
+		FROM (VALUES %V%) AS c
+		WHERE c.column1 IS NOT NULL`}
+	// recordStmt records the executions of the tasks of the view's namespace that are
+	// DISPATCHING with the given execution id (column2) and name (column4), on node
+	// column3, with the task's due_at and dispatched_at (the claim); runStmt then moves
+	// exactly those tasks to RUNNING.
+	recordStmt = &batchStmt{cols: 4, pad: []any{0, "", "", ""}, sql: `INSERT INTO ax_executions
+		(id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at)
+		SELECT c.column2, t.id, t.attempt, c.column3, 'RUNNING', t.due_at, t.dispatched_at, ?, ?
+		FROM (VALUES %V%) AS c
+		JOIN ax_tasks t ON t.id = c.column1 AND t.status = 'DISPATCHING' AND t.execution_id = c.column2
+			AND t.name = c.column4 AND +t.namespace = ?
+		WHERE true
+		ON CONFLICT (id) DO NOTHING
+		RETURNING id`}
+	runStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'RUNNING', started_at = ?, heartbeat_at = ?, updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'DISPATCHING' AND ax_tasks.execution_id = c.column2
+		RETURNING ` + taskColumns}
+	// recordedStmt reads the executions recorded for tasks of the view's namespace.
+	recordedStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT ` + executionColumns + ` FROM ax_executions
+		WHERE id IN (VALUES %V%)
+			AND EXISTS (SELECT 1 FROM ax_tasks t WHERE t.id = ax_executions.task_id AND +t.namespace = ?)`}
+	// heartbeatStmt stamps the tasks of the view's namespace RUNNING with the given
+	// execution id.
+	heartbeatStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET heartbeat_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
+			AND +ax_tasks.namespace = ?
+		RETURNING ax_tasks.execution_id`}
+	heartbeatExecStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `UPDATE ax_executions SET heartbeat_at = ?
+		WHERE id IN (VALUES %V%)`}
+	// finishStmt applies the results to the tasks of the view's namespace RUNNING with
+	// the given execution id.
+	finishStmt = &batchStmt{cols: 7, pad: []any{0, "", "", "", 0, 0, 0}, sql: `UPDATE ax_tasks SET
+		status = c.column3,
+		last_error = CASE c.column3 WHEN 'SUCCEEDED' THEN last_error ELSE c.column4 END,
+		attempt = CASE c.column3 WHEN 'SCHEDULED' THEN c.column5 ELSE attempt END,
+		due_at = CASE c.column3 WHEN 'SCHEDULED' THEN c.column6 ELSE due_at END,
+		seq = CASE c.column3 WHEN 'SCHEDULED' THEN c.column7 ELSE seq END,
+		finished_at = CASE c.column3 WHEN 'SCHEDULED' THEN finished_at ELSE ? END,
+		updated_at = ?
+		FROM (VALUES %V%) AS c
+		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
+			AND +ax_tasks.namespace = ?
+		RETURNING ax_tasks.execution_id`}
+	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
+		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
+
+	// insertStmt inserts the tasks into one namespace (the last of its head arguments)
+	// and returns the id and sequence number of each row written: the sequence numbers
+	// are the inputs' (see insert), and the rest of the row is the input's.
+	insertStmt = &batchStmt{cols: 14, pad: []any{nil, nil, false, nil, 0, 0, "", 0, "", 0, "", "", "", nil}, sql: `INSERT INTO ax_tasks
+		(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, task_key, overlap,
+			key_hold, key_until, created_at, updated_at, namespace)
+		SELECT c.column1, c.column2, CASE WHEN c.column3 THEN X'' ELSE c.column4 END, 'SCHEDULED', c.column5,
+			c.column6, c.column7, c.column8, c.column9, c.column10, c.column11, c.column12, c.column13, c.column14, ?, ?, ?
+		FROM (VALUES %V%) AS c
+		WHERE c.column1 IS NOT NULL
+		ON CONFLICT (namespace, name, key, key_slot) DO NOTHING
+		RETURNING id, seq`}
+
+	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, keyedClaimStmt, skipStmt,
+		recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
+)
+
+// Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING, applying the
+// overlap rule to the tasks with a key (see DESIGN.md). An id of another
+// namespace is left out of the result, as one no longer SCHEDULED is.
+//
+// A batch without keyed skip or queue tasks costs what it always has: one claiming
+// statement per chunk, and one read of the tasks it missed when it missed some. A
+// non-zero fence adds one read of ax_leader at the start of the transaction (see
+// fence.go), which covers the keyed tasks' statements too.
+func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
+	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
+}
+
+// ClaimStart is Claim that, in the claiming transaction, also starts the claimed tasks
+// on can start, with Start's two statements (record, then run). SQLite's cost is the
+// commit, and this is still one. Keyed tasks (skip, queue) are claimed DISPATCHING.
+func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
+	if err := driverkit.CheckClaims(claims); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
+	}
+	if err := driverkit.CheckFence(fence); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
+	}
+	if err := driverkit.CheckStartOn(on); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
+	}
+	uniq := driverkit.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
+	startable := driverkit.Startable(on, uniq)
+	handlers := "[]"
+	if startable != nil {
+		b, err := json.Marshal(on.Handlers)
+		if err != nil {
+			return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
+		}
+		handlers = string(b)
+	}
+	res := &store.ClaimResult{}
+	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
+		var keyed []driverkit.Keyed
+		ts := micros(now())
+		err := chunks(len(uniq), func(lo, hi int) error {
+			part := uniq[lo:hi]
+			args := make([]any, 0, 3*len(part))
+			for _, c := range part {
+				args = append(args, c.ID, c.ExecutionID, startable[c.ID])
+			}
+			head := []any{handlers, handlers, ts, handlers, ts, ts, ts}
+			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, head, args, []any{ts, s.ns}))
+			if err != nil {
+				return err
+			}
+			if err := s.recordClaimed(ctx, tx, ts, on.Node, claimed, res); err != nil {
+				return err
+			}
+			if len(claimed) == len(part) {
+				return nil
+			}
+			got := make(map[int64]bool, len(claimed))
+			for _, t := range claimed {
+				got[t.ID] = true
+			}
+			var missed []any
+			for _, c := range part {
+				if !got[c.ID] {
+					missed = append(missed, c.ID)
+				}
+			}
+			rows, err := s.batch(ctx, tx, missedStmt, []any{s.ns}, missed, nil)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, due int64
+				var key, overlap string
+				if err := rows.Scan(&id, &due, &key, &overlap); err != nil {
+					return err
+				}
+				switch {
+				case due > ts: // not due comes first: a keyed task is never skipped early
+					res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: fromMicros(due)})
+				case key != "" && store.OverlapPolicy(overlap) != store.OverlapAllow:
+					keyed = append(keyed, driverkit.Keyed{ID: id, DueAt: fromMicros(due), TaskKey: key, Overlap: store.OverlapPolicy(overlap)})
+				}
+			}
+			return rows.Err()
+		})
+		if err != nil || len(keyed) == 0 {
+			return err
+		}
+		return s.claimKeyed(ctx, tx, ts, uniq, keyed, res)
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(res.Started, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+// recordClaimed records the executions of the tasks the claim statement started
+// (RUNNING) on node, in the claim's transaction, and adds them to res.Started and the
+// others (DISPATCHING) to res.Claimed.
+func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node string, claimed []store.Task, res *store.ClaimResult) error {
+	var args []any
+	for _, t := range claimed {
+		if t.Status == store.Running {
+			args = append(args, t.ExecutionID, t.ID, t.Attempt, node, micros(t.DueAt))
+			res.Started = append(res.Started, t)
+		} else {
+			res.Claimed = append(res.Claimed, t)
+		}
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	return s.batchExec(ctx, tx, claimedStmt, []any{ts, ts, ts}, args, nil)
+}
+
+// claimKeyed applies the overlap rule to the due keyed tasks of a Claim, in its
+// transaction: the writer lock serialises it with every other claim, trigger and
+// transition of every process, so the holders it reads stay the holders until it
+// commits. uniq are the Claim's requests, by id.
+func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, keyed []driverkit.Keyed, res *store.ClaimResult) error {
+	keys := make([]any, 0, len(keyed))
+	seen := make(map[string]bool, len(keyed))
+	for _, k := range keyed {
+		if !seen[k.TaskKey] {
+			seen[k.TaskKey] = true
+			keys = append(keys, k.TaskKey)
+		}
+	}
+	holders := make(map[string]int64, len(keys))
+	err := chunks(len(keys), func(lo, hi int) error {
+		rows, err := s.batch(ctx, tx, holdersStmt, []any{s.ns}, keys[lo:hi], nil)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var key string
+			var id int64
+			if err := rows.Scan(&key, &id); err != nil {
+				return err
+			}
+			holders[key] = id
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return err
+	}
+	claim, skip, block := driverkit.ResolveKeys(keyed, holders)
+
+	execID := func(id int64) string { // uniq is sorted by id and holds every id of keyed
+		i, _ := slices.BinarySearchFunc(uniq, id, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
+		return uniq[i].ExecutionID
+	}
+	err = chunks(len(claim), func(lo, hi int) error {
+		args := make([]any, 0, 2*(hi-lo))
+		for _, k := range claim[lo:hi] {
+			args = append(args, k.ID, execID(k.ID))
+		}
+		claimed, err := scanTasks(s.batch(ctx, tx, keyedClaimStmt, []any{ts, ts}, args, []any{ts, s.ns}))
+		if err != nil {
+			return err
+		}
+		if len(claimed) != hi-lo { // the holders were read under the same lock
+			return fmt.Errorf("claimed %d of %d tasks whose keys were free", len(claimed), hi-lo)
+		}
+		res.Claimed = append(res.Claimed, claimed...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	err = chunks(len(skip), func(lo, hi int) error {
+		args := make([]any, 0, 2*(hi-lo))
+		for _, k := range skip[lo:hi] {
+			args = append(args, k.ID, driverkit.SkipReason(k.TaskKey, k.Holder))
+		}
+		skipped, err := scanTasks(s.batch(ctx, tx, skipStmt, []any{ts, ts}, args, nil))
+		if err != nil {
+			return err
+		}
+		res.Skipped = append(res.Skipped, skipped...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(res.Skipped, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
+
+	for _, k := range block {
+		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
+	}
+	return nil
+}
