@@ -121,7 +121,7 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 }
 
 // makeDueIn is MakeDue's statements in q: publishSQL, then the update (see "The
-// refill cursor" in doc.go).
+// refill cursor" in DESIGN.md).
 func (s *Store) makeDueIn(ctx context.Context, q txQuerier, op string, id int64) (*store.Task, error) {
 	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
 		return nil, s.wrap(op, err)
@@ -217,7 +217,7 @@ func (s *Store) retryIn(ctx context.Context, q txQuerier, id int64) (*store.Task
 }
 
 // scheduledIn is transitionIn for an update that leaves its row SCHEDULED with a
-// fresh sequence number: publishSQL goes first (see "The refill cursor" in doc.go).
+// fresh sequence number: publishSQL goes first (see "The refill cursor" in DESIGN.md).
 func (s *Store) scheduledIn(ctx context.Context, q txQuerier, op, update string, updArgs []any, read string, readArgs []any) (*store.Task, bool, error) {
 	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
 		return nil, false, s.wrap(op, err)
