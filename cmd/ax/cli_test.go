@@ -309,7 +309,7 @@ func TestTasksCommands(t *testing.T) {
 		{append([]string{"tasks", "cancel", id(0)}, op...), exitFail, []string{"conflict (409)"}},
 		{append([]string{"tasks", "reschedule", id(1), "--at", "2h", "--reason", "the customer asked"}, op...), exitOK, []string{"SCHEDULED", "task.reschedule"}},
 		{append([]string{"tasks", "reschedule", id(1), "--at", "2h"}, op...), exitFail, []string{"invalid (400)", "needs a reason"}},
-		{append([]string{"tasks", "trigger", id(2), "--reason", "compensation", "--json"}, op...), exitOK, []string{`"execution_id":`, `"action":"task.trigger"`}},
+		{append([]string{"tasks", "trigger", id(2), "--reason", "compensation", "--json"}, op...), exitOK, []string{`"action":"task.trigger"`, `"status_after":"SCHEDULED"`}}, // handed over: it runs no order.close
 		{append([]string{"tasks", "retry", id(2)}, op...), exitFail, []string{"conflict (409)"}},
 		{append([]string{"schedules", "pause", "payment.reconcile"}, op...), exitOK, []string{"schedule payment.reconcile", "schedule.pause by oncall"}},
 		{append([]string{"schedules", "list"}, api...), exitOK, []string{"paused"}},
