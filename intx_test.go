@@ -211,3 +211,23 @@ func TestInTxUnsupported(t *testing.T) {
 		t.Errorf("InTx on the memory store = %v (fn called: %v), want ErrUnsupported without calling fn", err, called)
 	}
 }
+
+// A scheduler's call given another scheduler's InTx transaction binds it itself: on
+// another database it is refused, and nothing is written to either.
+func TestInTxOfAnotherScheduler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s1, s2 := newScheduler(t, openSQLite(t), nil), newScheduler(t, openSQLite(t), nil)
+	err := s1.InTx(ctx, func(ctx context.Context, tx any) error {
+		_, err := s2.Delay(ctx, "order.close", "o-1", time.Hour, ax.WithTx(tx))
+		return err
+	})
+	if !errors.Is(err, ax.ErrInvalid) {
+		t.Fatalf("s2.Delay in s1's InTx on another database = %v, want ErrInvalid", err)
+	}
+	for i, s := range []*ax.Scheduler{s1, s2} {
+		if _, err := s.Lookup(ctx, "order.close", "o-1"); !errors.Is(err, ax.ErrNotFound) {
+			t.Errorf("scheduler %d: Lookup = %v, want ErrNotFound: nothing written", i+1, err)
+		}
+	}
+}

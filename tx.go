@@ -42,7 +42,7 @@ func (s *Scheduler) InTx(ctx context.Context, fn func(ctx context.Context, tx an
 	}
 	var cur *ownTx
 	err := txs.InTx(ctx, func(tx store.Tx) error {
-		cur = &ownTx{tx: tx.Raw(), view: tx} // afresh each time the store runs fn
+		cur = &ownTx{tx: tx.Raw(), s: s, view: tx} // afresh each time the store runs fn
 		return fn(context.WithValue(ctx, ownTxKey{}, cur), tx.Raw())
 	})
 	if err != nil {
@@ -56,8 +56,9 @@ func (s *Scheduler) InTx(ctx context.Context, fn func(ctx context.Context, tx an
 
 // ownTx is a transaction of InTx's, with what is to be done once it commits.
 type ownTx struct {
-	tx          any      // the transaction, as fn gets it
-	view        store.Tx // the store bound to it
+	tx          any        // the transaction, as fn gets it
+	s           *Scheduler // whose InTx it is
+	view        store.Tx   // s's store bound to it
 	afterCommit []func()
 }
 
@@ -112,11 +113,12 @@ func inTxOr[T any](ctx context.Context, s *Scheduler, o *options, in func(tx sto
 	return in(tx)
 }
 
-// bind returns the store bound to tx: as InTx bound it, when tx is InTx's, else bound
-// now (the store checks that tx is on its database). A store that cannot write in a
+// bind returns s's store bound to tx: as InTx bound it, when tx is s's InTx's, else
+// bound now (the store checks that tx is on its database and schema, so another
+// scheduler's InTx transaction is checked too). A store that cannot write in a
 // caller's transaction is ErrInvalid.
 func (s *Scheduler) bind(ctx context.Context, tx any) (store.Tx, error) {
-	if c := joined(ctx, tx); c != nil {
+	if c := joined(ctx, tx); c != nil && c.s == s {
 		return c.view, nil
 	}
 	txs, ok := s.st.(store.Transactor)
