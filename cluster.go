@@ -54,8 +54,8 @@ type NodeState struct {
 
 // Cluster reads the state of this scheduler's namespace: the leader, its epoch and
 // lease, and the live replicas. Each part comes from where it is recorded: the
-// elector's backend, the store's fence, the store's node registry (a store without
-// one lists no nodes). It works whether or not the scheduler is started.
+// elector's backend, the store's fence, the store's node registry. It works whether
+// or not the scheduler is started.
 func (s *Scheduler) Cluster(ctx context.Context) (ClusterState, error) {
 	if err := ctx.Err(); err != nil {
 		return ClusterState{}, errorf("ax: cluster state: %w", err)

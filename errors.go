@@ -32,8 +32,8 @@ var (
 	// ErrNotRetryable: only a FAILED task can be retried; errors.As gives a
 	// *TaskStateError holding the task as it is.
 	ErrNotRetryable = store.ErrNotRetryable
-	// ErrNotRunning: the call needs a started scheduler (Trigger), or Start was
-	// called on a started or stopped scheduler.
+	// ErrNotRunning: Start was called on a started or stopped scheduler, or the
+	// scheduler stopped while the call needed it (a Trigger it was dispatching).
 	ErrNotRunning = errors.New("scheduler not running")
 	// ErrUnsupported: the store does not offer what the call needs (transactions:
 	// InTx on a store without store.Transactor).

@@ -67,6 +67,9 @@ func TestConstantsMatchTheKernel(t *testing.T) {
 			t.Errorf("%q, the kernel's or the store's is %q", ours, kernel)
 		}
 	}
+	if MaxNameLen != store.MaxNameLen || MaxKeyLen != store.MaxKeyLen {
+		t.Errorf("MaxNameLen, MaxKeyLen = %d, %d; the store's are %d, %d", MaxNameLen, MaxKeyLen, store.MaxNameLen, store.MaxKeyLen)
+	}
 	if MaxLeadershipHistory != store.MaxLeadershipHistory {
 		t.Errorf("MaxLeadershipHistory = %d, the store's is %d", MaxLeadershipHistory, store.MaxLeadershipHistory)
 	}

@@ -220,7 +220,11 @@ func (s *Scheduler) makeDue(ctx context.Context, id int64, o *options) (*store.T
 		return nil, errorf("ax: trigger task %d: %w", id, err)
 	}
 	o.unlessRolledBack(ctx, func() {
-		s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered in a transaction", observe.TaskAttrs(t)...)
+		msg := "ax: task triggered: handed over, due now"
+		if o.hasTx {
+			msg = "ax: task triggered in a transaction"
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, msg, observe.TaskAttrs(t)...)
 		if r := s.current(); r != nil { // claimed once the commit makes it visible
 			r.watch(t.ID, t.DueAt)
 			r.add(store.Due{ID: t.ID, DueAt: t.DueAt})

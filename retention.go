@@ -28,9 +28,8 @@ type Retention struct {
 	Succeeded Keep
 	Failed    Keep
 	Cancelled Keep
-	// Audit is how long the records of the admin API's audit log are kept (where
-	// the store keeps one, store.Auditor). Defaults to 90 days; KeepForever keeps
-	// them all.
+	// Audit is how long the records of the admin API's audit log are kept. Defaults
+	// to 90 days; KeepForever keeps them all.
 	Audit time.Duration
 	// Stats is how long the per-minute execution statistics (Scheduler.Stats) are
 	// kept. Defaults to DefaultRetainStats (48h); KeepForever keeps them all.

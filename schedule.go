@@ -444,8 +444,7 @@ func storedPeriodic(r *store.Schedule) (*periodic.Schedule, error) {
 // the occurrence at once if it is this one, else within its refill interval. An
 // unknown name is ErrNotFound.
 //
-// On a store that writes in transactions, TriggeredAt is recorded, as for Trigger.
-// The occurrence is first written due a minute ahead, out of any claim's reach. A
+// TriggeredAt is recorded, as for Trigger. The occurrence is first written due a minute ahead, out of any claim's reach. A
 // second write makes it due now and sets TriggeredAt. So no scheduler can run it
 // before it is marked.
 //

@@ -13,8 +13,8 @@ import (
 
 // Limits on names and keys, in bytes.
 const (
-	MaxNameLen = store.MaxNameLen
-	MaxKeyLen  = store.MaxKeyLen
+	MaxNameLen = 200
+	MaxKeyLen  = 500
 )
 
 // The range of due times accepted: every store represents them exactly.

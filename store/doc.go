@@ -22,6 +22,7 @@
 //	  │  │  └──── Requeue ─────────┘                │ └── Finish(retry) ──► SCHEDULED
 //	  │  └──────── (dispatch retry)                 └──── Finish(fail) ───► FAILED
 //	  └── Cancel ──► CANCELLED                                 FAILED ── Trigger ──► DISPATCHING
+//	                                              SCHEDULED, FAILED ── MakeDue ──► SCHEDULED (due now)
 //
 // Every arrow is one conditional write (UPDATE … WHERE id = ? AND status = old
 // [AND execution_id = ?]); a write whose condition no longer holds changes nothing and

@@ -1,5 +1,5 @@
 // Package sqllease is an elect.Elector on ax's own store: PostgreSQL, MySQL/MariaDB, SQLite
-// (or the in-memory store), any store.Store that implements store.Leaser. It gives the
+// or the in-memory store (every store is a store.Leaser). It gives the
 // guarantees of elect/redis without a second service: the database ax already trusts is
 // the source of truth for who leads.
 //
