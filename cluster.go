@@ -198,8 +198,8 @@ func (s *Scheduler) liveNodes(ctx context.Context) ([]store.NodeInfo, error) {
 }
 
 // refreshNodes reads the live replicas into router once.
-func (s *Scheduler) refreshNodes(ctx context.Context, reg store.NodeRegistry, router *route.Router) {
-	ns, err := reg.Nodes(ctx, nodes.AliveFor(s.cfg.HeartbeatInterval))
+func (s *Scheduler) refreshNodes(ctx context.Context, router *route.Router) {
+	ns, err := s.liveNodes(ctx)
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "ax: read the live nodes", slog.Any("err", err))
 		return

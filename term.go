@@ -105,7 +105,6 @@ func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) 
 			Exec: r.exec, Src: src, Client: s.client,
 			LocalHandles: func(name string) bool { return s.handler(name) != nil },
 			Fenced:       func(err error) { t.End(err) },
-			Registry:     true,
 			Nodes:        s.liveNodes,
 			BusyFor:      s.cfg.DispatchTimeout / 2,
 			Observe:      s.obs, Now: s.clock.Now, Log: s.log,
@@ -129,7 +128,7 @@ func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) 
 func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	s, r, t, st, loop := tm.s, tm.r, tm.t, tm.st, tm.loop
 	if tm.router != nil {
-		s.refreshNodes(ctx, s.kst, tm.router) // before the loop's first claims are routed
+		s.refreshNodes(ctx, tm.router) // before the loop's first claims are routed
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { loop.Run(ctx) })
@@ -173,8 +172,6 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 	wg.Go(func() { nodes.Expire(ctx, s.kst, s.cfg.HeartbeatInterval, s.log) })
 	if tm.router != nil {
 		wg.Go(func() { nodes.Follow(ctx, s.kst, s.cfg.HeartbeatInterval, tm.router.SetNodes, s.log) })
-	}
-	if tm.router != nil {
 		wg.Go(func() { tm.router.Probe(ctx, time.Second) })
 	}
 	if t.Remaining != nil && s.obs != nil {

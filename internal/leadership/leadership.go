@@ -39,6 +39,13 @@ type Term struct {
 	Remaining func() time.Duration
 }
 
+// Store is what a term asks of the store: the fence it raises, and the end of the
+// term it records.
+type Store interface {
+	RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error)
+	EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error
+}
+
 // Config is what Run needs.
 type Config struct {
 	Elector elect.Elector
@@ -47,7 +54,7 @@ type Config struct {
 	// lease is resigned, so that the next leader's "acquired" change can name it.
 	// Best effort, bounded by endRecordTimeout: a leader that cannot reach its store
 	// records no end. Each call bounded.
-	Store     store.Fencer
+	Store     Store
 	Namespace string
 	Candidate string // this scheduler's node name
 	Log       *slog.Logger

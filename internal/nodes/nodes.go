@@ -17,9 +17,26 @@ import (
 	"github.com/axsched/ax/store"
 )
 
+// Registry is what Keep asks of the node registry: this replica's row, written and
+// removed.
+type Registry interface {
+	RegisterNode(ctx context.Context, n store.NodeInfo) error
+	RemoveNode(ctx context.Context, name string) error
+}
+
+// Expirer is what Expire asks of the node registry.
+type Expirer interface {
+	ExpireNodes(ctx context.Context, deadFor time.Duration) (int, error)
+}
+
+// Lister is what Follow asks of the node registry: the live replicas.
+type Lister interface {
+	Nodes(ctx context.Context, aliveWithin time.Duration) ([]store.NodeInfo, error)
+}
+
 // Config is what Keep needs.
 type Config struct {
-	Registry store.NodeRegistry // each call bounded
+	Registry Registry // each call bounded
 	Info     func() store.NodeInfo
 	Interval time.Duration // between two refreshes
 	Log      *slog.Logger
@@ -69,7 +86,7 @@ func Keep(ctx context.Context, cfg Config) {
 
 // Expire deletes, every interval until ctx ends, the rows of replicas that stopped
 // refreshing them DeadFor(interval) ago. The leader runs it.
-func Expire(ctx context.Context, reg store.NodeRegistry, interval time.Duration, log *slog.Logger) {
+func Expire(ctx context.Context, reg Expirer, interval time.Duration, log *slog.Logger) {
 	clock.Every(ctx, interval, func() {
 		n, err := reg.ExpireNodes(ctx, DeadFor(interval))
 		switch {
@@ -83,7 +100,7 @@ func Expire(ctx context.Context, reg store.NodeRegistry, interval time.Duration,
 
 // Follow reads the live replicas every interval until ctx ends and hands them to set:
 // the leader's view for routing.
-func Follow(ctx context.Context, reg store.NodeRegistry, interval time.Duration, set func([]store.NodeInfo), log *slog.Logger) {
+func Follow(ctx context.Context, reg Lister, interval time.Duration, set func([]store.NodeInfo), log *slog.Logger) {
 	clock.Every(ctx, interval, func() {
 		ns, err := reg.Nodes(ctx, AliveFor(interval))
 		if err != nil {

@@ -39,7 +39,7 @@ func picks(t *testing.T, r *Router, task *store.Task, tried map[string]bool, n i
 // Round-robin takes the candidates in turn — this replica (local, "") first, then the
 // others by name — and passes over those tried, marked down, or without the handler.
 func TestPickRoundRobin(t *testing.T) {
-	r := newRouter(t, true)
+	r := newRouter(t)
 	r.SetNodes(replicas)
 	job := &store.Task{Name: "job", Key: "k"}
 	if got := fmt.Sprint(picks(t, r, job, nil, 6)); got != "[ a b  a b]" {
@@ -67,7 +67,7 @@ func TestPickRoundRobin(t *testing.T) {
 // waiting for one, as last known, plus the tasks picked for it since — and a tie goes
 // to the first in order.
 func TestPickLeastInFlight(t *testing.T) {
-	r := newRouter(t, true)
+	r := newRouter(t)
 	r.cfg.Policy = LeastInFlight
 	r.SetNodes(replicas)
 	job := &store.Task{Name: "job"}
@@ -100,7 +100,7 @@ func TestPickLeastInFlight(t *testing.T) {
 // that idle replicas could share, and a leader with its slots taken by pending tasks
 // is not seen as idle.
 func TestLeastInFlightCountsThisReplica(t *testing.T) {
-	r := newRouter(t, true)
+	r := newRouter(t)
 	r.cfg.Policy = LeastInFlight
 	idle := []store.NodeInfo{
 		{Name: "a", Advertise: "http://127.0.0.1:1", Handlers: []string{"job"}, Capacity: 4},
@@ -117,7 +117,7 @@ func TestLeastInFlightCountsThisReplica(t *testing.T) {
 
 	// Three tasks routed here wait, pending, in the executor (it is not running): 3 of
 	// its 4 slots are taken, so a replica running 2 of 4 is the less loaded.
-	r = newRouter(t, true)
+	r = newRouter(t)
 	r.cfg.Policy = LeastInFlight
 	r.SetNodes([]store.NodeInfo{{Name: "here"}}) // alone, and read from the registry
 	r.route([]store.Task{{ID: 1, Name: "job"}, {ID: 2, Name: "job"}, {ID: 3, Name: "job"}}, nil)
@@ -134,7 +134,7 @@ func TestLeastInFlightCountsThisReplica(t *testing.T) {
 // candidates stands, spreads keys over all of them, and when a candidate leaves, moves
 // only the keys that were on it. The task key, when set, is the key.
 func TestPickConsistentHash(t *testing.T) {
-	r := newRouter(t, true)
+	r := newRouter(t)
 	r.cfg.Policy = ConsistentHash
 	r.SetNodes(replicas)
 	const keys = 300
@@ -172,7 +172,7 @@ func TestPickConsistentHash(t *testing.T) {
 	// Another leader, with the same replicas, routes every key alike: a, leading,
 	// weighs itself by its name as the others see it.
 	r.SetNodes(replicas)
-	other := newRouter(t, true)
+	other := newRouter(t)
 	other.cfg.Policy, other.cfg.Local = ConsistentHash, "a"
 	other.SetNodes([]store.NodeInfo{
 		{Name: "here", Advertise: "http://127.0.0.1:4", Handlers: []string{"job"}, Capacity: 4},
@@ -207,10 +207,10 @@ func TestPickConsistentHash(t *testing.T) {
 // that they all route each key alike, and takes keys itself only when none of those
 // can.
 func TestConsistentHashLeaderWithoutEndpoint(t *testing.T) {
-	hidden := newRouter(t, true) // "here", not advertised: the others never list it
+	hidden := newRouter(t) // "here", not advertised: the others never list it
 	hidden.cfg.Policy, hidden.cfg.Advertised = ConsistentHash, false
 	hidden.SetNodes(replicas)
-	seen := newRouter(t, true) // b leading: its registry holds a and c, not here
+	seen := newRouter(t) // b leading: its registry holds a and c, not here
 	seen.cfg.Policy, seen.cfg.Local = ConsistentHash, "b"
 	seen.SetNodes([]store.NodeInfo{replicas[0], replicas[2]})
 	count := map[string]int{}
@@ -262,7 +262,7 @@ func TestRequestEndUnassigns(t *testing.T) {
 		{"unreachable", 1}, // nothing listens on port 1
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRouter(t, true)
+			r := newRouter(t)
 			r.cfg.Policy, r.cfg.Token = LeastInFlight, tc.token
 			r.cfg.Client = remote.NewClient(signer, time.Second, nil)
 			r.SetNodes([]store.NodeInfo{{Name: "a", Advertise: "http://127.0.0.1:1", Handlers: []string{"job"}, Capacity: 4}})
@@ -303,7 +303,7 @@ func TestTooLargeIsSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRouter(t, true)
+	r := newRouter(t)
 	r.cfg.Token = 1
 	r.cfg.Client = remote.NewClient(signer, 5*time.Second, nil)
 	defer r.cfg.Client.Close()

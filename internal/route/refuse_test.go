@@ -106,7 +106,7 @@ func refusalRouter(t *testing.T, h *handBacks, aURL, bURL string) *Router {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newObservedRouter(t, true, h.q)
+	r := newObservedRouter(t, h.q)
 	r.cfg.Policy, r.cfg.Token, r.cfg.BusyFor = LeastInFlight, 1, 10*time.Second
 	r.cfg.LocalHandles = func(string) bool { return false }
 	r.cfg.Client = remote.NewClient(signer, 5*time.Second, nil)

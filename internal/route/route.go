@@ -60,9 +60,6 @@ type Config struct {
 	LocalHandles func(name string) bool
 	// Fenced ends the term: an executor has seen a newer leader.
 	Fenced func(error)
-	// Registry: the replicas are known from a node registry (SetNodes). Until its
-	// first read every claim is routed; without one, this replica is alone.
-	Registry bool
 	// Nodes, when set, reads the live replicas from the registry: the router asks it
 	// (at most every second) before handing back a task no known replica can take,
 	// so that a replica that registered since the last refresh is found.
@@ -252,7 +249,7 @@ func (r *Router) Dispatch(tasks []store.Task) bool {
 // read, tasks are claimed DISPATCHING and routed.
 func (r *Router) Reserve(n int) (store.StartOn, int, bool) {
 	r.mu.Lock()
-	alone := len(r.names) == 0 && (r.synced || !r.cfg.Registry)
+	alone := len(r.names) == 0 && r.synced
 	r.mu.Unlock()
 	if !alone {
 		return store.StartOn{}, 0, false

@@ -19,14 +19,14 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newRouter returns a router for replica "here" over an executor with 4 free slots and
-// a handler for "job"; registry says whether the replicas come from a node registry.
-func newRouter(t *testing.T, registry bool) *Router {
+// a handler for "job".
+func newRouter(t *testing.T) *Router {
 	t.Helper()
-	return newObservedRouter(t, registry, nil)
+	return newObservedRouter(t, nil)
 }
 
 // newObservedRouter is newRouter with the executor's events sent to q.
-func newObservedRouter(t *testing.T, registry bool, q *observe.Queue) *Router {
+func newObservedRouter(t *testing.T, q *observe.Queue) *Router {
 	t.Helper()
 	ex := execute.New(execute.Config{
 		Store: memory.New(), Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Observe: q,
@@ -36,7 +36,7 @@ func newObservedRouter(t *testing.T, registry bool, q *observe.Queue) *Router {
 		},
 		Handlers: func() []string { return []string{"job"} },
 	})
-	return New(context.Background(), Config{Local: "here", Advertised: true, Exec: ex, Src: &execute.Source{}, Registry: registry,
+	return New(context.Background(), Config{Local: "here", Advertised: true, Exec: ex, Src: &execute.Source{},
 		LocalHandles: func(name string) bool { return name == "job" }, Now: time.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
@@ -44,7 +44,7 @@ func newObservedRouter(t *testing.T, registry bool, q *observe.Queue) *Router {
 // dispatches, as the registry last said: before the registry was read, and while
 // another replica advertises an executor, tasks are claimed DISPATCHING and routed.
 func TestReserveOnlyWhenAlone(t *testing.T) {
-	r := newRouter(t, true)
+	r := newRouter(t)
 	if on, k, wait := r.Reserve(10); k != 0 || wait || on.Node != "" {
 		t.Errorf("before the registry was read: Reserve = %+v, %d, wait %v; want nothing reserved, no wait", on, k, wait)
 	}
@@ -57,10 +57,5 @@ func TestReserveOnlyWhenAlone(t *testing.T) {
 	r.SetNodes([]store.NodeInfo{{Name: "here"}, {Name: "other", Advertise: "http://127.0.0.1:2", Handlers: []string{"job"}}})
 	if on, k, wait := r.Reserve(10); k != 0 || wait || on.Node != "" {
 		t.Errorf("with another executor: Reserve = %+v, %d, wait %v; want nothing reserved, no wait", on, k, wait)
-	}
-
-	// Without a registry no other replica can be known: alone from the start.
-	if _, k, _ := newRouter(t, false).Reserve(10); k != 4 {
-		t.Errorf("without a registry: Reserve gave %d, want 4", k)
 	}
 }
