@@ -41,7 +41,7 @@ func (s *Store) auditIn(ctx context.Context, q txQuerier, rec store.AuditRecord)
 		}
 		return rows.Scan(&rec.ID, &rec.At)
 	}); err != nil {
-		return nil, s.wrap("audit tx", err)
+		return nil, s.wrap("audit in transaction", err)
 	}
 	rec.At = rec.At.UTC()
 	return &rec, nil

@@ -392,7 +392,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 // lock and the wake-up signal first, then releaseSQL and the inserts (insertQuietSQL),
 // and the duplicates read in q.
 func (s *Store) insertIn(ctx context.Context, q txQuerier, tasks []store.NewTask) ([]store.Inserted, error) {
-	in, err := newInsertion("insert tx", s.ns, tasks)
+	in, err := newInsertion("insert in transaction", s.ns, tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -401,10 +401,10 @@ func (s *Store) insertIn(ctx context.Context, q txQuerier, tasks []store.NewTask
 		return []store.Inserted{}, nil
 	}
 	if err := q.exec(ctx, publishSQL, s.lockKey, s.channel); err != nil {
-		return nil, s.wrap("insert tx", err)
+		return nil, s.wrap("insert in transaction", err)
 	}
 	if err := q.exec(ctx, releaseSQL, in.releaseArgs()...); err != nil {
-		return nil, s.wrap("insert tx", err)
+		return nil, s.wrap("insert in transaction", err)
 	}
 	chunks(in.order, func(part []int) {
 		if err == nil {
@@ -428,7 +428,7 @@ func (s *Store) insertIn(ctx context.Context, q txQuerier, tasks []store.NewTask
 		})
 	}
 	if err != nil {
-		return nil, s.wrap("insert tx", err)
+		return nil, s.wrap("insert in transaction", err)
 	}
 	return in.out, nil
 }

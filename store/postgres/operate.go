@@ -68,7 +68,7 @@ const cancelSQL = `UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.
 
 // cancelIn is Cancel's statements in q.
 func (s *Store) cancelIn(ctx context.Context, q txQuerier, name, key string) (*store.Task, error) {
-	t, ok, err := s.transitionIn(ctx, q, "cancel tx", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
+	t, ok, err := s.transitionIn(ctx, q, "cancel in transaction", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
 	return moved(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, ok, err, store.ErrNotCancellable)
 }
 
@@ -205,14 +205,14 @@ func (s *Store) rescheduleIn(ctx context.Context, q txQuerier, name, key string,
 		return nil, fmt.Errorf("%s: zero due time: %w", op, store.ErrInvalid)
 	}
 	args := []any{name, key, s.ns}
-	t, ok, err := s.scheduledIn(ctx, q, "reschedule tx", rescheduleSQL, append(args, dueArg(at)), lookupSQL, args)
+	t, ok, err := s.scheduledIn(ctx, q, "reschedule in transaction", rescheduleSQL, append(args, dueArg(at)), lookupSQL, args)
 	return moved(op, t, ok, err, store.ErrNotReschedulable)
 }
 
 // retryIn is Retry's statements in q, published as Insert's rows are.
 func (s *Store) retryIn(ctx context.Context, q txQuerier, id int64) (*store.Task, error) {
 	args := []any{id, s.ns}
-	t, ok, err := s.scheduledIn(ctx, q, "retry tx", retrySQL, args, getSQL, args)
+	t, ok, err := s.scheduledIn(ctx, q, "retry in transaction", retrySQL, args, getSQL, args)
 	return moved(fmt.Sprintf("ax: postgres: retry task %d", id), t, ok, err, store.ErrNotRetryable)
 }
 
@@ -231,7 +231,7 @@ func (s *Store) triggerIn(ctx context.Context, q txQuerier, id int64, executionI
 	if executionID == "" {
 		return nil, fmt.Errorf("%s: empty execution id: %w", triggerOp(id), store.ErrInvalid)
 	}
-	const op = "trigger claim tx"
+	const op = "trigger in transaction"
 	args, read := []any{id, executionID, s.ns}, []any{id, s.ns}
 	t, ok, err := s.transitionIn(ctx, q, op, triggerSQL, args, getSQL, read)
 	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {

@@ -193,7 +193,7 @@ func (s *Store) getIn(ctx context.Context, q txQuerier, id int64) (*store.Task, 
 		t, err = scanTask(rows)
 		return err
 	}); err != nil {
-		return nil, s.wrap("get task tx", err)
+		return nil, s.wrap("get task in transaction", err)
 	}
 	if t == nil {
 		return nil, fmt.Errorf("ax: postgres: get task %d: %w", id, store.ErrNotFound)

@@ -387,7 +387,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 // pause so that, at READ COMMITTED, its snapshot sees every occurrence committed
 // before the schedule's row was locked.
 func (s *Store) pauseScheduleIn(ctx context.Context, q txQuerier, name string) (*store.Schedule, error) {
-	const op = "pause schedule tx"
+	const op = "pause schedule in transaction"
 	paused, err := q.count(ctx, pauseSQL, name, s.ns)
 	if err == nil && paused == 1 {
 		_, err = q.count(ctx, cancelOccurrencesSQL, name, s.ns)
@@ -403,7 +403,7 @@ func (s *Store) resumeScheduleIn(ctx context.Context, q txQuerier, name string, 
 	if next.IsZero() {
 		return nil, fmt.Errorf("ax: postgres: resume schedule %q: zero next fire time: %w", name, store.ErrInvalid)
 	}
-	const op = "resume schedule tx"
+	const op = "resume schedule in transaction"
 	if _, err := q.count(ctx, resumeSQL, name, next, s.ns); err != nil {
 		return nil, s.wrap(op, err)
 	}

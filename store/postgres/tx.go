@@ -120,7 +120,7 @@ func (v *txView) Raw() any { return v.raw }
 // Insert is Insert in the transaction: the same statements, the announcing lock and
 // the wake-up signal included, taking effect when it commits.
 func (v *txView) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
-	if err := v.s.check("insert tx"); err != nil {
+	if err := v.s.check("insert in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.insertIn(ctx, v.q, tasks)
@@ -128,7 +128,7 @@ func (v *txView) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Ins
 
 // Cancel is Cancel in the transaction.
 func (v *txView) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
-	if err := v.s.check("cancel tx"); err != nil {
+	if err := v.s.check("cancel in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.cancelIn(ctx, v.q, name, key)
@@ -136,7 +136,7 @@ func (v *txView) Cancel(ctx context.Context, name, key string) (*store.Task, err
 
 // Reschedule is Reschedule in the transaction, published as Insert's rows are.
 func (v *txView) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
-	if err := v.s.check("reschedule tx"); err != nil {
+	if err := v.s.check("reschedule in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.rescheduleIn(ctx, v.q, name, key, at)
@@ -144,7 +144,7 @@ func (v *txView) Reschedule(ctx context.Context, name, key string, at time.Time)
 
 // Retry is Retry in the transaction, published as Insert's rows are.
 func (v *txView) Retry(ctx context.Context, id int64) (*store.Task, error) {
-	if err := v.s.check("retry tx"); err != nil {
+	if err := v.s.check("retry in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.retryIn(ctx, v.q, id)
@@ -153,7 +153,7 @@ func (v *txView) Retry(ctx context.Context, id int64) (*store.Task, error) {
 // Trigger is Trigger in the transaction: the same statements, the keyed task's under
 // its key's lock, which the transaction holds until it ends.
 func (v *txView) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
-	if err := v.s.check("trigger claim tx"); err != nil {
+	if err := v.s.check("trigger in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.triggerIn(ctx, v.q, id, executionID)
@@ -161,15 +161,15 @@ func (v *txView) Trigger(ctx context.Context, id int64, executionID string) (*st
 
 // MakeDue is MakeDue in the transaction, published as Insert's rows are.
 func (v *txView) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
-	if err := v.s.check("make due tx"); err != nil {
+	if err := v.s.check("make due in transaction"); err != nil {
 		return nil, err
 	}
-	return v.s.makeDueIn(ctx, v.q, "make due tx", id)
+	return v.s.makeDueIn(ctx, v.q, "make due in transaction", id)
 }
 
 // Get is Get in the transaction: the task as it sees it.
 func (v *txView) Get(ctx context.Context, id int64) (*store.Task, error) {
-	if err := v.s.check("get task tx"); err != nil {
+	if err := v.s.check("get task in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.getIn(ctx, v.q, id)
@@ -177,7 +177,7 @@ func (v *txView) Get(ctx context.Context, id int64) (*store.Task, error) {
 
 // PauseSchedule is PauseSchedule in the transaction.
 func (v *txView) PauseSchedule(ctx context.Context, name string) (*store.Schedule, error) {
-	if err := v.s.check("pause schedule tx"); err != nil {
+	if err := v.s.check("pause schedule in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.pauseScheduleIn(ctx, v.q, name)
@@ -185,7 +185,7 @@ func (v *txView) PauseSchedule(ctx context.Context, name string) (*store.Schedul
 
 // ResumeSchedule is ResumeSchedule in the transaction.
 func (v *txView) ResumeSchedule(ctx context.Context, name string, next time.Time) (*store.Schedule, error) {
-	if err := v.s.check("resume schedule tx"); err != nil {
+	if err := v.s.check("resume schedule in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.resumeScheduleIn(ctx, v.q, name, next)
@@ -193,7 +193,7 @@ func (v *txView) ResumeSchedule(ctx context.Context, name string, next time.Time
 
 // Audit is Audit in the transaction: the record is kept if, and only if, it commits.
 func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := v.s.check("audit tx"); err != nil {
+	if err := v.s.check("audit in transaction"); err != nil {
 		return nil, err
 	}
 	return v.s.auditIn(ctx, v.q, rec)
