@@ -22,7 +22,7 @@ var methodFiles = map[string]string{
 	"Insert": "insert.go",
 
 	"Get": "read.go", "Lookup": "read.go", "Executions": "read.go",
-	"Tasks": "read.go", "CountTasks": "read.go", "TaskStats": "read.go",
+	"Tasks": "query.go", "CountTasks": "query.go", "TaskStats": "read.go",
 
 	"Cancel": "operate.go", "Reschedule": "operate.go", "Retry": "operate.go",
 	"Trigger": "operate.go", "MakeDue": "operate.go",

@@ -9,44 +9,7 @@ import (
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/internal/driverkit"
-	"github.com/axsched/ax/store/internal/taskquery"
 )
-
-// Tasks returns the tasks of the view's namespace that q selects, in one statement
-// (see store.Store.Tasks).
-func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
-	if err := store.CheckTaskQuery(q); err != nil {
-		return nil, fmt.Errorf("ax: mysql: list tasks: %w", err)
-	}
-	if err := s.check("list tasks"); err != nil {
-		return nil, err
-	}
-	query, args := taskquery.Select(dialect, taskColumns, "ax_tasks", s.ns, q)
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, s.wrap("list tasks", err)
-	}
-	tasks, err := scanTasks(rows)
-	return tasks, s.wrap("list tasks", err)
-}
-
-// CountTasks counts the tasks of the view's namespace per status in one statement,
-// each count a range of ax_tasks_status_due stopping at atMost + 1 (see
-// store.Store.CountTasks).
-func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
-	if err := driverkit.CheckCountCap(atMost); err != nil {
-		return nil, fmt.Errorf("ax: mysql: count tasks: %w", err)
-	}
-	if err := s.check("count tasks"); err != nil {
-		return nil, err
-	}
-	query, args := taskquery.Count(dialect, s.ns, atMost)
-	counts, err := taskquery.ReadCounts(s.db.QueryContext(ctx, query, args...))
-	if err != nil {
-		return nil, s.wrap("count tasks", err)
-	}
-	return counts, nil
-}
 
 // Get returns one task of the view's namespace; another namespace's is store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/internal/driverkit"
-	"github.com/axsched/ax/store/internal/taskquery"
 )
 
 // tasksFrom names the index a task query reads. Without statistics SQLite takes the
@@ -31,31 +30,6 @@ func tasksFrom(q store.TaskQuery) string {
 		return "ax_tasks INDEXED BY ax_tasks_ns_scheduled_due"
 	}
 	return "ax_tasks NOT INDEXED"
-}
-
-// Tasks returns the tasks of the view's namespace that q selects, in one statement
-// (see store.Store.Tasks).
-func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
-	if err := store.CheckTaskQuery(q); err != nil {
-		return nil, fmt.Errorf("ax: sqlite: list tasks: %w", err)
-	}
-	query, args := taskquery.Select(dialect, taskColumns, tasksFrom(q), s.ns, q)
-	tasks, err := scanTasks(s.r.QueryContext(ctx, query, args...))
-	return tasks, s.wrap("list tasks", err)
-}
-
-// CountTasks counts the tasks of the view's namespace per status, each count read
-// from the status's index and stopping at atMost + 1 (see store.Store.CountTasks).
-func (s *Store) CountTasks(ctx context.Context, atMost int64) (map[store.Status]int64, error) {
-	if err := driverkit.CheckCountCap(atMost); err != nil {
-		return nil, fmt.Errorf("ax: sqlite: count tasks: %w", err)
-	}
-	query, args := taskquery.Count(dialect, s.ns, atMost)
-	counts, err := taskquery.ReadCounts(s.r.QueryContext(ctx, query, args...))
-	if err != nil {
-		return nil, s.wrap("count tasks", err)
-	}
-	return counts, nil
 }
 
 // Get returns one task of the view's namespace.
