@@ -48,10 +48,10 @@ func (s *Scheduler) Reschedule(ctx context.Context, name, key string, at time.Ti
 
 // Retry puts a FAILED task back to SCHEDULED, due now, with a fresh business retry
 // budget (Attempt 0: MaxRetry more retries after this run), and returns it; its
-// executions and LastError stay as the record of what failed. This scheduler runs it
-// at once when started, another within a refill interval. A task in another state,
-// or one Superseded by a newer task of its key (UniqueActive), is ErrNotRetryable (errors.As gives a *TaskStateError holding it); a missing one
-// ErrNotFound.
+// executions and LastError stay as the record of what failed. This scheduler runs it at
+// once when started, another within a refill interval. A task in another state, or one
+// Superseded by a newer task of its key (UniqueActive), is ErrNotRetryable (errors.As
+// gives a *TaskStateError holding it); a missing one ErrNotFound.
 //
 // With WithTx the retry is part of the caller's transaction, as for Reschedule.
 func (s *Scheduler) Retry(ctx context.Context, id int64, opts ...ActionOption) (*Task, error) {

@@ -253,13 +253,13 @@ type ScheduleKeeper interface {
 	// PausedResult (see SlotHistory).
 	ResumeSchedule(ctx context.Context, name string, next time.Time) (*Schedule, error)
 
-	// FireSchedule materialises occurrences: if the schedule exists, is not paused
-	// and its NextFireAt equals p.Expect, then in one transaction NextFireAt becomes
-	// p.Next, LastFireAt p.Last (unless zero), p.Tasks are inserted as Insert
-	// does (an occurrence already stored is ErrDuplicate in its result, not an
-	// error) and p.Gaps are recorded (see SlotHistory). Otherwise nothing is written and Applied is false: another scheduler
-	// got there first, or an operator paused it. It fails with ErrFenced, writing
-	// nothing, unless p.Fence admits it.
+	// FireSchedule materialises occurrences: if the schedule exists, is not paused and
+	// its NextFireAt equals p.Expect, then in one transaction NextFireAt becomes
+	// p.Next, LastFireAt p.Last (unless zero), p.Tasks are inserted as Insert does (an
+	// occurrence already stored is ErrDuplicate in its result, not an error) and p.Gaps
+	// are recorded (see SlotHistory). Otherwise nothing is written and Applied is
+	// false: another scheduler got there first, or an operator paused it. It fails with
+	// ErrFenced, writing nothing, unless p.Fence admits it.
 	FireSchedule(ctx context.Context, p FireParams) (*FireResult, error)
 }
 
@@ -308,15 +308,15 @@ type SlotHistory interface {
 type Fencer interface {
 	// RaiseFence records a new leader of namespace in its ax_leader row, so that every
 	// write fenced with an older leader's token fails from now on. Unless the row
-	// already records holder with epoch token (elect/sqllease acquired the lease so,
-	// or this call repeats one whose answer was lost), it sets the holder to holder and
+	// already records holder with epoch token (elect/sqllease acquired the lease so, or
+	// this call repeats one whose answer was lost), it sets the holder to holder and
 	// the epoch to max(token, epoch+1) — strictly above every epoch recorded before,
 	// whatever token is (a Redis that lost its data hands out small tokens again) — in
 	// one write that waits for the fenced writes in flight. It returns the Fence the
 	// new leader's writes carry. It leaves the lease's expiry alone (a row it creates
 	// holds no live lease). namespace and holder must be non-empty and token positive,
-	// else ErrInvalid. It appends, in the same write, the "acquired" change of the epoch it returns, unless that epoch's is
-	// recorded already.
+	// else ErrInvalid. It appends, in the same write, the "acquired" change of the
+	// epoch it returns, unless that epoch's is recorded already.
 	RaiseFence(ctx context.Context, namespace, holder string, token int64) (Fence, error)
 
 	// EndLeadership appends the "ended" change of holder's term of epoch to
@@ -368,8 +368,9 @@ type Leaser interface {
 type NodeRegistry interface {
 	// RegisterNode writes the node's row (inserting it or replacing every field of an
 	// existing one, ClockOffset included) with HeartbeatAt = now, and StartedAt = now
-	// when the row is new or n.StartedAt is zero. An empty name, a negative capacity or in-flight count, or a
-	// handler name that is empty or holds a line break, is ErrInvalid.
+	// when the row is new or n.StartedAt is zero. An empty name, a negative capacity or
+	// in-flight count, or a handler name that is empty or holds a line break, is
+	// ErrInvalid.
 	RegisterNode(ctx context.Context, n NodeInfo) error
 
 	// Nodes returns the nodes whose heartbeat is newer than now − aliveWithin, by name.

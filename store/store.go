@@ -95,7 +95,8 @@ const MaxQueryLimit = 1001
 // commits.
 //
 // The zero Fence (Token 0) checks nothing: a scheduler without an elector, or an
-// executor's heartbeats and results. A negative Token, or a positive one with an empty Namespace, is ErrInvalid.
+// executor's heartbeats and results. A negative Token, or a positive one with an empty
+// Namespace, is ErrInvalid.
 type Fence struct {
 	Namespace string
 	Token     int64

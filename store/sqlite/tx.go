@@ -31,12 +31,12 @@ const mainFileSQL = `SELECT file FROM pragma_database_list WHERE name = 'main'`
 // writes, the scheduler's own writes wait for it (up to the busy timeout, 10s), so
 // keep such transactions short.
 func (s *Store) Bind(ctx context.Context, tx any) (store.Tx, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("ax: sqlite: bind: %w", store.ErrClosed)
+	}
 	stx, ok := tx.(*sql.Tx)
 	if !ok || stx == nil {
 		return nil, fmt.Errorf("ax: sqlite: bind: %T is not a *sql.Tx: %w", tx, store.ErrInvalid)
-	}
-	if s.closed.Load() {
-		return nil, fmt.Errorf("ax: sqlite: bind: %w", store.ErrClosed)
 	}
 	var file string
 	if err := stx.QueryRowContext(ctx, mainFileSQL).Scan(&file); err != nil {
