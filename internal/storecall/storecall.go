@@ -38,7 +38,7 @@ func (b bounded) InNamespace(ns string) (store.Store, error) {
 
 func (b bounded) Close() error { return b.st.Close() }
 
-// Clock
+// The methods of store.Clock.
 
 func (b bounded) Now(ctx context.Context) (time.Time, error) {
 	ctx, cancel := b.bound(ctx)
@@ -46,7 +46,7 @@ func (b bounded) Now(ctx context.Context) (time.Time, error) {
 	return b.st.Now(ctx)
 }
 
-// TaskWriter
+// The methods of store.TaskWriter.
 
 func (b bounded) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
 	ctx, cancel := b.bound(ctx)
@@ -84,7 +84,7 @@ func (b bounded) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 	return b.st.MakeDue(ctx, id)
 }
 
-// TaskReader
+// The methods of store.TaskReader.
 
 func (b bounded) Get(ctx context.Context, id int64) (*store.Task, error) {
 	ctx, cancel := b.bound(ctx)
@@ -122,7 +122,7 @@ func (b bounded) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats
 	return b.st.TaskStats(ctx, now)
 }
 
-// Queue
+// The methods of store.Queue.
 
 func (b bounded) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
 	ctx, cancel := b.bound(ctx)
@@ -172,7 +172,7 @@ func (b bounded) Stale(ctx context.Context, status store.Status, before time.Tim
 	return b.st.Stale(ctx, status, before, limit)
 }
 
-// ScheduleKeeper
+// The methods of store.ScheduleKeeper.
 
 func (b bounded) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
 	ctx, cancel := b.bound(ctx)
@@ -210,7 +210,7 @@ func (b bounded) FireSchedule(ctx context.Context, p store.FireParams) (*store.F
 	return b.st.FireSchedule(ctx, p)
 }
 
-// SlotHistory
+// The methods of store.SlotHistory.
 
 func (b bounded) SlotGaps(ctx context.Context, name string, from, to time.Time, limit int) ([]store.SlotGap, error) {
 	ctx, cancel := b.bound(ctx)
@@ -230,7 +230,7 @@ func (b bounded) TasksByKeyRange(ctx context.Context, name, from, before string,
 	return b.st.TasksByKeyRange(ctx, name, from, before, limit)
 }
 
-// Fencer
+// The methods of store.Fencer.
 
 func (b bounded) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
 	ctx, cancel := b.bound(ctx)
@@ -250,7 +250,7 @@ func (b bounded) LeadershipHistory(ctx context.Context, namespace string, n int)
 	return b.st.LeadershipHistory(ctx, namespace, n)
 }
 
-// Leaser
+// The methods of store.Leaser.
 
 func (b bounded) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
 	ctx, cancel := b.bound(ctx)
@@ -276,7 +276,7 @@ func (b bounded) Lease(ctx context.Context, namespace string) (store.LeaseInfo, 
 	return b.st.Lease(ctx, namespace)
 }
 
-// NodeRegistry
+// The methods of store.NodeRegistry.
 
 func (b bounded) RegisterNode(ctx context.Context, n store.NodeInfo) error {
 	ctx, cancel := b.bound(ctx)
@@ -302,7 +302,7 @@ func (b bounded) ExpireNodes(ctx context.Context, deadFor time.Duration) (int, e
 	return b.st.ExpireNodes(ctx, deadFor)
 }
 
-// Auditor
+// The methods of store.Auditor.
 
 func (b bounded) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
 	ctx, cancel := b.bound(ctx)
@@ -316,7 +316,7 @@ func (b bounded) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audi
 	return b.st.AuditLog(ctx, q)
 }
 
-// StatsKeeper
+// The methods of store.StatsKeeper.
 
 func (b bounded) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
 	ctx, cancel := b.bound(ctx)
@@ -330,7 +330,7 @@ func (b bounded) Stats(ctx context.Context, since time.Time) ([]store.MinuteStat
 	return b.st.Stats(ctx, since)
 }
 
-// Pruner
+// The methods of store.Pruner.
 
 func (b bounded) Prune(ctx context.Context, p store.PruneParams) (int, error) {
 	ctx, cancel := b.bound(ctx)

@@ -243,7 +243,7 @@ func (t countedTx) Audit(ctx context.Context, rec store.AuditRecord) (*store.Aud
 
 // The roles of store.Store, each method counted.
 
-// Clock
+// The methods of store.Clock.
 
 // Now counts the call and passes it on.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
@@ -253,7 +253,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return s.inner.Now(ctx)
 }
 
-// TaskWriter
+// The methods of store.TaskWriter.
 
 // Insert counts the call and passes it on.
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
@@ -303,7 +303,7 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 	return s.inner.MakeDue(ctx, id)
 }
 
-// TaskReader
+// The methods of store.TaskReader.
 
 // Get counts the call and passes it on.
 func (s *Store) Get(ctx context.Context, id int64) (*store.Task, error) {
@@ -353,7 +353,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	return s.inner.TaskStats(ctx, now)
 }
 
-// Queue
+// The methods of store.Queue.
 
 // Claim counts the call and passes it on.
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
@@ -411,7 +411,7 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	return s.inner.Stale(ctx, status, before, limit)
 }
 
-// ScheduleKeeper
+// The methods of store.ScheduleKeeper.
 
 // RegisterSchedules counts the call and passes it on.
 func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef) ([]store.Schedule, error) {
@@ -461,7 +461,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	return s.inner.FireSchedule(ctx, p)
 }
 
-// SlotHistory
+// The methods of store.SlotHistory.
 
 // SlotGaps counts the call and passes it on.
 func (s *Store) SlotGaps(ctx context.Context, name string, from, to time.Time, limit int) ([]store.SlotGap, error) {
@@ -487,7 +487,7 @@ func (s *Store) TasksByKeyRange(ctx context.Context, name, from, before string, 
 	return s.inner.TasksByKeyRange(ctx, name, from, before, limit)
 }
 
-// Fencer
+// The methods of store.Fencer.
 
 // RaiseFence counts the call and passes it on.
 func (s *Store) RaiseFence(ctx context.Context, namespace, holder string, token int64) (store.Fence, error) {
@@ -513,7 +513,7 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 	return s.inner.LeadershipHistory(ctx, namespace, n)
 }
 
-// Leaser
+// The methods of store.Leaser.
 
 // AcquireLease counts the call and passes it on.
 func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
@@ -547,7 +547,7 @@ func (s *Store) Lease(ctx context.Context, namespace string) (store.LeaseInfo, e
 	return s.inner.Lease(ctx, namespace)
 }
 
-// NodeRegistry
+// The methods of store.NodeRegistry.
 
 // RegisterNode counts the call and passes it on.
 func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
@@ -581,7 +581,7 @@ func (s *Store) ExpireNodes(ctx context.Context, deadFor time.Duration) (int, er
 	return s.inner.ExpireNodes(ctx, deadFor)
 }
 
-// Auditor
+// The methods of store.Auditor.
 
 // Audit counts the call and passes it on.
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
@@ -599,7 +599,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 	return s.inner.AuditLog(ctx, q)
 }
 
-// StatsKeeper
+// The methods of store.StatsKeeper.
 
 // WriteStats counts the call and passes it on.
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
@@ -617,7 +617,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	return s.inner.Stats(ctx, since)
 }
 
-// Pruner
+// The methods of store.Pruner.
 
 // Prune counts the call and passes it on.
 func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
