@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 type auditRow struct {
@@ -19,7 +17,7 @@ type auditRow struct {
 
 // Audit appends a record to the namespace's audit log. See [store.Auditor].
 func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditRecord, error) {
-	if err := driverkit.CheckAudit(rec); err != nil {
+	if err := checkAudit(rec); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -35,7 +33,7 @@ func (s *Store) Audit(ctx context.Context, rec store.AuditRecord) (*store.AuditR
 // AuditLog returns the namespace's matching records, newest first. See [store.Auditor]
 // and [store.AuditQuery] for the order.
 func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.AuditRecord, error) {
-	if err := driverkit.CheckAuditQuery(q); err != nil {
+	if err := checkAuditQuery(q); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -68,15 +66,15 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 		}
 	}
 	newer := func(a, b store.AuditRecord) int { // descending (At, ID)
-		if c := driverkit.AuditBound(b.At).Compare(driverkit.AuditBound(a.At)); c != 0 {
+		if c := micro(b.At).Compare(micro(a.At)); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.ID, a.ID)
 	}
 	for _, r := range s.audit {
-		at := driverkit.AuditBound(r.rec.At)
-		if !match(r) || !q.Since.IsZero() && at.Before(driverkit.AuditBound(q.Since)) ||
-			!q.Until.IsZero() && !at.Before(driverkit.AuditBound(q.Until)) || cursor != nil && newer(*cursor, r.rec) >= 0 {
+		at := micro(r.rec.At)
+		if !match(r) || !q.Since.IsZero() && at.Before(micro(q.Since)) ||
+			!q.Until.IsZero() && !at.Before(micro(q.Until)) || cursor != nil && newer(*cursor, r.rec) >= 0 {
 			continue
 		}
 		out = append(out, r.rec)
@@ -87,7 +85,7 @@ func (s *Store) AuditLog(ctx context.Context, q store.AuditQuery) ([]store.Audit
 
 // PruneAudit deletes the namespace's records older than before. See [store.Pruner].
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := driverkit.CheckPruneAudit(before, limit); err != nil {
+	if err := checkPruneBefore("prune audit", before, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {

@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Claim moves due tasks from SCHEDULED to DISPATCHING. See [store.Store.Claim]. An
@@ -24,65 +24,67 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
 	defer s.mu.Unlock()
-	if err := driverkit.CheckClaims(claims); err != nil {
-		return nil, fmt.Errorf("ax: claim tasks: %w", err)
-	}
-	if err := driverkit.CheckStartOn(on); err != nil {
-		return nil, fmt.Errorf("ax: claim tasks: %w", err)
+	if err := checkClaims(claims, on); err != nil {
+		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.fenced(fence); err != nil {
 		return nil, fmt.Errorf("ax: claim tasks: %w", err)
 	}
+	// Each task once, with its first execution id, in id order.
+	uniq := make(map[int64]store.Claim, len(claims))
+	for _, c := range slices.Backward(claims) {
+		uniq[c.ID] = c
+	}
 	now := s.now()
 	res := &store.ClaimResult{}
-	uniq := driverkit.UniqueClaims(claims)
-	startable := driverkit.Startable(on, uniq)
-	var keyed []driverkit.Keyed
+	var keyed []*row // due and waiting for their task key
 	execs := make(map[int64]string)
-	for _, c := range uniq {
-		r, ok := s.mine(c.ID)
-		if !ok || r.task.Status != store.Scheduled {
-			continue
+	for _, id := range slices.Sorted(maps.Keys(uniq)) {
+		c := uniq[id]
+		r, ok := s.mine(id)
+		switch {
+		case !ok || r.task.Status != store.Scheduled:
+		case r.task.DueAt.After(now):
+			res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: r.task.DueAt})
+		case serialised(&r.task):
+			keyed, execs[id] = append(keyed, r), c.ExecutionID
+		default:
+			s.dispatch(r, c.ExecutionID, now)
+			if c.Start && on.Node != "" && slices.Contains(on.Handlers, r.task.Name) {
+				s.start(r, on.Node, now)
+				res.Started = append(res.Started, *copyTask(&r.task))
+			} else {
+				res.Claimed = append(res.Claimed, *copyTask(&r.task))
+			}
 		}
-		if r.task.DueAt.After(now) {
-			res.NotDue = append(res.NotDue, store.Due{ID: r.task.ID, DueAt: r.task.DueAt})
-			continue
+	}
+	// The overlap rule: a free key goes to its first task in (DueAt, ID) order; the
+	// others lose to the key's holder, skipped or blocked by their policy.
+	slices.SortFunc(keyed, func(a, b *row) int {
+		return dueKey{a.task.DueAt, a.task.ID}.compare(dueKey{b.task.DueAt, b.task.ID})
+	})
+	held := s.holders()
+	for _, r := range keyed {
+		t := &r.task
+		holder, busy := held[t.TaskKey]
+		switch {
+		case !busy:
+			held[t.TaskKey] = t.ID
+			s.dispatch(r, execs[t.ID], now)
+			res.Claimed = append(res.Claimed, *copyTask(t))
+		case t.Overlap == store.OverlapSkip:
+			s.unschedule(r)
+			t.Status, t.FinishedAt, t.UpdatedAt = store.Skipped, now, now
+			t.LastError = fmt.Sprintf("skipped: task key %q held by task %d", t.TaskKey, holder)
+			res.Skipped = append(res.Skipped, *copyTask(t))
+		default:
+			res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, TaskKey: t.TaskKey})
 		}
-		if serialised(&r.task) {
-			keyed = append(keyed, driverkit.Keyed{ID: r.task.ID, DueAt: r.task.DueAt, TaskKey: r.task.TaskKey, Overlap: r.task.Overlap})
-			execs[r.task.ID] = c.ExecutionID
-			continue
-		}
-		s.dispatch(r, c.ExecutionID, now)
-		if startable[c.ID] && slices.Contains(on.Handlers, r.task.Name) {
-			s.start(r, on.Node, now)
-			res.Started = append(res.Started, *copyTask(&r.task))
-			continue
-		}
-		res.Claimed = append(res.Claimed, *copyTask(&r.task))
 	}
-	if len(keyed) == 0 {
-		return res, nil
-	}
-	claim, skip, block := driverkit.ResolveKeys(keyed, s.holders(keyed))
-	for _, k := range claim {
-		r := s.rows[k.ID]
-		s.dispatch(r, execs[k.ID], now)
-		res.Claimed = append(res.Claimed, *copyTask(&r.task))
-	}
-	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
-	for _, k := range skip {
-		r := s.rows[k.ID]
-		s.unschedule(r)
-		r.task.Status = store.Skipped
-		r.task.LastError = driverkit.SkipReason(k.TaskKey, k.Holder)
-		r.task.FinishedAt = now
-		r.task.UpdatedAt = now
-		res.Skipped = append(res.Skipped, *copyTask(&r.task))
-	}
-	for _, k := range block {
-		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
-	}
+	byID := func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) }
+	slices.SortFunc(res.Claimed, byID)
+	slices.SortFunc(res.Skipped, byID)
+	slices.SortFunc(res.Blocked, func(a, b store.Blocked) int { return cmp.Compare(a.ID, b.ID) })
 	return res, nil
 }
 

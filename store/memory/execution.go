@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Start records executions and moves their tasks from DISPATCHING to RUNNING. See
@@ -18,8 +17,8 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 		return nil, fmt.Errorf("ax: start executions: %w", err)
 	}
 	defer s.mu.Unlock()
-	if err := driverkit.CheckStarts(starts); err != nil {
-		return nil, fmt.Errorf("ax: start executions: %w", err)
+	if err := checkStarts(starts); err != nil {
+		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.fenced(fence); err != nil {
 		return nil, fmt.Errorf("ax: start executions: %w", err)
@@ -110,16 +109,11 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return nil, fmt.Errorf("ax: finish executions: %w", err)
 	}
 	defer s.mu.Unlock()
-	if err := driverkit.CheckFinishes(results); err != nil {
-		return nil, fmt.Errorf("ax: finish executions: %w", err)
+	if err := checkFinishes(results); err != nil {
+		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.fenced(fence); err != nil {
 		return nil, fmt.Errorf("ax: finish executions: %w", err)
-	}
-	for i, f := range results {
-		if f.Status == store.Scheduled && f.Attempt < 0 {
-			return nil, fmt.Errorf("ax: finish executions: result %d: retry with negative attempt %d: %w", i, f.Attempt, store.ErrInvalid)
-		}
 	}
 	now := s.now()
 	out := make([]bool, len(results))

@@ -16,7 +16,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	}
 	defer s.mu.Unlock()
 	for i, nt := range tasks {
-		if err := validNewTask(nt); err != nil {
+		if err := checkNewTask(nt); err != nil {
 			return nil, fmt.Errorf("ax: insert tasks: task %d: %w", i, err)
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/leaderlog"
 )
 
 // The leadership history lives in s.leadership, one slice per namespace in the order
@@ -45,13 +45,15 @@ func (s *Store) recordAcquired(namespace, holder string, epoch int64) {
 	if len(h) > 0 {
 		prev = &h[len(h)-1]
 	}
-	c.Reason = leaderlog.AcquiredReason(prev)
+	c.Reason = acquiredReason(prev)
 	s.appendChange(c)
 }
 
 // EndLeadership appends the end of holder's term of epoch. See [store.Fencer].
 func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epoch int64, reason string) error {
-	if err := leaderlog.CheckEnd(namespace, holder, epoch, reason); err != nil {
+	if err := checkLeadership("end leadership", namespace,
+		rule{holder == "" || !text(holder, store.MaxLeadershipHolder), "holder empty, too long, not UTF-8 or with a NUL"},
+		rule{epoch < 1, "epoch below 1"}, rule{!text(reason, store.MaxLeadershipReason), "reason too long, not UTF-8 or with a NUL"}); err != nil {
 		return fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -64,7 +66,7 @@ func (s *Store) EndLeadership(ctx context.Context, namespace, holder string, epo
 
 // LeadershipHistory returns the namespace's newest n changes. See [store.Fencer].
 func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) ([]store.LeadershipChange, error) {
-	if err := leaderlog.CheckHistory(namespace, n); err != nil {
+	if err := checkLeadership("leadership history", namespace, rule{outside(n, store.MaxLeadershipHistory), "count out of range"}); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -81,7 +83,8 @@ func (s *Store) LeadershipHistory(ctx context.Context, namespace string, n int) 
 
 // PruneLeadership deletes the namespace's oldest changes. See [store.Pruner].
 func (s *Store) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
-	if err := leaderlog.CheckPrune(namespace, before, keepNewest, limit); err != nil {
+	if err := checkLeadership("prune leadership", namespace, rule{outside(limit, store.MaxPrune), "limit out of range"},
+		rule{keepNewest < 0, "negative number to keep"}, rule{before.IsZero() && keepNewest == 0, "neither a time nor a number to keep"}); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -99,4 +102,37 @@ func (s *Store) PruneLeadership(ctx context.Context, namespace string, before ti
 	}
 	s.leadership[namespace] = slices.Delete(h, 0, n)
 	return n, nil
+}
+
+// acquiredReason is the Reason of a new term's "acquired" change: how prev, the
+// namespace's newest change before it (nil when none), ended, naming its leader by
+// candidate name.
+func acquiredReason(prev *store.LeadershipChange) string {
+	var why string
+	switch {
+	case prev == nil:
+		return "no earlier leader recorded"
+	case prev.Kind == store.LeadershipEnded:
+		why = fmt.Sprintf("%s ended its term of epoch %d: %s", candidate(prev.Holder), prev.Epoch, prev.Reason)
+	default:
+		why = fmt.Sprintf("%s recorded no end of its term of epoch %d: its lease was not released (it crashed, froze or lost its store)", candidate(prev.Holder), prev.Epoch)
+	}
+	for len(why) > store.MaxLeadershipReason { // cut at a character boundary
+		_, n := utf8.DecodeLastRuneInString(why)
+		why = why[:len(why)-n]
+	}
+	return why
+}
+
+// candidate is the candidate's name in an elector's holder value, "<id> <name>" or
+// "<token> <id> <name>": what follows the id. A value without a space is the name.
+func candidate(holder string) string {
+	rest := holder
+	if n, after, ok := strings.Cut(rest, " "); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+		rest = after
+	}
+	if _, name, ok := strings.Cut(rest, " "); ok {
+		return name
+	}
+	return rest
 }

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Leases live in s.leases, one row per namespace, read and written under s.mu with the
@@ -35,8 +33,8 @@ func (s *Store) live(namespace, holder string, epoch int64, now time.Time) *leas
 
 // AcquireLease takes the namespace's lease if it is free or expired. See [store.Leaser].
 func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl time.Duration) (store.LeaseInfo, bool, error) {
-	if err := driverkit.CheckLease(namespace, holder, ttl); err != nil {
-		return store.LeaseInfo{}, false, fmt.Errorf("ax: acquire lease: %w", err)
+	if err := checkLease("acquire lease", namespace, holder, ttl); err != nil {
+		return store.LeaseInfo{}, false, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
 		return store.LeaseInfo{}, false, fmt.Errorf("ax: acquire lease: %w", err)
@@ -56,8 +54,8 @@ func (s *Store) AcquireLease(ctx context.Context, namespace, holder string, ttl 
 
 // RenewLease extends holder's live lease of that epoch to now + ttl. See [store.Leaser].
 func (s *Store) RenewLease(ctx context.Context, namespace, holder string, epoch int64, ttl time.Duration) (bool, error) {
-	if err := driverkit.CheckLease(namespace, holder, ttl); err != nil {
-		return false, fmt.Errorf("ax: renew lease: %w", err)
+	if err := checkLease("renew lease", namespace, holder, ttl); err != nil {
+		return false, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
 		return false, fmt.Errorf("ax: renew lease: %w", err)
@@ -104,15 +102,11 @@ func (s *Store) Lease(ctx context.Context, namespace string) (store.LeaseInfo, e
 // error (or ErrInvalid for a malformed fence). s.mu must be held: the check and the
 // write it guards are one step under the lock, so no RaiseFence comes between.
 func (s *Store) fenced(f store.Fence) error {
-	if err := driverkit.CheckFence(f); err != nil || f.Token == 0 {
+	if err := checkFence(f); err != nil || f.Token == 0 {
 		return err
 	}
-	var recorded int64
-	if r, ok := s.leases[f.Namespace]; ok {
-		recorded = r.epoch
-	}
-	if !driverkit.Admits(f, recorded) {
-		return driverkit.FencedError(f, recorded)
+	if r, ok := s.leases[f.Namespace]; ok && f.Token < r.epoch { // no row is epoch 0
+		return fmt.Errorf("token %d below epoch %d of namespace %q: %w", f.Token, r.epoch, f.Namespace, store.ErrFenced)
 	}
 	return nil
 }

@@ -22,8 +22,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Store is an in-memory [store.Store]. The zero value is not usable; call [New]. It is
@@ -159,24 +157,6 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return s.now(), nil
 }
 
-func validNewTask(nt store.NewTask) error {
-	if err := driverkit.CheckNewTask(nt); err != nil {
-		return err
-	}
-	switch {
-	case nt.MaxRetry < 0:
-		return fmt.Errorf("negative max retry %d: %w", nt.MaxRetry, store.ErrInvalid)
-	case nt.Timeout < 0:
-		return fmt.Errorf("negative timeout %v: %w", nt.Timeout, store.ErrInvalid)
-	}
-	for i, d := range nt.Backoff {
-		if d < 0 {
-			return fmt.Errorf("negative backoff %v at %d: %w", d, i, store.ErrInvalid)
-		}
-	}
-	return nil
-}
-
 // current reports whether the change entry c still describes r: r is SCHEDULED and
 // c is its latest write.
 func (r *row) current(c change) bool {
@@ -187,18 +167,13 @@ func (r *row) current(c change) bool {
 // skip or queue.
 func serialised(t *store.Task) bool { return t.TaskKey != "" && t.Overlap != store.OverlapAllow }
 
-// holders returns, for the task keys of keyed, the lowest id of a task DISPATCHING or
-// RUNNING with that key. The store keeps no index of keys: it scans, as a test store
-// may.
-func (s *Store) holders(keyed []driverkit.Keyed) map[string]int64 {
-	want := make(map[string]bool, len(keyed))
-	for _, k := range keyed {
-		want[k.TaskKey] = true
-	}
+// holders returns, for each task key, the lowest id of a task DISPATCHING or RUNNING
+// with it. The store keeps no index of keys: it scans, as a test store may.
+func (s *Store) holders() map[string]int64 {
 	held := make(map[string]int64)
 	for _, r := range s.rows {
 		t := &r.task
-		if r.ns == s.ns && (t.Status == store.Dispatching || t.Status == store.Running) && want[t.TaskKey] {
+		if r.ns == s.ns && t.TaskKey != "" && (t.Status == store.Dispatching || t.Status == store.Running) {
 			if id, ok := held[t.TaskKey]; !ok || t.ID < id {
 				held[t.TaskKey] = t.ID
 			}

@@ -8,16 +8,14 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Nodes live in s.nodes, by (namespace, name), stamped with the store's clock.
 
 // RegisterNode writes the node's row. See [store.NodeRegistry].
 func (s *Store) RegisterNode(ctx context.Context, n store.NodeInfo) error {
-	if err := driverkit.CheckNode(n); err != nil {
-		return fmt.Errorf("ax: register node: %w", err)
+	if err := checkNode(n); err != nil {
+		return fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
 		return fmt.Errorf("ax: register node %q: %w", n.Name, err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Cancel moves the task (name, key) from SCHEDULED to CANCELLED. See [store.Store.Cancel].
@@ -21,7 +20,7 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	}
 	r := s.rows[id]
 	if r.task.Status != store.Scheduled {
-		return driverkit.Refusal(fmt.Sprintf("ax: cancel task %q/%q", name, key), copyTask(&r.task), store.ErrNotCancellable)
+		return refusal(fmt.Sprintf("ax: cancel task %q/%q", name, key), copyTask(&r.task), store.ErrNotCancellable)
 	}
 	now := s.now()
 	s.unschedule(r)
@@ -48,7 +47,7 @@ func (s *Store) Reschedule(ctx context.Context, name, key string, at time.Time) 
 	}
 	r := s.rows[id]
 	if r.task.Status != store.Scheduled {
-		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotReschedulable)
+		return refusal(op, copyTask(&r.task), store.ErrNotReschedulable)
 	}
 	s.unschedule(r)
 	r.task.DueAt = utc(at)
@@ -70,7 +69,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	if r.task.Status != store.Failed || r.task.Superseded {
-		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotRetryable)
+		return refusal(op, copyTask(&r.task), store.ErrNotRetryable)
 	}
 	now := s.now()
 	r.task.Status, r.task.DueAt, r.task.UpdatedAt = store.Scheduled, now, now
@@ -96,12 +95,11 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	}
 	op := fmt.Sprintf("ax: trigger task %d", id)
 	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
-		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
+		return refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
 	}
 	if serialised(&r.task) {
-		k := driverkit.Keyed{ID: r.task.ID, TaskKey: r.task.TaskKey}
-		if holder, held := s.holders([]driverkit.Keyed{k})[k.TaskKey]; held {
-			return driverkit.KeyHeld(op, copyTask(&r.task), holder)
+		if holder, held := s.holders()[r.task.TaskKey]; held {
+			return copyTask(&r.task), fmt.Errorf("%s: %w", op, &store.KeyHeldError{TaskKey: r.task.TaskKey, Holder: holder})
 		}
 	}
 	if r.task.Status == store.Scheduled {
@@ -132,7 +130,7 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
-		return driverkit.Refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
+		return refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
 	}
 	if r.task.Status == store.Scheduled {
 		s.unschedule(r)
@@ -144,4 +142,14 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 	r.task.Status, r.task.DueAt, r.task.TriggeredAt, r.task.UpdatedAt = store.Scheduled, now, now, now
 	s.schedule(r)
 	return copyTask(&r.task), nil
+}
+
+// refusal is the answer of a transition that does not apply to t: t as it is, and
+// the sentinel under op, saying t's status.
+func refusal(op string, t *store.Task, sentinel error) (*store.Task, error) {
+	superseded := ""
+	if t.Superseded {
+		superseded = " and superseded: a newer task holds its key"
+	}
+	return t, fmt.Errorf("%s: task is %s%s: %w", op, t.Status, superseded, sentinel)
 }

@@ -7,12 +7,11 @@ import (
 	"slices"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Prune deletes finished tasks with their executions. See [store.Pruner].
 func (s *Store) Prune(ctx context.Context, p store.PruneParams) (int, error) {
-	if err := driverkit.CheckPrune(p); err != nil {
+	if err := checkPrune(p); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {

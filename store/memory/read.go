@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // Get returns the task with this id. See [store.Store.Get].
@@ -63,7 +62,7 @@ func (s *Store) TaskStats(ctx context.Context, now time.Time) (*store.TaskStats,
 	if now.IsZero() {
 		return nil, fmt.Errorf("ax: task stats: zero time: %w", store.ErrInvalid)
 	}
-	st := driverkit.NewTaskStats()
+	st := &store.TaskStats{Counts: zeroCounts()}
 	for _, r := range s.rows {
 		if r.ns == s.ns {
 			st.Counts[r.task.Status]++

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 // RegisterSchedules upserts schedule definitions. See [store.Store.RegisterSchedules].
@@ -17,8 +16,8 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		return nil, fmt.Errorf("ax: register schedules: %w", err)
 	}
 	defer s.mu.Unlock()
-	if err := driverkit.CheckScheduleDefs(defs); err != nil {
-		return nil, fmt.Errorf("ax: register schedules: %w", err)
+	if err := checkScheduleDefs(defs); err != nil {
+		return nil, fmt.Errorf("ax: %w", err)
 	}
 	now := s.now()
 	out := make([]store.Schedule, len(defs))
@@ -137,13 +136,8 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 		return nil, fmt.Errorf("ax: fire schedule %q: %w", p.Name, err)
 	}
 	defer s.mu.Unlock()
-	if err := driverkit.CheckFire(p); err != nil {
+	if err := checkFire(p); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
-	}
-	for i, nt := range p.Tasks {
-		if err := validNewTask(nt); err != nil {
-			return nil, fmt.Errorf("ax: fire schedule %q: task %d: %w", p.Name, i, err)
-		}
 	}
 	if err := s.fenced(p.Fence); err != nil {
 		return nil, fmt.Errorf("ax: fire schedule %q: %w", p.Name, err)

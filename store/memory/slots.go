@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-
-	"github.com/axsched/ax/store/internal/driverkit"
 )
 
 type gapRow struct {
@@ -31,7 +29,7 @@ func (s *Store) recordGaps(name string, gaps []store.SlotGap) {
 // SlotGaps returns the gaps of a schedule that overlap [from, to], newest first. See
 // [store.SlotHistory].
 func (s *Store) SlotGaps(ctx context.Context, name string, from, to time.Time, limit int) ([]store.SlotGap, error) {
-	if err := driverkit.CheckSlotGaps(from, to, limit); err != nil {
+	if err := invalid("slot gaps", rule{outside(limit, store.MaxQueryLimit), "limit out of range"}, rule{from.After(to), "from after to"}); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -53,7 +51,8 @@ func (s *Store) SlotGaps(ctx context.Context, name string, from, to time.Time, l
 // TasksByKeys returns the tasks named name with one of keys, by id. See
 // [store.SlotHistory].
 func (s *Store) TasksByKeys(ctx context.Context, name string, keys []string) ([]store.Task, error) {
-	if err := driverkit.CheckTasksByKeys(keys); err != nil {
+	if err := invalid("tasks by keys", rule{len(keys) > store.MaxKeys, "too many keys"},
+		rule{slices.ContainsFunc(keys, func(k string) bool { return !store.CleanText(k) }), "key not UTF-8 or with a NUL"}); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -77,7 +76,8 @@ func (s *Store) TasksByKeys(ctx context.Context, name string, keys []string) ([]
 // TasksByKeyRange returns the tasks named name with a key in [from, before), greatest
 // key first. See [store.SlotHistory].
 func (s *Store) TasksByKeyRange(ctx context.Context, name, from, before string, limit int) ([]store.Task, error) {
-	if err := driverkit.CheckTasksByKeyRange(from, before, limit); err != nil {
+	if err := invalid("tasks by key range", rule{outside(limit, store.MaxQueryLimit), "limit out of range"},
+		rule{!store.CleanText(from) || !store.CleanText(before), "bound not UTF-8 or with a NUL"}, rule{from >= before, "empty range"}); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -97,7 +97,7 @@ func (s *Store) TasksByKeyRange(ctx context.Context, name, from, before string, 
 // PruneSlotGaps deletes the namespace's gaps that ended at or before before, oldest
 // first. See [store.Pruner].
 func (s *Store) PruneSlotGaps(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := driverkit.CheckPruneSlotGaps(before, limit); err != nil {
+	if err := checkPruneBefore("prune slot gaps", before, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {

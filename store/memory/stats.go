@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/internal/statsrow"
 )
 
 // statsKey names a row of the statistics: its namespace, node and minute (Unix
@@ -20,7 +19,7 @@ type statsKey struct {
 
 // WriteStats implements [store.StatsKeeper].
 func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error {
-	if err := statsrow.Check(rows); err != nil {
+	if err := checkStats(rows); err != nil {
 		return fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -28,7 +27,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 	}
 	defer s.mu.Unlock()
 	for _, r := range rows {
-		r = statsrow.Normal(r)
+		r = normalStats(r)
 		s.stats[statsKey{s.ns, r.Node, r.Minute.Unix()}] = r
 	}
 	return nil
@@ -36,7 +35,7 @@ func (s *Store) WriteStats(ctx context.Context, rows []store.MinuteStats) error 
 
 // Stats implements [store.StatsKeeper].
 func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats, error) {
-	if err := statsrow.CheckSince(since); err != nil {
+	if err := invalid("stats", rule{since.IsZero(), "zero since"}); err != nil {
 		return nil, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -46,7 +45,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 	out := []store.MinuteStats{}
 	for k, r := range s.stats {
 		if k.ns == s.ns && !r.Minute.Before(since) {
-			out = append(out, statsrow.Normal(r))
+			out = append(out, normalStats(r))
 		}
 	}
 	slices.SortFunc(out, func(a, b store.MinuteStats) int {
@@ -60,7 +59,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]store.MinuteStats
 
 // PruneStats implements [store.Pruner].
 func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := statsrow.CheckPrune(before, limit); err != nil {
+	if err := checkPruneBefore("prune stats", before, limit); err != nil {
 		return 0, fmt.Errorf("ax: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -79,4 +78,15 @@ func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (in
 		delete(s.stats, k)
 	}
 	return len(old), nil
+}
+
+// normalStats returns r as the store keeps it: Minute in UTC, MaxLateness to the
+// microsecond, no failing names as nil.
+func normalStats(r store.MinuteStats) store.MinuteStats {
+	r.Minute, r.MaxLateness = r.Minute.UTC(), r.MaxLateness.Truncate(time.Microsecond)
+	r.Failures = slices.Clip(slices.Clone(r.Failures))
+	if len(r.Failures) == 0 {
+		r.Failures = nil
+	}
+	return r
 }
