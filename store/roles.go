@@ -156,9 +156,11 @@ type Queue interface {
 	// write: concurrent Claims, in any number of processes, never leave two tasks of
 	// one key DISPATCHING or RUNNING. A task that loses is, by its policy, SKIPPED
 	// (FinishedAt set, LastError naming the key and the task holding it) or left
-	// SCHEDULED and reported Blocked. A task with Overlap allow ignores the key and
-	// takes no lock for it: it counts as a holder once claimed, but a claim racing
-	// with it is not serialised, so one key should not mix allow with the others.
+	// SCHEDULED and reported Blocked. A skipped task's LastError is exactly
+	// fmt.Sprintf("skipped: task key %q held by task %d", key, holderID). A task
+	// with Overlap allow ignores the key and takes no lock for it: it counts as a
+	// holder once claimed, but a claim racing with it is not serialised, so one key
+	// should not mix allow with the others.
 	//
 	// Claim is a leader-only write: it applies only if fence admits it (see [Fence]),
 	// checked in the claiming transaction, else it fails with ErrFenced.

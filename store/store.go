@@ -337,12 +337,16 @@ type LeadershipChange struct {
 	Namespace string
 	Epoch     int64 // the term's fencing epoch (Fence.Token)
 	// Holder is the leader, as RaiseFence recorded it: an elector's holder value
-	// (elect.Lease.Holder; elect.Candidate reads the candidate's name in it).
+	// (elect.Lease.Holder), "<id> <name>" or "<token> <id> <name>";
+	// elect.Candidate reads the name in it (a value without a space is the name).
 	Holder string
 	Kind   string    // LeadershipAcquired or LeadershipEnded
 	At     time.Time // when it was recorded, by the store's clock
-	// Reason says why: for "acquired", how the previous term ended, as far as the
-	// history knows; for "ended", the cause the leader gave.
+	// Reason says why: for "ended", the cause the leader gave. For "acquired", how
+	// the namespace's previous change ended its term, as far as the history knows:
+	// it names that leader by elect.Candidate of its Holder and its epoch as
+	// "epoch N", and gives its "ended" Reason, or says "no end" was recorded. The
+	// first "acquired" of a namespace says no earlier leader is recorded.
 	Reason string
 }
 

@@ -9,6 +9,10 @@
 //
 // Nothing is durable: closing the store, or dropping it, loses everything.
 //
+// It is also the example of a store written from go doc ./store and storetest
+// alone: it uses no package of the module but store, and holds its own reading of
+// the contract (check.go validates every input).
+//
 // DESIGN.md, beside this file, has the design notes: the indexes that keep Refill's
 // cost in proportion to what it returns.
 package memory
