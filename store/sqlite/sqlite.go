@@ -90,7 +90,7 @@ func Open(path string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{conns: &conns{w: w}, ns: store.DefaultNamespace}
-	if err := s.migrate(context.Background(), SchemaVersion()); err != nil {
+	if err := s.migrateWhileBusy(context.Background()); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -185,6 +185,27 @@ func latestMigration() (int, []string) {
 	sort.Strings(names)
 	return len(names), names
 }
+
+// migrateWhileBusy migrates the file to SchemaVersion, again while SQLite answers
+// SQLITE_BUSY, for at most openBusyFor. Processes opening a new file at once race to
+// set it up (its switch to WAL mode among them), and SQLite may refuse the losers at
+// once instead of waiting busy_timeout; a migration that did not commit is simply
+// tried again, and one that did is a no-op the next time.
+func (s *Store) migrateWhileBusy(ctx context.Context) error {
+	deadline := time.Now().Add(openBusyFor)
+	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := s.migrate(ctx, SchemaVersion())
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// openBusyFor bounds how long Open tries again a file SQLite answers SQLITE_BUSY for:
+// busy_timeout's 10 s.
+const openBusyFor = 10 * time.Second
 
 // migrate applies the migrations the file lacks, up to version to, in one IMMEDIATE
 // transaction.
