@@ -203,9 +203,6 @@ func (p *Process) notify() {
 // PID is the child's process id.
 func (p *Process) PID() int { return p.pid }
 
-// Name is the child's name (Options.Name).
-func (p *Process) Name() string { return p.name }
-
 // Lines returns every line the child printed so far.
 func (p *Process) Lines() []Line {
 	p.mu.Lock()

@@ -158,19 +158,6 @@ func parseFailures(s string) ([]store.NameCount, error) {
 	return out, nil
 }
 
-// Normal returns r as a store returns it: Minute in UTC, MaxLateness to the
-// microsecond, no failing names as nil.
-func Normal(r store.MinuteStats) store.MinuteStats {
-	r.Minute = r.Minute.UTC()
-	r.MaxLateness = r.MaxLateness.Truncate(time.Microsecond)
-	if len(r.Failures) == 0 {
-		r.Failures = nil
-	} else {
-		r.Failures = slices.Clone(r.Failures)
-	}
-	return r
-}
-
 // CheckPrune rejects a zero before or a limit outside [1, store.MaxPrune].
 func CheckPrune(before time.Time, limit int) error {
 	if before.IsZero() || limit < 1 || limit > store.MaxPrune {
