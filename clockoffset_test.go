@@ -108,6 +108,9 @@ func TestClockOffsetBetweenReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(cs.Nodes) != len(skews) {
+		t.Fatalf("Cluster lists %d nodes, want %d: %+v", len(cs.Nodes), len(skews), cs.Nodes)
+	}
 	for i, n := range cs.Nodes {
 		if d := n.ClockOffset + skews[i]; n.Node != fmt.Sprintf("node-%d", i) || d.Abs() > time.Second {
 			t.Errorf("Cluster: %s has ClockOffset %v, want about %v", n.Node, n.ClockOffset, -skews[i])

@@ -477,6 +477,9 @@ func TestScheduleNamesStayInTheirSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(ss) != len(names) {
+		t.Fatalf("Schedules lists %d schedules, want %d", len(ss), len(names))
+	}
 	for _, sc := range ss {
 		if !sc.Paused {
 			t.Errorf("schedule %q was not paused through its page", sc.Name)

@@ -25,7 +25,8 @@ func TestMain(m *testing.M) {
 
 // runChild plays part: "echo" prints READY, then ECHO and each line of its stdin
 // until it closes; "fail" prints ERROR; "silent" exits at once with status 3;
-// "tick" prints READY, then TICK every millisecond until killed.
+// "tick" prints READY, then every millisecond until killed TICK and the wall-clock
+// time, in Unix nanoseconds, at which it writes it.
 func runChild(part string) {
 	out := NewWriter(os.Stdout)
 	switch part {
@@ -45,7 +46,7 @@ func runChild(part string) {
 	case "tick":
 		out.Printf("READY")
 		for {
-			out.Printf("TICK")
+			out.Printf("TICK %d", time.Now().UnixNano())
 			time.Sleep(time.Millisecond)
 		}
 	}

@@ -1,6 +1,7 @@
 package childproc
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -9,7 +10,7 @@ import (
 func TestStopCont(t *testing.T) {
 	t.Parallel()
 	p := start(t, "tick", Options{})
-	if _, err := p.WaitLine(10*time.Second, "READY"); err != nil {
+	if _, err := p.WaitLine(10*time.Second, "TICK"); err != nil {
 		t.Fatal(err)
 	}
 	stoppedAt, err := p.Stop()
@@ -19,12 +20,7 @@ func TestStopCont(t *testing.T) {
 	if !stopped(p.PID()) {
 		t.Fatal("Stop returned and /proc says the child runs")
 	}
-	time.Sleep(100 * time.Millisecond) // the lines written before the stop are read
-	n := len(p.Lines())
-	time.Sleep(200 * time.Millisecond)
-	if m := len(p.Lines()); m != n {
-		t.Errorf("the stopped child printed %d lines", m-n)
-	}
+	time.Sleep(300 * time.Millisecond) // the time it stays stopped
 	contAt, err := p.Cont()
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +28,33 @@ func TestStopCont(t *testing.T) {
 	if contAt.Before(stoppedAt) {
 		t.Errorf("Cont at %v, before Stop's %v", contAt, stoppedAt)
 	}
-	if _, err := p.WaitFor(10*time.Second, "a line after Cont", func(l Line) bool { return l.Received.After(contAt) }); err != nil {
-		t.Error(err)
+	// Each TICK says when the child wrote it, so the check does not depend on when the
+	// parent reads the lines the child wrote before it stopped.
+	written := func(l Line) (time.Time, bool) {
+		if len(l.Fields) != 2 || l.Fields[0] != "TICK" {
+			return time.Time{}, false
+		}
+		ns, err := strconv.ParseInt(l.Fields[1], 10, 64)
+		return time.Unix(0, ns), err == nil
+	}
+	if _, err := p.WaitFor(10*time.Second, "a line written after Cont", func(l Line) bool {
+		at, ok := written(l)
+		return ok && at.After(contAt)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	for _, l := range p.Lines() {
+		at, ok := written(l)
+		switch {
+		case !ok:
+		case !at.After(stoppedAt.Round(0)):
+			before++
+		case at.Before(contAt.Round(0)):
+			t.Errorf("the stopped child wrote %q at %v, between Stop (%v) and Cont (%v)", l.Text, at, stoppedAt, contAt)
+		}
+	}
+	if before == 0 {
+		t.Error("the child wrote no TICK before it was stopped")
 	}
 }

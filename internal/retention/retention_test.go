@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func TestOnceDrainsTheLeadershipHistory(t *testing.T) {
 		t.Fatalf("Once = %d, %v; want 21 (two full batches and one short)", n, err)
 	}
 	want := "orders 2026-12-05T12:00:00Z 1000"
-	if len(h.calls) != 3 || h.calls[0] != want || h.calls[2] != want {
+	if len(h.calls) != 3 || slices.ContainsFunc(h.calls, func(c string) bool { return c != want }) {
 		t.Errorf("PruneLeadership calls %q, want three of %q", h.calls, want)
 	}
 }
