@@ -125,6 +125,10 @@ func (a *apiFlags) act(ctx context.Context, command, path string, body admin.Act
 		fmt.Fprintf(tw, "due:\t%s\n", t.DueAt.Format(time.RFC3339Nano))
 		if res.Audit.ExecutionID != "" {
 			fmt.Fprintf(tw, "execution:\t%s\n", res.Audit.ExecutionID)
+		} else if res.Audit.Action == "task.trigger" && t.Status == "SCHEDULED" {
+			// The server runs no handler of the task (ax serve): it handed the task
+			// over, due now, rather than running it.
+			fmt.Fprintf(tw, "handed over:\tdue now; a scheduler that runs %s starts it\n", t.Name)
 		}
 	} else {
 		fmt.Fprintf(tw, "target:\t%s\n", res.Audit.Target)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -293,6 +294,11 @@ func TestTasksCommands(t *testing.T) {
 	defer srv.Close()
 	api := []string{"--server", srv.URL, "--token", "tok"}
 	op := []string{"--server", srv.URL, "--token", "op-tok"}
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { // a console, not the API
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, "<!doctype html><title>ax</title>")
+	}))
+	defer page.Close()
 	id := func(i int) string { return strconv.FormatInt(ids[i], 10) }
 	runCommands(t, []commandCase{
 		{append([]string{"tasks", "list", "--name", "order.close"}, api...), exitOK,
@@ -310,6 +316,8 @@ func TestTasksCommands(t *testing.T) {
 		{append([]string{"tasks", "reschedule", id(1), "--at", "2h", "--reason", "the customer asked"}, op...), exitOK, []string{"SCHEDULED", "task.reschedule"}},
 		{append([]string{"tasks", "reschedule", id(1), "--at", "2h"}, op...), exitFail, []string{"invalid (400)", "needs a reason"}},
 		{append([]string{"tasks", "trigger", id(2), "--reason", "compensation", "--json"}, op...), exitOK, []string{`"action":"task.trigger"`, `"status_after":"SCHEDULED"`}}, // handed over: it runs no order.close
+		{append([]string{"tasks", "trigger", id(2), "--reason", "again"}, op...), exitOK, []string{"SCHEDULED", "handed over:", "runs order.close starts it"}},
+		{[]string{"tasks", "list", "--server", page.URL, "--token", "tok"}, exitFail, []string{"answered text/html", "is --server the admin API's base URL?"}},
 		{append([]string{"tasks", "retry", id(2)}, op...), exitFail, []string{"conflict (409)"}},
 		{append([]string{"schedules", "pause", "payment.reconcile"}, op...), exitOK, []string{"schedule payment.reconcile", "schedule.pause by oncall"}},
 		{append([]string{"schedules", "list"}, api...), exitOK, []string{"paused"}},

@@ -95,7 +95,15 @@ func (a *apiFlags) do(ctx context.Context, method, path string, query url.Values
 		}
 		return nil, fmt.Errorf("%s: %.200s", resp.Status, answer)
 	}
-	return answer, json.Unmarshal(answer, out)
+	if err := json.Unmarshal(answer, out); err != nil {
+		// A 200 that is no JSON is most often a page: --server names the console,
+		// or another site, rather than the admin API.
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			return nil, fmt.Errorf("%s answered %s, not the admin API's JSON: is --server the admin API's base URL?", u, cmp.Or(ct, "no content type"))
+		}
+		return nil, err
+	}
+	return answer, nil
 }
 
 // show is a read command's whole answer: GET path into out, then the server's JSON

@@ -529,6 +529,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 		r.summary(sum)
 		r.out.Plain("")
 		r.out.Plain("console: still serving at %s/, the scheduler running; sign in with the link above. Ctrl-C ends the demo.", cons.base)
+		r.out.Plain("  the CLI: ax tasks list --server %s/api --token TOKEN (the link's token; the same for ax schedules)", cons.base)
 		if cfg.ConsoleReady != nil {
 			cfg.ConsoleReady(cons.url)
 		}
@@ -888,7 +889,7 @@ func (r *run) verify(ctx context.Context, sum Summary) error {
 		return fmt.Errorf("demo: verify failed: %s", Clip(problems, 5))
 	}
 	r.out.Plain("")
-	r.out.Plain("verify: OK: %d tasks in the store as expected (%d SUCCEEDED, %d CANCELLED); %d orders closed, %d paid",
+	r.out.Plain("verify: OK: %d order timeouts in the store as expected (%d SUCCEEDED, %d CANCELLED); %d orders closed, %d paid",
 		len(r.plan.IDs), succeeded, cancelled, closedOrders, paidOrders)
 	if recOK != "" {
 		r.out.Plain("verify: OK: %s", recOK)
