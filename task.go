@@ -42,6 +42,9 @@ type Task struct {
 	// LastError is the last business or dispatch error (a panic's includes its
 	// stack), or why the task was skipped.
 	LastError string
+	// Snoozes counts the times its handler returned Snooze; they never consume a
+	// business retry, and WithMaxSnoozes caps them.
+	Snoozes int
 	// TaskKey, when set (WithTaskKey; a schedule's name for its occurrences), is a
 	// mutual-exclusion key: while another task with it is DISPATCHING or RUNNING
 	// this one does not start, and Overlap says what it does instead.
@@ -95,7 +98,7 @@ type Execution struct {
 	Attempt int
 	// Node is the Config.Node of the scheduler that ran it.
 	Node string
-	// Status is RUNNING, SUCCEEDED or FAILED.
+	// Status is RUNNING, SUCCEEDED, FAILED or SNOOZED (the handler returned Snooze).
 	Status Status
 	// DueAt is the task's DueAt when this attempt started: StartedAt − DueAt is its
 	// lateness (Lateness). A triggered attempt keeps the DueAt the task had.

@@ -79,8 +79,8 @@ type TaskWriter interface {
 	Reschedule(ctx context.Context, name, key string, at time.Time) (*Task, error)
 
 	// Retry moves a FAILED task back to SCHEDULED, due now by the store's clock,
-	// with a fresh business retry budget — Attempt and DispatchRetries 0, FinishedAt
-	// cleared, LastError kept — in one conditional write that stamps it with a fresh
+	// with a fresh business retry budget — Attempt, DispatchRetries and Snoozes 0,
+	// FinishedAt cleared, LastError kept — in one conditional write that stamps it with a fresh
 	// sequence number, and returns it. It returns ErrNotFound, or the unchanged task
 	// with ErrNotRetryable (also for a Superseded task: a newer one has its key).
 	Retry(ctx context.Context, id int64) (*Task, error)

@@ -223,6 +223,10 @@ type StartResult struct {
 //
 // LastError is set to Error unless Status is Succeeded. Error is the failure's: a
 // success records none, whatever Error holds.
+//
+// Snooze, with Status Scheduled only (else ErrInvalid), says the handler asked to run
+// again at DueAt without spending a business retry: the task's Snoozes grows by one
+// and the execution record becomes Snoozed, with Error (which says for how long).
 type Finish struct {
 	TaskID      int64
 	ExecutionID string
@@ -230,6 +234,7 @@ type Finish struct {
 	Error       string
 	Attempt     int       // Scheduled only
 	DueAt       time.Time // Scheduled only
+	Snooze      bool      // Scheduled only
 }
 
 // Requeue hands one undispatched task back (see Store.Requeue).

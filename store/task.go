@@ -20,6 +20,11 @@ const (
 	Skipped     Status = "SKIPPED"     // a periodic occurrence skipped because of overlap
 )
 
+// Snoozed is the status of an execution record only, never of a task: the handler
+// asked to run the task again later without spending a business retry (see
+// [Finish].Snooze).
+const Snoozed Status = "SNOOZED"
+
 // String returns the status name, e.g. "SCHEDULED".
 func (s Status) String() string { return string(s) }
 
@@ -71,6 +76,7 @@ type Task struct {
 	ExecutionID     string    // the current (or last) execution, a UUIDv7; empty before the first claim
 	OwnerService    string    // the service that submitted the task
 	LastError       string    // the last business or dispatch error, or why it was skipped
+	Snoozes         int       // times its handler snoozed it (see Finish.Snooze); never consumes Attempt
 
 	// TaskKey, when set, is a mutual-exclusion key: Overlap decides what happens
 	// when the task comes due while another task with the same key is DISPATCHING
@@ -113,7 +119,7 @@ type Execution struct {
 	TaskID      int64
 	Attempt     int
 	Node        string    // the executor that ran it
-	Status      Status    // Running, Succeeded or Failed
+	Status      Status    // Running, Succeeded, Failed or Snoozed
 	DueAt       time.Time // when the task was due, as this attempt started
 	ClaimedAt   time.Time // the claim (or trigger) this attempt ran under: the task's DispatchedAt
 	StartedAt   time.Time

@@ -63,7 +63,8 @@ func checkFinishes(results []store.Finish) error {
 			rule{f.Status != store.Succeeded && f.Status != store.Scheduled && f.Status != store.Failed, "status " + string(f.Status)},
 			rule{f.ExecutionID == "", "empty execution id"},
 			rule{f.Status == store.Scheduled && f.DueAt.IsZero(), "retry without a due time"},
-			rule{f.Status == store.Scheduled && f.Attempt < 0, "retry with a negative attempt"})
+			rule{f.Status == store.Scheduled && f.Attempt < 0, "retry with a negative attempt"},
+			rule{f.Snooze && f.Status != store.Scheduled, "snooze with status " + string(f.Status)})
 		if err != nil {
 			return err
 		}

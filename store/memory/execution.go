@@ -138,6 +138,10 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 			r.task.LastError = f.Error
 		case store.Scheduled:
 			e.Status = store.Failed
+			if f.Snooze {
+				e.Status = store.Snoozed
+				r.task.Snoozes++
+			}
 			r.task.Status = store.Scheduled
 			r.task.Attempt = f.Attempt
 			r.task.DueAt = utc(f.DueAt)

@@ -73,7 +73,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 	}
 	now := s.now()
 	r.task.Status, r.task.DueAt, r.task.UpdatedAt = store.Scheduled, now, now
-	r.task.Attempt, r.task.DispatchRetries, r.task.FinishedAt = 0, 0, time.Time{}
+	r.task.Attempt, r.task.DispatchRetries, r.task.Snoozes, r.task.FinishedAt = 0, 0, 0, time.Time{}
 	s.schedule(r)
 	return copyTask(&r.task), nil
 }

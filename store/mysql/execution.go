@@ -284,10 +284,10 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				return err
 			}
 			var (
-				all, retry, final, failed         []int64
-				allExec, status, retryAttempt     []any
-				retryDue, retrySeq, failedErr     []any
-				execIDs, execStatus, execErr, fin []any
+				all, retry, final, failed, snoozed []int64
+				allExec, status, retryAttempt      []any
+				retryDue, retrySeq, failedErr      []any
+				execIDs, execStatus, execErr, fin  []any
 			)
 			ts := dt(now)
 			for _, i := range part {
@@ -301,10 +301,15 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				all = append(all, f.TaskID)
 				allExec = append(allExec, f.ExecutionID)
 				status = append(status, string(f.Status))
-				if f.Status == store.Succeeded {
+				switch {
+				case f.Status == store.Succeeded:
 					execStatus = append(execStatus, string(store.Succeeded))
 					execErr = append(execErr, "") // a success records no error
-				} else {
+				case f.Snooze:
+					execStatus = append(execStatus, string(store.Snoozed))
+					execErr = append(execErr, f.Error)
+					snoozed = append(snoozed, f.TaskID)
+				default:
 					execStatus = append(execStatus, string(store.Failed))
 					execErr = append(execErr, f.Error)
 				}
@@ -340,6 +345,12 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET `+u.sql+`
 				WHERE execution_id = `+execCase+` AND id IN (`+marks(len(all))+`) AND status = 'RUNNING'`, args...); err != nil {
 				return err
+			}
+			if len(snoozed) > 0 { // rows locked above and matched: no condition to check again
+				if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET snoozes = snoozes + 1
+					WHERE id IN (`+marks(len(snoozed))+`)`, int64s(snoozed)...); err != nil {
+					return err
+				}
 			}
 			// Close the execution records.
 			statusCase, sargs := caseID(execIDs, execStatus, "")

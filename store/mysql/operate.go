@@ -112,7 +112,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 func (s *Store) retryIn(ctx context.Context, id int64) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
 	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {
 		return s.moveIn(ctx, tx, store.ErrNotRetryable,
-			`UPDATE ax_tasks SET status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6), attempt = 0, dispatch_retries = 0,
+			`UPDATE ax_tasks SET status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6), attempt = 0, dispatch_retries = 0, snoozes = 0,
 				finished_at = NULL, seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
 			WHERE id = ? AND namespace = ? AND status = 'FAILED' AND key_slot = 0`, []any{seq, id, s.ns},
 			getSQL, []any{id, s.ns})

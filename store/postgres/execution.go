@@ -45,15 +45,15 @@ SELECT id, execution_id FROM u`
 
 // finishSQL applies the results of one chunk to the tasks of namespace $8 and closes
 // the execution record of each that did not succeed ($7: those execution ids): FAILED,
-// with its error and finish time. A succeeded execution's record is left as it was
+// or SNOOZED for a snooze ($9), with its error and finish time. A succeeded execution's record is left as it was
 // written at its start, RUNNING, and reads as its task says: the task is SUCCEEDED with
 // that execution id, finished at the time the record would have been given (see
 // execCols). That is one row write a task fewer (a HOT update, but a new row version
 // and its WAL all the same), and the ids of the succeeded executions are not even
 // looked up.
 const finishSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
-c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[])
-	AS c(id, eid, status, error, attempt, due_at)),
+c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[], $9::bool[])
+	AS c(id, eid, status, error, attempt, due_at, snooze)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET
 		status = c.status,
@@ -62,12 +62,13 @@ u AS (UPDATE ax_tasks t SET
 		due_at = CASE c.status WHEN 'SCHEDULED' THEN c.due_at ELSE t.due_at END,
 		seq = CASE c.status WHEN 'SCHEDULED' THEN nextval('ax_seq') ELSE t.seq END,
 		finished_at = CASE c.status WHEN 'SCHEDULED' THEN t.finished_at ELSE ts.now END,
+		snoozes = t.snoozes + CASE WHEN c.snooze THEN 1 ELSE 0 END,
 		updated_at = ts.now
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
 		AND t.namespace || '' = $8
-	RETURNING t.id, t.execution_id, c.status AS new_status, c.error),
-x AS (UPDATE ax_executions x SET status = 'FAILED', error = u.error, finished_at = ts.now
+	RETURNING t.id, t.execution_id, c.status AS new_status, c.error, c.snooze),
+x AS (UPDATE ax_executions x SET status = CASE WHEN u.snooze THEN 'SNOOZED' ELSE 'FAILED' END, error = u.error, finished_at = ts.now
 	FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($7) AND u.new_status <> 'SUCCEEDED')
 SELECT id, execution_id FROM u`
 
@@ -273,17 +274,17 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		}
 		chunks(order, func(part []int) {
 			ids, eids, statuses, errs := make([]int64, len(part)), make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
-			attempts, dues := make([]int64, len(part)), make([]time.Time, len(part))
+			attempts, dues, snoozes := make([]int64, len(part)), make([]time.Time, len(part)), make([]bool, len(part))
 			failed := []string{}
 			for k, i := range part {
 				f := results[i]
 				ids[k], eids[k], statuses[k], errs[k] = f.TaskID, f.ExecutionID, string(f.Status), f.Error
-				attempts[k], dues[k] = int64(f.Attempt), f.DueAt
+				attempts[k], dues[k], snoozes[k] = int64(f.Attempt), f.DueAt, f.Snooze
 				if f.Status != store.Succeeded {
 					failed = append(failed, f.ExecutionID)
 				}
 			}
-			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues, failed, s.ns)
+			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues, failed, s.ns, snoozes)
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(done)

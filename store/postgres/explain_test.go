@@ -182,9 +182,9 @@ func TestExplain(t *testing.T) {
 		{"start (200 ids)", startSQL, []any{dispIDs, dispEIDs, fill(200, "node-1"), fill(200, "order.close"), ns}, "ax_tasks_pkey", false, false},
 		{"heartbeat (200 ids)", heartbeatSQL, []any{runIDs, runEIDs, ns}, "ax_tasks_pkey", false, false},
 		// Failed, so that the executions' records are closed too (a success leaves them).
-		{"finish (200 ids)", finishSQL, []any{runIDs, runEIDs, fill(200, "FAILED"), fill(200, "boom"), fill(200, int64(0)), fill(200, now), runEIDs, ns},
+		{"finish (200 ids)", finishSQL, []any{runIDs, runEIDs, fill(200, "FAILED"), fill(200, "boom"), fill(200, int64(0)), fill(200, now), runEIDs, ns, fill(200, false)},
 			"ax_tasks_pkey", false, false},
-		{"finish (200 ids, succeeded)", finishSQL, []any{runIDs, runEIDs, fill(200, "SUCCEEDED"), fill(200, ""), fill(200, int64(0)), fill(200, now), []string{}, ns},
+		{"finish (200 ids, succeeded)", finishSQL, []any{runIDs, runEIDs, fill(200, "SUCCEEDED"), fill(200, ""), fill(200, int64(0)), fill(200, now), []string{}, ns, fill(200, false)},
 			"ax_tasks_pkey", false, false},
 		{"requeue (200 ids)", requeueSQL, []any{dispIDs, dispEIDs, fill(200, now), fill(200, "busy"), fill(200, int64(3)), ns}, "ax_tasks_pkey", false, false},
 		{"orphan scan (Stale RUNNING)", staleRunningSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_running_heartbeat", false, false},
@@ -470,7 +470,7 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 		{"heartbeat", heartbeatSQL, func(ids []int64, eids []string) []any { return []any{ids, eids, s.ns} }},
 		{"finish", finishSQL, func(ids []int64, eids []string) []any {
 			n := len(ids)
-			return []any{ids, eids, fill(n, "FAILED"), fill(n, "boom"), fill(n, int64(0)), fill(n, now), eids, s.ns} // records closed too
+			return []any{ids, eids, fill(n, "FAILED"), fill(n, "boom"), fill(n, int64(0)), fill(n, now), eids, s.ns, fill(n, false)} // records closed too
 		}},
 		{"requeue", requeueSQL, func(ids []int64, eids []string) []any {
 			n := len(ids)

@@ -156,7 +156,7 @@ const rescheduleSQL = `UPDATE ax_tasks t SET due_at = $4, seq = nextval('ax_seq'
 
 // retrySQL moves the FAILED task $1 of namespace $2 back to SCHEDULED, due now, with
 // a fresh retry budget and sequence number.
-const retrySQL = `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now, attempt = 0, dispatch_retries = 0, finished_at = NULL,
+const retrySQL = `UPDATE ax_tasks t SET status = 'SCHEDULED', due_at = ts.now, attempt = 0, dispatch_retries = 0, snoozes = 0, finished_at = NULL,
 		seq = nextval('ax_seq'), updated_at = ts.now
 	FROM (SELECT clock_timestamp() AS now) ts
 	WHERE t.id = $1 AND t.namespace || '' = $2 AND t.status = 'FAILED' AND t.key_slot = 0 RETURNING ` + taskCols

@@ -91,13 +91,14 @@ var (
 		WHERE id IN (VALUES %V%)`}
 	// finishStmt applies the results to the tasks of the view's namespace RUNNING with
 	// the given execution id.
-	finishStmt = &batchStmt{cols: 7, pad: []any{0, "", "", "", 0, 0, 0}, sql: `UPDATE ax_tasks SET
+	finishStmt = &batchStmt{cols: 8, pad: []any{0, "", "", "", 0, 0, 0, 0}, sql: `UPDATE ax_tasks SET
 		status = c.column3,
 		last_error = CASE c.column3 WHEN 'SUCCEEDED' THEN last_error ELSE c.column4 END,
 		attempt = CASE c.column3 WHEN 'SCHEDULED' THEN c.column5 ELSE attempt END,
 		due_at = CASE c.column3 WHEN 'SCHEDULED' THEN c.column6 ELSE due_at END,
 		seq = CASE c.column3 WHEN 'SCHEDULED' THEN c.column7 ELSE seq END,
 		finished_at = CASE c.column3 WHEN 'SCHEDULED' THEN finished_at ELSE ? END,
+		snoozes = snoozes + c.column8,
 		updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2

@@ -178,7 +178,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		ts := micros(now())
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
-			args := make([]any, 0, 7*len(part))
+			args := make([]any, 0, 8*len(part))
 			for _, i := range part {
 				f := results[i]
 				var due, sq int64
@@ -186,7 +186,11 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 					due, sq = micros(f.DueAt), seq
 					seq++
 				}
-				args = append(args, f.TaskID, f.ExecutionID, string(f.Status), f.Error, f.Attempt, due, sq)
+				snooze := 0
+				if f.Snooze {
+					snooze = 1
+				}
+				args = append(args, f.TaskID, f.ExecutionID, string(f.Status), f.Error, f.Attempt, due, sq, snooze)
 			}
 			done, err := scanStrings(s.batch(ctx, tx, finishStmt, []any{ts, ts}, args, []any{s.ns}))
 			if err != nil || len(done) == 0 {
@@ -201,8 +205,11 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				delete(done, f.ExecutionID) // a second copy in this batch did not apply
 				out[i] = true
 				status, errText := store.Failed, f.Error
-				if f.Status == store.Succeeded {
+				switch {
+				case f.Status == store.Succeeded:
 					status, errText = store.Succeeded, "" // a success records no error
+				case f.Snooze:
+					status = store.Snoozed
 				}
 				args = append(args, f.ExecutionID, string(status), errText)
 			}

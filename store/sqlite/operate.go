@@ -86,7 +86,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*store.Task, error) {
 func (s *Store) retryIn(ctx context.Context, tx *sql.Tx, seq, id int64) (*store.Task, error, error) {
 	ts := micros(now())
 	t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'SCHEDULED', due_at = ?, attempt = 0,
-		dispatch_retries = 0, finished_at = NULL, seq = ?, updated_at = ?
+		dispatch_retries = 0, snoozes = 0, finished_at = NULL, seq = ?, updated_at = ?
 		WHERE id = ? AND +namespace = ? AND status = 'FAILED' AND key_slot = 0 RETURNING `+taskColumns, ts, seq, ts, id, s.ns))
 	if !errors.Is(err, sql.ErrNoRows) {
 		return t, nil, err

@@ -32,6 +32,7 @@ var finishTests = []test{
 	{"Succeeded", testFinishSucceeded},
 	{"Retry", testFinishRetry},
 	{"Released", testFinishReleased},
+	{"Snooze", testFinishSnooze},
 	{"Failed", testFinishFailed},
 	{"NotApplied", testFinishNotApplied},
 	{"NotInAnotherNamespace", testFinishNotInAnotherNamespace},
@@ -517,6 +518,55 @@ func testFinishReleased(e *env) {
 	}
 }
 
+// A snooze puts the task back to SCHEDULED at DueAt with its Attempt, counts it in
+// Snoozes and closes the record SNOOZED; a second snooze counts again, and an
+// operator's Retry of the task, once failed, starts the count again.
+func testFinishSnooze(e *env) {
+	before := e.inState(store.Running)
+	due := e.past()
+	lo := e.settle(before)
+	e.finish(store.Finish{TaskID: before.ID, ExecutionID: before.ExecutionID, Status: store.Scheduled,
+		Error: "snoozed for 1s", Attempt: before.Attempt, DueAt: due, Snooze: true})
+	hi := e.now()
+	got := e.get(before.ID)
+	e.stamped("Finish(snooze): UpdatedAt", got.UpdatedAt, lo, hi)
+	want := *before
+	want.Status, want.DueAt, want.LastError, want.Snoozes = store.Scheduled, due, "snoozed for 1s", before.Snoozes+1
+	want.UpdatedAt = got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Finish(snooze) mismatch (-want +got):\n%s", d)
+	}
+	e.checkClosed(before, store.Snoozed, "snoozed for 1s", lo, hi)
+
+	// Snoozed again, then run and failed: two snoozes, two SNOOZED records.
+	second := e.claim(before.ID)
+	e.start(second)
+	e.finish(store.Finish{TaskID: second.ID, ExecutionID: second.ExecutionID, Status: store.Scheduled,
+		Error: "snoozed until later", Attempt: before.Attempt, DueAt: e.past(), Snooze: true})
+	third := e.claim(before.ID)
+	e.start(third)
+	e.finish(store.Finish{TaskID: third.ID, ExecutionID: third.ExecutionID, Status: store.Failed, Error: "gave up"})
+	got = e.get(before.ID)
+	if got.Status != store.Failed || got.Snoozes != before.Snoozes+2 || got.Attempt != before.Attempt {
+		e.t.Errorf("after two snoozes and a failure: status %s snoozes %d attempt %d; want %s %d %d",
+			got.Status, got.Snoozes, got.Attempt, store.Failed, before.Snoozes+2, before.Attempt)
+	}
+	var statuses []store.Status
+	for _, x := range e.executions(before.ID) {
+		statuses = append(statuses, x.Status)
+	}
+	if d := diff([]store.Status{store.Snoozed, store.Snoozed, store.Failed}, statuses); d != "" {
+		e.t.Errorf("Executions(%d) statuses mismatch (-want +got):\n%s", before.ID, d)
+	}
+	retried, err := e.s.Retry(e.ctx, before.ID)
+	if err != nil {
+		e.t.Fatalf("Retry(%d) error: %v", before.ID, err)
+	}
+	if retried.Snoozes != 0 {
+		e.t.Errorf("Retry: Snoozes = %d, want 0 (a fresh budget)", retried.Snoozes)
+	}
+}
+
 func testFinishFailed(e *env) {
 	before := e.inState(store.Running)
 	lo := e.settle(before)
@@ -609,6 +659,8 @@ func testFinishInvalid(e *env) {
 		"status SKIPPED":        {Status: store.Skipped},
 		"unknown status BOGUS":  {Status: "BOGUS"},
 		"retry, status lowcase": {Status: "scheduled", DueAt: time.Now()},
+		"snooze, status FAILED": {Status: store.Failed, Snooze: true},
+		"snooze, SUCCEEDED":     {Status: store.Succeeded, Snooze: true},
 	}
 	for what, bad := range cases {
 		valid := e.inState(store.Running)

@@ -57,6 +57,8 @@ func CheckFinishes(results []store.Finish) error {
 			return fmt.Errorf("result %d: empty execution id: %w", i, store.ErrInvalid)
 		case f.Status == store.Scheduled && f.DueAt.IsZero():
 			return fmt.Errorf("result %d: retry without a due time: %w", i, store.ErrInvalid)
+		case f.Snooze && f.Status != store.Scheduled:
+			return fmt.Errorf("result %d: snooze with status %s: %w", i, f.Status, store.ErrInvalid)
 		}
 	}
 	return nil
