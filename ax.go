@@ -31,6 +31,10 @@ const (
 	Skipped     Status = "SKIPPED"
 )
 
+// Snoozed is the status of an execution record only, never of a task: its handler
+// returned Snooze.
+const Snoozed Status = "SNOOZED"
+
 // Store is where ax keeps its state: store/sqlite (embedded), or another driver.
 type Store = store.Store
 
@@ -50,6 +54,7 @@ const (
 	DefaultNotifiedRefillInterval = 5 * time.Second
 	DefaultMaxPayload             = 1 << 20 // bytes
 	DefaultMaxRetry               = 5
+	DefaultMaxSnoozes             = 100
 	DefaultTimeout                = 30 * time.Minute
 	DefaultMaxCatchUp             = 100
 	DefaultStatsInterval          = 15 * time.Second

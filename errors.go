@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/store"
@@ -122,3 +123,20 @@ type unprefixed struct{ err error }
 
 func (u unprefixed) Error() string { return strings.TrimPrefix(u.err.Error(), "ax: ") }
 func (u unprefixed) Unwrap() error { return u.err }
+
+// Snooze is what a handler returns to run its task again after d without spending a
+// business retry — "not yet", as when a remote API answers with Retry-After. The task
+// goes back to SCHEDULED, due d from now (a negative d counts as zero), with its
+// Attempt unchanged and Snoozes one higher; the execution record ends SNOOZED and the
+// observer sees OutcomeSnoozed. WithMaxSnoozes caps how often one task may snooze.
+// Returned wrapped (fmt.Errorf with %w) it works the same.
+func Snooze(d time.Duration) error { return &execute.SnoozeError{Delay: d} }
+
+// SnoozeUntil is Snooze to a time: the task is due again at t (now, if t has passed).
+func SnoozeUntil(t time.Time) error { return &execute.SnoozeError{Until: t} }
+
+// Permanent wraps err so that the task ends FAILED at once, with no retries left to
+// spend: for a failure no retry can mend (a malformed payload, a deleted account).
+// The task's LastError reads "permanent, not retried: " and err's message; errors.Is
+// and errors.As see err through it. Permanent(nil) is a permanent error too.
+func Permanent(err error) error { return &execute.PermanentError{Err: err} }

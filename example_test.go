@@ -414,3 +414,60 @@ func ExampleScheduler_Stats() {
 	// succeeded: 2 failed: 1 early starts: 0
 	// failing most: [{invoice.send 1}]
 }
+
+// A handler that honours a remote API's Retry-After: it snoozes, which runs the task
+// again later without spending a retry, and ends a task it can never complete with a
+// permanent error, which is not retried.
+func ExampleSnooze() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	s.HandleFunc("invoice.send", func(ctx context.Context, t *ax.Task) error {
+		switch {
+		case t.Key == "deleted-account":
+			defer wg.Done()
+			return ax.Permanent(errors.New("account deleted"))
+		case t.Snoozes == 0:
+			return ax.Snooze(10 * time.Millisecond) // "429 Too Many Requests, Retry-After: …"
+		}
+		defer wg.Done()
+		return nil
+	}, ax.WithMaxRetry(3))
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	sent, err := s.Delay(ctx, "invoice.send", "inv-1", 0)
+	if err != nil {
+		panic(err)
+	}
+	gone, err := s.Delay(ctx, "invoice.send", "deleted-account", 0)
+	if err != nil {
+		panic(err)
+	}
+	wg.Wait()
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	for _, id := range []int64{sent.ID, gone.ID} {
+		t, err := s.Get(ctx, id)
+		if err != nil {
+			panic(err)
+		}
+		execs, err := s.Executions(ctx, id)
+		if err != nil {
+			panic(err)
+		}
+		var runs []ax.Status
+		for _, x := range execs {
+			runs = append(runs, x.Status)
+		}
+		fmt.Printf("%s: %s, attempt %d, snoozes %d, runs %v, last error %q\n", t.Key, t.Status, t.Attempt, t.Snoozes, runs, t.LastError)
+	}
+	// Output:
+	// inv-1: SUCCEEDED, attempt 0, snoozes 1, runs [SNOOZED SUCCEEDED], last error "snoozed for 10ms"
+	// deleted-account: FAILED, attempt 0, snoozes 0, runs [FAILED], last error "permanent, not retried: account deleted"
+}

@@ -120,6 +120,7 @@ const (
 	OutcomeTimedOut  Outcome = "timed_out" // the handler ran past its timeout
 	OutcomeReleased  Outcome = "released"  // Stop interrupted it; it runs again without using a retry
 	OutcomeOrphaned  Outcome = "orphaned"  // its executor stopped heartbeating; counted as a failure
+	OutcomeSnoozed   Outcome = "snoozed"   // the handler returned Snooze; it runs again without using a retry
 )
 
 // DispatchReason is why a claimed task was handed back (Event.Reason of

@@ -35,6 +35,7 @@ func TestConstantsMatchTheKernel(t *testing.T) {
 	for ours, kernel := range map[string]string{
 		string(OutcomeSucceeded): observe.Succeeded, string(OutcomeFailed): observe.Failed, string(OutcomePanicked): observe.Panicked,
 		string(OutcomeTimedOut): observe.TimedOut, string(OutcomeReleased): observe.Released, string(OutcomeOrphaned): observe.Orphaned,
+		string(OutcomeSnoozed):    observe.Snoozed,
 		string(DispatchNoHandler): observe.NoHandler, string(DispatchStopping): observe.Stopping, string(DispatchStuck): observe.Stuck,
 		string(DispatchLeaseEnded): observe.LeaseEnded, string(DispatchBusy): observe.Busy, string(DispatchFenced): observe.Fenced,
 		string(DispatchUnreachable): observe.Unreachable, string(DispatchRefused): observe.Refused,
@@ -54,7 +55,7 @@ func TestConstantsMatchTheKernel(t *testing.T) {
 		ScheduleSkippedOverlap: observe.SkippedOverlap,
 		string(Scheduled):      string(store.Scheduled), string(Dispatching): string(store.Dispatching), string(Running): string(store.Running),
 		string(Succeeded): string(store.Succeeded), string(Failed): string(store.Failed), string(Cancelled): string(store.Cancelled),
-		string(Skipped): string(store.Skipped), DefaultNamespace: store.DefaultNamespace,
+		string(Skipped): string(store.Skipped), string(Snoozed): string(store.Snoozed), DefaultNamespace: store.DefaultNamespace,
 		"hold " + string(HoldLive): "hold " + string(store.HoldLive), "hold " + string(HoldActive): "hold " + string(store.HoldActive),
 		"hold " + string(HoldForever):    "hold " + string(store.HoldForever),
 		"overlap " + string(OverlapSkip): "overlap " + string(store.OverlapSkip), "overlap " + string(OverlapQueue): "overlap " + string(store.OverlapQueue),

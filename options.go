@@ -18,6 +18,7 @@ import (
 //	WithOwner                     ✓                  ✓   (ContentOption)
 //	WithOverlap                   ✓                  ✓   (ContentOption)
 //	WithUnique       ✓            ✓                      (UniqueOption)
+//	WithMaxSnoozes   ✓
 //	WithTx                        ✓
 //	WithTaskKey                   ✓
 //	WithTimeZone                                     ✓   (Cron only)
@@ -63,6 +64,12 @@ func (c ContentOption) apply(o *options) { c.set(o) }
 func (ContentOption) taskOption()        {}
 func (ContentOption) scheduleOption()    {}
 
+// handlerOnly is a HandlerOption that nothing else takes.
+type handlerOnly func(o *options)
+
+func (f handlerOnly) apply(o *options) { f(o) }
+func (handlerOnly) handlerOption()     {}
+
 // taskOnly is a TaskOption that nothing else takes.
 type taskOnly func(o *options)
 
@@ -95,6 +102,7 @@ type options struct {
 	payload    []byte
 	hasPayload bool
 	maxRetry   *int
+	maxSnoozes *int
 	backoff    func(attempt int) time.Duration
 	hasBackoff bool
 	timeout    *time.Duration
@@ -178,6 +186,20 @@ func WithTimeout(d time.Duration) RunOption {
 		}
 		o.timeout = &d
 	}}
+}
+
+// WithMaxSnoozes caps how many times one task of the handler may snooze (its handler
+// returns Snooze or SnoozeUntil): the snooze after n ends the task FAILED, with an
+// error that says so. Default DefaultMaxSnoozes (100); 0 fails a task at its first
+// snooze. Negative is invalid. An operator's Retry starts the count again.
+func WithMaxSnoozes(n int) HandlerOption {
+	return handlerOnly(func(o *options) {
+		if n < 0 {
+			o.invalid("MaxSnoozes", "is negative (%d)", n)
+			return
+		}
+		o.maxSnoozes = &n
+	})
 }
 
 // WithOwner records which service submitted the task (owner_service), overriding

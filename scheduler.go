@@ -207,7 +207,7 @@ func inNamespace(st Store, ns string) (Store, error) {
 }
 
 // Handle registers h for tasks named name, with opts as the defaults for those tasks
-// (WithMaxRetry, WithBackoff, WithTimeout). It may be called before or after Start;
+// (WithMaxRetry, WithBackoff, WithTimeout, WithMaxSnoozes). It may be called before or after Start;
 // registering a name twice replaces the handler. An empty name, a nil handler or an
 // invalid option value panics, like http.Handle: these are programming errors.
 func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
@@ -223,7 +223,7 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	}
 	hd := &handler{maxRetry: DefaultMaxRetry, exec: &execute.Handler{
 		Run:     func(ctx context.Context, t *store.Task) error { return h.Handle(ctx, taskOf(t)) },
-		Timeout: DefaultTimeout, Backoff: DefaultBackoff,
+		Timeout: DefaultTimeout, Backoff: DefaultBackoff, MaxSnoozes: DefaultMaxSnoozes,
 	}}
 	if o.maxRetry != nil {
 		hd.maxRetry = *o.maxRetry
@@ -233,6 +233,9 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	}
 	if o.timeout != nil {
 		hd.exec.Timeout = *o.timeout
+	}
+	if o.maxSnoozes != nil {
+		hd.exec.MaxSnoozes = *o.maxSnoozes
 	}
 	if o.unique != nil {
 		hd.unique = *o.unique

@@ -22,6 +22,7 @@ type TaskView struct {
 	Attempt         int        `json:"attempt"`
 	MaxRetry        int        `json:"max_retry"`
 	DispatchRetries int        `json:"dispatch_retries"`
+	Snoozes         int        `json:"snoozes"`
 	ExecutionID     string     `json:"execution_id,omitempty"`
 	OwnerService    string     `json:"owner_service,omitempty"`
 	LastError       string     `json:"last_error,omitempty"`
@@ -50,7 +51,7 @@ func optTime(t time.Time) *time.Time {
 func taskOf(t *ax.Task) TaskView {
 	return TaskView{
 		ID: t.ID, Name: t.Name, Key: t.Key, Status: string(t.Status), DueAt: t.DueAt, Attempt: t.Attempt, MaxRetry: t.MaxRetry,
-		DispatchRetries: t.DispatchRetries, ExecutionID: t.ExecutionID, OwnerService: t.OwnerService, LastError: t.LastError,
+		DispatchRetries: t.DispatchRetries, Snoozes: t.Snoozes, ExecutionID: t.ExecutionID, OwnerService: t.OwnerService, LastError: t.LastError,
 		TaskKey: t.TaskKey, Overlap: string(t.Overlap), PayloadBytes: len(t.Payload),
 		KeyHold: string(t.KeyHold), KeyUntil: optTime(t.KeyUntil), Superseded: t.Superseded, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 		DispatchedAt: optTime(t.DispatchedAt), StartedAt: optTime(t.StartedAt), HeartbeatAt: optTime(t.HeartbeatAt),

@@ -24,7 +24,7 @@
 //	ax_task_duration_seconds                 name, outcome       the handler's run time (histogram; not for
 //	                                                             orphaned executions, whose run time is unknown)
 //	ax_task_executions_total                 name, outcome       executions ended: succeeded, failed, panicked,
-//	                                                             timed_out, released, orphaned
+//	                                                             timed_out, released, orphaned, snoozed
 //	ax_task_dispatch_failures_total          name, reason        claimed tasks handed back unstarted: no_handler,
 //	                                                             stopping, stuck, lease_ended, busy, unreachable,
 //	                                                             fenced, refused

@@ -119,7 +119,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		duration: histogram("ax_task_duration_seconds",
 			"Seconds a handler ran, per task name and outcome of the execution.", "name", "outcome"),
 		executions: counterVec("ax_task_executions_total",
-			"Executions that ended, per task name and outcome (succeeded, failed, panicked, timed_out, released, orphaned).", "name", "outcome"),
+			"Executions that ended, per task name and outcome (succeeded, failed, panicked, timed_out, released, orphaned, snoozed).", "name", "outcome"),
 		dispatchFailures: counterVec("ax_task_dispatch_failures_total",
 			"Claimed tasks that could not be started and were handed back, per task name and reason (no_handler, stopping, stuck, lease_ended, busy, unreachable, fenced, refused).", "name", "reason"),
 		retries: counterVec("ax_task_retries_total",

@@ -281,7 +281,7 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		for _, row := range [][2]string{{"id", fmt.Sprint(t.ID)}, {"name", t.Name}, {"key", t.Key}, {"status", status},
 			{"due", t.DueAt.Format(time.RFC3339Nano)}, {"attempt", fmt.Sprintf("%d of %d retries", t.Attempt, t.MaxRetry)},
-			{"owner", t.OwnerService}, {"last error", t.LastError}} {
+			{"snoozes", fmt.Sprint(t.Snoozes)}, {"owner", t.OwnerService}, {"last error", t.LastError}} {
 			fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 		}
 		tw.Flush()

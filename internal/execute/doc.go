@@ -37,6 +37,9 @@ type Handler struct {
 	Run     func(ctx context.Context, t *store.Task) error // its own copy of the task
 	Timeout time.Duration                                  // the default deadline of an execution
 	Backoff func(attempt int) time.Duration                // the delay before business retry n
+	// MaxSnoozes is how many times a task may snooze (SnoozeError); the snooze after
+	// them fails it.
+	MaxSnoozes int
 }
 
 // Store is what the executor asks of the store: an execution's start, heartbeat and

@@ -89,7 +89,7 @@ func (e *Executor) finish(batch []*execution) {
 	now := e.cfg.Clock.Now()
 	results := make([]store.Finish, len(batch))
 	for i, x := range batch {
-		results[i] = Result(&x.task, x.err, x.released(), now, e.backoff)
+		results[i] = e.result(x, now)
 	}
 	var applied []bool
 	ambiguous := false // an earlier attempt failed: it may have committed
@@ -126,15 +126,22 @@ func (e *Executor) finish(batch []*execution) {
 			e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: result discarded, execution superseded", attrs...)
 		case f.Status == store.Succeeded:
 			e.cfg.Log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task succeeded", attrs...)
+		case f.Snooze:
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task snoozed", append(attrs, slog.Time("due_at", f.DueAt))...)
 		case f.Status == store.Scheduled:
 			e.cfg.Log.LogAttrs(context.Background(), slog.LevelInfo, "ax: task will be retried", append(attrs, slog.Time("due_at", f.DueAt), slog.String("err", f.Error))...)
 		default:
 			e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: task failed", append(attrs, slog.String("err", f.Error))...)
 		}
 		if applied[i] {
-			e.cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: x.outcome, Duration: x.ran})
-			e.cfg.Stats.Record(now, &x.task, x.outcome, f.Status == store.Scheduled && !x.released())
-			if f.Status == store.Scheduled && !x.released() {
+			outcome := x.outcome
+			if outcome == observe.Snoozed && !f.Snooze {
+				outcome = observe.Failed // snoozed past its cap
+			}
+			retried := f.Status == store.Scheduled && !x.released() && !f.Snooze
+			e.cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: outcome, Duration: x.ran})
+			e.cfg.Stats.Record(now, &x.task, outcome, retried)
+			if retried {
 				e.cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
 			}
 		}
@@ -179,18 +186,34 @@ func (e *Executor) forget(batch []*execution) {
 	e.mu.Unlock()
 }
 
+// result is the task's next state after execution x: a snooze's (Snoozed), or what
+// Result makes of its error.
+func (e *Executor) result(x *execution, now time.Time) store.Finish {
+	if x.outcome == observe.Snoozed {
+		most := 0
+		if hd := e.cfg.Handler(x.task.Name); hd != nil {
+			most = hd.MaxSnoozes
+		}
+		return Snoozed(&x.task, x.err, now, most)
+	}
+	return Result(&x.task, x.err, x.released(), now, e.backoff)
+}
+
 // Result turns an execution's result into the task's next state: SUCCEEDED, a
 // business retry (SCHEDULED, Attempt+1, after backoff(t, Attempt+1)), FAILED when
-// retries are exhausted, or, for an execution released at shutdown, SCHEDULED now
-// without using a retry.
+// retries are exhausted or the error is a *PermanentError, or, for an execution
+// released at shutdown, SCHEDULED now without using a retry.
 func Result(t *store.Task, err error, released bool, now time.Time, backoff func(t *store.Task, n int) time.Duration) store.Finish {
 	f := store.Finish{TaskID: t.ID, ExecutionID: t.ExecutionID}
+	var permanent *PermanentError
 	switch {
 	case err == nil:
 		f.Status = store.Succeeded
 	case released:
 		f.Status, f.Attempt, f.DueAt = store.Scheduled, t.Attempt, now
 		f.Error = "released: scheduler stopped during the execution: " + err.Error()
+	case errors.As(err, &permanent):
+		f.Status, f.Error = store.Failed, "permanent, not retried: "+err.Error()
 	case t.Attempt >= t.MaxRetry:
 		f.Status, f.Error = store.Failed, err.Error()
 	default:

@@ -94,10 +94,8 @@ func (e *Executor) run(x *execution) {
 		// release, so that a task cannot loop on it.
 		err = fmt.Errorf("self-fenced: no heartbeat reached the store for %v: %w", e.cfg.SelfFenceAfter, err)
 		outcome = observe.Failed
-	case err != nil && errors.Is(e.base.Err(), context.Canceled):
-		outcome = observe.Released // stopped: runs again without using a retry
 	case err != nil:
-		outcome = observe.Failed
+		outcome = classify(err, errors.Is(e.base.Err(), context.Canceled))
 	}
 	e.report(x, err, outcome)
 }

@@ -56,6 +56,7 @@ const (
 	TimedOut  = "timed_out"
 	Released  = "released"
 	Orphaned  = "orphaned"
+	Snoozed   = "snoozed"
 )
 
 // Reasons of DispatchFailed.
