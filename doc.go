@@ -23,14 +23,14 @@
 //
 //	state        meaning                                         may move to
 //	SCHEDULED    persisted, waiting for DueAt                    RUNNING (claim and start), DISPATCHING, CANCELLED, SKIPPED
-//	DISPATCHING  due; claimed, being handed to an executor       RUNNING, SCHEDULED (dispatch retry), FAILED
-//	RUNNING      the execution is recorded; the handler runs     SUCCEEDED, SCHEDULED (retry, release), FAILED
-//	             (or waits in the process for a free slot)
+//	DISPATCHING  due; claimed, being handed to an executor       RUNNING, SCHEDULED (dispatch retry), FAILED, CANCELLED
+//	RUNNING      the execution is recorded; the handler runs     SUCCEEDED, SCHEDULED (retry, snooze, release), FAILED,
+//	             (or waits in the process for a free slot)       CANCELLED (a cancel asked while it ran: see Cancel)
 //	SUCCEEDED    done                                            —
 //	FAILED       business or dispatch retries exhausted          SCHEDULED (Retry; a Trigger handed over
 //	                                                             or in a caller's transaction),
 //	                                                             DISPATCHING (a Trigger run here)
-//	CANCELLED    cancelled before it ran                         —
+//	CANCELLED    cancelled, before it ran or while it ran        —
 //	SKIPPED      skipped by OverlapSkip: its task key was held   —
 //
 // A scheduler that runs the tasks it claims (one process, or a leader that no other

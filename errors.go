@@ -21,7 +21,7 @@ var (
 	ErrNotFound = store.ErrNotFound
 	// ErrInvalid: bad input (the message names the field); nothing was changed.
 	ErrInvalid = store.ErrInvalid
-	// ErrNotCancellable: only a SCHEDULED task can be cancelled; errors.As gives a
+	// ErrNotCancellable: a finished task cannot be cancelled; errors.As gives a
 	// *TaskStateError holding the task as it is.
 	ErrNotCancellable = store.ErrNotCancellable
 	// ErrNotTriggerable: only a SCHEDULED or FAILED task whose task key is free can
@@ -43,6 +43,9 @@ var (
 	// self-fencing cancelled: no heartbeat of its execution reached the store within
 	// OrphanAfter − 2 × HeartbeatInterval, so it may be orphaned and run elsewhere.
 	ErrSelfFenced = execute.ErrSelfFenced
+	// ErrCancelled is the cause (context.Cause) of a handler's context cancelled
+	// because its task was cancelled while it ran (Cancel of a RUNNING task).
+	ErrCancelled = execute.ErrCancelled
 )
 
 // lifecycleError is an ErrNotRunning that reads as its own message only ("already

@@ -86,27 +86,35 @@ func TestTaskStateErrors(t *testing.T) {
 	}
 	waitStatus(t, s, running.ID, ax.Running, 10*time.Second)
 	oncePrefixed(t, "Trigger of a missing task", s.Trigger(ctx, 999999), "ax: trigger task 999999: not found")
+	gone, err := s.Delay(ctx, "job", "gone", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cancel(ctx, "job", "gone"); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, c := range []struct {
 		what     string
 		err      error
 		sentinel error
+		id       int64
 		status   ax.Status
 		msg      string
 	}{
 		{"Delay of an existing key", func() error { _, err := s.Delay(ctx, "job", "running", time.Hour); return err }(),
-			ax.ErrDuplicate, ax.Running, `ax: delay "job"/"running": task ` + strconv.FormatInt(running.ID, 10) + ` exists (RUNNING)`},
-		{"Cancel of a running task", s.Cancel(ctx, "job", "running"),
-			ax.ErrNotCancellable, ax.Running, `ax: cancel "job"/"running": task ` + strconv.FormatInt(running.ID, 10) + ` is RUNNING: `},
+			ax.ErrDuplicate, running.ID, ax.Running, `ax: delay "job"/"running": task ` + strconv.FormatInt(running.ID, 10) + ` exists (RUNNING)`},
+		{"Cancel of a cancelled task", s.Cancel(ctx, "job", "gone"),
+			ax.ErrNotCancellable, gone.ID, ax.Cancelled, `ax: cancel "job"/"gone": task ` + strconv.FormatInt(gone.ID, 10) + ` is CANCELLED: `},
 		{"Trigger of a running task", s.Trigger(ctx, running.ID),
-			ax.ErrNotTriggerable, ax.Running, `ax: trigger: task ` + strconv.FormatInt(running.ID, 10) + ` is RUNNING: not triggerable`},
+			ax.ErrNotTriggerable, running.ID, ax.Running, `ax: trigger: task ` + strconv.FormatInt(running.ID, 10) + ` is RUNNING: not triggerable`},
 	} {
 		if !errors.Is(c.err, c.sentinel) {
 			t.Errorf("%s: %v, want %v", c.what, c.err, c.sentinel)
 		}
 		var se *ax.TaskStateError
-		if !errors.As(c.err, &se) || se.Task == nil || se.Task.ID != running.ID || se.Task.Status != c.status {
-			t.Errorf("%s: errors.As = %+v, want the task %d, %s", c.what, se, running.ID, c.status)
+		if !errors.As(c.err, &se) || se.Task == nil || se.Task.ID != c.id || se.Task.Status != c.status {
+			t.Errorf("%s: errors.As = %+v, want the task %d, %s", c.what, se, c.id, c.status)
 		}
 		oncePrefixed(t, c.what, c.err, c.msg)
 	}

@@ -121,6 +121,7 @@ const (
 	OutcomeReleased  Outcome = "released"  // Stop interrupted it; it runs again without using a retry
 	OutcomeOrphaned  Outcome = "orphaned"  // its executor stopped heartbeating; counted as a failure
 	OutcomeSnoozed   Outcome = "snoozed"   // the handler returned Snooze; it runs again without using a retry
+	OutcomeCancelled Outcome = "cancelled" // its task was cancelled while it ran, and the handler stopped
 )
 
 // DispatchReason is why a claimed task was handed back (Event.Reason of

@@ -35,7 +35,7 @@ func TestConstantsMatchTheKernel(t *testing.T) {
 	for ours, kernel := range map[string]string{
 		string(OutcomeSucceeded): observe.Succeeded, string(OutcomeFailed): observe.Failed, string(OutcomePanicked): observe.Panicked,
 		string(OutcomeTimedOut): observe.TimedOut, string(OutcomeReleased): observe.Released, string(OutcomeOrphaned): observe.Orphaned,
-		string(OutcomeSnoozed):    observe.Snoozed,
+		string(OutcomeSnoozed): observe.Snoozed, string(OutcomeCancelled): observe.Cancelled,
 		string(DispatchNoHandler): observe.NoHandler, string(DispatchStopping): observe.Stopping, string(DispatchStuck): observe.Stuck,
 		string(DispatchLeaseEnded): observe.LeaseEnded, string(DispatchBusy): observe.Busy, string(DispatchFenced): observe.Fenced,
 		string(DispatchUnreachable): observe.Unreachable, string(DispatchRefused): observe.Refused,

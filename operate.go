@@ -88,27 +88,49 @@ func (s *Scheduler) refused(op string, t *store.Task, err, sentinel error) error
 	return errorf("ax: %s: %w", op, err)
 }
 
-// Cancel cancels the SCHEDULED task (name, key): it becomes CANCELLED and never runs
-// (and, by default, frees its key: see Unique). A task that is dispatching, running
-// or finished is ErrNotCancellable; a missing
-// one ErrNotFound. With WithTx the cancellation is part of the caller's transaction:
-// it holds if, and only if, the transaction commits.
-func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...ActionOption) error {
+// Cancel cancels the task (name, key), recording who asked (WithActor; by default
+// Config.Node) and when as its CancelledBy and CancelRequestedAt:
+//
+//   - SCHEDULED or DISPATCHING: it becomes CANCELLED at once and never runs (and, by
+//     default, frees its key: see Unique).
+//   - RUNNING: its cancel is requested, and Cancel returns once that is stored. The
+//     scheduler running it — this one or another replica — cancels the handler's
+//     context, with ErrCancelled as its cause (context.Cause), at its next heartbeat
+//     (within HeartbeatInterval; at once when it is this scheduler). When the handler
+//     returns an error, whatever it is, the task ends CANCELLED and is not retried;
+//     its execution record ends CANCELLED with the error "cancelled by <actor>: <the
+//     handler's error>". A handler that ignores its context and succeeds has its
+//     success recorded: the task ends SUCCEEDED. A task whose executor is lost ends
+//     CANCELLED when recovery finds it orphaned. Cancelling it again changes nothing.
+//
+// A finished task is ErrNotCancellable; a missing one ErrNotFound. With WithTx the
+// cancellation is part of the caller's transaction: it holds if, and only if, the
+// transaction commits.
+func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...CancelOption) error {
 	if err := ctx.Err(); err != nil {
 		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
 	o := collect(opts)
+	by := s.cfg.Node
+	if o.actor != nil {
+		by = *o.actor
+	}
 	if err := errors.Join(append(o.errs, validName(name), validKey(key))...); err != nil {
 		return errorf("ax: cancel %q/%q: %w", name, key, err)
 	}
 	op := fmt.Sprintf("cancel %q/%q", name, key)
-	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.Cancel(ctx, name, key) },
-		func() (*store.Task, error) { return s.st.Cancel(ctx, name, key) })
+	t, err := inTxOr(ctx, s, o, func(tx store.Tx) (*store.Task, error) { return tx.Cancel(ctx, name, key, by) },
+		func() (*store.Task, error) { return s.st.Cancel(ctx, name, key, by) })
 	if err != nil {
 		return s.refused(op, t, err, ErrNotCancellable)
 	}
 	o.onCommit(ctx, func() { // rolled back, the task would still be due: leave it in the wheel
-		if r := s.current(); r != nil {
+		r := s.current()
+		switch {
+		case r == nil:
+		case t.Status == store.Running:
+			r.exec.Cancel(t.ExecutionID) // running here: stop it now, not at the next heartbeat
+		default:
 			r.remove(t.ID)
 		}
 	})

@@ -19,6 +19,7 @@ import (
 //	WithOverlap                   ✓                  ✓   (ContentOption)
 //	WithUnique       ✓            ✓                      (UniqueOption)
 //	WithMaxSnoozes   ✓
+//	WithActor        (Cancel only, with WithTx)
 //	WithTx                        ✓
 //	WithTaskKey                   ✓
 //	WithTimeZone                                     ✓   (Cron only)
@@ -84,12 +85,39 @@ type ActionOption interface {
 	actionOption()
 }
 
-// TxOption is WithTx's option: a TaskOption and an ActionOption.
+// TxOption is WithTx's option: a TaskOption, an ActionOption and a CancelOption.
 type TxOption func(o *options)
 
 func (f TxOption) apply(o *options) { f(o) }
 func (TxOption) taskOption()        {}
 func (TxOption) actionOption()      {}
+func (TxOption) cancelOption()      {}
+
+// CancelOption configures Cancel: WithTx and WithActor.
+type CancelOption interface {
+	apply(o *options)
+	cancelOption()
+}
+
+// actorOption is WithActor's option.
+type actorOption func(o *options)
+
+func (f actorOption) apply(o *options) { f(o) }
+func (actorOption) cancelOption()      {}
+
+// WithActor names who asks Cancel to cancel a task — an operator, a service — as
+// recorded in the task's CancelledBy and in the error of an execution it stops.
+// Defaults to the scheduler's Config.Node. Empty, over 200 bytes, not UTF-8 or
+// holding a NUL is ErrInvalid.
+func WithActor(actor string) CancelOption {
+	return actorOption(func(o *options) {
+		if actor == "" || len(actor) > store.MaxCancelledBy || !store.CleanText(actor) {
+			o.invalid("Actor", "%q must be 1 to %d bytes of UTF-8 without NUL", actor, store.MaxCancelledBy)
+			return
+		}
+		o.actor = &actor
+	})
+}
 
 // scheduleOnly is a ScheduleOption that nothing else takes.
 type scheduleOnly func(o *options)
@@ -103,6 +131,7 @@ type options struct {
 	hasPayload bool
 	maxRetry   *int
 	maxSnoozes *int
+	actor      *string
 	backoff    func(attempt int) time.Duration
 	hasBackoff bool
 	timeout    *time.Duration

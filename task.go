@@ -65,6 +65,11 @@ type Task struct {
 	// (Name, Key), which Lookup returns now; it can no longer be retried or
 	// triggered.
 	Superseded bool
+	// CancelledBy and CancelRequestedAt say who asked to cancel the task (the
+	// operator, or WithActor's name) and when; empty and zero when nobody did. A
+	// RUNNING task with them set is being stopped (see Cancel).
+	CancelledBy       string
+	CancelRequestedAt time.Time
 
 	// CreatedAt is when the task was submitted (for an occurrence, materialised).
 	CreatedAt time.Time
@@ -98,7 +103,8 @@ type Execution struct {
 	Attempt int
 	// Node is the Config.Node of the scheduler that ran it.
 	Node string
-	// Status is RUNNING, SUCCEEDED, FAILED or SNOOZED (the handler returned Snooze).
+	// Status is RUNNING, SUCCEEDED, FAILED, SNOOZED (the handler returned Snooze) or
+	// CANCELLED (the task was cancelled while it ran).
 	Status Status
 	// DueAt is the task's DueAt when this attempt started: StartedAt − DueAt is its
 	// lateness (Lateness). A triggered attempt keeps the DueAt the task had.

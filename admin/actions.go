@@ -27,6 +27,8 @@ type ActionBody struct {
 	Reason string `json:"reason,omitempty"`
 	// At is the new due time of a reschedule (RFC 3339).
 	At *time.Time `json:"at,omitempty"`
+
+	actor string // the caller's, recorded by a cancel as who asked
 }
 
 // ActionResult is the answer of a mutating request that succeeded: the task as it is
@@ -163,7 +165,7 @@ func (h *Handler) act(pattern string, a action) {
 		rec := ax.AuditRecord{Actor: c.actor, Role: c.role.String(), Action: a.name, Target: a.target(r)}
 		var b ActionBody
 		err := decodeBody(r, &b)
-		rec.Reason = b.Reason
+		rec.Reason, b.actor = b.Reason, c.actor
 		if err == nil {
 			err = h.admit(c, a, b.Reason)
 		}
@@ -298,15 +300,17 @@ func (h *Handler) onTask(do func(ctx context.Context, t *ax.Task, b ActionBody, 
 	}
 }
 
-// byKey refuses an action by business key (ax.Cancel, ax.Reschedule) on a task that
-// is not SCHEDULED: the key may be held by a newer task (Superseded, or finished and
-// submitted again), which the action would reach instead. Both act only on SCHEDULED
-// tasks anyway. Between this read and the action the task could still finish and its
-// key be submitted again: the action then reached the newer task, which the caller
-// finds out from the task it moved, and refuses — in a transaction, rolling it back.
+// byKey refuses a reschedule, an action by business key (ax.Reschedule), of a task
+// that is not SCHEDULED: the key may be held by a newer task (Superseded, or finished
+// and submitted again), which the action would reach instead. It acts only on
+// SCHEDULED tasks anyway. Between this read and the action the task could still
+// finish and its key be submitted again: the action then reached the newer task, which
+// the caller finds out from the task it moved, and refuses — in a transaction, rolling
+// it back. A cancel, by key too, refuses a finished or Superseded task for the same
+// reason.
 func byKey(t *ax.Task) error {
 	if t.Status != ax.Scheduled || t.Superseded {
-		return fail(http.StatusConflict, "conflict", "task %d is %s: only a SCHEDULED task can be cancelled or rescheduled", t.ID, t.Status)
+		return fail(http.StatusConflict, "conflict", "task %d is %s: only a SCHEDULED task can be rescheduled", t.ID, t.Status)
 	}
 	return nil
 }
@@ -319,13 +323,19 @@ func reachedOther(t *ax.Task, other string) error {
 // routeActions registers the mutating routes and the audit log.
 func (h *Handler) routeActions() {
 	cancel := action{name: "task.cancel", target: taskTarget,
-		task: h.onTask(func(ctx context.Context, t *ax.Task, _ ActionBody, in []ax.ActionOption) error {
-			if err := byKey(t); err != nil {
-				return err
+		task: h.onTask(func(ctx context.Context, t *ax.Task, b ActionBody, in []ax.ActionOption) error {
+			if t.Status.Terminal() || t.Superseded {
+				return fail(http.StatusConflict, "conflict", "task %d is %s: only a SCHEDULED, DISPATCHING or RUNNING task can be cancelled", t.ID, t.Status)
 			}
-			return h.s.Cancel(ctx, t.Name, t.Key, in...)
+			opts := []ax.CancelOption{ax.WithActor(b.actor)}
+			for _, o := range in {
+				if co, ok := o.(ax.CancelOption); ok { // WithTx, the one ActionOption there is
+					opts = append(opts, co)
+				}
+			}
+			return h.s.Cancel(ctx, t.Name, t.Key, opts...)
 		}, func(before, after *ax.Task) error {
-			if after.Status != ax.Cancelled { // the cancel reached the key's newer task
+			if after.Status != ax.Cancelled && after.CancelRequestedAt.IsZero() { // the cancel reached the key's newer task
 				return reachedOther(before, "the newer task of its key")
 			}
 			return nil

@@ -162,7 +162,7 @@ func (h *Handler) runBulk(r *http.Request, c caller, a action, reason string, id
 		task := BulkTask{ID: id, Result: "ok"}
 		trec := ax.AuditRecord{Actor: c.actor, Role: c.role.String(), Action: a.name, Target: "task " + strconv.FormatInt(id, 10), Reason: reason}
 		out, saved, err, aerr := h.perform(r, a, func(ctx context.Context, in []ax.ActionOption) (outcome, error) {
-			return a.task(ctx, id, ActionBody{Reason: reason}, in)
+			return a.task(ctx, id, ActionBody{Reason: reason, actor: c.actor}, in)
 		}, trec)
 		if out.after != nil {
 			task.Status = string(out.after.Status)

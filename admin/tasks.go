@@ -32,13 +32,17 @@ type TaskView struct {
 	KeyHold         string     `json:"key_hold,omitempty"`  // "" (live), "active" or "forever": see ax.Unique
 	KeyUntil        *time.Time `json:"key_until,omitempty"` // the end of a ax.UniqueFor window
 	Superseded      bool       `json:"superseded,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	DispatchedAt    *time.Time `json:"dispatched_at,omitempty"`
-	StartedAt       *time.Time `json:"started_at,omitempty"`
-	HeartbeatAt     *time.Time `json:"heartbeat_at,omitempty"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
-	TriggeredAt     *time.Time `json:"triggered_at,omitempty"`
+	// CancelledBy and CancelRequestedAt: who asked to cancel the task, and when. On
+	// a RUNNING task, its handler is being stopped.
+	CancelledBy       string     `json:"cancelled_by,omitempty"`
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
+	DispatchedAt      *time.Time `json:"dispatched_at,omitempty"`
+	StartedAt         *time.Time `json:"started_at,omitempty"`
+	HeartbeatAt       *time.Time `json:"heartbeat_at,omitempty"`
+	FinishedAt        *time.Time `json:"finished_at,omitempty"`
+	TriggeredAt       *time.Time `json:"triggered_at,omitempty"`
 }
 
 func optTime(t time.Time) *time.Time {
@@ -53,7 +57,8 @@ func taskOf(t *ax.Task) TaskView {
 		ID: t.ID, Name: t.Name, Key: t.Key, Status: string(t.Status), DueAt: t.DueAt, Attempt: t.Attempt, MaxRetry: t.MaxRetry,
 		DispatchRetries: t.DispatchRetries, Snoozes: t.Snoozes, ExecutionID: t.ExecutionID, OwnerService: t.OwnerService, LastError: t.LastError,
 		TaskKey: t.TaskKey, Overlap: string(t.Overlap), PayloadBytes: len(t.Payload),
-		KeyHold: string(t.KeyHold), KeyUntil: optTime(t.KeyUntil), Superseded: t.Superseded, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		KeyHold: string(t.KeyHold), KeyUntil: optTime(t.KeyUntil), Superseded: t.Superseded,
+		CancelledBy: t.CancelledBy, CancelRequestedAt: optTime(t.CancelRequestedAt), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 		DispatchedAt: optTime(t.DispatchedAt), StartedAt: optTime(t.StartedAt), HeartbeatAt: optTime(t.HeartbeatAt),
 		FinishedAt: optTime(t.FinishedAt), TriggeredAt: optTime(t.TriggeredAt),
 	}

@@ -253,10 +253,11 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request, v *view) {
 		d.Audit, d.AuditShown = log.Entries, true
 	}
 	if v.CanAct {
-		d.CanCancel = t.Status == "SCHEDULED" && !t.Superseded
+		live := t.Status == "SCHEDULED" || t.Status == "DISPATCHING" || t.Status == "RUNNING"
+		d.CanCancel = live && !t.Superseded && t.CancelRequestedAt == nil
 		d.CanRetry = t.Status == "FAILED"
 		d.CanTrigger = t.Status == "SCHEDULED" || t.Status == "FAILED"
-		d.CanMove = d.CanCancel
+		d.CanMove = t.Status == "SCHEDULED" && !t.Superseded
 	}
 	d.Done, d.DoneAuditID = doneText(r.URL.Query().Get("done")), r.URL.Query().Get("audit")
 	v.Data = d

@@ -21,7 +21,8 @@
 //	  │  ▲  ▲                      │                │ │
 //	  │  │  └──── Requeue ─────────┘                │ └── Finish(retry) ──► SCHEDULED
 //	  │  └──────── (dispatch retry)                 └──── Finish(fail) ───► FAILED
-//	  └── Cancel ──► CANCELLED                                 FAILED ── Trigger ──► DISPATCHING
+//	  └── Cancel ──► CANCELLED ◄── Cancel (DISPATCHING), Finish (RUNNING, cancel asked)
+//	                                                           FAILED ── Trigger ──► DISPATCHING
 //	                                              SCHEDULED, FAILED ── MakeDue ──► SCHEDULED (due now)
 //
 // Every arrow is one conditional write (UPDATE … WHERE id = ? AND status = old

@@ -67,9 +67,19 @@ type TaskWriter interface {
 	// other answers ErrDuplicate. A returned error means nothing was written.
 	Insert(ctx context.Context, tasks []NewTask) ([]Inserted, error)
 
-	// Cancel moves the task (name, key) from SCHEDULED to CANCELLED and returns it.
-	// It returns ErrNotFound, or the unchanged task with ErrNotCancellable.
-	Cancel(ctx context.Context, name, key string) (*Task, error)
+	// Cancel cancels the task (name, key) and returns it, with by (who asked) in
+	// CancelledBy and the store's time in CancelRequestedAt:
+	//   - SCHEDULED or DISPATCHING: it becomes CANCELLED at once, FinishedAt set. A
+	//     DISPATCHING task's execution never starts: Start answers Lost, and its
+	//     hand-back (Requeue) does not apply.
+	//   - RUNNING: it stays RUNNING with its cancel requested: Heartbeat answers
+	//     BeatCancel for its execution, and Finish ends it CANCELLED unless its handler
+	//     succeeded (see [Finish]). Cancelling it again changes nothing and returns it.
+	//
+	// It returns ErrNotFound, or the unchanged task with ErrNotCancellable (a finished
+	// one). An empty by, one over MaxCancelledBy bytes, or one not UTF-8 or holding a
+	// NUL, is ErrInvalid.
+	Cancel(ctx context.Context, name, key, by string) (*Task, error)
 
 	// Reschedule moves the SCHEDULED task (name, key) to be due at at, keeping its id,
 	// in one conditional write that stamps it with a fresh sequence number, as every
@@ -195,9 +205,10 @@ type Queue interface {
 	Start(ctx context.Context, fence Fence, starts []StartParams) ([]StartResult, error)
 
 	// Heartbeat stamps HeartbeatAt on running executions and their tasks. It
-	// returns, in input order, whether each task is still RUNNING with that execution
-	// id.
-	Heartbeat(ctx context.Context, refs []ExecRef) ([]bool, error)
+	// returns, in input order, what it found of each (see [Beat]): BeatGone when the
+	// task is no longer RUNNING with that execution id (nothing is stamped), else
+	// BeatAlive, or BeatCancel when the task's cancel was requested (Cancel).
+	Heartbeat(ctx context.Context, refs []ExecRef) ([]Beat, error)
 
 	// Finish records the results of running executions: for each task that is
 	// RUNNING with the given execution id, it applies the outcome (see [Finish]) and

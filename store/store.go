@@ -16,7 +16,7 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrInvalid: the input is malformed; nothing was changed.
 	ErrInvalid = errors.New("invalid input")
-	// ErrNotCancellable: the task is not SCHEDULED, so it cannot be cancelled.
+	// ErrNotCancellable: the task has finished, so it cannot be cancelled.
 	ErrNotCancellable = errors.New("not cancellable")
 	// ErrNotTriggerable: the task is neither SCHEDULED nor FAILED, so it cannot be triggered.
 	ErrNotTriggerable = errors.New("not triggerable")
@@ -196,6 +196,19 @@ type StartParams struct {
 	Node string // the executor, recorded on the execution
 }
 
+// Beat is what Heartbeat found of one running execution.
+type Beat int
+
+// The answers of Heartbeat.
+const (
+	BeatGone   Beat = iota // the task is no longer RUNNING with this execution: its result would not apply
+	BeatAlive              // stamped: the execution is its task's and runs on
+	BeatCancel             // stamped, and the task's cancel was requested (Cancel): stop the handler
+)
+
+// MaxCancelledBy is the longest Cancel's by may be, in bytes.
+const MaxCancelledBy = 200
+
 // StartOutcome is what Start did with one execution.
 type StartOutcome int
 
@@ -227,6 +240,12 @@ type StartResult struct {
 // Snooze, with Status Scheduled only (else ErrInvalid), says the handler asked to run
 // again at DueAt without spending a business retry: the task's Snoozes grows by one
 // and the execution record becomes Snoozed, with Error (which says for how long).
+//
+// A task whose cancel was requested (Task.CancelRequestedAt set: see Cancel) ends
+// SUCCEEDED on a success, and CANCELLED on every other result, FinishedAt set, with
+// Attempt, DueAt and Snoozes unchanged: its record becomes Cancelled, and its error
+// and the task's LastError read "cancelled by " and CancelledBy, then ": " and Error
+// when Error is not empty.
 type Finish struct {
 	TaskID      int64
 	ExecutionID string

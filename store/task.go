@@ -16,7 +16,7 @@ const (
 	Running     Status = "RUNNING"     // an executor recorded the execution and runs the handler
 	Succeeded   Status = "SUCCEEDED"   // done
 	Failed      Status = "FAILED"      // retries exhausted; only an operator moves it on
-	Cancelled   Status = "CANCELLED"   // cancelled before it ran
+	Cancelled   Status = "CANCELLED"   // cancelled: before it ran, or while it ran (see Store.Cancel)
 	Skipped     Status = "SKIPPED"     // a periodic occurrence skipped because of overlap
 )
 
@@ -98,6 +98,11 @@ type Task struct {
 	KeyUntil   time.Time
 	Superseded bool
 
+	// CancelledBy and CancelRequestedAt say who asked to cancel the task, and when
+	// (see Store.Cancel); empty and zero when nobody did.
+	CancelledBy       string
+	CancelRequestedAt time.Time
+
 	CreatedAt    time.Time // when the task was submitted
 	UpdatedAt    time.Time // the last change of the row
 	DispatchedAt time.Time // the last claim (SCHEDULED/FAILED → DISPATCHING)
@@ -119,7 +124,7 @@ type Execution struct {
 	TaskID      int64
 	Attempt     int
 	Node        string    // the executor that ran it
-	Status      Status    // Running, Succeeded, Failed or Snoozed
+	Status      Status    // Running, Succeeded, Failed, Snoozed or Cancelled
 	DueAt       time.Time // when the task was due, as this attempt started
 	ClaimedAt   time.Time // the claim (or trigger) this attempt ran under: the task's DispatchedAt
 	StartedAt   time.Time

@@ -47,7 +47,7 @@ type Handler struct {
 // unknown outcome.
 type Store interface {
 	Start(ctx context.Context, fence store.Fence, starts []store.StartParams) ([]store.StartResult, error)
-	Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error)
+	Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error)
 	Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error)
 	Requeue(ctx context.Context, fence store.Fence, requeues []store.Requeue) ([]bool, error)
 	Get(ctx context.Context, id int64) (*store.Task, error)

@@ -126,6 +126,8 @@ func (e *Executor) finish(batch []*execution) {
 			e.cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, "ax: result discarded, execution superseded", attrs...)
 		case f.Status == store.Succeeded:
 			e.cfg.Log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task succeeded", attrs...)
+		case x.outcome == observe.Cancelled:
+			e.cfg.Log.LogAttrs(context.Background(), slog.LevelInfo, "ax: task cancelled while it ran", append(attrs, slog.String("err", f.Error))...)
 		case f.Snooze:
 			e.cfg.Log.LogAttrs(context.Background(), slog.LevelDebug, "ax: task snoozed", append(attrs, slog.Time("due_at", f.DueAt))...)
 		case f.Status == store.Scheduled:
@@ -138,14 +140,14 @@ func (e *Executor) finish(batch []*execution) {
 			if outcome == observe.Snoozed && !f.Snooze {
 				outcome = observe.Failed // snoozed past its cap
 			}
-			retried := f.Status == store.Scheduled && !x.released() && !f.Snooze
+			retried := f.Status == store.Scheduled && !x.released() && !f.Snooze && outcome != observe.Cancelled
 			e.cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: outcome, Duration: x.ran})
 			e.cfg.Stats.Record(now, &x.task, outcome, retried)
 			if retried {
 				e.cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
 			}
 		}
-		if applied[i] && f.Status == store.Scheduled {
+		if applied[i] && f.Status == store.Scheduled && x.outcome != observe.Cancelled {
 			e.cfg.OnRetry(store.Due{ID: f.TaskID, DueAt: f.DueAt})
 		}
 		e.mu.Lock()

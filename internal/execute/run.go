@@ -33,6 +33,8 @@ type execution struct {
 	fence    *time.Timer
 	returned bool // the handler returned: the timer stays stopped
 	fenced   atomic.Bool
+
+	cancelAsked atomic.Bool // its task's cancel was requested: the context is cancelled
 }
 
 // released reports whether Stop interrupted the execution: it runs again without
@@ -89,6 +91,8 @@ func (e *Executor) run(x *execution) {
 	switch {
 	case panicked:
 		outcome = observe.Panicked
+	case err != nil && x.cancelAsked.Load():
+		outcome = observe.Cancelled // the store ends it CANCELLED
 	case err != nil && x.fenced.Load():
 		// Counted as the orphaned attempt it would have become: a retry, not a
 		// release, so that a task cannot loop on it.

@@ -24,7 +24,7 @@ type cutStore struct {
 	cut atomic.Bool
 }
 
-func (s *cutStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+func (s *cutStore) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
 	if s.cut.Load() {
 		return nil, errors.New("connection refused")
 	}

@@ -336,7 +336,7 @@ func (g guarded) Start(ctx context.Context, f store.Fence, starts []store.StartP
 	return g.st.Start(ctx, f, starts)
 }
 
-func (g guarded) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+func (g guarded) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
 	return g.st.Heartbeat(ctx, refs)
 }
 

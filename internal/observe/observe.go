@@ -57,6 +57,7 @@ const (
 	Released  = "released"
 	Orphaned  = "orphaned"
 	Snoozed   = "snoozed"
+	Cancelled = "cancelled"
 )
 
 // Reasons of DispatchFailed.

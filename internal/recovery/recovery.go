@@ -103,8 +103,10 @@ func Once(ctx context.Context, cfg Config) error {
 			name := orphans[i].Name
 			cfg.Observe.Send(observe.Event{Kind: observe.OrphanRecovered, At: now, Name: name})
 			cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: name, Outcome: observe.Orphaned})
-			cfg.Stats.Record(now, &orphans[i], observe.Orphaned, results[i].Status == store.Scheduled)
-			if results[i].Status == store.Scheduled {
+			// A task whose cancel was requested ended CANCELLED (see store.Finish).
+			again := results[i].Status == store.Scheduled && orphans[i].CancelRequestedAt.IsZero()
+			cfg.Stats.Record(now, &orphans[i], observe.Orphaned, again)
+			if again {
 				cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: name, Due: results[i].DueAt})
 				cfg.Requeued(store.Due{ID: results[i].TaskID, DueAt: results[i].DueAt})
 			}

@@ -54,10 +54,10 @@ func (b bounded) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Ins
 	return b.st.Insert(ctx, tasks)
 }
 
-func (b bounded) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+func (b bounded) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	return b.st.Cancel(ctx, name, key)
+	return b.st.Cancel(ctx, name, key, by)
 }
 
 func (b bounded) Reschedule(ctx context.Context, name, key string, at time.Time) (*store.Task, error) {
@@ -148,7 +148,7 @@ func (b bounded) Start(ctx context.Context, fence store.Fence, starts []store.St
 	return b.st.Start(ctx, fence, starts)
 }
 
-func (b bounded) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+func (b bounded) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.st.Heartbeat(ctx, refs)

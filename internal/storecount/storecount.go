@@ -170,11 +170,11 @@ func (t countedTx) Insert(ctx context.Context, tasks []store.NewTask) ([]store.I
 }
 
 // Cancel counts the call and passes it on.
-func (t countedTx) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+func (t countedTx) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
 	if err := t.s.before(ctx, "Tx.Cancel"); err != nil {
 		return nil, err
 	}
-	return t.inner.Cancel(ctx, name, key)
+	return t.inner.Cancel(ctx, name, key, by)
 }
 
 // Reschedule counts the call and passes it on.
@@ -264,11 +264,11 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 }
 
 // Cancel counts the call and passes it on.
-func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+func (s *Store) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
 	if err := s.before(ctx, "Cancel"); err != nil {
 		return nil, err
 	}
-	return s.inner.Cancel(ctx, name, key)
+	return s.inner.Cancel(ctx, name, key, by)
 }
 
 // Reschedule counts the call and passes it on.
@@ -380,7 +380,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 }
 
 // Heartbeat counts the call and passes it on.
-func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
 	if err := s.before(ctx, "Heartbeat"); err != nil {
 		return nil, err
 	}

@@ -210,7 +210,7 @@ func TestWithOptionalInterfaces(t *testing.T) {
 				t.Fatalf("%s: Bind = %v, %v; want the view", tc.name, v, err)
 			}
 			v.Insert(ctx, nil)
-			v.Cancel(ctx, "job", "k")
+			v.Cancel(ctx, "job", "k", "test")
 			tx.InTx(ctx, func(v store.Tx) error { v.MakeDue(ctx, 1); return nil })
 			want["Bind"], want["InTx"], want["Tx.Insert"], want["Tx.Cancel"], want["Tx.MakeDue"] = 1, 1, 1, 1, 1
 		}

@@ -57,6 +57,13 @@ func checkStarts(starts []store.StartParams) error {
 	return nil
 }
 
+func checkCancelledBy(by string) error {
+	return invalid("cancelled by",
+		rule{by == "", "empty"},
+		rule{len(by) > store.MaxCancelledBy, fmt.Sprintf("%d bytes, over %d", len(by), store.MaxCancelledBy)},
+		rule{!store.CleanText(by), "not UTF-8, or holds a NUL"})
+}
+
 func checkFinishes(results []store.Finish) error {
 	for i, f := range results {
 		err := invalid(fmt.Sprint("finish executions: result ", i),

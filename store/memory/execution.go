@@ -79,13 +79,13 @@ func (s *Store) running(id int64, executionID string) (*row, bool) {
 
 // Heartbeat stamps HeartbeatAt on running executions and their tasks. See
 // [store.Store.Heartbeat]. It also stamps the task's UpdatedAt.
-func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: heartbeat executions: %w", err)
 	}
 	defer s.mu.Unlock()
 	now := s.now()
-	out := make([]bool, len(refs))
+	out := make([]store.Beat, len(refs))
 	for i, ref := range refs {
 		r, ok := s.running(ref.TaskID, ref.ExecutionID)
 		if !ok {
@@ -96,7 +96,10 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		if e := s.execs[ref.ExecutionID]; e != nil {
 			e.HeartbeatAt = now
 		}
-		out[i] = true
+		out[i] = store.BeatAlive
+		if !r.task.CancelRequestedAt.IsZero() {
+			out[i] = store.BeatCancel
+		}
 	}
 	return out, nil
 }
@@ -126,6 +129,16 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		e.FinishedAt = now
 		e.Error = f.Error
 		r.task.UpdatedAt = now
+		if !r.task.CancelRequestedAt.IsZero() && f.Status != store.Succeeded {
+			// Cancelled while it ran: whatever else the result says, it ends here.
+			e.Status, e.Error = store.Cancelled, "cancelled by "+r.task.CancelledBy
+			if f.Error != "" {
+				e.Error += ": " + f.Error
+			}
+			r.task.Status, r.task.FinishedAt, r.task.LastError = store.Cancelled, now, e.Error
+			out[i] = true
+			continue
+		}
 		switch f.Status {
 		case store.Succeeded:
 			e.Status, e.Error = store.Succeeded, "" // a success records no error

@@ -8,24 +8,38 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Cancel moves the task (name, key) from SCHEDULED to CANCELLED. See [store.Store.Cancel].
-func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+// Cancel cancels the task (name, key): a SCHEDULED or DISPATCHING one at once, a
+// RUNNING one by requesting it. See [store.Store.Cancel].
+func (s *Store) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
+	op := fmt.Sprintf("ax: cancel task %q/%q", name, key)
+	if err := checkCancelledBy(by); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	if err := s.lock(ctx); err != nil {
-		return nil, fmt.Errorf("ax: cancel task %q/%q: %w", name, key, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	defer s.mu.Unlock()
 	id, ok := s.keys[nameKey{s.ns, name, key}]
 	if !ok {
-		return nil, fmt.Errorf("ax: cancel task %q/%q: %w", name, key, store.ErrNotFound)
+		return nil, fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	r := s.rows[id]
-	if r.task.Status != store.Scheduled {
-		return refusal(fmt.Sprintf("ax: cancel task %q/%q", name, key), copyTask(&r.task), store.ErrNotCancellable)
-	}
 	now := s.now()
-	s.unschedule(r)
-	r.task.Status = store.Cancelled
-	r.task.FinishedAt = now
+	switch r.task.Status {
+	case store.Scheduled, store.Dispatching:
+		if r.task.Status == store.Scheduled {
+			s.unschedule(r)
+		}
+		r.task.Status = store.Cancelled
+		r.task.FinishedAt = now
+	case store.Running:
+		if !r.task.CancelRequestedAt.IsZero() {
+			return copyTask(&r.task), nil // asked already: the first request stands
+		}
+	default:
+		return refusal(op, copyTask(&r.task), store.ErrNotCancellable)
+	}
+	r.task.CancelledBy, r.task.CancelRequestedAt = by, now
 	r.task.UpdatedAt = now
 	return copyTask(&r.task), nil
 }

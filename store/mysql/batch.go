@@ -47,6 +47,9 @@ type locked struct {
 	taskKey string              // readKeys only, when its key rules
 	name    string              // readName and readKeys only
 	claimed time.Time           // readName only: dispatched_at, the claim
+	// cancelBy, with readCancel only, is who asked to cancel the task; empty when
+	// nobody did.
+	cancelBy string
 }
 
 // lockRead says what lockRows reads of a row besides its state.
@@ -64,6 +67,8 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 		cols = `, name, dispatched_at`
 	case readKeys:
 		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL), name`
+	case readCancel:
+		cols = `, IF(cancel_requested_at IS NULL, NULL, cancelled_by)`
 	}
 	args := make([]any, 0, len(ids)+2)
 	for _, id := range ids {
@@ -88,6 +93,8 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 		case readKeys:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now},
 				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name)
+		case readCancel:
+			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, nullText{&l.cancelBy})
 		default:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now})
 		}

@@ -17,9 +17,10 @@ import (
 )
 
 const (
-	readState lockRead = iota // the state only: Heartbeat, Finish, Requeue
-	readName                  // and the name and the claim's time: Start
-	readKeys                  // and the name, the overlap policy and the task key: Claim
+	readState  lockRead = iota // the state only: Requeue
+	readName                   // and the name and the claim's time: Start
+	readKeys                   // and the name, the overlap policy and the task key: Claim
+	readCancel                 // and who asked to cancel it, if anyone did: Heartbeat, Finish
 )
 
 // Start records executions and moves their tasks to RUNNING; a fence with a token is
@@ -180,18 +181,18 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 }
 
 // Heartbeat stamps heartbeat_at on running executions.
-func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
 	if err := s.check("heartbeat"); err != nil {
 		return nil, err
 	}
-	out := make([]bool, len(refs))
+	out := make([]store.Beat, len(refs))
 	order := driverkit.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	err := s.run(ctx, "heartbeat", 0, func(tx *sql.Tx, _ int64) error {
 		clear(out)
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return refs[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, s.ns, store.Running, ids, readState)
+			rows, now, err := lockRows(ctx, tx, s.ns, store.Running, ids, readCancel)
 			if err != nil {
 				return err
 			}
@@ -199,7 +200,10 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 			var aliveExecs []any
 			for _, i := range part {
 				if l := rows[refs[i].TaskID]; l != nil && l.execID == refs[i].ExecutionID {
-					out[i] = true
+					out[i] = store.BeatAlive
+					if l.cancelBy != "" {
+						out[i] = store.BeatCancel
+					}
 					if len(aliveIDs) == 0 || aliveIDs[len(aliveIDs)-1] != refs[i].TaskID {
 						aliveIDs = append(aliveIDs, refs[i].TaskID)
 						aliveExecs = append(aliveExecs, refs[i].ExecutionID)
@@ -279,7 +283,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return chunks(len(order), func(lo, hi int) error {
 			part := order[lo:hi]
 			ids := uniqueIDs(part, func(i int) int64 { return results[i].TaskID })
-			rows, now, err := lockRows(ctx, tx, s.ns, store.Running, ids, readState)
+			rows, now, err := lockRows(ctx, tx, s.ns, store.Running, ids, readCancel)
 			if err != nil {
 				return err
 			}
@@ -298,23 +302,31 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				}
 				l.execID = "" // applied: a second result for this task cannot match
 				out[i] = true
+				st, errText, snooze := f.Status, f.Error, f.Snooze
+				if l.cancelBy != "" && st != store.Succeeded {
+					// Cancelled while it ran: whatever else the result says, it ends here.
+					st, errText, snooze = store.Cancelled, driverkit.CancelledError(l.cancelBy, f.Error), false
+				}
 				all = append(all, f.TaskID)
 				allExec = append(allExec, f.ExecutionID)
-				status = append(status, string(f.Status))
+				status = append(status, string(st))
 				switch {
-				case f.Status == store.Succeeded:
+				case st == store.Succeeded:
 					execStatus = append(execStatus, string(store.Succeeded))
 					execErr = append(execErr, "") // a success records no error
-				case f.Snooze:
+				case st == store.Cancelled:
+					execStatus = append(execStatus, string(store.Cancelled))
+					execErr = append(execErr, errText)
+				case snooze:
 					execStatus = append(execStatus, string(store.Snoozed))
-					execErr = append(execErr, f.Error)
+					execErr = append(execErr, errText)
 					snoozed = append(snoozed, f.TaskID)
 				default:
 					execStatus = append(execStatus, string(store.Failed))
-					execErr = append(execErr, f.Error)
+					execErr = append(execErr, errText)
 				}
 				execIDs = append(execIDs, f.ExecutionID)
-				switch f.Status {
+				switch st {
 				case store.Scheduled:
 					retry = append(retry, f.TaskID)
 					retryAttempt = append(retryAttempt, f.Attempt)
@@ -325,9 +337,9 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 					final = append(final, f.TaskID)
 					fin = append(fin, ts)
 				}
-				if f.Status != store.Succeeded {
+				if st != store.Succeeded {
 					failed = append(failed, f.TaskID)
-					failedErr = append(failedErr, f.Error)
+					failedErr = append(failedErr, errText)
 				}
 			}
 			if len(all) == 0 {

@@ -30,13 +30,17 @@ func (s *Store) makeDueIn(ctx context.Context, id int64) func(tx *sql.Tx, seq an
 	}
 }
 
-// Cancel moves a SCHEDULED task of the view's namespace to CANCELLED.
-func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+// Cancel cancels a task of the view's namespace: a SCHEDULED or DISPATCHING one at
+// once, a RUNNING one by recording the request (see store.TaskWriter).
+func (s *Store) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
+	if err := driverkit.CheckCancelledBy(by); err != nil {
+		return nil, fmt.Errorf("ax: mysql: cancel %q/%q: %w", name, key, err)
+	}
 	var t *store.Task
 	var sentinel error
 	err := s.run(ctx, "cancel", 0, func(tx *sql.Tx, _ int64) error {
 		var err error
-		t, sentinel, err = s.cancelIn(ctx, tx, name, key)
+		t, sentinel, err = s.cancelIn(ctx, tx, name, key, by)
 		return err
 	})
 	if err != nil {
@@ -49,12 +53,22 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 }
 
 // cancelIn cancels the task in tx: the task as it is afterwards (nil when there is
-// none), the refusal's sentinel when it was not SCHEDULED, and the database's error.
-func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
-	return s.moveIn(ctx, tx, store.ErrNotCancellable,
-		"UPDATE ax_tasks SET status = 'CANCELLED', updated_at = UTC_TIMESTAMP(6), finished_at = UTC_TIMESTAMP(6) "+
-			"WHERE namespace = ? AND name = ? AND `key` = ? AND key_slot = 0 AND status = 'SCHEDULED'", []any{s.ns, name, key},
-		lookupSQL, []any{s.ns, name, key})
+// none), the refusal's sentinel when it had finished, and the database's error. A
+// RUNNING task keeps its status and records the request, unless it was asked before.
+// (MySQL assigns left to right, each SET seeing the columns already assigned: status
+// and finished_at read the status before they change it.)
+func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key, by string) (t *store.Task, refusal, err error) {
+	t, refusal, err = s.moveIn(ctx, tx, store.ErrNotCancellable,
+		"UPDATE ax_tasks SET finished_at = IF(status = 'RUNNING', finished_at, UTC_TIMESTAMP(6)), "+
+			"status = IF(status = 'RUNNING', status, 'CANCELLED'), "+
+			"cancelled_by = ?, cancel_requested_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6) "+
+			"WHERE namespace = ? AND name = ? AND `key` = ? AND key_slot = 0 "+
+			"AND (status IN ('SCHEDULED', 'DISPATCHING') OR status = 'RUNNING' AND cancel_requested_at IS NULL)",
+		[]any{by, s.ns, name, key}, lookupSQL, []any{s.ns, name, key})
+	if refusal != nil && driverkit.CancelAsked(t) {
+		refusal = nil // asked before: the first request stands
+	}
+	return t, refusal, err
 }
 
 // moveIn runs update, a conditional transition of one row, in tx, and reads the row

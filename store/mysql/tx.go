@@ -135,11 +135,14 @@ func (v *txView) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Ins
 }
 
 // Cancel is Cancel in the view's transaction.
-func (v *txView) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+func (v *txView) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
 	if err := v.s.check("cancel"); err != nil {
 		return nil, err
 	}
-	t, sentinel, err := v.s.cancelIn(ctx, v.tx, name, key)
+	if err := driverkit.CheckCancelledBy(by); err != nil {
+		return nil, fmt.Errorf("ax: mysql: cancel %q/%q: %w", name, key, err)
+	}
+	t, sentinel, err := v.s.cancelIn(ctx, v.tx, name, key, by)
 	if err != nil {
 		return nil, v.s.wrap("cancel", err)
 	}

@@ -31,7 +31,7 @@ ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, due_at, c
 SELECT * FROM u`
 
 // heartbeatSQL stamps the tasks of namespace $3 RUNNING with the given execution id,
-// and their executions.
+// and their executions, and says of each whether its cancel was requested.
 const heartbeatSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
@@ -39,13 +39,14 @@ u AS (UPDATE ax_tasks t SET heartbeat_at = ts.now
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
 		AND t.namespace || '' = $3
-	RETURNING t.id, t.execution_id),
+	RETURNING t.id, t.execution_id, t.cancel_requested_at IS NOT NULL AS cancel),
 x AS (UPDATE ax_executions x SET heartbeat_at = ts.now FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($2))
-SELECT id, execution_id FROM u`
+SELECT id, execution_id, cancel FROM u`
 
 // finishSQL applies the results of one chunk to the tasks of namespace $8 and closes
 // the execution record of each that did not succeed ($7: those execution ids): FAILED,
-// or SNOOZED for a snooze ($9), with its error and finish time. A succeeded execution's record is left as it was
+// or SNOOZED for a snooze ($9), or CANCELLED for a task whose cancel was requested
+// (see store.Finish), with its error and finish time. A succeeded execution's record is left as it was
 // written at its start, RUNNING, and reads as its task says: the task is SUCCEEDED with
 // that execution id, finished at the time the record would have been given (see
 // execCols). That is one row write a task fewer (a HOT update, but a new row version
@@ -56,21 +57,32 @@ c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5:
 	AS c(id, eid, status, error, attempt, due_at, snooze)),
 l AS (SELECT t.id FROM ax_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE),
 u AS (UPDATE ax_tasks t SET
-		status = c.status,
-		last_error = CASE c.status WHEN 'SUCCEEDED' THEN t.last_error ELSE c.error END,
-		attempt = CASE c.status WHEN 'SCHEDULED' THEN c.attempt ELSE t.attempt END,
-		due_at = CASE c.status WHEN 'SCHEDULED' THEN c.due_at ELSE t.due_at END,
-		seq = CASE c.status WHEN 'SCHEDULED' THEN nextval('ax_seq') ELSE t.seq END,
-		finished_at = CASE c.status WHEN 'SCHEDULED' THEN t.finished_at ELSE ts.now END,
-		snoozes = t.snoozes + CASE WHEN c.snooze THEN 1 ELSE 0 END,
+		status = CASE WHEN ` + cancelled + ` THEN 'CANCELLED' ELSE c.status END,
+		last_error = CASE WHEN ` + cancelled + ` THEN 'cancelled by ' || t.cancelled_by || CASE c.error WHEN '' THEN '' ELSE ': ' || c.error END
+			WHEN c.status = 'SUCCEEDED' THEN t.last_error ELSE c.error END,
+		attempt = CASE WHEN ` + rescheduled + ` THEN c.attempt ELSE t.attempt END,
+		due_at = CASE WHEN ` + rescheduled + ` THEN c.due_at ELSE t.due_at END,
+		seq = CASE WHEN ` + rescheduled + ` THEN nextval('ax_seq') ELSE t.seq END,
+		finished_at = CASE WHEN ` + rescheduled + ` THEN t.finished_at ELSE ts.now END,
+		snoozes = t.snoozes + CASE WHEN c.snooze AND ` + rescheduled + ` THEN 1 ELSE 0 END,
 		updated_at = ts.now
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.status || '' = 'RUNNING' AND t.execution_id = c.eid
 		AND t.namespace || '' = $8
-	RETURNING t.id, t.execution_id, c.status AS new_status, c.error, c.snooze),
-x AS (UPDATE ax_executions x SET status = CASE WHEN u.snooze THEN 'SNOOZED' ELSE 'FAILED' END, error = u.error, finished_at = ts.now
+	RETURNING t.id, t.execution_id, t.status AS new_status, CASE t.status WHEN 'CANCELLED' THEN t.last_error ELSE c.error END AS error,
+		c.snooze AND t.status = 'SCHEDULED' AS snooze),
+x AS (UPDATE ax_executions x SET status = CASE WHEN u.new_status = 'CANCELLED' THEN 'CANCELLED' WHEN u.snooze THEN 'SNOOZED' ELSE 'FAILED' END,
+		error = u.error, finished_at = ts.now
 	FROM u, ts WHERE x.id = u.execution_id AND x.id = ANY($7) AND u.new_status <> 'SUCCEEDED')
 SELECT id, execution_id FROM u`
+
+// cancelled holds, in finishSQL, for a result that ends its task CANCELLED: the
+// task's cancel was requested and the result is not a success. rescheduled holds for
+// one that puts the task back to SCHEDULED.
+const (
+	cancelled   = `(t.cancel_requested_at IS NOT NULL AND c.status <> 'SUCCEEDED')`
+	rescheduled = `(c.status = 'SCHEDULED' AND t.cancel_requested_at IS NULL)`
+)
 
 // requeueSQL hands back the tasks of namespace $6 DISPATCHING with the given
 // execution id.
@@ -212,13 +224,13 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 }
 
 // Heartbeat stamps heartbeat_at on running executions and their tasks.
-func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
-	out := make([]bool, len(refs))
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
+	out := make([]store.Beat, len(refs))
 	if len(refs) == 0 {
 		return out, s.check("heartbeat")
 	}
 	order := driverkit.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
-	alive := map[ref]int{}
+	alive := map[ref]store.Beat{}
 	err := s.execTx(ctx, "heartbeat", func(b *pgx.Batch) {
 		chunks(order, func(part []int) {
 			ids, eids := make([]int64, len(part)), make([]string, len(part))
@@ -229,13 +241,24 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 		})
 	}, func(br pgx.BatchResults) error {
 		clear(alive)
-		return readRefs(br, len(order), alive)
+		return readChunks(br, len(order), func(rows pgx.Rows) error {
+			var r ref
+			var cancel bool
+			if err := rows.Scan(&r.id, &r.eid, &cancel); err != nil {
+				return err
+			}
+			alive[r] = store.BeatAlive
+			if cancel {
+				alive[r] = store.BeatCancel
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err
 	}
 	for i, r := range refs {
-		out[i] = alive[ref{r.TaskID, r.ExecutionID}] > 0
+		out[i] = alive[ref{r.TaskID, r.ExecutionID}]
 	}
 	return out, nil
 }

@@ -41,9 +41,14 @@ func (s *Store) transitionTo(ctx context.Context, op string, scheduled bool, upd
 	return t, applied, err
 }
 
-// Cancel moves a SCHEDULED task of the view's namespace to CANCELLED.
-func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
-	t, ok, err := s.transition(ctx, "cancel", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
+// Cancel cancels a task of the view's namespace: a SCHEDULED or DISPATCHING one at
+// once, a RUNNING one by recording the request (see store.TaskWriter).
+func (s *Store) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
+	if err := driverkit.CheckCancelledBy(by); err != nil {
+		return nil, fmt.Errorf("ax: postgres: cancel %q/%q: %w", name, key, err)
+	}
+	t, ok, err := s.transition(ctx, "cancel", cancelSQL, []any{name, key, s.ns, by}, lookupSQL, []any{name, key, s.ns})
+	ok = ok || driverkit.CancelAsked(t)
 	return moved(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, ok, err, store.ErrNotCancellable)
 }
 
@@ -61,14 +66,24 @@ func moved(op string, t *store.Task, applied bool, err, sentinel error) (*store.
 	return t, nil
 }
 
-// cancelSQL cancels the SCHEDULED task (name $1, key $2) of namespace $3.
-const cancelSQL = `UPDATE ax_tasks t SET status = 'CANCELLED', finished_at = ts.now, updated_at = ts.now
+// cancelSQL cancels the task (name $1, key $2) of namespace $3 for $4: a SCHEDULED
+// or DISPATCHING one ends CANCELLED, a RUNNING one not asked before records the
+// request. (In SET, t.status is the row's status before the update.)
+const cancelSQL = `UPDATE ax_tasks t SET status = CASE t.status WHEN 'RUNNING' THEN t.status ELSE 'CANCELLED' END,
+		finished_at = CASE t.status WHEN 'RUNNING' THEN t.finished_at ELSE ts.now END,
+		cancelled_by = $4, cancel_requested_at = ts.now, updated_at = ts.now
 	FROM (SELECT clock_timestamp() AS now) ts
-	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0 AND t.status = 'SCHEDULED' RETURNING ` + taskCols
+	WHERE t.namespace = $3 AND t.name = $1 AND t.key = $2 AND t.key_slot = 0
+		AND (t.status IN ('SCHEDULED', 'DISPATCHING') OR t.status = 'RUNNING' AND t.cancel_requested_at IS NULL)
+	RETURNING ` + taskCols
 
 // cancelIn is Cancel's statements in q.
-func (s *Store) cancelIn(ctx context.Context, q txQuerier, name, key string) (*store.Task, error) {
-	t, ok, err := s.transitionIn(ctx, q, "cancel in transaction", cancelSQL, []any{name, key, s.ns}, lookupSQL, []any{name, key, s.ns})
+func (s *Store) cancelIn(ctx context.Context, q txQuerier, name, key, by string) (*store.Task, error) {
+	if err := driverkit.CheckCancelledBy(by); err != nil {
+		return nil, fmt.Errorf("ax: postgres: cancel %q/%q: %w", name, key, err)
+	}
+	t, ok, err := s.transitionIn(ctx, q, "cancel in transaction", cancelSQL, []any{name, key, s.ns, by}, lookupSQL, []any{name, key, s.ns})
+	ok = ok || driverkit.CancelAsked(t)
 	return moved(fmt.Sprintf("ax: postgres: cancel %q/%q", name, key), t, ok, err, store.ErrNotCancellable)
 }
 

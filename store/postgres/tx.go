@@ -127,11 +127,11 @@ func (v *txView) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Ins
 }
 
 // Cancel is Cancel in the transaction.
-func (v *txView) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+func (v *txView) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
 	if err := v.s.check("cancel in transaction"); err != nil {
 		return nil, err
 	}
-	return v.s.cancelIn(ctx, v.q, name, key)
+	return v.s.cancelIn(ctx, v.q, name, key, by)
 }
 
 // Reschedule is Reschedule in the transaction, published as Insert's rows are.

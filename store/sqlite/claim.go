@@ -86,24 +86,27 @@ var (
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
 			AND +ax_tasks.namespace = ?
-		RETURNING ax_tasks.execution_id`}
+		RETURNING ax_tasks.execution_id, ax_tasks.cancel_requested_at IS NOT NULL`}
 	heartbeatExecStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `UPDATE ax_executions SET heartbeat_at = ?
 		WHERE id IN (VALUES %V%)`}
 	// finishStmt applies the results to the tasks of the view's namespace RUNNING with
-	// the given execution id.
+	// the given execution id, a task whose cancel was requested ending CANCELLED unless
+	// it succeeded (see store.Finish), and returns the status and last error each
+	// took. (In SET, the columns are the row's values before the update.)
 	finishStmt = &batchStmt{cols: 8, pad: []any{0, "", "", "", 0, 0, 0, 0}, sql: `UPDATE ax_tasks SET
-		status = c.column3,
-		last_error = CASE c.column3 WHEN 'SUCCEEDED' THEN last_error ELSE c.column4 END,
-		attempt = CASE c.column3 WHEN 'SCHEDULED' THEN c.column5 ELSE attempt END,
-		due_at = CASE c.column3 WHEN 'SCHEDULED' THEN c.column6 ELSE due_at END,
-		seq = CASE c.column3 WHEN 'SCHEDULED' THEN c.column7 ELSE seq END,
-		finished_at = CASE c.column3 WHEN 'SCHEDULED' THEN finished_at ELSE ? END,
-		snoozes = snoozes + c.column8,
+		status = CASE WHEN ` + cancelledSQL + ` THEN 'CANCELLED' ELSE c.column3 END,
+		last_error = CASE WHEN ` + cancelledSQL + ` THEN 'cancelled by ' || cancelled_by || CASE c.column4 WHEN '' THEN '' ELSE ': ' || c.column4 END
+			WHEN c.column3 = 'SUCCEEDED' THEN last_error ELSE c.column4 END,
+		attempt = CASE WHEN ` + rescheduledSQL + ` THEN c.column5 ELSE attempt END,
+		due_at = CASE WHEN ` + rescheduledSQL + ` THEN c.column6 ELSE due_at END,
+		seq = CASE WHEN ` + rescheduledSQL + ` THEN c.column7 ELSE seq END,
+		finished_at = CASE WHEN ` + rescheduledSQL + ` THEN finished_at ELSE ? END,
+		snoozes = snoozes + CASE WHEN ` + rescheduledSQL + ` THEN c.column8 ELSE 0 END,
 		updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
 			AND +ax_tasks.namespace = ?
-		RETURNING ax_tasks.execution_id`}
+		RETURNING ax_tasks.execution_id, ax_tasks.status, ax_tasks.last_error`}
 	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
 		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
 

@@ -112,8 +112,8 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 }
 
 // Heartbeat stamps heartbeat_at on running executions.
-func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, error) {
-	out := make([]bool, len(refs))
+func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
+	out := make([]store.Beat, len(refs))
 	order := driverkit.SortedOrder(len(refs), func(i int) int64 { return refs[i].TaskID })
 	err := s.write(ctx, "heartbeat", func(tx *sql.Tx) error {
 		ts := micros(now())
@@ -123,14 +123,14 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 			for _, i := range part {
 				args = append(args, refs[i].TaskID, refs[i].ExecutionID)
 			}
-			alive, err := scanStrings(s.batch(ctx, tx, heartbeatStmt, []any{ts}, args, []any{s.ns}))
+			alive, err := scanBeats(s.batch(ctx, tx, heartbeatStmt, []any{ts}, args, []any{s.ns}))
 			if err != nil || len(alive) == 0 {
 				return err
 			}
 			args = args[:0]
 			for _, i := range part {
-				if alive[refs[i].ExecutionID] {
-					out[i] = true
+				if beat := alive[refs[i].ExecutionID]; beat != store.BeatGone {
+					out[i] = beat
 					args = append(args, refs[i].ExecutionID)
 				}
 			}
@@ -142,6 +142,14 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]bool, er
 	}
 	return out, nil
 }
+
+// cancelledSQL holds, in finishStmt, for a result that ends its task CANCELLED: the
+// task's cancel was requested and the result is not a success. rescheduledSQL holds for
+// one that puts the task back to SCHEDULED.
+const (
+	cancelledSQL   = `(cancel_requested_at IS NOT NULL AND c.column3 <> 'SUCCEEDED')`
+	rescheduledSQL = `(c.column3 = 'SCHEDULED' AND cancel_requested_at IS NULL)`
+)
 
 // Finish records the results of executions, if fence admits them (see fence.go).
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
@@ -192,20 +200,23 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				}
 				args = append(args, f.TaskID, f.ExecutionID, string(f.Status), f.Error, f.Attempt, due, sq, snooze)
 			}
-			done, err := scanStrings(s.batch(ctx, tx, finishStmt, []any{ts, ts}, args, []any{s.ns}))
+			done, err := scanFinished(s.batch(ctx, tx, finishStmt, []any{ts, ts}, args, []any{s.ns}))
 			if err != nil || len(done) == 0 {
 				return err
 			}
 			args = args[:0]
 			for _, i := range part {
 				f := results[i]
-				if !done[f.ExecutionID] {
+				to, ok := done[f.ExecutionID]
+				if !ok {
 					continue
 				}
 				delete(done, f.ExecutionID) // a second copy in this batch did not apply
 				out[i] = true
 				status, errText := store.Failed, f.Error
 				switch {
+				case to.status == store.Cancelled:
+					status, errText = store.Cancelled, to.lastError
 				case f.Status == store.Succeeded:
 					status, errText = store.Succeeded, "" // a success records no error
 				case f.Snooze:
@@ -220,6 +231,51 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return nil, err
 	}
 	return out, nil
+}
+
+// scanBeats reads heartbeatStmt's rows: what the heartbeat found, by execution id.
+func scanBeats(rows *sql.Rows, err error) (map[string]store.Beat, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]store.Beat{}
+	for rows.Next() {
+		var eid string
+		var cancel bool
+		if err := rows.Scan(&eid, &cancel); err != nil {
+			return nil, err
+		}
+		out[eid] = store.BeatAlive
+		if cancel {
+			out[eid] = store.BeatCancel
+		}
+	}
+	return out, rows.Err()
+}
+
+// finished is what finishStmt made of one task: its status and last error.
+type finished struct {
+	status    store.Status
+	lastError string
+}
+
+// scanFinished reads finishStmt's rows, by execution id.
+func scanFinished(rows *sql.Rows, err error) (map[string]finished, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]finished{}
+	for rows.Next() {
+		var eid string
+		var f finished
+		if err := rows.Scan(&eid, &f.status, &f.lastError); err != nil {
+			return nil, err
+		}
+		out[eid] = f
+	}
+	return out, rows.Err()
 }
 
 // scanStrings reads the set of strings in a query's one column:

@@ -8,15 +8,20 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/internal/driverkit"
 )
 
-// Cancel moves a SCHEDULED task to CANCELLED.
-func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+// Cancel cancels a task: a SCHEDULED or DISPATCHING one at once, a RUNNING one by
+// recording the request (see store.TaskWriter).
+func (s *Store) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
+	if err := driverkit.CheckCancelledBy(by); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: cancel %q/%q: %w", name, key, err)
+	}
 	var t *store.Task
 	var sentinel error
 	err := s.write(ctx, "cancel", func(tx *sql.Tx) error {
 		var err error
-		t, sentinel, err = s.cancelIn(ctx, tx, name, key)
+		t, sentinel, err = s.cancelIn(ctx, tx, name, key, by)
 		return err
 	})
 	if err != nil {
@@ -25,16 +30,25 @@ func (s *Store) Cancel(ctx context.Context, name, key string) (*store.Task, erro
 	return cancelled(name, key, t, sentinel)
 }
 
-// cancelIn cancels the task in tx: the task cancelled, or the task as it is (nil
-// when there is none) with the refusal's sentinel; err is the database's.
-func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key string) (t *store.Task, refusal, err error) {
+// cancelIn cancels the task in tx: the task cancelled (or its cancel requested), or
+// the task as it is (nil when there is none) with the refusal's sentinel; err is the
+// database's. (In SET, status is the row's status before the update.)
+func (s *Store) cancelIn(ctx context.Context, tx *sql.Tx, name, key, by string) (t *store.Task, refusal, err error) {
 	ts := micros(now())
-	t, err = scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = 'CANCELLED', updated_at = ?, finished_at = ?
-		WHERE namespace = ? AND name = ? AND key = ? AND key_slot = 0 AND status = 'SCHEDULED' RETURNING `+taskColumns, ts, ts, s.ns, name, key))
+	t, err = scanTask(tx.QueryRowContext(ctx, `UPDATE ax_tasks SET status = CASE status WHEN 'RUNNING' THEN status ELSE 'CANCELLED' END,
+			finished_at = CASE status WHEN 'RUNNING' THEN finished_at ELSE ? END,
+			cancelled_by = ?, cancel_requested_at = ?, updated_at = ?
+		WHERE namespace = ? AND name = ? AND key = ? AND key_slot = 0
+			AND (status IN ('SCHEDULED', 'DISPATCHING') OR status = 'RUNNING' AND cancel_requested_at IS NULL)
+		RETURNING `+taskColumns, ts, by, ts, ts, s.ns, name, key))
 	if !errors.Is(err, sql.ErrNoRows) {
 		return t, nil, err
 	}
-	return s.refused(ctx, tx, store.ErrNotCancellable, lookupSQL, s.ns, name, key)
+	t, refusal, err = s.refused(ctx, tx, store.ErrNotCancellable, lookupSQL, s.ns, name, key)
+	if driverkit.CancelAsked(t) {
+		refusal = nil // asked before: the first request stands
+	}
+	return t, refusal, err
 }
 
 // refused reads the task a transition did not apply to, by read with args: the task

@@ -296,7 +296,7 @@ func nextSeq(ctx context.Context, tx *sql.Tx, n int) (int64, error) {
 const taskColumns = `id, name, key, payload, status, due_at, attempt, max_retry, dispatch_retries,
 	execution_id, owner_service, last_error, timeout_us, backoff,
 	created_at, updated_at, dispatched_at, started_at, heartbeat_at, finished_at, triggered_at,
-	task_key, overlap, payload IS NOT NULL, key_hold, key_until, key_slot <> 0, snoozes`
+	task_key, overlap, payload IS NOT NULL, key_hold, key_until, key_slot <> 0, snoozes, cancelled_by, cancel_requested_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -310,12 +310,12 @@ func scanTask(row scanner) (*store.Task, error) {
 		dispatched, started, hb, fin, triggered sql.NullInt64
 		hasPayload                              bool
 		hold                                    string
-		until                                   sql.NullInt64
+		until, cancelAsked                      sql.NullInt64
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
 		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
 		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &t.TaskKey, &overlap, &hasPayload,
-		&hold, &until, &t.Superseded, &t.Snoozes)
+		&hold, &until, &t.Superseded, &t.Snoozes, &t.CancelledBy, &cancelAsked)
 	if err != nil {
 		return nil, err
 	}
@@ -335,6 +335,7 @@ func scanTask(row scanner) (*store.Task, error) {
 	t.DispatchedAt, t.StartedAt = fromNull(dispatched), fromNull(started)
 	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(hb), fromNull(fin), fromNull(triggered)
 	t.KeyHold, t.KeyUntil = store.KeyHold(hold), fromNull(until)
+	t.CancelRequestedAt = fromNull(cancelAsked)
 	return &t, nil
 }
 

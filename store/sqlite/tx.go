@@ -111,12 +111,15 @@ func (v *txView) Get(ctx context.Context, id int64) (*store.Task, error) {
 }
 
 // Cancel is the store's Cancel in the transaction.
-func (v *txView) Cancel(ctx context.Context, name, key string) (*store.Task, error) {
+func (v *txView) Cancel(ctx context.Context, name, key, by string) (*store.Task, error) {
 	const op = "cancel in transaction"
+	if err := driverkit.CheckCancelledBy(by); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: cancel %q/%q: %w", name, key, err)
+	}
 	if err := v.open(op); err != nil {
 		return nil, err
 	}
-	t, sentinel, err := v.s.cancelIn(ctx, v.tx, name, key)
+	t, sentinel, err := v.s.cancelIn(ctx, v.tx, name, key, by)
 	if err != nil {
 		return nil, v.s.wrap(op, err)
 	}

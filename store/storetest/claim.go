@@ -62,7 +62,7 @@ func testClaimStartStarted(e *env) {
 	if err != nil || len(dup) != 1 || dup[0].Outcome != store.Duplicate || dup[0].Execution == nil || dup[0].Execution.Node != here.Node {
 		e.t.Errorf("Start after ClaimStart = %+v, %v; want Duplicate with the execution of %s", dup, err, here.Node)
 	}
-	if alive, err := e.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: before.ID, ExecutionID: exec}}); err != nil || len(alive) != 1 || !alive[0] {
+	if alive, err := e.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: before.ID, ExecutionID: exec}}); err != nil || len(alive) != 1 || alive[0] != store.BeatAlive {
 		e.t.Errorf("Heartbeat after ClaimStart = %v, %v; want [true]", alive, err)
 	}
 	e.finish(store.Finish{TaskID: before.ID, ExecutionID: exec, Status: store.Succeeded})

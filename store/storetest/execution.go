@@ -370,7 +370,7 @@ func testHeartbeatRunning(e *env) {
 	if err != nil {
 		e.t.Fatalf("Heartbeat(%d) error: %v", before.ID, err)
 	}
-	if d := diff([]bool{true}, ok); d != "" {
+	if d := diff([]store.Beat{store.BeatAlive}, ok); d != "" {
 		e.t.Fatalf("Heartbeat(running %d) mismatch (-want +got):\n%s", before.ID, d)
 	}
 	got := e.get(before.ID)
@@ -413,7 +413,7 @@ func testHeartbeatNotRunning(e *env) {
 	if err != nil {
 		e.t.Fatalf("Heartbeat error: %v", err)
 	}
-	if d := diff([]bool{false, false, true, false, false}, ok); d != "" {
+	if d := diff([]store.Beat{store.BeatGone, store.BeatGone, store.BeatAlive, store.BeatGone, store.BeatGone}, ok); d != "" {
 		e.t.Errorf("Heartbeat(wrong execution, dispatching, running, succeeded, missing) mismatch (-want +got):\n%s", d)
 	}
 	e.unchanged("Heartbeat with another execution id", other)
@@ -433,8 +433,8 @@ func testHeartbeatNotInAnotherNamespace(e *env) {
 	execs := b.executions(task.ID)
 	e.settle(task)
 	ok, err := a.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: task.ID, ExecutionID: task.ExecutionID}})
-	if err != nil || len(ok) != 1 || ok[0] {
-		e.t.Fatalf("Heartbeat in a of b's running task = %v, %v; want [false]", ok, err)
+	if err != nil || len(ok) != 1 || ok[0] != store.BeatGone {
+		e.t.Fatalf("Heartbeat in a of b's running task = %v, %v; want [BeatGone]", ok, err)
 	}
 	b.unchanged("a's Heartbeat of b's task", task)
 	if d := diff(execs, b.executions(task.ID)); d != "" {
@@ -798,8 +798,8 @@ func testStaleRunning(e *env) {
 	e.after(r2.HeartbeatAt)
 	r3 := e.inState(store.Running)
 	cut := e.after(r3.HeartbeatAt)
-	if ok, err := e.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: r2.ID, ExecutionID: r2.ExecutionID}}); err != nil || !ok[0] {
-		e.t.Fatalf("Heartbeat(%d) = %v, %v; want [true]", r2.ID, ok, err)
+	if ok, err := e.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: r2.ID, ExecutionID: r2.ExecutionID}}); err != nil || ok[0] != store.BeatAlive {
+		e.t.Fatalf("Heartbeat(%d) = %v, %v; want [BeatAlive]", r2.ID, ok, err)
 	}
 	e.checkStale(store.Running, cut, 10, []*store.Task{r1, r3})
 	e.checkStale(store.Running, cut, 1, []*store.Task{r1})

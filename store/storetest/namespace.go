@@ -68,7 +68,7 @@ func testNamespaceReadsAndWrites(e *env) {
 	if _, err := a.s.Lookup(e.ctx, tb.Name, tb.Key); !errors.Is(err, store.ErrNotFound) {
 		e.t.Errorf("Lookup of b's key in a: error %v, want ErrNotFound", err)
 	}
-	if _, err := a.s.Cancel(e.ctx, tb.Name, tb.Key); !errors.Is(err, store.ErrNotFound) {
+	if _, err := a.s.Cancel(e.ctx, tb.Name, tb.Key, "storetest"); !errors.Is(err, store.ErrNotFound) {
 		e.t.Errorf("Cancel of b's key in a: error %v, want ErrNotFound", err)
 	}
 	if _, err := a.s.Trigger(e.ctx, tb.ID, newExecID()); !errors.Is(err, store.ErrNotFound) {

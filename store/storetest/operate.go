@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -116,7 +117,11 @@ func testRetryRefused(e *env) {
 
 var cancelTests = []test{
 	{"Scheduled", testCancelScheduled},
+	{"Dispatching", testCancelDispatching},
+	{"Running", testCancelRunning},
+	{"RunningSucceeds", testCancelRunningSucceeds},
 	{"Refused", testCancelRefused},
+	{"Invalid", testCancelInvalid},
 }
 
 var triggerTests = []test{
@@ -135,7 +140,7 @@ var makeDueTests = []test{
 func testCancelScheduled(e *env) {
 	before := e.scheduled(e.future())
 	lo := e.settle(before)
-	got, err := e.s.Cancel(e.ctx, before.Name, before.Key)
+	got, err := e.s.Cancel(e.ctx, before.Name, before.Key, "storetest")
 	hi := e.now()
 	if err != nil {
 		e.t.Fatalf("Cancel(%q, %q) error: %v", before.Name, before.Key, err)
@@ -143,9 +148,11 @@ func testCancelScheduled(e *env) {
 	checkTask(e.t, "Cancel", got)
 	e.stamped("Cancel: FinishedAt", got.FinishedAt, lo, hi)
 	e.stamped("Cancel: UpdatedAt", got.UpdatedAt, lo, hi)
+	e.stamped("Cancel: CancelRequestedAt", got.CancelRequestedAt, lo, hi)
 	want := *before
 	want.Status = store.Cancelled
 	want.FinishedAt, want.UpdatedAt = got.FinishedAt, got.UpdatedAt
+	want.CancelledBy, want.CancelRequestedAt = "storetest", got.CancelRequestedAt
 	if d := diff(&want, got); d != "" {
 		e.t.Errorf("Cancel(%q, %q) mismatch (-want +got):\n%s", before.Name, before.Key, d)
 	}
@@ -162,10 +169,115 @@ func testCancelScheduled(e *env) {
 	}
 }
 
+// A DISPATCHING task is cancelled at once: its execution never starts, and its
+// hand-back does not apply.
+func testCancelDispatching(e *env) {
+	before := e.inState(store.Dispatching)
+	lo := e.settle(before)
+	got, err := e.s.Cancel(e.ctx, before.Name, before.Key, "alice")
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("Cancel(dispatching %d) error: %v", before.ID, err)
+	}
+	e.stamped("Cancel: FinishedAt", got.FinishedAt, lo, hi)
+	e.stamped("Cancel: CancelRequestedAt", got.CancelRequestedAt, lo, hi)
+	want := *before
+	want.Status, want.CancelledBy = store.Cancelled, "alice"
+	want.FinishedAt, want.UpdatedAt, want.CancelRequestedAt = got.FinishedAt, got.UpdatedAt, got.CancelRequestedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Cancel(dispatching %d) mismatch (-want +got):\n%s", before.ID, d)
+	}
+	e.unchanged("Cancel", got)
+	res, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: before.ID, ExecutionID: before.ExecutionID, Name: before.Name, Node: "node-1"}})
+	if err != nil || len(res) != 1 || res[0].Outcome != store.Lost {
+		e.t.Errorf("Start of a cancelled claim = %+v, %v; want Lost", res, err)
+	}
+	ok, err := e.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{{TaskID: before.ID, ExecutionID: before.ExecutionID,
+		DueAt: e.now(), Error: "busy", MaxDispatchRetries: 3}})
+	if err != nil || len(ok) != 1 || ok[0] {
+		e.t.Errorf("Requeue of a cancelled claim = %v, %v; want [false]", ok, err)
+	}
+	e.unchanged("Start and Requeue of a cancelled claim", got)
+}
+
+// A RUNNING task's cancel is requested: it stays RUNNING, its heartbeat answers
+// BeatCancel, a second request changes nothing, and a result that would run it again
+// ends it CANCELLED, its record saying who asked.
+func testCancelRunning(e *env) {
+	for _, result := range []store.Finish{
+		{Status: store.Scheduled, Error: "boom", Attempt: 1, DueAt: e.past()},
+		{Status: store.Scheduled, Error: "snoozed for 1s", DueAt: e.past(), Snooze: true},
+		{Status: store.Failed, Error: ""},
+	} {
+		before := e.inState(store.Running)
+		lo := e.settle(before)
+		got, err := e.s.Cancel(e.ctx, before.Name, before.Key, "alice")
+		hi := e.now()
+		if err != nil {
+			e.t.Fatalf("Cancel(running %d) error: %v", before.ID, err)
+		}
+		e.stamped("Cancel: CancelRequestedAt", got.CancelRequestedAt, lo, hi)
+		want := *before
+		want.CancelledBy, want.CancelRequestedAt, want.UpdatedAt = "alice", got.CancelRequestedAt, got.UpdatedAt
+		if d := diff(&want, got); d != "" {
+			e.t.Errorf("Cancel(running %d) mismatch (-want +got):\n%s", before.ID, d)
+		}
+		e.unchanged("Cancel", got)
+		again, err := e.s.Cancel(e.ctx, before.Name, before.Key, "bob")
+		if err != nil || diff(got, again) != "" {
+			e.t.Errorf("a second Cancel(running %d) = %+v, %v; want the task as the first left it", before.ID, again, err)
+		}
+		beats, err := e.s.Heartbeat(e.ctx, []store.ExecRef{{TaskID: before.ID, ExecutionID: before.ExecutionID}})
+		if err != nil || len(beats) != 1 || beats[0] != store.BeatCancel {
+			e.t.Errorf("Heartbeat(cancel requested) = %v, %v; want [BeatCancel]", beats, err)
+		}
+		result.TaskID, result.ExecutionID = before.ID, before.ExecutionID
+		lo = e.now()
+		e.finish(result)
+		hi = e.now()
+		done := e.get(before.ID)
+		text := "cancelled by alice"
+		if result.Error != "" {
+			text += ": " + result.Error
+		}
+		e.stamped("Finish(cancel requested): FinishedAt", done.FinishedAt, lo, hi)
+		if done.Status != store.Cancelled || done.LastError != text || done.Attempt != before.Attempt ||
+			done.Snoozes != before.Snoozes || !done.DueAt.Equal(before.DueAt) {
+			e.t.Errorf("Finish(%s, snooze %v) of a task cancelled while running = %s %q attempt %d snoozes %d due %v; want CANCELLED %q %d %d %v",
+				result.Status, result.Snooze, done.Status, done.LastError, done.Attempt, done.Snoozes, done.DueAt,
+				text, before.Attempt, before.Snoozes, before.DueAt)
+		}
+		e.checkClosed(before, store.Cancelled, text, lo, hi)
+	}
+}
+
+// A handler that succeeds although its task's cancel was requested has its success
+// recorded.
+func testCancelRunningSucceeds(e *env) {
+	before := e.inState(store.Running)
+	if _, err := e.s.Cancel(e.ctx, before.Name, before.Key, "alice"); err != nil {
+		e.t.Fatalf("Cancel(running %d) error: %v", before.ID, err)
+	}
+	e.finish(store.Finish{TaskID: before.ID, ExecutionID: before.ExecutionID, Status: store.Succeeded})
+	if got := e.get(before.ID); got.Status != store.Succeeded || got.CancelledBy != "alice" {
+		e.t.Errorf("after a success: status %s cancelled by %q; want SUCCEEDED, alice", got.Status, got.CancelledBy)
+	}
+}
+
+func testCancelInvalid(e *env) {
+	task := e.scheduled(e.future())
+	for _, by := range []string{"", "a\x00b", "\xff", strings.Repeat("a", store.MaxCancelledBy+1)} {
+		if _, err := e.s.Cancel(e.ctx, task.Name, task.Key, by); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("Cancel(by %q) error = %v, want ErrInvalid", by, err)
+		}
+	}
+	e.unchanged("an invalid Cancel", task)
+}
+
 func testCancelRefused(e *env) {
 	e.refused("Cancel", store.ErrNotCancellable,
-		[]store.Status{store.Dispatching, store.Running, store.Succeeded, store.Failed, store.Cancelled},
-		func(t *store.Task) (*store.Task, error) { return e.s.Cancel(e.ctx, t.Name, t.Key) })
+		[]store.Status{store.Succeeded, store.Failed, store.Cancelled, store.Skipped},
+		func(t *store.Task) (*store.Task, error) { return e.s.Cancel(e.ctx, t.Name, t.Key, "storetest") })
 }
 
 func testTriggerScheduled(e *env) {

@@ -44,7 +44,7 @@ func testReadMissing(e *env) {
 		if got, err := e.s.Lookup(e.ctx, nk[0], nk[1]); !errors.Is(err, store.ErrNotFound) {
 			e.t.Errorf("Lookup(%q, %q) = %v, %v; want ErrNotFound", nk[0], nk[1], got, err)
 		}
-		if got, err := e.s.Cancel(e.ctx, nk[0], nk[1]); !errors.Is(err, store.ErrNotFound) {
+		if got, err := e.s.Cancel(e.ctx, nk[0], nk[1], "storetest"); !errors.Is(err, store.ErrNotFound) {
 			e.t.Errorf("Cancel(%q, %q) = %v, %v; want ErrNotFound", nk[0], nk[1], got, err)
 		}
 	}

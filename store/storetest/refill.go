@@ -220,7 +220,7 @@ func testRefillWindowPaging(e *env) {
 	tasks := e.insert(nts...)
 	e.scheduled(to) // not before To
 	cancelled := e.scheduled(now.Add(time.Minute))
-	if _, err := e.s.Cancel(e.ctx, cancelled.Name, cancelled.Key); err != nil {
+	if _, err := e.s.Cancel(e.ctx, cancelled.Name, cancelled.Key, "storetest"); err != nil {
 		e.t.Fatalf("Cancel(%q, %q) error: %v", cancelled.Name, cancelled.Key, err)
 	}
 	e.inState(store.Dispatching)

@@ -140,17 +140,17 @@ func testReuseSuperseded(e *env) {
 	if err != nil || moved.ID != second.ID || !moved.DueAt.Equal(at) {
 		e.t.Errorf("Reschedule by key = %+v, %v; want task %d due %v", moved, err, second.ID, at)
 	}
-	cancelled, err := e.s.Cancel(e.ctx, second.Name, second.Key)
+	cancelled, err := e.s.Cancel(e.ctx, second.Name, second.Key, "storetest")
 	if err != nil || cancelled.ID != second.ID || cancelled.Status != store.Cancelled {
 		e.t.Fatalf("Cancel by key = %+v, %v; want task %d CANCELLED", cancelled, err, second.ID)
 	}
 	e.unchanged("Cancel and Reschedule of the newer task", first)
 	third := e.reused("CANCELLED after reuse", cancelled, e.reuse(cancelled))
-	if _, err := e.s.Cancel(e.ctx, third.Name, third.Key); err != nil {
+	if _, err := e.s.Cancel(e.ctx, third.Name, third.Key, "storetest"); err != nil {
 		e.t.Errorf("Cancel of the third task by key: %v", err)
 	}
 	// Nothing live is left: Cancel by key answers for the newest task.
-	if got, err := e.s.Cancel(e.ctx, third.Name, third.Key); !errors.Is(err, store.ErrNotCancellable) || got == nil || got.ID != third.ID {
+	if got, err := e.s.Cancel(e.ctx, third.Name, third.Key, "storetest"); !errors.Is(err, store.ErrNotCancellable) || got == nil || got.ID != third.ID {
 		e.t.Errorf("Cancel with no live task of the key = %+v, %v; want task %d and ErrNotCancellable", got, err, third.ID)
 	}
 }

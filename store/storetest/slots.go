@@ -301,7 +301,7 @@ func testTasksByKeys(e *env) {
 		e.t.Errorf("TasksByKeys (-want +got):\n%s", d)
 	}
 	// A key given up and taken again: both tasks.
-	if _, err := e.s.Cancel(e.ctx, "report", a.Key); err != nil {
+	if _, err := e.s.Cancel(e.ctx, "report", a.Key, "storetest"); err != nil {
 		e.t.Fatalf("Cancel error: %v", err)
 	}
 	again := e.withKey("report", a.Key)

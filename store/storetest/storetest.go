@@ -312,7 +312,7 @@ func (e *env) inStateAs(status store.Status, nt store.NewTask) *store.Task {
 	case store.Cancelled:
 		nt.DueAt = e.future()
 		task := e.insert(nt)[0]
-		if _, err := e.s.Cancel(e.ctx, task.Name, task.Key); err != nil {
+		if _, err := e.s.Cancel(e.ctx, task.Name, task.Key, "storetest"); err != nil {
 			e.t.Fatalf("Cancel(%q, %q) error: %v", task.Name, task.Key, err)
 		}
 		return e.get(task.ID)

@@ -264,7 +264,7 @@ func testTxWrites(e *env) {
 		if err != nil || len(res) != 1 || res[0].Err != nil || res[0].Task.ID == 0 {
 			e.t.Fatalf("Tx.Insert = %+v, %v; want the stored task", res, err)
 		}
-		if got, err := tx.Cancel(e.ctx, cancel.Name, cancel.Key); err != nil || got.Status != store.Cancelled {
+		if got, err := tx.Cancel(e.ctx, cancel.Name, cancel.Key, "storetest"); err != nil || got.Status != store.Cancelled {
 			e.t.Fatalf("Tx.Cancel = %+v, %v; want CANCELLED", got, err)
 		}
 		if got, err := tx.MakeDue(e.ctx, later.ID); err != nil || got.Status != store.Scheduled || got.TriggeredAt.IsZero() {

@@ -258,6 +258,36 @@ func CheckLease(namespace, holder string, ttl time.Duration) error {
 	return nil
 }
 
+// CheckCancelledBy rejects what Cancel's by may not be (ErrInvalid): empty, over
+// store.MaxCancelledBy bytes, not UTF-8 or holding a NUL.
+func CheckCancelledBy(by string) error {
+	switch {
+	case by == "":
+		return fmt.Errorf("empty cancelled by: %w", store.ErrInvalid)
+	case len(by) > store.MaxCancelledBy:
+		return fmt.Errorf("cancelled by of %d bytes, over %d: %w", len(by), store.MaxCancelledBy, store.ErrInvalid)
+	case !store.CleanText(by):
+		return fmt.Errorf("cancelled by not UTF-8, or holding a NUL: %w", store.ErrInvalid)
+	}
+	return nil
+}
+
+// CancelAsked reports whether t, as read after a Cancel that changed nothing, is a
+// RUNNING task whose cancel was requested before: Cancel answers it, as asked.
+func CancelAsked(t *store.Task) bool {
+	return t != nil && t.Status == store.Running && !t.CancelRequestedAt.IsZero()
+}
+
+// CancelledError is the error a cancelled execution's record, and its task's
+// LastError, read (see store.Finish): "cancelled by " and by, then ": " and the
+// result's error when it has one.
+func CancelledError(by, result string) string {
+	if result == "" {
+		return "cancelled by " + by
+	}
+	return "cancelled by " + by + ": " + result
+}
+
 // CheckFence rejects a Fence the contract calls invalid: a negative token, or a
 // positive one without a namespace (ErrInvalid).
 func CheckFence(f store.Fence) error {
