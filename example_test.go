@@ -471,3 +471,46 @@ func ExampleSnooze() {
 	// inv-1: SUCCEEDED, attempt 0, snoozes 1, runs [SNOOZED SUCCEEDED], last error "snoozed for 10ms"
 	// deleted-account: FAILED, attempt 0, snoozes 0, runs [FAILED], last error "permanent, not retried: account deleted"
 }
+
+// Cancelling a task while it runs: its handler's context is cancelled with
+// ErrCancelled as the cause, and the task ends CANCELLED without a retry.
+func ExampleScheduler_Cancel() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	running := make(chan struct{})
+	s.HandleFunc("export", func(ctx context.Context, t *ax.Task) error {
+		close(running)
+		<-ctx.Done() // a long export, checking its context
+		fmt.Println("stopped:", context.Cause(ctx) == ax.ErrCancelled)
+		return ctx.Err()
+	})
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	t, err := s.Delay(ctx, "export", "customer-7", 0)
+	if err != nil {
+		panic(err)
+	}
+	<-running
+	if err := s.Cancel(ctx, "export", "customer-7", ax.WithActor("alice")); err != nil {
+		panic(err)
+	}
+	if err := s.Stop(ctx); err != nil { // waits for the handler and its result
+		panic(err)
+	}
+	t, err = s.Get(ctx, t.ID)
+	if err != nil {
+		panic(err)
+	}
+	execs, err := s.Executions(ctx, t.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(t.Status, t.CancelledBy, execs[0].Status, execs[0].Error)
+	// Output:
+	// stopped: true
+	// CANCELLED alice CANCELLED cancelled by alice: context canceled
+}
