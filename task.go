@@ -62,6 +62,11 @@ type Task struct {
 	// (Name, Key), which Lookup returns now; it can no longer be retried or
 	// triggered.
 	Superseded bool
+	// Trace is the trace context the task was submitted under, as Config.Tracer
+	// wrote it (an occurrence carries its schedule's): what the span of each of its
+	// executions refers to. Empty without a Tracer, or when the submitting context
+	// carried no trace. See Tracer.
+	Trace string
 
 	// CreatedAt is when the task was submitted (for an occurrence, materialised).
 	CreatedAt time.Time
