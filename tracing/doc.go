@@ -46,7 +46,10 @@
 // A retry, and a schedule's occurrence, starts a trace of its own with a link to that
 // span: it was not caused by the submitting call but by a failure, or by the clock.
 // An execution of a task stored without a trace context starts a trace of its own,
-// unlinked.
+// unlinked. The attempt is the task's count of business retries (ax.RunInfo.FirstRun):
+// a run again after a release at Stop, which keeps its attempt, is a child too, and so
+// is the next run after an operator's Retry of a FAILED task, which starts the count
+// again at 0.
 //
 // The replica that runs a task reads its trace context from the store, whether the
 // task was claimed there or dispatched to it by the leader over the executor protocol
