@@ -132,6 +132,12 @@ type Config struct {
 	// Observer receives the scheduler's events (see Observer), for metrics: package
 	// github.com/axsched/ax/metrics is one. Nil: no events.
 	Observer Observer
+	// Tracer stores the trace context of each call that submits tasks with them and
+	// starts the span of each execution, a child of the submitting call's on the
+	// first attempt (see Tracer): package github.com/axsched/ax/tracing is one, on
+	// OpenTelemetry. Give every replica one, so that executions are traced wherever
+	// they run. Nil: nothing is stored or started.
+	Tracer Tracer
 	// StatsInterval is how often a scheduler with an Observer counts the tasks per
 	// status and the queue lag (one store query each time; never per scrape).
 	// Defaults to DefaultStatsInterval (15s).

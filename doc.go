@@ -192,4 +192,15 @@
 // store (Config.ExecutionStatsInterval); Scheduler.Stats reads the whole namespace's
 // from there, by outcome, with lateness percentiles, early starts and the names
 // failing most, in one bounded query.
+//
+// # Tracing
+//
+// With Config.Tracer (package github.com/axsched/ax/tracing implements it on
+// OpenTelemetry), the trace context of each call that submits tasks is stored with
+// them (Task.Trace), and every execution runs in a span of its own, on whichever
+// replica runs it: a child of the submitting call's span on the task's first attempt,
+// a new trace linked to it on a retry and on a schedule's occurrence, whose trace is
+// that of the Start that stored the schedule. Spans describe the task (name, id,
+// attempt, execution id, lateness), never its payload. Without a Tracer nothing is
+// stored and nothing is called.
 package ax

@@ -6,9 +6,9 @@ import (
 	"github.com/axsched/ax/internal/observe"
 )
 
-// Observer receives the scheduler's events, for metrics and tracing (package
+// Observer receives the scheduler's events, for metrics (package
 // github.com/axsched/ax/metrics implements it on Prometheus). Set it as
-// Config.Observer.
+// Config.Observer. Traces have a seam of their own, Tracer.
 //
 // Observe is called from one goroutine of the scheduler's own, in the order the events
 // happened, never from the scheduling loop: the kernel queues events and moves on, so

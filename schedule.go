@@ -261,7 +261,7 @@ func (s *Scheduler) scheduleDefsLocked(ps []*registered) ([]store.ScheduleDef, e
 		}
 		defs[i] = store.ScheduleDef{
 			Name: p.Name, Spec: p.Spec.String(), TimeZone: p.Loc.String(), Overlap: p.Overlap, Misfire: p.Misfire,
-			Payload: p.opts.payload, NextFireAt: p.Next(now),
+			Payload: p.opts.payload, NextFireAt: p.Next(now), Trace: s.schedTrace,
 		}
 	}
 	return defs, nil
@@ -477,6 +477,7 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string, acts ...Ac
 	}
 	nt.TaskKey, nt.Overlap = name, sc.Overlap
 	nt.KeyHold, nt.KeyUntil = store.HoldForever, time.Time{}
+	nt.Trace = s.traceOf(ctx) // submitted by this call, not by the schedule's registration
 	res, err := s.insert(ctx, o, []store.NewTask{nt})
 	if err != nil {
 		return nil, errorf("ax: trigger schedule %q: %w", name, err)

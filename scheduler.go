@@ -14,6 +14,7 @@ import (
 	"github.com/axsched/ax/internal/dispatch"
 	"github.com/axsched/ax/internal/execute"
 	"github.com/axsched/ax/internal/insert"
+	"github.com/axsched/ax/internal/lograte"
 	"github.com/axsched/ax/internal/observe"
 	"github.com/axsched/ax/internal/stats"
 	"github.com/axsched/ax/internal/storecall"
@@ -43,6 +44,10 @@ type Scheduler struct {
 	state     runState
 	run       *running // set while started
 	inserts   insert.Coalescer
+	// schedTrace is what Config.Tracer said of Start's context: the trace the
+	// schedules this scheduler stores carry to their occurrences.
+	schedTrace string
+	badTraces  *lograte.Limiter // of the warnings about a Tracer's bad texts
 
 	// The executor endpoint (ExecutorHandler) and the leader's client of the others'.
 	server *remote.Server
@@ -187,6 +192,7 @@ func New(cfg Config) (*Scheduler, error) {
 		obs:       newObserverQueue(cfg.Observer),
 		lifecycle: make(chan struct{}, 1),
 		handlers:  make(map[string]*handler),
+		badTraces: newBadTraceLimiter(),
 
 		periodics: make(map[string]*registered),
 		// Signed and verified by the store-corrected clock, so that replicas whose
@@ -294,6 +300,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return errorf("ax: start: %w", ctx.Err())
 	}
 	defer func() { <-s.lifecycle }()
+	schedTrace := s.traceOf(ctx)
 	s.mu.Lock()
 	switch s.state {
 	case stateStarted:
@@ -304,6 +311,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return errorf("ax: start: %w", lifecycleError("the scheduler was stopped and cannot start again; create a new one with New"))
 	}
 	s.state = stateStarting
+	s.schedTrace = schedTrace
 	s.mu.Unlock()
 
 	rows, err := s.startIO(ctx)
@@ -343,6 +351,7 @@ func (s *Scheduler) assemble(cancel context.CancelFunc) *running {
 		OnRoom:         r.wake,
 		OnKeysFree:     r.unblock,
 		OnRetry:        func(d store.Due) { r.add(d) },
+		Trace:          s.spanStarter(),
 	})
 	return r
 }

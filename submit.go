@@ -102,6 +102,11 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...Ta
 	if len(nts) == 0 {
 		return []*Task{}, nil
 	}
+	if tr := s.traceOf(ctx); tr != "" {
+		for i := range nts {
+			nts[i].Trace = tr
+		}
+	}
 	res, err := s.insert(ctx, common, nts)
 	if err != nil {
 		return nil, errorf("ax: submit many: %w", err)
@@ -127,6 +132,7 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 	if err != nil {
 		return nil, errorf("ax: %s %q/%q: %w", op, name, key, err)
 	}
+	nt.Trace = s.traceOf(ctx)
 	var r store.Inserted
 	if o.hasTx {
 		var res []store.Inserted

@@ -70,6 +70,11 @@ type Task struct {
 	// RUNNING task with them set is being stopped (see Cancel).
 	CancelledBy       string
 	CancelRequestedAt time.Time
+	// Trace is the trace context the task was submitted under, as Config.Tracer
+	// wrote it (an occurrence carries its schedule's): what the span of each of its
+	// executions refers to. Empty without a Tracer, or when the submitting context
+	// carried no trace. See Tracer.
+	Trace string
 
 	// CreatedAt is when the task was submitted (for an occurrence, materialised).
 	CreatedAt time.Time

@@ -235,8 +235,8 @@ type Queue interface {
 type ScheduleKeeper interface {
 	// RegisterSchedules upserts schedule definitions, in one transaction, and
 	// returns the stored schedules in input order. A new schedule starts at its
-	// NextFireAt, not paused. An existing one takes the new Overlap, Misfire and
-	// Payload and keeps Paused and LastFireAt; if its Spec or TimeZone changed, it
+	// NextFireAt, not paused. An existing one takes the new Overlap, Misfire, Payload
+	// and Trace and keeps Paused and LastFireAt; if its Spec or TimeZone changed, it
 	// takes those and the given NextFireAt, otherwise it keeps its NextFireAt.
 	RegisterSchedules(ctx context.Context, defs []ScheduleDef) ([]Schedule, error)
 

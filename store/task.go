@@ -56,6 +56,11 @@ const (
 	MaxExecutionIDLen = 100
 )
 
+// MaxTraceLen is the longest trace context a task or a schedule keeps (Task.Trace,
+// ScheduleDef.Trace), in bytes: a W3C traceparent is 55, which leaves room for a
+// tracestate.
+const MaxTraceLen = 512
+
 // MaxBatch is the largest number of rows a single batched statement touches (claims,
 // starts, heartbeats, results): batches are split into chunks of at most MaxBatch
 // ids, sorted ascending, so concurrent batches cannot deadlock.
@@ -102,6 +107,11 @@ type Task struct {
 	// (see Store.Cancel); empty and zero when nobody did.
 	CancelledBy       string
 	CancelRequestedAt time.Time
+	// Trace is the trace context the task was submitted under, as its submitter
+	// wrote it (ax's Config.Tracer), for the span of each execution to refer to; an
+	// occurrence carries its schedule's. Empty when there is none. The store keeps it
+	// as it is: clean text (CleanText) of at most MaxTraceLen bytes.
+	Trace string
 
 	CreatedAt    time.Time // when the task was submitted
 	UpdatedAt    time.Time // the last change of the row
@@ -159,6 +169,7 @@ type NewTask struct {
 	Overlap      OverlapPolicy // required with a TaskKey, empty without
 	KeyHold      KeyHold       // how long the finished task keeps its business key
 	KeyUntil     time.Time     // when set, the key is kept until then at least
+	Trace        string        // see Task.Trace; not clean text or over MaxTraceLen bytes is ErrInvalid
 }
 
 // KeyHold says how long a task keeps its business key (Name, Key) once it has
@@ -260,6 +271,10 @@ type Schedule struct {
 	Misfire  MisfirePolicy
 	Payload  []byte // each occurrence's payload
 	Paused   bool
+	// Trace is the trace context the schedule was registered under (see
+	// Task.Trace). The store does not copy it into occurrences: the caller of
+	// FireSchedule gives each occurrence its Trace.
+	Trace string
 
 	NextFireAt time.Time // the next slot not yet materialised as a task
 	LastFireAt time.Time // the slot of the last materialised occurrence; zero before the first
@@ -278,6 +293,7 @@ type ScheduleDef struct {
 	Misfire    MisfirePolicy
 	Payload    []byte
 	NextFireAt time.Time
+	Trace      string // see Schedule.Trace; not clean text or over MaxTraceLen bytes is ErrInvalid
 }
 
 // FireParams advances a schedule and writes its occurrences (Store.FireSchedule).

@@ -89,6 +89,11 @@ type Config struct {
 	// OnRetry is told of a task rescheduled here: by its result (a retry, a
 	// release) or handed back (a dispatch retry).
 	OnRetry func(store.Due)
+	// Trace, when set, starts the span of an execution right before its handler
+	// runs: it returns the handler's context, and the function told the attempt's
+	// error once, when its outcome is decided (the handler returned or panicked, or
+	// its deadline passed). Nil: nothing is called.
+	Trace func(ctx context.Context, t *store.Task) (context.Context, func(error))
 }
 
 // Source is a scheduling loop that dispatches claimed tasks to the executor.

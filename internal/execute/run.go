@@ -22,7 +22,8 @@ type execution struct {
 	once    sync.Once
 	err     error // the handler's result
 	outcome string
-	begin   time.Time // the handler's start, with the monotonic reading
+	end     func(error) // ends the execution's span (Config.Trace); nil: none
+	begin   time.Time   // the handler's start, with the monotonic reading
 	ran     time.Duration
 
 	// Self-fencing (Config.SelfFenceAfter): the start of the last request that
@@ -79,6 +80,9 @@ func (e *Executor) run(x *execution) {
 	if e.cfg.SelfFenceAfter > 0 {
 		ctx = fenceContext{Context: ctx, e: e, x: x}
 	}
+	if e.cfg.Trace != nil {
+		ctx, x.end = e.cfg.Trace(ctx, t) // before the timer, which may report first
+	}
 	x.begin = time.Now()
 	timer := time.AfterFunc(timeout, func() {
 		e.report(x, fmt.Errorf("timeout: handler still running after %v", timeout), observe.TimedOut)
@@ -117,6 +121,9 @@ func call(ctx context.Context, run func(context.Context, *store.Task) error, t *
 func (e *Executor) report(x *execution, err error, outcome string) {
 	x.once.Do(func() {
 		x.err, x.outcome, x.ran = err, outcome, time.Since(x.begin)
+		if x.end != nil {
+			x.end(err)
+		}
 		select {
 		case e.results <- x:
 		case <-e.finisherDone: // abandoned at a hard stop: recovery takes it

@@ -170,6 +170,7 @@ func fire(ctx context.Context, cfg Config, p *Schedule, row *store.Schedule, now
 		if err != nil {
 			return time.Time{}, false, err
 		}
+		nt.Trace = row.Trace // the registration's: the occurrence's span links to it
 		if i < caught && p.Misfire == store.MisfireCatchUp && nt.Overlap == store.OverlapSkip {
 			// Catching up means running each missed slot: they are all due at
 			// once, so under skip all but the first would be skipped. They queue.

@@ -86,7 +86,8 @@ func checkNewTask(nt store.NewTask) error {
 		rule{nt.TaskKey == "" && nt.Overlap != "", "overlap policy without a task key"},
 		rule{nt.TaskKey != "" && !nt.Overlap.Valid(), "task key without a valid overlap policy"},
 		rule{nt.MaxRetry < 0 || nt.Timeout < 0 || slices.ContainsFunc(nt.Backoff, func(d time.Duration) bool { return d < 0 }),
-			"negative max retry, timeout or backoff"})
+			"negative max retry, timeout or backoff"},
+		rule{!text(nt.Trace, store.MaxTraceLen), "trace too long, not UTF-8 or with a NUL"})
 }
 
 func checkScheduleDefs(defs []store.ScheduleDef) error {
@@ -96,7 +97,8 @@ func checkScheduleDefs(defs []store.ScheduleDef) error {
 			rule{d.Name == "" || d.Spec == "" || d.TimeZone == "", "empty name, spec or time zone"},
 			rule{!d.Overlap.Valid() || !d.Misfire.Valid(), "unknown overlap or misfire policy"},
 			rule{d.NextFireAt.IsZero(), "zero next fire time"},
-			rule{seen[d.Name], "given twice"})
+			rule{seen[d.Name], "given twice"},
+			rule{!text(d.Trace, store.MaxTraceLen), "trace too long, not UTF-8 or with a NUL"})
 		if err != nil {
 			return err
 		}

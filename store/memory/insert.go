@@ -56,6 +56,7 @@ func (s *Store) insert(tasks []store.NewTask) []store.Inserted {
 			Overlap:      nt.Overlap,
 			KeyHold:      nt.KeyHold,
 			KeyUntil:     utc(nt.KeyUntil).Truncate(time.Microsecond),
+			Trace:        nt.Trace,
 			CreatedAt:    now,
 			UpdatedAt:    now,
 		}}

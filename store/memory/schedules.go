@@ -30,7 +30,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		if !ok || sc.Spec != d.Spec || sc.TimeZone != d.TimeZone {
 			sc.Spec, sc.TimeZone, sc.NextFireAt = d.Spec, d.TimeZone, utc(d.NextFireAt)
 		}
-		sc.Overlap, sc.Misfire, sc.Payload = d.Overlap, d.Misfire, slices.Clone(d.Payload)
+		sc.Overlap, sc.Misfire, sc.Payload, sc.Trace = d.Overlap, d.Misfire, slices.Clone(d.Payload), d.Trace
 		sc.UpdatedAt = now
 		out[i] = copySchedule(sc)
 	}

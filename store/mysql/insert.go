@@ -194,14 +194,14 @@ func release(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, 
 func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTask, rows []int, seq int64, returning bool) (map[[2]string]writtenRow, error) {
 	var q strings.Builder
 	q.WriteString("INSERT INTO ax_tasks (namespace, name, `key`, payload, status, due_at, max_retry, owner_service, last_error, " +
-		"timeout_us, backoff, seq, task_key, overlap, key_hold, key_until, created_at, updated_at) VALUES ")
-	args := make([]any, 0, 14*len(rows))
+		"timeout_us, backoff, seq, task_key, overlap, key_hold, key_until, trace, created_at, updated_at) VALUES ")
+	args := make([]any, 0, 15*len(rows))
 	nsArg := any(ns) // boxed once, not once per row
 	for k, i := range rows {
 		if k > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString("(?,?,?,?,'SCHEDULED',?,?,?,'',?,?,?,?,?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
+		q.WriteString("(?,?,?,?,'SCHEDULED',?,?,?,'',?,?,?,?,?,?,?,?,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))")
 		nt := tasks[i]
 		var until any
 		if !nt.KeyUntil.IsZero() {
@@ -209,7 +209,7 @@ func insertRows(ctx context.Context, tx *sql.Tx, ns string, tasks []store.NewTas
 		}
 		args = append(args, nsArg, nt.Name, nt.Key, nullPayload(nt.Payload), dt(nt.DueAt), nt.MaxRetry, nt.OwnerService,
 			nt.Timeout.Microseconds(), driverkit.FormatBackoff(nt.Backoff), seq+int64(i), nt.TaskKey, string(nt.Overlap),
-			string(nt.KeyHold), until)
+			string(nt.KeyHold), until, nullString(nt.Trace))
 	}
 	if !returning {
 		_, err := tx.ExecContext(ctx, q.String(), args...)

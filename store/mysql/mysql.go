@@ -615,6 +615,15 @@ func nullPayload(p []byte) any {
 	return p
 }
 
+// nullString is a trace context as it is bound: NULL when there is none (see
+// migrations/0011_trace.sql).
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 // clamp brings t into DATETIME's range.
 func clamp(t time.Time) time.Time {
 	if t.Before(minTime) {
@@ -680,7 +689,7 @@ func (n nullText) Scan(v any) error {
 const taskColumns = "id, name, `key`, payload, status, due_at, attempt, max_retry, dispatch_retries, " +
 	"execution_id, owner_service, last_error, timeout_us, backoff, " +
 	"created_at, updated_at, dispatched_at, started_at, heartbeat_at, finished_at, triggered_at, NULLIF(task_key, ''), NULLIF(overlap, ''), payload IS NOT NULL, " +
-	"key_hold, key_until, key_slot <> 0, snoozes, cancelled_by, cancel_requested_at"
+	"key_hold, key_until, key_slot <> 0, snoozes, cancelled_by, cancel_requested_at, trace"
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -706,7 +715,7 @@ func scanTask(row scanner, extra ...any) (*store.Task, error) {
 		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
 		dbTime{&t.CreatedAt}, dbTime{&t.UpdatedAt}, dbTime{&t.DispatchedAt}, dbTime{&t.StartedAt},
 		dbTime{&t.HeartbeatAt}, dbTime{&t.FinishedAt}, dbTime{&t.TriggeredAt}, nullText{&t.TaskKey}, nullText{(*string)(&t.Overlap)}, &hasPayload,
-		(*string)(&t.KeyHold), dbTime{&t.KeyUntil}, &t.Superseded, &t.Snoozes, &t.CancelledBy, dbTime{&t.CancelRequestedAt}}
+		(*string)(&t.KeyHold), dbTime{&t.KeyUntil}, &t.Superseded, &t.Snoozes, &t.CancelledBy, dbTime{&t.CancelRequestedAt}, nullText{&t.Trace}}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ const (
 )
 
 const scheduleColumns = `name, spec, time_zone, overlap, misfire, payload, payload IS NOT NULL, paused,
-	next_fire_at, last_fire_at, created_at, updated_at`
+	next_fire_at, last_fire_at, created_at, updated_at, trace`
 
 func scanSchedule(row scanner) (*store.Schedule, error) {
 	var (
@@ -33,7 +33,7 @@ func scanSchedule(row scanner) (*store.Schedule, error) {
 		hasPayload bool
 	)
 	if err := row.Scan(&sc.Name, &sc.Spec, &sc.TimeZone, (*string)(&sc.Overlap), (*string)(&sc.Misfire), &payload, &hasPayload, &sc.Paused,
-		dbTime{&sc.NextFireAt}, dbTime{&sc.LastFireAt}, dbTime{&sc.CreatedAt}, dbTime{&sc.UpdatedAt}); err != nil {
+		dbTime{&sc.NextFireAt}, dbTime{&sc.LastFireAt}, dbTime{&sc.CreatedAt}, dbTime{&sc.UpdatedAt}, nullText{&sc.Trace}); err != nil {
 		return nil, err
 	}
 	if hasPayload {
@@ -107,12 +107,13 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 				if values != "" {
 					values += ","
 				}
-				values += "(?,?,?,?,?,?,?,FALSE,?,NULL,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6))"
-				args = append(args, s.ns, d.Name, d.Spec, d.TimeZone, string(d.Overlap), string(d.Misfire), nullPayload(d.Payload), dt(d.NextFireAt))
+				values += "(?,?,?,?,?,?,?,FALSE,?,NULL,UTC_TIMESTAMP(6),UTC_TIMESTAMP(6),?)"
+				args = append(args, s.ns, d.Name, d.Spec, d.TimeZone, string(d.Overlap), string(d.Misfire), nullPayload(d.Payload), dt(d.NextFireAt),
+					nullString(d.Trace))
 				continue
 			}
-			q := `UPDATE ax_schedules SET overlap = ?, misfire = ?, payload = ?, updated_at = UTC_TIMESTAMP(6)`
-			uargs := []any{string(d.Overlap), string(d.Misfire), nullPayload(d.Payload)}
+			q := `UPDATE ax_schedules SET overlap = ?, misfire = ?, payload = ?, trace = ?, updated_at = UTC_TIMESTAMP(6)`
+			uargs := []any{string(d.Overlap), string(d.Misfire), nullPayload(d.Payload), nullString(d.Trace)}
 			if tm.spec != d.Spec || tm.zone != d.TimeZone {
 				q += `, spec = ?, time_zone = ?, next_fire_at = ?`
 				uargs = append(uargs, d.Spec, d.TimeZone, dt(d.NextFireAt))
@@ -123,7 +124,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		}
 		if values != "" {
 			_, err := tx.ExecContext(ctx, `INSERT INTO ax_schedules (namespace, name, spec, time_zone, overlap, misfire, payload, paused,
-				next_fire_at, last_fire_at, created_at, updated_at) VALUES `+values, args...)
+				next_fire_at, last_fire_at, created_at, updated_at, trace) VALUES `+values, args...)
 			var me *mysql.MySQLError
 			if errors.As(err, &me) && me.Number == 1062 {
 				return errRetry // registered by another process meanwhile: update it instead

@@ -197,6 +197,7 @@ func TestCopyRoundTrip(t *testing.T) {
 		{Name: "copy", Key: "one-delay", DueAt: base, Backoff: []time.Duration{time.Microsecond}},
 		{Name: "copy", Key: "keyed", DueAt: base, TaskKey: "tenant-7", Overlap: store.OverlapQueue, KeyHold: store.HoldForever},
 		{Name: "copy", Key: "window", DueAt: base, KeyHold: store.HoldActive, KeyUntil: base.Add(36*time.Hour + 999)},
+		{Name: "copy", Key: "traced", DueAt: base, Trace: "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01&tracestate=ä%3D1"},
 	}
 	for i := range 3 { // rows across the reader's 64 KiB chunks
 		tasks = append(tasks, store.NewTask{Name: "copy", Key: fmt.Sprintf("large-%d", i), DueAt: base, Payload: bytes.Repeat([]byte{byte('a' + i)}, 40<<10)})

@@ -32,7 +32,7 @@ var copyColumns = []struct{ name, typ string }{
 	{"id", "bigint"}, {"namespace", "text"}, {"name", "text"}, {"key", "text"}, {"payload", "bytea"},
 	{"status", "text"}, {"due_at", "timestamp with time zone"}, {"max_retry", "integer"}, {"owner_service", "text"},
 	{"timeout_us", "bigint"}, {"backoff_us", "bigint[]"}, {"task_key", "text"}, {"overlap", "text"},
-	{"key_hold", "text"}, {"key_until", "timestamp with time zone"}, {"seq", "bigint"},
+	{"key_hold", "text"}, {"key_until", "timestamp with time zone"}, {"trace", "text"}, {"seq", "bigint"},
 	{"created_at", "timestamp with time zone"}, {"updated_at", "timestamp with time zone"},
 }
 
@@ -155,6 +155,11 @@ func (r *copyReader) fill(w wire) wire {
 			w = w.null()
 		} else {
 			w = w.timestamptz(nt.KeyUntil)
+		}
+		if nt.Trace == "" {
+			w = w.null()
+		} else {
+			w = w.text(nt.Trace)
 		}
 		w = w.int8(r.ids[r.next]).timestamptz(r.now).timestamptz(r.now)
 	}

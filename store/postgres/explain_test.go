@@ -190,7 +190,7 @@ func TestExplain(t *testing.T) {
 		{"orphan scan (Stale RUNNING)", staleRunningSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_running_heartbeat", false, false},
 		{"stuck-claim scan (Stale DISPATCHING)", staleDispatchingSQL, []any{now.Add(-5 * time.Minute), 100, ns}, "ax_tasks_dispatching_since", false, false},
 		{"insert (200 tasks, one a duplicate; generic plan)", insertSQL, []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps,
-			fill(200, ""), make([]*time.Time, 200), ns}, "ax_tasks_name_key", false, true},
+			fill(200, ""), make([]*time.Time, 200), ns, []string(nil)}, "ax_tasks_name_key", false, true},
 		{"release of the keys given up (Insert's 200 keys; generic plan)", releaseSQL, []any{names, keys, ns}, "ax_tasks_name_key", false, true},
 		{"key holders (Claim, Trigger: 20 keys)", holdersSQL, []any{holderKeys, ns}, "ax_tasks_key_held", false, false},
 		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs}, "ax_tasks_key_held", false, false},
@@ -445,7 +445,7 @@ func TestExecutionPathPlansOnStaleStatistics(t *testing.T) {
 	insertArgs := func(keys ...string) []any {
 		n := len(keys)
 		return []any{fill(n, "order.close"), keys, fill(n, []byte("{}")), fill(n, time.Now()), fill(n, int64(5)), fill(n, "orders"),
-			fill(n, int64(0)), fill(n, "{}"), fill(n, ""), fill(n, ""), fill(n, ""), make([]*time.Time, n), s.ns}
+			fill(n, int64(0)), fill(n, "{}"), fill(n, ""), fill(n, ""), fill(n, ""), make([]*time.Time, n), s.ns, []string(nil)}
 	}
 	execute := func(name string, args []any) string {
 		t.Helper()

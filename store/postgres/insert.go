@@ -26,7 +26,7 @@ const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_s
 
 // insertFromSQL is the insert statement over the rows of c, a query of the columns
 // name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us (text,
-// as formatBackoff writes it), task_key, overlap, key_hold, key_until and ord: it inserts
+// as formatBackoff writes it), task_key, overlap, key_hold, key_until, trace and ord: it inserts
 // them into namespace ns (a placeholder) in ord order — sorted by (name, key), so that
 // concurrent inserts take the unique index's locks in one order — and returns, of
 // each row it wrote, what the database chose: id and created_at (= updated_at), with
@@ -48,9 +48,9 @@ func insertFromSQL(c, ns, onConflict string) string {
 	return `WITH ts AS (SELECT clock_timestamp() AS now),
 c AS (` + c + `)
 INSERT INTO ax_tasks AS t (namespace, name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff_us,
-		task_key, overlap, key_hold, key_until, seq, created_at, updated_at)
+		task_key, overlap, key_hold, key_until, trace, seq, created_at, updated_at)
 	SELECT ` + ns + `, c.name, c.key, c.payload, 'SCHEDULED', c.due_at, c.max_retry, c.owner_service, c.timeout_us, c.backoff_us::bigint[],
-		c.task_key, c.overlap, COALESCE(c.key_hold, ''), c.key_until, nextval('ax_seq'), ts.now, ts.now
+		c.task_key, c.overlap, COALESCE(c.key_hold, ''), c.key_until, NULLIF(c.trace, ''), nextval('ax_seq'), ts.now, ts.now
 	FROM c, ts ORDER BY c.ord
 	ON CONFLICT (namespace, name, key, key_slot) ` + onConflict + `
 	RETURNING t.id, t.name, t.key, t.created_at`
@@ -72,11 +72,12 @@ func keyWasFreed(err error) bool {
 	return errors.As(err, &pe) && pe.Code == keyFreed
 }
 
-// insertArrays is the rows of one chunk of tasks, bound as arrays.
+// insertArrays is the rows of one chunk of tasks, bound as arrays; the traces, $14,
+// come after the namespace, $13.
 const insertArrays = `SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[],
-		$7::bigint[], $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[])
+		$7::bigint[], $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $14::text[])
 	WITH ORDINALITY AS c(name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us, task_key, overlap,
-		key_hold, key_until, ord)`
+		key_hold, key_until, trace, ord)`
 
 // insertSQL inserts one chunk of tasks into namespace $13, raising keyFreed on a key
 // whose holder no longer holds it; insertQuietSQL, after releaseSQL, leaves such a
@@ -190,9 +191,9 @@ func (in *insertion) args(part []int) []any {
 	dues, owners, backoffs := make([]time.Time, len(part)), make([]string, len(part)), make([]string, len(part))
 	retries, timeouts := make([]int64, len(part)), make([]int64, len(part))
 	taskKeys, overlaps := make([]string, len(part)), make([]string, len(part))
-	// The key holds and windows are NULL arrays when every task has the default:
-	// unnest() pads them with NULLs, which the statement reads as the defaults.
-	var holds []string
+	// The key holds, windows and traces are NULL arrays when every task has the
+	// default: unnest() pads them with NULLs, which the statement reads as the defaults.
+	var holds, traces []string
 	var untils []*time.Time
 	for k, i := range part {
 		nt := in.tasks[i]
@@ -212,8 +213,14 @@ func (in *insertion) args(part []int) []any {
 			until := dueArg(nt.KeyUntil)
 			untils[k] = &until
 		}
+		if nt.Trace != "" {
+			if traces == nil {
+				traces = make([]string, len(part))
+			}
+			traces[k] = nt.Trace
+		}
 	}
-	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps, holds, untils, in.ns}
+	return []any{names, keys, payloads, dues, retries, owners, timeouts, backoffs, taskKeys, overlaps, holds, untils, in.ns, traces}
 }
 
 // insertSQL is the insert statement of in (see insertFromSQL).

@@ -484,7 +484,7 @@ func (s *Store) wrap(op string, err error) error {
 const taskCols = `t.id, t.name, t.key, t.payload, t.status, t.due_at, t.attempt, t.max_retry, t.dispatch_retries,
 	t.execution_id, t.owner_service, t.last_error, t.task_key, t.overlap, t.timeout_us, array_to_string(t.backoff_us, ','),
 	t.created_at, t.updated_at, t.dispatched_at, t.started_at, t.heartbeat_at, t.finished_at, t.triggered_at,
-	t.payload IS NOT NULL, t.key_hold, t.key_until, t.key_slot <> 0, t.snoozes, t.cancelled_by, t.cancel_requested_at`
+	t.payload IS NOT NULL, t.key_hold, t.key_until, t.key_slot <> 0, t.snoozes, t.cancelled_by, t.cancel_requested_at, COALESCE(t.trace, '')`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -504,7 +504,7 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 	)
 	dest := append(pre, &t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
 		&execID, &t.OwnerService, &t.LastError, &t.TaskKey, &overlap, &timeout, &backoff,
-		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &hasPayload, &hold, &until, &t.Superseded, &t.Snoozes, &t.CancelledBy, &cancelAsked)
+		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &hasPayload, &hold, &until, &t.Superseded, &t.Snoozes, &t.CancelledBy, &cancelAsked, &t.Trace)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ import (
 
 // scheduleCols lists the columns scanSchedule reads, for a table aliased s.
 const scheduleCols = `s.name, s.spec, s.time_zone, s.overlap, s.misfire, s.payload, s.payload IS NOT NULL, s.paused,
-	s.next_fire_at, s.last_fire_at, s.created_at, s.updated_at`
+	s.next_fire_at, s.last_fire_at, s.created_at, s.updated_at, COALESCE(s.trace, '')`
 
 func scanSchedule(row scanner) (*store.Schedule, error) {
 	var (
@@ -35,7 +35,7 @@ func scanSchedule(row scanner) (*store.Schedule, error) {
 		last               sql.NullTime
 	)
 	if err := row.Scan(&sc.Name, &sc.Spec, &sc.TimeZone, &overlap, &misfire, &payload, &hasPayload, &sc.Paused,
-		&next, &last, &created, &upd); err != nil {
+		&next, &last, &created, &upd, &sc.Trace); err != nil {
 		return nil, err
 	}
 	sc.Overlap, sc.Misfire = store.OverlapPolicy(overlap), store.MisfirePolicy(misfire)
@@ -61,23 +61,24 @@ func readSchedules(rows pgx.Rows) ([]store.Schedule, error) {
 	return out, rows.Err()
 }
 
-// registerSQL upserts one chunk of definitions into namespace $8, sorted by name so
+// registerSQL upserts one chunk of definitions into namespace $8 (their traces are
+// $9, NULL for none), sorted by name so
 // that concurrent registrations lock the rows in one order. Every SET expression
 // reads the row as it was: a changed spec or time zone takes the given next_fire_at,
 // otherwise the stored one stays; paused, last_fire_at and created_at are never
 // touched.
 const registerSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
-c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::timestamptz[])
-	WITH ORDINALITY AS c(name, spec, time_zone, overlap, misfire, payload, next_fire_at, ord))
-INSERT INTO ax_schedules AS s (namespace, name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, created_at, updated_at)
-SELECT $8, c.name, c.spec, c.time_zone, c.overlap, c.misfire, c.payload, false, c.next_fire_at, ts.now, ts.now
+c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::timestamptz[], $9::text[])
+	WITH ORDINALITY AS c(name, spec, time_zone, overlap, misfire, payload, next_fire_at, trace, ord))
+INSERT INTO ax_schedules AS s (namespace, name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, created_at, updated_at, trace)
+SELECT $8, c.name, c.spec, c.time_zone, c.overlap, c.misfire, c.payload, false, c.next_fire_at, ts.now, ts.now, NULLIF(c.trace, '')
 FROM c, ts ORDER BY c.ord
 ON CONFLICT (namespace, name) DO UPDATE SET
 	spec = excluded.spec, time_zone = excluded.time_zone,
 	next_fire_at = CASE WHEN s.spec = excluded.spec AND s.time_zone = excluded.time_zone
 		THEN s.next_fire_at ELSE excluded.next_fire_at END,
 	overlap = excluded.overlap, misfire = excluded.misfire, payload = excluded.payload,
-	updated_at = excluded.updated_at
+	trace = excluded.trace, updated_at = excluded.updated_at
 RETURNING ` + scheduleCols
 
 // checkScheduleName rejects a schedule name that could not be the task key of its
@@ -114,14 +115,14 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		chunks(order, func(part []int) {
 			names, specs, zones := make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
 			overlaps, misfires := make([]string, len(part)), make([]string, len(part))
-			payloads, nexts := make([][]byte, len(part)), make([]time.Time, len(part))
+			payloads, nexts, traces := make([][]byte, len(part)), make([]time.Time, len(part)), make([]string, len(part))
 			for k, i := range part {
 				d := defs[i]
 				names[k], specs[k], zones[k] = d.Name, d.Spec, d.TimeZone
 				overlaps[k], misfires[k] = string(d.Overlap), string(d.Misfire)
-				payloads[k], nexts[k] = d.Payload, d.NextFireAt
+				payloads[k], nexts[k], traces[k] = d.Payload, d.NextFireAt, d.Trace
 			}
-			b.Queue(registerSQL, names, specs, zones, overlaps, misfires, payloads, nexts, s.ns)
+			b.Queue(registerSQL, names, specs, zones, overlaps, misfires, payloads, nexts, s.ns, traces)
 		})
 	}, func(br pgx.BatchResults) error {
 		stored := make([]store.Schedule, 0, len(defs))

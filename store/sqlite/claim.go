@@ -113,11 +113,11 @@ var (
 	// insertStmt inserts the tasks into one namespace (the last of its head arguments)
 	// and returns the id and sequence number of each row written: the sequence numbers
 	// are the inputs' (see insert), and the rest of the row is the input's.
-	insertStmt = &batchStmt{cols: 14, pad: []any{nil, nil, false, nil, 0, 0, "", 0, "", 0, "", "", "", nil}, sql: `INSERT INTO ax_tasks
+	insertStmt = &batchStmt{cols: 15, pad: []any{nil, nil, false, nil, 0, 0, "", 0, "", 0, "", "", "", nil, nil}, sql: `INSERT INTO ax_tasks
 		(name, key, payload, status, due_at, max_retry, owner_service, timeout_us, backoff, seq, task_key, overlap,
-			key_hold, key_until, created_at, updated_at, namespace)
+			key_hold, key_until, trace, created_at, updated_at, namespace)
 		SELECT c.column1, c.column2, CASE WHEN c.column3 THEN X'' ELSE c.column4 END, 'SCHEDULED', c.column5,
-			c.column6, c.column7, c.column8, c.column9, c.column10, c.column11, c.column12, c.column13, c.column14, ?, ?, ?
+			c.column6, c.column7, c.column8, c.column9, c.column10, c.column11, c.column12, c.column13, c.column14, c.column15, ?, ?, ?
 		FROM (VALUES %V%) AS c
 		WHERE c.column1 IS NOT NULL
 		ON CONFLICT (namespace, name, key, key_slot) DO NOTHING

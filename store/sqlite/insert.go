@@ -44,7 +44,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, run batchFunc, tasks []s
 			}
 			args = append(args, nt.Name, nt.Key, nt.Payload != nil && len(nt.Payload) == 0, nt.Payload, micros(nt.DueAt),
 				nt.MaxRetry, nt.OwnerService, nt.Timeout.Microseconds(), driverkit.FormatBackoff(nt.Backoff), seq+int64(i),
-				nt.TaskKey, string(nt.Overlap), string(nt.KeyHold), until)
+				nt.TaskKey, string(nt.Overlap), string(nt.KeyHold), until, traceArg(nt.Trace))
 		}
 		// Each row written answers with its id and sequence number, seq+i for input i:
 		// the task is the input as stored, read back from no row.

@@ -19,7 +19,7 @@ import (
 // not at all, and two FireSchedule calls from one reading cannot both apply.
 
 const scheduleColumns = `name, spec, time_zone, overlap, misfire, payload, paused,
-	next_fire_at, last_fire_at, created_at, updated_at, payload IS NOT NULL`
+	next_fire_at, last_fire_at, created_at, updated_at, payload IS NOT NULL, ifnull(trace, '')`
 
 func scanSchedule(row scanner) (*store.Schedule, error) {
 	var (
@@ -31,7 +31,7 @@ func scanSchedule(row scanner) (*store.Schedule, error) {
 		paused, hasPayload     bool
 	)
 	err := row.Scan(&sc.Name, &sc.Spec, &sc.TimeZone, &overlap, &misfire, &payload, &paused,
-		&next, &last, &created, &updated, &hasPayload)
+		&next, &last, &created, &updated, &hasPayload, &sc.Trace)
 	if err != nil {
 		return nil, err
 	}
@@ -66,14 +66,14 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	err := s.write(ctx, "register schedules", func(tx *sql.Tx) error {
 		// SET reads the row as it was, so next_fire_at compares the old spec.
 		upsert, err := tx.PrepareContext(ctx, `INSERT INTO ax_schedules
-			(namespace, name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, last_fire_at, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, CASE WHEN ? THEN X'' ELSE ? END, 0, ?, NULL, ?, ?)
+			(namespace, name, spec, time_zone, overlap, misfire, payload, paused, next_fire_at, last_fire_at, created_at, updated_at, trace)
+			VALUES (?, ?, ?, ?, ?, ?, CASE WHEN ? THEN X'' ELSE ? END, 0, ?, NULL, ?, ?, ?)
 			ON CONFLICT (namespace, name) DO UPDATE SET
 				next_fire_at = CASE WHEN spec = excluded.spec AND time_zone = excluded.time_zone
 					THEN next_fire_at ELSE excluded.next_fire_at END,
 				spec = excluded.spec, time_zone = excluded.time_zone,
 				overlap = excluded.overlap, misfire = excluded.misfire, payload = excluded.payload,
-				updated_at = excluded.updated_at
+				trace = excluded.trace, updated_at = excluded.updated_at
 			RETURNING `+scheduleColumns)
 		if err != nil {
 			return err
@@ -82,7 +82,7 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 		ts := micros(now())
 		for i, d := range defs {
 			sc, err := scanSchedule(upsert.QueryRowContext(ctx, s.ns, d.Name, d.Spec, d.TimeZone, string(d.Overlap), string(d.Misfire),
-				d.Payload != nil && len(d.Payload) == 0, d.Payload, micros(d.NextFireAt), ts, ts))
+				d.Payload != nil && len(d.Payload) == 0, d.Payload, micros(d.NextFireAt), ts, ts, traceArg(d.Trace)))
 			if err != nil {
 				return err
 			}

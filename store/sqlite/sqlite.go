@@ -296,7 +296,7 @@ func nextSeq(ctx context.Context, tx *sql.Tx, n int) (int64, error) {
 const taskColumns = `id, name, key, payload, status, due_at, attempt, max_retry, dispatch_retries,
 	execution_id, owner_service, last_error, timeout_us, backoff,
 	created_at, updated_at, dispatched_at, started_at, heartbeat_at, finished_at, triggered_at,
-	task_key, overlap, payload IS NOT NULL, key_hold, key_until, key_slot <> 0, snoozes, cancelled_by, cancel_requested_at`
+	task_key, overlap, payload IS NOT NULL, key_hold, key_until, key_slot <> 0, snoozes, cancelled_by, cancel_requested_at, ifnull(trace, '')`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -315,7 +315,7 @@ func scanTask(row scanner) (*store.Task, error) {
 	err := row.Scan(&t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
 		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
 		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &t.TaskKey, &overlap, &hasPayload,
-		&hold, &until, &t.Superseded, &t.Snoozes, &t.CancelledBy, &cancelAsked)
+		&hold, &until, &t.Superseded, &t.Snoozes, &t.CancelledBy, &cancelAsked, &t.Trace)
 	if err != nil {
 		return nil, err
 	}
@@ -359,6 +359,15 @@ func scanExecution(row scanner) (*store.Execution, error) {
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// traceArg is a trace context as it is bound: NULL when there is none (see
+// migrations/0012_trace.sql).
+func traceArg(trace string) any {
+	if trace == "" {
+		return nil
+	}
+	return trace
+}
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 

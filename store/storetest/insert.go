@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -19,6 +20,7 @@ var insertTests = []test{
 	{"Invalid", testInsertInvalid},
 	{"Empty", testInsertEmpty},
 	{"BeyondMaxBatch", testInsertBeyondMaxBatch},
+	{"Trace", testInsertTrace},
 }
 
 func testInsertRoundTrip(e *env) {
@@ -34,6 +36,7 @@ func testInsertRoundTrip(e *env) {
 		Backoff:      []time.Duration{time.Second, 2 * time.Second},
 		KeyHold:      store.HoldActive,
 		KeyUntil:     due.Add(time.Hour),
+		Trace:        traceparent(1),
 	}
 	lo := e.now()
 	got := e.insert(nt)[0]
@@ -59,6 +62,7 @@ func testInsertRoundTrip(e *env) {
 		Backoff:      nt.Backoff,
 		KeyHold:      store.HoldActive,
 		KeyUntil:     due.Add(time.Hour),
+		Trace:        nt.Trace,
 		CreatedAt:    got.CreatedAt,
 		UpdatedAt:    got.UpdatedAt,
 	}
@@ -309,10 +313,13 @@ func (e *env) insertInvalid(cases map[string]func(*store.NewTask)) {
 
 func testInsertInvalid(e *env) {
 	e.insertInvalid(map[string]func(*store.NewTask){
-		"empty name":    func(nt *store.NewTask) { nt.Name = "" },
-		"empty key":     func(nt *store.NewTask) { nt.Key = "" },
-		"zero due time": func(nt *store.NewTask) { nt.DueAt = time.Time{} },
-		"unknown hold":  func(nt *store.NewTask) { nt.KeyHold = "sometimes" },
+		"empty name":      func(nt *store.NewTask) { nt.Name = "" },
+		"empty key":       func(nt *store.NewTask) { nt.Key = "" },
+		"zero due time":   func(nt *store.NewTask) { nt.DueAt = time.Time{} },
+		"unknown hold":    func(nt *store.NewTask) { nt.KeyHold = "sometimes" },
+		"long trace":      func(nt *store.NewTask) { nt.Trace = strings.Repeat("t", store.MaxTraceLen+1) },
+		"trace not UTF-8": func(nt *store.NewTask) { nt.Trace = "traceparent=\xff" },
+		"trace with NUL":  func(nt *store.NewTask) { nt.Trace = "traceparent=\x00" },
 	})
 	res, err := e.s.Refill(e.ctx, store.RefillParams{AfterSeq: 0, To: e.future(), Limit: 10})
 	if err != nil {
@@ -428,4 +435,70 @@ func counts(n map[store.Status]int64) map[store.Status]int64 {
 		out[s] = n[s]
 	}
 	return out
+}
+
+// traceparent returns a trace context as a tracer would write it, distinct for each i.
+func traceparent(i int) string {
+	return fmt.Sprintf("traceparent=00-4bf92f3577b34da6a3ce929d0e0e%04x-00f067aa0ba9%04x-01", i, i)
+}
+
+// longTrace returns a trace context of exactly store.MaxTraceLen bytes, with
+// characters of several bytes, distinct for each i.
+func longTrace(i int) string {
+	s := fmt.Sprintf("%s&tracestate=%d", traceparent(i), i)
+	for len(s)+len("é") <= store.MaxTraceLen {
+		s += "é"
+	}
+	return s + strings.Repeat("x", store.MaxTraceLen-len(s))
+}
+
+// Every task keeps the trace context it was inserted with, the longest allowed too,
+// in one Insert of more than a batch, its tasks with and without one mixed; reads and
+// the writes that answer with the task (Claim, Start, ClaimStart) return it. A
+// duplicate answers with the stored task's trace, not its own.
+func testInsertTrace(e *env) {
+	n := store.MaxBatch + 10
+	nts := make([]store.NewTask, n)
+	for i := range nts {
+		nts[i] = e.newTask(e.past())
+		switch i % 3 {
+		case 1:
+			nts[i].Trace = traceparent(i)
+		case 2:
+			nts[i].Trace = longTrace(i)
+		}
+	}
+	for i, task := range e.insert(nts...) {
+		if task.Trace != nts[i].Trace {
+			e.t.Fatalf("Insert(%d tasks)[%d].Trace = %q, want %q", n, i, task.Trace, nts[i].Trace)
+		}
+		if got := e.get(task.ID); got.Trace != nts[i].Trace {
+			e.t.Fatalf("Get(%d).Trace = %q, want %q", task.ID, got.Trace, nts[i].Trace)
+		}
+	}
+
+	traced := e.insert(func() store.NewTask { nt := e.newTask(e.past()); nt.Trace = traceparent(n); return nt }())[0]
+	again := e.newTask(e.past())
+	again.Key, again.Trace = traced.Key, traceparent(n+1)
+	res, err := e.s.Insert(e.ctx, []store.NewTask{again})
+	if err != nil || !errors.Is(res[0].Err, store.ErrDuplicate) || res[0].Task.Trace != traced.Trace {
+		e.t.Errorf("Insert(duplicate with another trace) = %+v, %v; want ErrDuplicate with the stored trace %q", res, err, traced.Trace)
+	}
+	if looked, err := e.s.Lookup(e.ctx, traced.Name, traced.Key); err != nil || looked.Trace != traced.Trace {
+		e.t.Errorf("Lookup(%q, %q) = %+v, %v; want Trace %q", traced.Name, traced.Key, looked, err, traced.Trace)
+	}
+	claimed := e.claim(traced.ID)
+	if claimed.Trace != traced.Trace {
+		e.t.Errorf("Claim: Trace = %q, want %q", claimed.Trace, traced.Trace)
+	}
+	if r := e.start(claimed); r.Task == nil || r.Task.Trace != traced.Trace {
+		e.t.Errorf("Start = %+v; want the task with Trace %q", r, traced.Trace)
+	}
+
+	direct := e.insert(func() store.NewTask { nt := e.newTask(e.past()); nt.Trace = longTrace(n + 2); return nt }())[0]
+	cr, err := e.s.ClaimStart(e.ctx, store.Fence{}, store.StartOn{Node: "node-1", Handlers: []string{direct.Name}},
+		[]store.Claim{{ID: direct.ID, ExecutionID: newExecID(), Start: true}})
+	if err != nil || len(cr.Started) != 1 || cr.Started[0].Trace != direct.Trace {
+		e.t.Errorf("ClaimStart = %+v, %v; want the task started with Trace %q", cr, err, direct.Trace)
+	}
 }

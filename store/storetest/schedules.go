@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -99,11 +100,13 @@ func (e *env) fire(p store.FireParams) *store.FireResult {
 
 func testRegisterNew(e *env) {
 	next := e.now().Add(time.Minute).Truncate(time.Second)
+	traced := def("report", next)
+	traced.Trace = longTrace(1)
 	lo := e.now()
-	got := e.register(def("report", next), def("cleanup", next.Add(time.Hour)))
+	got := e.register(traced, def("cleanup", next.Add(time.Hour)))
 	hi := e.now()
 	want := store.Schedule{Name: "report", Spec: "*/2 * * * * *", TimeZone: "UTC", Overlap: store.OverlapSkip,
-		Misfire: store.MisfireFireOnce, Payload: []byte(`{"report":"daily"}`), NextFireAt: next,
+		Misfire: store.MisfireFireOnce, Payload: []byte(`{"report":"daily"}`), NextFireAt: next, Trace: traced.Trace,
 		CreatedAt: got[0].CreatedAt, UpdatedAt: got[0].UpdatedAt}
 	if d := diff(want, got[0]); d != "" {
 		e.t.Errorf("RegisterSchedules: new schedule differs (-want +got):\n%s", d)
@@ -119,11 +122,16 @@ func testRegisterNew(e *env) {
 	if d := diff(got[0], all[1]); d != "" {
 		e.t.Errorf("Schedules differs from RegisterSchedules (-register +list):\n%s", d)
 	}
+	if all[0].Trace != "" || got[1].Trace != "" {
+		e.t.Errorf("a schedule registered without a trace reads Trace %q (list) and %q (register), want empty", all[0].Trace, got[1].Trace)
+	}
 }
 
 func testRegisterAgain(e *env) {
 	next := e.now().Add(time.Minute).Truncate(time.Second)
-	first := e.register(def("report", next))[0]
+	d := def("report", next)
+	d.Trace = traceparent(1)
+	first := e.register(d)[0]
 	fired := e.fire(store.FireParams{Name: "report", Expect: next, Next: next.Add(2 * time.Second), Last: next,
 		Tasks: []store.NewTask{occurrence("report", next)}})
 	if !fired.Applied {
@@ -133,12 +141,12 @@ func testRegisterAgain(e *env) {
 		e.t.Fatalf("PauseSchedule error: %v", err)
 	}
 
-	// Same timing, new policies and payload: progress and pause are kept.
-	d := def("report", next.Add(time.Hour))
-	d.Overlap, d.Misfire, d.Payload = store.OverlapQueue, store.MisfireCatchUp, []byte("v2")
+	// Same timing, new policies, payload and trace: progress and pause are kept.
+	d = def("report", next.Add(time.Hour))
+	d.Overlap, d.Misfire, d.Payload, d.Trace = store.OverlapQueue, store.MisfireCatchUp, []byte("v2"), traceparent(2)
 	again := e.register(d)[0]
 	want := first
-	want.Overlap, want.Misfire, want.Payload = store.OverlapQueue, store.MisfireCatchUp, []byte("v2")
+	want.Overlap, want.Misfire, want.Payload, want.Trace = store.OverlapQueue, store.MisfireCatchUp, []byte("v2"), traceparent(2)
 	want.NextFireAt, want.LastFireAt, want.Paused = next.Add(2*time.Second), next, true
 	want.UpdatedAt = again.UpdatedAt
 	if diff := diff(want, again); diff != "" {
@@ -154,8 +162,8 @@ func testRegisterAgain(e *env) {
 		change(&d)
 		got := e.register(d)[0]
 		if got.Spec != d.Spec || got.TimeZone != d.TimeZone || !got.NextFireAt.Equal(d.NextFireAt) ||
-			!got.LastFireAt.Equal(next) || !got.Paused {
-			e.t.Errorf("re-registered with new timing %q %s = %+v; want it, NextFireAt %v, LastFireAt and Paused kept",
+			!got.LastFireAt.Equal(next) || !got.Paused || got.Trace != "" {
+			e.t.Errorf("re-registered with new timing %q %s = %+v; want it, NextFireAt %v, LastFireAt and Paused kept, no trace",
 				d.Spec, d.TimeZone, got, d.NextFireAt)
 		}
 	}
@@ -170,6 +178,8 @@ func testRegisterInvalid(e *env) {
 		"unknown overlap": func(d *store.ScheduleDef) { d.Overlap = "never" },
 		"unknown misfire": func(d *store.ScheduleDef) { d.Misfire = "" },
 		"zero next":       func(d *store.ScheduleDef) { d.NextFireAt = time.Time{} },
+		"long trace":      func(d *store.ScheduleDef) { d.Trace = strings.Repeat("t", store.MaxTraceLen+1) },
+		"trace not UTF-8": func(d *store.ScheduleDef) { d.Trace = "traceparent=\xff" },
 	}
 	for name, spoil := range cases {
 		bad := def("bad", next)
@@ -188,18 +198,24 @@ func testRegisterInvalid(e *env) {
 
 func testFire(e *env) {
 	next := e.now().Add(-5 * time.Second).Truncate(time.Second)
-	e.register(def("report", next))
+	d := def("report", next)
+	d.Trace = traceparent(1)
+	e.register(d)
 	slots := []time.Time{next, next.Add(2 * time.Second)}
+	// The caller gives each occurrence the schedule's trace; the store keeps it.
+	tasks := []store.NewTask{occurrence("report", slots[0]), occurrence("report", slots[1])}
+	for i := range tasks {
+		tasks[i].Trace = e.schedule("report").Trace
+	}
 	lo := e.now()
-	res := e.fire(store.FireParams{Name: "report", Expect: next, Next: next.Add(4 * time.Second), Last: slots[1],
-		Tasks: []store.NewTask{occurrence("report", slots[0]), occurrence("report", slots[1])}})
+	res := e.fire(store.FireParams{Name: "report", Expect: next, Next: next.Add(4 * time.Second), Last: slots[1], Tasks: tasks})
 	if !res.Applied || len(res.Inserted) != 2 {
 		e.t.Fatalf("FireSchedule = %+v, want applied with 2 occurrences", res)
 	}
 	for i, in := range res.Inserted {
 		if in.Err != nil || in.Task == nil || !in.Task.DueAt.Equal(slots[i]) || in.Task.TaskKey != "report" ||
-			in.Task.Status != store.Scheduled {
-			e.t.Errorf("occurrence %d = %+v, %v; want SCHEDULED at %v with task key report", i, in.Task, in.Err, slots[i])
+			in.Task.Status != store.Scheduled || in.Task.Trace != d.Trace {
+			e.t.Errorf("occurrence %d = %+v, %v; want SCHEDULED at %v with task key report and trace %q", i, in.Task, in.Err, slots[i], d.Trace)
 			continue
 		}
 		if d := diff(in.Task, e.get(in.Task.ID)); d != "" {

@@ -259,10 +259,11 @@ func testTxWrites(e *env) {
 	txs := e.txStore()
 	later, cancel := e.scheduled(e.future()), e.scheduled(e.future())
 	nt := e.newTask(e.future())
+	nt.Trace = traceparent(1)
 	writes := func(tx store.Tx) (*store.Task, error) {
 		res, err := tx.Insert(e.ctx, []store.NewTask{nt})
-		if err != nil || len(res) != 1 || res[0].Err != nil || res[0].Task.ID == 0 {
-			e.t.Fatalf("Tx.Insert = %+v, %v; want the stored task", res, err)
+		if err != nil || len(res) != 1 || res[0].Err != nil || res[0].Task.ID == 0 || res[0].Task.Trace != nt.Trace {
+			e.t.Fatalf("Tx.Insert = %+v, %v; want the stored task, with its trace", res, err)
 		}
 		if got, err := tx.Cancel(e.ctx, cancel.Name, cancel.Key, "storetest"); err != nil || got.Status != store.Cancelled {
 			e.t.Fatalf("Tx.Cancel = %+v, %v; want CANCELLED", got, err)
@@ -297,8 +298,8 @@ func testTxWrites(e *env) {
 	}); err != nil {
 		e.t.Fatalf("InTx error: %v", err)
 	}
-	if got := e.get(inserted.ID); got.Status != store.Scheduled || got.Key != nt.Key {
-		e.t.Errorf("the committed Tx.Insert: %+v, want it SCHEDULED", got)
+	if got := e.get(inserted.ID); got.Status != store.Scheduled || got.Key != nt.Key || got.Trace != nt.Trace {
+		e.t.Errorf("the committed Tx.Insert: %+v, want it SCHEDULED, with trace %q", got, nt.Trace)
 	}
 	if got := e.get(cancel.ID); got.Status != store.Cancelled {
 		e.t.Errorf("the committed Tx.Cancel: %s, want CANCELLED", got.Status)

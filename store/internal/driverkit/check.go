@@ -65,8 +65,9 @@ func CheckFinishes(results []store.Finish) error {
 }
 
 // CheckNewTask rejects what the contract calls invalid for Insert whatever the
-// database: an empty name or key, a zero due time, a task key and overlap policy
-// that do not go together (CheckTaskKey). Drivers add their own limits.
+// database: an empty name or key, a zero due time, an unknown key hold, a bad trace
+// (CheckTrace), a task key and overlap policy that do not go together
+// (CheckTaskKey). Drivers add their own limits.
 func CheckNewTask(nt store.NewTask) error {
 	if nt.Name == "" || nt.Key == "" || nt.DueAt.IsZero() {
 		return fmt.Errorf("empty name, key or due time: %w", store.ErrInvalid)
@@ -74,7 +75,19 @@ func CheckNewTask(nt store.NewTask) error {
 	if !nt.KeyHold.Valid() {
 		return fmt.Errorf("key hold %q is not %q, %q or %q: %w", nt.KeyHold, store.HoldLive, store.HoldActive, store.HoldForever, store.ErrInvalid)
 	}
+	if err := CheckTrace(nt.Trace); err != nil {
+		return err
+	}
 	return CheckTaskKey(nt)
+}
+
+// CheckTrace rejects a trace context (NewTask.Trace, ScheduleDef.Trace) over
+// store.MaxTraceLen bytes, not UTF-8 or holding a NUL.
+func CheckTrace(trace string) error {
+	if len(trace) > store.MaxTraceLen || !store.CleanText(trace) {
+		return fmt.Errorf("trace of %d bytes: longer than %d, not UTF-8 or holding a NUL: %w", len(trace), store.MaxTraceLen, store.ErrInvalid)
+	}
+	return nil
 }
 
 // CheckTaskKey rejects a task key and overlap policy that do not go together: a
@@ -92,7 +105,7 @@ func CheckTaskKey(nt store.NewTask) error {
 
 // CheckScheduleDefs rejects what the contract calls invalid for RegisterSchedules: an
 // empty name, spec or time zone, an unknown policy, a zero NextFireAt, a name given
-// twice.
+// twice, a bad trace (CheckTrace).
 func CheckScheduleDefs(defs []store.ScheduleDef) error {
 	seen := make(map[string]bool, len(defs))
 	for i, d := range defs {
@@ -105,6 +118,9 @@ func CheckScheduleDefs(defs []store.ScheduleDef) error {
 			return fmt.Errorf("schedule %q: zero next fire time: %w", d.Name, store.ErrInvalid)
 		case seen[d.Name]:
 			return fmt.Errorf("schedule %q given twice: %w", d.Name, store.ErrInvalid)
+		}
+		if err := CheckTrace(d.Trace); err != nil {
+			return fmt.Errorf("schedule %q: %w", d.Name, err)
 		}
 		seen[d.Name] = true
 	}

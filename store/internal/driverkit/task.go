@@ -18,7 +18,7 @@ func Stored(nt *store.NewTask, id int64, created, updated time.Time) *store.Task
 	t := &store.Task{
 		ID: id, Name: nt.Name, Key: nt.Key, Status: store.Scheduled, DueAt: nt.DueAt.UTC().Truncate(time.Microsecond),
 		MaxRetry: nt.MaxRetry, OwnerService: nt.OwnerService, TaskKey: nt.TaskKey, Overlap: nt.Overlap,
-		KeyHold: nt.KeyHold, Timeout: nt.Timeout.Truncate(time.Microsecond),
+		KeyHold: nt.KeyHold, Timeout: nt.Timeout.Truncate(time.Microsecond), Trace: nt.Trace,
 		CreatedAt: created, UpdatedAt: updated,
 	}
 	if nt.Payload != nil {
