@@ -43,6 +43,9 @@ var (
 	// self-fencing cancelled: no heartbeat of its execution reached the store within
 	// OrphanAfter − 2 × HeartbeatInterval, so it may be orphaned and run elsewhere.
 	ErrSelfFenced = execute.ErrSelfFenced
+	// ErrNotCurrent: CompleteTx found the handler's execution no longer its task's
+	// current one (run again elsewhere, or finished): roll the transaction back.
+	ErrNotCurrent = errors.New("the execution is no longer its task's current one")
 	// ErrCancelled is the cause (context.Cause) of a handler's context cancelled
 	// because its task was cancelled while it ran (Cancel of a RUNNING task).
 	ErrCancelled = execute.ErrCancelled

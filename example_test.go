@@ -514,3 +514,71 @@ func ExampleScheduler_Cancel() {
 	// stopped: true
 	// CANCELLED alice CANCELLED cancelled by alice: context canceled
 }
+
+// A handler that writes its effect and finishes its task in one transaction on the
+// store's database: both commit, or neither, and an execution that was run again
+// elsewhere meanwhile cannot commit its effect (CompleteTx answers ErrNotCurrent).
+func ExampleScheduler_CompleteTx() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ax-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "app.db")
+	st, err := sqlite.Open(path)
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE refunds (order_id TEXT PRIMARY KEY)`); err != nil {
+		panic(err)
+	}
+	s, err := ax.New(ax.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	s.HandleFunc("order.refund", func(ctx context.Context, t *ax.Task) error {
+		defer close(done)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() // a no-op after Commit
+		if _, err := tx.ExecContext(ctx, `INSERT INTO refunds VALUES (?)`, t.Key); err != nil {
+			return err
+		}
+		if err := s.CompleteTx(ctx, tx, t); err != nil {
+			return err // ErrNotCurrent: rolled back, the refund never happened here
+		}
+		return tx.Commit()
+	})
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	t, err := s.Delay(ctx, "order.refund", "42", 0)
+	if err != nil {
+		panic(err)
+	}
+	<-done
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	t, err = s.Get(ctx, t.ID)
+	if err != nil {
+		panic(err)
+	}
+	var refunds int
+	if err := db.QueryRow(`SELECT count(*) FROM refunds`).Scan(&refunds); err != nil {
+		panic(err)
+	}
+	fmt.Println(t.Status, "refunds:", refunds)
+	// Output:
+	// SUCCEEDED refunds: 1
+}

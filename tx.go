@@ -127,3 +127,36 @@ func (s *Scheduler) bind(ctx context.Context, tx any) (store.Tx, error) {
 	}
 	return txs.Bind(ctx, tx)
 }
+
+// CompleteTx finishes the task t as a success inside tx, the caller's transaction on
+// the store's database (as for WithTx), so that the effect the handler writes in tx
+// and the task's completion commit together or not at all. t is the task the handler
+// was given: the completion applies only if t's execution is still the task's current
+// one. When it is not — the handler was paused past OrphanAfter and recovery ran the
+// task again elsewhere, or the task finished meanwhile — CompleteTx changes nothing
+// and returns an error wrapping ErrNotCurrent: roll tx back and return the error.
+// Until tx ends, the task's row stays locked, and a recovery of the execution waits
+// for the outcome.
+//
+// A handler that checks its context before committing still has a window, between
+// the check and the commit, in which its execution may be run again elsewhere;
+// CompleteTx closes it. The handler returns nil after the commit; the scheduler
+// finds the task finished and records nothing more. On a store without transactions
+// (store/memory) it is ErrInvalid, as WithTx is.
+func (s *Scheduler) CompleteTx(ctx context.Context, tx any, t *Task) error {
+	if t == nil || t.ExecutionID == "" {
+		return errorf("ax: complete task: %w", fmt.Errorf("no task, or a task that has not run: %w", ErrInvalid))
+	}
+	view, err := s.bind(ctx, tx)
+	if err != nil {
+		return errorf("ax: complete task %d: %w", t.ID, err)
+	}
+	ok, err := view.Complete(ctx, store.ExecRef{TaskID: t.ID, ExecutionID: t.ExecutionID})
+	switch {
+	case err != nil:
+		return errorf("ax: complete task %d: %w", t.ID, err)
+	case !ok:
+		return errorf("ax: complete task %d: execution %s: %w", t.ID, t.ExecutionID, ErrNotCurrent)
+	}
+	return nil
+}

@@ -521,6 +521,16 @@ type Tx interface {
 	// change it records, written in the same transaction.
 	Audit(ctx context.Context, rec AuditRecord) (*AuditRecord, error)
 
+	// Complete finishes an execution as Finish does a success — the task RUNNING with
+	// ref's execution id becomes SUCCEEDED, FinishedAt set, its record SUCCEEDED — in
+	// the transaction, so that it commits with the caller's own writes or not at all.
+	// It reports whether it applied: false, changing nothing, when the execution is not
+	// (or no longer) the task's current RUNNING one — recovered and run again
+	// elsewhere, finished, or of another namespace —, and the caller must then roll its
+	// writes back. The task's row stays locked until the transaction ends: a recovery
+	// of the execution, which would run it again, waits for the outcome.
+	Complete(ctx context.Context, ref ExecRef) (bool, error)
+
 	// Raw returns the transaction the view is bound to (a pgx.Tx on PostgreSQL, a
 	// *sql.Tx on MySQL and SQLite), for the caller's own statements.
 	Raw() any

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/axsched/ax"
@@ -27,6 +29,7 @@ import (
 	"github.com/axsched/ax/elect/sqllease"
 	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -39,6 +42,20 @@ const ChildTest = "TestChild"
 
 // TaskName is the name the child's handler is registered under.
 const TaskName = "job"
+
+// EffectsTable is the table, in the test's schema, where handlers with
+// ChildConfig.EffectTx write their effects: one row per committed effect, keyed by
+// execution id. The parent creates it (CreateEffects).
+const EffectsTable = "ax_test_effects"
+
+// CreateEffects creates EffectsTable through st's database, in its schema.
+func CreateEffects(ctx context.Context, st store.Transactor) error {
+	return st.InTx(ctx, func(tx store.Tx) error {
+		_, err := tx.Raw().(pgx.Tx).Exec(ctx, `CREATE TABLE `+EffectsTable+` (execution_id text PRIMARY KEY, task_id bigint NOT NULL,
+			node text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+		return err
+	})
+}
 
 // EveryName is the name of the periodic schedule a child registers when
 // ChildConfig.Every is set, and of its handler.
@@ -85,6 +102,14 @@ type ChildConfig struct {
 	// NoHandler registers no handler for TaskName: a leader without it has to send
 	// those tasks to another replica.
 	NoHandler bool
+	// EffectTx makes TaskName's handler write its effect, a row of EffectsTable, in
+	// a transaction of its own on the store's database: it inserts the row, waits half
+	// of HandlerDuration (rolling back if its context ends), checks its context, works
+	// for the other half — the window between a handler's last check and its commit —
+	// and commits. With CompleteTx it also completes the task in that transaction
+	// (Scheduler.CompleteTx), right before the commit.
+	EffectTx   bool
+	CompleteTx bool
 	// Every, when set, registers the periodic schedule EveryName at this interval
 	// (Scheduler.Every) with catch-up misfires (MisfireCatchUp), queued overlaps
 	// (OverlapQueue: an occurrence due while the previous one is still running waits
@@ -254,6 +279,23 @@ func runChild(raw string, out *childproc.Writer) error {
 		e.CtxDone = false
 		mustLog(rl, out, e)
 		return err
+	}
+	if cfg.EffectTx {
+		// The application's own pool on the store's database, as large as the
+		// handlers are many: the store's pool is for the scheduler.
+		pc, err := pgxpool.ParseConfig(cfg.PostgresDSN)
+		if err != nil {
+			return err
+		}
+		pc.MaxConns = int32(max(cfg.Concurrency, ax.DefaultConcurrency)) + 2
+		app, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return err
+		}
+		defer app.Close()
+		handler = func(ctx context.Context, t *ax.Task) error {
+			return effectTx(ctx, app, s, cfg, rl, out, t)
+		}
 	}
 	if !cfg.NoHandler {
 		s.HandleFunc(TaskName, handler)
@@ -512,4 +554,51 @@ func Leader(cs []*Child) (*Child, error) {
 		names[i] = fmt.Sprintf("%s (epoch %d)", c.Node(), epoch)
 	}
 	return nil, fmt.Errorf("several children lead: %s", strings.Join(names, ", "))
+}
+
+// effectTx is TaskName's handler with ChildConfig.EffectTx: the effect, a row of
+// EffectsTable, written in a transaction that commits after HandlerDuration, and, with
+// CompleteTx, the task's completion in the same transaction. It logs its start and its
+// end as the plain handler does: ResultOK once the transaction committed.
+func effectTx(ctx context.Context, app *pgxpool.Pool, s *ax.Scheduler, cfg ChildConfig, rl *RunLog, out *childproc.Writer, t *ax.Task) error {
+	e := Entry{Event: EventStart, Node: cfg.Node, PID: os.Getpid(), TaskID: t.ID, Name: t.Name, Key: t.Key, ExecutionID: t.ExecutionID,
+		Attempt: t.Attempt, At: time.Now(), ClaimedAt: t.DispatchedAt, CtxDone: ctx.Err() != nil}
+	mustLog(rl, out, e)
+	e.CtxDone, e.ClaimedAt = false, time.Time{}
+	end := func(err error) error {
+		e.Event, e.At, e.Result = EventEnd, time.Now(), ResultOK
+		if err != nil {
+			e.Result, e.Err = ResultErr, err.Error()
+			if ctx.Err() != nil {
+				e.Result = ResultCancelled
+			}
+		}
+		mustLog(rl, out, e)
+		return err
+	}
+	// The database calls do not watch the handler's context, as an application's own
+	// data layer often does not: only the explicit check below does, and what follows
+	// it is the window no context closes.
+	db := context.WithoutCancel(ctx)
+	err := pgx.BeginFunc(db, app, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(db, `INSERT INTO `+EffectsTable+` (execution_id, task_id, node) VALUES ($1, $2, $3)`,
+			t.ExecutionID, t.ID, cfg.Node); err != nil {
+			return err
+		}
+		timer := time.NewTimer(cfg.HandlerDuration / 2)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		if err := ctx.Err(); err != nil { // the last check, as a handler would before it commits
+			return err
+		}
+		time.Sleep(cfg.HandlerDuration / 2) // work no context check covers
+		if cfg.CompleteTx {
+			return s.CompleteTx(db, tx, t)
+		}
+		return nil
+	})
+	return end(err)
 }

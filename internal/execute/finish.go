@@ -96,9 +96,7 @@ func (e *Executor) finish(batch []*execution) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
 		if applied, err = e.cfg.Store.Finish(context.Background(), store.Fence{}, results); err == nil {
-			if ambiguous {
-				e.ownFinish(results, applied)
-			}
+			e.ownFinish(results, applied, ambiguous)
 			break
 		}
 		ambiguous = true
@@ -161,13 +159,15 @@ func (e *Executor) finish(batch []*execution) {
 	loopDone.report()
 }
 
-// ownFinish resolves the results a retried Finish answers as not applied: if the
-// task holds this execution's outcome already, the earlier attempt committed but its
-// answer was lost on the way back. (Recovery writes an orphan's outcome under the
-// same execution id, but never SUCCEEDED, and with its own LastError.)
-func (e *Executor) ownFinish(results []store.Finish, applied []bool) {
+// ownFinish resolves the results Finish answers as not applied although the task may
+// hold them already: every one, when an earlier attempt of the call failed (it may
+// have committed, its answer lost on the way back), and a success otherwise (the
+// handler finished its task in its own transaction: Tx.Complete). (Recovery writes an
+// orphan's outcome under the same execution id, but never SUCCEEDED, and with its
+// own LastError.)
+func (e *Executor) ownFinish(results []store.Finish, applied []bool, ambiguous bool) {
 	for i, f := range results {
-		if applied[i] {
+		if applied[i] || !ambiguous && f.Status != store.Succeeded {
 			continue
 		}
 		t, err := e.cfg.Store.Get(context.Background(), f.TaskID)

@@ -122,7 +122,11 @@ func (e *Executor) report(x *execution, err error, outcome string) {
 	x.once.Do(func() {
 		x.err, x.outcome, x.ran = err, outcome, time.Since(x.begin)
 		if x.end != nil {
-			x.end(err)
+			if outcome == observe.Snoozed {
+				x.end(nil) // not a failure: the handler asked to run later
+			} else {
+				x.end(err)
+			}
 		}
 		select {
 		case e.results <- x:

@@ -161,6 +161,14 @@ type countedTx struct {
 // Raw returns the wrapped view's transaction; it is not counted.
 func (t countedTx) Raw() any { return t.inner.Raw() }
 
+// Complete counts the call and passes it on.
+func (t countedTx) Complete(ctx context.Context, ref store.ExecRef) (bool, error) {
+	if err := t.s.before(ctx, "Tx.Complete"); err != nil {
+		return false, err
+	}
+	return t.inner.Complete(ctx, ref)
+}
+
 // Insert counts the call and passes it on.
 func (t countedTx) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
 	if err := t.s.before(ctx, "Tx.Insert"); err != nil {

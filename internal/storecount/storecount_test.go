@@ -155,6 +155,8 @@ type view struct{ store.Store }
 
 func (view) Raw() any { return "tx" }
 
+func (view) Complete(context.Context, store.ExecRef) (bool, error) { return false, nil }
+
 // The Store itself hides the wrapped store's optional interfaces;
 // WithOptionalInterfaces keeps exactly those the wrapped store has, and counts them.
 func TestWithOptionalInterfaces(t *testing.T) {

@@ -278,3 +278,25 @@ func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.Audit
 	}
 	return &rec, nil
 }
+
+// Complete finishes the execution ref as a success in the view's transaction (see
+// store.Tx).
+func (v *txView) Complete(ctx context.Context, ref store.ExecRef) (bool, error) {
+	const op = "complete"
+	if err := v.s.check(op); err != nil {
+		return false, err
+	}
+	res, err := v.tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'SUCCEEDED', finished_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
+		WHERE id = ? AND namespace = ? AND status = 'RUNNING' AND execution_id = ?`, ref.TaskID, v.s.ns, ref.ExecutionID)
+	if err != nil {
+		return false, v.s.wrap(op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return false, v.s.wrap(op, err)
+	}
+	if _, err := v.tx.ExecContext(ctx, `UPDATE ax_executions SET status = 'SUCCEEDED', error = '', finished_at = UTC_TIMESTAMP(6) WHERE id = ?`,
+		ref.ExecutionID); err != nil {
+		return false, v.s.wrap(op, err)
+	}
+	return true, nil
+}

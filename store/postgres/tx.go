@@ -198,3 +198,19 @@ func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.Audit
 	}
 	return v.s.auditIn(ctx, v.q, rec)
 }
+
+// Complete finishes the execution ref as a success in the transaction (see
+// store.Tx). The execution's record is left RUNNING and reads as SUCCEEDED, as
+// Finish leaves a success's (see execCols).
+func (v *txView) Complete(ctx context.Context, ref store.ExecRef) (bool, error) {
+	const op = "complete in transaction"
+	if err := v.s.check(op); err != nil {
+		return false, err
+	}
+	n, err := v.q.count(ctx, `UPDATE ax_tasks t SET status = 'SUCCEEDED', finished_at = clock_timestamp(), updated_at = clock_timestamp()
+		WHERE t.id = $1 AND t.namespace = $3 AND t.status = 'RUNNING' AND t.execution_id = $2`, ref.TaskID, ref.ExecutionID, v.s.ns)
+	if err != nil {
+		return false, v.s.wrap(op, err)
+	}
+	return n == 1, nil
+}

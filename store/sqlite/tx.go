@@ -232,3 +232,26 @@ func (v *txView) Audit(ctx context.Context, rec store.AuditRecord) (*store.Audit
 	}
 	return &rec, nil
 }
+
+// Complete finishes the execution ref as a success in the transaction (see
+// store.Tx).
+func (v *txView) Complete(ctx context.Context, ref store.ExecRef) (bool, error) {
+	const op = "complete in transaction"
+	if err := v.open(op); err != nil {
+		return false, err
+	}
+	ts := micros(now())
+	res, err := v.tx.ExecContext(ctx, `UPDATE ax_tasks SET status = 'SUCCEEDED', finished_at = ?, updated_at = ?
+		WHERE id = ? AND +namespace = ? AND status = 'RUNNING' AND execution_id = ?`, ts, ts, ref.TaskID, v.s.ns, ref.ExecutionID)
+	if err != nil {
+		return false, v.s.wrap(op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return false, v.s.wrap(op, err)
+	}
+	if _, err := v.tx.ExecContext(ctx, `UPDATE ax_executions SET status = 'SUCCEEDED', error = '', finished_at = ? WHERE id = ?`,
+		ts, ref.ExecutionID); err != nil {
+		return false, v.s.wrap(op, err)
+	}
+	return true, nil
+}

@@ -16,6 +16,7 @@ var txTests = []test{
 	{"RollbackHoldsNothingBack", testInTxRollbackHoldsNothingBack},
 	{"Writes", testTxWrites},
 	{"Bind", testTxBind},
+	{"Complete", testTxComplete},
 }
 
 // txStore returns the store as a store.Transactor, skipping the test when it is not
@@ -337,5 +338,60 @@ func testTxBind(e *env) {
 		return err
 	}); err != nil {
 		e.t.Fatalf("InTx error: %v", err)
+	}
+}
+
+// Tx.Complete finishes the current execution of a RUNNING task as a success when the
+// transaction commits, and not at all when it rolls back; it refuses, changing
+// nothing, an execution that is not the task's current one, and a Finish of the
+// completed execution then does not apply.
+func testTxComplete(e *env) {
+	txs := e.txStore()
+	kept, dropped, other := e.inState(store.Running), e.inState(store.Running), e.inState(store.Running)
+	boom := errors.New("boom")
+	err := txs.InTx(e.ctx, func(tx store.Tx) error {
+		ok, err := tx.Complete(e.ctx, store.ExecRef{TaskID: dropped.ID, ExecutionID: dropped.ExecutionID})
+		if err != nil || !ok {
+			e.t.Fatalf("Tx.Complete(running %d) = %v, %v; want true", dropped.ID, ok, err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		e.t.Fatalf("InTx error = %v, want fn's", err)
+	}
+	e.unchanged("a rolled-back Tx.Complete", dropped)
+
+	lo := e.settle(kept)
+	err = txs.InTx(e.ctx, func(tx store.Tx) error {
+		for _, ref := range []store.ExecRef{{TaskID: other.ID, ExecutionID: newExecID()}, {TaskID: other.ID + 1000, ExecutionID: newExecID()}} {
+			if ok, err := tx.Complete(e.ctx, ref); err != nil || ok {
+				e.t.Errorf("Tx.Complete(%+v, not current) = %v, %v; want false", ref, ok, err)
+			}
+		}
+		ok, err := tx.Complete(e.ctx, store.ExecRef{TaskID: kept.ID, ExecutionID: kept.ExecutionID})
+		if err != nil || !ok {
+			e.t.Fatalf("Tx.Complete(running %d) = %v, %v; want true", kept.ID, ok, err)
+		}
+		if got, err := tx.Get(e.ctx, kept.ID); err != nil || got.Status != store.Succeeded {
+			e.t.Errorf("Tx.Get after Tx.Complete = %+v, %v; want SUCCEEDED", got, err)
+		}
+		return nil
+	})
+	hi := e.now()
+	if err != nil {
+		e.t.Fatalf("InTx error: %v", err)
+	}
+	e.unchanged("a refused Tx.Complete", other)
+	got := e.get(kept.ID)
+	e.stamped("Tx.Complete: FinishedAt", got.FinishedAt, lo, hi)
+	want := *kept
+	want.Status, want.FinishedAt, want.UpdatedAt = store.Succeeded, got.FinishedAt, got.UpdatedAt
+	if d := diff(&want, got); d != "" {
+		e.t.Errorf("Tx.Complete mismatch (-want +got):\n%s", d)
+	}
+	e.checkClosed(kept, store.Succeeded, "", lo, hi)
+	ok, err := e.s.Finish(e.ctx, store.Fence{}, []store.Finish{{TaskID: kept.ID, ExecutionID: kept.ExecutionID, Status: store.Succeeded}})
+	if err != nil || len(ok) != 1 || ok[0] {
+		e.t.Errorf("Finish after Tx.Complete = %v, %v; want [false]", ok, err)
 	}
 }
