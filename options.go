@@ -19,7 +19,7 @@ import (
 //	WithOverlap                   ✓                  ✓   (ContentOption)
 //	WithUnique       ✓            ✓                      (UniqueOption)
 //	WithMaxSnoozes   ✓
-//	WithActor        (Cancel only, with WithTx)
+//	WithActor        (Cancel, PauseName, ResumeName)
 //	WithTx                        ✓
 //	WithTaskKey                   ✓
 //	WithTimeZone                                     ✓   (Cron only)
@@ -99,18 +99,20 @@ type CancelOption interface {
 	cancelOption()
 }
 
-// actorOption is WithActor's option.
-type actorOption func(o *options)
+// ActorOption is WithActor's option: a CancelOption and a NameOption.
+type ActorOption func(o *options)
 
-func (f actorOption) apply(o *options) { f(o) }
-func (actorOption) cancelOption()      {}
+func (f ActorOption) apply(o *options) { f(o) }
+func (ActorOption) cancelOption()      {}
+func (ActorOption) nameOption()        {}
 
-// WithActor names who asks Cancel to cancel a task — an operator, a service — as
-// recorded in the task's CancelledBy and in the error of an execution it stops.
-// Defaults to the scheduler's Config.Node. Empty, over 200 bytes, not UTF-8 or
-// holding a NUL is ErrInvalid.
-func WithActor(actor string) CancelOption {
-	return actorOption(func(o *options) {
+// WithActor names who acts — an operator, a service: who asks Cancel to cancel a task
+// (recorded in the task's CancelledBy and in the error of an execution it stops), or
+// who pauses or resumes a task name (NameState.ChangedBy). Defaults to the
+// scheduler's Config.Node. Empty, over 200 bytes, not UTF-8 or holding a NUL is
+// ErrInvalid.
+func WithActor(actor string) ActorOption {
+	return ActorOption(func(o *options) {
 		if actor == "" || len(actor) > store.MaxCancelledBy || !store.CleanText(actor) {
 			o.invalid("Actor", "%q must be 1 to %d bytes of UTF-8 without NUL", actor, store.MaxCancelledBy)
 			return

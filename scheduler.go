@@ -142,6 +142,13 @@ func (r *running) wake() {
 	}
 }
 
+// refillNow has the current term's loop refill at once.
+func (r *running) refillNow() {
+	if l := r.currentLoop(); l != nil {
+		l.RefillNow()
+	}
+}
+
 // unblock tells the current term's loop that task keys are free.
 func (r *running) unblock(keys []string) {
 	if l := r.currentLoop(); l != nil {

@@ -29,6 +29,7 @@ type Store interface {
 	TaskReader
 	Queue
 	ScheduleKeeper
+	NameKeeper
 	SlotHistory
 	Fencer
 	Leaser
@@ -157,8 +158,12 @@ type Queue interface {
 	// Claim moves the given tasks from SCHEDULED to DISPATCHING, each with its new
 	// execution id, if and only if DueAt <= Now. It sets DispatchedAt. A row locked by
 	// another transaction is waited for, not skipped, so every task asked for is
-	// either claimed, NotDue, Skipped, Blocked, or no longer SCHEDULED (or not
+	// either claimed, NotDue, Skipped, Blocked, Paused, or no longer SCHEDULED (or not
 	// visible yet).
+	//
+	// A due task whose name is paused (NameKeeper) is left SCHEDULED and reported
+	// Paused, whatever its key: the check is part of the claiming write, so a Claim
+	// that begins after PauseName returned claims none of the name's tasks.
 	//
 	// A due task with a TaskKey and Overlap skip or queue is claimed only if no other
 	// task with that key is DISPATCHING or RUNNING, and of several such tasks in one
@@ -274,6 +279,32 @@ type ScheduleKeeper interface {
 	// false: another scheduler got there first, or an operator paused it. It fails with
 	// ErrFenced, writing nothing, unless p.Fence admits it.
 	FireSchedule(ctx context.Context, p FireParams) (*FireResult, error)
+}
+
+// NameKeeper keeps what operators set per task name in a namespace (ax_names): whether
+// the name is paused. A paused name's due tasks are not claimed: Claim leaves them
+// SCHEDULED and reports them Paused, so they wait, and count as late, until the name
+// is resumed. Trigger, an operator's own act, is not held back.
+type NameKeeper interface {
+	// PauseName pauses the task name in the view's namespace, recording by (who
+	// asked) and the store's time, and returns its state. Every Claim that begins
+	// after it returns leaves the name's due tasks SCHEDULED. Pausing a paused name
+	// changes nothing. An empty name, one over MaxNameLen bytes, an empty by, one over
+	// MaxCancelledBy bytes, or text that is not UTF-8 or holds a NUL, is ErrInvalid.
+	PauseName(ctx context.Context, name, by string) (*NameState, error)
+
+	// ResumeName resumes the paused task name, recording by and the store's time, and
+	// in the same transaction stamps each of its SCHEDULED tasks with a fresh sequence
+	// number (see RefillParams), so that a refill brings back to the timing wheel the
+	// due tasks a claim left out while it was paused: they then run in due order. Its
+	// cost grows with the name's SCHEDULED tasks. Resuming a name that is not paused
+	// changes nothing and returns its state (the zero state, with Name, when it was
+	// never paused). Invalid input is ErrInvalid, as for PauseName.
+	ResumeName(ctx context.Context, name, by string) (*NameState, error)
+
+	// Names returns the state of every name of the view's namespace that was ever
+	// paused, by name. It only reads.
+	Names(ctx context.Context) ([]NameState, error)
 }
 
 // SlotHistory accounts for every slot of a schedule, for the console's schedule page:

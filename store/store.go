@@ -172,6 +172,15 @@ type ClaimResult struct {
 	NotDue  []Due     // still SCHEDULED but due after the store's Now: try again at DueAt
 	Skipped []Task    // now SKIPPED: their key was held and their Overlap is skip
 	Blocked []Blocked // still SCHEDULED and due, their key held and their Overlap queue: try again when it frees
+	Paused  []Due     // still SCHEDULED and due, their name paused (NameKeeper): left out until it is resumed
+}
+
+// NameState is what operators set for one task name (see NameKeeper).
+type NameState struct {
+	Name      string
+	Paused    bool
+	ChangedBy string    // who paused or resumed it last
+	ChangedAt time.Time // when, by the store's clock; zero for a name never paused
 }
 
 // Blocked is a due task waiting for its task key.

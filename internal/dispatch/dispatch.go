@@ -168,6 +168,15 @@ func (l *Loop) Done(n int) {
 // Wake tells the loop that its executor has room to start tasks (Starter).
 func (l *Loop) Wake() { l.signal() }
 
+// RefillNow has the loop refill at once, not at its next interval: the store changed
+// what it would find (a name resumed).
+func (l *Loop) RefillNow() {
+	select {
+	case l.refillNow <- struct{}{}:
+	default:
+	}
+}
+
 // listen turns the store's change notifications into immediate refills, so that a
 // task committed by another process (or in a caller's transaction) is in the wheel
 // at once rather than a refill interval later.
@@ -221,13 +230,16 @@ func (l *Loop) retryInvisible(ids []int64, res *store.ClaimResult) {
 	if len(l.watched) == 0 {
 		return
 	}
-	found := make(map[int64]bool, len(res.Claimed)+len(res.Started)+len(res.NotDue)+len(res.Skipped)+len(res.Blocked))
+	found := make(map[int64]bool, len(res.Claimed)+len(res.Started)+len(res.NotDue)+len(res.Skipped)+len(res.Blocked)+len(res.Paused))
 	for _, ts := range [][]store.Task{res.Claimed, res.Started, res.Skipped} {
 		for _, t := range ts {
 			found[t.ID] = true
 		}
 	}
 	for _, d := range res.NotDue {
+		found[d.ID] = true
+	}
+	for _, d := range res.Paused { // left out of the wheel: resuming the name restamps them for the refill
 		found[d.ID] = true
 	}
 	for _, b := range res.Blocked {

@@ -180,6 +180,24 @@ func (b bounded) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef
 	return b.st.RegisterSchedules(ctx, defs)
 }
 
+func (b bounded) PauseName(ctx context.Context, name, by string) (*store.NameState, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.st.PauseName(ctx, name, by)
+}
+
+func (b bounded) ResumeName(ctx context.Context, name, by string) (*store.NameState, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.st.ResumeName(ctx, name, by)
+}
+
+func (b bounded) Names(ctx context.Context) ([]store.NameState, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.st.Names(ctx)
+}
+
 func (b bounded) Schedules(ctx context.Context) ([]store.Schedule, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

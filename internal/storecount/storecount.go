@@ -429,6 +429,30 @@ func (s *Store) RegisterSchedules(ctx context.Context, defs []store.ScheduleDef)
 	return s.inner.RegisterSchedules(ctx, defs)
 }
 
+// PauseName counts the call and passes it on.
+func (s *Store) PauseName(ctx context.Context, name, by string) (*store.NameState, error) {
+	if err := s.before(ctx, "PauseName"); err != nil {
+		return nil, err
+	}
+	return s.inner.PauseName(ctx, name, by)
+}
+
+// ResumeName counts the call and passes it on.
+func (s *Store) ResumeName(ctx context.Context, name, by string) (*store.NameState, error) {
+	if err := s.before(ctx, "ResumeName"); err != nil {
+		return nil, err
+	}
+	return s.inner.ResumeName(ctx, name, by)
+}
+
+// Names counts the call and passes it on.
+func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
+	if err := s.before(ctx, "Names"); err != nil {
+		return nil, err
+	}
+	return s.inner.Names(ctx)
+}
+
 // Schedules counts the call and passes it on.
 func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
 	if err := s.before(ctx, "Schedules"); err != nil {

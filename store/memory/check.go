@@ -57,6 +57,14 @@ func checkStarts(starts []store.StartParams) error {
 	return nil
 }
 
+func checkNameState(name, by string) error {
+	return invalid("name",
+		rule{name == "" || len(name) > store.MaxNameLen, fmt.Sprintf("%d bytes, want 1 to %d", len(name), store.MaxNameLen)},
+		rule{!store.CleanText(name), "not UTF-8, or holds a NUL"},
+		rule{by == "" || len(by) > store.MaxCancelledBy, fmt.Sprintf("by of %d bytes, want 1 to %d", len(by), store.MaxCancelledBy)},
+		rule{!store.CleanText(by), "by not UTF-8, or holds a NUL"})
+}
+
 func checkCancelledBy(by string) error {
 	return invalid("cancelled by",
 		rule{by == "", "empty"},

@@ -46,6 +46,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		case !ok || r.task.Status != store.Scheduled:
 		case r.task.DueAt.After(now):
 			res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: r.task.DueAt})
+		case s.paused(r.task.Name):
+			res.Paused = append(res.Paused, store.Due{ID: id, DueAt: r.task.DueAt})
 		case serialised(&r.task):
 			keyed, execs[id] = append(keyed, r), c.ExecutionID
 		default:

@@ -49,10 +49,11 @@ type state struct {
 	window  []dueKey                    // SCHEDULED rows in (DueAt, ID) order
 	skew    time.Duration               // WithClockSkew
 
-	schedules  map[nameKey]*store.Schedule // key unused
-	leases     map[string]*leaseRow        // by namespace (lease.go)
-	nodes      map[nameKey]*store.NodeInfo // key unused (nodes.go)
-	audit      []auditRow                  // id order (audit.go)
+	schedules  map[nameKey]*store.Schedule  // key unused
+	names      map[nameKey]*store.NameState // key unused (names.go)
+	leases     map[string]*leaseRow         // by namespace (lease.go)
+	nodes      map[nameKey]*store.NodeInfo  // key unused (nodes.go)
+	audit      []auditRow                   // id order (audit.go)
 	lastAudit  int64
 	stats      map[statsKey]store.MinuteStats // (stats.go)
 	gaps       []gapRow                       // recording order (slots.go)
@@ -94,6 +95,7 @@ func New(opts ...Option) *Store {
 		execs: make(map[string]*store.Execution),
 
 		schedules:  make(map[nameKey]*store.Schedule),
+		names:      make(map[nameKey]*store.NameState),
 		leases:     make(map[string]*leaseRow),
 		nodes:      make(map[nameKey]*store.NodeInfo),
 		stats:      make(map[statsKey]store.MinuteStats),

@@ -50,6 +50,8 @@ type locked struct {
 	// cancelBy, with readCancel only, is who asked to cancel the task; empty when
 	// nobody did.
 	cancelBy string
+	// paused, with readKeys only: the task's name is paused (store.NameKeeper).
+	paused bool
 }
 
 // lockRead says what lockRows reads of a row besides its state.
@@ -66,7 +68,7 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 	case readName:
 		cols = `, name, dispatched_at`
 	case readKeys:
-		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL), name`
+		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL), name, ` + pausedName
 	case readCancel:
 		cols = `, IF(cancel_requested_at IS NULL, NULL, cancelled_by)`
 	}
@@ -92,7 +94,7 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, &l.name, dbTime{&l.claimed})
 		case readKeys:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now},
-				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name)
+				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name, &l.paused)
 		case readCancel:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, nullText{&l.cancelBy})
 		default:

@@ -87,6 +87,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				case l == nil:
 				case !l.due: // not due comes before the key rule
 					res.NotDue = append(res.NotDue, store.Due{ID: c.ID, DueAt: l.dueAt})
+				case l.paused:
+					res.Paused = append(res.Paused, store.Due{ID: c.ID, DueAt: l.dueAt})
 				case l.overlap != "":
 					if keyedExec == nil {
 						keyedExec = map[int64]string{}

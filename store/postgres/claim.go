@@ -13,10 +13,11 @@ import (
 )
 
 // claimSQL claims the due tasks of one chunk whose key does not restrict them (no
-// key, or Overlap allow) and returns, with an outcome, the claimed rows
-// (claimClaimed), the rows it started (claimStarted), the rows not due (claimNotDue)
-// and the due rows with a key and Overlap skip or queue (claimKeyed), which it leaves
-// alone: Claim hands those to claimKeyed. A chunk without keyed tasks therefore costs
+// key, or Overlap allow) and whose name is not paused, and returns, with an outcome,
+// the claimed rows (claimClaimed), the rows it started (claimStarted), the rows not
+// due (claimNotDue), the due rows of a paused name (claimPaused), and the due rows
+// with a key and Overlap skip or queue (claimKeyed), which it leaves alone: Claim
+// hands those to claimKeyed. A chunk without keyed tasks therefore costs
 // what it did before keys existed: this one statement. Rows of another namespace than
 // $3 are locked by l (by primary key, like every row asked for) but neither claimed
 // nor returned: to the view they are not SCHEDULED. The namespace is compared after
@@ -42,15 +43,15 @@ u AS (UPDATE ax_tasks t SET status = CASE WHEN c.start AND t.name = ANY($5::text
 		heartbeat_at = CASE WHEN c.start AND t.name = ANY($5::text[]) THEN ts.now ELSE t.heartbeat_at END
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.namespace || '' = $3 AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
-		AND (t.task_key = '' OR t.overlap = 'allow')
+		AND (t.task_key = '' OR t.overlap = 'allow') AND NOT ` + pausedName + `
 	RETURNING ` + taskCols + `),
 ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at)
 	SELECT u.execution_id, u.id, u.attempt, $6::text, 'RUNNING', u.due_at, u.dispatched_at, u.started_at, u.heartbeat_at
 	FROM u WHERE u.status = 'RUNNING')
 SELECT CASE WHEN u.status = 'RUNNING' THEN 3 ELSE 0 END, * FROM u
 UNION ALL
-SELECT CASE WHEN t.due_at > ts.now THEN 1 ELSE 2 END, ` + taskCols + ` FROM l t, ts
-	WHERE t.namespace = $3 AND t.status = 'SCHEDULED' AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow'))`
+SELECT CASE WHEN t.due_at > ts.now THEN 1 WHEN ` + pausedName + ` THEN 4 ELSE 2 END, ` + taskCols + ` FROM l t, ts
+	WHERE t.namespace = $3 AND t.status = 'SCHEDULED' AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow') OR ` + pausedName + `)`
 
 // The outcomes claimSQL returns in its first column.
 const (
@@ -58,6 +59,7 @@ const (
 	claimNotDue  = 1
 	claimKeyed   = 2
 	claimStarted = 3
+	claimPaused  = 4
 )
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING. Ids of
@@ -130,6 +132,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				res.Started = append(res.Started, *t)
 			case claimNotDue:
 				res.NotDue = append(res.NotDue, store.Due{ID: t.ID, DueAt: t.DueAt})
+			case claimPaused:
+				res.Paused = append(res.Paused, store.Due{ID: t.ID, DueAt: t.DueAt})
 			case claimKeyed:
 				i, _ := slices.BinarySearchFunc(uniq, t.ID, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
 				keyedClaims = append(keyedClaims, uniq[i])

@@ -304,6 +304,7 @@ func sortResult(res *store.ClaimResult) {
 	slices.SortFunc(res.Started, byID)
 	slices.SortFunc(res.Skipped, byID)
 	slices.SortFunc(res.NotDue, func(a, b store.Due) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(res.Paused, func(a, b store.Due) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(res.Blocked, func(a, b store.Blocked) int { return cmp.Compare(a.ID, b.ID) })
 }
 

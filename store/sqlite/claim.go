@@ -28,10 +28,11 @@ var (
 		execution_id = c.column2, dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
-			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow')
+			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow') AND NOT ` + pausedName + `
 		RETURNING ` + taskColumns}
-	// missedStmt reads what claimStmt left SCHEDULED in the namespace: not due, or keyed.
-	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT id, due_at, task_key, overlap FROM ax_tasks
+	// missedStmt reads what claimStmt left SCHEDULED in the namespace: not due, of a
+	// paused name, or keyed.
+	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT id, due_at, task_key, overlap, ` + pausedName + ` FROM ax_tasks
 		WHERE +namespace = ? AND status = 'SCHEDULED' AND id IN (VALUES %V%) ORDER BY id`}
 	// holdersStmt finds, per key of the namespace, the lowest id holding it
 	// (ax_tasks_ns_key_holder).
@@ -204,12 +205,15 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			for rows.Next() {
 				var id, due int64
 				var key, overlap string
-				if err := rows.Scan(&id, &due, &key, &overlap); err != nil {
+				var paused bool
+				if err := rows.Scan(&id, &due, &key, &overlap, &paused); err != nil {
 					return err
 				}
 				switch {
 				case due > ts: // not due comes first: a keyed task is never skipped early
 					res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: fromMicros(due)})
+				case paused:
+					res.Paused = append(res.Paused, store.Due{ID: id, DueAt: fromMicros(due)})
 				case key != "" && store.OverlapPolicy(overlap) != store.OverlapAllow:
 					keyed = append(keyed, driverkit.Keyed{ID: id, DueAt: fromMicros(due), TaskKey: key, Overlap: store.OverlapPolicy(overlap)})
 				}

@@ -69,8 +69,11 @@ func TestExplain(t *testing.T) {
 		{"keyed claim", batch(keyedClaimStmt), []string{pk, "SEARCH o " + holder},
 			[]string{scanTask, "SCAN o", "ax_tasks_ns_scheduled"}},
 		// The handler list of ClaimStart is a list subquery over json_each, read once per
-		// statement (not correlated), and nothing else is.
-		{"claim without keys", batch(claimStmt), []string{pk, "LIST SUBQUERY", "SCAN json_each"}, []string{scanTask, "CORRELATED", nsIndex}},
+		// statement (not correlated); the one correlated subquery is the paused-name
+		// check, a probe of ax_names' primary key per task.
+		{"claim without keys", batch(claimStmt), []string{pk, "LIST SUBQUERY", "SCAN json_each",
+			"CORRELATED SCALAR SUBQUERY", "SEARCH p USING INDEX sqlite_autoindex_ax_names_1 (namespace=? AND name=?)"},
+			[]string{scanTask, "CORRELATED LIST", "SCAN p", nsIndex}},
 		{"tasks a claim missed", batch(missedStmt), []string{pk}, []string{scanTask, nsIndex}},
 		{"trigger", triggerSQL, []string{pk, "SEARCH o " + holder}, []string{scanTask, "SCAN o", "ax_tasks_ns_scheduled"}},
 		{"holder lookup (Trigger)", holderSQL, []string{"SEARCH ax_tasks " + holder}, []string{scanTask}},

@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Concurrency", concurrencyTests},
 		{"Overlap", overlapTests},
 		{"Schedules", scheduleTests},
+		{"Names", nameTests},
 		{"Slots", slotTests},
 		{"Lease", leaseTests},
 		{"Fence", fenceTests},

@@ -288,6 +288,19 @@ func CheckCancelledBy(by string) error {
 	return nil
 }
 
+// CheckNameState rejects what PauseName and ResumeName refuse (ErrInvalid): an empty
+// name or one over store.MaxNameLen bytes, an empty by or one over
+// store.MaxCancelledBy bytes, text that is not UTF-8 or holds a NUL.
+func CheckNameState(name, by string) error {
+	switch {
+	case name == "" || len(name) > store.MaxNameLen || !store.CleanText(name):
+		return fmt.Errorf("name of %d bytes: want 1 to %d bytes of UTF-8 without NUL: %w", len(name), store.MaxNameLen, store.ErrInvalid)
+	case by == "" || len(by) > store.MaxCancelledBy || !store.CleanText(by):
+		return fmt.Errorf("by of %d bytes: want 1 to %d bytes of UTF-8 without NUL: %w", len(by), store.MaxCancelledBy, store.ErrInvalid)
+	}
+	return nil
+}
+
 // CancelAsked reports whether t, as read after a Cancel that changed nothing, is a
 // RUNNING task whose cancel was requested before: Cancel answers it, as asked.
 func CancelAsked(t *store.Task) bool {
