@@ -582,3 +582,43 @@ func ExampleScheduler_CompleteTx() {
 	// Output:
 	// SUCCEEDED refunds: 1
 }
+
+// Pausing a task name holds its tasks, on every scheduler sharing the store, until it
+// is resumed; other names run on.
+func ExampleScheduler_PauseName() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	ran := make(chan string, 2)
+	handle := func(ctx context.Context, t *ax.Task) error { ran <- t.Name; return nil }
+	s.HandleFunc("report", handle)
+	s.HandleFunc("mail", handle)
+	st, err := s.PauseName(ctx, "report", ax.WithActor("alice"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("report paused:", st.Paused, "by", st.ChangedBy)
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	if _, err := s.Delay(ctx, "report", "daily", 0); err != nil {
+		panic(err)
+	}
+	if _, err := s.Delay(ctx, "mail", "welcome", 10*time.Millisecond); err != nil { // due after the report
+		panic(err)
+	}
+	fmt.Println("ran:", <-ran) // the mail: the report waits
+	if _, err := s.ResumeName(ctx, "report", ax.WithActor("alice")); err != nil {
+		panic(err)
+	}
+	fmt.Println("ran:", <-ran)
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// report paused: true by alice
+	// ran: mail
+	// ran: report
+}
