@@ -32,9 +32,11 @@ type ActionBody struct {
 }
 
 // ActionResult is the answer of a mutating request that succeeded: the task as it is
-// after it (none for a schedule), and the audit record written for it.
+// after it (none for a schedule or a name), the name's state after a pause or resume
+// of a task name, and the audit record written for it.
 type ActionResult struct {
 	Task  *TaskView  `json:"task,omitempty"`
+	Name  *NameView  `json:"name,omitempty"`
 	Audit AuditEntry `json:"audit"`
 }
 
@@ -101,9 +103,11 @@ func readBody(r *http.Request, v any) error {
 	return fail(http.StatusBadRequest, "invalid", "the body could not be read")
 }
 
-// outcome is what an action did: the task before and after it (nil for a schedule).
+// outcome is what an action did: the task before and after it (nil for a schedule
+// or a name), or a task name's state after it.
 type outcome struct {
 	before, after *ax.Task
+	name          *ax.NameState
 }
 
 // action is one mutating route.
@@ -111,6 +115,7 @@ type action struct {
 	name        string // the audit log's action, e.g. "task.cancel"
 	needsReason bool
 	trigger     bool                         // counted by the actor's TriggerLimit
+	alone       bool                         // the change joins no transaction (a task name's pause): done, then recorded
 	target      func(r *http.Request) string // what the audit record names, from the path alone
 	// run does the action; in is the transaction it joins (nil: none), its audit
 	// record's too. A task's action sets task instead: run on the route's task.
@@ -196,6 +201,10 @@ func (h *Handler) act(pattern string, a action) {
 				v := taskOf(out.after)
 				res.Task = &v
 			}
+			if out.name != nil {
+				v := nameOf(*out.name)
+				res.Name = &v
+			}
 			writeJSON(w, http.StatusOK, res)
 		}
 	})
@@ -207,20 +216,23 @@ func (h *Handler) act(pattern string, a action) {
 // done); a refused or failed action is rolled back — a refusal wrote nothing anyway
 // — and its error returned, for the caller to record. A store without transactions
 // (the memory store) does the change, then writes the record: aerr is then an error
-// after the change.
+// after the change. So does an action alone (a task name's pause), on every store.
 func (h *Handler) perform(r *http.Request, a action, do func(ctx context.Context, in []ax.ActionOption) (outcome, error),
 	rec ax.AuditRecord) (out outcome, saved *ax.AuditRecord, err, aerr error) {
 	ctx := r.Context()
 	joined := false
-	txErr := h.s.InTx(ctx, func(ctx context.Context, tx any) error {
-		joined, saved, aerr = true, nil, nil
-		in := []ax.ActionOption{ax.WithTx(tx)}
-		if out, err = do(ctx, in); err != nil {
-			return err
-		}
-		saved, aerr = h.s.Audit(ctx, recorded(rec, a, out, nil), in...)
-		return aerr
-	})
+	txErr := ax.ErrUnsupported
+	if !a.alone {
+		txErr = h.s.InTx(ctx, func(ctx context.Context, tx any) error {
+			joined, saved, aerr = true, nil, nil
+			in := []ax.ActionOption{ax.WithTx(tx)}
+			if out, err = do(ctx, in); err != nil {
+				return err
+			}
+			saved, aerr = h.s.Audit(ctx, recorded(rec, a, out, nil), in...)
+			return aerr
+		})
+	}
 	switch {
 	case !joined && errors.Is(txErr, ax.ErrUnsupported):
 		if out, err = do(ctx, nil); err != nil {
@@ -377,6 +389,8 @@ func (h *Handler) routeActions() {
 		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
 			return outcome{}, h.s.ResumeSchedule(ctx, r.PathValue("name"), in...)
 		}})
+	h.act("POST /names/{name}/pause", h.nameAction("pause", h.s.PauseName))
+	h.act("POST /names/{name}/resume", h.nameAction("resume", h.s.ResumeName))
 	h.act("POST /schedules/{name}/trigger", action{name: "schedule.trigger", needsReason: true, trigger: true, target: scheduleTarget,
 		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
 			t, err := h.s.TriggerSchedule(ctx, r.PathValue("name"), in...)

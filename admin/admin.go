@@ -20,6 +20,7 @@
 //	GET  /tasks/{id}                 viewer: one task and its executions
 //	GET  /schedules                  viewer: the schedules, paused or not, with their next and last slots
 //	GET  /schedules/{name}           viewer: a schedule, its next 10 slots, and what became of its last 50 (ScheduleDetail)
+//	GET  /names                      viewer: the task names ever paused, paused now or not, with who changed them last and when (Names)
 //	GET  /cluster                    viewer: the leader, its epoch and lease, the live replicas, the last 20 leadership changes
 //	GET  /overview                   viewer: tasks per status, the queue's lag, the last hour's executions per minute, the leader, its epoch, the replicas (Overview)
 //	GET  /whoami                     viewer: the caller's actor and role, and what the handler allows (Whoami)
@@ -33,14 +34,16 @@
 //	POST /schedules/{name}/pause     operator: ax.PauseSchedule
 //	POST /schedules/{name}/resume    operator: ax.ResumeSchedule
 //	POST /schedules/{name}/trigger   operator, a reason: ax.TriggerSchedule (an occurrence now, marked manual)
+//	POST /names/{name}/pause         operator: ax.PauseName, by the caller (ax.WithActor): no claim takes the name's tasks
+//	POST /names/{name}/resume        operator: ax.ResumeName, by the caller
 //	GET  /audit                      admin: the audit log, newest first (actor, action, target, since, until, before_id, limit)
 //
 // A mutating route's body is an ActionBody: one JSON object of its fields, at most
 // MaxBody (1 MiB; larger is 413 too_large), or empty. It is read strictly: an
 // unknown member, a member given twice, one whose name matches a field only when
 // case is ignored ("Reason"), or anything after the object is 400 invalid. Its
-// answer is an ActionResult: the task after the call and the audit record written
-// for it. Every mutating call by a known token, allowed or refused, is one record in
+// answer is an ActionResult: the task after the call (or the task name's state) and
+// the audit record written for it. Every mutating call by a known token, allowed or refused, is one record in
 // the store's audit log (ax.Audit; ax_audit): actor, role, action, target, reason,
 // result, the task's status before and after, the execution a trigger claimed. On a
 // store that writes in transactions (every SQL store) the record is written in the
@@ -54,11 +57,13 @@
 // serve; a schedule's manual occurrence) is claimed after the commit, and the record
 // names no execution: the task's detail shows it. On a store without transactions
 // (the memory store) the record follows the change, and audit_failed means done but
-// unrecorded. Triggers are limited per actor (Config.Triggers; 429 rate_limited,
+// unrecorded. A task name's pause and resume join no transaction (ax.Scheduler.PauseName
+// takes none): on every store their record follows the change, as on the memory store.
+// Triggers are limited per actor (Config.Triggers; 429 rate_limited,
 // audited); Config.ReadOnly refuses every mutating route (403 read_only, audited).
 //
 // A record keeps what the request said, made safe for every store: in its target
-// (the path's task id or schedule name), reason and result, each invalid UTF-8
+// (the path's task id, schedule name or task name), reason and result, each invalid UTF-8
 // sequence and each NUL becomes U+FFFD, and a text over the store's bound
 // (store.MaxAuditText, store.MaxAuditReason) is cut at a rune boundary. The result
 // of a record so changed ends with a note naming the fields, " [sanitized: target,
@@ -401,6 +406,7 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	h.read("GET /tasks/{id}", Viewer, h.task)
 	h.read("GET /schedules", Viewer, h.schedules)
 	h.read("GET /schedules/{name}", Viewer, h.schedule)
+	h.read("GET /names", Viewer, h.names)
 	h.read("GET /cluster", Viewer, h.cluster)
 	h.read("GET /overview", Viewer, h.overview)
 	h.route("GET /whoami", Viewer, h.whoami) // the caller's own: never shared
@@ -408,7 +414,8 @@ func NewHandler(s *ax.Scheduler, cfg Config) (*Handler, error) {
 	// What no route takes, answered in JSON like the rest (the mux's own answers are
 	// plain text).
 	for path, allow := range map[string]string{"/health": "GET", "/tasks": "GET", "/tasks/{id}": "GET", "/schedules": "GET", "/schedules/{name}": "GET",
-		"/cluster": "GET", "/whoami": "GET", "/overview": "GET", "/audit": "GET", "/tasks/{id}/{action}": "POST", "/schedules/{name}/{action}": "POST"} { // /tasks/{id} also covers /tasks/counts
+		"/cluster": "GET", "/whoami": "GET", "/overview": "GET", "/audit": "GET", "/tasks/{id}/{action}": "POST", "/schedules/{name}/{action}": "POST",
+		"/names": "GET", "/names/{name}/{action}": "POST"} { // /tasks/{id} also covers /tasks/counts
 		h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")

@@ -111,6 +111,37 @@ func (c *Console) scheduleAction(w http.ResponseWriter, r *http.Request, v *view
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
+// nameAction is POST /names/{name}/{action}, pause or resume, and POST /names with
+// the name and the action in the form (a name typed in): the task name paused or
+// resumed, with the form's reason, through the admin API; then back to the names.
+func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
+	if !c.readForm(w, r) {
+		return
+	}
+	act, name := r.PathValue("action"), r.PathValue("name")
+	if act == "" {
+		act, name = r.PostForm.Get("action"), strings.TrimSpace(r.PostForm.Get("name"))
+	}
+	switch act {
+	case "pause", "resume":
+	default:
+		c.fail(w, r, http.StatusNotFound, "not_found", "no such action")
+		return
+	}
+	if name == "" {
+		c.fail(w, r, http.StatusBadRequest, "invalid", "give the task name")
+		return
+	}
+	if !reasoned(w, r, c, r.PostForm.Get("reason")) {
+		return
+	}
+	var res admin.ActionResult
+	if !c.send(w, r, "names/"+url.PathEscape(name)+"/"+act, admin.ActionBody{Reason: r.PostForm.Get("reason")}, &res) {
+		return
+	}
+	http.Redirect(w, r, v.Base+"/names?done="+act+"&audit="+strconv.FormatInt(res.Audit.ID, 10), http.StatusSeeOther)
+}
+
 // bulkData is the bulk pages': the action, the tasks it names (ids, or the filter),
 // and what the API answered.
 type bulkData struct {

@@ -85,7 +85,7 @@ func TestInBrowser(t *testing.T) {
 			l1 := lookup(t, s, "later", "l1")
 			for _, p := range []struct{ path, name string }{
 				{"/ax/", "overview"}, {"/ax/tasks", "tasks"}, {"/ax/tasks/" + itoa(l1.ID), "task"}, {"/ax/schedules", "schedules"},
-				{"/ax/schedules/nightly", "schedule"}, {"/ax/cluster", "cluster"}, {"/ax/audit", "audit"},
+				{"/ax/schedules/nightly", "schedule"}, {"/ax/names", "names"}, {"/ax/cluster", "cluster"}, {"/ax/audit", "audit"},
 			} {
 				visit(t, tab, site, p.path, name+"-"+p.name)
 			}
@@ -161,6 +161,25 @@ func TestInBrowser(t *testing.T) {
 				t.Errorf("the resumed schedule offers no pause")
 			}
 
+			// Pause the task name "later" and resume it, each with a reason.
+			tab.Navigate(site.srv.URL + "/ax/names")
+			tab.SetValue("form[action$='/names/later/pause'] input[name=reason]", "warehouse closed")
+			tab.Submit("form[action$='/names/later/pause'] input[name=reason]")
+			if got := tab.Text(".notice"); !strings.HasPrefix(got, "Paused.") || !tab.Exists("form[action$='/names/later/resume']") {
+				t.Fatalf("after the name's pause the page says %q, and offers a resume: %v", got, tab.Exists("form[action$='/names/later/resume']"))
+			}
+			inspect(t, tab, name+"-names-paused")
+			tab.SetValue("form[action$='/names/later/resume'] input[name=reason]", "warehouse open")
+			tab.Submit("form[action$='/names/later/resume'] input[name=reason]")
+			if !tab.Exists("form[action$='/names/later/pause']") {
+				t.Errorf("the resumed name offers no pause")
+			}
+			for _, a := range []string{"name.pause", "name.resume"} {
+				if recs := audited(t, s, ax.AuditQuery{Action: a, Target: "name later"}); len(recs) != 1 || recs[0].Result != "ok" || recs[0].Actor != "admin" {
+					t.Errorf("%s: records %+v", a, recs)
+				}
+			}
+
 			// A viewer sees no action; its forged POST is refused.
 			viewer := b.Tab(t)
 			signInTab(t, viewer, site, admin.Viewer)
@@ -228,7 +247,7 @@ func TestInBrowserWithoutJavaScript(t *testing.T) {
 	site := newSite(t, s, admin.Config{})
 	tab := b.Tab(t, browsertest.WithoutJavaScript())
 	signInTab(t, tab, site, admin.Operator)
-	for _, p := range []string{"/ax/", "/ax/schedules", "/ax/cluster"} {
+	for _, p := range []string{"/ax/", "/ax/schedules", "/ax/names", "/ax/cluster"} {
 		visit(t, tab, site, p, "nojs-"+strings.Trim(strings.ReplaceAll(p, "/", "-"), "-"))
 	}
 	tab.Navigate(site.srv.URL + "/ax/tasks")
@@ -265,6 +284,17 @@ func TestInBrowserWithoutJavaScript(t *testing.T) {
 	if !tab.Exists("#resume-reason") {
 		t.Errorf("the schedule was not paused without JavaScript")
 	}
+	// A task name typed in, paused with a plain form.
+	tab.Navigate(site.srv.URL + "/ax/names")
+	tab.SetValue("#pause-name-name", "invoice.send")
+	tab.SetValue("#pause-name-reason", "no script")
+	tab.Submit("#pause-name")
+	if !tab.Exists("form[action$='/names/invoice.send/resume']") {
+		t.Errorf("the name was not paused without JavaScript")
+	}
+	if ns, err := s.Names(context.Background()); err != nil || len(ns) != 1 || !ns[0].Paused || ns[0].ChangedBy != "operator" {
+		t.Errorf("the names after the pause without JavaScript: %+v, %v", ns, err)
+	}
 	if errs := tab.Errors(); len(errs) > 0 {
 		t.Errorf("the pages logged errors: %q", errs)
 	}
@@ -281,7 +311,7 @@ func TestInBrowserDarkMode(t *testing.T) {
 	inspect(t, tab, "dark-signin")
 	signInTab(t, tab, site, admin.Admin)
 	l1 := lookup(t, s, "later", "l1")
-	for _, p := range []string{"/ax/", "/ax/tasks", "/ax/tasks/" + itoa(l1.ID), "/ax/schedules", "/ax/schedules/nightly", "/ax/cluster", "/ax/audit"} {
+	for _, p := range []string{"/ax/", "/ax/tasks", "/ax/tasks/" + itoa(l1.ID), "/ax/schedules", "/ax/schedules/nightly", "/ax/names", "/ax/cluster", "/ax/audit"} {
 		visit(t, tab, site, p, "dark"+strings.ReplaceAll(p, "/", "-"))
 	}
 	var bg string
@@ -301,7 +331,7 @@ func TestInBrowserMobile(t *testing.T) {
 	tab := b.Tab(t, browsertest.WithMobile())
 	signInTab(t, tab, site, admin.Admin)
 	l1 := lookup(t, s, "later", "l1")
-	for _, p := range []string{"/ax/", "/ax/tasks", "/ax/tasks/" + itoa(l1.ID), "/ax/schedules/nightly", "/ax/cluster", "/ax/audit"} {
+	for _, p := range []string{"/ax/", "/ax/tasks", "/ax/tasks/" + itoa(l1.ID), "/ax/schedules/nightly", "/ax/names", "/ax/cluster", "/ax/audit"} {
 		visit(t, tab, site, p, "mobile"+strings.ReplaceAll(p, "/", "-"))
 		var wide bool
 		tab.Eval(`document.documentElement.scrollWidth > window.innerWidth + 1`, &wide)

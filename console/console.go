@@ -1,6 +1,6 @@
 // Package console serves ax's web console: pages to see and steer a scheduler —
 // an overview, the tasks with bulk actions, each task's attempts, the schedules,
-// the cluster and the audit log — as an http.Handler the service mounts beside the
+// the task names (paused or not), the cluster and the audit log — as an http.Handler the service mounts beside the
 // admin API, at any prefix:
 //
 //	api, err := admin.NewHandler(s, admin.Config{Tokens: tokens})
@@ -39,7 +39,8 @@
 // Ax-Shared header): each view is read from the store at most once per interval in
 // the process, however many tabs and users watch it, and forgotten when a change is
 // made through the handler, so that whoever made it sees it at once. Views are the
-// route and its query string: a page of tasks, a task, the schedules, the cluster.
+// route and its query string: a page of tasks, a task, the schedules, the names, the
+// cluster.
 //
 // # Pages without JavaScript
 //
@@ -106,7 +107,7 @@ func New(api *admin.Handler, cfg Config) (*Console, error) {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	for _, page := range []string{"signin", "overview", "tasks", "task", "bulk", "schedules", "schedule", "cluster", "audit", "error"} {
+	for _, page := range []string{"signin", "overview", "tasks", "task", "bulk", "schedules", "schedule", "names", "cluster", "audit", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ax: console: template %s: %w", page, err)
@@ -155,6 +156,9 @@ func (c *Console) routes() {
 	c.page("GET /schedules", c.schedules)
 	c.page("GET /schedules/{name}", c.schedule)
 	c.page("POST /schedules/{name}/{action}", c.scheduleAction)
+	c.page("GET /names", c.names)
+	c.page("POST /names", c.nameAction)
+	c.page("POST /names/{name}/{action}", c.nameAction)
 	c.page("GET /cluster", c.cluster)
 	c.page("GET /audit", c.audit)
 	c.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

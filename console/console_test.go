@@ -223,7 +223,7 @@ func audited(t *testing.T, s *ax.Scheduler, q ax.AuditQuery) []ax.AuditRecord {
 }
 
 // pages are the console's pages a signed-in caller visits.
-var pages = []string{"/ax/", "/ax/tasks", "/ax/tasks?status=FAILED&order=soonest", "/ax/schedules", "/ax/schedules/nightly", "/ax/cluster"}
+var pages = []string{"/ax/", "/ax/tasks", "/ax/tasks?status=FAILED&order=soonest", "/ax/schedules", "/ax/schedules/nightly", "/ax/names", "/ax/cluster"}
 
 // The main flows, on each SQL store: sign in, every page, cancel with a reason and
 // its audit record, a bulk retry by filter after the count preview, a schedule paused,
@@ -487,5 +487,82 @@ func TestScheduleNamesStayInTheirSegment(t *testing.T) {
 	}
 	if got := lookup(t, s, "job", "k"); got.Status != ax.Scheduled || got.ID != task.ID {
 		t.Errorf("a schedule's pause reached task %d: %s", got.ID, got.Status)
+	}
+}
+
+// The names page, on each SQL store: the names the replicas handle, each with a
+// pause form for an operator; a name paused with a reason (its record names the
+// operator), then shown paused with a resume form; a name typed in paused; a
+// reason is required; a viewer sees no form and its forged POST is refused and
+// recorded; a resumed name's tasks run again.
+func TestConsoleNames(t *testing.T) {
+	t.Parallel()
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := seeded(t, open(t))
+			site := newSite(t, s, admin.Config{})
+			op := site.browser(t).signIn(admin.Operator)
+
+			body := op.get("/ax/names", http.StatusOK)
+			for _, n := range []string{"fail", "later", "nightly"} {
+				if !strings.Contains(body, `action="/ax/names/`+n+`/pause"`) {
+					t.Errorf("the names page offers no pause of %q", n)
+				}
+			}
+			op.post("/ax/names/later/pause", url.Values{}, http.StatusBadRequest) // no reason
+			_, h := op.post("/ax/names/later/pause", url.Values{"reason": {"warehouse closed"}}, http.StatusSeeOther)
+			if loc := h.Get("Location"); !strings.HasPrefix(loc, "/ax/names?done=pause&audit=") {
+				t.Errorf("after the pause, sent to %q", loc)
+			}
+			body = op.get(h.Get("Location"), http.StatusOK)
+			if !strings.Contains(body, "Paused.") || !strings.Contains(body, `action="/ax/names/later/resume"`) ||
+				strings.Contains(body, `action="/ax/names/later/pause"`) {
+				t.Errorf("the names page after the pause does not show later paused, with a resume")
+			}
+			if recs := audited(t, s, ax.AuditQuery{Action: "name.pause", Target: "name later"}); len(recs) != 1 ||
+				recs[0].Reason != "warehouse closed" || recs[0].Actor != "operator" || recs[0].Result != "ok" {
+				t.Errorf("the pause's audit records: %+v", recs)
+			}
+			if ns, err := s.Names(context.Background()); err != nil || len(ns) != 1 || !ns[0].Paused || ns[0].ChangedBy != "operator" {
+				t.Errorf("the names after the pause: %+v, %v; want later paused by operator", ns, err)
+			}
+
+			// A name no replica handles, typed in.
+			op.post("/ax/names", url.Values{"action": {"pause"}, "name": {"invoice.send"}, "reason": {"not yet"}}, http.StatusSeeOther)
+			if body := op.get("/ax/names", http.StatusOK); !strings.Contains(body, `action="/ax/names/invoice.send/resume"`) ||
+				!strings.Contains(body, "no live handler") {
+				t.Errorf("the typed-in name is not listed paused")
+			}
+			op.post("/ax/names", url.Values{"action": {"pause"}, "name": {" "}, "reason": {"x"}}, http.StatusBadRequest)
+
+			// A viewer sees no form; its forged POST is refused and recorded.
+			viewer := site.browser(t).signIn(admin.Viewer)
+			if body := viewer.get("/ax/names", http.StatusOK); strings.Contains(body, `method="post" action="/ax/names`) || !strings.Contains(body, "paused") {
+				t.Errorf("a viewer is offered name actions, or not shown the pause")
+			}
+			viewer.post("/ax/names/later/resume", url.Values{"reason": {"forged"}}, http.StatusForbidden)
+			if recs := audited(t, s, ax.AuditQuery{Actor: "viewer", Action: "name.resume"}); len(recs) != 1 || !strings.HasPrefix(recs[0].Result, "forbidden") {
+				t.Errorf("the forged resume's record: %+v", recs)
+			}
+
+			// Paused, a due task of later waits; resumed, it runs.
+			if _, err := s.Delay(context.Background(), "later", "now", 0); err != nil {
+				t.Fatal(err)
+			}
+			other, err := s.Delay(context.Background(), "nightly", "now", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the task of an active name SUCCEEDED", func() bool { return lookup(t, s, "nightly", "now").Status == ax.Succeeded })
+			if got := lookup(t, s, "later", "now"); got.Status != ax.Scheduled {
+				t.Errorf("a paused name's due task is %s beside task %d, which ran", got.Status, other.ID)
+			}
+			op.post("/ax/names/later/resume", url.Values{"reason": {"warehouse open"}}, http.StatusSeeOther)
+			eventually(t, "the resumed name's task SUCCEEDED", func() bool { return lookup(t, s, "later", "now").Status == ax.Succeeded })
+			if recs := audited(t, s, ax.AuditQuery{Action: "name.resume", Target: "name later", Actor: "operator"}); len(recs) != 1 || recs[0].Result != "ok" {
+				t.Errorf("the resume's records: %+v", recs)
+			}
+		})
 	}
 }

@@ -143,8 +143,10 @@ func hostileSite(t *testing.T, st ax.Store) (*hostileSet, *browser, []string) {
 	b.post("/ax/tasks/"+itoa(ids[0])+"/cancel", url.Values{"reason": {evil}}, http.StatusSeeOther)
 	b.post("/ax/tasks/"+itoa(failed.ID)+"/retry", url.Values{"reason": {evil}}, http.StatusSeeOther)
 	b.do(http.MethodPost, "/ax/tasks/"+itoa(ids[1])+"/retry", url.Values{"reason": {evil}}) // refused: audited with its reason
+	b.post("/ax/names", url.Values{"action": {"pause"}, "name": {hostile[0]}, "reason": {evil}}, http.StatusSeeOther)
+	b.post("/ax/names/"+url.PathEscape(hostile[2])+"/pause", url.Values{"reason": {evil}}, http.StatusSeeOther)
 
-	paths := []string{"/ax/", "/ax/tasks", "/ax/schedules", "/ax/cluster", "/ax/audit",
+	paths := []string{"/ax/", "/ax/tasks", "/ax/schedules", "/ax/names", "/ax/cluster", "/ax/audit",
 		"/ax/schedules/" + url.PathEscape(`sched<script>alert(5)</script>"x`),
 		"/ax/tasks?name=" + url.QueryEscape(hostile[0]) + "&key_prefix=" + url.QueryEscape(hostile[1]),
 		"/ax/audit?actor=" + url.QueryEscape(hostile[2]),

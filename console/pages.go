@@ -337,6 +337,57 @@ func (c *Console) schedule(w http.ResponseWriter, r *http.Request, v *view) {
 	c.render(w, r, "schedule", v)
 }
 
+// namesData is the names page's.
+type namesData struct {
+	Names       []nameRow
+	Done        string
+	DoneAuditID string
+}
+
+// nameRow is one task name on the names page: its state, and whether a live
+// replica has a handler for it.
+type nameRow struct {
+	admin.NameView
+	Handled bool
+}
+
+// names is GET /names: the task names the console knows — those a live replica
+// handles and those ever paused — with their state, and pause and resume.
+func (c *Console) names(w http.ResponseWriter, r *http.Request, v *view) {
+	v.Title, v.Nav = "Names", "names"
+	live(r, v)
+	var ns admin.Names
+	if !c.read(w, r, "names", "", &ns) {
+		return
+	}
+	var cl admin.ClusterView
+	if !c.read(w, r, "cluster", "", &cl) {
+		return
+	}
+	byName := map[string]*nameRow{}
+	var d namesData
+	for _, n := range ns.Names {
+		d.Names = append(d.Names, nameRow{NameView: n})
+	}
+	for i := range d.Names {
+		byName[d.Names[i].Name] = &d.Names[i]
+	}
+	for _, node := range cl.Nodes {
+		for _, h := range node.Handlers {
+			if row, ok := byName[h]; ok {
+				row.Handled = true
+				continue
+			}
+			d.Names = append(d.Names, nameRow{NameView: admin.NameView{Name: h}, Handled: true})
+			byName[h] = &d.Names[len(d.Names)-1]
+		}
+	}
+	slices.SortFunc(d.Names, func(a, b nameRow) int { return strings.Compare(a.Name, b.Name) })
+	d.Done, d.DoneAuditID = doneText(r.URL.Query().Get("done")), r.URL.Query().Get("audit")
+	v.Data = d
+	c.render(w, r, "names", v)
+}
+
 // clusterData is the cluster page's.
 type clusterData struct {
 	admin.ClusterView

@@ -75,6 +75,24 @@ func scheduleAction(ctx context.Context, action string, args []string, stdout, s
 	return api.act(ctx, command, "/schedules/"+url.PathEscape(name)+"/"+action, admin.ActionBody{Reason: *reason}, stdout, stderr)
 }
 
+// nameAction is `ax names pause|resume NAME`.
+func nameAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
+	command := "names " + action
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	var api apiFlags
+	api.register(fs)
+	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [flags]\n\nCalls POST /names/NAME/%s and prints the name's state after it.\n\nflags:\n", command, action)
+		fs.PrintDefaults()
+	}
+	name, code, ok := firstArg(fs, command, "task name", args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	return api.act(ctx, command, "/names/"+url.PathEscape(name)+"/"+action, admin.ActionBody{Reason: *reason}, stdout, stderr)
+}
+
 // firstArg reads the command's operand, which comes first, then its flags.
 func firstArg(fs *flag.FlagSet, command, what string, args []string, stdout, stderr io.Writer) (string, int, bool) {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -132,6 +150,9 @@ func (a *apiFlags) act(ctx context.Context, command, path string, body admin.Act
 		}
 	} else {
 		fmt.Fprintf(tw, "target:\t%s\n", res.Audit.Target)
+	}
+	if n := res.Name; n != nil {
+		fmt.Fprintf(tw, "state:\t%s\n", nameState(*n))
 	}
 	fmt.Fprintf(tw, "audit:\t%d (%s by %s)\n", res.Audit.ID, res.Audit.Action, res.Audit.Actor)
 	tw.Flush()

@@ -35,6 +35,7 @@ var commands = []command{
 	{name: "serve", summary: "serve the admin API and /metrics for a store: an operations node, which runs no handlers", run: runServe},
 	{name: "tasks", summary: "find tasks and act on them (cancel, retry, trigger, reschedule) through an admin API (--server, AX_TOKEN)", run: runTasks},
 	{name: "schedules", summary: "list, pause, resume and trigger schedules through an admin API (--server, AX_TOKEN)", run: runSchedules},
+	{name: "names", summary: "list, pause and resume task names through an admin API (--server, AX_TOKEN)", run: runNames},
 	{name: "version", summary: "print the version of ax, of Go, and the schema version of each store", run: runVersion},
 }
 

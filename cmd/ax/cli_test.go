@@ -328,8 +328,24 @@ func TestTasksCommands(t *testing.T) {
 		{[]string{"tasks", "show"}, exitUsage, []string{"missing task ID"}},
 		{append([]string{"tasks", "list", "extra"}, api...), exitUsage, []string{`unexpected argument "extra"`}},
 		{[]string{"schedules"}, exitUsage, []string{"missing action: want list, pause, resume or trigger"}},
+		{append([]string{"names", "pause", "order.close"}, api...), exitFail, []string{"forbidden (403)"}},
+		{append([]string{"names", "pause", "order.close", "--reason", "warehouse closed"}, op...), exitOK,
+			[]string{"target:", "name order.close", "state:", "paused", "name.pause by oncall"}},
+		{append([]string{"names", "list"}, api...), exitOK, []string{"NAME", "CHANGED BY", "order.close  paused  oncall"}},
+		{append([]string{"names", "list", "--json"}, api...), exitOK, []string{`"names":[{"name":"order.close","paused":true,"changed_by":"oncall"`}},
+		{append([]string{"names", "resume", "order.close", "--json"}, op...), exitOK, []string{`"action":"name.resume"`, `"paused":false`}},
+		{append([]string{"names", "pause", strings.Repeat("n", ax.MaxNameLen+1)}, op...), exitFail, []string{"invalid (400)"}},
+		{[]string{"names"}, exitUsage, []string{"missing action: want list, pause or resume"}},
+		{[]string{"names", "pause"}, exitUsage, []string{"missing task name"}},
+		{[]string{"names", "stop", "x"}, exitUsage, []string{`unknown action "stop"`}},
+		{[]string{"names", "pause", "-h"}, exitOK, []string{"usage: ax names pause NAME", "-reason"}},
 		{[]string{"tasks", "list", "-h"}, exitOK, []string{"-key-prefix"}},
 	})
+	recs, err := s.AuditLog(context.Background(), ax.AuditQuery{Target: "name order.close", Limit: 10})
+	if err != nil || len(recs) != 3 || recs[0].Action != "name.resume" || recs[1].Reason != "warehouse closed" || recs[1].Actor != "oncall" ||
+		!strings.HasPrefix(recs[2].Result, "forbidden") {
+		t.Errorf("the names commands' audit records, newest first: %+v, %v; want the resume, the pause, the viewer's refused pause", recs, err)
+	}
 }
 
 // TestTasksBulkCommands: ax tasks cancel|retry|trigger without an ID act on many tasks,

@@ -363,3 +363,59 @@ flags of list:
 		tw.Flush()
 	})
 }
+
+// runNames is `ax names list|pause|resume`.
+func runNames(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("names list", flag.ContinueOnError)
+	var api apiFlags
+	api.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: ax names list [flags]                 the task names ever paused, paused now or not
+       ax names pause NAME [--reason R]     no replica claims the name's tasks until it is resumed
+       ax names resume NAME [--reason R]    its waiting tasks run again, in due order
+
+flags of list:
+`)
+		fs.PrintDefaults()
+	}
+	const actions = "list, pause or resume"
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		code, _ := parseFlags(fs, args[:1], stdout, stderr)
+		return code
+	case len(args) == 0:
+		fmt.Fprintf(stderr, "ax names: missing action: want %s\n\n", actions)
+		fs.Usage()
+		return exitUsage
+	case args[0] == "pause" || args[0] == "resume":
+		return nameAction(ctx, args[0], args[1:], stdout, stderr)
+	case args[0] != "list":
+		fmt.Fprintf(stderr, "ax names: unknown action %q (it comes first, before the flags): want %s\n\n", args[0], actions)
+		fs.Usage()
+		return exitUsage
+	}
+	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+		return code
+	}
+	var out admin.Names
+	return api.show(ctx, "names list", "/names", nil, &out, stdout, stderr, func(w io.Writer) {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "NAME\tSTATE\tCHANGED BY\tCHANGED AT")
+		for _, n := range out.Names {
+			at := ""
+			if n.ChangedAt != nil {
+				at = n.ChangedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, nameState(n), n.ChangedBy, at)
+		}
+		tw.Flush()
+	})
+}
+
+// nameState is "paused" or "active".
+func nameState(n admin.NameView) string {
+	if n.Paused {
+		return "paused"
+	}
+	return "active"
+}

@@ -1,0 +1,57 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/axsched/ax"
+)
+
+// NameView is a task name's state as the API shows it (ax.NameState): whether it
+// is paused, who paused or resumed it last, and when.
+type NameView struct {
+	Name      string     `json:"name"`
+	Paused    bool       `json:"paused"`
+	ChangedBy string     `json:"changed_by,omitempty"`
+	ChangedAt *time.Time `json:"changed_at,omitempty"`
+}
+
+// Names is the answer of GET /names: every task name of the namespace ever paused,
+// paused now or not, by name.
+type Names struct {
+	Names []NameView `json:"names"`
+}
+
+// names is GET /names.
+func (h *Handler) names(w http.ResponseWriter, r *http.Request, _ caller) {
+	ns, err := h.s.Names(r.Context())
+	if err != nil {
+		h.writeErr(w, r, err)
+		return
+	}
+	out := Names{Names: make([]NameView, len(ns))}
+	for i, n := range ns {
+		out.Names[i] = nameOf(n)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// nameOf is n as the API shows it.
+func nameOf(n ax.NameState) NameView {
+	return NameView{Name: n.Name, Paused: n.Paused, ChangedBy: n.ChangedBy, ChangedAt: optTime(n.ChangedAt)}
+}
+
+func nameTarget(r *http.Request) string { return "name " + r.PathValue("name") }
+
+// nameAction is the action that pauses or resumes the path's task name with set
+// (ax.Scheduler.PauseName, ResumeName), as the caller. A name's pause joins no
+// transaction: it is done, then recorded (see action.alone).
+func (h *Handler) nameAction(verb string,
+	set func(ctx context.Context, name string, opts ...ax.NameOption) (*ax.NameState, error)) action {
+	return action{name: "name." + verb, target: nameTarget, alone: true,
+		run: func(ctx context.Context, r *http.Request, b ActionBody, _ []ax.ActionOption) (outcome, error) {
+			st, err := set(ctx, r.PathValue("name"), ax.WithActor(b.actor))
+			return outcome{name: st}, err
+		}}
+}
