@@ -103,7 +103,8 @@ type ChildConfig struct {
 	// those tasks to another replica.
 	NoHandler bool
 	// EffectTx makes TaskName's handler write its effect, a row of EffectsTable, in
-	// a transaction of its own on the store's database: it inserts the row, waits half
+	// a transaction of its own on the store's database (a pool of its own, of
+	// Concurrency + 2 connections, at most 18: set Concurrency): it inserts the row, waits half
 	// of HandlerDuration (rolling back if its context ends), checks its context, works
 	// for the other half — the window between a handler's last check and its commit —
 	// and commits. With CompleteTx it also completes the task in that transaction
@@ -282,12 +283,14 @@ func runChild(raw string, out *childproc.Writer) error {
 	}
 	if cfg.EffectTx {
 		// The application's own pool on the store's database, as large as the
-		// handlers are many: the store's pool is for the scheduler.
+		// handlers are many (Concurrency, which such a test sets small: every
+		// connection counts against the server's max_connections, shared by the
+		// tests running in parallel); the store's pool is for the scheduler.
 		pc, err := pgxpool.ParseConfig(cfg.PostgresDSN)
 		if err != nil {
 			return err
 		}
-		pc.MaxConns = int32(max(cfg.Concurrency, ax.DefaultConcurrency)) + 2
+		pc.MaxConns = int32(min(cfg.Concurrency, 16)) + 2
 		app, err := pgxpool.NewWithConfig(ctx, pc)
 		if err != nil {
 			return err

@@ -28,7 +28,8 @@ func TestEffectsCommitWithTheirTask(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	cfg := timings()
-	cfg.HandlerDuration, cfg.EffectTx, cfg.CompleteTx = 400*time.Millisecond, true, true
+	cfg.HandlerDuration, cfg.EffectTx, cfg.CompleteTx = 300*time.Millisecond, true, true
+	cfg.Concurrency = 8 // and 10 connections of each replica's own pool
 	c := newCluster(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -37,9 +38,9 @@ func TestEffectsCommitWithTheirTask(t *testing.T) {
 	}
 	c.start(3)
 	leader, epoch := c.waitLeader(20 * time.Second)
-	l := startLoad(t, c.st, 800, 4, 100*time.Millisecond, 300*time.Millisecond)
+	l := startLoad(t, c.st, 400, 2, 100*time.Millisecond, 300*time.Millisecond)
 	for range 2 {
-		waitUntil(t, 20*time.Second, leader.Node()+" runs 10 tasks at once", func() bool { return len(c.inFlight(leader)) >= 10 })
+		waitUntil(t, 20*time.Second, leader.Node()+" runs 4 tasks at once", func() bool { return len(c.inFlight(leader)) >= 4 })
 		stoppedAt, err := leader.Stop()
 		if err != nil {
 			t.Fatal(err)
