@@ -15,8 +15,11 @@ import (
 // (pausedName).
 
 // pausedName is true, in a statement over ax_tasks, when the row's name is paused in
-// its namespace: one probe of ax_names' primary key.
-const pausedName = `EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name AND p.paused)`
+// its namespace: one probe of ax_names' primary key per row, made only when some name
+// is paused — the first EXISTS does not depend on the row, and SQLite evaluates it
+// once per statement.
+const pausedName = `(EXISTS (SELECT 1 FROM ax_names WHERE paused)
+	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name AND p.paused))`
 
 const nameSQL = `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
 
