@@ -313,6 +313,7 @@ func TestTasksCommands(t *testing.T) {
 		{append([]string{"tasks", "cancel", id(0)}, api...), exitFail, []string{"forbidden (403)"}},
 		{append([]string{"tasks", "cancel", id(0), "--reason", "paid"}, op...), exitOK, []string{"status:", "CANCELLED", "audit:", "task.cancel by oncall"}},
 		{append([]string{"tasks", "cancel", id(0)}, op...), exitFail, []string{"conflict (409)"}},
+		{append([]string{"tasks", "show", id(0)}, api...), exitOK, []string{"status:", "CANCELLED", "cancel:", "asked by oncall at "}},
 		{append([]string{"tasks", "reschedule", id(1), "--at", "2h", "--reason", "the customer asked"}, op...), exitOK, []string{"SCHEDULED", "task.reschedule"}},
 		{append([]string{"tasks", "reschedule", id(1), "--at", "2h"}, op...), exitFail, []string{"invalid (400)", "needs a reason"}},
 		{append([]string{"tasks", "trigger", id(2), "--reason", "compensation", "--json"}, op...), exitOK, []string{`"action":"task.trigger"`, `"status_after":"SCHEDULED"`}}, // handed over: it runs no order.close

@@ -279,9 +279,17 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if t.Superseded {
 			status += " (superseded: a newer task has its key)"
 		}
-		for _, row := range [][2]string{{"id", fmt.Sprint(t.ID)}, {"name", t.Name}, {"key", t.Key}, {"status", status},
+		rows := [][2]string{{"id", fmt.Sprint(t.ID)}, {"name", t.Name}, {"key", t.Key}, {"status", status},
 			{"due", t.DueAt.Format(time.RFC3339Nano)}, {"attempt", fmt.Sprintf("%d of %d retries", t.Attempt, t.MaxRetry)},
-			{"snoozes", fmt.Sprint(t.Snoozes)}, {"owner", t.OwnerService}, {"last error", t.LastError}} {
+			{"snoozes", fmt.Sprint(t.Snoozes)}, {"owner", t.OwnerService}, {"last error", t.LastError}}
+		if t.CancelledBy != "" && t.CancelRequestedAt != nil {
+			cancel := "asked by " + t.CancelledBy + " at " + t.CancelRequestedAt.Format(time.RFC3339Nano)
+			if t.Status == "RUNNING" {
+				cancel += ": its handler is being stopped"
+			}
+			rows = append(rows, [2]string{"cancel", cancel})
+		}
+		for _, row := range rows {
 			fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 		}
 		tw.Flush()
