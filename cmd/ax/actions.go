@@ -59,38 +59,32 @@ func taskAction(ctx context.Context, action string, args []string, stdout, stder
 
 // scheduleAction is `ax schedules pause|resume|trigger NAME`.
 func scheduleAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
-	command := "schedules " + action
-	fs := flag.NewFlagSet(command, flag.ContinueOnError)
-	var api apiFlags
-	api.register(fs)
-	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`; required to trigger)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [flags]\n\nCalls POST /schedules/NAME/%s.\n\nflags:\n", command, action)
-		fs.PrintDefaults()
-	}
-	name, code, ok := firstArg(fs, command, "schedule name", args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	return api.act(ctx, command, "/schedules/"+url.PathEscape(name)+"/"+action, admin.ActionBody{Reason: *reason}, stdout, stderr)
+	return namedAction(ctx, "schedules", action, "schedule name", "why, recorded in the audit log (`TEXT`; required to trigger)", "", args, stdout, stderr)
 }
 
 // nameAction is `ax names pause|resume NAME`.
 func nameAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) int {
-	command := "names " + action
+	return namedAction(ctx, "names", action, "task name", "why, recorded in the audit log (`TEXT`)", " and prints the name's state after it", args, stdout, stderr)
+}
+
+// namedAction is `ax RESOURCE ACTION NAME [--reason R]`: POST /RESOURCE/NAME/ACTION
+// through the admin API. what names the operand in errors; reasonHelp is the flag's
+// help, and usageMore ends the usage's sentence.
+func namedAction(ctx context.Context, resource, action, what, reasonHelp, usageMore string, args []string, stdout, stderr io.Writer) int {
+	command := resource + " " + action
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	var api apiFlags
 	api.register(fs)
-	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`)")
+	reason := fs.String("reason", "", reasonHelp)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [flags]\n\nCalls POST /names/NAME/%s and prints the name's state after it.\n\nflags:\n", command, action)
+		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [flags]\n\nCalls POST /%s/NAME/%s%s.\n\nflags:\n", command, resource, action, usageMore)
 		fs.PrintDefaults()
 	}
-	name, code, ok := firstArg(fs, command, "task name", args, stdout, stderr)
+	name, code, ok := firstArg(fs, command, what, args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	return api.act(ctx, command, "/names/"+url.PathEscape(name)+"/"+action, admin.ActionBody{Reason: *reason}, stdout, stderr)
+	return api.act(ctx, command, "/"+resource+"/"+url.PathEscape(name)+"/"+action, admin.ActionBody{Reason: *reason}, stdout, stderr)
 }
 
 // firstArg reads the command's operand, which comes first, then its flags.
