@@ -87,11 +87,17 @@ func (s *Store) ResumeName(ctx context.Context, name, by string) (*store.NameSta
 		if err != nil {
 			return err
 		}
-		for i, id := range ids {
-			if n != 1 {
-				break
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE ax_tasks SET seq = ? WHERE id = ? AND status = 'SCHEDULED'`, seq+int64(i), id); err != nil {
+		if n == 1 {
+			if err := chunks(len(ids), func(lo, hi int) error {
+				seqs := make([]any, hi-lo)
+				for k := range seqs {
+					seqs[k] = seq + int64(lo+k)
+				}
+				set, args := caseID(ids[lo:hi], seqs, "")
+				_, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET seq = `+set+`
+					WHERE id IN (`+marks(hi-lo)+`) AND status = 'SCHEDULED'`, append(args, int64s(ids[lo:hi])...)...)
+				return err
+			}); err != nil {
 				return err
 			}
 		}
