@@ -102,7 +102,9 @@ type TaskWriter interface {
 	// one. From FAILED, Attempt grows by one. It returns ErrNotFound, or the unchanged task
 	// with ErrNotTriggerable — also when the task's key is held (Overlap skip or
 	// queue, as in Claim), with an error naming the task holding it, and when the
-	// task is Superseded.
+	// task is Superseded. A task whose name has a concurrency limit is not moved to
+	// DISPATCHING, which could exceed the limit: Trigger makes it due as MakeDue does
+	// and returns it SCHEDULED, for a claim to apply the limit.
 	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)
 
 	// MakeDue makes the SCHEDULED or FAILED task due now by the store's clock,
@@ -164,6 +166,16 @@ type Queue interface {
 	// A due task whose name is paused (NameKeeper) is left SCHEDULED and reported
 	// Paused, whatever its key: the check is part of the claiming write, so a Claim
 	// that begins after PauseName returned claims none of the name's tasks.
+	//
+	// A due task whose name has a concurrency limit n (NameKeeper.SetConcurrency) is
+	// claimed only while fewer than n tasks of the name are DISPATCHING or RUNNING in
+	// the namespace, counting those the call claims, which are the first in (DueAt, ID)
+	// order; the others are left SCHEDULED and reported Limited, with n. The check is
+	// part of the claiming write, serialised per name: concurrent Claims, in any number
+	// of processes, never leave more than n tasks of the name DISPATCHING or RUNNING.
+	// A limited name's tasks are claimed DISPATCHING, never started by ClaimStart. A
+	// task whose key restricts it (below) must also find its key free: a held key
+	// decides first (skipped or Blocked), then the name's limit.
 	//
 	// A due task with a TaskKey and Overlap skip or queue is claimed only if no other
 	// task with that key is DISPATCHING or RUNNING, and of several such tasks in one
@@ -282,9 +294,11 @@ type ScheduleKeeper interface {
 }
 
 // NameKeeper keeps what operators set per task name in a namespace (ax_names): whether
-// the name is paused. A paused name's due tasks are not claimed: Claim leaves them
-// SCHEDULED and reports them Paused, so they wait, and count as late, until the name
-// is resumed. Trigger, an operator's own act, is not held back.
+// the name is paused, and its concurrency limit. A paused name's due tasks are not
+// claimed: Claim leaves them SCHEDULED and reports them Paused, so they wait, and
+// count as late, until the name is resumed. Trigger, an operator's own act, is not
+// held back. A limited name's tasks are claimed only while it has a free slot (see
+// Claim).
 type NameKeeper interface {
 	// PauseName pauses the task name in the view's namespace, recording by (who
 	// asked) and the store's time, and returns its state. Every Claim that begins
@@ -302,8 +316,16 @@ type NameKeeper interface {
 	// never paused). Invalid input is ErrInvalid, as for PauseName.
 	ResumeName(ctx context.Context, name, by string) (*NameState, error)
 
+	// SetConcurrency sets the name's concurrency limit to n (0: none), recording by and
+	// the store's time, and returns its state. Every Claim that begins after it
+	// returns applies it. Lowering a limit below the tasks in flight stops nothing: no
+	// task of the name is claimed until fewer than n are. Setting the limit it has
+	// changes nothing. n below 0 or above MaxConcurrency, or invalid text as for
+	// PauseName, is ErrInvalid.
+	SetConcurrency(ctx context.Context, name string, n int, by string) (*NameState, error)
+
 	// Names returns the state of every name of the view's namespace that was ever
-	// paused, by name. It only reads.
+	// paused or limited, by name. It only reads.
 	Names(ctx context.Context) ([]NameState, error)
 }
 

@@ -173,15 +173,30 @@ type ClaimResult struct {
 	Skipped []Task    // now SKIPPED: their key was held and their Overlap is skip
 	Blocked []Blocked // still SCHEDULED and due, their key held and their Overlap queue: try again when it frees
 	Paused  []Due     // still SCHEDULED and due, their name paused (NameKeeper): left out until it is resumed
+	Limited []Limited // still SCHEDULED and due, their name at its concurrency limit: try again when a slot frees
+}
+
+// Limited is a due task waiting for a slot of its name's concurrency limit (see
+// NameKeeper.SetConcurrency).
+type Limited struct {
+	Due
+	Name  string
+	Limit int // the name's limit, as the claim read it
 }
 
 // NameState is what operators set for one task name (see NameKeeper).
 type NameState struct {
-	Name      string
-	Paused    bool
-	ChangedBy string    // who paused or resumed it last
-	ChangedAt time.Time // when, by the store's clock; zero for a name never paused
+	Name   string
+	Paused bool
+	// Concurrency is the most tasks of the name that may be DISPATCHING or RUNNING at
+	// once in the namespace (see Claim); 0: no limit.
+	Concurrency int
+	ChangedBy   string    // who changed it last
+	ChangedAt   time.Time // when, by the store's clock; zero for a name never changed
 }
+
+// MaxConcurrency is the highest concurrency limit a name may have.
+const MaxConcurrency = 1 << 20
 
 // Blocked is a due task waiting for its task key.
 type Blocked struct {

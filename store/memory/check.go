@@ -57,6 +57,14 @@ func checkStarts(starts []store.StartParams) error {
 	return nil
 }
 
+// checkConcurrency is driverkit.CheckConcurrency: what SetConcurrency refuses.
+func checkConcurrency(name string, n int, by string) error {
+	if n < 0 || n > store.MaxConcurrency {
+		return fmt.Errorf("concurrency %d: want 0 (no limit) to %d: %w", n, store.MaxConcurrency, store.ErrInvalid)
+	}
+	return checkNameState(name, by)
+}
+
 func checkNameState(name, by string) error {
 	return invalid("name",
 		rule{name == "" || len(name) > store.MaxNameLen, fmt.Sprintf("%d bytes, want 1 to %d", len(name), store.MaxNameLen)},

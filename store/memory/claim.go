@@ -48,7 +48,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: r.task.DueAt})
 		case s.paused(r.task.Name):
 			res.Paused = append(res.Paused, store.Due{ID: id, DueAt: r.task.DueAt})
-		case serialised(&r.task):
+		case serialised(&r.task) || s.limit(r.task.Name) > 0:
 			keyed, execs[id] = append(keyed, r), c.ExecutionID
 		default:
 			s.dispatch(r, c.ExecutionID, now)
@@ -60,33 +60,41 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			}
 		}
 	}
-	// The overlap rule: a free key goes to its first task in (DueAt, ID) order; the
-	// others lose to the key's holder, skipped or blocked by their policy.
+	// The overlap rule and the names' limits: in (DueAt, ID) order, a task whose key
+	// is held loses to its holder, skipped or blocked by its policy; else one whose
+	// name has no free slot is limited; else it takes its key and a slot.
 	slices.SortFunc(keyed, func(a, b *row) int {
 		return dueKey{a.task.DueAt, a.task.ID}.compare(dueKey{b.task.DueAt, b.task.ID})
 	})
-	held := s.holders()
+	held, used := s.holders(), s.inflight()
 	for _, r := range keyed {
 		t := &r.task
 		holder, busy := held[t.TaskKey]
+		n := s.limit(t.Name)
 		switch {
-		case !busy:
-			held[t.TaskKey] = t.ID
-			s.dispatch(r, execs[t.ID], now)
-			res.Claimed = append(res.Claimed, *copyTask(t))
-		case t.Overlap == store.OverlapSkip:
+		case serialised(t) && busy && t.Overlap == store.OverlapSkip:
 			s.unschedule(r)
 			t.Status, t.FinishedAt, t.UpdatedAt = store.Skipped, now, now
 			t.LastError = fmt.Sprintf("skipped: task key %q held by task %d", t.TaskKey, holder)
 			res.Skipped = append(res.Skipped, *copyTask(t))
-		default:
+		case serialised(t) && busy:
 			res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, TaskKey: t.TaskKey})
+		case n > 0 && used[t.Name] >= n:
+			res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, Name: t.Name, Limit: n})
+		default:
+			if serialised(t) {
+				held[t.TaskKey] = t.ID
+			}
+			used[t.Name]++
+			s.dispatch(r, execs[t.ID], now)
+			res.Claimed = append(res.Claimed, *copyTask(t))
 		}
 	}
 	byID := func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) }
 	slices.SortFunc(res.Claimed, byID)
 	slices.SortFunc(res.Skipped, byID)
 	slices.SortFunc(res.Blocked, func(a, b store.Blocked) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(res.Limited, func(a, b store.Limited) int { return cmp.Compare(a.ID, b.ID) })
 	return res, nil
 }
 

@@ -188,6 +188,17 @@ func (s *Store) holders() map[string]int64 {
 	return held
 }
 
+// inflight counts, for each task name, the tasks DISPATCHING or RUNNING with it.
+func (s *Store) inflight() map[string]int {
+	used := make(map[string]int)
+	for _, r := range s.rows {
+		if r.ns == s.ns && (r.task.Status == store.Dispatching || r.task.Status == store.Running) {
+			used[r.task.Name]++
+		}
+	}
+	return used
+}
+
 // Close marks the store closed and drops its contents. Every call after Close,
 // including another Close, returns ErrClosed.
 func (s *Store) Close() error {

@@ -54,7 +54,45 @@ func (s *Store) setPaused(ctx context.Context, verb, name, by string, paused boo
 	return &c, nil
 }
 
-// Names returns the state of every name of the view's namespace ever paused.
+// SetConcurrency sets the task name's concurrency limit. See
+// [store.NameKeeper.SetConcurrency].
+func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	op := fmt.Sprintf("ax: set concurrency of name %q", name)
+	if err := checkConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	k := nameKey{ns: s.ns, name: name}
+	st := s.names[k]
+	switch {
+	case st == nil && n == 0:
+		return &store.NameState{Name: name}, nil
+	case st == nil:
+		st = &store.NameState{Name: name}
+		s.names[k] = st
+	case st.Concurrency == n:
+		c := *st
+		return &c, nil
+	}
+	st.Concurrency, st.ChangedBy, st.ChangedAt = n, by, s.now()
+	c := *st
+	return &c, nil
+}
+
+// limit returns the task name's concurrency limit in the view's namespace, 0 for
+// none. The caller holds the lock.
+func (s *Store) limit(name string) int {
+	if st := s.names[nameKey{ns: s.ns, name: name}]; st != nil {
+		return st.Concurrency
+	}
+	return 0
+}
+
+// Names returns the state of every name of the view's namespace ever paused or
+// limited.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("ax: list names: %w", err)

@@ -116,6 +116,10 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			return copyTask(&r.task), fmt.Errorf("%s: %w", op, &store.KeyHeldError{TaskKey: r.task.TaskKey, Holder: holder})
 		}
 	}
+	if s.limit(r.task.Name) > 0 { // a claim applies the name's limit
+		s.makeDue(r)
+		return copyTask(&r.task), nil
+	}
 	if r.task.Status == store.Scheduled {
 		s.unschedule(r)
 	} else {
@@ -146,6 +150,12 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
 		return refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
 	}
+	s.makeDue(r)
+	return copyTask(&r.task), nil
+}
+
+// makeDue makes the SCHEDULED or FAILED row r due now, triggered (see MakeDue).
+func (s *Store) makeDue(r *row) {
 	if r.task.Status == store.Scheduled {
 		s.unschedule(r)
 	} else {
@@ -155,7 +165,6 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 	now := s.now()
 	r.task.Status, r.task.DueAt, r.task.TriggeredAt, r.task.UpdatedAt = store.Scheduled, now, now, now
 	s.schedule(r)
-	return copyTask(&r.task), nil
 }
 
 // refusal is the answer of a transition that does not apply to t: t as it is, and

@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Overlap", overlapTests},
 		{"Schedules", scheduleTests},
 		{"Names", nameTests},
+		{"Limits", limitTests},
 		{"Slots", slotTests},
 		{"Lease", leaseTests},
 		{"Fence", fenceTests},

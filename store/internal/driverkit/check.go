@@ -301,6 +301,15 @@ func CheckNameState(name, by string) error {
 	return nil
 }
 
+// CheckConcurrency rejects what SetConcurrency refuses (ErrInvalid): what
+// CheckNameState refuses, and a limit below 0 or above store.MaxConcurrency.
+func CheckConcurrency(name string, n int, by string) error {
+	if n < 0 || n > store.MaxConcurrency {
+		return fmt.Errorf("concurrency %d: want 0 (no limit) to %d: %w", n, store.MaxConcurrency, store.ErrInvalid)
+	}
+	return CheckNameState(name, by)
+}
+
 // CancelAsked reports whether t, as read after a Cancel that changed nothing, is a
 // RUNNING task whose cancel was requested before: Cancel answers it, as asked.
 func CancelAsked(t *store.Task) bool {

@@ -3,6 +3,7 @@ package driverkit
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -55,22 +56,31 @@ func Startable(on store.StartOn, uniq []store.Claim) map[int64]bool {
 	return m
 }
 
-// Keyed is a due SCHEDULED task with a task key whose Overlap is skip or queue, as a
-// Claim found it.
+// Keyed is a due SCHEDULED task that a Claim cannot simply take, as the Claim found
+// it: its task key restricts it (a key, Overlap skip or queue), or its name has a
+// concurrency limit, or both.
 type Keyed struct {
 	ID      int64
 	DueAt   time.Time
+	Name    string
 	TaskKey string
 	Overlap store.OverlapPolicy
-	Holder  int64 // set by ResolveKeys on the losers: the task holding the key
+	Holder  int64 // set by ResolveKeys on the losers to a key: the task holding the key
+	Limit   int   // set by ResolveKeys on the losers to a limit: the name's limit
 }
 
-// ResolveKeys applies the overlap rule to the keyed tasks a Claim asked for, given
-// the holders of their keys (key → id of the task DISPATCHING or RUNNING with it,
-// read under the key's lock): for each free key the first task in (DueAt, ID) order
-// wins; every other task loses to the holder (or the winner) and is skipped or
-// blocked by its Overlap. Each list is in id order.
-func ResolveKeys(tasks []Keyed, holders map[string]int64) (claim, skip, block []Keyed) {
+// keyRestricts reports whether k's key restricts it: a key, and Overlap skip or queue.
+func (k *Keyed) keyRestricts() bool { return k.TaskKey != "" && k.Overlap != store.OverlapAllow }
+
+// ResolveKeys applies the overlap rule and the names' concurrency limits to the tasks
+// a Claim asked for that they restrict, given what was read under the keys' and the
+// names' locks: the holders of their keys (key → id of the task DISPATCHING or
+// RUNNING with it), the names' limits (name → n > 0; a name missing has none) and the
+// tasks of each name DISPATCHING or RUNNING. In (DueAt, ID) order, a task whose key is
+// held loses to the holder (or an earlier winner) and is skipped or blocked by its
+// Overlap; else a task whose name has no free slot is limited; else it wins, holding
+// its key and a slot. Each list is in id order.
+func ResolveKeys(tasks []Keyed, holders map[string]int64, limits, inflight map[string]int) (claim, skip, block, limited []Keyed) {
 	sorted := slices.Clone(tasks)
 	slices.SortFunc(sorted, func(a, b Keyed) int {
 		if c := a.DueAt.Compare(b.DueAt); c != 0 {
@@ -78,29 +88,41 @@ func ResolveKeys(tasks []Keyed, holders map[string]int64) (claim, skip, block []
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	held := make(map[string]int64, len(holders)+len(sorted))
-	for k, id := range holders {
-		held[k] = id
+	held := maps.Clone(holders)
+	if held == nil {
+		held = map[string]int64{}
+	}
+	used := maps.Clone(inflight)
+	if used == nil {
+		used = map[string]int{}
 	}
 	for _, k := range sorted {
 		holder, busy := held[k.TaskKey]
+		n := limits[k.Name]
 		switch {
-		case !busy:
-			held[k.TaskKey] = k.ID
-			claim = append(claim, k)
-		case k.Overlap == store.OverlapSkip:
+		case k.keyRestricts() && busy && k.Overlap == store.OverlapSkip:
 			k.Holder = holder
 			skip = append(skip, k)
-		default:
+		case k.keyRestricts() && busy:
 			k.Holder = holder
 			block = append(block, k)
+		case n > 0 && used[k.Name] >= n:
+			k.Limit = n
+			limited = append(limited, k)
+		default:
+			if k.keyRestricts() {
+				held[k.TaskKey] = k.ID
+			}
+			used[k.Name]++
+			claim = append(claim, k)
 		}
 	}
 	byID := func(a, b Keyed) int { return cmp.Compare(a.ID, b.ID) }
 	slices.SortFunc(claim, byID)
 	slices.SortFunc(skip, byID)
 	slices.SortFunc(block, byID)
-	return claim, skip, block
+	slices.SortFunc(limited, byID)
+	return claim, skip, block, limited
 }
 
 // SkipReason is the LastError of a task skipped because its key was held.

@@ -1,0 +1,311 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
+
+var limitTests = []test{
+	{"HoldsClaims", testLimitHoldsClaims},
+	{"FreedByFinish", testLimitFreedByFinish},
+	{"WithKeys", testLimitWithKeys},
+	{"Trigger", testLimitTrigger},
+	{"Lowered", testLimitLowered},
+	{"States", testLimitStates},
+	{"Race", testLimitRace},
+}
+
+// setConcurrency sets name's limit to n and checks the state it answers.
+func (e *env) setConcurrency(name string, n int) {
+	e.t.Helper()
+	st, err := e.s.SetConcurrency(e.ctx, name, n, "alice")
+	if err != nil || st.Name != name || st.Concurrency != n {
+		e.t.Fatalf("SetConcurrency(%q, %d) = %+v, %v; want the limit set", name, n, st, err)
+	}
+}
+
+// limitedIDs returns the ids of res.Limited, checking each carries name and limit.
+func (e *env) limitedIDs(res *store.ClaimResult, name string, limit int) []int64 {
+	e.t.Helper()
+	var ids []int64
+	for _, l := range res.Limited {
+		if l.Name != name || l.Limit != limit {
+			e.t.Errorf("Limited %+v, want name %q and limit %d", l, name, limit)
+		}
+		ids = append(ids, l.ID)
+	}
+	return ids
+}
+
+// A limited name's due tasks are claimed up to its limit, the first in (DueAt, ID)
+// order, the rest left SCHEDULED and reported Limited; other names are not held back,
+// and ClaimStart claims a limited name's tasks DISPATCHING, never RUNNING.
+func testLimitHoldsClaims(e *env) {
+	e.setConcurrency("report", 2)
+	base := e.past()
+	// Inserted in an order unlike their due order: the earliest due win.
+	late := e.nameTask("report", e.newTask(base.Add(3*time.Second)))
+	first := e.nameTask("report", e.newTask(base))
+	later := e.nameTask("report", e.newTask(base.Add(2*time.Second)))
+	second := e.nameTask("report", e.newTask(base.Add(time.Second)))
+	free := e.nameTask("mail", e.newTask(base))
+	res, err := e.s.ClaimStart(e.ctx, store.Fence{}, store.StartOn{Node: "node-1", Handlers: []string{"report", "mail"}}, []store.Claim{
+		{ID: late.ID, ExecutionID: newExecID(), Start: true},
+		{ID: first.ID, ExecutionID: newExecID(), Start: true},
+		{ID: later.ID, ExecutionID: newExecID(), Start: true},
+		{ID: second.ID, ExecutionID: newExecID(), Start: true},
+		{ID: free.ID, ExecutionID: newExecID(), Start: true},
+	})
+	if err != nil {
+		e.t.Fatalf("ClaimStart: %v", err)
+	}
+	if got, want := taskIDs(res.Claimed), sortedIDs([]int64{first.ID, second.ID}); !slices.Equal(got, want) {
+		e.t.Errorf("ClaimStart claimed %v, want the two due first %v, DISPATCHING", got, want)
+	}
+	for _, t := range res.Claimed {
+		if t.Status != store.Dispatching {
+			e.t.Errorf("limited task %d claimed %s, want DISPATCHING", t.ID, t.Status)
+		}
+	}
+	if got := taskIDs(res.Started); !slices.Equal(got, []int64{free.ID}) {
+		e.t.Errorf("ClaimStart started %v, want only %d: its name has no limit", got, free.ID)
+	}
+	if got, want := e.limitedIDs(res, "report", 2), sortedIDs([]int64{late.ID, later.ID}); !slices.Equal(got, want) {
+		e.t.Errorf("Limited = %v, want %v", got, want)
+	}
+	e.unchanged("a limited claim", late)
+	e.unchanged("a limited claim", later)
+	// Asked again, they are limited again: both slots are taken.
+	if again := e.claimAll(late.ID, later.ID); len(again.Claimed) != 0 || len(again.Limited) != 2 {
+		e.t.Errorf("Claim with no free slot = %+v, want both Limited", again)
+	}
+	// A task not yet due is NotDue, limit or not.
+	notDue := e.nameTask("report", e.newTask(e.future()))
+	if res := e.claimAll(notDue.ID); len(res.NotDue) != 1 || len(res.Limited) != 0 {
+		e.t.Errorf("Claim of a task not due = %+v, want it NotDue", res)
+	}
+}
+
+// A slot frees when a task of the name finishes (or is handed back), not before;
+// RUNNING tasks hold slots as DISPATCHING ones do.
+func testLimitFreedByFinish(e *env) {
+	e.setConcurrency("report", 1)
+	a := e.nameTask("report", e.newTask(e.past()))
+	b := e.nameTask("report", e.newTask(e.past().Add(time.Second)))
+	c := e.nameTask("report", e.newTask(e.past().Add(2*time.Second)))
+	res := e.claimAll(a.ID, b.ID, c.ID)
+	if len(res.Claimed) != 1 || res.Claimed[0].ID != a.ID {
+		e.t.Fatalf("Claim = %+v, want only %d", res, a.ID)
+	}
+	held := &res.Claimed[0]
+	e.start(held)
+	if res := e.claimAll(b.ID, c.ID); len(res.Claimed) != 0 {
+		e.t.Fatalf("Claim while the slot is RUNNING = %+v, want none claimed", res)
+	}
+	e.finish(store.Finish{TaskID: a.ID, ExecutionID: held.ExecutionID, Status: store.Succeeded})
+	res = e.claimAll(c.ID, b.ID)
+	if len(res.Claimed) != 1 || res.Claimed[0].ID != b.ID {
+		e.t.Fatalf("Claim after the finish = %+v, want %d, due first", res, b.ID)
+	}
+	ok, err := e.s.Requeue(e.ctx, store.Fence{}, []store.Requeue{{TaskID: b.ID, ExecutionID: res.Claimed[0].ExecutionID, DueAt: e.past(), MaxDispatchRetries: 5}})
+	if err != nil || !ok[0] {
+		e.t.Fatalf("Requeue = %v, %v", ok, err)
+	}
+	if res := e.claimAll(c.ID); len(res.Claimed) != 1 {
+		e.t.Errorf("Claim after the hand-back = %+v, want %d claimed", res, c.ID)
+	}
+}
+
+// A task both keyed and limited needs its key free and a slot: a held key decides
+// first (skipped or blocked), then the limit.
+func testLimitWithKeys(e *env) {
+	e.setConcurrency("report", 2)
+	holder := e.nameTask("report", e.keyed(e.past(), "k", store.OverlapQueue))
+	if res := e.claimAll(holder.ID); len(res.Claimed) != 1 {
+		e.t.Fatalf("Claim = %+v, want the holder claimed", res)
+	}
+	blocked := e.nameTask("report", e.keyed(e.past(), "k", store.OverlapQueue))
+	skipped := e.nameTask("report", e.keyed(e.past(), "k", store.OverlapSkip))
+	other := e.nameTask("report", e.keyed(e.past().Add(time.Second), "other", store.OverlapQueue))
+	allowed := e.nameTask("report", e.keyed(e.past().Add(2*time.Second), "k", store.OverlapAllow))
+	res := e.claimAll(blocked.ID, skipped.ID, other.ID, allowed.ID)
+	if got := blockedIDs(res); !slices.Equal(got, []int64{blocked.ID}) {
+		e.t.Errorf("Blocked = %v, want %d: its key is held", got, blocked.ID)
+	}
+	if got := taskIDs(res.Skipped); !slices.Equal(got, []int64{skipped.ID}) {
+		e.t.Errorf("Skipped = %v, want %d", got, skipped.ID)
+	}
+	if got := taskIDs(res.Claimed); !slices.Equal(got, []int64{other.ID}) {
+		e.t.Errorf("Claimed = %v, want %d: its key is free and one slot is", got, other.ID)
+	}
+	if got := e.limitedIDs(res, "report", 2); !slices.Equal(got, []int64{allowed.ID}) {
+		e.t.Errorf("Limited = %v, want %d: Overlap allow ignores the key, not the limit", got, allowed.ID)
+	}
+}
+
+// Trigger does not claim a limited name's task, which could exceed the limit: it
+// makes it due now, SCHEDULED, for the next claim.
+func testLimitTrigger(e *env) {
+	e.setConcurrency("report", 1)
+	task := e.nameTask("report", e.newTask(e.future()))
+	before := e.now()
+	got, err := e.s.Trigger(e.ctx, task.ID, newExecID())
+	if err != nil || got.Status != store.Scheduled || got.ExecutionID != "" {
+		e.t.Fatalf("Trigger of a limited name's task = %+v, %v; want it SCHEDULED, no execution", got, err)
+	}
+	e.stamped("DueAt", got.DueAt, before, e.now())
+	e.stamped("TriggeredAt", got.TriggeredAt, before, e.now())
+	if res := e.claimAll(task.ID); len(res.Claimed) != 1 {
+		e.t.Errorf("Claim after the trigger = %+v, want it claimed", res)
+	}
+}
+
+// Lowering a limit below the tasks in flight stops nothing, and claims none until
+// fewer than it are; removing it (0) claims without limit again.
+func testLimitLowered(e *env) {
+	e.setConcurrency("report", 3)
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, e.nameTask("report", e.newTask(e.past().Add(time.Duration(i)*time.Second))).ID)
+	}
+	res := e.claimAll(ids...)
+	if len(res.Claimed) != 3 {
+		e.t.Fatalf("Claim = %+v, want 3 claimed", res)
+	}
+	e.setConcurrency("report", 1)
+	for _, t := range res.Claimed {
+		if got := e.get(t.ID); got.Status != store.Dispatching {
+			e.t.Errorf("task %d is %s after the limit was lowered, want still DISPATCHING", t.ID, got.Status)
+		}
+	}
+	e.start(&res.Claimed[0])
+	e.start(&res.Claimed[1])
+	e.finish(store.Finish{TaskID: res.Claimed[0].ID, ExecutionID: res.Claimed[0].ExecutionID, Status: store.Succeeded})
+	e.finish(store.Finish{TaskID: res.Claimed[1].ID, ExecutionID: res.Claimed[1].ExecutionID, Status: store.Succeeded}) // 1 in flight
+	if again := e.claimAll(ids[3:]...); len(again.Claimed) != 0 || len(again.Limited) != 2 {
+		e.t.Errorf("Claim at the lowered limit = %+v, want both Limited", again)
+	}
+	e.setConcurrency("report", 0)
+	if again := e.claimAll(ids[3:]...); len(again.Claimed) != 2 {
+		e.t.Errorf("Claim with the limit removed = %+v, want both claimed", again)
+	}
+}
+
+// SetConcurrency is recorded, listed by Names with the pause, kept per namespace, and
+// refuses what is invalid.
+func testLimitStates(e *env) {
+	if _, err := e.s.PauseName(e.ctx, "report", "bob"); err != nil {
+		e.t.Fatal(err)
+	}
+	before := e.now()
+	st, err := e.s.SetConcurrency(e.ctx, "report", 7, "alice")
+	if err != nil || !st.Paused || st.Concurrency != 7 || st.ChangedBy != "alice" {
+		e.t.Fatalf("SetConcurrency = %+v, %v; want paused, 7, by alice", st, err)
+	}
+	e.stamped("ChangedAt", st.ChangedAt, before, e.now())
+	again, err := e.s.SetConcurrency(e.ctx, "report", 7, "carol")
+	if err != nil || again.ChangedBy != "alice" || !again.ChangedAt.Equal(st.ChangedAt) {
+		e.t.Errorf("SetConcurrency of the limit it has = %+v, %v; want it unchanged", again, err)
+	}
+	e.setConcurrency("mail", 2)
+	names, err := e.s.Names(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var got []string
+	for _, n := range names {
+		got = append(got, fmt.Sprintf("%s:%v:%d", n.Name, n.Paused, n.Concurrency))
+	}
+	if want := []string{"mail:false:2", "report:true:7"}; !slices.Equal(got, want) {
+		e.t.Errorf("Names = %v, want %v", got, want)
+	}
+	if names, err := e.view("limits-other").s.Names(e.ctx); err != nil || len(names) != 0 {
+		e.t.Errorf("Names of another namespace = %+v, %v; want none", names, err)
+	}
+	for _, c := range []struct {
+		name, by string
+		n        int
+	}{
+		{"report", "alice", -1},
+		{"report", "alice", store.MaxConcurrency + 1},
+		{"", "alice", 1},
+		{"report", "", 1},
+		{"rep\x00ort", "alice", 1},
+	} {
+		if st, err := e.s.SetConcurrency(e.ctx, c.name, c.n, c.by); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("SetConcurrency(%q, %d, %q) = %+v, %v; want ErrInvalid", c.name, c.n, c.by, st, err)
+		}
+	}
+	if got, err := e.s.Names(e.ctx); err != nil || len(got) != 2 || got[1].Concurrency != 7 {
+		e.t.Errorf("Names after invalid calls = %+v, %v; want them unchanged", got, err)
+	}
+}
+
+// Claimers racing, several tasks per call, never leave more tasks of a limited name
+// DISPATCHING or RUNNING than its limit, and leave none behind.
+func testLimitRace(e *env) {
+	const limit, tasks, workers = 3, 90, 8
+	e.setConcurrency("race", limit)
+	base := e.past()
+	var nts []store.NewTask
+	for i := range tasks {
+		nts = append(nts, e.newTask(base.Add(time.Duration(i)*time.Millisecond)))
+		nts[i].Name = "race"
+	}
+	ids := taskIDs(derefTasks(e.insert(nts...)))
+	var active, most atomic.Int32
+	var done atomic.Int64
+	seed := e.seed()
+	e.race(workers, stuckAfter, "limit race workers", func(w int) error {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		for e.ctx.Err() == nil && done.Load() < tasks {
+			pick := make([]store.Claim, 1+rng.IntN(12))
+			for i := range pick {
+				pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: newExecID()}
+			}
+			res, err := e.s.Claim(e.ctx, store.Fence{}, pick)
+			if err != nil {
+				return fmt.Errorf("Claim: %w", err)
+			}
+			for _, t := range res.Claimed {
+				n := active.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				if _, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: t.ID, ExecutionID: t.ExecutionID, Name: t.Name, Node: "race"}}); err != nil {
+					return fmt.Errorf("Start: %w", err)
+				}
+				// Leave the slot before the write that frees it, so that a claim it
+				// lets through cannot be counted while this one still is.
+				active.Add(-1)
+				ok, err := e.s.Finish(e.ctx, store.Fence{}, []store.Finish{{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded}})
+				if err != nil || !ok[0] {
+					return fmt.Errorf("Finish = %v, %w", ok, err)
+				}
+				done.Add(1)
+			}
+		}
+		return nil
+	})
+	if m := most.Load(); m > limit {
+		e.t.Fatalf("%d tasks of a name limited to %d were in flight at once", m, limit)
+	}
+	for _, id := range ids {
+		if t := e.get(id); t.Status != store.Succeeded {
+			e.t.Errorf("task %d is %s after the race, want SUCCEEDED", id, t.Status)
+		}
+	}
+}
+
+func derefTasks(ts []*store.Task) []store.Task {
+	out := make([]store.Task, len(ts))
+	for i, t := range ts {
+		out[i] = *t
+	}
+	return out
+}
