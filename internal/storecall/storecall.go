@@ -192,6 +192,12 @@ func (b bounded) ResumeName(ctx context.Context, name, by string) (*store.NameSt
 	return b.st.ResumeName(ctx, name, by)
 }
 
+func (b bounded) SetConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.st.SetConcurrency(ctx, name, n, by)
+}
+
 func (b bounded) Names(ctx context.Context) ([]store.NameState, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

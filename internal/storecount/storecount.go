@@ -445,6 +445,14 @@ func (s *Store) ResumeName(ctx context.Context, name, by string) (*store.NameSta
 	return s.inner.ResumeName(ctx, name, by)
 }
 
+// SetConcurrency counts the call and passes it on.
+func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := s.before(ctx, "SetConcurrency"); err != nil {
+		return nil, err
+	}
+	return s.inner.SetConcurrency(ctx, name, n, by)
+}
+
 // Names counts the call and passes it on.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.before(ctx, "Names"); err != nil {

@@ -13,11 +13,12 @@ import (
 )
 
 // claimSQL claims the due tasks of one chunk whose key does not restrict them (no
-// key, or Overlap allow) and whose name is not paused, and returns, with an outcome,
-// the claimed rows (claimClaimed), the rows it started (claimStarted), the rows not
-// due (claimNotDue), the due rows of a paused name (claimPaused), and the due rows
-// with a key and Overlap skip or queue (claimKeyed), which it leaves alone: Claim
-// hands those to claimKeyed. A chunk without keyed tasks therefore costs
+// key, or Overlap allow) and whose name is neither paused nor limited, and returns,
+// with an outcome, the claimed rows (claimClaimed), the rows it started
+// (claimStarted), the rows not due (claimNotDue), the due rows of a paused name
+// (claimPaused), the due rows of a name with a concurrency limit (claimLimited), and
+// the due rows with a key and Overlap skip or queue (claimKeyed), which it leaves
+// alone: Claim hands the last two to claimKeyed. A chunk without such tasks costs
 // what it did before keys existed: this one statement. Rows of another namespace than
 // $3 are locked by l (by primary key, like every row asked for) but neither claimed
 // nor returned: to the view they are not SCHEDULED. The namespace is compared after
@@ -43,15 +44,15 @@ u AS (UPDATE ax_tasks t SET status = CASE WHEN c.start AND t.name = ANY($5::text
 		heartbeat_at = CASE WHEN c.start AND t.name = ANY($5::text[]) THEN ts.now ELSE t.heartbeat_at END
 	FROM c, ts
 	WHERE (SELECT count(*) FROM l) >= 0 AND t.id = c.id AND t.id = ANY($1) AND t.namespace || '' = $3 AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
-		AND (t.task_key = '' OR t.overlap = 'allow') AND NOT ` + pausedName + `
+		AND (t.task_key = '' OR t.overlap = 'allow') AND NOT ` + heldName + `
 	RETURNING ` + taskCols + `),
 ins AS (INSERT INTO ax_executions (id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at)
 	SELECT u.execution_id, u.id, u.attempt, $6::text, 'RUNNING', u.due_at, u.dispatched_at, u.started_at, u.heartbeat_at
 	FROM u WHERE u.status = 'RUNNING')
 SELECT CASE WHEN u.status = 'RUNNING' THEN 3 ELSE 0 END, * FROM u
 UNION ALL
-SELECT CASE WHEN t.due_at > ts.now THEN 1 WHEN ` + pausedName + ` THEN 4 ELSE 2 END, ` + taskCols + ` FROM l t, ts
-	WHERE t.namespace = $3 AND t.status = 'SCHEDULED' AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow') OR ` + pausedName + `)`
+SELECT CASE WHEN t.due_at > ts.now THEN 1 WHEN ` + pausedName + ` THEN 4 WHEN ` + limitedName + ` THEN 5 ELSE 2 END, ` + taskCols + ` FROM l t, ts
+	WHERE t.namespace = $3 AND t.status = 'SCHEDULED' AND (t.due_at > ts.now OR (t.task_key <> '' AND t.overlap <> 'allow') OR ` + heldName + `)`
 
 // The outcomes claimSQL returns in its first column.
 const (
@@ -60,6 +61,7 @@ const (
 	claimKeyed   = 2
 	claimStarted = 3
 	claimPaused  = 4
+	claimLimited = 5
 )
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING. Ids of
@@ -70,10 +72,11 @@ const (
 // skipped row would be neither claimed nor NotDue, and the scheduler would drop a due
 // task.
 //
-// Tasks whose key restricts them (a TaskKey with Overlap skip or queue) are left alone
-// by the claim statement. They then go through claimKeyed, in a second transaction
-// under their keys' advisory locks (see DESIGN.md, "Task keys"). A call without such
-// due tasks is one transaction and one round trip, as before. A fence with a token is
+// Tasks whose key restricts them (a TaskKey with Overlap skip or queue), or whose name
+// has a concurrency limit, are left alone by the claim statement. They then go through
+// claimKeyed, in a second transaction under their keys' and names' advisory locks
+// (see DESIGN.md, "Task keys"). A call without such due tasks is one transaction and
+// one round trip, as before. A fence with a token is
 // checked first in each of the two transactions (see fence.go).
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
@@ -101,8 +104,9 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		return res, s.check("claim")
 	}
 	var (
-		keyedClaims []store.Claim // due, keyed: for claimKeyed, in id order
-		keys        []string
+		keyedClaims []store.Claim // due, keyed or limited: for claimKeyed, in id order
+		keys        []string      // the keys that restrict them
+		names       []string      // the limited names among them
 	)
 	err := s.execTx(ctx, "claim", func(b *pgx.Batch) {
 		queueFence(b, fence)
@@ -115,7 +119,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		})
 	}, func(br pgx.BatchResults) error {
 		res.Claimed, res.Started, res.NotDue = nil, nil, nil
-		keyedClaims, keys = nil, nil
+		keyedClaims, keys, names = nil, nil, nil
 		if err := readFence(br, fence); err != nil {
 			return err
 		}
@@ -134,10 +138,15 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				res.NotDue = append(res.NotDue, store.Due{ID: t.ID, DueAt: t.DueAt})
 			case claimPaused:
 				res.Paused = append(res.Paused, store.Due{ID: t.ID, DueAt: t.DueAt})
-			case claimKeyed:
+			case claimKeyed, claimLimited:
 				i, _ := slices.BinarySearchFunc(uniq, t.ID, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
 				keyedClaims = append(keyedClaims, uniq[i])
-				keys = append(keys, t.TaskKey)
+				if keyed(t) {
+					keys = append(keys, t.TaskKey)
+				}
+				if outcome == claimLimited {
+					names = append(names, t.Name)
+				}
 			}
 			return nil
 		})
@@ -148,7 +157,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	if len(keyedClaims) > 0 {
 		// The claim statement returns a chunk's rows in no particular order.
 		slices.SortFunc(keyedClaims, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
-		if err := s.claimKeyed(ctx, fence, keyedClaims, keys, res); err != nil {
+		if err := s.claimKeyed(ctx, fence, keyedClaims, keys, names, res); err != nil {
 			return nil, err
 		}
 	}

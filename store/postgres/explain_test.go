@@ -71,6 +71,11 @@ func TestExplain(t *testing.T) {
 			generate_series(1, 505) g, unnest(ARRAY['acquired', 'ended']) kind`); err != nil {
 		t.Fatal(err)
 	}
+	// Another name is limited: every claim then probes ax_names per row.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_names (namespace, name, concurrency, changed_at)
+		VALUES ('default', 'report', 5, clock_timestamp()), ('default', 'order.close', 0, clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks, ax_leadership`); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +198,10 @@ func TestExplain(t *testing.T) {
 			fill(200, ""), make([]*time.Time, 200), ns, []string(nil)}, "ax_tasks_name_key", false, true},
 		{"release of the keys given up (Insert's 200 keys; generic plan)", releaseSQL, []any{names, keys, ns}, "ax_tasks_name_key", false, true},
 		{"key holders (Claim, Trigger: 20 keys)", holdersSQL, []any{holderKeys, ns}, "ax_tasks_key_held", false, false},
+		// The tasks in flight of a limited name: read through the partial indexes of
+		// DISPATCHING and RUNNING, not through the business key, which holds the
+		// name's finished tasks too.
+		{"limits and tasks in flight (Claim of a limited name)", limitsSQL, []any{[]string{"report"}, ns}, "ax_tasks_running_heartbeat", false, false},
 		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs}, "ax_tasks_key_held", false, false},
 		{"duplicates (Insert's read of 20 existing keys)", lookupManySQL, []any{fill(20, "order.close"), dupKeys, ns}, "ax_tasks_name_key", false, false},
 		{"business key (Lookup)", lookupSQL, []any{"order.close", "order-4242", ns}, "ax_tasks_name_key", false, false},

@@ -23,6 +23,15 @@ import (
 const pausedName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.paused)
 		AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND p.paused))`
 
+// heldName is pausedName for a name paused or limited: a claim statement leaves such a
+// name's tasks alone. Its first EXISTS, too, is evaluated once per statement.
+const heldName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND (p.paused OR p.concurrency > 0))
+		AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.paused OR p.concurrency > 0)))`
+
+// limitedName is true, over ax_tasks t of namespace $3, when t's name has a
+// concurrency limit.
+const limitedName = `EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND p.concurrency > 0)`
+
 const (
 	// pauseNameSQL pauses name $2 of namespace $1 for $3, unless it is paused.
 	pauseNameSQL = `INSERT INTO ax_names AS n (namespace, name, paused, changed_by, changed_at)
@@ -33,8 +42,17 @@ const (
 	// returns the name when it did.
 	resumeNameSQL = `UPDATE ax_names SET paused = false, changed_by = $3, changed_at = clock_timestamp()
 		WHERE namespace = $1 AND name = $2 AND paused RETURNING name`
+	// setConcurrencySQL sets the limit of name $2 of namespace $1 to $4 for $3, unless
+	// it has it; a name never stored is stored only for a limit.
+	setConcurrencySQL = `INSERT INTO ax_names AS n (namespace, name, concurrency, changed_by, changed_at)
+		SELECT $1, $2, $4, $3, clock_timestamp()
+		WHERE $4::int > 0 OR EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2)
+		ON CONFLICT (namespace, name) DO UPDATE SET concurrency = $4, changed_by = $3, changed_at = clock_timestamp()
+			WHERE n.concurrency <> $4`
 	// nameSQL reads the state of name $2 of namespace $1.
-	nameSQL = `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = $1 AND name = $2`
+	nameSQL = `SELECT ` + nameCols + ` FROM ax_names WHERE namespace = $1 AND name = $2`
+	// nameCols are the columns scanNameState reads.
+	nameCols = `name, paused, concurrency, changed_by, changed_at`
 )
 
 // PauseName pauses the task name in the view's namespace (see store.NameKeeper).
@@ -99,12 +117,61 @@ func (s *Store) ResumeName(ctx context.Context, name, by string) (*store.NameSta
 const restampWhenSQL = `UPDATE ax_tasks SET seq = nextval('ax_seq')
 	WHERE namespace = $1 AND name = $2 AND status = 'SCHEDULED' AND EXISTS (SELECT 1 FROM r)`
 
-// Names returns the state of every name of the view's namespace ever paused.
+// SetConcurrency sets the task name's concurrency limit in the view's namespace (see
+// store.NameKeeper). Claims of the name serialise on its advisory lock (claimKeyed),
+// not on this row.
+func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("ax: postgres: set concurrency of name %q: %w", name, err)
+	}
+	st := &store.NameState{Name: name}
+	err := s.tx(ctx, "set concurrency", func(b *pgx.Batch) {
+		b.Queue(setConcurrencySQL, s.ns, name, by, n)
+		b.Queue(nameSQL, s.ns, name)
+	}, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		got, err := scanNameState(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // never stored, and no limit
+		}
+		if err == nil {
+			st = got
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// nameLimitedSQL answers whether name $2 of namespace $1 has a concurrency limit.
+const nameLimitedSQL = `SELECT EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2 AND concurrency > 0)`
+
+// nameLimitedIn reports whether the task name has a concurrency limit in the view's
+// namespace, read in q's transaction.
+func (s *Store) nameLimitedIn(ctx context.Context, q txQuerier, name string) (bool, error) {
+	var limited bool
+	err := q.query(ctx, nameLimitedSQL, []any{s.ns, name}, func(rows txRows) error {
+		for rows.Next() {
+			if err := rows.Scan(&limited); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return limited, err
+}
+
+// Names returns the state of every name of the view's namespace ever paused or
+// limited.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.check("list names"); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = $1 ORDER BY name`, s.ns)
+	rows, err := s.pool.Query(ctx, `SELECT `+nameCols+` FROM ax_names WHERE namespace = $1 ORDER BY name`, s.ns)
 	if err != nil {
 		return nil, s.wrap("list names", err)
 	}
@@ -126,7 +193,7 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
 	var at time.Time
-	if err := row.Scan(&st.Name, &st.Paused, &st.ChangedBy, &at); err != nil {
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, &at); err != nil {
 		return nil, err
 	}
 	st.ChangedAt = at.UTC()

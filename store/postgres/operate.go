@@ -193,6 +193,15 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		return nil, fmt.Errorf("ax: postgres: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
 	}
 	t, ok, err := s.transition(ctx, "trigger", triggerSQL, []any{id, executionID, s.ns}, getSQL, []any{id, s.ns})
+	if err == nil && !ok && t != nil && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
+		var limited bool
+		if err := s.pool.QueryRow(ctx, nameLimitedSQL, s.ns, t.Name).Scan(&limited); err != nil {
+			return nil, s.wrap("trigger", err)
+		}
+		if limited { // a claim applies the name's limit
+			return s.MakeDue(ctx, id)
+		}
+	}
 	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
 		var holder int64
 		t, ok, holder, err = s.triggerKeyed(ctx, id, executionID, t.TaskKey)
@@ -204,13 +213,14 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 }
 
 // triggerSQL is Trigger's UPDATE of task $1 of namespace $3, to DISPATCHING under
-// execution id $2, for a task whose key does not restrict it.
+// execution id $2, for a task whose key does not restrict it and whose name has no
+// concurrency limit (Trigger makes such a task due instead).
 const triggerSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = $2,
 		attempt = t.attempt + CASE t.status WHEN 'FAILED' THEN 1 ELSE 0 END,
 		finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 	FROM (SELECT clock_timestamp() AS now) ts
 	WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0
-		AND (t.task_key = '' OR t.overlap = 'allow')
+		AND (t.task_key = '' OR t.overlap = 'allow') AND NOT ` + limitedName + `
 	RETURNING ` + taskCols
 
 // rescheduleIn is Reschedule's statements in q, published as Insert's rows are.
@@ -249,6 +259,15 @@ func (s *Store) triggerIn(ctx context.Context, q txQuerier, id int64, executionI
 	const op = "trigger in transaction"
 	args, read := []any{id, executionID, s.ns}, []any{id, s.ns}
 	t, ok, err := s.transitionIn(ctx, q, op, triggerSQL, args, getSQL, read)
+	if err == nil && !ok && t != nil && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
+		limited, err := s.nameLimitedIn(ctx, q, t.Name)
+		if err != nil {
+			return nil, s.wrap(op, err)
+		}
+		if limited { // a claim applies the name's limit
+			return s.makeDueIn(ctx, q, op, id)
+		}
+	}
 	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
 		if err := q.exec(ctx, keyLockSQL, s.keyLock, []int32{keyLockID(s.ns, t.TaskKey)}); err != nil {
 			return nil, s.wrap(op, err)

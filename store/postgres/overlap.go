@@ -57,6 +57,19 @@ func keyLockIDs(ns string, keys []string) []int32 {
 	return slices.Compact(ids)
 }
 
+// nameLockIDs returns the distinct lock ids of the task names of namespace ns, in
+// ascending order: a name's claims serialise on its lock, as a key's do, in the same
+// lock class. A name's id hashes a NUL before it, which no key holds, so that a name
+// and a key of one text are two locks.
+func nameLockIDs(ns string, names []string) []int32 {
+	ids := make([]int32, len(names))
+	for i, n := range names {
+		ids[i] = keyLockID(ns, "\x00"+n)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
 // keyed reports whether a task's key restricts it: a key, and Overlap skip or queue.
 func keyed(t *store.Task) bool { return t.TaskKey != "" && t.Overlap != store.OverlapAllow }
 
@@ -75,23 +88,35 @@ const (
 	// them as they are now: still SCHEDULED (and of namespace $2, as the claim
 	// statement found them), and whether still due.
 	keyedLockSQL = `WITH ts AS (SELECT clock_timestamp() AS now)
-		SELECT t.id, t.due_at, t.task_key, t.overlap, t.due_at <= ts.now FROM ax_tasks t, ts
+		SELECT t.id, t.due_at, t.name, t.task_key, t.overlap, t.due_at <= ts.now FROM ax_tasks t, ts
 		WHERE t.id = ANY($1::bigint[]) AND t.namespace || '' = $2 AND t.status || '' = 'SCHEDULED'
 		ORDER BY t.id FOR NO KEY UPDATE OF t`
 
 	// keyedClaimSQL claims the winners ResolveKeys chose. The NOT EXISTS repeats the
-	// rule inside the write: under the key's lock it holds unless a task of the
+	// key's rule inside the write: under the key's lock it holds unless a task of the
 	// namespace with the key and Overlap allow was claimed meanwhile (allow tasks take
-	// no lock).
+	// no lock). A name's limit is not repeated: every claim of a limited name's task
+	// runs here, under the name's lock.
 	keyedClaimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
 		c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid))
 		UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
 		FROM c, ts
 		WHERE t.id = c.id AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
-			AND NOT EXISTS (SELECT 1 FROM ax_tasks o
+			AND (t.overlap = 'allow' OR NOT EXISTS (SELECT 1 FROM ax_tasks o
 				WHERE o.namespace = t.namespace AND o.task_key = t.task_key AND o.task_key <> ''
-					AND o.status IN ('DISPATCHING', 'RUNNING'))
+					AND o.status IN ('DISPATCHING', 'RUNNING')))
 		RETURNING ` + taskCols
+
+	// limitsSQL reads, under the names' locks, the concurrency limit of each of the
+	// names $1 of namespace $2 that has one, and its tasks DISPATCHING or RUNNING:
+	// counted through the partial indexes of those statuses (the name is compared
+	// as an expression, so that the business key's index, which holds every task of
+	// the name, finished or not, cannot serve it), at a cost that grows with the
+	// namespace's tasks in flight.
+	limitsSQL = `SELECT n.name, n.concurrency,
+			(SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'DISPATCHING' AND t.name || '' = n.name)
+			+ (SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'RUNNING' AND t.name || '' = n.name)
+		FROM ax_names n WHERE n.namespace = $2 AND n.name = ANY($1::text[]) AND n.concurrency > 0`
 
 	// keyedSkipSQL moves the losers with Overlap skip to SKIPPED, with the reason.
 	keyedSkipSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
@@ -121,6 +146,27 @@ func readHolders(br pgx.BatchResults) (map[string]int64, error) {
 	return held, rows.Err()
 }
 
+// readLimits reads the rows of limitsSQL: each limited name's limit and tasks in
+// flight.
+func readLimits(br pgx.BatchResults) (limits, inflight map[string]int, err error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	limits, inflight = map[string]int{}, map[string]int{}
+	for rows.Next() {
+		var name string
+		var limit int32
+		var n int64
+		if err := rows.Scan(&name, &limit, &n); err != nil {
+			return nil, nil, err
+		}
+		limits[name], inflight[name] = int(limit), int(n)
+	}
+	return limits, inflight, rows.Err()
+}
+
 // appendTask returns a row function for readChunks that appends taskCols rows to
 // into.
 func appendTask(into *[]store.Task) func(rows pgx.Rows) error {
@@ -134,43 +180,54 @@ func appendTask(into *[]store.Task) func(rows pgx.Rows) error {
 	}
 }
 
-// claimKeyed applies the overlap rule to the due keyed tasks that the claim
-// statement left SCHEDULED (candidates, in id order, with their execution ids; keys,
-// their task keys in any order), in a transaction of its own: two round trips.
+// claimKeyed applies the overlap rule and the names' concurrency limits to the due
+// tasks that the claim statement left SCHEDULED for them (candidates, in id order,
+// with their execution ids; keys, the keys that restrict some of them, and names,
+// the limited names among them, in any order), in a transaction of its own: two
+// round trips.
 //
-//	round 1: BEGIN; plans; check the fence (if it has a token); lock the keys
-//	         (ascending lock ids); lock and re-read the candidates (ascending ids);
-//	         read the holders of their keys
-//	(Go)     driverkit.ResolveKeys: one winner per free key, the others skipped or blocked
-//	round 2: claim the winners (… AND NOT EXISTS a holder); skip the skip losers; COMMIT
+//	round 1: BEGIN; plans; check the fence (if it has a token); lock the keys and
+//	         the names (one ascending list of lock ids, so that two claims cannot
+//	         deadlock); lock and re-read the candidates (ascending ids); read the
+//	         holders of the keys; read the names' limits and tasks in flight
+//	(Go)     driverkit.ResolveKeys: winners by key and by free slot, the others
+//	         skipped, blocked or limited
+//	round 2: claim the winners (… AND NOT EXISTS a holder of a key); skip the skip
+//	         losers; COMMIT
 //
 // It adds its outcomes to res.
-func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []store.Claim, keys []string, res *store.ClaimResult) error {
+func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []store.Claim, keys, names []string, res *store.ClaimResult) error {
 	eids := make(map[int64]string, len(candidates))
 	ids := make([]int64, len(candidates))
 	for i, c := range candidates {
 		ids[i] = c.ID
 		eids[c.ID] = c.ExecutionID
 	}
-	distinct := slices.Clone(keys)
-	slices.Sort(distinct)
-	distinct = slices.Compact(distinct)
-	locks := keyLockIDs(s.ns, distinct)
+	distinct := slices.Compact(slices.Sorted(slices.Values(keys)))
+	distinctNames := slices.Compact(slices.Sorted(slices.Values(names)))
+	locks := append(keyLockIDs(s.ns, distinct), nameLockIDs(s.ns, distinctNames)...)
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
 
 	var (
 		claimed, skipped []store.Task
 		notDue           []store.Due
 		blocked          []store.Blocked
+		limited          []store.Limited
 	)
 	err := s.steps(ctx, "claim", func(r round) error {
-		claimed, skipped, notDue, blocked = nil, nil, nil, nil
+		claimed, skipped, notDue, blocked, limited = nil, nil, nil, nil, nil
 		var due []driverkit.Keyed
 		var holders map[string]int64
+		var limits, inflight map[string]int
 		err := r(false, func(b *pgx.Batch) {
 			queueFence(b, fence)
 			b.Queue(keyLockSQL, s.keyLock, locks)
 			chunks(ids, func(part []int64) { b.Queue(keyedLockSQL, part, s.ns) })
 			b.Queue(holdersSQL, distinct, s.ns)
+			if len(distinctNames) > 0 {
+				b.Queue(limitsSQL, distinctNames, s.ns)
+			}
 		}, func(br pgx.BatchResults) error {
 			if err := readFence(br, fence); err != nil {
 				return err
@@ -184,7 +241,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 					overlap string
 					isDue   bool
 				)
-				if err := rows.Scan(&k.ID, &k.DueAt, &k.TaskKey, &overlap, &isDue); err != nil {
+				if err := rows.Scan(&k.ID, &k.DueAt, &k.Name, &k.TaskKey, &overlap, &isDue); err != nil {
 					return err
 				}
 				k.DueAt, k.Overlap = k.DueAt.UTC(), store.OverlapPolicy(overlap)
@@ -198,15 +255,23 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 			if err != nil {
 				return err
 			}
-			holders, err = readHolders(br)
+			if holders, err = readHolders(br); err != nil {
+				return err
+			}
+			if len(distinctNames) > 0 {
+				limits, inflight, err = readLimits(br)
+			}
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		win, skip, block := driverkit.ResolveKeys(due, holders)
+		win, skip, block, over := driverkit.ResolveKeys(due, holders, limits, inflight)
 		for _, k := range block {
 			blocked = append(blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
+		}
+		for _, k := range over {
+			limited = append(limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit})
 		}
 		if len(win)+len(skip) == 0 {
 			return nil // nothing to write: steps commits
@@ -256,6 +321,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 	res.Skipped = append(res.Skipped, skipped...)
 	res.NotDue = append(res.NotDue, notDue...)
 	res.Blocked = append(res.Blocked, blocked...)
+	res.Limited = append(res.Limited, limited...)
 	return nil
 }
 
@@ -266,6 +332,7 @@ const triggerKeyedSQL = `UPDATE ax_tasks t SET status = 'DISPATCHING', execution
 		finished_at = NULL, dispatched_at = ts.now, triggered_at = ts.now, updated_at = ts.now
 	FROM (SELECT clock_timestamp() AS now) ts
 	WHERE t.id = $1 AND t.namespace || '' = $3 AND t.status IN ('SCHEDULED', 'FAILED') AND t.key_slot = 0
+		AND NOT ` + limitedName + `
 		AND NOT EXISTS (SELECT 1 FROM ax_tasks o
 			WHERE o.namespace = t.namespace AND o.task_key = t.task_key AND o.task_key <> ''
 				AND o.status IN ('DISPATCHING', 'RUNNING'))
@@ -306,6 +373,7 @@ func sortResult(res *store.ClaimResult) {
 	slices.SortFunc(res.NotDue, func(a, b store.Due) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(res.Paused, func(a, b store.Due) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(res.Blocked, func(a, b store.Blocked) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(res.Limited, func(a, b store.Limited) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // triggerOp names a Trigger call in errors.
