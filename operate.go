@@ -146,7 +146,9 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Cancel
 // handler (an operations node, ax serve) — hands it over instead: the task becomes
 // SCHEDULED and due now, TriggeredAt recorded (from FAILED with one more attempt), and
 // the scheduler that runs its handler claims it at once if it is this one's leader,
-// else within its refill interval.
+// else within its refill interval. A task whose name has a concurrency limit
+// (SetConcurrency) is made due so too, wherever it is triggered: its claim waits for
+// a free slot, as every claim of the name does.
 //
 // With WithTx the trigger is part of the caller's transaction: the task becomes
 // SCHEDULED and due now (TriggeredAt recorded, from FAILED with one more attempt) if,
@@ -199,6 +201,14 @@ func (s *Scheduler) claimTrigger(ctx context.Context, r *running, id int64, o *o
 			return nil, &TaskStateError{Op: "trigger", Task: taskOf(t), Err: err} // it names the task
 		}
 		return nil, errorf("ax: trigger task %d: %w", id, err)
+	}
+	if t.Status == store.Scheduled { // its name has a concurrency limit: made due, for a claim to apply it
+		o.unlessRolledBack(ctx, func() {
+			s.log.LogAttrs(ctx, slog.LevelInfo, "ax: task triggered: due now, its name's concurrency limit applies", observe.TaskAttrs(t)...)
+			r.watch(t.ID, t.DueAt)
+			r.add(store.Due{ID: t.ID, DueAt: t.DueAt})
+		})
+		return t, nil
 	}
 	var dispatched bool
 	o.onCommit(ctx, func() {

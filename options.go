@@ -19,7 +19,8 @@ import (
 //	WithOverlap                   ✓                  ✓   (ContentOption)
 //	WithUnique       ✓            ✓                      (UniqueOption)
 //	WithMaxSnoozes   ✓
-//	WithActor        (Cancel, PauseName, ResumeName)
+//	WithConcurrency  ✓
+//	WithActor        (Cancel, PauseName, ResumeName, SetConcurrency)
 //	WithTx                        ✓
 //	WithTaskKey                   ✓
 //	WithTimeZone                                     ✓   (Cron only)
@@ -129,23 +130,24 @@ func (scheduleOnly) scheduleOption()    {}
 
 // options collects what Options set; nil pointers mean "not given".
 type options struct {
-	payload    []byte
-	hasPayload bool
-	maxRetry   *int
-	maxSnoozes *int
-	actor      *string
-	backoff    func(attempt int) time.Duration
-	hasBackoff bool
-	timeout    *time.Duration
-	owner      *string
-	tx         any
-	hasTx      bool
-	taskKey    *string
-	unique     *Unique
-	overlap    *OverlapPolicy
-	misfire    *MisfirePolicy
-	loc        *time.Location
-	errs       []error
+	payload     []byte
+	hasPayload  bool
+	maxRetry    *int
+	maxSnoozes  *int
+	concurrency *int
+	actor       *string
+	backoff     func(attempt int) time.Duration
+	hasBackoff  bool
+	timeout     *time.Duration
+	owner       *string
+	tx          any
+	hasTx       bool
+	taskKey     *string
+	unique      *Unique
+	overlap     *OverlapPolicy
+	misfire     *MisfirePolicy
+	loc         *time.Location
+	errs        []error
 }
 
 // collect applies opts, in order, to new options.
@@ -230,6 +232,22 @@ func WithMaxSnoozes(n int) HandlerOption {
 			return
 		}
 		o.maxSnoozes = &n
+	})
+}
+
+// WithConcurrency limits the handler's name to n tasks DISPATCHING or RUNNING at
+// once across every scheduler of the namespace, whatever their number: the claim
+// that would exceed it leaves the task waiting, due, for a slot (see SetConcurrency,
+// which this stores). Start stores it, and a Handle after Start at once, so that the
+// value in the code wins over one set at run time at each Start. n must be 1 to
+// MaxConcurrency.
+func WithConcurrency(n int) HandlerOption {
+	return handlerOnly(func(o *options) {
+		if n < 1 || n > MaxConcurrency {
+			o.invalid("Concurrency", "must be 1 to %d (%d)", MaxConcurrency, n)
+			return
+		}
+		o.concurrency = &n
 	})
 }
 

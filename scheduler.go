@@ -81,9 +81,10 @@ const (
 // handler is a registered handler, its defaults for its tasks, and what the
 // executor runs.
 type handler struct {
-	maxRetry int
-	unique   Unique
-	exec     *execute.Handler // Run, Timeout, Backoff
+	maxRetry    int
+	unique      Unique
+	concurrency int              // WithConcurrency; 0: none set in the code
+	exec        *execute.Handler // Run, Timeout, Backoff
 }
 
 // running holds the parts of a started scheduler.
@@ -142,6 +143,14 @@ func (r *running) wake() {
 	}
 }
 
+// offer has the current term's loop offer at once the tasks it parked for slots of
+// name.
+func (r *running) offer(name string) {
+	if l := r.currentLoop(); l != nil {
+		l.Offer(name)
+	}
+}
+
 // refillNow has the current term's loop refill at once.
 func (r *running) refillNow() {
 	if l := r.currentLoop(); l != nil {
@@ -149,10 +158,10 @@ func (r *running) refillNow() {
 	}
 }
 
-// unblock tells the current term's loop that task keys are free.
-func (r *running) unblock(keys []string) {
+// unblock tells the current term's loop that task keys and slots of names are free.
+func (r *running) unblock(keys, names []string) {
 	if l := r.currentLoop(); l != nil {
-		l.Unblock(keys)
+		l.Unblock(keys, names)
 	}
 }
 
@@ -220,7 +229,8 @@ func inNamespace(st Store, ns string) (Store, error) {
 }
 
 // Handle registers h for tasks named name, with opts as the defaults for those tasks
-// (WithMaxRetry, WithBackoff, WithTimeout, WithMaxSnoozes). It may be called before or after Start;
+// (WithMaxRetry, WithBackoff, WithTimeout, WithMaxSnoozes), and WithConcurrency, a limit
+// for the name stored for every scheduler (see SetConcurrency). It may be called before or after Start;
 // registering a name twice replaces the handler. An empty name, a nil handler or an
 // invalid option value panics, like http.Handle: these are programming errors.
 func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
@@ -253,13 +263,25 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	if o.unique != nil {
 		hd.unique = *o.unique
 	}
+	if o.concurrency != nil {
+		hd.concurrency = *o.concurrency
+	}
 	s.mu.Lock()
 	_, replaced := s.handlers[name]
 	s.handlers[name] = hd
 	if !replaced {
 		s.names = slices.Sorted(maps.Keys(s.handlers))
 	}
+	started := s.run != nil
 	s.mu.Unlock()
+	if started && hd.concurrency > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+		defer cancel()
+		if _, err := s.st.SetConcurrency(ctx, name, hd.concurrency, s.cfg.Node); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelError, "ax: store the concurrency limit of a handler registered after Start; the next Start stores it",
+				slog.String("name", name), slog.Int("concurrency", hd.concurrency), slog.Any("err", err))
+		}
+	}
 }
 
 // HandleFunc registers f for tasks named name; see Handle.
@@ -356,7 +378,7 @@ func (s *Scheduler) assemble(cancel context.CancelFunc) *running {
 		Handler:        s.execHandler,
 		Handlers:       s.handlerNames,
 		OnRoom:         r.wake,
-		OnKeysFree:     r.unblock,
+		OnFree:         r.unblock,
 		OnRetry:        func(d store.Due) { r.add(d) },
 		Trace:          s.spanStarter(),
 	})
@@ -380,6 +402,9 @@ func (s *Scheduler) startIO(ctx context.Context) ([]store.Schedule, error) {
 			return nil, errorf("ax: start: read the store's clock: %w", err)
 		}
 		s.clockMeasured(ctx, offset, rtt)
+	}
+	if err := s.storeLimits(ctx); err != nil {
+		return nil, errorf("ax: start: store concurrency limits: %w", err)
 	}
 	rows, err := s.registerSchedules(ctx)
 	if err != nil {

@@ -136,9 +136,9 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 		recovery.Run(ctx, recovery.Config{
 			Store: st, Fence: t.Fence, Clock: s.clock, Log: s.log, Observe: s.obs, Stats: r.stats,
 			OrphanAfter: s.cfg.OrphanAfter, DispatchTimeout: s.cfg.DispatchTimeout, MaxDispatchRetries: s.cfg.MaxDispatchRetries,
-			Backoff:   func(t *store.Task, n int) time.Duration { return execute.RetryDelay(t, n, s.execHandler) },
-			Requeued:  loop.Add,
-			KeysFreed: loop.Unblock,
+			Backoff:  func(t *store.Task, n int) time.Duration { return execute.RetryDelay(t, n, s.execHandler) },
+			Requeued: loop.Add,
+			Freed:    loop.Unblock,
 		})
 	})
 	wg.Go(func() {

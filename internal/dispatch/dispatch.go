@@ -10,7 +10,10 @@
 //
 // It also holds the task-key waits: tasks a claim left Blocked because another task
 // with their key was running are retried together, at once when a holder here frees
-// the key, else every second. Every claim is a conditional write, so any number of
+// the key, else every second. And it parks the tasks a claim left Limited, their
+// name at its concurrency limit: per name, in due order, offered a limit's worth at a
+// time — at once when a task of the name leaves a slot here, or when the last offer
+// found room, else every limitRetry (the frees of other processes are not seen). Every claim is a conditional write, so any number of
 // loops may share a store; the loop's own bookkeeping (the wheel, in-flight counts)
 // is an optimisation that a stale entry cannot break.
 //
@@ -18,9 +21,11 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,10 +106,12 @@ type Loop struct {
 
 	refillNow chan struct{} // a store notification: refill at once
 
-	blocked  map[int64]string     // task id → the key it waits for (under mu)
-	keyRetry map[string]time.Time // key → when the tasks waiting for it retry (under mu)
-	keyFreed map[string]uint64    // key → the number of the last free of it here (under mu)
-	frees    uint64               // frees of keys by tasks here, counted (under mu)
+	blocked   map[int64]string     // task id → the key it waits for (under mu)
+	keyRetry  map[string]time.Time // key → when the tasks waiting for it retry (under mu)
+	keyFreed  map[string]uint64    // key → the number of the last free of it here (under mu)
+	frees     uint64               // frees of keys by tasks here, counted (under mu)
+	parked    map[string]*parked   // name → its tasks waiting for a slot (under mu)
+	nameFreed map[string]uint64    // name → the number of the last free of a slot here (under mu)
 
 	// inflight counts tasks this loop claimed (or is claiming) whose execution has
 	// not finished; the loop claims only while it is below maxInflight.
@@ -133,6 +140,8 @@ func New(cfg Config) *Loop {
 		blocked:   make(map[int64]string),
 		keyRetry:  make(map[string]time.Time),
 		keyFreed:  make(map[string]uint64),
+		parked:    make(map[string]*parked),
+		nameFreed: make(map[string]uint64),
 
 		claims:      make(chan claimBatch, 1),
 		maxInflight: int64(cfg.Capacity),
@@ -280,6 +289,7 @@ func (l *Loop) Remove(id int64) {
 	l.mu.Lock()
 	l.removed = append(l.removed, id)
 	delete(l.watched, id)
+	l.unpark(id)
 	l.mu.Unlock()
 	l.signal()
 }
@@ -470,6 +480,7 @@ func (l *Loop) claimer(ctx context.Context) {
 			if len(res.Blocked) > 0 {
 				l.block(res.Blocked, claimFrees)
 			}
+			l.park(ids, res, claimFrees)
 			l.cfg.Observe.Claimed(l.cfg.Clock.Now(), res.Claimed)
 			l.cfg.Observe.Claimed(l.cfg.Clock.Now(), res.Started)
 			for _, t := range res.Skipped {
@@ -569,21 +580,34 @@ func (l *Loop) block(bs []store.Blocked, claimFrees uint64) {
 }
 
 // Unblock retries at once, together, the tasks waiting for keys that were just freed
-// here.
-func (l *Loop) Unblock(keys []string) {
-	if len(keys) == 0 {
+// here, and offers the parked tasks of names whose slots were.
+func (l *Loop) Unblock(keys, names []string) {
+	if len(keys)+len(names) == 0 {
 		return
 	}
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	freed := make(map[string]bool, len(keys))
 	l.frees++
+	n := 0
+	for _, name := range names {
+		l.nameFreed[name] = l.frees
+		if p := l.parked[name]; p != nil {
+			n += l.offer(p, now)
+		}
+	}
+	if len(l.nameFreed) > 1024 { // only frees during a claim in flight matter (see park)
+		for k, f := range l.nameFreed {
+			if l.frees-f > 1024 {
+				delete(l.nameFreed, k)
+			}
+		}
+	}
 	for _, k := range keys {
 		freed[k] = true
 		l.keyFreed[k] = l.frees
 		delete(l.keyRetry, k)
 	}
-	n := 0
 	for id, k := range l.blocked {
 		if freed[k] {
 			l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
@@ -614,5 +638,133 @@ func (l *Loop) settled(ids []int64) {
 	}
 	for _, id := range ids {
 		delete(l.blocked, id)
+	}
+}
+
+// limitRetry is how often the loop offers again the tasks parked for a slot of their
+// name when no free was seen here: the tasks of another process free slots unseen.
+// Each offer is one claim of at most the name's limit in tasks.
+const limitRetry = 25 * time.Millisecond
+
+// parked is a name's tasks that a claim left Limited.
+type parked struct {
+	waiting []store.Due    // in (DueAt, ID) order, each id once
+	limit   int            // the name's limit, as the last claim read it
+	out     map[int64]bool // offered: in the wheel or a claim, not answered yet
+}
+
+// park settles the parked tasks a claim of ids asked for, and parks the ones it left
+// Limited. A name whose offer found room (none of its tasks came back Limited) is
+// offered again at once: more may fit. One that found none is offered again when a
+// task of it leaves a slot here — at once if that happened while the claim was in
+// flight (after free number claimFrees) — or after limitRetry.
+func (l *Loop) park(ids []int64, res *store.ClaimResult, claimFrees uint64) {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(res.Limited) == 0 && len(l.parked) == 0 {
+		return
+	}
+	answered := make(map[string]bool)
+	for _, id := range ids {
+		for name, p := range l.parked {
+			if p.out[id] {
+				delete(p.out, id)
+				answered[name] = true
+			}
+		}
+	}
+	full := make(map[string]bool)
+	for _, lt := range res.Limited {
+		p := l.parked[lt.Name]
+		if p == nil {
+			p = &parked{out: make(map[int64]bool)}
+			l.parked[lt.Name] = p
+		}
+		p.limit = lt.Limit
+		p.add(lt.Due)
+		full[lt.Name] = true
+	}
+	n := 0
+	for name, p := range l.parked {
+		switch {
+		case len(p.waiting) == 0 && len(p.out) == 0:
+			delete(l.parked, name)
+		case len(p.out) > 0: // an offer still in flight decides
+		case full[name] && l.nameFreed[name] <= claimFrees:
+			n += l.offerAt(p, now.Add(limitRetry))
+		case full[name] || answered[name]:
+			n += l.offer(p, now)
+		}
+	}
+	if n > 0 {
+		l.signal()
+	}
+}
+
+// add parks d in due order, unless it is parked already.
+func (p *parked) add(d store.Due) {
+	i, found := slices.BinarySearchFunc(p.waiting, d, func(a, b store.Due) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if found {
+		return
+	}
+	if slices.ContainsFunc(p.waiting, func(w store.Due) bool { return w.ID == d.ID }) {
+		return // parked before with another due: the first one stands
+	}
+	p.waiting = slices.Insert(p.waiting, i, d)
+}
+
+// offer puts p's first waiting tasks, up to its limit less those offered already, in
+// the wheel due now, and moves there the ones offered already, waiting for a retry
+// (an offer in a claim is answered once: the repeat finds the task taken or left
+// Limited again). It returns how many it put. The caller holds mu.
+func (l *Loop) offer(p *parked, now time.Time) int {
+	// A tick back: the wheel hands the offer out at its next Advance, not at the tick
+	// after now (it rounds dues up), which would leave the slot idle for up to a tick.
+	now = now.Add(-l.cfg.Tick)
+	for id := range p.out {
+		l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
+	}
+	return len(p.out) + l.offerAt(p, now)
+}
+
+// offerAt puts p's first waiting tasks, up to its limit less those offered already, in
+// the wheel due at at, and returns how many. The caller holds mu.
+func (l *Loop) offerAt(p *parked, at time.Time) int {
+	k := max(min(max(p.limit, 1)-len(p.out), len(p.waiting)), 0)
+	for _, d := range p.waiting[:k] {
+		p.out[d.ID] = true
+		l.incoming = append(l.incoming, store.Due{ID: d.ID, DueAt: at})
+	}
+	p.waiting = p.waiting[k:]
+	return k
+}
+
+// unpark forgets task id, taken out of the wheel, wherever it is parked. The caller
+// holds mu.
+func (l *Loop) unpark(id int64) {
+	for _, p := range l.parked {
+		delete(p.out, id)
+		p.waiting = slices.DeleteFunc(p.waiting, func(d store.Due) bool { return d.ID == id })
+	}
+}
+
+// Offer offers at once the tasks parked for slots of name: its limit was raised or
+// removed.
+func (l *Loop) Offer(name string) {
+	l.mu.Lock()
+	n := 0
+	if p := l.parked[name]; p != nil {
+		p.limit = max(p.limit, 1<<20) // the next answer brings the new one
+		n = l.offer(p, l.cfg.Clock.Now())
+	}
+	l.mu.Unlock()
+	if n > 0 {
+		l.signal()
 	}
 }

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -142,7 +143,7 @@ func TestBlockedTaskStartsWhenItsKeyIsFreed(t *testing.T) {
 			t.Fatal(err)
 		}
 		freedAt := time.Now()
-		l.Unblock([]string{"k"})
+		l.Unblock([]string{"k"}, nil)
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
 		cancel()
@@ -213,4 +214,137 @@ func TestReservationQueuedAtTheEndGoesBack(t *testing.T) {
 			t.Fatalf("reserved %d, given back %d; want 1 and 1", g.reserved, g.returned)
 		}
 	})
+}
+
+// runner is an Executor that runs each task for d: it starts and finishes it in the
+// store, then tells the loop, and, when frees is set, which names' slots it freed.
+// It records the most tasks of each name it ran at once.
+type runner struct {
+	st    store.Store
+	d     time.Duration
+	frees bool
+	l     *Loop
+
+	mu      sync.Mutex
+	running map[string]int
+	most    map[string]int
+	batches [][]int64 // task ids, as dispatched, by call
+	done    int
+}
+
+func (r *runner) Dispatch(ts []store.Task) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var batch []int64
+	defer func() { r.batches = append(r.batches, batch) }()
+	for _, t := range ts {
+		batch = append(batch, t.ID)
+		r.running[t.Name]++
+		r.most[t.Name] = max(r.most[t.Name], r.running[t.Name])
+		go r.run(t)
+	}
+	return true
+}
+
+func (r *runner) run(t store.Task) {
+	ctx := context.Background()
+	if _, err := r.st.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: t.ID, ExecutionID: t.ExecutionID, Name: t.Name, Node: "n"}}); err != nil {
+		panic(err)
+	}
+	time.Sleep(r.d)
+	r.mu.Lock()
+	r.running[t.Name]--
+	r.done++
+	r.mu.Unlock()
+	if _, err := r.st.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded}}); err != nil {
+		panic(err)
+	}
+	r.l.Done(1)
+	if r.frees {
+		r.l.Unblock(nil, []string{t.Name})
+	}
+}
+
+// A limited name's tasks run at most its limit at once, in due order, one after
+// another with no idle slot when the frees are seen here, within limitRetry when they
+// are not (another process's); another name's tasks are not held back behind them.
+func TestLimitedNameParks(t *testing.T) {
+	for _, frees := range []bool{true, false} {
+		t.Run(map[bool]string{true: "frees seen", false: "frees unseen"}[frees], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memory.New()
+				defer st.Close()
+				ctx, cancel := context.WithCancel(context.Background())
+				if _, err := st.SetConcurrency(ctx, "lim", 2, "test"); err != nil {
+					t.Fatal(err)
+				}
+				t0 := time.Now()
+				var nts []store.NewTask
+				for i := range 20 { // due in the reverse of their insertion order
+					nts = append(nts, store.NewTask{Name: "lim", Key: fmt.Sprint(i), DueAt: t0.Add(-time.Duration(i) * time.Millisecond), MaxRetry: 1})
+				}
+				for i := range 5 {
+					nts = append(nts, store.NewTask{Name: "free", Key: fmt.Sprint(i), DueAt: t0, MaxRetry: 1})
+				}
+				ins, err := st.Insert(ctx, nts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				const d = 100 * time.Millisecond
+				r := &runner{st: st, d: d, frees: frees, running: map[string]int{}, most: map[string]int{}}
+				l := newLoop(st, r, 100)
+				r.l = l
+				var wg sync.WaitGroup
+				wg.Go(func() { l.Run(ctx) })
+				for r.doneCount() < 25 && time.Since(t0) < time.Minute {
+					time.Sleep(time.Millisecond)
+				}
+				took := time.Since(t0)
+				cancel()
+				wg.Wait()
+				synctest.Wait()
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if r.done != 25 {
+					t.Fatalf("%d tasks ran in a minute, want 25", r.done)
+				}
+				if r.most["lim"] != 2 || r.most["free"] != 5 {
+					t.Errorf("most at once: %v, want lim 2 (its limit), free 5", r.most)
+				}
+				// Due order: every limited task dispatched in an earlier batch than
+				// another is due no later (their due times descend with their ids).
+				var last int64 = 1 << 62
+				for _, b := range r.batches {
+					first := int64(1 << 62)
+					for _, id := range b {
+						if id <= ins[19].Task.ID {
+							if id > last {
+								t.Errorf("limited task %d ran after task %d, due later: batches %v", id, last, r.batches)
+							}
+							first = min(first, id)
+						}
+					}
+					last = min(last, first)
+				}
+				// 10 rounds of d each: with the frees seen a slot is taken again at
+				// once (the first refill and claims take a few ticks); unseen, each
+				// round waits up to limitRetry more.
+				want := 10 * d
+				slack := 5 * 10 * time.Millisecond
+				if !frees {
+					slack += 10 * (limitRetry + 10*time.Millisecond)
+				}
+				if took < want || took > want+slack {
+					t.Errorf("20 tasks limited to 2 of %v each took %v, want %v to %v", d, took, want, want+slack)
+				}
+				t.Logf("took %v", took)
+			})
+		})
+	}
+}
+
+func (r *runner) doneCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.done
 }

@@ -7,7 +7,7 @@
 //
 // Its dependencies come in Config: the store (each call bounded by the caller), the
 // clock, the handler lookup, and the hooks by which it tells the scheduling loop which
-// task keys are free (OnKeysFree) and what was rescheduled (OnRetry). Each dispatch
+// task keys and names' slots are free (OnFree) and what was rescheduled (OnRetry). Each dispatch
 // names its Source: the loop that claimed the tasks, told how many of them are done,
 // and, under an elector, the lease they were claimed under — a task whose lease ended
 // before it started is handed back, never started; and its fence, which Start carries,
@@ -24,6 +24,7 @@ package execute
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/axsched/ax/internal/clock"
@@ -83,9 +84,10 @@ type Config struct {
 	// OnRoom is told that the executor has room for a claim that starts tasks itself
 	// (see Reserve): a handler returned, or a reservation was given back.
 	OnRoom func()
-	// OnKeysFree is told the task keys that tasks of this process stopped holding
+	// OnFree is told the task keys that tasks of this process stopped holding, and the
+	// names whose tasks left DISPATCHING or RUNNING here (see Freed)
 	// (finished, retried later or handed back), so that tasks waiting for them start.
-	OnKeysFree func(keys []string)
+	OnFree func(keys, names []string)
 	// OnRetry is told of a task rescheduled here: by its result (a retry, a
 	// release) or handed back (a dispatch retry).
 	OnRetry func(store.Due)
@@ -172,14 +174,21 @@ func HandBack(t *store.Task, reason string, now time.Time, maxDispatchRetries in
 	}
 }
 
-// FreedKeys returns the task keys of the tasks whose write applied: a task that left
-// DISPATCHING or RUNNING no longer holds its key.
-func FreedKeys(n int, task func(i int) *store.Task, applied []bool) []string {
-	var keys []string
+// Freed returns the task keys and the names of the tasks whose write applied: a task
+// that left DISPATCHING or RUNNING no longer holds its key, nor a slot of its name's
+// concurrency limit. Each name is returned once.
+func Freed(n int, task func(i int) *store.Task, applied []bool) (keys, names []string) {
 	for i := range n {
-		if i < len(applied) && applied[i] && task(i).TaskKey != "" {
-			keys = append(keys, task(i).TaskKey)
+		if i >= len(applied) || !applied[i] {
+			continue
+		}
+		t := task(i)
+		if t.TaskKey != "" {
+			keys = append(keys, t.TaskKey)
+		}
+		if !slices.Contains(names, t.Name) {
+			names = append(names, t.Name)
 		}
 	}
-	return keys
+	return keys, names
 }

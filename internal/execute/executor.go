@@ -59,8 +59,8 @@ type dispatched struct {
 
 // New returns an executor for cfg; Start starts it.
 func New(cfg Config) *Executor {
-	if cfg.OnKeysFree == nil {
-		cfg.OnKeysFree = func([]string) {}
+	if cfg.OnFree == nil {
+		cfg.OnFree = func(keys, names []string) {}
 	}
 	if cfg.OnRetry == nil {
 		cfg.OnRetry = func(store.Due) {}

@@ -130,7 +130,7 @@ func TestFinishAnswerLost(t *testing.T) {
 		Handler: func(string) *Handler {
 			return &Handler{Run: func(context.Context, *store.Task) error { return nil }, Timeout: time.Minute}
 		},
-		OnKeysFree: func(keys []string) { freed <- keys },
+		OnFree: func(keys, _ []string) { freed <- keys },
 	})
 	ex.Start()
 	defer ex.Stop(ctx)

@@ -153,8 +153,8 @@ func (e *Executor) finish(batch []*execution) {
 		e.mu.Unlock()
 		loopDone.add(x.src)
 	}
-	if freed := FreedKeys(len(batch), func(i int) *store.Task { return &batch[i].task }, applied); len(freed) > 0 {
-		e.cfg.OnKeysFree(freed)
+	if keys, names := Freed(len(batch), func(i int) *store.Task { return &batch[i].task }, applied); len(names) > 0 {
+		e.cfg.OnFree(keys, names)
 	}
 	loopDone.report()
 }

@@ -103,8 +103,8 @@ func (e *Executor) handBackEach(ds []dispatched, code string, reason func(dispat
 			e.cfg.OnRetry(store.Due{ID: rq[i].TaskID, DueAt: rq[i].DueAt})
 		}
 	}
-	if freed := FreedKeys(len(ds), func(i int) *store.Task { return &ds[i].task }, applied); len(freed) > 0 {
-		e.cfg.OnKeysFree(freed)
+	if keys, names := Freed(len(ds), func(i int) *store.Task { return &ds[i].task }, applied); len(names) > 0 {
+		e.cfg.OnFree(keys, names)
 	}
 	claimed.report()
 }

@@ -49,8 +49,9 @@ type Config struct {
 	Backoff func(t *store.Task, n int) time.Duration
 	// Requeued is told of each task put back in line, at its new due time.
 	Requeued func(...store.Due)
-	// KeysFreed is told the task keys that recovered tasks stopped holding.
-	KeysFreed func(keys []string)
+	// Freed is told the task keys that recovered tasks stopped holding, and their
+	// names (execute.Freed).
+	Freed func(keys, names []string)
 }
 
 // Run recovers until ctx ends: at once, then every quarter of min(OrphanAfter,
@@ -111,7 +112,7 @@ func Once(ctx context.Context, cfg Config) error {
 				cfg.Requeued(store.Due{ID: results[i].TaskID, DueAt: results[i].DueAt})
 			}
 		}
-		cfg.KeysFreed(execute.FreedKeys(len(orphans), func(i int) *store.Task { return &orphans[i] }, applied))
+		cfg.Freed(execute.Freed(len(orphans), func(i int) *store.Task { return &orphans[i] }, applied))
 		if len(orphans) < store.MaxBatch {
 			break
 		}
@@ -142,7 +143,7 @@ func Once(ctx context.Context, cfg Config) error {
 				cfg.Requeued(store.Due{ID: rq[i].TaskID, DueAt: rq[i].DueAt})
 			}
 		}
-		cfg.KeysFreed(execute.FreedKeys(len(stuck), func(i int) *store.Task { return &stuck[i] }, applied))
+		cfg.Freed(execute.Freed(len(stuck), func(i int) *store.Task { return &stuck[i] }, applied))
 		if len(stuck) < store.MaxBatch {
 			return nil
 		}

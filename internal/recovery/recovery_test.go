@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // An execution whose heartbeats stopped is a failed attempt, retried after the
 // backoff; a claim never started is handed back as a dispatch failure. Both come
-// back to the loop (Requeued) and free their task keys (KeysFreed).
+// back to the loop (Requeued) and free their task keys (Freed).
 func TestOrphansAndStuckClaims(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memory.New()
@@ -57,9 +57,9 @@ func TestOrphansAndStuckClaims(t *testing.T) {
 		cfg := Config{
 			Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			OrphanAfter: time.Minute, DispatchTimeout: 30 * time.Second, MaxDispatchRetries: 5,
-			Backoff:   func(t *store.Task, n int) time.Duration { return execute.DefaultBackoff(n) },
-			Requeued:  func(d ...store.Due) { mu.Lock(); requeued = append(requeued, d...); mu.Unlock() },
-			KeysFreed: func(k []string) { mu.Lock(); freed = append(freed, k...); mu.Unlock() },
+			Backoff:  func(t *store.Task, n int) time.Duration { return execute.DefaultBackoff(n) },
+			Requeued: func(d ...store.Due) { mu.Lock(); requeued = append(requeued, d...); mu.Unlock() },
+			Freed:    func(k, _ []string) { mu.Lock(); freed = append(freed, k...); mu.Unlock() },
 		}
 		cfg.Stats = stats.New(stats.Config{Store: st, Node: "leader", Log: cfg.Log, Interval: time.Minute, Timeout: time.Second})
 		// Before the deadlines nothing is stale.
