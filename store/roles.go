@@ -524,16 +524,26 @@ type Pruner interface {
 	PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error)
 }
 
-// Notifier is implemented by stores that can signal, soon after a transaction that
-// inserted tasks or made them SCHEDULED commits, that a refill would find something
-// (PostgreSQL LISTEN/NOTIFY). Signals may be coalesced or lost; the scheduler's
-// periodic refill stays the guarantee.
+// Notifier is implemented by stores that can signal, soon after a transaction commits,
+// that a refill would find something (it inserted tasks or made them SCHEDULED:
+// SignalWork), or that a slot of a name's concurrency limit freed (Finish ended a
+// task of a limited name: SignalFreed) — PostgreSQL LISTEN/NOTIFY. Signals may be
+// coalesced or lost; the scheduler's periodic refill and retries stay the guarantee.
 type Notifier interface {
 	// Listen calls f, on a goroutine of the store's, for each signal until ctx ends
 	// or the listening connection fails; it returns then (nil when ctx ended). The
 	// caller re-Listens after an error.
-	Listen(ctx context.Context, f func()) error
+	Listen(ctx context.Context, f func(Signal)) error
 }
+
+// Signal is what a Notifier's signal says.
+type Signal int
+
+// The signals.
+const (
+	SignalWork  Signal = iota // tasks were inserted or made SCHEDULED: a refill would find them
+	SignalFreed               // a task of a name with a concurrency limit left DISPATCHING or RUNNING
+)
 
 // Transactor is implemented by stores that write in transactions (every SQL driver of
 // this module; not store/memory). It binds a transaction once and returns a [Tx]: the

@@ -188,10 +188,15 @@ func (l *Loop) RefillNow() {
 
 // listen turns the store's change notifications into immediate refills, so that a
 // task committed by another process (or in a caller's transaction) is in the wheel
-// at once rather than a refill interval later.
+// at once rather than a refill interval later, and its signals of freed slots into
+// offers of the parked tasks.
 func (l *Loop) listen(ctx context.Context, n store.Notifier) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
-		err := n.Listen(ctx, func() {
+		err := n.Listen(ctx, func(sig store.Signal) {
+			if sig == store.SignalFreed {
+				l.offerParked()
+				return
+			}
 			select {
 			case l.refillNow <- struct{}{}:
 			default:
@@ -751,6 +756,21 @@ func (l *Loop) unpark(id int64) {
 	for _, p := range l.parked {
 		delete(p.out, id)
 		p.waiting = slices.DeleteFunc(p.waiting, func(d store.Due) bool { return d.ID == id })
+	}
+}
+
+// offerParked offers at once the tasks parked for slots of every name: the store
+// signalled that slots freed (in any process).
+func (l *Loop) offerParked() {
+	l.mu.Lock()
+	n := 0
+	now := l.cfg.Clock.Now()
+	for _, p := range l.parked {
+		n += l.offer(p, now)
+	}
+	l.mu.Unlock()
+	if n > 0 {
+		l.signal()
 	}
 }
 

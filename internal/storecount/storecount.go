@@ -121,7 +121,7 @@ type notifier struct {
 	inner store.Notifier
 }
 
-func (n notifier) Listen(ctx context.Context, f func()) error {
+func (n notifier) Listen(ctx context.Context, f func(store.Signal)) error {
 	if err := n.s.before(ctx, "Listen"); err != nil {
 		return err
 	}

@@ -125,13 +125,13 @@ type notifyingTransactor struct {
 	txMethods
 }
 
-func (notifyingTransactor) Listen(ctx context.Context, f func()) error { return nil }
+func (notifyingTransactor) Listen(ctx context.Context, f func(store.Signal)) error { return nil }
 
 func (n notifyingTransactor) InNamespace(string) (store.Store, error) { return n, nil }
 
 type notifyingStore struct{ store.Store }
 
-func (notifyingStore) Listen(ctx context.Context, f func()) error { return nil }
+func (notifyingStore) Listen(ctx context.Context, f func(store.Signal)) error { return nil }
 
 func (n notifyingStore) InNamespace(string) (store.Store, error) { return n, nil }
 
@@ -202,7 +202,7 @@ func TestWithOptionalInterfaces(t *testing.T) {
 			t.Fatal(err)
 		}
 		if isNotifier {
-			n.Listen(context.Background(), func() {})
+			n.Listen(context.Background(), func(store.Signal) {})
 			want["Listen"] = 1
 		}
 		if isTransactor {

@@ -467,10 +467,15 @@ func TestListen(t *testing.T) {
 	var (
 		calls    atomic.Int64
 		first    = make(chan time.Time, 1)
+		freed    = make(chan struct{}, 1)
 		listened = make(chan error, 1)
 	)
 	go func() {
-		listened <- st.Listen(ctx, func() {
+		listened <- st.Listen(ctx, func(sig store.Signal) {
+			if sig == store.SignalFreed {
+				freed <- struct{}{}
+				return
+			}
 			if calls.Add(1) == 1 {
 				first <- time.Now()
 			}
@@ -501,6 +506,41 @@ func TestListen(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("f not called within 10s of the commit")
 	}
+
+	// A finish of a task of a limited name signals that slots freed; one of another
+	// name does not.
+	if _, err := st.SetConcurrency(ctx, "limited", 1, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"other", "limited"} {
+		ins, err := st.Insert(ctx, []store.NewTask{{Name: name, Key: "k", DueAt: time.Now().Add(-time.Second)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.ClaimStart(ctx, store.Fence{}, store.StartOn{Node: "n", Handlers: []string{name}},
+			[]store.Claim{{ID: ins[0].Task.ID, ExecutionID: "e-" + name, Start: true}})
+		if err != nil || len(res.Claimed)+len(res.Started) != 1 {
+			t.Fatalf("claim of %s = %+v, %v", name, res, err)
+		}
+		if len(res.Claimed) == 1 {
+			if _, err := st.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: ins[0].Task.ID, ExecutionID: "e-" + name, Name: name, Node: "n"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := st.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: ins[0].Task.ID, ExecutionID: "e-" + name, Status: store.Succeeded}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-freed:
+			if name == "other" {
+				t.Errorf("a finish of a name without a limit signalled freed slots")
+			}
+		case <-time.After(time.Second):
+			if name == "limited" {
+				t.Errorf("a finish of a limited name's task did not signal freed slots within 1s")
+			}
+		}
+	}
 	cancel()
 	if err := <-listened; err != nil {
 		t.Errorf("Listen after ctx ended = %v, want nil", err)
@@ -508,7 +548,7 @@ func TestListen(t *testing.T) {
 
 	// Close ends a running Listen with ErrClosed.
 	waitListeners(t, pool, st.Channel(), 0)
-	go func() { listened <- st.Listen(context.Background(), func() {}) }()
+	go func() { listened <- st.Listen(context.Background(), func(store.Signal) {}) }()
 	waitListeners(t, pool, st.Channel(), 1)
 	st.Close()
 	select {

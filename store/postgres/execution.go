@@ -290,6 +290,10 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return dup
 	})
 	done := map[ref]int{}
+	finishedIDs := make([]int64, len(order))
+	for k, i := range order {
+		finishedIDs[k] = results[i].TaskID
+	}
 	err := s.execTx(ctx, "finish", func(b *pgx.Batch) {
 		queueFence(b, fence)
 		if retry {
@@ -309,6 +313,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 			}
 			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues, failed, s.ns, snoozes)
 		})
+		b.Queue(freedSQL, s.channel, s.ns, finishedIDs)
 	}, func(br pgx.BatchResults) error {
 		clear(done)
 		if err := readFence(br, fence); err != nil {
@@ -319,7 +324,11 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 				return err
 			}
 		}
-		return readRefs(br, len(order), done)
+		if err := readRefs(br, len(order), done); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
 	})
 	if err != nil {
 		return nil, err
