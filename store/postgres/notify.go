@@ -29,7 +29,7 @@ func (s *Store) Channel() string { return s.channel }
 // channel and calls f, on Listen's goroutine, once per notification until ctx ends
 // (it returns nil then), the store is closed (store.ErrClosed) or the connection
 // fails. Every transaction that inserts tasks or makes them SCHEDULED notifies the
-// channel (payload '': SignalWork), as does a Finish that ended a task of a name with
+// channel (an empty payload: SignalWork), as does a Finish that ended a task of a name with
 // a concurrency limit (payload freedPayload: SignalFreed); PostgreSQL delivers the
 // notification when it commits, folding repeats within one transaction into one.
 func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
