@@ -622,3 +622,53 @@ func ExampleScheduler_PauseName() {
 	// ran: mail
 	// ran: report
 }
+
+// WithConcurrency caps a task name's tasks in flight on every scheduler of the
+// namespace: here 2 at a time, although the scheduler could run 100.
+func ExampleWithConcurrency() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	var mu sync.Mutex
+	running, most := 0, 0
+	done := make(chan struct{}, 6)
+	s.HandleFunc("export", func(ctx context.Context, t *ax.Task) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		done <- struct{}{}
+		return nil
+	}, ax.WithConcurrency(2))
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	for i := range 6 {
+		if _, err := s.Delay(ctx, "export", fmt.Sprint("customer-", i), 0); err != nil {
+			panic(err)
+		}
+	}
+	for range 6 {
+		<-done
+	}
+	names, err := s.Names(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(names[0].Name, "limited to", names[0].Concurrency)
+	mu.Lock()
+	fmt.Println("most at once:", most)
+	mu.Unlock()
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// export limited to 2
+	// most at once: 2
+}

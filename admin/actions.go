@@ -27,6 +27,9 @@ type ActionBody struct {
 	Reason string `json:"reason,omitempty"`
 	// At is the new due time of a reschedule (RFC 3339).
 	At *time.Time `json:"at,omitempty"`
+	// Concurrency is a task name's new concurrency limit (POST
+	// /names/{name}/concurrency; required there): 0 removes it.
+	Concurrency *int `json:"concurrency,omitempty"`
 
 	actor string // the caller's, recorded by a cancel as who asked
 }
@@ -269,6 +272,9 @@ func recorded(rec ax.AuditRecord, a action, out outcome, f *apiFailure) ax.Audit
 		}
 	}
 	rec.Result = "ok"
+	if a.name == "name.concurrency" && out.name != nil {
+		rec.Result = fmt.Sprintf("ok: concurrency %d", out.name.Concurrency) // what it was set to
+	}
 	if f != nil {
 		rec.Result = f.code + ": " + f.msg
 	}
@@ -391,6 +397,7 @@ func (h *Handler) routeActions() {
 		}})
 	h.act("POST /names/{name}/pause", h.nameAction("pause", h.s.PauseName))
 	h.act("POST /names/{name}/resume", h.nameAction("resume", h.s.ResumeName))
+	h.act("POST /names/{name}/concurrency", h.nameLimit())
 	h.act("POST /schedules/{name}/trigger", action{name: "schedule.trigger", needsReason: true, trigger: true, target: scheduleTarget,
 		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
 			t, err := h.s.TriggerSchedule(ctx, r.PathValue("name"), in...)

@@ -20,7 +20,7 @@
 //	GET  /tasks/{id}                 viewer: one task and its executions
 //	GET  /schedules                  viewer: the schedules, paused or not, with their next and last slots
 //	GET  /schedules/{name}           viewer: a schedule, its next 10 slots, and what became of its last 50 (ScheduleDetail)
-//	GET  /names                      viewer: the task names ever paused, paused now or not, with who changed them last and when (Names)
+//	GET  /names                      viewer: the task names ever paused or limited, with their state, who changed it last and when (Names)
 //	GET  /cluster                    viewer: the leader, its epoch and lease, the live replicas, the last 20 leadership changes
 //	GET  /overview                   viewer: tasks per status, the queue's lag, the last hour's executions per minute, the leader, its epoch, the replicas (Overview)
 //	GET  /whoami                     viewer: the caller's actor and role, and what the handler allows (Whoami)
@@ -36,6 +36,7 @@
 //	POST /schedules/{name}/trigger   operator, a reason: ax.TriggerSchedule (an occurrence now, marked manual)
 //	POST /names/{name}/pause         operator: ax.PauseName, by the caller (ax.WithActor): no claim takes the name's tasks
 //	POST /names/{name}/resume        operator: ax.ResumeName, by the caller
+//	POST /names/{name}/concurrency   operator: ax.SetConcurrency to the body's concurrency (0: none), by the caller
 //	GET  /audit                      admin: the audit log, newest first (actor, action, target, since, until, before_id, limit)
 //
 // A mutating route's body is an ActionBody: one JSON object of its fields, at most

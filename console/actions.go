@@ -111,9 +111,10 @@ func (c *Console) scheduleAction(w http.ResponseWriter, r *http.Request, v *view
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
-// nameAction is POST /names/{name}/{action}, pause or resume, and POST /names with
-// the name and the action in the form (a name typed in): the task name paused or
-// resumed, with the form's reason, through the admin API; then back to the names.
+// nameAction is POST /names/{name}/{action}, pause, resume or concurrency (the form's
+// limit), and POST /names with the name and the action in the form (a name typed in):
+// the task name paused, resumed or limited, with the form's reason, through the admin
+// API; then back to the names.
 func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 	if !c.readForm(w, r) {
 		return
@@ -122,8 +123,16 @@ func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 	if act == "" {
 		act, name = r.PostForm.Get("action"), strings.TrimSpace(r.PostForm.Get("name"))
 	}
+	body := admin.ActionBody{Reason: r.PostForm.Get("reason")}
 	switch act {
 	case "pause", "resume":
+	case "concurrency":
+		n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("concurrency")))
+		if err != nil || n < 0 {
+			c.fail(w, r, http.StatusBadRequest, "invalid", "give the concurrency limit: a whole number, 0 to remove it")
+			return
+		}
+		body.Concurrency = &n
 	default:
 		c.fail(w, r, http.StatusNotFound, "not_found", "no such action")
 		return
@@ -136,7 +145,7 @@ func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	var res admin.ActionResult
-	if !c.send(w, r, "names/"+url.PathEscape(name)+"/"+act, admin.ActionBody{Reason: r.PostForm.Get("reason")}, &res) {
+	if !c.send(w, r, "names/"+url.PathEscape(name)+"/"+act, body, &res) {
 		return
 	}
 	http.Redirect(w, r, v.Base+"/names?done="+act+"&audit="+strconv.FormatInt(res.Audit.ID, 10), http.StatusSeeOther)

@@ -293,6 +293,7 @@ func doneText(done string) string {
 	return map[string]string{
 		"cancel": "Cancelled.", "retry": "Retried: scheduled to run again.", "trigger": "Triggered.",
 		"reschedule": "Rescheduled.", "pause": "Paused.", "resume": "Resumed.",
+		"concurrency": "Concurrency limit set.",
 	}[done]
 }
 
@@ -352,7 +353,8 @@ type nameRow struct {
 }
 
 // names is GET /names: the task names the console knows — those a live replica
-// handles and those ever paused — with their state, and pause and resume.
+// handles and those ever paused or limited — with their state, pause and resume, and
+// their concurrency limits.
 func (c *Console) names(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Names", "names"
 	live(r, v)

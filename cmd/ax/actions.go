@@ -67,6 +67,30 @@ func nameAction(ctx context.Context, action string, args []string, stdout, stder
 	return namedAction(ctx, "names", action, "task name", "why, recorded in the audit log (`TEXT`)", " and prints the name's state after it", args, stdout, stderr)
 }
 
+// nameLimit is `ax names limit NAME --concurrency N`: POST /names/NAME/concurrency.
+func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const command = "names limit"
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	var api apiFlags
+	api.register(fs)
+	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`)")
+	n := fs.Int("concurrency", -1, "at most `N` tasks of the name DISPATCHING or RUNNING at once, on every replica; 0 removes the limit (required)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: ax %s NAME --concurrency N [flags]\n\nCalls POST /names/NAME/concurrency and prints the name's state after it.\n\nflags:\n", command)
+		fs.PrintDefaults()
+	}
+	name, code, ok := firstArg(fs, command, "task name", args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if *n < 0 {
+		fmt.Fprintf(stderr, "ax %s: --concurrency is required: 0 or more\n\n", command)
+		fs.Usage()
+		return exitUsage
+	}
+	return api.act(ctx, command, "/names/"+url.PathEscape(name)+"/concurrency", admin.ActionBody{Reason: *reason, Concurrency: n}, stdout, stderr)
+}
+
 // namedAction is `ax RESOURCE ACTION NAME [--reason R]`: POST /RESOURCE/NAME/ACTION
 // through the admin API. what names the operand in errors; reasonHelp is the flag's
 // help, and usageMore ends the usage's sentence.
@@ -147,6 +171,7 @@ func (a *apiFlags) act(ctx context.Context, command, path string, body admin.Act
 	}
 	if n := res.Name; n != nil {
 		fmt.Fprintf(tw, "state:\t%s\n", nameState(*n))
+		fmt.Fprintf(tw, "concurrency:\t%s\n", limitText(n.Concurrency))
 	}
 	fmt.Fprintf(tw, "audit:\t%d (%s by %s)\n", res.Audit.ID, res.Audit.Action, res.Audit.Actor)
 	tw.Flush()

@@ -372,21 +372,22 @@ flags of list:
 	})
 }
 
-// runNames is `ax names list|pause|resume`.
+// runNames is `ax names list|pause|resume|limit`.
 func runNames(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("names list", flag.ContinueOnError)
 	var api apiFlags
 	api.register(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: ax names list [flags]                 the task names ever paused, paused now or not
+		fmt.Fprint(fs.Output(), `usage: ax names list [flags]                 the task names ever paused or limited, and their state
        ax names pause NAME [--reason R]     no replica claims the name's tasks until it is resumed
        ax names resume NAME [--reason R]    its waiting tasks run again, in due order
+       ax names limit NAME --concurrency N  at most N of its tasks run at once on all replicas (0: no limit)
 
 flags of list:
 `)
 		fs.PrintDefaults()
 	}
-	const actions = "list, pause or resume"
+	const actions = "list, pause, resume or limit"
 	switch {
 	case len(args) > 0 && isHelp(args[0]):
 		code, _ := parseFlags(fs, args[:1], stdout, stderr)
@@ -397,6 +398,8 @@ flags of list:
 		return exitUsage
 	case args[0] == "pause" || args[0] == "resume":
 		return nameAction(ctx, args[0], args[1:], stdout, stderr)
+	case args[0] == "limit":
+		return nameLimit(ctx, args[1:], stdout, stderr)
 	case args[0] != "list":
 		fmt.Fprintf(stderr, "ax names: unknown action %q (it comes first, before the flags): want %s\n\n", args[0], actions)
 		fs.Usage()
@@ -408,16 +411,24 @@ flags of list:
 	var out admin.Names
 	return api.show(ctx, "names list", "/names", nil, &out, stdout, stderr, func(w io.Writer) {
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tSTATE\tCHANGED BY\tCHANGED AT")
+		fmt.Fprintln(tw, "NAME\tSTATE\tCONCURRENCY\tCHANGED BY\tCHANGED AT")
 		for _, n := range out.Names {
 			at := ""
 			if n.ChangedAt != nil {
 				at = n.ChangedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, nameState(n), n.ChangedBy, at)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, nameState(n), limitText(n.Concurrency), n.ChangedBy, at)
 		}
 		tw.Flush()
 	})
+}
+
+// limitText is a concurrency limit as the CLI prints it: "-" for none.
+func limitText(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 // nameState is "paused" or "active".

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -91,8 +92,12 @@ type ChildConfig struct {
 	// Concurrency is Config.Concurrency; zero: ax's default.
 	Concurrency int
 
-	// HandlerDuration is how long the handler sleeps, unless its context ends first.
+	// HandlerDuration is how long the handler sleeps, unless its context ends first;
+	// with HandlerJitter, a random duration in [0, HandlerJitter) more.
 	HandlerDuration time.Duration
+	HandlerJitter   time.Duration
+	// Limit, when set, registers TaskName's handler with ax.WithConcurrency(Limit).
+	Limit int
 	// RunLog is the path of the run log the handler appends to.
 	RunLog string
 
@@ -265,7 +270,11 @@ func runChild(raw string, out *childproc.Writer) error {
 		e.CtxDone = ctx.Err() != nil
 		mustLog(rl, out, e)
 		if !e.CtxDone {
-			timer := time.NewTimer(cfg.HandlerDuration)
+			d := cfg.HandlerDuration
+			if cfg.HandlerJitter > 0 {
+				d += rand.N(cfg.HandlerJitter)
+			}
+			timer := time.NewTimer(d)
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
@@ -301,7 +310,11 @@ func runChild(raw string, out *childproc.Writer) error {
 		}
 	}
 	if !cfg.NoHandler {
-		s.HandleFunc(TaskName, handler)
+		var opts []ax.HandlerOption
+		if cfg.Limit > 0 {
+			opts = append(opts, ax.WithConcurrency(cfg.Limit))
+		}
+		s.HandleFunc(TaskName, handler, opts...)
 	}
 	if cfg.Every > 0 {
 		s.HandleFunc(EveryName, handler)

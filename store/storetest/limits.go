@@ -164,6 +164,18 @@ func testLimitTrigger(e *env) {
 	if res := e.claimAll(task.ID); len(res.Claimed) != 1 {
 		e.t.Errorf("Claim after the trigger = %+v, want it claimed", res)
 	}
+	// A held key refuses first, as it does for any keyed task.
+	holder := e.nameTask("other", e.keyed(e.past(), "k", store.OverlapQueue))
+	if res := e.claimAll(holder.ID); len(res.Claimed) != 1 {
+		e.t.Fatalf("Claim of the key's holder = %+v", res)
+	}
+	keyed := e.nameTask("report", e.keyed(e.future(), "k", store.OverlapQueue))
+	got, err = e.s.Trigger(e.ctx, keyed.ID, newExecID())
+	var held *store.KeyHeldError
+	if !errors.Is(err, store.ErrNotTriggerable) || !errors.As(err, &held) || held.Holder != holder.ID {
+		e.t.Errorf("Trigger of a limited name's task whose key is held = %+v, %v; want ErrNotTriggerable naming task %d", got, err, holder.ID)
+	}
+	e.unchanged("a refused trigger", keyed)
 }
 
 // Lowering a limit below the tasks in flight stops nothing, and claims none until

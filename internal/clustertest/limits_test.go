@@ -1,0 +1,121 @@
+//go:build linux
+
+package clustertest_test
+
+import (
+	"cmp"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/clustertest"
+)
+
+// TestConcurrencyLimitAcrossReplicas: three replicas, each registering the handler
+// with a concurrency limit of 5 and able to run 100 at once, drain a backlog of
+// 2,000 tasks due at once, handlers of random length (50 to 250 ms). The run log —
+// every handler's start and end, across the processes, on one wall clock — never
+// shows 6 handlers of the name running at once, and shows at least 4.5 on average
+// from the first start to the last (while a backlog exists). The whole history
+// passes Verify.
+func TestConcurrencyLimitAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	const limit, tasks = 5, 2000
+	cfg := timings()
+	cfg.HandlerDuration, cfg.HandlerJitter, cfg.Limit = 50*time.Millisecond, 200*time.Millisecond, limit
+	c := newCluster(t, cfg)
+	c.start(3)
+	leader, epoch := c.waitLeader(20 * time.Second)
+	t.Logf("%s leads with epoch %d", leader.Node(), epoch)
+	l := startLoad(t, c.st, tasks, 500, time.Millisecond, 0)
+	c.waitSettled(l, 3*time.Minute)
+	sum := c.verify(l)
+	allSucceeded(t, sum)
+
+	most, mean, span, idle := overlap(c.collect(l.dues()).Log, limit)
+	t.Logf("%d tasks limited to %d: at most %d handlers at once, %.2f on average over %v; a slot freed was taken again in %v (median), %v (90th percentile)",
+		tasks, limit, most, mean, span.Round(time.Millisecond), pct(idle, 50), pct(idle, 90))
+	if most > limit {
+		t.Errorf("%d handlers ran at once, over the limit of %d", most, limit)
+	}
+	if mean < 4.5 {
+		t.Errorf("%.2f handlers ran on average while a backlog waited, want at least 4.5 of %d", mean, limit)
+	}
+}
+
+// pct returns the p-th percentile of ds (sorted in place).
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, len(ds)*p/100)].Round(100 * time.Microsecond)
+}
+
+// overlap returns, from a run log, the most runs in progress at once, and the mean
+// number in progress from the first start to the last, weighted by time, with that
+// span; and, before the last start, how long each slot of limit freed stayed idle
+// (from an end that left fewer than limit runs to the next start). A run without an
+// end entry never ended.
+func overlap(log []clustertest.Entry, limit int) (most int, mean float64, span time.Duration, idle []time.Duration) {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	var first, last time.Time
+	for _, e := range log {
+		switch e.Event {
+		case clustertest.EventStart:
+			edges = append(edges, edge{e.At, +1})
+			if first.IsZero() || e.At.Before(first) {
+				first = e.At
+			}
+			if e.At.After(last) {
+				last = e.At
+			}
+		case clustertest.EventEnd:
+			edges = append(edges, edge{e.At, -1})
+		}
+	}
+	// Ends before starts at one instant: a slot handed on is not two runs.
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.delta, b.delta)
+	})
+	var (
+		n       int
+		area    float64
+		prev    time.Time
+		started bool
+		freed   []time.Time // slots freed and not taken again, oldest first
+	)
+	for _, e := range edges {
+		if started && !prev.After(last) {
+			to := e.at
+			if to.After(last) {
+				to = last
+			}
+			area += float64(n) * to.Sub(prev).Seconds()
+		}
+		if e.delta > 0 && len(freed) > 0 && !e.at.After(last) {
+			idle, freed = append(idle, e.at.Sub(freed[0])), freed[1:]
+		}
+		n += e.delta
+		if e.delta < 0 && n < limit {
+			freed = append(freed, e.at)
+		}
+		most = max(most, n)
+		prev, started = e.at, true
+	}
+	span = last.Sub(first)
+	if span > 0 {
+		mean = area / span.Seconds()
+	}
+	return most, mean, span, idle
+}
