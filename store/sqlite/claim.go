@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/axsched/ax/store"
@@ -14,9 +15,10 @@ import (
 
 var (
 	// claimStmt claims the due tasks of the view's namespace without a key (or with
-	// Overlap allow): the whole batch in one statement. A keyed skip or queue task is
-	// left for claimKeyed; an id of another namespace is left alone, as one no longer
-	// SCHEDULED is.
+	// Overlap allow) whose name is neither paused nor limited: the whole batch in one
+	// statement. A keyed skip or queue task, and a task of a paused or limited name, is
+	// left for missedStmt and claimRestricted; an id of another namespace is left
+	// alone, as one no longer SCHEDULED is.
 	//
 	// A claimed row whose claim asks to start (column3) and whose name is one of the
 	// handlers (a JSON array, read once per statement) goes straight to RUNNING
@@ -28,24 +30,42 @@ var (
 		execution_id = c.column2, dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
-			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow') AND NOT ` + pausedName + `
+			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow') AND NOT ` + restrictedName + `
 		RETURNING ` + taskColumns}
-	// missedStmt reads what claimStmt left SCHEDULED in the namespace: not due, of a
-	// paused name, or keyed.
-	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT id, due_at, task_key, overlap, ` + pausedName + ` FROM ax_tasks
-		WHERE +namespace = ? AND status = 'SCHEDULED' AND id IN (VALUES %V%) ORDER BY id`}
+	// missedStmt reads what claimStmt left SCHEDULED in the namespace — not due, of a
+	// paused or limited name, or keyed — with its name's pause and limit (one probe of
+	// ax_names' primary key per row).
+	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT ax_tasks.id, ax_tasks.due_at, ax_tasks.name, ax_tasks.task_key,
+		ax_tasks.overlap, coalesce(p.paused, 0), coalesce(p.concurrency, 0)
+		FROM ax_tasks LEFT JOIN ax_names p ON p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
+		WHERE +ax_tasks.namespace = ? AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.id IN (VALUES %V%) ORDER BY ax_tasks.id`}
 	// holdersStmt finds, per key of the namespace, the lowest id holding it
 	// (ax_tasks_ns_key_holder).
 	holdersStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT task_key, MIN(id) FROM ax_tasks
 		WHERE namespace = ? AND task_key IN (VALUES %V%) AND ` + holding + `
 		GROUP BY task_key`}
-	// keyedClaimStmt claims the winners of driverkit.ResolveKeys, one per key, with the
-	// key's freedom re-checked in the claiming write itself.
-	keyedClaimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
+	// inflightStmt counts, per task name of the namespace, the tasks DISPATCHING or
+	// RUNNING: a range of each status's partial index (ax_tasks_ns_dispatching_since,
+	// ax_tasks_ns_running_heartbeat), so it reads the namespace's tasks in flight, not
+	// every task of the names (their history, until pruned) through the business key's
+	// index — which the planner, without statistics, would pick for "name IN n", hence
+	// INDEXED BY. (No task name is empty: the pad matches nothing.)
+	inflightStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `WITH n(name) AS (VALUES %V%)
+		SELECT name, count(*) FROM (
+			SELECT name FROM ax_tasks INDEXED BY ax_tasks_ns_dispatching_since
+				WHERE namespace = ? AND status = 'DISPATCHING' AND name IN n
+			UNION ALL
+			SELECT name FROM ax_tasks INDEXED BY ax_tasks_ns_running_heartbeat
+				WHERE namespace = ? AND status = 'RUNNING' AND name IN n)
+		GROUP BY name`}
+	// restrictedClaimStmt claims the winners of driverkit.ResolveKeys, DISPATCHING, with
+	// a restricting key's freedom re-checked in the claiming write itself. (Their names'
+	// limits were counted in the same write transaction.)
+	restrictedClaimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
 		dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
-			AND +ax_tasks.namespace = ? AND ` + keyFree + `
+			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow' OR ` + keyFree + `)
 		RETURNING ` + taskColumns}
 	// skipStmt ends the losers whose Overlap is skip.
 	skipStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'SKIPPED', last_error = c.column2,
@@ -124,25 +144,28 @@ var (
 		ON CONFLICT (namespace, name, key, key_slot) DO NOTHING
 		RETURNING id, seq`}
 
-	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, keyedClaimStmt, skipStmt,
+	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, inflightStmt, restrictedClaimStmt, skipStmt,
 		recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
 )
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING, applying the
-// overlap rule to the tasks with a key (see DESIGN.md). An id of another
-// namespace is left out of the result, as one no longer SCHEDULED is.
+// overlap rule to the tasks with a key and their names' concurrency limits (see
+// DESIGN.md). An id of another namespace is left out of the result, as one no longer
+// SCHEDULED is.
 //
-// A batch without keyed skip or queue tasks costs what it always has: one claiming
-// statement per chunk, and one read of the tasks it missed when it missed some. A
-// non-zero fence adds one read of ax_leader at the start of the transaction (see
-// fence.go), which covers the keyed tasks' statements too.
+// A batch without keyed skip or queue tasks and without tasks of a limited name costs
+// what it always has: one claiming statement per chunk, and one read of the tasks it
+// missed when it missed some. A non-zero fence adds one read of ax_leader at the start
+// of the transaction (see fence.go), which covers the restricted tasks' statements
+// too.
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
 }
 
 // ClaimStart is Claim that, in the claiming transaction, also starts the claimed tasks
 // on can start, with Start's two statements (record, then run). SQLite's cost is the
-// commit, and this is still one. Keyed tasks (skip, queue) are claimed DISPATCHING.
+// commit, and this is still one. Keyed tasks (skip, queue) and the tasks of a limited
+// name are claimed DISPATCHING.
 func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := driverkit.CheckClaims(claims); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: claim: %w", err)
@@ -168,7 +191,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		if err := checkFence(ctx, tx, fence); err != nil {
 			return err
 		}
-		var keyed []driverkit.Keyed
+		var restricted []driverkit.Keyed
+		limits := map[string]int{} // the limited names of restricted, as missedStmt read them
 		ts := micros(now())
 		err := chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
@@ -177,7 +201,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				args = append(args, c.ID, c.ExecutionID, startable[c.ID])
 			}
 			head := []any{handlers, handlers, ts, handlers, ts, ts, ts}
-			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, head, args, []any{ts, s.ns}))
+			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, head, args, []any{ts, s.ns, s.ns}))
 			if err != nil {
 				return err
 			}
@@ -204,26 +228,30 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			defer rows.Close()
 			for rows.Next() {
 				var id, due int64
-				var key, overlap string
+				var name, key, overlap string
 				var paused bool
-				if err := rows.Scan(&id, &due, &key, &overlap, &paused); err != nil {
+				var limit int
+				if err := rows.Scan(&id, &due, &name, &key, &overlap, &paused, &limit); err != nil {
 					return err
 				}
 				switch {
 				case due > ts: // not due comes first: a keyed task is never skipped early
 					res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: fromMicros(due)})
-				case paused:
+				case paused: // then the pause, whatever the key or the limit
 					res.Paused = append(res.Paused, store.Due{ID: id, DueAt: fromMicros(due)})
-				case key != "" && store.OverlapPolicy(overlap) != store.OverlapAllow:
-					keyed = append(keyed, driverkit.Keyed{ID: id, DueAt: fromMicros(due), TaskKey: key, Overlap: store.OverlapPolicy(overlap)})
+				case limit > 0 || key != "" && store.OverlapPolicy(overlap) != store.OverlapAllow:
+					restricted = append(restricted, driverkit.Keyed{ID: id, DueAt: fromMicros(due), Name: name, TaskKey: key, Overlap: store.OverlapPolicy(overlap)})
+					if limit > 0 {
+						limits[name] = limit
+					}
 				}
 			}
 			return rows.Err()
 		})
-		if err != nil || len(keyed) == 0 {
+		if err != nil || len(restricted) == 0 {
 			return err
 		}
-		return s.claimKeyed(ctx, tx, ts, uniq, keyed, res)
+		return s.claimRestricted(ctx, tx, ts, uniq, restricted, limits, res)
 	})
 	if err != nil {
 		return nil, err
@@ -252,15 +280,23 @@ func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node st
 	return s.batchExec(ctx, tx, claimedStmt, []any{ts, ts, ts}, args, nil)
 }
 
-// claimKeyed applies the overlap rule to the due keyed tasks of a Claim, in its
-// transaction: the writer lock serialises it with every other claim, trigger and
-// transition of every process, so the holders it reads stay the holders until it
-// commits. uniq are the Claim's requests, by id.
-func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, keyed []driverkit.Keyed, res *store.ClaimResult) error {
-	keys := make([]any, 0, len(keyed))
-	seen := make(map[string]bool, len(keyed))
-	for _, k := range keyed {
-		if !seen[k.TaskKey] {
+// claimRestricted applies the overlap rule and the names' concurrency limits to the due
+// restricted tasks of a Claim (keyed skip or queue, or of a limited name), in its
+// transaction; limits are their limited names' limits. uniq are the Claim's requests,
+// by id.
+//
+// The transaction is IMMEDIATE (the writer's _txlock), so it holds the database's one
+// write lock from its BEGIN: no claim, trigger or transition of this process or any
+// other that opens the file runs between the reads here — the holders of the keys,
+// the limits, the count of each name's tasks DISPATCHING or RUNNING — and the claims
+// made from them. The counts are thus exact, not estimates, and the claimers are
+// serialised per name (and per key) without a lock of their own: the limit is never
+// exceeded, whatever the number of processes.
+func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, restricted []driverkit.Keyed, limits map[string]int, res *store.ClaimResult) error {
+	var keys []any
+	seen := make(map[string]bool, len(restricted))
+	for _, k := range restricted {
+		if k.TaskKey != "" && k.Overlap != store.OverlapAllow && !seen[k.TaskKey] {
 			seen[k.TaskKey] = true
 			keys = append(keys, k.TaskKey)
 		}
@@ -285,9 +321,13 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	if err != nil {
 		return err
 	}
-	claim, skip, block := driverkit.ResolveKeys(keyed, holders)
+	inflight, err := s.inflight(ctx, tx, limits)
+	if err != nil {
+		return err
+	}
+	claim, skip, block, limited := driverkit.ResolveKeys(restricted, holders, limits, inflight)
 
-	execID := func(id int64) string { // uniq is sorted by id and holds every id of keyed
+	execID := func(id int64) string { // uniq is sorted by id and holds every id of restricted
 		i, _ := slices.BinarySearchFunc(uniq, id, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
 		return uniq[i].ExecutionID
 	}
@@ -296,12 +336,12 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 		for _, k := range claim[lo:hi] {
 			args = append(args, k.ID, execID(k.ID))
 		}
-		claimed, err := scanTasks(s.batch(ctx, tx, keyedClaimStmt, []any{ts, ts}, args, []any{ts, s.ns}))
+		claimed, err := scanTasks(s.batch(ctx, tx, restrictedClaimStmt, []any{ts, ts}, args, []any{ts, s.ns}))
 		if err != nil {
 			return err
 		}
-		if len(claimed) != hi-lo { // the holders were read under the same lock
-			return fmt.Errorf("claimed %d of %d tasks whose keys were free", len(claimed), hi-lo)
+		if len(claimed) != hi-lo { // the holders and counts were read under the same lock
+			return fmt.Errorf("claimed %d of %d tasks whose keys and slots were free", len(claimed), hi-lo)
 		}
 		res.Claimed = append(res.Claimed, claimed...)
 		return nil
@@ -330,5 +370,38 @@ func (s *Store) claimKeyed(ctx context.Context, tx *sql.Tx, ts int64, uniq []sto
 	for _, k := range block {
 		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 	}
+	for _, k := range limited {
+		res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit})
+	}
 	return nil
+}
+
+// inflight counts, for each name of limits, its tasks of the view's namespace
+// DISPATCHING or RUNNING (inflightStmt), in tx; a name with none is missing.
+func (s *Store) inflight(ctx context.Context, tx *sql.Tx, limits map[string]int) (map[string]int, error) {
+	names := make([]any, 0, len(limits))
+	for _, name := range slices.Sorted(maps.Keys(limits)) {
+		names = append(names, name)
+	}
+	used := make(map[string]int, len(names))
+	err := chunks(len(names), func(lo, hi int) error {
+		rows, err := s.batch(ctx, tx, inflightStmt, nil, names[lo:hi], []any{s.ns, s.ns})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int
+			if err := rows.Scan(&name, &n); err != nil {
+				return err
+			}
+			used[name] = n
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return used, nil
 }

@@ -55,6 +55,7 @@ func TestExplain(t *testing.T) {
 	const (
 		pk       = "SEARCH ax_tasks USING INTEGER PRIMARY KEY (rowid=?)"
 		holder   = "USING INDEX ax_tasks_ns_key_holder (namespace=? AND task_key=?)"
+		names    = "USING INDEX sqlite_autoindex_ax_names_1" // ax_names' primary key
 		due      = "USING COVERING INDEX ax_tasks_ns_scheduled_due (namespace=? AND due_at<?)"
 		nsIndex  = "INDEX ax_tasks_ns_" // any namespace-leading index of ax_tasks
 		sorted   = "TEMP B-TREE FOR ORDER BY"
@@ -66,16 +67,29 @@ func TestExplain(t *testing.T) {
 		not       []string // in none
 	}{
 		{"holder lookup (Claim)", batch(holdersStmt), []string{"SEARCH ax_tasks " + holder}, []string{scanTask}},
-		{"keyed claim", batch(keyedClaimStmt), []string{pk, "SEARCH o " + holder},
+		{"restricted claim", batch(restrictedClaimStmt), []string{pk, "SEARCH o " + holder},
 			[]string{scanTask, "SCAN o", "ax_tasks_ns_scheduled"}},
 		// The handler list of ClaimStart is a list subquery over json_each, read once per
-		// statement (not correlated); the one correlated subquery is the paused-name
-		// check, a probe of ax_names' primary key per task.
+		// statement (not correlated), and so is the check for a paused or limited name
+		// of the namespace; the one correlated subquery is the check of the row's name,
+		// a probe of ax_names' primary key per task.
 		{"claim without keys", batch(claimStmt), []string{pk, "LIST SUBQUERY", "SCAN json_each",
-			"CORRELATED SCALAR SUBQUERY", "SEARCH p USING INDEX sqlite_autoindex_ax_names_1 (namespace=? AND name=?)"},
-			[]string{scanTask, "CORRELATED LIST", "SCAN p", nsIndex}},
-		{"tasks a claim missed", batch(missedStmt), []string{pk}, []string{scanTask, nsIndex}},
-		{"trigger", triggerSQL, []string{pk, "SEARCH o " + holder}, []string{scanTask, "SCAN o", "ax_tasks_ns_scheduled"}},
+			"\nSCALAR SUBQUERY", "SEARCH r " + names + " (namespace=?)",
+			"CORRELATED SCALAR SUBQUERY", "SEARCH p " + names + " (namespace=? AND name=?)"},
+			[]string{scanTask, "CORRELATED LIST", "SCAN p", "SCAN r", nsIndex}},
+		{"tasks a claim missed", batch(missedStmt), []string{pk, "SEARCH p " + names + " (namespace=? AND name=?)"},
+			[]string{scanTask, nsIndex, "SCAN p"}},
+		// The count of a limited name's tasks in flight reads the namespace's
+		// DISPATCHING and RUNNING rows through their partial indexes, never every task
+		// of the name through the business key's.
+		{"names' tasks in flight (Claim)", batch(inflightStmt), []string{
+			"SEARCH ax_tasks USING INDEX ax_tasks_ns_dispatching_since (namespace=?)",
+			"SEARCH ax_tasks USING INDEX ax_tasks_ns_running_heartbeat (namespace=?)"},
+			[]string{scanTask, "ax_tasks_ns_name_key", "ax_tasks_ns_scheduled"}},
+		{"trigger", triggerSQL, []string{pk, "SEARCH o " + holder, "SEARCH p " + names + " (namespace=? AND name=?)"},
+			[]string{scanTask, "SCAN o", "SCAN p", "ax_tasks_ns_scheduled"}},
+		{"limit of a name (Trigger)", limitSQL, []string{"SEARCH ax_names " + names + " (namespace=? AND name=?)"},
+			[]string{"SCAN ax_names"}},
 		{"holder lookup (Trigger)", holderSQL, []string{"SEARCH ax_tasks " + holder}, []string{scanTask}},
 		{"get", getSQL, []string{pk}, []string{scanTask, nsIndex}},
 		{"lookup", lookupSQL, []string{"SEARCH ax_tasks USING INDEX ax_tasks_ns_name_key (namespace=? AND name=? AND key=?)"},

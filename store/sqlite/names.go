@@ -10,18 +10,25 @@ import (
 	"github.com/axsched/ax/store/internal/driverkit"
 )
 
-// Names live in ax_names, one row per (namespace, name) ever paused (see
-// store.NameKeeper); the claim statements leave a paused name's tasks alone
-// (pausedName).
+// Names live in ax_names, one row per (namespace, name) ever paused or limited (see
+// store.NameKeeper); the claim statements leave a paused or limited name's tasks to
+// the claim's restricted path (restrictedName), which leaves a paused name's alone and
+// applies a limited name's limit.
 
-// pausedName is true, in a statement over ax_tasks, when the row's name is paused in
-// its namespace: one probe of ax_names' primary key per row, made only when some name
-// is paused — the first EXISTS does not depend on the row, and SQLite evaluates it
-// once per statement.
-const pausedName = `(EXISTS (SELECT 1 FROM ax_names WHERE paused)
-	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name AND p.paused))`
+// restrictedName is true, in a statement over ax_tasks, when the row's name is paused
+// or has a concurrency limit in its namespace: one probe of ax_names' primary key per
+// row, made only when some name of the view's namespace (the ? it binds) is paused or
+// limited — the first EXISTS does not depend on the row, and SQLite evaluates it once
+// per statement, so a namespace without such names pays one probe per statement.
+const restrictedName = `(EXISTS (SELECT 1 FROM ax_names r WHERE r.namespace = ? AND (r.paused OR r.concurrency > 0))
+	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
+		AND (p.paused OR p.concurrency > 0)))`
 
-const nameSQL = `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
+// nameColumns are the columns of ax_names scanNameState reads.
+const nameColumns = `name, paused, concurrency, changed_by, changed_at`
+
+// nameSQL reads one name's state (the primary key).
+const nameSQL = `SELECT ` + nameColumns + ` FROM ax_names WHERE namespace = ? AND name = ?`
 
 // PauseName pauses the task name in the view's namespace (see store.NameKeeper).
 func (s *Store) PauseName(ctx context.Context, name, by string) (*store.NameState, error) {
@@ -113,9 +120,50 @@ func (s *Store) restamp(ctx context.Context, tx *sql.Tx, name string) error {
 	return nil
 }
 
-// Names returns the state of every name of the view's namespace ever paused.
+// SetConcurrency sets the task name's concurrency limit in the view's namespace (see
+// store.NameKeeper): it writes the row only when the limit changes, and a name never
+// stored is not stored for a limit of 0. The claims that begin after the commit apply
+// it: they read it in their own write transaction.
+func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: set concurrency of name %q: %w", name, err)
+	}
+	st := &store.NameState{Name: name}
+	err := s.write(ctx, "set concurrency", func(tx *sql.Tx) error {
+		ts := micros(now())
+		var err error
+		if n == 0 { // no limit: change a stored row, store none
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET concurrency = 0, changed_by = ?, changed_at = ?
+				WHERE namespace = ? AND name = ? AND concurrency <> 0`, by, ts, s.ns, name)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, concurrency, changed_by, changed_at) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (namespace, name) DO UPDATE SET concurrency = excluded.concurrency,
+					changed_by = excluded.changed_by, changed_at = excluded.changed_at
+				WHERE concurrency <> excluded.concurrency`, s.ns, name, n, by, ts)
+		}
+		if err != nil {
+			return err
+		}
+		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // never stored, and 0 stores nothing
+		case err != nil:
+			return err
+		}
+		st = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Names returns the state of every name of the view's namespace ever paused or
+// limited.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+nameColumns+` FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
 	if err != nil {
 		return nil, s.wrap("list names", err)
 	}
@@ -126,10 +174,11 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	return out, s.wrap("list names", err)
 }
 
+// scanNameState reads a row of nameColumns.
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
 	var at int64
-	if err := row.Scan(&st.Name, &st.Paused, &st.ChangedBy, &at); err != nil {
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, &at); err != nil {
 		return nil, err
 	}
 	st.ChangedAt = fromMicros(at)

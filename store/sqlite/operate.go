@@ -131,20 +131,27 @@ func (s *Store) makeDueIn(ctx context.Context, tx *sql.Tx, seq, id int64) (*stor
 }
 
 const (
-	// triggerSQL triggers one task unless its key is held.
+	// triggerSQL triggers one task unless its key is held or its name is limited (one
+	// probe of ax_names' primary key).
 	triggerSQL = `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = ?,
 		attempt = attempt + (CASE status WHEN 'FAILED' THEN 1 ELSE 0 END),
 		finished_at = NULL, dispatched_at = ?, triggered_at = ?, updated_at = ?
 		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0
 			AND (task_key = '' OR overlap = 'allow' OR ` + keyFree + `)
+			AND NOT EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
+				AND p.concurrency > 0)
 		RETURNING ` + taskColumns
 	// holderSQL names the task holding one key of a namespace (ax_tasks_ns_key_holder).
 	holderSQL = `SELECT MIN(id) FROM ax_tasks WHERE namespace = ? AND task_key = ? AND ` + holding
+	// limitSQL reads a name's concurrency limit (ax_names' primary key).
+	limitSQL = `SELECT concurrency FROM ax_names WHERE namespace = ? AND name = ?`
 )
 
 // Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task with a key
 // and Overlap skip or queue is refused, with driverkit.KeyHeld, while another task holds
 // the key: the check is part of the UPDATE, under the writer lock Claim holds too.
+// A task whose name has a concurrency limit is made due instead, as MakeDue does, and
+// returned SCHEDULED: a claim applies the limit.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("ax: sqlite: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
@@ -164,7 +171,8 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 }
 
 // triggerIn is Trigger in tx: the task as it is afterwards, and the refusal's
-// sentinel, or the holder of its key.
+// sentinel, or the holder of its key. A held key refuses first, then a limited name
+// makes the task due (makeDueIn, with a fresh sequence number), in tx.
 func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID string) (t *store.Task, sentinel error, holder int64, err error) {
 	ts := micros(now())
 	t, err = scanTask(tx.QueryRowContext(ctx, triggerSQL, executionID, ts, ts, ts, id, s.ns))
@@ -181,13 +189,30 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 	if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
 		return t, store.ErrNotTriggerable, 0, nil
 	}
-	// Triggerable but not triggered: its key is held. Name the holder.
-	var h sql.NullInt64
-	if err := tx.QueryRowContext(ctx, holderSQL, s.ns, t.TaskKey).Scan(&h); err != nil {
+	// Triggerable but not triggered: its key is held, or its name is limited. A held
+	// key decides first, as in a claim: name the holder.
+	if t.TaskKey != "" && t.Overlap != store.OverlapAllow {
+		var h sql.NullInt64
+		if err := tx.QueryRowContext(ctx, holderSQL, s.ns, t.TaskKey).Scan(&h); err != nil {
+			return nil, nil, 0, err
+		}
+		if h.Valid {
+			return t, store.ErrNotTriggerable, h.Int64, nil
+		}
+	}
+	var limit int
+	switch err := tx.QueryRowContext(ctx, limitSQL, s.ns, t.Name).Scan(&limit); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
 		return nil, nil, 0, err
 	}
-	if !h.Valid { // cannot happen: the UPDATE saw a holder under the same lock
-		return nil, nil, 0, fmt.Errorf("task %d is %s with a free key %q but was not triggered", id, t.Status, t.TaskKey)
+	if limit == 0 { // cannot happen: the UPDATE saw a holder or a limit under the same lock
+		return nil, nil, 0, fmt.Errorf("task %d is %s with a free key %q and no limit but was not triggered", id, t.Status, t.TaskKey)
 	}
-	return t, store.ErrNotTriggerable, h.Int64, nil
+	seq, err := nextSeq(ctx, tx, 1)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	t, sentinel, err = s.makeDueIn(ctx, tx, seq, id)
+	return t, sentinel, 0, err
 }

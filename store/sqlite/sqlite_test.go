@@ -79,8 +79,8 @@ func TestMigrations(t *testing.T) {
 
 func TestMigrateFromV1(t *testing.T) {
 	t.Parallel()
-	if v := sqlite.SchemaVersion(); v != 14 {
-		t.Fatalf("SchemaVersion() = %d, want 14", v)
+	if v := sqlite.SchemaVersion(); v != 15 {
+		t.Fatalf("SchemaVersion() = %d, want 15", v)
 	}
 	path := filepath.Join(t.TempDir(), "ax.db")
 	if err := sqlite.MigrateTo(path, 1); err != nil {
@@ -107,8 +107,8 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("Open of a version 1 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 14 || want != 14 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 14, 14", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 15 || want != 15 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 15, 15", have, want, err)
 	}
 	for _, name := range []string{"ax_tasks_ns_key_holder", "ax_schedules", "ax_leader", "ax_nodes", "ax_tasks_ns_succeeded", "ax_stats", "ax_slot_gaps_schedule", "ax_leadership"} {
 		var n int
@@ -218,6 +218,116 @@ func TestOverlapAcrossStores(t *testing.T) {
 				res, err := s.Claim(ctx, store.Fence{}, pick)
 				if err != nil {
 					errs <- err
+					return
+				}
+				for _, c := range res.Claimed {
+					if _, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: c.ID, ExecutionID: c.ExecutionID, Name: c.Name}}); err != nil {
+						errs <- err
+						return
+					}
+					if ok, err := s.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: c.ID, ExecutionID: c.ExecutionID, Status: store.Succeeded}}); err != nil || !ok[0] {
+						errs <- fmt.Errorf("Finish = %v, %v", ok, err)
+						return
+					}
+					done.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := <-watch; err != nil {
+		t.Fatal(err)
+	}
+	if n := done.Load(); n != int64(len(ids)) {
+		t.Fatalf("%d of %d tasks ran before the deadline", n, len(ids))
+	}
+}
+
+// TestLimitAcrossStores claims, starts and finishes the tasks of a limited name
+// through two Stores opened on one file, as two processes would, while a third
+// connection watches the table: the count a claim reads is exact because the claim's
+// transaction holds the file's write lock, so no snapshot may show more tasks of the
+// name in flight than its limit. Half the workers ask ClaimStart to start them, which
+// it must not.
+func TestLimitAcrossStores(t *testing.T) {
+	t.Parallel()
+	const limit, tasks, workers = 2, 60, 6
+	path := filepath.Join(t.TempDir(), "ax.db")
+	var stores [2]*sqlite.Store
+	for i := range stores {
+		s, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := stores[1].SetConcurrency(ctx, "limited", limit, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var nts []store.NewTask
+	for i := range tasks {
+		nts = append(nts, store.NewTask{Name: "limited", Key: fmt.Sprint(i), DueAt: time.Now().Add(-time.Hour)})
+	}
+	ins, err := stores[0].Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.Task.ID
+	}
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	watch := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		defer close(watch)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM ax_tasks WHERE name = 'limited' AND status IN ('DISPATCHING', 'RUNNING')`).Scan(&n)
+			if err != nil || n > limit {
+				watch <- fmt.Errorf("%d tasks of a name limited to %d in flight at once (%v)", n, limit, err)
+				return
+			}
+		}
+	}()
+
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			s := stores[w%2]
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			for ctx.Err() == nil && done.Load() < int64(len(ids)) {
+				pick := make([]store.Claim, 1+rng.IntN(8))
+				for i := range pick {
+					pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: fmt.Sprintf("w%d-%d", w, rng.Uint64()), Start: w%3 == 0}
+				}
+				res, err := s.ClaimStart(ctx, store.Fence{}, store.StartOn{Node: "n", Handlers: []string{"limited"}}, pick)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(res.Started) != 0 {
+					errs <- fmt.Errorf("ClaimStart started %d tasks of a limited name", len(res.Started))
 					return
 				}
 				for _, c := range res.Claimed {
