@@ -13,7 +13,7 @@ import (
 
 // TestConcurrencyLimitAcrossReplicas: three replicas, each registering the handler
 // with a concurrency limit of 5 and able to run 100 at once, drain a backlog of
-// 2,000 tasks due at once, handlers of random length (50 to 250 ms). The run log —
+// 2,000 tasks due at once, handlers of random length (100 to 300 ms). The run log —
 // every handler's start and end, across the processes, on one wall clock — never
 // shows 6 handlers of the name running at once, and shows at least 4.5 on average
 // from the first start to the last (while a backlog exists). The whole history
@@ -25,7 +25,7 @@ func TestConcurrencyLimitAcrossReplicas(t *testing.T) {
 	}
 	const limit, tasks = 5, 2000
 	cfg := timings()
-	cfg.HandlerDuration, cfg.HandlerJitter, cfg.Limit = 50*time.Millisecond, 200*time.Millisecond, limit
+	cfg.HandlerDuration, cfg.HandlerJitter, cfg.Limit = 100*time.Millisecond, 200*time.Millisecond, limit
 	c := newCluster(t, cfg)
 	c.start(3)
 	leader, epoch := c.waitLeader(20 * time.Second)
@@ -35,7 +35,7 @@ func TestConcurrencyLimitAcrossReplicas(t *testing.T) {
 	sum := c.verify(l)
 	allSucceeded(t, sum)
 
-	most, mean, span, idle := overlap(c.collect(l.dues()).Log, limit)
+	most, mean, span, idle := overlap(c.collect(l.dues()).Log, nil, limit)
 	t.Logf("%d tasks limited to %d: at most %d handlers at once, %.2f on average over %v; a slot freed was taken again in %v (median), %v (90th percentile)",
 		tasks, limit, most, mean, span.Round(time.Millisecond), pct(idle, 50), pct(idle, 90))
 	if most > limit {
@@ -43,6 +43,43 @@ func TestConcurrencyLimitAcrossReplicas(t *testing.T) {
 	}
 	if mean < 4.5 {
 		t.Errorf("%.2f handlers ran on average while a backlog waited, want at least 4.5 of %d", mean, limit)
+	}
+}
+
+// TestConcurrencyLimitThroughFailover: three replicas drain 600 tasks limited to 5;
+// the leader is killed (SIGKILL) while it runs some of them, a replacement joins,
+// and the new leader must not count the dead runs' slots as free before recovery
+// declares them orphaned. The run log, each dead run ended when its process died,
+// never shows more than 5 at once; every task succeeds and the whole history passes
+// Verify.
+func TestConcurrencyLimitThroughFailover(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	const limit = 5
+	cfg := timings()
+	cfg.HandlerDuration, cfg.HandlerJitter, cfg.Limit = 50*time.Millisecond, 100*time.Millisecond, limit
+	c := newCluster(t, cfg)
+	c.start(3)
+	leader, epoch := c.waitLeader(20 * time.Second)
+	l := startLoad(t, c.st, 600, 200, time.Millisecond, 0)
+	waitUntil(t, 30*time.Second, leader.Node()+" runs a task of the backlog", func() bool { return len(c.inFlight(leader)) >= 1 })
+	killed := leader.Kill()
+	c.spawn()
+	next, lead := c.waitNewLeader(leader, epoch, 10*time.Second)
+	t.Logf("%s killed running %d tasks; %s leads with epoch %d", leader.Node(), len(c.inFlight(leader)), next.Node(), lead.Epoch())
+	c.waitSettled(l, 2*time.Minute)
+	sum := c.verify(l)
+	allSucceeded(t, sum)
+	if sum.Orphaned == 0 {
+		t.Errorf("no execution was orphaned: the kill tested nothing")
+	}
+	h := c.collect(l.dues())
+	most, mean, span, _ := overlap(h.Log, c.deaths(), limit)
+	t.Logf("killed at %s; at most %d handlers at once, %.2f on average over %v", killed.Format("15:04:05.000"), most, mean, span.Round(time.Millisecond))
+	if most > limit {
+		t.Errorf("%d handlers ran at once, over the limit of %d", most, limit)
 	}
 }
 
@@ -59,14 +96,20 @@ func pct(ds []time.Duration, p int) time.Duration {
 // number in progress from the first start to the last, weighted by time, with that
 // span; and, before the last start, how long each slot of limit freed stayed idle
 // (from an end that left fewer than limit runs to the next start). A run without an
-// end entry never ended.
-func overlap(log []clustertest.Entry, limit int) (most int, mean float64, span time.Duration, idle []time.Duration) {
+// end entry ended when its process died (deaths, by pid), or never.
+func overlap(log []clustertest.Entry, deaths map[int]time.Time, limit int) (most int, mean float64, span time.Duration, idle []time.Duration) {
 	type edge struct {
 		at    time.Time
 		delta int
 	}
 	var edges []edge
 	var first, last time.Time
+	ended := map[string]bool{}
+	for _, e := range log {
+		if e.Event == clustertest.EventEnd {
+			ended[e.ExecutionID] = true
+		}
+	}
 	for _, e := range log {
 		switch e.Event {
 		case clustertest.EventStart:
@@ -76,6 +119,9 @@ func overlap(log []clustertest.Entry, limit int) (most int, mean float64, span t
 			}
 			if e.At.After(last) {
 				last = e.At
+			}
+			if at, dead := deaths[e.PID]; dead && !ended[e.ExecutionID] {
+				edges = append(edges, edge{at, -1})
 			}
 		case clustertest.EventEnd:
 			edges = append(edges, edge{e.At, -1})
