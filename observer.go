@@ -89,6 +89,14 @@ const (
 	// EventPruned: retention deleted Count rows. Reason (a PruneTarget) says which:
 	// finished tasks of one status, with their executions, or another kind of record.
 	EventPruned EventKind = 19
+	// EventLimited: a claim left Count due tasks named Name waiting, SCHEDULED, because
+	// the name's limit was reached. Reason (a LimitKind) says which limit; Limit is it.
+	EventLimited EventKind = 20
+	// EventNameSlots: a name's concurrency limit as the leader sees it, every
+	// Config.StatsInterval while it leads: Name, Limit, InUse (its tasks DISPATCHING
+	// or RUNNING, by the store), Count (its due tasks the leader holds waiting for a
+	// slot).
+	EventNameSlots EventKind = 21
 )
 
 var eventKindNames = [...]string{
@@ -98,7 +106,8 @@ var eventKindNames = [...]string{
 	EventSkipped: "skipped", EventScheduleFired: "schedule_fired", EventClockOffset: "clock_offset",
 	EventWheelSize: "wheel_size", EventTaskCounts: "task_counts", EventUnhandled: "unhandled",
 	EventLeadership: "leadership", EventFenceRejected: "fence_rejected", EventLease: "lease",
-	EventExecutorRequest: "executor_request", EventPruned: "pruned",
+	EventExecutorRequest: "executor_request", EventPruned: "pruned", EventLimited: "limited",
+	EventNameSlots: "name_slots",
 }
 
 // String returns the kind in snake case, e.g. "dispatch_failed".
@@ -199,6 +208,14 @@ const (
 	ExecutorError       ExecutorResult = "error"       // any other error
 )
 
+// LimitKind is the limit that held tasks back (Event.Reason of EventLimited).
+type LimitKind string
+
+// The limits of EventLimited.
+const (
+	LimitConcurrency LimitKind = "concurrency" // the name's tasks in flight (SetConcurrency)
+)
+
 // PruneTarget is what retention deleted (Event.Reason of EventPruned).
 type PruneTarget string
 
@@ -218,13 +235,14 @@ const (
 // Event is one thing the scheduler did. Fields that do not apply to its Kind are
 // zero.
 //
-// Reason is set by five kinds, each from its own typed vocabulary:
+// Reason is set by six kinds, each from its own typed vocabulary:
 //
 //   - EventDispatchFailed: a DispatchReason
 //   - EventLeadership, when a term ended: a TermEndReason
 //   - EventFenceRejected: a FencedPart
 //   - EventExecutorRequest: an ExecutorResult
 //   - EventPruned: a PruneTarget
+//   - EventLimited: a LimitKind
 //
 // Reason is a plain string, so a metric label or a log line takes it as is. To
 // compare or switch, convert it to the kind's type, as in
@@ -254,6 +272,8 @@ type Event struct {
 	// Dropped is how many events were dropped, because the queue was full, since the
 	// previous event delivered.
 	Dropped int
+	Limit   int // EventLimited, EventNameSlots: the name's limit
+	InUse   int // EventNameSlots: the name's tasks DISPATCHING or RUNNING
 }
 
 // newObserverQueue returns the queue that delivers the kernel's events to o, or nil
@@ -270,5 +290,6 @@ func eventOf(e observe.Event) Event {
 		Kind: EventKind(e.Kind), At: e.At, Name: e.Name, Schedule: e.Schedule, Outcome: Outcome(e.Outcome),
 		Reason: e.Reason, Result: e.Result, Due: e.Due, Lateness: e.Lateness, Manual: e.Manual, Early: e.Early,
 		Duration: e.Duration, Offset: e.Offset, Lag: e.Lag, Count: e.Count, Counts: e.Counts, Leader: e.Leader, Epoch: e.Epoch, LeaseRemaining: e.Lease, Dropped: e.Dropped,
+		Limit: e.Limit, InUse: e.InUse,
 	}
 }

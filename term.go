@@ -155,7 +155,7 @@ func (tm *term) run(ctx context.Context, rows []store.Schedule) {
 		}, rows)
 	})
 	if s.obs != nil {
-		wg.Go(func() { s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, s.log) })
+		wg.Go(func() { s.obs.ReportCounts(ctx, s.kst, s.clock.Now, s.cfg.StatsInterval, loop.Waiting, s.log) })
 	}
 	if !s.cfg.Retention.Off {
 		cfg := retention.Config{

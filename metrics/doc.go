@@ -24,7 +24,8 @@
 //	ax_task_duration_seconds                 name, outcome       the handler's run time (histogram; not for
 //	                                                             orphaned executions, whose run time is unknown)
 //	ax_task_executions_total                 name, outcome       executions ended: succeeded, failed, panicked,
-//	                                                             timed_out, released, orphaned, snoozed
+//	                                                             timed_out, released, orphaned, snoozed, cancelled
+//	                                                             (a running task's cancel)
 //	ax_task_dispatch_failures_total          name, reason        claimed tasks handed back unstarted: no_handler,
 //	                                                             stopping, stuck, lease_ended, busy, unreachable,
 //	                                                             fenced, refused
@@ -33,6 +34,11 @@
 //	ax_tasks_skipped_total                   name                tasks SKIPPED because their task key was held
 //	ax_tasks_unhandled_total                 name                tasks due under a name with no handler here
 //	ax_tasks_pruned_total                    status              finished tasks deleted by retention (Config.Retention)
+//	ax_tasks_limited_total                   name, reason        due tasks a claim left waiting, their name's limit
+//	                                                             reached: concurrency
+//	ax_name_concurrency_limit                name                a limited name's concurrency limit (the leader's)
+//	ax_name_slots_in_use                     name                its tasks DISPATCHING or RUNNING, by the store
+//	ax_name_tasks_waiting                    name                its due tasks the leader holds waiting for a slot
 //	ax_schedule_fires_total                  schedule, result    slots: dispatched, misfired, caught_up,
 //	                                                             skipped_overlap
 //	ax_schedule_next_fire_timestamp_seconds  schedule            Unix time of the schedule's next slot

@@ -160,6 +160,9 @@ func events() []ax.Event {
 		{Kind: ax.EventExecutorRequest, Reason: "unreachable", Duration: 5 * time.Second},
 		{Kind: ax.EventPruned, Count: 1000, Reason: "succeeded"},
 		{Kind: ax.EventPruned, Count: 250, Reason: "succeeded"},
+		{Kind: ax.EventLimited, Name: "a", Reason: "concurrency", Count: 3, Limit: 5},
+		{Kind: ax.EventLimited, Name: "a", Reason: "concurrency", Count: 2, Limit: 5},
+		{Kind: ax.EventNameSlots, Name: "a", Limit: 5, InUse: 4, Count: 7},
 		{Kind: ax.EventKind(999), Dropped: 4}, // an unknown kind: only its Dropped counts
 	}
 }
@@ -238,6 +241,11 @@ func TestObserveSeries(t *testing.T) {
 		`ax_executor_request_duration_seconds_count{}`:     "2",
 		`ax_executor_request_duration_seconds_sum{}`:       "5.003",
 		`ax_executor_request_duration_seconds_buckets{}`:   "0.005:1 5:1",
+
+		`ax_tasks_limited_total{name="a",reason="concurrency"}`: "5",
+		`ax_name_concurrency_limit{name="a"}`:                   "5",
+		`ax_name_slots_in_use{name="a"}`:                        "4",
+		`ax_name_tasks_waiting{name="a"}`:                       "7",
 	} {
 		want[k] = v
 	}
@@ -309,11 +317,12 @@ func TestEveryMetricHasHelpAndAllowedLabels(t *testing.T) {
 		"ax_clock_offset_seconds", "ax_early_starts_total", "ax_executor_request_duration_seconds",
 		"ax_executor_requests_total", "ax_fence_rejections_total",
 		"ax_leader_epoch", "ax_leader_is_leader", "ax_leader_lease_remaining_seconds", "ax_leader_transitions_total",
+		"ax_name_concurrency_limit", "ax_name_slots_in_use", "ax_name_tasks_waiting",
 		"ax_observer_events_dropped_total",
 		"ax_orphans_recovered_total", "ax_queue_lag_seconds", "ax_schedule_fires_total",
 		"ax_schedule_next_fire_timestamp_seconds", "ax_stuck_claims_total", "ax_task_dispatch_failures_total",
 		"ax_task_dispatch_lateness_seconds", "ax_task_duration_seconds", "ax_task_executions_total",
-		"ax_task_lateness_seconds", "ax_task_retries_total", "ax_tasks", "ax_tasks_pruned_total", "ax_tasks_skipped_total",
+		"ax_task_lateness_seconds", "ax_task_retries_total", "ax_tasks", "ax_tasks_limited_total", "ax_tasks_pruned_total", "ax_tasks_skipped_total",
 		"ax_tasks_submitted_total", "ax_tasks_unhandled_total", "ax_wheel_tasks",
 	}
 	sort.Strings(names)

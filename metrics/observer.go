@@ -77,6 +77,11 @@ type Observer struct {
 	requests       *prometheus.CounterVec
 	requestTime    prometheus.Histogram
 
+	limited     *prometheus.CounterVec
+	nameLimit   *prometheus.GaugeVec
+	nameInUse   *prometheus.GaugeVec
+	nameWaiting *prometheus.GaugeVec
+
 	statusMu sync.Mutex
 	statuses []ax.Status // the statuses ax_tasks has series for
 }
@@ -166,6 +171,14 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 			"Dispatch requests the leader sent to other replicas' executors, per result (ok, busy, unreachable, fenced, error).", "result"),
 		requestTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ax_executor_request_duration_seconds",
 			Help: "Seconds a dispatch request to another replica's executor took.", Buckets: buckets}),
+		limited: counterVec("ax_tasks_limited_total",
+			"Due tasks a claim left waiting because their name's limit was reached, per task name and reason (the limit: concurrency).", "name", "reason"),
+		nameLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_name_concurrency_limit",
+			Help: "A task name's concurrency limit, per name with one, reported by the leader every Config.StatsInterval."}, []string{"name"}),
+		nameInUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_name_slots_in_use",
+			Help: "A limited task name's tasks DISPATCHING or RUNNING (slots in use), by the store, reported by the leader every Config.StatsInterval."}, []string{"name"}),
+		nameWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_name_tasks_waiting",
+			Help: "A limited task name's due tasks the leader holds waiting for a slot, reported every Config.StatsInterval."}, []string{"name"}),
 		statuses: []ax.Status{ax.Scheduled, ax.Dispatching, ax.Running, ax.Succeeded, ax.Failed, ax.Cancelled, ax.Skipped},
 	}
 	o.names = newNameSet(cfg.maxNames, o.newNameSeries)
@@ -202,6 +215,10 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		{"ax_tasks_pruned_total", o.pruned},
 		{"ax_executor_requests_total", o.requests},
 		{"ax_executor_request_duration_seconds", o.requestTime},
+		{"ax_tasks_limited_total", o.limited},
+		{"ax_name_concurrency_limit", o.nameLimit},
+		{"ax_name_slots_in_use", o.nameInUse},
+		{"ax_name_tasks_waiting", o.nameWaiting},
 	}
 	for i, c := range collectors {
 		if err := reg.Register(c.c); err != nil {
@@ -308,6 +325,9 @@ func (o *Observer) Observe(e ax.Event) {
 			o.leaseRemaining.Set(0)
 			o.queueLag.Set(0)
 			o.taskCounts(nil)
+			o.nameLimit.Reset()
+			o.nameInUse.Reset()
+			o.nameWaiting.Reset()
 		}
 	case ax.EventLease:
 		// Sent every second of a term: it also repairs ax_leader_is_leader should a
@@ -326,6 +346,14 @@ func (o *Observer) Observe(e ax.Event) {
 		o.requestTime.Observe(seconds(e.Duration))
 	case ax.EventPruned:
 		o.pruned.WithLabelValues(e.Reason).Add(float64(e.Count))
+	case ax.EventLimited:
+		s := o.names.get(e.Name)
+		o.limited.WithLabelValues(s.name, e.Reason).Add(float64(e.Count))
+	case ax.EventNameSlots:
+		s := o.names.get(e.Name)
+		o.nameLimit.WithLabelValues(s.name).Set(float64(e.Limit))
+		o.nameInUse.WithLabelValues(s.name).Set(float64(e.InUse))
+		o.nameWaiting.WithLabelValues(s.name).Set(float64(e.Count))
 	}
 }
 

@@ -104,7 +104,8 @@ type TaskWriter interface {
 	// queue, as in Claim), with an error naming the task holding it, and when the
 	// task is Superseded. A task whose name has a concurrency limit is not moved to
 	// DISPATCHING, which could exceed the limit: Trigger makes it due as MakeDue does
-	// and returns it SCHEDULED, for a claim to apply the limit.
+	// and returns it SCHEDULED, for a claim to apply the limit. So is one whose name
+	// has a rate limit.
 	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)
 
 	// MakeDue makes the SCHEDULED or FAILED task due now by the store's clock,
@@ -176,6 +177,16 @@ type Queue interface {
 	// A limited name's tasks are claimed DISPATCHING, never started by ClaimStart. A
 	// task whose key restricts it (below) must also find its key free: a held key
 	// decides first (skipped or Blocked), then the name's limit.
+	//
+	// A due task whose name has a rate limit of n per period (NameKeeper.SetRate) is
+	// claimed only while fewer than n of the name's tasks were claimed in the closed
+	// window [now − period, now] of the store's clock, counting those the call claims,
+	// in (DueAt, ID) order; the others are left SCHEDULED and reported Limited, with
+	// n and RetryAt, when the window admits the next. A claim's time, the DispatchedAt
+	// it writes, is its execution's start for the rate: in no window of period do more
+	// than n of the name's executions start (their records' ClaimedAt), across any
+	// number of processes. Such claims serialise per name as for a concurrency limit,
+	// and record their times with the name (the last n). A name may have both limits.
 	//
 	// A due task with a TaskKey and Overlap skip or queue is claimed only if no other
 	// task with that key is DISPATCHING or RUNNING, and of several such tasks in one
@@ -324,8 +335,17 @@ type NameKeeper interface {
 	// PauseName, is ErrInvalid.
 	SetConcurrency(ctx context.Context, name string, n int, by string) (*NameState, error)
 
+	// SetRate sets the name's rate limit to n claims per period per (n 0: none, and per
+	// ignored), recording by and the store's time, and returns its state. Every Claim
+	// that begins after it returns applies it; the claims of the name recorded before
+	// count toward it (none, when it had no rate limit). Setting the limit it has
+	// changes nothing. n below 0 or above MaxRate, a per outside [MinRatePer,
+	// MaxRatePer] with n above 0, or invalid text as for PauseName, is ErrInvalid.
+	SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*NameState, error)
+
 	// Names returns the state of every name of the view's namespace that was ever
-	// paused or limited, by name. It only reads.
+	// paused or limited, by name, with the slots in use of each limited one
+	// (InFlight), counted as Claim counts them. It only reads.
 	Names(ctx context.Context) ([]NameState, error)
 }
 

@@ -176,12 +176,16 @@ type ClaimResult struct {
 	Limited []Limited // still SCHEDULED and due, their name at its concurrency limit: try again when a slot frees
 }
 
-// Limited is a due task waiting for a slot of its name's concurrency limit (see
-// NameKeeper.SetConcurrency).
+// Limited is a due task waiting for a slot of its name's concurrency limit, or for
+// its name's rate limit to admit another start (see NameKeeper).
 type Limited struct {
 	Due
 	Name  string
-	Limit int // the name's limit, as the claim read it
+	Limit int // the limit that held it back, as the claim read it: the concurrency or the rate's n
+	// RetryAt, for a task held back by the name's rate limit, is when, by the
+	// store's clock, the rate admits the next start; zero for a concurrency limit
+	// (a slot frees when a task of the name finishes).
+	RetryAt time.Time
 }
 
 // NameState is what operators set for one task name (see NameKeeper).
@@ -191,12 +195,29 @@ type NameState struct {
 	// Concurrency is the most tasks of the name that may be DISPATCHING or RUNNING at
 	// once in the namespace (see Claim); 0: no limit.
 	Concurrency int
-	ChangedBy   string    // who changed it last
+	// InFlight is, for a name with a concurrency limit, its tasks DISPATCHING or
+	// RUNNING when Names read it: the slots in use. 0 otherwise, and in the answers
+	// of the writes.
+	InFlight int
+	// Rate and Per are the name's rate limit: at most Rate of its tasks claimed in
+	// any window of Per, by the store's clock (see Claim); 0: no limit.
+	Rate      int
+	Per       time.Duration
+	ChangedBy string    // who changed it last
 	ChangedAt   time.Time // when, by the store's clock; zero for a name never changed
 }
 
 // MaxConcurrency is the highest concurrency limit a name may have.
 const MaxConcurrency = 1 << 20
+
+// The bounds of a rate limit (NameKeeper.SetRate): the store keeps the times of the
+// name's last Rate claims, so Rate bounds what each claim of the name reads and
+// writes.
+const (
+	MaxRate    = 10_000
+	MinRatePer = time.Millisecond
+	MaxRatePer = 24 * time.Hour
+)
 
 // Blocked is a due task waiting for its task key.
 type Blocked struct {

@@ -486,6 +486,7 @@ func (l *Loop) claimer(ctx context.Context) {
 				l.block(res.Blocked, claimFrees)
 			}
 			l.park(ids, res, claimFrees)
+			l.reportLimited(res.Limited)
 			l.cfg.Observe.Claimed(l.cfg.Clock.Now(), res.Claimed)
 			l.cfg.Observe.Claimed(l.cfg.Clock.Now(), res.Started)
 			for _, t := range res.Skipped {
@@ -787,4 +788,34 @@ func (l *Loop) Offer(name string) {
 	if n > 0 {
 		l.signal()
 	}
+}
+
+// reportLimited sends Limited for each name of a claim's limited tasks.
+func (l *Loop) reportLimited(ls []store.Limited) {
+	if len(ls) == 0 || l.cfg.Observe == nil {
+		return
+	}
+	now := l.cfg.Clock.Now()
+	count, limit := map[string]int{}, map[string]int{}
+	var names []string
+	for _, lt := range ls {
+		if count[lt.Name] == 0 {
+			names = append(names, lt.Name)
+		}
+		count[lt.Name]++
+		limit[lt.Name] = lt.Limit
+	}
+	for _, name := range names {
+		l.cfg.Observe.Send(observe.Event{Kind: observe.Limited, At: now, Name: name, Reason: observe.LimitConcurrency, Count: count[name], Limit: limit[name]})
+	}
+}
+
+// Waiting returns how many due tasks of name the loop holds waiting for a slot.
+func (l *Loop) Waiting(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p := l.parked[name]; p != nil {
+		return len(p.waiting) + len(p.out)
+	}
+	return 0
 }

@@ -46,6 +46,13 @@ const (
 	LeaseState
 	ExecutorRequest
 	Pruned
+	Limited
+	NameSlots
+)
+
+// Limits of Limited.
+const (
+	LimitConcurrency = "concurrency"
 )
 
 // Outcomes of Finished.
@@ -128,6 +135,8 @@ type Event struct {
 	Epoch    int64
 	Lease    time.Duration
 	Dropped  int
+	Limit    int
+	InUse    int
 }
 
 // Queue is the bounded queue between the kernel and the observer: Send never blocks;
@@ -292,11 +301,14 @@ func TaskAttrs(t *store.Task) []slog.Attr {
 // Counter is where the task counts come from: the store.
 type Counter interface {
 	TaskStats(ctx context.Context, now time.Time) (*store.TaskStats, error)
+	Names(ctx context.Context) ([]store.NameState, error)
 }
 
 // ReportCounts sends TaskCounts every interval until ctx ends, at once first: one
-// store query each time, however often the observer's readers look.
-func (q *Queue) ReportCounts(ctx context.Context, src Counter, now func() time.Time, every time.Duration, log *slog.Logger) {
+// store query each time, however often the observer's readers look; and then
+// NameSlots for each limited name (another query), with waiting's count of its tasks
+// waiting for a slot.
+func (q *Queue) ReportCounts(ctx context.Context, src Counter, now func() time.Time, every time.Duration, waiting func(name string) int, log *slog.Logger) {
 	if q == nil {
 		return
 	}
@@ -320,6 +332,25 @@ func (q *Queue) ReportCounts(ctx context.Context, src Counter, now func() time.T
 			}
 			q.Send(e)
 		}
+		q.reportNames(ctx, src, t, waiting, log)
 		timer.Reset(every)
+	}
+}
+
+// reportNames sends NameSlots for each name with a concurrency limit: its limit and
+// slots in use by the store, and its tasks waiting for one by waiting (the
+// dispatcher's count).
+func (q *Queue) reportNames(ctx context.Context, src Counter, at time.Time, waiting func(name string) int, log *slog.Logger) {
+	names, err := src.Names(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "ax: read the task names for the observer", slog.Any("err", err))
+		}
+		return
+	}
+	for _, n := range names {
+		if n.Concurrency > 0 {
+			q.Send(Event{Kind: NameSlots, At: at, Name: n.Name, Limit: n.Concurrency, InUse: n.InFlight, Count: waiting(n.Name)})
+		}
 	}
 }

@@ -65,6 +65,17 @@ func checkConcurrency(name string, n int, by string) error {
 	return checkNameState(name, by)
 }
 
+// checkRate is driverkit.CheckRate: what SetRate refuses.
+func checkRate(name string, n int, per time.Duration, by string) error {
+	switch {
+	case n < 0 || n > store.MaxRate:
+		return fmt.Errorf("rate %d: want 0 (no limit) to %d: %w", n, store.MaxRate, store.ErrInvalid)
+	case n > 0 && (per < store.MinRatePer || per > store.MaxRatePer):
+		return fmt.Errorf("rate period %v: want %v to %v: %w", per, store.MinRatePer, store.MaxRatePer, store.ErrInvalid)
+	}
+	return checkNameState(name, by)
+}
+
 func checkNameState(name, by string) error {
 	return invalid("name",
 		rule{name == "" || len(name) > store.MaxNameLen, fmt.Sprintf("%d bytes, want 1 to %d", len(name), store.MaxNameLen)},

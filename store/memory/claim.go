@@ -48,7 +48,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: r.task.DueAt})
 		case s.paused(r.task.Name):
 			res.Paused = append(res.Paused, store.Due{ID: id, DueAt: r.task.DueAt})
-		case serialised(&r.task) || s.limit(r.task.Name) > 0:
+		case serialised(&r.task) || s.limited(r.task.Name):
 			keyed, execs[id] = append(keyed, r), c.ExecutionID
 		default:
 			s.dispatch(r, c.ExecutionID, now)
@@ -70,7 +70,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	for _, r := range keyed {
 		t := &r.task
 		holder, busy := held[t.TaskKey]
-		n := s.limit(t.Name)
+		n, retryAt := s.admits(t.Name, used, now)
 		switch {
 		case serialised(t) && busy && t.Overlap == store.OverlapSkip:
 			s.unschedule(r)
@@ -79,13 +79,14 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			res.Skipped = append(res.Skipped, *copyTask(t))
 		case serialised(t) && busy:
 			res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, TaskKey: t.TaskKey})
-		case n > 0 && used[t.Name] >= n:
-			res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, Name: t.Name, Limit: n})
+		case n > 0:
+			res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, Name: t.Name, Limit: n, RetryAt: retryAt})
 		default:
 			if serialised(t) {
 				held[t.TaskKey] = t.ID
 			}
 			used[t.Name]++
+			s.started(t.Name, now)
 			s.dispatch(r, execs[t.ID], now)
 			res.Claimed = append(res.Claimed, *copyTask(t))
 		}

@@ -51,6 +51,7 @@ type state struct {
 
 	schedules  map[nameKey]*store.Schedule  // key unused
 	names      map[nameKey]*store.NameState // key unused (names.go)
+	starts     map[nameKey][]time.Time      // a rate-limited name's last claims, ascending; key unused (names.go)
 	leases     map[string]*leaseRow         // by namespace (lease.go)
 	nodes      map[nameKey]*store.NodeInfo  // key unused (nodes.go)
 	audit      []auditRow                   // id order (audit.go)
@@ -96,6 +97,7 @@ func New(opts ...Option) *Store {
 
 		schedules:  make(map[nameKey]*store.Schedule),
 		names:      make(map[nameKey]*store.NameState),
+		starts:     make(map[nameKey][]time.Time),
 		leases:     make(map[string]*leaseRow),
 		nodes:      make(map[nameKey]*store.NodeInfo),
 		stats:      make(map[statsKey]store.MinuteStats),

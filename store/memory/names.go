@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax/store"
 )
@@ -82,13 +83,80 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	return &c, nil
 }
 
-// limit returns the task name's concurrency limit in the view's namespace, 0 for
-// none. The caller holds the lock.
-func (s *Store) limit(name string) int {
-	if st := s.names[nameKey{ns: s.ns, name: name}]; st != nil {
-		return st.Concurrency
+// SetRate sets the task name's rate limit. See [store.NameKeeper.SetRate].
+func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	op := fmt.Sprintf("ax: set rate of name %q", name)
+	if err := checkRate(name, n, per, by); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return 0
+	if n == 0 {
+		per = 0
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	k := nameKey{ns: s.ns, name: name}
+	st := s.names[k]
+	switch {
+	case st == nil && n == 0:
+		return &store.NameState{Name: name}, nil
+	case st == nil:
+		st = &store.NameState{Name: name}
+		s.names[k] = st
+	case st.Rate == n && st.Per == per:
+		c := *st
+		return &c, nil
+	}
+	st.Rate, st.Per, st.ChangedBy, st.ChangedAt = n, per, by, s.now()
+	if starts := s.starts[k]; len(starts) > n {
+		s.starts[k] = starts[len(starts)-n:]
+	}
+	c := *st
+	return &c, nil
+}
+
+// limited reports whether the task name has a concurrency or a rate limit in the
+// view's namespace. The caller holds the lock.
+func (s *Store) limited(name string) bool {
+	st := s.names[nameKey{ns: s.ns, name: name}]
+	return st != nil && (st.Concurrency > 0 || st.Rate > 0)
+}
+
+// admits returns 0 when the task name admits one more claim at now, given its tasks
+// in flight (used), else the limit that holds it back and, for its rate, when the
+// rate admits the next. The caller holds the lock.
+func (s *Store) admits(name string, used map[string]int, now time.Time) (limit int, retryAt time.Time) {
+	k := nameKey{ns: s.ns, name: name}
+	st := s.names[k]
+	switch {
+	case st == nil:
+		return 0, time.Time{}
+	case st.Concurrency > 0 && used[name] >= st.Concurrency:
+		return st.Concurrency, time.Time{}
+	case st.Rate > 0:
+		starts := s.starts[k]
+		in := 0 // claims in the window [now − Per, now]
+		for _, t := range starts {
+			if !t.Before(now.Add(-st.Per)) {
+				in++
+			}
+		}
+		if in >= st.Rate {
+			return st.Rate, starts[len(starts)-st.Rate].Add(st.Per + time.Microsecond)
+		}
+	}
+	return 0, time.Time{}
+}
+
+// started records a claim of the task name at now for its rate limit, keeping the
+// last Rate. The caller holds the lock.
+func (s *Store) started(name string, now time.Time) {
+	k := nameKey{ns: s.ns, name: name}
+	if st := s.names[k]; st != nil && st.Rate > 0 {
+		starts := append(s.starts[k], now)
+		s.starts[k] = starts[max(0, len(starts)-st.Rate):]
+	}
 }
 
 // Names returns the state of every name of the view's namespace ever paused or
@@ -99,9 +167,14 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	}
 	defer s.mu.Unlock()
 	out := []store.NameState{}
+	used := s.inflight()
 	for k, st := range s.names {
 		if k.ns == s.ns {
-			out = append(out, *st)
+			c := *st
+			if c.Concurrency > 0 {
+				c.InFlight = used[c.Name]
+			}
+			out = append(out, c)
 		}
 	}
 	slices.SortFunc(out, func(a, b store.NameState) int { return strings.Compare(a.Name, b.Name) })

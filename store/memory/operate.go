@@ -116,7 +116,7 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 			return copyTask(&r.task), fmt.Errorf("%s: %w", op, &store.KeyHeldError{TaskKey: r.task.TaskKey, Holder: holder})
 		}
 	}
-	if s.limit(r.task.Name) > 0 { // a claim applies the name's limit
+	if s.limited(r.task.Name) { // a claim applies the name's limits
 		s.makeDue(r)
 		return copyTask(&r.task), nil
 	}

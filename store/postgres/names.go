@@ -165,24 +165,34 @@ func (s *Store) nameLimitedIn(ctx context.Context, q txQuerier, name string) (bo
 	return limited, err
 }
 
+// namesSQL reads every name of namespace $1, with the tasks in flight of each limited
+// one, counted as limitsSQL counts them.
+const namesSQL = `SELECT ` + nameCols + `, CASE WHEN n.concurrency > 0 THEN
+		(SELECT count(*) FROM ax_tasks t WHERE t.namespace = $1 AND t.status = 'DISPATCHING' AND t.name || '' = n.name)
+		+ (SELECT count(*) FROM ax_tasks t WHERE t.namespace = $1 AND t.status = 'RUNNING' AND t.name || '' = n.name) ELSE 0 END
+	FROM ax_names n WHERE n.namespace = $1 ORDER BY n.name`
+
 // Names returns the state of every name of the view's namespace ever paused or
-// limited.
+// limited, with the slots in use of the limited ones.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.check("list names"); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+nameCols+` FROM ax_names WHERE namespace = $1 ORDER BY name`, s.ns)
+	rows, err := s.pool.Query(ctx, namesSQL, s.ns)
 	if err != nil {
 		return nil, s.wrap("list names", err)
 	}
 	defer rows.Close()
 	out := []store.NameState{}
 	for rows.Next() {
-		st, err := scanNameState(rows)
-		if err != nil {
+		var st store.NameState
+		var at time.Time
+		var inFlight int64
+		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, &at, &inFlight); err != nil {
 			return nil, s.wrap("list names", err)
 		}
-		out = append(out, *st)
+		st.ChangedAt, st.InFlight = at.UTC(), int(inFlight)
+		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.wrap("list names", err)

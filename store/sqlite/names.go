@@ -163,15 +163,37 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 // Names returns the state of every name of the view's namespace ever paused or
 // limited.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+nameColumns+` FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}) // the names and their counts as of one moment
+	if err != nil {
+		return nil, s.wrap("list names", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT `+nameColumns+` FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
 	if err != nil {
 		return nil, s.wrap("list names", err)
 	}
 	out, err := collect(rows, scanNameState)
+	if err != nil {
+		return nil, s.wrap("list names", err)
+	}
 	if out == nil {
 		out = []store.NameState{}
 	}
-	return out, s.wrap("list names", err)
+	for i := range out {
+		if out[i].Concurrency == 0 {
+			continue
+		}
+		// Counted as inflightStmt counts in a claim (on the writer's prepared
+		// statements, which this read transaction cannot use).
+		err := tx.QueryRowContext(ctx, `SELECT
+				(SELECT count(*) FROM ax_tasks INDEXED BY ax_tasks_ns_dispatching_since WHERE namespace = ? AND status = 'DISPATCHING' AND name = ?)
+				+ (SELECT count(*) FROM ax_tasks INDEXED BY ax_tasks_ns_running_heartbeat WHERE namespace = ? AND status = 'RUNNING' AND name = ?)`,
+			s.ns, out[i].Name, s.ns, out[i].Name).Scan(&out[i].InFlight)
+		if err != nil {
+			return nil, s.wrap("list names", err)
+		}
+	}
+	return out, nil
 }
 
 // scanNameState reads a row of nameColumns.

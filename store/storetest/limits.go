@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,10 @@ var limitTests = []test{
 	{"Lowered", testLimitLowered},
 	{"States", testLimitStates},
 	{"Race", testLimitRace},
+	{"RateHoldsClaims", testRateHoldsClaims},
+	{"RateWindow", testRateWindow},
+	{"RateStates", testRateStates},
+	{"RateRace", testRateRace},
 }
 
 // setConcurrency sets name's limit to n and checks the state it answers.
@@ -84,6 +89,11 @@ func testLimitHoldsClaims(e *env) {
 	// Asked again, they are limited again: both slots are taken.
 	if again := e.claimAll(late.ID, later.ID); len(again.Claimed) != 0 || len(again.Limited) != 2 {
 		e.t.Errorf("Claim with no free slot = %+v, want both Limited", again)
+	}
+	// Names counts the slots in use: the two claimed, not the mail.
+	names, err := e.s.Names(e.ctx)
+	if err != nil || len(names) != 1 || names[0].InFlight != 2 {
+		e.t.Errorf("Names = %+v, %v; want report with 2 in flight", names, err)
 	}
 	// A task not yet due is NotDue, limit or not.
 	notDue := e.nameTask("report", e.newTask(e.future()))
@@ -320,4 +330,167 @@ func derefTasks(ts []*store.Task) []store.Task {
 		out[i] = *t
 	}
 	return out
+}
+
+// setRate sets name's rate limit and checks the state it answers.
+func (e *env) setRate(name string, n int, per time.Duration) {
+	e.t.Helper()
+	st, err := e.s.SetRate(e.ctx, name, n, per, "alice")
+	if err != nil || st.Name != name || st.Rate != n || (n > 0 && st.Per != per) {
+		e.t.Fatalf("SetRate(%q, %d, %v) = %+v, %v; want the limit set", name, n, per, st, err)
+	}
+}
+
+// A rate-limited name's due tasks are claimed up to its rate in the window, the first
+// in due order; the rest are Limited with the rate's n and RetryAt, when the window
+// admits the next; finishing a task frees no start; other names are not held back.
+func testRateHoldsClaims(e *env) {
+	e.setRate("mail", 2, time.Hour)
+	base := e.past()
+	var ids []int64
+	for i := range 4 {
+		ids = append(ids, e.nameTask("mail", e.newTask(base.Add(time.Duration(3-i)*time.Second))).ID) // due in reverse
+	}
+	free := e.nameTask("report", e.newTask(base))
+	res, err := e.s.ClaimStart(e.ctx, store.Fence{}, store.StartOn{Node: "node-1", Handlers: []string{"mail", "report"}},
+		[]store.Claim{{ID: ids[0], ExecutionID: newExecID(), Start: true}, {ID: ids[1], ExecutionID: newExecID(), Start: true},
+			{ID: ids[2], ExecutionID: newExecID(), Start: true}, {ID: ids[3], ExecutionID: newExecID(), Start: true},
+			{ID: free.ID, ExecutionID: newExecID(), Start: true}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if got := taskIDs(res.Claimed); !slices.Equal(got, []int64{ids[2], ids[3]}) {
+		e.t.Fatalf("claimed %v, want %v: the two due first, DISPATCHING", got, []int64{ids[2], ids[3]})
+	}
+	if got := taskIDs(res.Started); !slices.Equal(got, []int64{free.ID}) {
+		e.t.Errorf("started %v, want %d", got, free.ID)
+	}
+	first := res.Claimed[0].DispatchedAt
+	if len(res.Limited) != 2 {
+		e.t.Fatalf("Limited = %+v, want 2", res.Limited)
+	}
+	for _, l := range res.Limited {
+		if l.Name != "mail" || l.Limit != 2 || l.RetryAt.Before(first.Add(time.Hour)) || l.RetryAt.After(first.Add(time.Hour+time.Millisecond)) {
+			e.t.Errorf("Limited %+v, want mail, limit 2, RetryAt an hour after the claims at %v", l, first)
+		}
+	}
+	for _, t := range res.Claimed {
+		e.start(&t)
+		e.finish(store.Finish{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded})
+	}
+	if again := e.claimAll(ids[0], ids[1]); len(again.Claimed) != 0 || len(again.Limited) != 2 {
+		e.t.Errorf("Claim after the first two finished = %+v, want both Limited: a finish frees no start", again)
+	}
+	if got, err := e.s.Trigger(e.ctx, ids[0], newExecID()); err != nil || got.Status != store.Scheduled {
+		e.t.Errorf("Trigger of a rate-limited name's task = %+v, %v; want it made due, SCHEDULED", got, err)
+	}
+}
+
+// Once the window has passed the claims it held, the rate admits as many more; a
+// claim at RetryAt is admitted.
+func testRateWindow(e *env) {
+	const per = 300 * time.Millisecond
+	e.setRate("mail", 2, per)
+	var ids []int64
+	for i := range 3 {
+		ids = append(ids, e.nameTask("mail", e.newTask(e.past().Add(time.Duration(i)*time.Millisecond))).ID)
+	}
+	res := e.claimAll(ids...)
+	if len(res.Claimed) != 2 || len(res.Limited) != 1 {
+		e.t.Fatalf("Claim = %+v, want 2 claimed and 1 Limited", res)
+	}
+	retry := res.Limited[0].RetryAt
+	for e.now().Before(retry) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	again := e.claimAll(ids[2])
+	if len(again.Claimed) != 1 {
+		e.t.Fatalf("Claim at RetryAt %v = %+v, want it claimed", retry, again)
+	}
+	if d := again.Claimed[0].DispatchedAt.Sub(res.Claimed[0].DispatchedAt); d <= per {
+		e.t.Errorf("the third claim came %v after the first, want more than %v", d, per)
+	}
+}
+
+// SetRate is recorded and listed by Names, beside the concurrency limit; 0 removes it;
+// invalid input is refused.
+func testRateStates(e *env) {
+	e.setConcurrency("mail", 3)
+	e.setRate("mail", 10, time.Minute)
+	names, err := e.s.Names(e.ctx)
+	if err != nil || len(names) != 1 || names[0].Concurrency != 3 || names[0].Rate != 10 || names[0].Per != time.Minute {
+		e.t.Fatalf("Names = %+v, %v; want mail with concurrency 3 and rate 10 per minute", names, err)
+	}
+	again, err := e.s.SetRate(e.ctx, "mail", 10, time.Minute, "carol")
+	if err != nil || again.ChangedBy != "alice" {
+		e.t.Errorf("SetRate of the limit it has = %+v, %v; want it unchanged", again, err)
+	}
+	e.setRate("mail", 0, 0)
+	if names, err := e.s.Names(e.ctx); err != nil || names[0].Rate != 0 || names[0].Per != 0 || names[0].Concurrency != 3 {
+		e.t.Errorf("Names after the rate was removed = %+v, %v", names, err)
+	}
+	for _, c := range []struct {
+		n   int
+		per time.Duration
+	}{{-1, time.Second}, {store.MaxRate + 1, time.Second}, {1, 0}, {1, store.MinRatePer - 1}, {1, store.MaxRatePer + 1}} {
+		if st, err := e.s.SetRate(e.ctx, "mail", c.n, c.per, "alice"); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("SetRate(%d, %v) = %+v, %v; want ErrInvalid", c.n, c.per, st, err)
+		}
+	}
+}
+
+// Claimers racing, several tasks per call, never claim more of a rate-limited name's
+// tasks in any window of its period than its rate, by the claims' own stamps, and
+// leave none behind.
+func testRateRace(e *env) {
+	const rate, per, tasks, workers = 4, 200 * time.Millisecond, 24, 8
+	e.setRate("race", rate, per)
+	var nts []store.NewTask
+	for i := range tasks {
+		nts = append(nts, e.newTask(e.past().Add(time.Duration(i)*time.Millisecond)))
+		nts[i].Name = "race"
+	}
+	ids := taskIDs(derefTasks(e.insert(nts...)))
+	var mu sync.Mutex
+	var claims []time.Time
+	seed := e.seed()
+	e.race(workers, stuckAfter, "rate race workers", func(w int) error {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		for e.ctx.Err() == nil {
+			mu.Lock()
+			n := len(claims)
+			mu.Unlock()
+			if n >= tasks {
+				return nil
+			}
+			pick := make([]store.Claim, 1+rng.IntN(8))
+			for i := range pick {
+				pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: newExecID()}
+			}
+			res, err := e.s.Claim(e.ctx, store.Fence{}, pick)
+			if err != nil {
+				return fmt.Errorf("Claim: %w", err)
+			}
+			mu.Lock()
+			for _, t := range res.Claimed {
+				claims = append(claims, t.DispatchedAt)
+			}
+			mu.Unlock()
+			time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+		}
+		return nil
+	})
+	slices.SortFunc(claims, func(a, b time.Time) int { return a.Compare(b) })
+	for i := range claims {
+		j := i
+		for j < len(claims) && !claims[j].After(claims[i].Add(per)) {
+			j++
+		}
+		if j-i > rate {
+			e.t.Fatalf("%d claims in the window [%v, +%v], over the rate of %d", j-i, claims[i], per, rate)
+		}
+	}
+	if len(claims) != tasks {
+		e.t.Errorf("%d claims, want %d: each task once", len(claims), tasks)
+	}
 }

@@ -310,6 +310,19 @@ func CheckConcurrency(name string, n int, by string) error {
 	return CheckNameState(name, by)
 }
 
+// CheckRate rejects what SetRate refuses (ErrInvalid): what CheckNameState refuses,
+// n below 0 or above store.MaxRate, and, with n above 0, a per outside
+// [store.MinRatePer, store.MaxRatePer].
+func CheckRate(name string, n int, per time.Duration, by string) error {
+	switch {
+	case n < 0 || n > store.MaxRate:
+		return fmt.Errorf("rate %d: want 0 (no limit) to %d: %w", n, store.MaxRate, store.ErrInvalid)
+	case n > 0 && (per < store.MinRatePer || per > store.MaxRatePer):
+		return fmt.Errorf("rate period %v: want %v to %v: %w", per, store.MinRatePer, store.MaxRatePer, store.ErrInvalid)
+	}
+	return CheckNameState(name, by)
+}
+
 // CancelAsked reports whether t, as read after a Cancel that changed nothing, is a
 // RUNNING task whose cancel was requested before: Cancel answers it, as asked.
 func CancelAsked(t *store.Task) bool {

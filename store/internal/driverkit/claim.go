@@ -2,6 +2,7 @@ package driverkit
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -58,7 +59,7 @@ func Startable(on store.StartOn, uniq []store.Claim) map[int64]bool {
 
 // Keyed is a due SCHEDULED task that a Claim cannot simply take, as the Claim found
 // it: its task key restricts it (a key, Overlap skip or queue), or its name has a
-// concurrency limit, or both.
+// concurrency or rate limit, or both.
 type Keyed struct {
 	ID      int64
 	DueAt   time.Time
@@ -66,21 +67,68 @@ type Keyed struct {
 	TaskKey string
 	Overlap store.OverlapPolicy
 	Holder  int64 // set by ResolveKeys on the losers to a key: the task holding the key
-	Limit   int   // set by ResolveKeys on the losers to a limit: the name's limit
+	// Limit and RetryAt are set by ResolveKeys on the losers to a name's limit (see
+	// store.Limited).
+	Limit   int
+	RetryAt time.Time
 }
 
 // keyRestricts reports whether k's key restricts it: a key, and Overlap skip or queue.
 func (k *Keyed) keyRestricts() bool { return k.TaskKey != "" && k.Overlap != store.OverlapAllow }
 
-// ResolveKeys applies the overlap rule and the names' concurrency limits to the tasks
-// a Claim asked for that they restrict, given what was read under the keys' and the
-// names' locks: the holders of their keys (key → id of the task DISPATCHING or
-// RUNNING with it), the names' limits (name → n > 0; a name missing has none) and the
-// tasks of each name DISPATCHING or RUNNING. In (DueAt, ID) order, a task whose key is
-// held loses to the holder (or an earlier winner) and is skipped or blocked by its
-// Overlap; else a task whose name has no free slot is limited; else it wins, holding
-// its key and a slot. Each list is in id order.
-func ResolveKeys(tasks []Keyed, holders map[string]int64, limits, inflight map[string]int) (claim, skip, block, limited []Keyed) {
+// NameLimit is what a Claim read, under the name's lock, of a task name's limits.
+type NameLimit struct {
+	Concurrency int // 0: none
+	InFlight    int // the name's tasks DISPATCHING or RUNNING
+	Rate        int // 0: none
+	Per         time.Duration
+	// Starts are the times of the name's last claims (at most Rate), ascending, as
+	// stored with the name (DecodeStarts). ResolveKeys adds its winners' and keeps
+	// the last Rate: the driver writes them back when Changed.
+	Starts  []time.Time
+	Changed bool
+}
+
+// admits reports whether the name admits one more claim at now, and, when its rate
+// does not, when it will.
+func (n *NameLimit) admits(now time.Time) (ok bool, limit int, retryAt time.Time) {
+	if n.Concurrency > 0 && n.InFlight >= n.Concurrency {
+		return false, n.Concurrency, time.Time{}
+	}
+	if n.Rate > 0 {
+		from := now.Add(-n.Per) // the window [now − Per, now], closed
+		i, _ := slices.BinarySearchFunc(n.Starts, from, func(s, t time.Time) int { return s.Compare(t) })
+		if in := len(n.Starts) - i; in >= n.Rate {
+			// The window admits another once the oldest start that would still be in
+			// it with the next one has left it.
+			return false, n.Rate, n.Starts[len(n.Starts)-n.Rate].Add(n.Per + time.Microsecond)
+		}
+	}
+	return true, 0, time.Time{}
+}
+
+// take records one claim of the name at now.
+func (n *NameLimit) take(now time.Time) {
+	n.InFlight++
+	if n.Rate > 0 {
+		n.Starts = append(n.Starts, now)
+		if len(n.Starts) > n.Rate {
+			n.Starts = slices.Delete(n.Starts, 0, len(n.Starts)-n.Rate)
+		}
+		n.Changed = true
+	}
+}
+
+// ResolveKeys applies the overlap rule and the names' limits to the tasks a Claim
+// asked for that they restrict, given what was read under the keys' and the names'
+// locks: the holders of their keys (key → id of the task DISPATCHING or RUNNING with
+// it) and the names' limits (a name missing has none), at now, the claim's time by
+// the store's clock (microseconds), which its winners' DispatchedAt must be. In
+// (DueAt, ID) order, a task whose key is held loses to the holder (or an earlier
+// winner) and is skipped or blocked by its Overlap; else a task whose name admits no
+// claim (no free slot, or its rate's window full) is limited; else it wins, holding
+// its key, a slot and a start. Each list is in id order; names records the winners.
+func ResolveKeys(tasks []Keyed, holders map[string]int64, names map[string]*NameLimit, now time.Time) (claim, skip, block, limited []Keyed) {
 	sorted := slices.Clone(tasks)
 	slices.SortFunc(sorted, func(a, b Keyed) int {
 		if c := a.DueAt.Compare(b.DueAt); c != 0 {
@@ -92,30 +140,31 @@ func ResolveKeys(tasks []Keyed, holders map[string]int64, limits, inflight map[s
 	if held == nil {
 		held = map[string]int64{}
 	}
-	used := maps.Clone(inflight)
-	if used == nil {
-		used = map[string]int{}
-	}
 	for _, k := range sorted {
 		holder, busy := held[k.TaskKey]
-		n := limits[k.Name]
+		n := names[k.Name]
 		switch {
 		case k.keyRestricts() && busy && k.Overlap == store.OverlapSkip:
 			k.Holder = holder
 			skip = append(skip, k)
+			continue
 		case k.keyRestricts() && busy:
 			k.Holder = holder
 			block = append(block, k)
-		case n > 0 && used[k.Name] >= n:
-			k.Limit = n
-			limited = append(limited, k)
-		default:
-			if k.keyRestricts() {
-				held[k.TaskKey] = k.ID
-			}
-			used[k.Name]++
-			claim = append(claim, k)
+			continue
 		}
+		if n != nil {
+			if ok, limit, retryAt := n.admits(now); !ok {
+				k.Limit, k.RetryAt = limit, retryAt
+				limited = append(limited, k)
+				continue
+			}
+			n.take(now)
+		}
+		if k.keyRestricts() {
+			held[k.TaskKey] = k.ID
+		}
+		claim = append(claim, k)
 	}
 	byID := func(a, b Keyed) int { return cmp.Compare(a.ID, b.ID) }
 	slices.SortFunc(claim, byID)
@@ -123,6 +172,28 @@ func ResolveKeys(tasks []Keyed, holders map[string]int64, limits, inflight map[s
 	slices.SortFunc(block, byID)
 	slices.SortFunc(limited, byID)
 	return claim, skip, block, limited
+}
+
+// EncodeStarts is the stored form of a name's claim times (NameLimit.Starts): each
+// time's Unix microseconds, 8 bytes big-endian, in order.
+func EncodeStarts(starts []time.Time) []byte {
+	b := make([]byte, 0, 8*len(starts))
+	for _, t := range starts {
+		b = binary.BigEndian.AppendUint64(b, uint64(t.UnixMicro()))
+	}
+	return b
+}
+
+// DecodeStarts reads what EncodeStarts wrote.
+func DecodeStarts(b []byte) ([]time.Time, error) {
+	if len(b)%8 != 0 {
+		return nil, fmt.Errorf("a rate's start times of %d bytes: not a multiple of 8", len(b))
+	}
+	out := make([]time.Time, len(b)/8)
+	for i := range out {
+		out[i] = time.UnixMicro(int64(binary.BigEndian.Uint64(b[8*i:]))).UTC()
+	}
+	return out, nil
 }
 
 // SkipReason is the LastError of a task skipped because its key was held.

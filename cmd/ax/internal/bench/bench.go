@@ -51,6 +51,12 @@ type Result struct {
 	// round trip on one connection), measured just before the run: the machine's
 	// unit for CPUPerTask, which moves with it from day to day.
 	CPUPerRoundTrip time.Duration `json:"db_cpu_per_roundtrip_ns,omitempty"`
+	// The limited workload: the name's concurrency limit, the most handlers seen
+	// running at once (never above it), and the share of the limit's slots busy with
+	// a handler over the run (1: every slot always busy).
+	Limit       int     `json:"limit,omitempty"`
+	MostAtOnce  int     `json:"most_at_once,omitempty"`
+	Utilisation float64 `json:"utilisation,omitempty"`
 }
 
 // String formats the result as one line of a table.
@@ -73,6 +79,9 @@ func (r Result) String() string {
 			s += fmt.Sprintf(" statements=%.2f/s", r.StmtsPerSec)
 		}
 		s += fmt.Sprintf(" db-cpu=%v", r.DBCPU.Round(time.Millisecond))
+	}
+	if r.Limit > 0 {
+		s += fmt.Sprintf(" limit=%d most=%d utilisation=%.3f", r.Limit, r.MostAtOnce, r.Utilisation)
 	}
 	if r.CallsPerTask > 0 {
 		s += fmt.Sprintf(" store-calls/task=%.3f", r.CallsPerTask)
@@ -281,6 +290,81 @@ func Drain(ctx context.Context, env Env, n, concurrency int) (Result, error) {
 	}
 	r.Concurrency = concurrency
 	return r, nil
+}
+
+// Limited writes n tasks due now under a name limited to limit at once
+// (ax.WithConcurrency), whose handler holds its slot for hold, and runs them with
+// concurrency workers: the throughput, the most seen at once, and the share of the
+// limit's slots kept busy (the ideal rate is limit/hold).
+func Limited(ctx context.Context, env Env, n, concurrency, limit int, hold time.Duration) (Result, error) {
+	now := time.Now()
+	dues := make([]time.Time, n)
+	for i := range dues {
+		dues[i] = now
+	}
+	if err := insertAll(ctx, env.Store, "bench.noop", dues); err != nil {
+		return Result{}, err
+	}
+	m, env := newMeter(env)
+	s, err := newScheduler(env, concurrency)
+	if err != nil {
+		return Result{}, err
+	}
+	var (
+		mu            sync.Mutex
+		running, most int
+		busy          time.Duration
+		finished      int
+		done          = make(chan struct{})
+	)
+	s.HandleFunc("bench.noop", func(ctx context.Context, t *ax.Task) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		start := time.Now()
+		time.Sleep(hold)
+		mu.Lock()
+		defer mu.Unlock()
+		running--
+		busy += time.Since(start)
+		if finished++; finished == n {
+			close(done)
+		}
+		return nil
+	}, ax.WithConcurrency(limit))
+	if err := m.start(); err != nil {
+		return Result{}, err
+	}
+	if err := s.Start(ctx); err != nil {
+		return Result{}, err
+	}
+	t0 := time.Now()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.Stop(context.WithoutCancel(ctx))
+		return Result{}, ctx.Err()
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		return Result{}, err
+	}
+	elapsed := time.Since(t0)
+	if err := checkSucceeded(ctx, env.Store, n); err != nil {
+		return Result{}, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most > limit {
+		return Result{}, fmt.Errorf("bench: %d handlers ran at once under a limit of %d", most, limit)
+	}
+	r := Result{
+		Workload: "limited", Store: env.Name, Tasks: n, Concurrency: concurrency, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds(),
+		Limit: limit, MostAtOnce: most, Utilisation: busy.Seconds() / (float64(limit) * elapsed.Seconds()),
+	}
+	return r, m.stop(&r)
 }
 
 // Precision writes n tasks due uniformly over [now+from, now+to] and measures how
