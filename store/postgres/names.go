@@ -25,12 +25,12 @@ const pausedName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND
 
 // heldName is pausedName for a name paused or limited: a claim statement leaves such a
 // name's tasks alone. Its first EXISTS, too, is evaluated once per statement.
-const heldName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND (p.paused OR p.concurrency > 0))
-		AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.paused OR p.concurrency > 0)))`
+const heldName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND (p.paused OR p.concurrency > 0 OR p.rate > 0))
+		AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.paused OR p.concurrency > 0 OR p.rate > 0)))`
 
 // limitedName is true, over ax_tasks t of namespace $3, when t's name has a
-// concurrency limit.
-const limitedName = `EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND p.concurrency > 0)`
+// concurrency or a rate limit.
+const limitedName = `EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.concurrency > 0 OR p.rate > 0))`
 
 const (
 	// pauseNameSQL pauses name $2 of namespace $1 for $3, unless it is paused.
@@ -49,10 +49,19 @@ const (
 		WHERE $4::int > 0 OR EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2)
 		ON CONFLICT (namespace, name) DO UPDATE SET concurrency = $4, changed_by = $3, changed_at = clock_timestamp()
 			WHERE n.concurrency <> $4`
+	// setRateSQL sets the rate limit of name $2 of namespace $1 to $4 per $5
+	// microseconds for $3, unless it has it; a name never stored is stored only for a
+	// limit. Removing the limit forgets the claims recorded for it.
+	setRateSQL = `INSERT INTO ax_names AS n (namespace, name, rate, rate_per_us, changed_by, changed_at)
+		SELECT $1, $2, $4, $5, $3, clock_timestamp()
+		WHERE $4::int > 0 OR EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2)
+		ON CONFLICT (namespace, name) DO UPDATE SET rate = $4, rate_per_us = $5, changed_by = $3, changed_at = clock_timestamp(),
+			rate_starts = CASE WHEN $4::int = 0 THEN ''::bytea ELSE n.rate_starts END
+			WHERE n.rate <> $4 OR n.rate_per_us <> $5`
 	// nameSQL reads the state of name $2 of namespace $1.
 	nameSQL = `SELECT ` + nameCols + ` FROM ax_names WHERE namespace = $1 AND name = $2`
 	// nameCols are the columns scanNameState reads.
-	nameCols = `name, paused, concurrency, changed_by, changed_at`
+	nameCols = `name, paused, concurrency, rate, rate_per_us, changed_by, changed_at`
 )
 
 // PauseName pauses the task name in the view's namespace (see store.NameKeeper).
@@ -147,8 +156,42 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	return st, nil
 }
 
-// nameLimitedSQL answers whether name $2 of namespace $1 has a concurrency limit.
-const nameLimitedSQL = `SELECT EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2 AND concurrency > 0)`
+// nameLimitedSQL answers whether name $2 of namespace $1 has a concurrency or a rate
+// limit.
+const nameLimitedSQL = `SELECT EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2 AND (concurrency > 0 OR rate > 0))`
+
+// SetRate sets the task name's rate limit in the view's namespace (see
+// store.NameKeeper). Claims of the name serialise on its advisory lock (claimKeyed),
+// and read and write the claim times recorded with it there.
+func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	if err := driverkit.CheckRate(name, n, per, by); err != nil {
+		return nil, fmt.Errorf("ax: postgres: set rate of name %q: %w", name, err)
+	}
+	if n == 0 {
+		per = 0
+	}
+	st := &store.NameState{Name: name}
+	err := s.tx(ctx, "set rate", func(b *pgx.Batch) {
+		b.Queue(setRateSQL, s.ns, name, by, n, per.Microseconds())
+		b.Queue(nameSQL, s.ns, name)
+	}, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		got, err := scanNameState(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // never stored, and no limit
+		}
+		if err == nil {
+			st = got
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
 
 // nameLimitedIn reports whether the task name has a concurrency limit in the view's
 // namespace, read in q's transaction.
@@ -188,10 +231,11 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 		var st store.NameState
 		var at time.Time
 		var inFlight int64
-		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, &at, &inFlight); err != nil {
+		var perUS int64
+		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, &at, &inFlight); err != nil {
 			return nil, s.wrap("list names", err)
 		}
-		st.ChangedAt, st.InFlight = at.UTC(), int(inFlight)
+		st.ChangedAt, st.InFlight, st.Per = at.UTC(), int(inFlight), time.Duration(perUS)*time.Microsecond
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
@@ -203,9 +247,10 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
 	var at time.Time
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, &at); err != nil {
+	var perUS int64
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, &at); err != nil {
 		return nil, err
 	}
-	st.ChangedAt = at.UTC()
+	st.ChangedAt, st.Per = at.UTC(), time.Duration(perUS)*time.Microsecond
 	return &st, nil
 }

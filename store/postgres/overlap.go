@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -97,7 +98,7 @@ const (
 	// namespace with the key and Overlap allow was claimed meanwhile (allow tasks take
 	// no lock). A name's limit is not repeated: every claim of a limited name's task
 	// runs here, under the name's lock.
-	keyedClaimSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
+	keyedClaimSQL = `WITH ts AS (SELECT COALESCE($3::timestamptz, clock_timestamp()) AS now),
 		c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid))
 		UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
 		FROM c, ts
@@ -107,16 +108,25 @@ const (
 					AND o.status IN ('DISPATCHING', 'RUNNING')))
 		RETURNING ` + taskCols
 
-	// limitsSQL reads, under the names' locks, the concurrency limit of each of the
-	// names $1 of namespace $2 that has one, and its tasks DISPATCHING or RUNNING:
-	// counted through the partial indexes of those statuses (the name is compared
-	// as an expression, so that the business key's index, which holds every task of
-	// the name, finished or not, cannot serve it), at a cost that grows with the
-	// namespace's tasks in flight.
-	limitsSQL = `SELECT n.name, n.concurrency,
+	// limitsSQL reads, under the names' locks, the limits of each of the names $1 of
+	// namespace $2 that has one, with the store's time (statement_timestamp: one for
+	// every row, after the locks were granted): the concurrency limit and the tasks
+	// DISPATCHING or RUNNING — counted through the partial indexes of those statuses
+	// (the name is compared as an expression, so that the business key's index, which
+	// holds every task of the name, finished or not, cannot serve it), at a cost that
+	// grows with the namespace's tasks in flight — and the rate limit with its claim
+	// times.
+	limitsSQL = `SELECT n.name, n.concurrency, CASE WHEN n.concurrency > 0 THEN
 			(SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'DISPATCHING' AND t.name || '' = n.name)
-			+ (SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'RUNNING' AND t.name || '' = n.name)
-		FROM ax_names n WHERE n.namespace = $2 AND n.name = ANY($1::text[]) AND n.concurrency > 0`
+			+ (SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'RUNNING' AND t.name || '' = n.name) ELSE 0 END,
+			n.rate, n.rate_per_us, n.rate_starts, statement_timestamp()
+		FROM ax_names n WHERE n.namespace = $2 AND n.name = ANY($1::text[]) AND (n.concurrency > 0 OR n.rate > 0)`
+
+	// startsSQL records the claim times of the rate-limited names $2 of namespace $1
+	// (driverkit.EncodeStarts), in the claim's transaction, under their locks.
+	startsSQL = `UPDATE ax_names n SET rate_starts = u.starts
+		FROM unnest($2::text[], $3::bytea[]) AS u(name, starts)
+		WHERE n.namespace = $1 AND n.name = u.name`
 
 	// keyedSkipSQL moves the losers with Overlap skip to SKIPPED, with the reason.
 	keyedSkipSQL = `WITH ts AS (SELECT clock_timestamp() AS now),
@@ -146,25 +156,33 @@ func readHolders(br pgx.BatchResults) (map[string]int64, error) {
 	return held, rows.Err()
 }
 
-// readLimits reads the rows of limitsSQL: each limited name's limit and tasks in
-// flight.
-func readLimits(br pgx.BatchResults) (limits, inflight map[string]int, err error) {
+// readLimits reads the rows of limitsSQL: each limited name's limits, and the
+// store's time (zero without rows).
+func readLimits(br pgx.BatchResults) (map[string]*driverkit.NameLimit, time.Time, error) {
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, err
+		return nil, time.Time{}, err
 	}
 	defer rows.Close()
-	limits, inflight = map[string]int{}, map[string]int{}
+	names := map[string]*driverkit.NameLimit{}
+	var now time.Time
 	for rows.Next() {
-		var name string
-		var limit int32
-		var n int64
-		if err := rows.Scan(&name, &limit, &n); err != nil {
-			return nil, nil, err
+		var (
+			name              string
+			concurrency, rate int32
+			inFlight, perUS   int64
+			starts            []byte
+		)
+		if err := rows.Scan(&name, &concurrency, &inFlight, &rate, &perUS, &starts, &now); err != nil {
+			return nil, time.Time{}, err
 		}
-		limits[name], inflight[name] = int(limit), int(n)
+		n := &driverkit.NameLimit{Concurrency: int(concurrency), InFlight: int(inFlight), Rate: int(rate), Per: time.Duration(perUS) * time.Microsecond}
+		if n.Starts, err = driverkit.DecodeStarts(starts); err != nil {
+			return nil, time.Time{}, fmt.Errorf("name %q: %w", name, err)
+		}
+		names[name] = n
 	}
-	return limits, inflight, rows.Err()
+	return names, now.UTC(), rows.Err()
 }
 
 // appendTask returns a row function for readChunks that appends taskCols rows to
@@ -219,7 +237,8 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 		claimed, skipped, notDue, blocked, limited = nil, nil, nil, nil, nil
 		var due []driverkit.Keyed
 		var holders map[string]int64
-		var limits, inflight map[string]int
+		var names map[string]*driverkit.NameLimit
+		var now time.Time
 		err := r(false, func(b *pgx.Batch) {
 			queueFence(b, fence)
 			b.Queue(keyLockSQL, s.keyLock, locks)
@@ -259,19 +278,32 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 				return err
 			}
 			if len(distinctNames) > 0 {
-				limits, inflight, err = readLimits(br)
+				names, now, err = readLimits(br)
 			}
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		win, skip, block, over := driverkit.ResolveKeys(due, holders, limits, inflight)
+		win, skip, block, over := driverkit.ResolveKeys(due, holders, names, now)
 		for _, k := range block {
 			blocked = append(blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 		}
 		for _, k := range over {
-			limited = append(limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit})
+			limited = append(limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt})
+		}
+		var rated []string // names whose claim times change, and their times
+		var starts [][]byte
+		for name, n := range names {
+			if n.Changed {
+				rated, starts = append(rated, name), append(starts, driverkit.EncodeStarts(n.Starts))
+			}
+		}
+		// The winners' DispatchedAt is the time their names' rates recorded: the
+		// store's, read under the locks (zero without a limited name: the claim's own).
+		var at *time.Time
+		if !now.IsZero() {
+			at = &now
 		}
 		if len(win)+len(skip) == 0 {
 			return nil // nothing to write: steps commits
@@ -282,7 +314,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 				for i, k := range part {
 					wids[i], weids[i] = k.ID, eids[k.ID]
 				}
-				b.Queue(keyedClaimSQL, wids, weids)
+				b.Queue(keyedClaimSQL, wids, weids, at)
 			})
 			chunks(skip, func(part []driverkit.Keyed) {
 				sids, reasons := make([]int64, len(part)), make([]string, len(part))
@@ -291,12 +323,20 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 				}
 				b.Queue(keyedSkipSQL, sids, reasons)
 			})
+			if len(rated) > 0 {
+				b.Queue(startsSQL, s.ns, rated, starts)
+			}
 		}, func(br pgx.BatchResults) error {
 			if err := readChunks(br, len(win), appendTask(&claimed)); err != nil {
 				return err
 			}
 			if err := readChunks(br, len(skip), appendTask(&skipped)); err != nil {
 				return err
+			}
+			if len(rated) > 0 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
 			}
 			// A winner the UPDATE refused found its key taken by a task with Overlap
 			// allow, claimed without the lock since the holders were read. It is still
