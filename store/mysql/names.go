@@ -10,7 +10,7 @@ import (
 	"github.com/axsched/ax/store/internal/driverkit"
 )
 
-// Names live in ax_names, one row per (namespace, name) ever paused (see
+// Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper); the claim leaves a paused name's tasks alone (pausedName, read
 // with the lock of the rows it claims).
 
@@ -21,7 +21,7 @@ import (
 const pausedName = `(EXISTS (SELECT 1 FROM ax_names WHERE paused)
 	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name AND p.paused))`
 
-const nameSQL = `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
+const nameSQL = `SELECT name, paused, concurrency, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
 
 // PauseName pauses the task name in the view's namespace (see store.NameKeeper).
 func (s *Store) PauseName(ctx context.Context, name, by string) (*store.NameState, error) {
@@ -117,12 +117,55 @@ func (s *Store) ResumeName(ctx context.Context, name, by string) (*store.NameSta
 	return st, nil
 }
 
-// Names returns the state of every name of the view's namespace ever paused.
+// SetConcurrency sets the task name's concurrency limit in the view's namespace (see
+// store.NameKeeper): one statement that writes the row, with who and when by the
+// store's clock, only if the limit changes, and a read of the state. Removing the
+// limit (0) of a name never stored writes nothing and answers the zero state.
+func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("ax: mysql: set concurrency of name %q: %w", name, err)
+	}
+	st := &store.NameState{Name: name}
+	err := s.run(ctx, "set concurrency", 0, func(tx *sql.Tx, _ int64) error {
+		var err error
+		if n == 0 { // no row to create
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET concurrency = 0, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
+				WHERE namespace = ? AND name = ? AND concurrency <> 0`, by, s.ns, name)
+		} else {
+			// MySQL assigns left to right: changed_by and changed_at read the old limit
+			// before it is set.
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, concurrency, changed_by, changed_at)
+				VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
+				ON DUPLICATE KEY UPDATE changed_by = IF(concurrency = VALUES(concurrency), changed_by, VALUES(changed_by)),
+					changed_at = IF(concurrency = VALUES(concurrency), changed_at, VALUES(changed_at)),
+					concurrency = VALUES(concurrency)`, s.ns, name, n, by)
+		}
+		if err != nil {
+			return err
+		}
+		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // never stored, and no limit to set
+		case err != nil:
+			return err
+		}
+		st = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Names returns the state of every name of the view's namespace ever paused or
+// limited.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.check("list names"); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
+	rows, err := s.db.QueryContext(ctx, `SELECT name, paused, concurrency, changed_by, changed_at FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
 	if err != nil {
 		return nil, s.wrap("list names", err)
 	}
@@ -138,9 +181,10 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	return out, s.wrap("list names", rows.Err())
 }
 
+// scanNameState reads a name's state as nameSQL selects it.
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
-	if err := row.Scan(&st.Name, &st.Paused, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
 		return nil, err
 	}
 	return &st, nil
