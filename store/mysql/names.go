@@ -11,15 +11,17 @@ import (
 )
 
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
-// store.NameKeeper); the claim leaves a paused name's tasks alone (pausedName, read
-// with the lock of the rows it claims).
+// store.NameKeeper). The claim reads each locked task's name rule (nameRule) with the
+// lock of the rows it claims: it leaves a paused name's tasks alone, and decides a
+// limited name's under the name's row lock (lockNames).
 
-// pausedName is true, in a statement over ax_tasks, when the row's name is paused in
-// its namespace: one probe of ax_names' primary key per row, made only when some name
-// is paused — the first EXISTS does not depend on the row, and MySQL evaluates it once
-// per statement.
-const pausedName = `(EXISTS (SELECT 1 FROM ax_names WHERE paused)
-	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name AND p.paused))`
+// nameRule is, in a statement over ax_tasks, what the row's name asks of a claim: -1
+// when it is paused, its concurrency limit n > 0 when it has one, else 0. It takes one
+// probe of ax_names' primary key per row, made only when some name is paused or
+// limited — the EXISTS does not depend on the row, and MySQL evaluates it once per
+// statement. A paused name's limit does not matter: its tasks are not claimed.
+const nameRule = `IF(EXISTS (SELECT 1 FROM ax_names WHERE paused OR concurrency > 0),
+	COALESCE((SELECT IF(p.paused, -1, p.concurrency) FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name), 0), 0)`
 
 const nameSQL = `SELECT name, paused, concurrency, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
 
@@ -188,4 +190,72 @@ func scanNameState(row scanner) (*store.NameState, error) {
 		return nil, err
 	}
 	return &st, nil
+}
+
+// inflightSQL counts, per name among n names, the tasks of a namespace DISPATCHING or
+// RUNNING; its arguments are the namespace and the names. It reads the two ranges
+// (namespace, status) of ax_tasks_status_seq, the narrowest index led by them, and
+// each of their rows for its name: its cost is the tasks in flight in the namespace,
+// whatever the number of a name's finished tasks, which a range of ax_tasks_name_key
+// would read too.
+func inflightSQL(n int) string {
+	return `SELECT name, COUNT(*) FROM ax_tasks FORCE INDEX (ax_tasks_status_seq)
+		WHERE namespace = ? AND status IN ('DISPATCHING', 'RUNNING') AND name IN (` + marks(n) + `) GROUP BY name ORDER BY NULL`
+}
+
+// lockNamesSQL locks the ax_names rows of n names of a namespace, in name order, and
+// reads their limits; its arguments are the namespace and the names.
+func lockNamesSQL(n int) string {
+	return `SELECT name, concurrency FROM ax_names WHERE namespace = ? AND name IN (` + marks(n) + `) ORDER BY name FOR UPDATE`
+}
+
+// lockNames locks the ax_names rows of names (distinct, ascending) in namespace ns,
+// holds them until tx ends, and returns the limit of each name that has one (n > 0)
+// and, for those, the count of the namespace's tasks of the name DISPATCHING or
+// RUNNING. Every claim of a limited name's tasks takes its row's lock before it counts
+// and holds it until it commits, so the count, a plain read made once every lock is
+// granted, sees the claims of every claimer before it: under READ COMMITTED each
+// statement reads the latest committed rows.
+func lockNames(ctx context.Context, tx *sql.Tx, ns string, names []string) (limits, inflight map[string]int, err error) {
+	limits = make(map[string]int, len(names))
+	for lo := 0; lo < len(names); lo += store.MaxBatch {
+		part := names[lo:min(len(names), lo+store.MaxBatch)]
+		if err := countRows(ctx, tx, lockNamesSQL(len(part)), append([]any{ns}, texts(part)...), limits); err != nil {
+			return nil, nil, err
+		}
+	}
+	limited := make([]string, 0, len(limits))
+	for _, name := range names {
+		if limits[name] > 0 {
+			limited = append(limited, name)
+		} else {
+			delete(limits, name) // its limit was lifted since the claim read it
+		}
+	}
+	inflight = make(map[string]int, len(limited))
+	for lo := 0; lo < len(limited); lo += store.MaxBatch {
+		part := limited[lo:min(len(limited), lo+store.MaxBatch)]
+		if err := countRows(ctx, tx, inflightSQL(len(part)), append([]any{ns}, texts(part)...), inflight); err != nil {
+			return nil, nil, err
+		}
+	}
+	return limits, inflight, nil
+}
+
+// countRows runs q, whose rows are (name, number), and sets them in into.
+func countRows(ctx context.Context, tx *sql.Tx, q string, args []any, into map[string]int) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			return err
+		}
+		into[name] = n
+	}
+	return rows.Err()
 }
