@@ -271,37 +271,69 @@ func dispatchKeyed(ctx context.Context, tx *sql.Tx, ns string, won []driverkit.K
 	})
 }
 
-// triggerKeyed is Trigger for a task of namespace ns whose key rules: it locks the
-// task's row, then its key, reads the key's holder and, if there is none, runs Trigger's transition
-// with "no holder" in its WHERE clause. It returns the task as it is then, and the
-// holder's id when the key was held (nothing changed).
-func triggerKeyed(ctx context.Context, tx *sql.Tx, ns string, id int64, taskKey, executionID string) (*store.Task, int64, error) {
-	// Rows before keys, as in Claim.
-	var locked int64
-	if err := tx.QueryRowContext(ctx, `SELECT id FROM ax_tasks WHERE id = ? FOR UPDATE`, id).Scan(&locked); err != nil {
-		return nil, 0, err
-	}
-	if err := lockKeys(ctx, tx, ns, []string{taskKey}); err != nil {
-		return nil, 0, err
-	}
-	held, err := holders(ctx, tx, ns, []string{taskKey})
+// triggerHeld is Trigger for a task of the view's namespace that Trigger's plain
+// transition left alone although it may be SCHEDULED or FAILED: its key rules (skip,
+// queue), or its name has a concurrency limit (or had, when the transition read it).
+// It locks the task's row, reads its name's limit, then, if its key rules, locks the
+// key and reads its holder — rows, then keys, as in Claim — and changes nothing while
+// another task holds the key. Else a limited name's task is made due as MakeDue does
+// (makeDueSet), with the sequence number reserve gives, and left for a claim to apply
+// the limit; any other task is triggered, with "no holder" in the UPDATE's WHERE
+// clause if its key rules. It returns the task as it is then, the holder's id when
+// the key was held, and whether the transition applied.
+func (s *Store) triggerHeld(ctx context.Context, tx *sql.Tx, id int64, executionID string, reserve func() (int64, error)) (*store.Task, int64, bool, error) {
+	t, err := scanTask(tx.QueryRowContext(ctx, getSQL+` FOR UPDATE`, id, s.ns))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	holder, busy := held[taskKey]
-	if !busy {
-		if _, err := tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1), executionID, id, ns, ns, taskKey); err != nil {
-			return nil, 0, err
+	if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
+		return t, 0, false, nil
+	}
+	limit, err := nameLimit(ctx, tx, s.ns, t.Name)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	ruled := keyRules(t.Overlap)
+	if ruled {
+		if err := lockKeys(ctx, tx, s.ns, []string{t.TaskKey}); err != nil {
+			return nil, 0, false, err
+		}
+		held, err := holders(ctx, tx, s.ns, []string{t.TaskKey})
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if holder, busy := held[t.TaskKey]; busy {
+			return t, holder, false, nil
 		}
 	}
-	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+	var res sql.Result
+	switch {
+	case limit > 0:
+		seq, err := reserve()
+		if err != nil {
+			return nil, 0, false, err
+		}
+		res, err = tx.ExecContext(ctx, makeDueSet, seq, id, s.ns)
+		if err != nil {
+			return nil, 0, false, err
+		}
+	case ruled:
+		if res, err = tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1), executionID, id, s.ns, s.ns, t.TaskKey); err != nil {
+			return nil, 0, false, err
+		}
+	default:
+		if res, err = tx.ExecContext(ctx, triggerSet, executionID, id, s.ns); err != nil {
+			return nil, 0, false, err
+		}
+	}
+	n, err := res.RowsAffected()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	if busy && (t.Status == store.Scheduled || t.Status == store.Failed) {
-		return t, holder, nil
+	if t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns)); err != nil {
+		return nil, 0, false, err
 	}
-	return t, 0, nil
+	return t, 0, n == 1, nil
 }
 
 // texts returns ss as query arguments.

@@ -13,7 +13,8 @@ import (
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper). The claim reads each locked task's name rule (nameRule) with the
 // lock of the rows it claims: it leaves a paused name's tasks alone, and decides a
-// limited name's under the name's row lock (lockNames).
+// limited name's under the name's row lock (lockNames). Trigger makes a limited name's
+// task due instead of claiming it (limitedName).
 
 // nameRule is, in a statement over ax_tasks, what the row's name asks of a claim: -1
 // when it is paused, its concurrency limit n > 0 when it has one, else 0. It takes one
@@ -22,6 +23,12 @@ import (
 // statement. A paused name's limit does not matter: its tasks are not claimed.
 const nameRule = `IF(EXISTS (SELECT 1 FROM ax_names WHERE paused OR concurrency > 0),
 	COALESCE((SELECT IF(p.paused, -1, p.concurrency) FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name), 0), 0)`
+
+// limitedName is true, in a statement over ax_tasks, when the row's name has a
+// concurrency limit in its namespace: like nameRule, one primary key probe per row,
+// made only when some name is limited.
+const limitedName = `(EXISTS (SELECT 1 FROM ax_names WHERE concurrency > 0)
+	AND EXISTS (SELECT 1 FROM ax_names l WHERE l.namespace = ax_tasks.namespace AND l.name = ax_tasks.name AND l.concurrency > 0))`
 
 const nameSQL = `SELECT name, paused, concurrency, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
 
@@ -258,4 +265,15 @@ func countRows(ctx context.Context, tx *sql.Tx, q string, args []any, into map[s
 		into[name] = n
 	}
 	return rows.Err()
+}
+
+// nameLimit returns the concurrency limit of name in namespace ns, 0 for none: a plain
+// read, which under READ COMMITTED sees the latest committed limit.
+func nameLimit(ctx context.Context, tx *sql.Tx, ns, name string) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT concurrency FROM ax_names WHERE namespace = ? AND name = ?`, ns, name).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
 }

@@ -221,6 +221,81 @@ func TestClaimLimitedManyNames(t *testing.T) {
 	}
 }
 
+// Trigger of a FAILED task of a limited name makes it due as MakeDue does — SCHEDULED,
+// one more attempt, FinishedAt cleared, a fresh sequence number the refill brings —
+// in the store's own transaction and in a bound one alike.
+func TestTriggerLimitedFailed(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	ctx := t.Context()
+	if _, err := s.SetConcurrency(ctx, "limited", 1, "test"); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := s.Now(ctx)
+	failed := func(key string) store.Task {
+		t.Helper()
+		nt := newTask(key, now.Add(-time.Second))
+		nt.Name, nt.MaxRetry = "limited", 0
+		ins, err := s.Insert(ctx, []store.NewTask{nt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "exec-" + key}})
+		if err != nil || len(res.Claimed) != 1 {
+			t.Fatalf("Claim = %+v, %v", res, err)
+		}
+		if _, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: ins[0].Task.ID, ExecutionID: "exec-" + key, Name: "limited"}}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: ins[0].Task.ID, ExecutionID: "exec-" + key, Status: store.Failed, Error: "boom"}}); err != nil || !ok[0] {
+			t.Fatalf("Finish = %v, %v", ok, err)
+		}
+		got, err := s.Get(ctx, ins[0].Task.ID)
+		if err != nil || got.Status != store.Failed {
+			t.Fatalf("Get = %+v, %v; want FAILED", got, err)
+		}
+		return *got
+	}
+	check := func(how string, before store.Task, got *store.Task, err error) {
+		t.Helper()
+		if err != nil || got.Status != store.Scheduled || got.Attempt != before.Attempt+1 || !got.FinishedAt.IsZero() || got.TriggeredAt.IsZero() {
+			t.Errorf("%s of a FAILED task of a limited name = %+v, %v; want SCHEDULED, attempt %d, no FinishedAt, TriggeredAt", how, got, err, before.Attempt+1)
+		}
+	}
+	cursor := func() int64 {
+		t.Helper()
+		r, err := s.Refill(ctx, store.RefillParams{To: now.Add(time.Hour), Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Seq
+	}
+	a, b := failed("a"), failed("b")
+	after := cursor()
+	got, err := s.Trigger(ctx, a.ID, "exec-a2")
+	check("Trigger", a, got, err)
+	err = s.InTx(ctx, func(tx store.Tx) error {
+		got, err := tx.Trigger(ctx, b.ID, "exec-b2")
+		check("Trigger in a transaction", b, got, err)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Refill(ctx, store.RefillParams{AfterSeq: after, To: now.Add(time.Hour), Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed []int64
+	for _, d := range r.Changed {
+		changed = append(changed, d.ID)
+	}
+	slices.Sort(changed)
+	if !slices.Equal(changed, []int64{a.ID, b.ID}) {
+		t.Errorf("Refill after the triggers: changed %v, want %d and %d", changed, a.ID, b.ID)
+	}
+}
+
 // TestMigrateNameLimitsInstantly: migration 14 adds ax_names.concurrency instantly
 // (ALGORITHM = INSTANT, which fails rather than rebuild the table), and a name paused
 // before it reads paused, without a limit.
