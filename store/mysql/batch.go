@@ -52,6 +52,9 @@ type locked struct {
 	cancelBy string
 	// paused, with readKeys only: the task's name is paused (store.NameKeeper).
 	paused bool
+	// limit, with readKeys only: the concurrency limit of the task's name when it is
+	// not paused, 0 for none.
+	limit int
 }
 
 // lockRead says what lockRows reads of a row besides its state.
@@ -60,15 +63,16 @@ type lockRead int
 // lockRows locks the rows of namespace ns among ids whose status is status, in id
 // order, and returns them by id with the database time of the statement. The rows of
 // other namespaces are left out, as if they were not in that status. With readKeys it
-// also reads the overlap policy and task key of the tasks whose key rules; both are
-// NULL for the others, which the driver hands over without allocating.
+// also reads the overlap policy and task key of the tasks whose key rules — both are
+// NULL for the others, which the driver hands over without allocating — and the rule
+// of the task's name (nameRule): paused, or its concurrency limit.
 func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, ids []int64, read lockRead) (map[int64]*locked, time.Time, error) {
 	cols := ""
 	switch read {
 	case readName:
 		cols = `, name, dispatched_at`
 	case readKeys:
-		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL), name, ` + pausedName
+		cols = `, IF(overlap IN ('skip', 'queue'), overlap, NULL), IF(overlap IN ('skip', 'queue'), task_key, NULL), name, ` + nameRule
 	case readCancel:
 		cols = `, IF(cancel_requested_at IS NULL, NULL, cancelled_by)`
 	}
@@ -93,8 +97,10 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 		case readName:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, &l.name, dbTime{&l.claimed})
 		case readKeys:
+			var rule int
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now},
-				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name, &l.paused)
+				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name, &rule)
+			l.paused, l.limit = rule < 0, max(rule, 0)
 		case readCancel:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, nullText{&l.cancelBy})
 		default:

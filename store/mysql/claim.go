@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,18 +14,20 @@ import (
 )
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING; ids of other
-// namespaces are left out, as ids no longer SCHEDULED are. Tasks without a key, or with
-// Overlap allow, are claimed chunk by chunk as they are locked; due tasks whose key
-// rules (skip, queue) are set aside and decided after every chunk is locked, under
-// their keys' locks (claimKeyed), so that a claim takes rows, then keys, always in
-// that order.
+// namespaces are left out, as ids no longer SCHEDULED are. Tasks whose key does not
+// restrict them (no key, or Overlap allow) and whose name has no concurrency limit are
+// claimed chunk by chunk as they are locked; due tasks whose key rules (skip, queue)
+// or whose name is limited are set aside and decided after every chunk is locked,
+// under their names' and keys' locks (claimKeyed), so that a claim takes rows, then
+// names, then keys, always in that order.
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
 }
 
 // ClaimStart is Claim that, in the claiming transaction, also starts the tasks on can
 // start: their transition goes to RUNNING in the same UPDATE, and their execution
-// records in one INSERT after it. Keyed tasks (skip, queue) are claimed DISPATCHING.
+// records in one INSERT after it. Keyed tasks (skip, queue) and the tasks of a limited
+// name are claimed DISPATCHING.
 func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
 	if err := s.check("claim"); err != nil {
 		return nil, err
@@ -59,7 +62,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		}
 		var keyed []driverkit.Keyed
 		var keyedExec map[int64]string
-		var last time.Time // the database time of the last chunk's lock
+		var limited map[string]bool // the names of keyed whose limit the lock read
+		var last time.Time          // the database time of the last chunk's lock
 		err := chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
 			ids := make([]int64, len(part))
@@ -89,12 +93,15 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 					res.NotDue = append(res.NotDue, store.Due{ID: c.ID, DueAt: l.dueAt})
 				case l.paused:
 					res.Paused = append(res.Paused, store.Due{ID: c.ID, DueAt: l.dueAt})
-				case l.overlap != "":
+				case l.overlap != "" || l.limit > 0:
 					if keyedExec == nil {
-						keyedExec = map[int64]string{}
+						keyedExec, limited = map[int64]string{}, map[string]bool{}
 					}
-					keyed = append(keyed, driverkit.Keyed{ID: c.ID, DueAt: l.dueAt, TaskKey: l.taskKey, Overlap: l.overlap})
+					keyed = append(keyed, driverkit.Keyed{ID: c.ID, DueAt: l.dueAt, Name: l.name, TaskKey: l.taskKey, Overlap: l.overlap})
 					keyedExec[c.ID] = c.ExecutionID
+					if l.limit > 0 {
+						limited[l.name] = true
+					}
 				default:
 					dueIDs = append(dueIDs, c.ID)
 					execs = append(execs, c.ExecutionID)
@@ -159,7 +166,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		if err != nil || len(keyed) == 0 {
 			return err
 		}
-		return claimKeyed(ctx, tx, s.ns, keyed, keyedExec, last, res)
+		return claimKeyed(ctx, tx, s.ns, keyed, slices.Sorted(maps.Keys(limited)), keyedExec, last, res)
 	})
 	if err != nil {
 		return nil, err

@@ -85,7 +85,10 @@ func TestExplain(t *testing.T) {
 		`INSERT INTO ax_audit (namespace, at, actor, role, action, target, reason, result, status_before, status_after, execution_id)
 			SELECT 'default', '` + now.Add(-time.Hour).UTC().Format("2006-01-02 15:04:05") + `', 'alice', 'operator', 'task.retry',
 				CONCAT('task ', id), '', 'ok', '', '', '' FROM ax_tasks WHERE id <= 1000`,
-		`ANALYZE TABLE ax_tasks, ax_task_keys, ax_slot_gaps, ax_leadership, ax_audit`,
+		// A concurrency limit on every name, in both namespaces.
+		`INSERT INTO ax_names (namespace, name, concurrency, changed_by, changed_at)
+			SELECT DISTINCT namespace, name, 5, 'bench', UTC_TIMESTAMP(6) FROM ax_tasks`,
+		`ANALYZE TABLE ax_tasks, ax_task_keys, ax_slot_gaps, ax_leadership, ax_audit, ax_names`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
@@ -125,6 +128,10 @@ func TestExplain(t *testing.T) {
 	for i := range 200 {
 		byKey = append(byKey, fmt.Sprintf("('handler.%d', 'key-%d')", (1507+i*20)%20, 1507+i*20))
 	}
+	var limitedNames []string // 10 names with tasks (handler.0, .5, .10 and .15 have none)
+	for _, i := range []int{1, 2, 3, 4, 6, 7, 8, 9, 11, 12} {
+		limitedNames = append(limitedNames, fmt.Sprintf("'handler.%d'", i))
+	}
 	const ns = `namespace = 'default' AND `
 	history, newest := bind(mysql.HistorySQL, "'default'", "20"), bind(mysql.NewestChangeSQL, "'default'")
 	var out strings.Builder
@@ -145,6 +152,13 @@ func TestExplain(t *testing.T) {
 		{"key holders (10 keys)", `SELECT held_key, MIN(id) FROM ax_tasks WHERE ` + ns + `held_key IN (` + keys + `) GROUP BY namespace, held_key ORDER BY NULL`, "ax_tasks_held_key", 2205},
 		{"keyed claim: update (200 ids, 10 keys)", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) +
 			`' AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE ` + ns + `held_key IN (` + keys + `) GROUP BY namespace, held_key ORDER BY NULL) AS held)`, "PRIMARY", 8},
+		{"claim: lock, with the name rule", `SELECT id, ` + mysql.NameRuleSQL + ` FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + in +
+			`) AND status = 'SCHEDULED' AND namespace = 'default' ORDER BY id FOR UPDATE`, "PRIMARY", 8},
+		// A limited name's claim: its row's lock, then the count of its tasks in flight
+		// from the (namespace, status) ranges, not from the name's rows (4,000 a name
+		// here, 2,800 of them finished).
+		{"names' lock (10 names)", args(mysql.LockNamesSQL(10), append([]string{"'default'"}, limitedNames...)...), "PRIMARY", 1004},
+		{"names in flight (10 names)", args(mysql.InflightSQL(10), append([]string{"'default'"}, limitedNames...)...), "ax_tasks_status_seq", 220},
 		{"key locks (10 keys)", `SELECT task_key FROM ax_task_keys WHERE ` + ns + `task_key IN (` + keys + `) ORDER BY task_key FOR UPDATE`, "PRIMARY", 2204},
 		{"schedule's pending occurrences (pause)", `SELECT id FROM ax_tasks WHERE ` + ns + `name = 'sched.7' AND task_key = 'sched.7' AND status = 'SCHEDULED' ORDER BY id`, "ax_tasks_name_key", 1004},
 		{"task stats", strings.Replace(strings.Replace(strings.Replace(mysql.TaskStatsSQL, "?", "'default'", 1), "?", "'"+ts(0)+"'", 1), "?", "'default'", 1), "ax_tasks_status_", 202},

@@ -107,3 +107,14 @@ const (
 	PruneStaySQL       = pruneStaySQL
 	PruneLeadershipSQL = pruneLeadershipSQL
 )
+
+// The statements of the names' concurrency limits, for TestExplain: the names' lock
+// and the count of their tasks in flight for n names, and the name rule the claim's
+// lock reads per row.
+const NameRuleSQL = nameRule
+
+// LockNamesSQL is lockNamesSQL.
+func LockNamesSQL(n int) string { return lockNamesSQL(n) }
+
+// InflightSQL is inflightSQL.
+func InflightSQL(n int) string { return inflightSQL(n) }

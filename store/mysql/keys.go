@@ -15,10 +15,11 @@ import (
 // Task keys (see DESIGN.md, "Task keys"): a due task whose Overlap is skip or
 // queue is claimed only while no other task of its namespace with its key is
 // DISPATCHING or RUNNING. Claim and Trigger decide it under the key's lock row in
-// ax_task_keys, (namespace, task_key), taken after the task rows and in ascending key
-// order, then read the namespace's holders through the ax_tasks_held_key index
-// (namespace, held_key) and repeat the condition in the claiming UPDATE. Two
-// namespaces using one task key neither see nor wait for each other.
+// ax_task_keys, (namespace, task_key), taken after the task rows (and, in Claim, the
+// limited names' rows) and in ascending key order, then read the namespace's holders
+// through the ax_tasks_held_key index (namespace, held_key) and repeat the condition
+// in the claiming UPDATE. Two namespaces using one task key neither see nor wait for
+// each other.
 
 // keyRules reports whether a task with this policy is subject to the key rule: a task
 // without a key has no policy, and allow ignores the key.
@@ -111,24 +112,37 @@ func unheld(n int) string {
 		`) GROUP BY namespace, held_key ORDER BY NULL) AS held)`
 }
 
-// distinctKeys returns the task keys of keyed, once each, ascending: the order in
-// which they are locked.
+// distinctKeys returns the task keys of the tasks of keyed whose key restricts them
+// (driverkit.Keyed: a key, and Overlap skip or queue), once each, ascending: the order
+// in which they are locked.
 func distinctKeys(keyed []driverkit.Keyed) []string {
-	keys := make([]string, len(keyed))
-	for i, k := range keyed {
-		keys[i] = k.TaskKey
+	keys := make([]string, 0, len(keyed))
+	for _, k := range keyed {
+		if keyRules(k.Overlap) {
+			keys = append(keys, k.TaskKey)
+		}
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys)
 }
 
 // claimKeyed decides the due SCHEDULED tasks of keyed, whose rows (of namespace ns) tx
-// has locked and whose Overlap is skip or queue: it locks their keys, reads the holders, lets
-// driverkit.ResolveKeys pick a winner per free key, and writes the outcome — winners
-// DISPATCHING (the UPDATE repeats "no holder" in its WHERE clause), skip losers
-// SKIPPED with driverkit.SkipReason, queue losers unchanged and reported Blocked. now is
-// the database time the rows were found due at; it stamps the changed rows.
-func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Keyed, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
+// has locked and which a claim cannot simply take: their Overlap is skip or queue, or
+// their name, one of limited (ascending), had a concurrency limit when their rows were
+// locked, or both. It locks the names' rows and reads their limits and the tasks in
+// flight (lockNames), then locks the keys and reads their holders — names before keys,
+// each in ascending order, after the rows, as every claimer does, so that claimers
+// queue rather than deadlock — lets driverkit.ResolveKeys decide, and writes the
+// outcome: winners DISPATCHING (the UPDATE of those whose key rules repeats "no
+// holder" in its WHERE clause), skip losers SKIPPED with driverkit.SkipReason, queue
+// losers unchanged and reported Blocked, and those without a free slot of their name
+// unchanged and reported Limited. now is the database time the rows were found due at;
+// it stamps the changed rows.
+func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Keyed, limited []string, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
+	limits, inflight, err := lockNames(ctx, tx, ns, limited)
+	if err != nil {
+		return err
+	}
 	keys := distinctKeys(keyed)
 	if err := lockKeys(ctx, tx, ns, keys); err != nil {
 		return err
@@ -137,28 +151,23 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 	if err != nil {
 		return err
 	}
-	claim, skip, block := driverkit.ResolveKeys(keyed, held)
+	claim, skip, block, limit := driverkit.ResolveKeys(keyed, held, limits, inflight)
 	ts := dt(now)
-	// Winners: one per free key, in id order.
-	err = chunks(len(claim), func(lo, hi int) error {
-		part := claim[lo:hi]
-		ids := make([]int64, len(part))
-		vals := make([]any, len(part))
-		for i, k := range part {
-			ids[i], vals[i] = k.ID, execs[k.ID]
+	// Winners, in id order: one per free key, within their names' free slots. Those
+	// whose key rules are claimed apart, with "no holder" in the UPDATE; the others
+	// (no key rule, their name limited) have nothing more to check.
+	var ruled, unruled []driverkit.Keyed
+	for _, k := range claim {
+		if keyRules(k.Overlap) {
+			ruled = append(ruled, k)
+		} else {
+			unruled = append(unruled, k)
 		}
-		keys := distinctKeys(part) // one winner per key: the winners' keys
-		execCase, args := caseID(ids, vals, "")
-		args = append(args, ts, ts)
-		args = append(args, int64s(ids)...)
-		args = append(args, ts, ns)
-		args = append(args, texts(keys)...)
-		_, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING', execution_id = `+execCase+`,
-			dispatched_at = ?, updated_at = ?
-			WHERE id IN (`+marks(len(ids))+`) AND status = 'SCHEDULED' AND due_at <= ?`+unheld(len(keys)), args...)
+	}
+	if err := dispatchKeyed(ctx, tx, ns, ruled, execs, ts, true); err != nil {
 		return err
-	})
-	if err != nil {
+	}
+	if err := dispatchKeyed(ctx, tx, ns, unruled, execs, ts, false); err != nil {
 		return err
 	}
 	// Skip losers: SKIPPED, naming the task that holds (or just won) the key.
@@ -181,11 +190,14 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 	if err != nil {
 		return err
 	}
-	// Read the changed rows back. A winner the UPDATE left SCHEDULED (a holder that
-	// slipped past the lock, which only a writer not taking it could cause) is
-	// reported Blocked: due, waiting for its key.
+	// Read the changed rows back. A winner whose key rules that the UPDATE left
+	// SCHEDULED (a holder that slipped past the lock, which only a writer not taking
+	// it could cause) is reported Blocked: due, waiting for its key; any other winner
+	// left SCHEDULED is reported Limited.
+	won := make(map[int64]driverkit.Keyed, len(claim))
 	ids := make([]int64, 0, len(claim)+len(skip))
 	for _, k := range claim {
+		won[k.ID] = k
 		ids = append(ids, k.ID)
 	}
 	for _, k := range skip {
@@ -198,13 +210,17 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 			return err
 		}
 		for _, t := range tasks {
-			switch t.Status {
-			case store.Dispatching:
+			switch k := won[t.ID]; {
+			case t.Status == store.Dispatching:
 				res.Claimed = append(res.Claimed, t)
-			case store.Skipped:
+			case t.Status == store.Skipped:
 				res.Skipped = append(res.Skipped, t)
-			case store.Scheduled:
-				block = append(block, driverkit.Keyed{ID: t.ID, DueAt: t.DueAt, TaskKey: t.TaskKey})
+			case t.Status != store.Scheduled:
+			case keyRules(k.Overlap):
+				block = append(block, k)
+			default:
+				k.Limit = limits[k.Name]
+				limit = append(limit, k)
 			}
 		}
 		return nil
@@ -212,45 +228,112 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 	if err != nil {
 		return err
 	}
+	byID := func(a, b driverkit.Keyed) int { return cmp.Compare(a.ID, b.ID) }
 	slices.SortFunc(res.Claimed, func(a, b store.Task) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(block, func(a, b driverkit.Keyed) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(block, byID)
+	slices.SortFunc(limit, byID)
 	for _, k := range block {
 		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
+	}
+	for _, k := range limit {
+		res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit})
 	}
 	return nil
 }
 
-// triggerKeyed is Trigger for a task of namespace ns whose key rules: it locks the
-// task's row, then its key, reads the key's holder and, if there is none, runs Trigger's transition
-// with "no holder" in its WHERE clause. It returns the task as it is then, and the
-// holder's id when the key was held (nothing changed).
-func triggerKeyed(ctx context.Context, tx *sql.Tx, ns string, id int64, taskKey, executionID string) (*store.Task, int64, error) {
-	// Rows before keys, as in Claim.
-	var locked int64
-	if err := tx.QueryRowContext(ctx, `SELECT id FROM ax_tasks WHERE id = ? FOR UPDATE`, id).Scan(&locked); err != nil {
-		return nil, 0, err
-	}
-	if err := lockKeys(ctx, tx, ns, []string{taskKey}); err != nil {
-		return nil, 0, err
-	}
-	held, err := holders(ctx, tx, ns, []string{taskKey})
+// dispatchKeyed moves the winners won (of namespace ns, their rows locked by tx) to
+// DISPATCHING with their execution ids, stamped ts, chunk by chunk. With ruled, their
+// keys rule (skip, queue), and the UPDATE repeats "no holder" of their keys (one winner
+// per key) in its WHERE clause.
+func dispatchKeyed(ctx context.Context, tx *sql.Tx, ns string, won []driverkit.Keyed, execs map[int64]string, ts string, ruled bool) error {
+	return chunks(len(won), func(lo, hi int) error {
+		part := won[lo:hi]
+		ids := make([]int64, len(part))
+		vals := make([]any, len(part))
+		for i, k := range part {
+			ids[i], vals[i] = k.ID, execs[k.ID]
+		}
+		execCase, args := caseID(ids, vals, "")
+		args = append(args, ts, ts)
+		args = append(args, int64s(ids)...)
+		args = append(args, ts)
+		cond := ""
+		if ruled {
+			keys := distinctKeys(part) // one winner per key: the winners' keys
+			cond = unheld(len(keys))
+			args = append(args, ns)
+			args = append(args, texts(keys)...)
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING', execution_id = `+execCase+`,
+			dispatched_at = ?, updated_at = ?
+			WHERE id IN (`+marks(len(ids))+`) AND status = 'SCHEDULED' AND due_at <= ?`+cond, args...)
+		return err
+	})
+}
+
+// triggerHeld is Trigger for a task of the view's namespace that Trigger's plain
+// transition left alone although it may be SCHEDULED or FAILED: its key rules (skip,
+// queue), or its name has a concurrency limit (or had, when the transition read it).
+// It locks the task's row, reads its name's limit, then, if its key rules, locks the
+// key and reads its holder — rows, then keys, as in Claim — and changes nothing while
+// another task holds the key. Else a limited name's task is made due as MakeDue does
+// (makeDueSet), with the sequence number reserve gives, and left for a claim to apply
+// the limit; any other task is triggered, with "no holder" in the UPDATE's WHERE
+// clause if its key rules. It returns the task as it is then, the holder's id when
+// the key was held, and whether the transition applied.
+func (s *Store) triggerHeld(ctx context.Context, tx *sql.Tx, id int64, executionID string, reserve func() (int64, error)) (*store.Task, int64, bool, error) {
+	t, err := scanTask(tx.QueryRowContext(ctx, getSQL+` FOR UPDATE`, id, s.ns))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	holder, busy := held[taskKey]
-	if !busy {
-		if _, err := tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1), executionID, id, ns, ns, taskKey); err != nil {
-			return nil, 0, err
+	if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
+		return t, 0, false, nil
+	}
+	limit, err := nameLimit(ctx, tx, s.ns, t.Name)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	ruled := keyRules(t.Overlap)
+	if ruled {
+		if err := lockKeys(ctx, tx, s.ns, []string{t.TaskKey}); err != nil {
+			return nil, 0, false, err
+		}
+		held, err := holders(ctx, tx, s.ns, []string{t.TaskKey})
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if holder, busy := held[t.TaskKey]; busy {
+			return t, holder, false, nil
 		}
 	}
-	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM ax_tasks WHERE id = ?`, id))
+	var res sql.Result
+	switch {
+	case limit > 0:
+		seq, err := reserve()
+		if err != nil {
+			return nil, 0, false, err
+		}
+		res, err = tx.ExecContext(ctx, makeDueSet, seq, id, s.ns)
+		if err != nil {
+			return nil, 0, false, err
+		}
+	case ruled:
+		if res, err = tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1), executionID, id, s.ns, s.ns, t.TaskKey); err != nil {
+			return nil, 0, false, err
+		}
+	default:
+		if res, err = tx.ExecContext(ctx, triggerSet, executionID, id, s.ns); err != nil {
+			return nil, 0, false, err
+		}
+	}
+	n, err := res.RowsAffected()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	if busy && (t.Status == store.Scheduled || t.Status == store.Failed) {
-		return t, holder, nil
+	if t, err = scanTask(tx.QueryRowContext(ctx, getSQL, id, s.ns)); err != nil {
+		return nil, 0, false, err
 	}
-	return t, 0, nil
+	return t, 0, n == 1, nil
 }
 
 // texts returns ss as query arguments.

@@ -10,18 +10,27 @@ import (
 	"github.com/axsched/ax/store/internal/driverkit"
 )
 
-// Names live in ax_names, one row per (namespace, name) ever paused (see
-// store.NameKeeper); the claim leaves a paused name's tasks alone (pausedName, read
-// with the lock of the rows it claims).
+// Names live in ax_names, one row per (namespace, name) ever paused or limited (see
+// store.NameKeeper). The claim reads each locked task's name rule (nameRule) with the
+// lock of the rows it claims: it leaves a paused name's tasks alone, and decides a
+// limited name's under the name's row lock (lockNames). Trigger makes a limited name's
+// task due instead of claiming it (limitedName).
 
-// pausedName is true, in a statement over ax_tasks, when the row's name is paused in
-// its namespace: one probe of ax_names' primary key per row, made only when some name
-// is paused — the first EXISTS does not depend on the row, and MySQL evaluates it once
-// per statement.
-const pausedName = `(EXISTS (SELECT 1 FROM ax_names WHERE paused)
-	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name AND p.paused))`
+// nameRule is, in a statement over ax_tasks, what the row's name asks of a claim: -1
+// when it is paused, its concurrency limit n > 0 when it has one, else 0. It takes one
+// probe of ax_names' primary key per row, made only when some name is paused or
+// limited — the EXISTS does not depend on the row, and MySQL evaluates it once per
+// statement. A paused name's limit does not matter: its tasks are not claimed.
+const nameRule = `IF(EXISTS (SELECT 1 FROM ax_names WHERE paused OR concurrency > 0),
+	COALESCE((SELECT IF(p.paused, -1, p.concurrency) FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name), 0), 0)`
 
-const nameSQL = `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
+// limitedName is true, in a statement over ax_tasks, when the row's name has a
+// concurrency limit in its namespace: like nameRule, one primary key probe per row,
+// made only when some name is limited.
+const limitedName = `(EXISTS (SELECT 1 FROM ax_names WHERE concurrency > 0)
+	AND EXISTS (SELECT 1 FROM ax_names l WHERE l.namespace = ax_tasks.namespace AND l.name = ax_tasks.name AND l.concurrency > 0))`
+
+const nameSQL = `SELECT name, paused, concurrency, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
 
 // PauseName pauses the task name in the view's namespace (see store.NameKeeper).
 func (s *Store) PauseName(ctx context.Context, name, by string) (*store.NameState, error) {
@@ -117,12 +126,55 @@ func (s *Store) ResumeName(ctx context.Context, name, by string) (*store.NameSta
 	return st, nil
 }
 
-// Names returns the state of every name of the view's namespace ever paused.
+// SetConcurrency sets the task name's concurrency limit in the view's namespace (see
+// store.NameKeeper): one statement that writes the row, with who and when by the
+// store's clock, only if the limit changes, and a read of the state. Removing the
+// limit (0) of a name never stored writes nothing and answers the zero state.
+func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("ax: mysql: set concurrency of name %q: %w", name, err)
+	}
+	st := &store.NameState{Name: name}
+	err := s.run(ctx, "set concurrency", 0, func(tx *sql.Tx, _ int64) error {
+		var err error
+		if n == 0 { // no row to create
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET concurrency = 0, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
+				WHERE namespace = ? AND name = ? AND concurrency <> 0`, by, s.ns, name)
+		} else {
+			// MySQL assigns left to right: changed_by and changed_at read the old limit
+			// before it is set.
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, concurrency, changed_by, changed_at)
+				VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
+				ON DUPLICATE KEY UPDATE changed_by = IF(concurrency = VALUES(concurrency), changed_by, VALUES(changed_by)),
+					changed_at = IF(concurrency = VALUES(concurrency), changed_at, VALUES(changed_at)),
+					concurrency = VALUES(concurrency)`, s.ns, name, n, by)
+		}
+		if err != nil {
+			return err
+		}
+		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // never stored, and no limit to set
+		case err != nil:
+			return err
+		}
+		st = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Names returns the state of every name of the view's namespace ever paused or
+// limited.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.check("list names"); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT name, paused, changed_by, changed_at FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
+	rows, err := s.db.QueryContext(ctx, `SELECT name, paused, concurrency, changed_by, changed_at FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
 	if err != nil {
 		return nil, s.wrap("list names", err)
 	}
@@ -138,10 +190,90 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	return out, s.wrap("list names", rows.Err())
 }
 
+// scanNameState reads a name's state as nameSQL selects it.
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
-	if err := row.Scan(&st.Name, &st.Paused, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
 		return nil, err
 	}
 	return &st, nil
+}
+
+// inflightSQL counts, per name among n names, the tasks of a namespace DISPATCHING or
+// RUNNING; its arguments are the namespace and the names. It reads the two ranges
+// (namespace, status) of ax_tasks_status_seq, the narrowest index led by them, and
+// each of their rows for its name: its cost is the tasks in flight in the namespace,
+// whatever the number of a name's finished tasks, which a range of ax_tasks_name_key
+// would read too.
+func inflightSQL(n int) string {
+	return `SELECT name, COUNT(*) FROM ax_tasks FORCE INDEX (ax_tasks_status_seq)
+		WHERE namespace = ? AND status IN ('DISPATCHING', 'RUNNING') AND name IN (` + marks(n) + `) GROUP BY name ORDER BY NULL`
+}
+
+// lockNamesSQL locks the ax_names rows of n names of a namespace, in name order, and
+// reads their limits; its arguments are the namespace and the names.
+func lockNamesSQL(n int) string {
+	return `SELECT name, concurrency FROM ax_names WHERE namespace = ? AND name IN (` + marks(n) + `) ORDER BY name FOR UPDATE`
+}
+
+// lockNames locks the ax_names rows of names (distinct, ascending) in namespace ns,
+// holds them until tx ends, and returns the limit of each name that has one (n > 0)
+// and, for those, the count of the namespace's tasks of the name DISPATCHING or
+// RUNNING. Every claim of a limited name's tasks takes its row's lock before it counts
+// and holds it until it commits, so the count, a plain read made once every lock is
+// granted, sees the claims of every claimer before it: under READ COMMITTED each
+// statement reads the latest committed rows.
+func lockNames(ctx context.Context, tx *sql.Tx, ns string, names []string) (limits, inflight map[string]int, err error) {
+	limits = make(map[string]int, len(names))
+	for lo := 0; lo < len(names); lo += store.MaxBatch {
+		part := names[lo:min(len(names), lo+store.MaxBatch)]
+		if err := countRows(ctx, tx, lockNamesSQL(len(part)), append([]any{ns}, texts(part)...), limits); err != nil {
+			return nil, nil, err
+		}
+	}
+	limited := make([]string, 0, len(limits))
+	for _, name := range names {
+		if limits[name] > 0 {
+			limited = append(limited, name)
+		} else {
+			delete(limits, name) // its limit was lifted since the claim read it
+		}
+	}
+	inflight = make(map[string]int, len(limited))
+	for lo := 0; lo < len(limited); lo += store.MaxBatch {
+		part := limited[lo:min(len(limited), lo+store.MaxBatch)]
+		if err := countRows(ctx, tx, inflightSQL(len(part)), append([]any{ns}, texts(part)...), inflight); err != nil {
+			return nil, nil, err
+		}
+	}
+	return limits, inflight, nil
+}
+
+// countRows runs q, whose rows are (name, number), and sets them in into.
+func countRows(ctx context.Context, tx *sql.Tx, q string, args []any, into map[string]int) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			return err
+		}
+		into[name] = n
+	}
+	return rows.Err()
+}
+
+// nameLimit returns the concurrency limit of name in namespace ns, 0 for none: a plain
+// read, which under READ COMMITTED sees the latest committed limit.
+func nameLimit(ctx context.Context, tx *sql.Tx, ns, name string) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT concurrency FROM ax_names WHERE namespace = ? AND name = ?`, ns, name).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
 }

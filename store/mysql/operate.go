@@ -19,14 +19,17 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 	return s.moveBack(ctx, "make due", fmt.Sprintf("ax: mysql: make task %d due", id), s.makeDueIn(ctx, id))
 }
 
+// makeDueSet is MakeDue's transition, which Trigger also makes for a limited name's
+// task; its arguments are the row's new sequence number (nil: keep it), the task id
+// and the namespace. attempt is assigned first, reading the old status.
+const makeDueSet = `UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
+	finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
+	WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`
+
 // makeDueIn is MakeDue's transition, as rescheduleIn is Reschedule's.
 func (s *Store) makeDueIn(ctx context.Context, id int64) func(tx *sql.Tx, seq any) (*store.Task, error, error) {
 	return func(tx *sql.Tx, seq any) (*store.Task, error, error) {
-		return s.moveIn(ctx, tx, store.ErrNotTriggerable,
-			`UPDATE ax_tasks SET attempt = attempt + (status = 'FAILED'), status = 'SCHEDULED', due_at = UTC_TIMESTAMP(6),
-				finished_at = NULL, triggered_at = UTC_TIMESTAMP(6), seq = COALESCE(?, seq), updated_at = UTC_TIMESTAMP(6)
-			WHERE id = ? AND namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0`, []any{seq, id, s.ns},
-			getSQL, []any{id, s.ns})
+		return s.moveIn(ctx, tx, store.ErrNotTriggerable, makeDueSet, []any{seq, id, s.ns}, getSQL, []any{id, s.ns})
 	}
 }
 
@@ -134,10 +137,14 @@ func (s *Store) retryIn(ctx context.Context, id int64) func(tx *sql.Tx, seq any)
 }
 
 // Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING now.
-// A task without a key, or with Overlap allow, takes one UPDATE and one SELECT; a task
-// whose key rules (skip, queue) takes the key's lock first and is refused with
-// driverkit.KeyHeld while another task of its namespace holds the key (see
-// DESIGN.md, "Task keys").
+// A task without a key, or with Overlap allow, whose name has no concurrency limit
+// takes one UPDATE and one SELECT; a task whose key rules (skip, queue) takes the key's
+// lock first and is refused with driverkit.KeyHeld while another task of its namespace
+// holds the key (see DESIGN.md, "Task keys"); a limited name's task is made due
+// instead, as MakeDue does, and left SCHEDULED for a claim to apply the limit. That
+// needs a fresh sequence number, which a transaction of the store's reserves before
+// it begins: the first transaction that finds the name limited rolls back, and a
+// second runs with one reserved.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" || !validText(executionID, maxExecID) {
 		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
@@ -145,21 +152,38 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	var t *store.Task
 	var sentinel error
 	var holder int64
-	err := s.run(ctx, "trigger", 0, func(tx *sql.Tx, _ int64) error {
-		var err error
-		t, sentinel, holder, err = s.triggerIn(ctx, tx, id, executionID)
-		return err
-	})
+	trigger := func(n int) error {
+		return s.run(ctx, "trigger", n, func(tx *sql.Tx, seq int64) error {
+			reserve := func() (int64, error) {
+				if n == 0 {
+					return 0, errNeedSeq
+				}
+				return seq, nil
+			}
+			var err error
+			t, sentinel, holder, err = s.triggerIn(ctx, tx, id, executionID, reserve)
+			return err
+		})
+	}
+	err := trigger(0)
+	if errors.Is(err, errNeedSeq) {
+		err = trigger(1)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return triggered(id, t, sentinel, holder)
 }
 
+// errNeedSeq ends a transaction of Trigger's that needs a sequence number it did not
+// reserve: Trigger runs it again with one.
+var errNeedSeq = errors.New("a sequence number is needed")
+
 // triggerIn is Trigger in tx: the task as it is afterwards, and the refusal's
-// sentinel, or the holder of its key.
-func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID string) (t *store.Task, sentinel error, holder int64, err error) {
-	res, err := tx.ExecContext(ctx, triggerSet+` AND overlap NOT IN ('skip', 'queue')`, executionID, id, s.ns)
+// sentinel, or the holder of its key. reserve gives the sequence number of a limited
+// name's task, made due.
+func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID string, reserve func() (int64, error)) (t *store.Task, sentinel error, holder int64, err error) {
+	res, err := tx.ExecContext(ctx, triggerSet+` AND overlap NOT IN ('skip', 'queue') AND NOT `+limitedName, executionID, id, s.ns)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -173,12 +197,14 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 		return nil, store.ErrNotFound, 0, nil
 	case err != nil:
 		return nil, nil, 0, err
-	case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded && keyRules(t.Overlap):
-		t, holder, err = triggerKeyed(ctx, tx, s.ns, id, t.TaskKey, executionID)
+	case n == 0 && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded:
+		// Its key rules, or its name is limited.
+		var applied bool
+		t, holder, applied, err = s.triggerHeld(ctx, tx, id, executionID, reserve)
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		if t.Status != store.Dispatching || t.ExecutionID != executionID {
+		if !applied {
 			return t, store.ErrNotTriggerable, holder, nil
 		}
 	case n == 0:

@@ -66,22 +66,31 @@ func validateNew(op string, tasks []store.NewTask) error {
 // callerSeq reserves n sequence numbers for rows the caller's transaction stx writes,
 // their hold taken inside stx (see run), and returns the first.
 func (s *Store) callerSeq(ctx context.Context, op string, stx *sql.Tx, n int) (int64, error) {
+	lo, err := s.seqIn(ctx, stx, n)
+	if err != nil {
+		return 0, s.wrap(op, err)
+	}
+	return lo, nil
+}
+
+// seqIn is callerSeq, its error not wrapped.
+func (s *Store) seqIn(ctx context.Context, stx *sql.Tx, n int) (int64, error) {
 	for attempt := 1; ; attempt++ {
 		lo, err := s.allocSeq(ctx, n)
 		if err != nil {
-			return 0, s.wrap(op, err)
+			return 0, err
 		}
 		ok, err := takeHold(ctx, stx, lo)
 		if err != nil {
 			s.dropHold(ctx, lo)
-			return 0, s.wrap(op, err)
+			return 0, err
 		}
 		if ok {
 			s.noteHold(stx, lo)
 			return lo, nil
 		}
 		if attempt == maxAttempts {
-			return 0, fmt.Errorf("ax: mysql: %s: sequence hold lost %d times", op, attempt)
+			return 0, fmt.Errorf("sequence hold lost %d times", attempt)
 		}
 	}
 }

@@ -217,7 +217,9 @@ func (v *txView) moveBack(ctx context.Context, name, op string, move func(tx *sq
 	return t, nil
 }
 
-// Trigger is Trigger in the view's transaction.
+// Trigger is Trigger in the view's transaction. A limited name's task, made due, gets
+// its sequence number reserved as MakeDue's does, its hold taken in the transaction
+// once the row is locked.
 func (v *txView) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" || !validText(executionID, maxExecID) {
 		return nil, fmt.Errorf("ax: mysql: trigger task %d: empty or over-long execution id: %w", id, store.ErrInvalid)
@@ -225,7 +227,8 @@ func (v *txView) Trigger(ctx context.Context, id int64, executionID string) (*st
 	if err := v.s.check("trigger"); err != nil {
 		return nil, err
 	}
-	t, sentinel, holder, err := v.s.triggerIn(ctx, v.tx, id, executionID)
+	reserve := func() (int64, error) { return v.s.seqIn(ctx, v.tx, 1) }
+	t, sentinel, holder, err := v.s.triggerIn(ctx, v.tx, id, executionID, reserve)
 	if err != nil {
 		return nil, v.s.wrap("trigger", err)
 	}
