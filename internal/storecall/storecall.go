@@ -198,6 +198,12 @@ func (b bounded) SetConcurrency(ctx context.Context, name string, n int, by stri
 	return b.st.SetConcurrency(ctx, name, n, by)
 }
 
+func (b bounded) SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.st.SetRate(ctx, name, n, per, by)
+}
+
 func (b bounded) Names(ctx context.Context) ([]store.NameState, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

@@ -453,6 +453,14 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	return s.inner.SetConcurrency(ctx, name, n, by)
 }
 
+// SetRate counts the call and passes it on.
+func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	if err := s.before(ctx, "SetRate"); err != nil {
+		return nil, err
+	}
+	return s.inner.SetRate(ctx, name, n, per, by)
+}
+
 // Names counts the call and passes it on.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.before(ctx, "Names"); err != nil {
