@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/axsched/ax/store"
 )
@@ -17,6 +18,14 @@ type NameState = store.NameState
 
 // MaxConcurrency is the highest concurrency limit a task name may have.
 const MaxConcurrency = store.MaxConcurrency
+
+// The bounds of a rate limit (SetRate, WithRate): at most MaxRate starts per period,
+// a period from MinRatePer to MaxRatePer.
+const (
+	MaxRate    = store.MaxRate
+	MinRatePer = store.MinRatePer
+	MaxRatePer = store.MaxRatePer
+)
 
 // NameOption configures PauseName, ResumeName and SetConcurrency: WithActor is the one
 // there is.
@@ -68,19 +77,57 @@ func (s *Scheduler) SetConcurrency(ctx context.Context, name string, n int, opts
 	})
 }
 
-// storeLimits stores the concurrency limits of the handlers registered with
-// WithConcurrency (Start).
+// SetRate limits the task name to n tasks started in any window of per, on every
+// scheduler of the namespace, by the store's clock (n 0 removes the limit; per is
+// then ignored), stored so that every replica agrees and a restart keeps it. A task
+// starts, for the rate, when it is claimed: its execution's ClaimedAt. The limit is
+// exact: each claim of the name's tasks reads and records the name's last n claim
+// times under a lock of the name, in the claiming write. The name's other due tasks
+// wait SCHEDULED, counted as late, and are claimed in due order when the window
+// admits them — the store says when, so no scheduler polls for it; other names are
+// not held back. The claims recorded before a rate is first set do not count toward
+// it. A name may have a rate and a concurrency limit at once.
+//
+// A WithRate in the code is stored again at each Start, over a value set here. n
+// outside 0 to MaxRate, or per outside MinRatePer to MaxRatePer with n above 0, is
+// ErrInvalid. WithActor names who sets it (default Config.Node).
+func (s *Scheduler) SetRate(ctx context.Context, name string, n int, per time.Duration, opts ...NameOption) (*NameState, error) {
+	if n < 0 || n > MaxRate || n > 0 && (per < MinRatePer || per > MaxRatePer) {
+		return nil, errorf("ax: set rate of name %q: %d per %v, want 0 to %d per %v to %v: %w", name, n, per, MaxRate, MinRatePer, MaxRatePer, ErrInvalid)
+	}
+	return s.setName(ctx, "set rate of", name, opts, func(ctx context.Context, name, by string) (*store.NameState, error) {
+		return s.st.SetRate(ctx, name, n, per, by)
+	})
+}
+
+// storeLimits stores the limits of the handlers registered with WithConcurrency and
+// WithRate (Start).
 func (s *Scheduler) storeLimits(ctx context.Context) error {
 	s.mu.Lock()
-	limits := make(map[string]int)
+	hs := make(map[string]*handler)
 	for name, h := range s.handlers {
-		if h.concurrency > 0 {
-			limits[name] = h.concurrency
+		if h.concurrency > 0 || h.rate != nil {
+			hs[name] = h
 		}
 	}
 	s.mu.Unlock()
-	for _, name := range slices.Sorted(maps.Keys(limits)) {
-		if _, err := s.st.SetConcurrency(ctx, name, limits[name], s.cfg.Node); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(hs)) {
+		if err := s.storeLimitsOf(ctx, name, hs[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeLimitsOf stores the limits h was registered with for name.
+func (s *Scheduler) storeLimitsOf(ctx context.Context, name string, h *handler) error {
+	if h.concurrency > 0 {
+		if _, err := s.st.SetConcurrency(ctx, name, h.concurrency, s.cfg.Node); err != nil {
+			return fmt.Errorf("name %q: %w", name, err)
+		}
+	}
+	if h.rate != nil {
+		if _, err := s.st.SetRate(ctx, name, h.rate.n, h.rate.per, s.cfg.Node); err != nil {
 			return fmt.Errorf("name %q: %w", name, err)
 		}
 	}

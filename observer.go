@@ -214,6 +214,7 @@ type LimitKind string
 // The limits of EventLimited.
 const (
 	LimitConcurrency LimitKind = "concurrency" // the name's tasks in flight (SetConcurrency)
+	LimitRate        LimitKind = "rate"        // the name's claims in the rate's window (SetRate)
 )
 
 // PruneTarget is what retention deleted (Event.Reason of EventPruned).

@@ -20,7 +20,8 @@ import (
 //	WithUnique       ✓            ✓                      (UniqueOption)
 //	WithMaxSnoozes   ✓
 //	WithConcurrency  ✓
-//	WithActor        (Cancel, PauseName, ResumeName, SetConcurrency)
+//	WithRate         ✓
+//	WithActor        (Cancel, PauseName, ResumeName, SetConcurrency, SetRate)
 //	WithTx                        ✓
 //	WithTaskKey                   ✓
 //	WithTimeZone                                     ✓   (Cron only)
@@ -135,6 +136,7 @@ type options struct {
 	maxRetry    *int
 	maxSnoozes  *int
 	concurrency *int
+	rate        *rateLimit
 	actor       *string
 	backoff     func(attempt int) time.Duration
 	hasBackoff  bool
@@ -249,6 +251,31 @@ func WithConcurrency(n int) HandlerOption {
 		}
 		o.concurrency = &n
 	})
+}
+
+// WithRate limits the handler's name to n tasks started in any window of per, across
+// every scheduler of the namespace, by the store's clock: a claim that would exceed
+// it leaves the task waiting, due, until the window admits it (see SetRate, which
+// this stores). Start stores it, and a Handle after Start at once, as
+// WithConcurrency does. n must be 1 to MaxRate, per from MinRatePer to MaxRatePer.
+func WithRate(n int, per time.Duration) HandlerOption {
+	return handlerOnly(func(o *options) {
+		if n < 1 || n > MaxRate {
+			o.invalid("Rate", "must be 1 to %d (%d)", MaxRate, n)
+			return
+		}
+		if per < MinRatePer || per > MaxRatePer {
+			o.invalid("Rate", "period must be %v to %v (%v)", MinRatePer, MaxRatePer, per)
+			return
+		}
+		o.rate = &rateLimit{n: n, per: per}
+	})
+}
+
+// rateLimit is a rate limit as WithRate gives it.
+type rateLimit struct {
+	n   int
+	per time.Duration
 }
 
 // WithOwner records which service submitted the task (owner_service), overriding

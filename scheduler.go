@@ -84,6 +84,7 @@ type handler struct {
 	maxRetry    int
 	unique      Unique
 	concurrency int              // WithConcurrency; 0: none set in the code
+	rate        *rateLimit       // WithRate; nil: none set in the code
 	exec        *execute.Handler // Run, Timeout, Backoff
 }
 
@@ -229,8 +230,9 @@ func inNamespace(st Store, ns string) (Store, error) {
 }
 
 // Handle registers h for tasks named name, with opts as the defaults for those tasks
-// (WithMaxRetry, WithBackoff, WithTimeout, WithMaxSnoozes), and WithConcurrency, a limit
-// for the name stored for every scheduler (see SetConcurrency). It may be called before or after Start;
+// (WithMaxRetry, WithBackoff, WithTimeout, WithMaxSnoozes), and WithConcurrency and
+// WithRate, limits for the name stored for every scheduler (see SetConcurrency,
+// SetRate). It may be called before or after Start;
 // registering a name twice replaces the handler. An empty name, a nil handler or an
 // invalid option value panics, like http.Handle: these are programming errors.
 func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
@@ -266,6 +268,7 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	if o.concurrency != nil {
 		hd.concurrency = *o.concurrency
 	}
+	hd.rate = o.rate
 	s.mu.Lock()
 	_, replaced := s.handlers[name]
 	s.handlers[name] = hd
@@ -274,12 +277,12 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	}
 	started := s.run != nil
 	s.mu.Unlock()
-	if started && hd.concurrency > 0 {
+	if started && (hd.concurrency > 0 || hd.rate != nil) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
 		defer cancel()
-		if _, err := s.st.SetConcurrency(ctx, name, hd.concurrency, s.cfg.Node); err != nil {
-			s.log.LogAttrs(ctx, slog.LevelError, "ax: store the concurrency limit of a handler registered after Start; the next Start stores it",
-				slog.String("name", name), slog.Int("concurrency", hd.concurrency), slog.Any("err", err))
+		if err := s.storeLimitsOf(ctx, name, hd); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelError, "ax: store the limits of a handler registered after Start; the next Start stores them",
+				slog.String("name", name), slog.Any("err", err))
 		}
 	}
 }

@@ -30,6 +30,11 @@ type ActionBody struct {
 	// Concurrency is a task name's new concurrency limit (POST
 	// /names/{name}/concurrency; required there): 0 removes it.
 	Concurrency *int `json:"concurrency,omitempty"`
+	// Rate and Per are a task name's new rate limit (POST /names/{name}/rate; Rate
+	// required there): at most Rate starts in any window of Per, a Go duration such
+	// as "1s" or "1m". A Rate of 0 removes it.
+	Rate *int   `json:"rate,omitempty"`
+	Per  string `json:"per,omitempty"`
 
 	actor string // the caller's, recorded by a cancel as who asked
 }
@@ -272,8 +277,11 @@ func recorded(rec ax.AuditRecord, a action, out outcome, f *apiFailure) ax.Audit
 		}
 	}
 	rec.Result = "ok"
-	if a.name == "name.concurrency" && out.name != nil {
+	switch {
+	case a.name == "name.concurrency" && out.name != nil:
 		rec.Result = fmt.Sprintf("ok: concurrency %d", out.name.Concurrency) // what it was set to
+	case a.name == "name.rate" && out.name != nil:
+		rec.Result = fmt.Sprintf("ok: rate %d per %v", out.name.Rate, out.name.Per)
 	}
 	if f != nil {
 		rec.Result = f.code + ": " + f.msg
@@ -398,6 +406,7 @@ func (h *Handler) routeActions() {
 	h.act("POST /names/{name}/pause", h.nameAction("pause", h.s.PauseName))
 	h.act("POST /names/{name}/resume", h.nameAction("resume", h.s.ResumeName))
 	h.act("POST /names/{name}/concurrency", h.nameLimit())
+	h.act("POST /names/{name}/rate", h.nameRate())
 	h.act("POST /schedules/{name}/trigger", action{name: "schedule.trigger", needsReason: true, trigger: true, target: scheduleTarget,
 		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
 			t, err := h.s.TriggerSchedule(ctx, r.PathValue("name"), in...)

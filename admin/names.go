@@ -9,11 +9,15 @@ import (
 )
 
 // NameView is a task name's state as the API shows it (ax.NameState): whether it
-// is paused, its concurrency limit (0: none), who changed it last, and when.
+// is paused, its concurrency limit (0: none) with its slots in use, its rate limit
+// (0: none), who changed it last, and when.
 type NameView struct {
 	Name        string     `json:"name"`
 	Paused      bool       `json:"paused"`
 	Concurrency int        `json:"concurrency,omitempty"`
+	InFlight    int        `json:"in_flight,omitempty"` // a limited name's tasks DISPATCHING or RUNNING
+	Rate        int        `json:"rate,omitempty"`
+	Per         string     `json:"per,omitempty"` // the rate's period, as a Go duration
 	ChangedBy   string     `json:"changed_by,omitempty"`
 	ChangedAt   *time.Time `json:"changed_at,omitempty"`
 }
@@ -40,7 +44,12 @@ func (h *Handler) names(w http.ResponseWriter, r *http.Request, _ caller) {
 
 // nameOf is n as the API shows it.
 func nameOf(n ax.NameState) NameView {
-	return NameView{Name: n.Name, Paused: n.Paused, Concurrency: n.Concurrency, ChangedBy: n.ChangedBy, ChangedAt: optTime(n.ChangedAt)}
+	v := NameView{Name: n.Name, Paused: n.Paused, Concurrency: n.Concurrency, InFlight: n.InFlight, Rate: n.Rate,
+		ChangedBy: n.ChangedBy, ChangedAt: optTime(n.ChangedAt)}
+	if n.Rate > 0 {
+		v.Per = n.Per.String()
+	}
+	return v
 }
 
 func nameTarget(r *http.Request) string { return "name " + r.PathValue("name") }
@@ -67,6 +76,27 @@ func (h *Handler) nameLimit() action {
 				return outcome{}, fail(http.StatusBadRequest, "invalid", "concurrency is required: the name's new limit, 0 to remove it")
 			}
 			st, err := h.s.SetConcurrency(ctx, r.PathValue("name"), *b.Concurrency, ax.WithActor(b.actor))
+			return outcome{name: st}, err
+		}}
+}
+
+// nameRate is the action that sets the path's task name's rate limit to the body's
+// (ax.Scheduler.SetRate), as the caller; the audit record's result says the limit
+// set. Like a pause, it joins no transaction.
+func (h *Handler) nameRate() action {
+	return action{name: "name.rate", target: nameTarget, alone: true,
+		run: func(ctx context.Context, r *http.Request, b ActionBody, _ []ax.ActionOption) (outcome, error) {
+			if b.Rate == nil {
+				return outcome{}, fail(http.StatusBadRequest, "invalid", "rate is required: the name's new rate limit, 0 to remove it")
+			}
+			var per time.Duration
+			if *b.Rate > 0 {
+				var err error
+				if per, err = time.ParseDuration(b.Per); err != nil {
+					return outcome{}, fail(http.StatusBadRequest, "invalid", "per %s: want a duration such as 1s or 1m", quoteShort(b.Per))
+				}
+			}
+			st, err := h.s.SetRate(ctx, r.PathValue("name"), *b.Rate, per, ax.WithActor(b.actor))
 			return outcome{name: st}, err
 		}}
 }

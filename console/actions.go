@@ -133,6 +133,13 @@ func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 			return
 		}
 		body.Concurrency = &n
+	case "rate":
+		n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("rate")))
+		if err != nil || n < 0 {
+			c.fail(w, r, http.StatusBadRequest, "invalid", "give the rate limit: a whole number, 0 to remove it")
+			return
+		}
+		body.Rate, body.Per = &n, strings.TrimSpace(r.PostForm.Get("per"))
 	default:
 		c.fail(w, r, http.StatusNotFound, "not_found", "no such action")
 		return

@@ -35,7 +35,7 @@
 //	ax_tasks_unhandled_total                 name                tasks due under a name with no handler here
 //	ax_tasks_pruned_total                    status              finished tasks deleted by retention (Config.Retention)
 //	ax_tasks_limited_total                   name, reason        due tasks a claim left waiting, their name's limit
-//	                                                             reached: concurrency
+//	                                                             reached: concurrency, rate
 //	ax_name_concurrency_limit                name                a limited name's concurrency limit (the leader's)
 //	ax_name_slots_in_use                     name                its tasks DISPATCHING or RUNNING, by the store
 //	ax_name_tasks_waiting                    name                its due tasks the leader holds waiting for a slot

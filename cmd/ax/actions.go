@@ -67,28 +67,45 @@ func nameAction(ctx context.Context, action string, args []string, stdout, stder
 	return namedAction(ctx, "names", action, "task name", "why, recorded in the audit log (`TEXT`)", " and prints the name's state after it", args, stdout, stderr)
 }
 
-// nameLimit is `ax names limit NAME --concurrency N`: POST /names/NAME/concurrency.
+// nameLimit is `ax names limit NAME [--concurrency N] [--rate N --per D]`: POST
+// /names/NAME/concurrency, then POST /names/NAME/rate, for the limits given.
 func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const command = "names limit"
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	var api apiFlags
 	api.register(fs)
 	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`)")
-	n := fs.Int("concurrency", -1, "at most `N` tasks of the name DISPATCHING or RUNNING at once, on every replica; 0 removes the limit (required)")
+	n := fs.Int("concurrency", -1, "at most `N` tasks of the name DISPATCHING or RUNNING at once, on every replica; 0 removes the limit")
+	rate := fs.Int("rate", -1, "at most `N` tasks of the name started in any window of --per, on every replica; 0 removes the limit")
+	per := fs.Duration("per", 0, "the rate's window (`D`, e.g. 1s, 1m)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ax %s NAME --concurrency N [flags]\n\nCalls POST /names/NAME/concurrency and prints the name's state after it.\n\nflags:\n", command)
+		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [--concurrency N] [--rate N --per D] [flags]\n\nCalls POST /names/NAME/concurrency and POST /names/NAME/rate for the limits given, and prints the name's state after each.\n\nflags:\n", command)
 		fs.PrintDefaults()
 	}
 	name, code, ok := firstArg(fs, command, "task name", args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if *n < 0 {
-		fmt.Fprintf(stderr, "ax %s: --concurrency is required: 0 or more\n\n", command)
+	if *n < 0 && *rate < 0 {
+		fmt.Fprintf(stderr, "ax %s: give --concurrency, --rate with --per, or both\n\n", command)
 		fs.Usage()
 		return exitUsage
 	}
-	return api.act(ctx, command, "/names/"+url.PathEscape(name)+"/concurrency", admin.ActionBody{Reason: *reason, Concurrency: n}, stdout, stderr)
+	if *rate > 0 && *per <= 0 {
+		fmt.Fprintf(stderr, "ax %s: --rate needs --per, a positive duration\n\n", command)
+		fs.Usage()
+		return exitUsage
+	}
+	path := "/names/" + url.PathEscape(name)
+	if *n >= 0 {
+		if code := api.act(ctx, command, path+"/concurrency", admin.ActionBody{Reason: *reason, Concurrency: n}, stdout, stderr); code != exitOK {
+			return code
+		}
+	}
+	if *rate >= 0 {
+		return api.act(ctx, command, path+"/rate", admin.ActionBody{Reason: *reason, Rate: rate, Per: per.String()}, stdout, stderr)
+	}
+	return exitOK
 }
 
 // namedAction is `ax RESOURCE ACTION NAME [--reason R]`: POST /RESOURCE/NAME/ACTION
@@ -172,6 +189,7 @@ func (a *apiFlags) act(ctx context.Context, command, path string, body admin.Act
 	if n := res.Name; n != nil {
 		fmt.Fprintf(tw, "state:\t%s\n", nameState(*n))
 		fmt.Fprintf(tw, "concurrency:\t%s\n", limitText(n.Concurrency))
+		fmt.Fprintf(tw, "rate:\t%s\n", rateText(*n))
 	}
 	fmt.Fprintf(tw, "audit:\t%d (%s by %s)\n", res.Audit.ID, res.Audit.Action, res.Audit.Actor)
 	tw.Flush()

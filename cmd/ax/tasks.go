@@ -382,6 +382,7 @@ func runNames(ctx context.Context, args []string, stdout, stderr io.Writer) int 
        ax names pause NAME [--reason R]     no replica claims the name's tasks until it is resumed
        ax names resume NAME [--reason R]    its waiting tasks run again, in due order
        ax names limit NAME --concurrency N  at most N of its tasks run at once on all replicas (0: no limit)
+       ax names limit NAME --rate N --per D at most N of its tasks start in any window of D (0: no limit)
 
 flags of list:
 `)
@@ -411,13 +412,17 @@ flags of list:
 	var out admin.Names
 	return api.show(ctx, "names list", "/names", nil, &out, stdout, stderr, func(w io.Writer) {
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tSTATE\tCONCURRENCY\tCHANGED BY\tCHANGED AT")
+		fmt.Fprintln(tw, "NAME\tSTATE\tCONCURRENCY\tIN USE\tRATE\tCHANGED BY\tCHANGED AT")
 		for _, n := range out.Names {
 			at := ""
 			if n.ChangedAt != nil {
 				at = n.ChangedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, nameState(n), limitText(n.Concurrency), n.ChangedBy, at)
+			inUse := "-"
+			if n.Concurrency > 0 {
+				inUse = strconv.Itoa(n.InFlight)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nameState(n), limitText(n.Concurrency), inUse, rateText(n), n.ChangedBy, at)
 		}
 		tw.Flush()
 	})
@@ -429,6 +434,14 @@ func limitText(n int) string {
 		return "-"
 	}
 	return strconv.Itoa(n)
+}
+
+// rateText is a name's rate limit as the CLI prints it: "N/PER", or "-" for none.
+func rateText(n admin.NameView) string {
+	if n.Rate == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n.Rate) + "/" + n.Per
 }
 
 // nameState is "paused" or "active".

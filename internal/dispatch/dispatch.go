@@ -657,6 +657,9 @@ type parked struct {
 	waiting []store.Due    // in (DueAt, ID) order, each id once
 	limit   int            // the name's limit, as the last claim read it
 	out     map[int64]bool // offered: in the wheel or a claim, not answered yet
+	// retryAt, when a rate held the last claim back, is when the rate admits the
+	// next start (store.Limited.RetryAt): no offer is made before it.
+	retryAt time.Time
 }
 
 // park settles the parked tasks a claim of ids asked for, and parks the ones it left
@@ -687,7 +690,7 @@ func (l *Loop) park(ids []int64, res *store.ClaimResult, claimFrees uint64) {
 			p = &parked{out: make(map[int64]bool)}
 			l.parked[lt.Name] = p
 		}
-		p.limit = lt.Limit
+		p.limit, p.retryAt = lt.Limit, lt.RetryAt
 		p.add(lt.Due)
 		full[lt.Name] = true
 	}
@@ -697,6 +700,8 @@ func (l *Loop) park(ids []int64, res *store.ClaimResult, claimFrees uint64) {
 		case len(p.waiting) == 0 && len(p.out) == 0:
 			delete(l.parked, name)
 		case len(p.out) > 0: // an offer still in flight decides
+		case full[name] && !p.retryAt.IsZero():
+			n += l.offerAt(p, p.retryAt)
 		case full[name] && l.nameFreed[name] <= claimFrees:
 			n += l.offerAt(p, now.Add(limitRetry))
 		case full[name] || answered[name]:
@@ -730,6 +735,9 @@ func (p *parked) add(d store.Due) {
 // (an offer in a claim is answered once: the repeat finds the task taken or left
 // Limited again). It returns how many it put. The caller holds mu.
 func (l *Loop) offer(p *parked, now time.Time) int {
+	if p.retryAt.After(now) {
+		return 0 // its rate admits none before then: the offer waiting for it stands
+	}
 	// A tick back: the wheel hands the offer out at its next Advance, not at the tick
 	// after now (it rounds dues up), which would leave the slot idle for up to a tick.
 	now = now.Add(-l.cfg.Tick)
@@ -775,13 +783,13 @@ func (l *Loop) offerParked() {
 	}
 }
 
-// Offer offers at once the tasks parked for slots of name: its limit was raised or
-// removed.
+// Offer offers at once the tasks parked for slots of name: its limits were changed.
 func (l *Loop) Offer(name string) {
 	l.mu.Lock()
 	n := 0
 	if p := l.parked[name]; p != nil {
 		p.limit = max(p.limit, 1<<20) // the next answer brings the new one
+		p.retryAt = time.Time{}
 		n = l.offer(p, l.cfg.Clock.Now())
 	}
 	l.mu.Unlock()
@@ -796,17 +804,26 @@ func (l *Loop) reportLimited(ls []store.Limited) {
 		return
 	}
 	now := l.cfg.Clock.Now()
-	count, limit := map[string]int{}, map[string]int{}
-	var names []string
-	for _, lt := range ls {
-		if count[lt.Name] == 0 {
-			names = append(names, lt.Name)
-		}
-		count[lt.Name]++
-		limit[lt.Name] = lt.Limit
+	type by struct {
+		name string
+		rate bool
 	}
-	for _, name := range names {
-		l.cfg.Observe.Send(observe.Event{Kind: observe.Limited, At: now, Name: name, Reason: observe.LimitConcurrency, Count: count[name], Limit: limit[name]})
+	count, limit := map[by]int{}, map[by]int{}
+	var keys []by
+	for _, lt := range ls {
+		k := by{lt.Name, !lt.RetryAt.IsZero()}
+		if count[k] == 0 {
+			keys = append(keys, k)
+		}
+		count[k]++
+		limit[k] = lt.Limit
+	}
+	for _, k := range keys {
+		reason := observe.LimitConcurrency
+		if k.rate {
+			reason = observe.LimitRate
+		}
+		l.cfg.Observe.Send(observe.Event{Kind: observe.Limited, At: now, Name: k.name, Reason: reason, Count: count[k], Limit: limit[k]})
 	}
 }
 

@@ -228,7 +228,8 @@ type runner struct {
 	mu      sync.Mutex
 	running map[string]int
 	most    map[string]int
-	batches [][]int64 // task ids, as dispatched, by call
+	batches [][]int64   // task ids, as dispatched, by call
+	at      []time.Time // when each task was dispatched
 	done    int
 }
 
@@ -239,6 +240,7 @@ func (r *runner) Dispatch(ts []store.Task) bool {
 	defer func() { r.batches = append(r.batches, batch) }()
 	for _, t := range ts {
 		batch = append(batch, t.ID)
+		r.at = append(r.at, time.Now())
 		r.running[t.Name]++
 		r.most[t.Name] = max(r.most[t.Name], r.running[t.Name])
 		go r.run(t)
@@ -347,4 +349,58 @@ func (r *runner) doneCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.done
+}
+
+// A rate-limited name's tasks are offered again when the store says its window admits
+// the next (Limited.RetryAt), not before and not on a poll: 9 tasks at 3 per 300ms
+// are dispatched in three rounds, 300ms apart, never more than 3 in a window.
+func TestRateLimitedNameWaitsForItsWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		const per = 300 * time.Millisecond
+		if _, err := st.SetRate(ctx, "rated", 3, per, "test"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		var nts []store.NewTask
+		for i := range 9 {
+			nts = append(nts, store.NewTask{Name: "rated", Key: fmt.Sprint(i), DueAt: t0, MaxRetry: 1})
+		}
+		if _, err := st.Insert(ctx, nts); err != nil {
+			t.Fatal(err)
+		}
+		r := &runner{st: st, d: time.Millisecond, frees: true, running: map[string]int{}, most: map[string]int{}}
+		l := newLoop(st, r, 100)
+		r.l = l
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Run(ctx) })
+		for r.doneCount() < 9 && time.Since(t0) < time.Minute {
+			time.Sleep(time.Millisecond)
+		}
+		took := time.Since(t0)
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.done != 9 {
+			t.Fatalf("%d tasks ran, want 9", r.done)
+		}
+		for i := range r.at {
+			n := 0
+			for _, at := range r.at[i:] {
+				if !at.After(r.at[i].Add(per)) {
+					n++
+				}
+			}
+			if n > 3 {
+				t.Errorf("%d tasks dispatched within %v of %v, over the rate of 3", n, per, r.at[i].Sub(t0))
+			}
+		}
+		if took < 2*per || took > 2*per+100*time.Millisecond {
+			t.Errorf("9 tasks at 3 per %v took %v, want about %v (two windows)", per, took, 2*per)
+		}
+	})
 }

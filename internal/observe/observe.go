@@ -53,6 +53,7 @@ const (
 // Limits of Limited.
 const (
 	LimitConcurrency = "concurrency"
+	LimitRate        = "rate"
 )
 
 // Outcomes of Finished.
