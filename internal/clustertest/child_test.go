@@ -96,8 +96,11 @@ type ChildConfig struct {
 	// with HandlerJitter, a random duration in [0, HandlerJitter) more.
 	HandlerDuration time.Duration
 	HandlerJitter   time.Duration
-	// Limit, when set, registers TaskName's handler with ax.WithConcurrency(Limit).
-	Limit int
+	// Limit, when set, registers TaskName's handler with ax.WithConcurrency(Limit);
+	// Rate, with ax.WithRate(Rate, RatePer).
+	Limit   int
+	Rate    int
+	RatePer time.Duration
 	// RunLog is the path of the run log the handler appends to.
 	RunLog string
 
@@ -313,6 +316,9 @@ func runChild(raw string, out *childproc.Writer) error {
 		var opts []ax.HandlerOption
 		if cfg.Limit > 0 {
 			opts = append(opts, ax.WithConcurrency(cfg.Limit))
+		}
+		if cfg.Rate > 0 {
+			opts = append(opts, ax.WithRate(cfg.Rate, cfg.RatePer))
 		}
 		s.HandleFunc(TaskName, handler, opts...)
 	}

@@ -83,6 +83,75 @@ func TestConcurrencyLimitThroughFailover(t *testing.T) {
 	}
 }
 
+// TestRateLimitAcrossReplicas: three replicas, each registering the handler with a
+// rate limit of 20 per second, drain 240 tasks due at once; the leader is killed
+// (SIGKILL) midway and a replacement joins. By the store's own stamps — every
+// execution's ClaimedAt — no window of a second holds more than 20 starts, before,
+// across or after the failover; the drain takes the time the rate allows, not much
+// more; the whole history passes Verify.
+func TestRateLimitAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	const rate, per, tasks = 20, time.Second, 240
+	cfg := timings()
+	cfg.HandlerDuration, cfg.Rate, cfg.RatePer = 10*time.Millisecond, rate, per
+	c := newCluster(t, cfg)
+	c.start(3)
+	leader, epoch := c.waitLeader(20 * time.Second)
+	l := startLoad(t, c.st, tasks, 240, time.Millisecond, 0)
+	waitUntil(t, 30*time.Second, "a third of the tasks started", func() bool { return c.startedCount() >= tasks/3 })
+	leader.Kill()
+	c.spawn()
+	next, lead := c.waitNewLeader(leader, epoch, 10*time.Second)
+	t.Logf("%s killed; %s leads with epoch %d", leader.Node(), next.Node(), lead.Epoch())
+	c.waitSettled(l, 2*time.Minute)
+	sum := c.verify(l)
+	allSucceeded(t, sum)
+
+	var claims []time.Time
+	for _, tr := range c.collect(l.dues()).Tasks {
+		for _, e := range tr.Executions {
+			claims = append(claims, e.ClaimedAt)
+		}
+	}
+	slices.SortFunc(claims, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i := range claims {
+		j := i
+		for j < len(claims) && !claims[j].After(claims[i].Add(per)) {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	span := claims[len(claims)-1].Sub(claims[0])
+	t.Logf("%d executions claimed over %v: at most %d in a window of %v (limit %d)", len(claims), span.Round(time.Millisecond), most, per, rate)
+	if most > rate {
+		t.Errorf("%d executions started in a window of %v, over the rate of %d", most, per, rate)
+	}
+	if floor := time.Duration(len(claims)/rate-1) * per; span < floor {
+		t.Errorf("%d executions claimed over %v, faster than the rate allows (%v)", len(claims), span, floor)
+	}
+}
+
+// startedCount counts the start entries of every child's run log.
+func (c *cluster) startedCount() int {
+	n := 0
+	for _, ch := range c.all() {
+		es, err := clustertest.ReadRunLog(ch.Config.RunLog)
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			if e.Event == clustertest.EventStart {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // pct returns the p-th percentile of ds (sorted in place).
 func pct(ds []time.Duration, p int) time.Duration {
 	if len(ds) == 0 {
