@@ -672,3 +672,63 @@ func ExampleWithConcurrency() {
 	// export limited to 2
 	// most at once: 2
 }
+
+// WithRate caps a task name's starts per period on every scheduler of the
+// namespace: here 2 per 200ms, so that the third of three tasks due at once starts
+// a window after the first.
+func ExampleWithRate() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	started := make(chan time.Time, 3)
+	s.HandleFunc("charge", func(ctx context.Context, t *ax.Task) error {
+		started <- t.DispatchedAt // the claim: a start, for the rate
+		return nil
+	}, ax.WithRate(2, 200*time.Millisecond))
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	for i := range 3 {
+		if _, err := s.Delay(ctx, "charge", fmt.Sprint("order-", i), 0); err != nil {
+			panic(err)
+		}
+	}
+	first, _, third := <-started, <-started, <-started
+	fmt.Println("the third waited for the window:", third.Sub(first) > 200*time.Millisecond)
+	names, err := s.Names(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(names[0].Name, names[0].Rate, "per", names[0].Per)
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// the third waited for the window: true
+	// charge 2 per 200ms
+}
+
+// SetRate changes a name's rate limit at run time, on every scheduler of the
+// namespace; 0 removes it.
+func ExampleScheduler_SetRate() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	st, err := s.SetRate(ctx, "charge", 100, time.Minute, ax.WithActor("alice"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(st.Name, st.Rate, "per", st.Per, "by", st.ChangedBy)
+	st, err = s.SetConcurrency(ctx, "charge", 5, ax.WithActor("alice"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("and at most", st.Concurrency, "at once")
+	// Output:
+	// charge 100 per 1m0s by alice
+	// and at most 5 at once
+}

@@ -43,6 +43,9 @@ var workloads = []struct {
 	{"limited", 2_000, func(ctx context.Context, env bench.Env, n, c int) (bench.Result, error) {
 		return bench.Limited(ctx, env, n, c, 10, 20*time.Millisecond)
 	}, "tasks due now, one name limited to 10 at once (WithConcurrency), 20ms handlers, --concurrency workers: tasks/s, slots busy"},
+	{"rated", 1_000, func(ctx context.Context, env bench.Env, n, _ int) (bench.Result, error) {
+		return bench.Rated(ctx, env, n, 100, time.Second)
+	}, "tasks due now, one name limited to 100 starts a second (WithRate), no-op handler: the most in a window, the share of the rate reached"},
 	{"precision", 5_000, func(ctx context.Context, env bench.Env, n, _ int) (bench.Result, error) {
 		return bench.Precision(ctx, env, n, 5*time.Second, 25*time.Second)
 	}, "tasks due uniformly over [now+5s, now+25s]: lateness p50/p90/p99/max, early starts"},

@@ -57,6 +57,13 @@ type Result struct {
 	Limit       int     `json:"limit,omitempty"`
 	MostAtOnce  int     `json:"most_at_once,omitempty"`
 	Utilisation float64 `json:"utilisation,omitempty"`
+	// The rated workload: the name's rate (Rate per RatePer), the most claims seen in
+	// any window of RatePer by the store's stamps (never above Rate), and the rate
+	// achieved over the run as a share of the limit's (1: every window full).
+	Rate         int           `json:"rate,omitempty"`
+	RatePer      time.Duration `json:"rate_per_ns,omitempty"`
+	MostInWindow int           `json:"most_in_window,omitempty"`
+	RateShare    float64       `json:"rate_share,omitempty"`
 }
 
 // String formats the result as one line of a table.
@@ -82,6 +89,9 @@ func (r Result) String() string {
 	}
 	if r.Limit > 0 {
 		s += fmt.Sprintf(" limit=%d most=%d utilisation=%.3f", r.Limit, r.MostAtOnce, r.Utilisation)
+	}
+	if r.Rate > 0 {
+		s += fmt.Sprintf(" rate=%d/%v most-in-window=%d share=%.3f", r.Rate, r.RatePer, r.MostInWindow, r.RateShare)
 	}
 	if r.CallsPerTask > 0 {
 		s += fmt.Sprintf(" store-calls/task=%.3f", r.CallsPerTask)
@@ -363,6 +373,84 @@ func Limited(ctx context.Context, env Env, n, concurrency, limit int, hold time.
 	r := Result{
 		Workload: "limited", Store: env.Name, Tasks: n, Concurrency: concurrency, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds(),
 		Limit: limit, MostAtOnce: most, Utilisation: busy.Seconds() / (float64(limit) * elapsed.Seconds()),
+	}
+	return r, m.stop(&r)
+}
+
+// Rated writes n tasks due now under a name limited to rate starts per per
+// (ax.WithRate), runs them with a no-op handler, and reads back every execution's
+// claim stamp: the most in any window of per (never above rate), and the rate
+// achieved as a share of the limit's over the span from the first claim to the
+// last.
+func Rated(ctx context.Context, env Env, n, rate int, per time.Duration) (Result, error) {
+	now := time.Now()
+	dues := make([]time.Time, n)
+	for i := range dues {
+		dues[i] = now
+	}
+	if err := insertAll(ctx, env.Store, "bench.noop", dues); err != nil {
+		return Result{}, err
+	}
+	m, env := newMeter(env)
+	s, err := newScheduler(env, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	var finished atomic.Int64
+	done := make(chan struct{})
+	s.HandleFunc("bench.noop", func(ctx context.Context, t *ax.Task) error {
+		if finished.Add(1) == int64(n) {
+			close(done)
+		}
+		return nil
+	}, ax.WithRate(rate, per))
+	if err := m.start(); err != nil {
+		return Result{}, err
+	}
+	if err := s.Start(ctx); err != nil {
+		return Result{}, err
+	}
+	t0 := time.Now()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.Stop(context.WithoutCancel(ctx))
+		return Result{}, ctx.Err()
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		return Result{}, err
+	}
+	elapsed := time.Since(t0)
+	if err := checkSucceeded(ctx, env.Store, n); err != nil {
+		return Result{}, err
+	}
+	claims := make([]time.Time, 0, n)
+	for i := range n {
+		t, err := env.Store.Lookup(ctx, "bench.noop", fmt.Sprint(i))
+		if err != nil {
+			return Result{}, fmt.Errorf("bench: %w", err)
+		}
+		claims = append(claims, t.DispatchedAt)
+	}
+	slices.SortFunc(claims, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i := range claims {
+		j, _ := slices.BinarySearchFunc(claims, claims[i].Add(per+1), func(a, b time.Time) int { return a.Compare(b) })
+		most = max(most, j-i)
+	}
+	if most > rate {
+		return Result{}, fmt.Errorf("bench: %d claims in a window of %v under a rate of %d", most, per, rate)
+	}
+	r := Result{
+		Workload: "rated", Store: env.Name, Tasks: n, Elapsed: elapsed, PerSec: float64(n) / elapsed.Seconds(),
+		Rate: rate, RatePer: per, MostInWindow: most,
+	}
+	if span := claims[n-1].Sub(claims[0]); span > 0 && n > rate {
+		// n claims need (n − rate)/rate whole windows after the first: the limit's
+		// pace over the span the claims took.
+		r.RateShare = float64(n-rate) / float64(rate) * per.Seconds() / span.Seconds()
 	}
 	return r, m.stop(&r)
 }
