@@ -14,16 +14,17 @@ import (
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper); the claim statements leave a paused or limited name's tasks to
 // the claim's restricted path (restrictedName), which leaves a paused name's alone and
-// applies a limited name's limit.
+// applies a limited name's limits, concurrency and rate.
 
 // restrictedName is true, in a statement over ax_tasks, when the row's name is paused
-// or has a concurrency limit in its namespace: one probe of ax_names' primary key per
-// row, made only when some name of the view's namespace (the ? it binds) is paused or
-// limited — the first EXISTS does not depend on the row, and SQLite evaluates it once
-// per statement, so a namespace without such names pays one probe per statement.
-const restrictedName = `(EXISTS (SELECT 1 FROM ax_names r WHERE r.namespace = ? AND (r.paused OR r.concurrency > 0))
+// or has a concurrency or a rate limit in its namespace: one probe of ax_names'
+// primary key per row, made only when some name of the view's namespace (the ? it
+// binds) is paused or limited — the first EXISTS does not depend on the row, and
+// SQLite evaluates it once per statement, so a namespace without such names pays one
+// probe per statement.
+const restrictedName = `(EXISTS (SELECT 1 FROM ax_names r WHERE r.namespace = ? AND (r.paused OR r.concurrency > 0 OR r.rate > 0))
 	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
-		AND (p.paused OR p.concurrency > 0)))`
+		AND (p.paused OR p.concurrency > 0 OR p.rate > 0)))`
 
 // nameColumns are the columns of ax_names scanNameState reads.
 const nameColumns = `name, paused, concurrency, rate, rate_per_us, changed_by, changed_at`
