@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/internal/driverkit"
@@ -33,10 +34,10 @@ var (
 			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow') AND NOT ` + restrictedName + `
 		RETURNING ` + taskColumns}
 	// missedStmt reads what claimStmt left SCHEDULED in the namespace — not due, of a
-	// paused or limited name, or keyed — with its name's pause and limit (one probe of
-	// ax_names' primary key per row).
+	// paused or limited name, or keyed — with whether its name is paused and whether
+	// it has a concurrency or a rate limit (one probe of ax_names' primary key per row).
 	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT ax_tasks.id, ax_tasks.due_at, ax_tasks.name, ax_tasks.task_key,
-		ax_tasks.overlap, coalesce(p.paused, 0), coalesce(p.concurrency, 0)
+		ax_tasks.overlap, coalesce(p.paused, 0), coalesce(p.concurrency > 0 OR p.rate > 0, 0)
 		FROM ax_tasks LEFT JOIN ax_names p ON p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
 		WHERE +ax_tasks.namespace = ? AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.id IN (VALUES %V%) ORDER BY ax_tasks.id`}
 	// holdersStmt finds, per key of the namespace, the lowest id holding it
@@ -44,6 +45,17 @@ var (
 	holdersStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT task_key, MIN(id) FROM ax_tasks
 		WHERE namespace = ? AND task_key IN (VALUES %V%) AND ` + holding + `
 		GROUP BY task_key`}
+	// limitsStmt reads the limits of the names of the namespace that have one: the
+	// concurrency limit, and the rate limit with the times of the name's last claims
+	// (driverkit.EncodeStarts). One probe of ax_names' primary key per name. (No task
+	// name is empty: the pad matches nothing.)
+	limitsStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT name, concurrency, rate, rate_per_us, rate_starts FROM ax_names
+		WHERE namespace = ? AND name IN (VALUES %V%) AND (concurrency > 0 OR rate > 0)`}
+	// startsStmt records the claim times of rate-limited names of the namespace
+	// (column2, driverkit.EncodeStarts), by the primary key.
+	startsStmt = &batchStmt{cols: 2, pad: []any{"", []byte{}}, sql: `UPDATE ax_names SET rate_starts = c.column2
+		FROM (VALUES %V%) AS c
+		WHERE ax_names.namespace = ? AND ax_names.name = c.column1`}
 	// inflightStmt counts, per task name of the namespace, the tasks DISPATCHING or
 	// RUNNING: a range of each status's partial index (ax_tasks_ns_dispatching_since,
 	// ax_tasks_ns_running_heartbeat), so it reads the namespace's tasks in flight, not
@@ -60,7 +72,8 @@ var (
 		GROUP BY name`}
 	// restrictedClaimStmt claims the winners of driverkit.ResolveKeys, DISPATCHING, with
 	// a restricting key's freedom re-checked in the claiming write itself. (Their names'
-	// limits were counted in the same write transaction.)
+	// limits were read, and their tasks in flight counted, in the same write
+	// transaction.)
 	restrictedClaimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
 		dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
@@ -144,13 +157,14 @@ var (
 		ON CONFLICT (namespace, name, key, key_slot) DO NOTHING
 		RETURNING id, seq`}
 
-	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, inflightStmt, restrictedClaimStmt, skipStmt,
+	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, limitsStmt, startsStmt, inflightStmt,
+		restrictedClaimStmt, skipStmt,
 		recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
 )
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING, applying the
-// overlap rule to the tasks with a key and their names' concurrency limits (see
-// DESIGN.md). An id of another namespace is left out of the result, as one no longer
+// overlap rule to the tasks with a key and their names' concurrency and rate limits
+// (see DESIGN.md). An id of another namespace is left out of the result, as one no longer
 // SCHEDULED is.
 //
 // A batch without keyed skip or queue tasks and without tasks of a limited name costs
@@ -192,8 +206,9 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			return err
 		}
 		var restricted []driverkit.Keyed
-		limits := map[string]int{} // the limited names of restricted, as missedStmt read them
-		ts := micros(now())
+		limited := map[string]bool{} // the limited names of restricted, as missedStmt read them
+		ts := micros(now())          // the claim's time: every write's, and the rates'
+
 		err := chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
 			args := make([]any, 0, 3*len(part))
@@ -229,8 +244,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			for rows.Next() {
 				var id, due int64
 				var name, key, overlap string
-				var paused bool
-				var limit int
+				var paused, limit bool
 				if err := rows.Scan(&id, &due, &name, &key, &overlap, &paused, &limit); err != nil {
 					return err
 				}
@@ -239,10 +253,10 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 					res.NotDue = append(res.NotDue, store.Due{ID: id, DueAt: fromMicros(due)})
 				case paused: // then the pause, whatever the key or the limit
 					res.Paused = append(res.Paused, store.Due{ID: id, DueAt: fromMicros(due)})
-				case limit > 0 || key != "" && store.OverlapPolicy(overlap) != store.OverlapAllow:
+				case limit || key != "" && store.OverlapPolicy(overlap) != store.OverlapAllow:
 					restricted = append(restricted, driverkit.Keyed{ID: id, DueAt: fromMicros(due), Name: name, TaskKey: key, Overlap: store.OverlapPolicy(overlap)})
-					if limit > 0 {
-						limits[name] = limit
+					if limit {
+						limited[name] = true
 					}
 				}
 			}
@@ -251,7 +265,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		if err != nil || len(restricted) == 0 {
 			return err
 		}
-		return s.claimRestricted(ctx, tx, ts, uniq, restricted, limits, res)
+		return s.claimRestricted(ctx, tx, ts, uniq, restricted, limited, res)
 	})
 	if err != nil {
 		return nil, err
@@ -280,19 +294,20 @@ func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node st
 	return s.batchExec(ctx, tx, claimedStmt, []any{ts, ts, ts}, args, nil)
 }
 
-// claimRestricted applies the overlap rule and the names' concurrency limits to the due
-// restricted tasks of a Claim (keyed skip or queue, or of a limited name), in its
-// transaction; limits are their limited names' limits. uniq are the Claim's requests,
-// by id.
+// claimRestricted applies the overlap rule and the names' concurrency and rate limits
+// to the due restricted tasks of a Claim (keyed skip or queue, or of a limited name),
+// in its transaction, at ts, the claim's time; limited holds their names that missedStmt
+// found limited. uniq are the Claim's requests, by id.
 //
 // The transaction is IMMEDIATE (the writer's _txlock), so it holds the database's one
 // write lock from its BEGIN: no claim, trigger or transition of this process or any
 // other that opens the file runs between the reads here — the holders of the keys,
-// the limits, the count of each name's tasks DISPATCHING or RUNNING — and the claims
-// made from them. The counts are thus exact, not estimates, and the claimers are
-// serialised per name (and per key) without a lock of their own: the limit is never
-// exceeded, whatever the number of processes.
-func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, restricted []driverkit.Keyed, limits map[string]int, res *store.ClaimResult) error {
+// the limits, the count of each name's tasks DISPATCHING or RUNNING, the times of
+// each rate-limited name's last claims — and the claims made from them, with the
+// times written back. The counts and times are thus exact, not estimates, and the
+// claimers are serialised per name (and per key) without a lock of their own: no
+// limit is ever exceeded, whatever the number of processes.
+func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, restricted []driverkit.Keyed, limited map[string]bool, res *store.ClaimResult) error {
 	var keys []any
 	seen := make(map[string]bool, len(restricted))
 	for _, k := range restricted {
@@ -321,11 +336,11 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 	if err != nil {
 		return err
 	}
-	inflight, err := s.inflight(ctx, tx, limits)
+	names, err := s.limits(ctx, tx, limited)
 	if err != nil {
 		return err
 	}
-	claim, skip, block, limited := driverkit.ResolveKeys(restricted, holders, limits, inflight)
+	claim, skip, block, over := driverkit.ResolveKeys(restricted, holders, names, fromMicros(ts))
 
 	execID := func(id int64) string { // uniq is sorted by id and holds every id of restricted
 		i, _ := slices.BinarySearchFunc(uniq, id, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
@@ -340,13 +355,16 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 		if err != nil {
 			return err
 		}
-		if len(claimed) != hi-lo { // the holders and counts were read under the same lock
-			return fmt.Errorf("claimed %d of %d tasks whose keys and slots were free", len(claimed), hi-lo)
+		if len(claimed) != hi-lo { // the holders, counts and times were read under the same lock
+			return fmt.Errorf("claimed %d of %d tasks whose keys and names admitted them", len(claimed), hi-lo)
 		}
 		res.Claimed = append(res.Claimed, claimed...)
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := s.writeStarts(ctx, tx, names); err != nil {
 		return err
 	}
 
@@ -370,22 +388,53 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 	for _, k := range block {
 		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 	}
-	for _, k := range limited {
-		res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit})
+	for _, k := range over {
+		res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt})
 	}
 	return nil
 }
 
-// inflight counts, for each name of limits, its tasks of the view's namespace
-// DISPATCHING or RUNNING (inflightStmt), in tx; a name with none is missing.
-func (s *Store) inflight(ctx context.Context, tx *sql.Tx, limits map[string]int) (map[string]int, error) {
-	names := make([]any, 0, len(limits))
-	for _, name := range slices.Sorted(maps.Keys(limits)) {
-		names = append(names, name)
+// limits reads, in tx, the limits of the names of limited that have one in the view's
+// namespace (limitsStmt), with the tasks in flight of each that has a concurrency
+// limit (inflightStmt): what driverkit.ResolveKeys applies. A name without a limit
+// (any more) is missing.
+func (s *Store) limits(ctx context.Context, tx *sql.Tx, limited map[string]bool) (map[string]*driverkit.NameLimit, error) {
+	asked := make([]any, 0, len(limited))
+	for _, name := range slices.Sorted(maps.Keys(limited)) {
+		asked = append(asked, name)
 	}
-	used := make(map[string]int, len(names))
-	err := chunks(len(names), func(lo, hi int) error {
-		rows, err := s.batch(ctx, tx, inflightStmt, nil, names[lo:hi], []any{s.ns, s.ns})
+	names := make(map[string]*driverkit.NameLimit, len(asked))
+	var counted []any // the names with a concurrency limit
+	err := chunks(len(asked), func(lo, hi int) error {
+		rows, err := s.batch(ctx, tx, limitsStmt, []any{s.ns}, asked[lo:hi], nil)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var perUS int64
+			var starts []byte
+			n := &driverkit.NameLimit{}
+			if err := rows.Scan(&name, &n.Concurrency, &n.Rate, &perUS, &starts); err != nil {
+				return err
+			}
+			n.Per = time.Duration(perUS) * time.Microsecond
+			if n.Starts, err = driverkit.DecodeStarts(starts); err != nil {
+				return fmt.Errorf("name %q: %w", name, err)
+			}
+			names[name] = n
+			if n.Concurrency > 0 {
+				counted = append(counted, name)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = chunks(len(counted), func(lo, hi int) error {
+		rows, err := s.batch(ctx, tx, inflightStmt, nil, counted[lo:hi], []any{s.ns, s.ns})
 		if err != nil {
 			return err
 		}
@@ -396,12 +445,26 @@ func (s *Store) inflight(ctx context.Context, tx *sql.Tx, limits map[string]int)
 			if err := rows.Scan(&name, &n); err != nil {
 				return err
 			}
-			used[name] = n
+			names[name].InFlight = n
 		}
 		return rows.Err()
 	})
 	if err != nil {
 		return nil, err
 	}
-	return used, nil
+	return names, nil
+}
+
+// writeStarts records, in tx, the claim times of each name of names whose
+// driverkit.ResolveKeys changed them (startsStmt), in name order.
+func (s *Store) writeStarts(ctx context.Context, tx *sql.Tx, names map[string]*driverkit.NameLimit) error {
+	var args []any
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if n := names[name]; n.Changed {
+			args = append(args, name, driverkit.EncodeStarts(n.Starts))
+		}
+	}
+	return chunks(len(args)/2, func(lo, hi int) error {
+		return s.batchExec(ctx, tx, startsStmt, nil, args[2*lo:2*hi], []any{s.ns})
+	})
 }

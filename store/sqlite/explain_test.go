@@ -86,6 +86,12 @@ func TestExplain(t *testing.T) {
 			"SEARCH ax_tasks USING INDEX ax_tasks_ns_dispatching_since (namespace=?)",
 			"SEARCH ax_tasks USING INDEX ax_tasks_ns_running_heartbeat (namespace=?)"},
 			[]string{scanTask, "ax_tasks_ns_name_key", "ax_tasks_ns_scheduled"}},
+		// A claim reads the limits of its limited names, and writes back the claim
+		// times of its rate-limited ones, by ax_names' primary key.
+		{"names' limits (Claim)", batch(limitsStmt), []string{"SEARCH ax_names " + names + " (namespace=? AND name=?)"},
+			[]string{"SCAN ax_names"}},
+		{"names' claim times (Claim)", batch(startsStmt), []string{"SEARCH ax_names USING COVERING INDEX sqlite_autoindex_ax_names_1 (namespace=? AND name=?)"},
+			[]string{"SCAN ax_names"}},
 		{"trigger", triggerSQL, []string{pk, "SEARCH o " + holder, "SEARCH p " + names + " (namespace=? AND name=?)"},
 			[]string{scanTask, "SCAN o", "SCAN p", "ax_tasks_ns_scheduled"}},
 		{"limit of a name (Trigger)", limitSQL, []string{"SEARCH ax_names " + names + " (namespace=? AND name=?)"},

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/internal/driverkit"
@@ -13,19 +14,20 @@ import (
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper); the claim statements leave a paused or limited name's tasks to
 // the claim's restricted path (restrictedName), which leaves a paused name's alone and
-// applies a limited name's limit.
+// applies a limited name's limits, concurrency and rate.
 
 // restrictedName is true, in a statement over ax_tasks, when the row's name is paused
-// or has a concurrency limit in its namespace: one probe of ax_names' primary key per
-// row, made only when some name of the view's namespace (the ? it binds) is paused or
-// limited — the first EXISTS does not depend on the row, and SQLite evaluates it once
-// per statement, so a namespace without such names pays one probe per statement.
-const restrictedName = `(EXISTS (SELECT 1 FROM ax_names r WHERE r.namespace = ? AND (r.paused OR r.concurrency > 0))
+// or has a concurrency or a rate limit in its namespace: one probe of ax_names'
+// primary key per row, made only when some name of the view's namespace (the ? it
+// binds) is paused or limited — the first EXISTS does not depend on the row, and
+// SQLite evaluates it once per statement, so a namespace without such names pays one
+// probe per statement.
+const restrictedName = `(EXISTS (SELECT 1 FROM ax_names r WHERE r.namespace = ? AND (r.paused OR r.concurrency > 0 OR r.rate > 0))
 	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
-		AND (p.paused OR p.concurrency > 0)))`
+		AND (p.paused OR p.concurrency > 0 OR p.rate > 0)))`
 
 // nameColumns are the columns of ax_names scanNameState reads.
-const nameColumns = `name, paused, concurrency, changed_by, changed_at`
+const nameColumns = `name, paused, concurrency, rate, rate_per_us, changed_by, changed_at`
 
 // nameSQL reads one name's state (the primary key).
 const nameSQL = `SELECT ` + nameColumns + ` FROM ax_names WHERE namespace = ? AND name = ?`
@@ -160,8 +162,53 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	return st, nil
 }
 
+// SetRate sets the task name's rate limit in the view's namespace (see
+// store.NameKeeper): it writes the row only when the limit (n, per) changes, and a
+// name never stored is not stored for no limit. Removing the limit (n 0, stored with
+// per 0) forgets the claim times recorded for it; changing it keeps them, and they
+// count toward the new one. The claims that begin after the commit apply it: they
+// read it, and the times, in their own write transaction.
+func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	if err := driverkit.CheckRate(name, n, per, by); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: set rate of name %q: %w", name, err)
+	}
+	if n == 0 {
+		per = 0
+	}
+	st := &store.NameState{Name: name}
+	err := s.write(ctx, "set rate", func(tx *sql.Tx) error {
+		ts := micros(now())
+		var err error
+		if n == 0 { // no limit: change a stored row, store none
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET rate = 0, rate_per_us = 0, rate_starts = x'', changed_by = ?, changed_at = ?
+				WHERE namespace = ? AND name = ? AND (rate <> 0 OR rate_per_us <> 0)`, by, ts, s.ns, name)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, rate, rate_per_us, changed_by, changed_at) VALUES (?, ?, ?, ?, ?, ?)
+				ON CONFLICT (namespace, name) DO UPDATE SET rate = excluded.rate, rate_per_us = excluded.rate_per_us,
+					changed_by = excluded.changed_by, changed_at = excluded.changed_at
+				WHERE rate <> excluded.rate OR rate_per_us <> excluded.rate_per_us`, s.ns, name, n, per.Microseconds(), by, ts)
+		}
+		if err != nil {
+			return err
+		}
+		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // never stored, and 0 stores nothing
+		case err != nil:
+			return err
+		}
+		st = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 // Names returns the state of every name of the view's namespace ever paused or
-// limited.
+// limited, with the tasks in flight of each name with a concurrency limit.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}) // the names and their counts as of one moment
 	if err != nil {
@@ -199,10 +246,10 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 // scanNameState reads a row of nameColumns.
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
-	var at int64
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, &at); err != nil {
+	var at, perUS int64
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, &at); err != nil {
 		return nil, err
 	}
-	st.ChangedAt = fromMicros(at)
+	st.Per, st.ChangedAt = time.Duration(perUS)*time.Microsecond, fromMicros(at)
 	return &st, nil
 }

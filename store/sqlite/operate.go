@@ -131,27 +131,28 @@ func (s *Store) makeDueIn(ctx context.Context, tx *sql.Tx, seq, id int64) (*stor
 }
 
 const (
-	// triggerSQL triggers one task unless its key is held or its name is limited (one
-	// probe of ax_names' primary key).
+	// triggerSQL triggers one task unless its key is held or its name has a
+	// concurrency or a rate limit (one probe of ax_names' primary key).
 	triggerSQL = `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = ?,
 		attempt = attempt + (CASE status WHEN 'FAILED' THEN 1 ELSE 0 END),
 		finished_at = NULL, dispatched_at = ?, triggered_at = ?, updated_at = ?
 		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0
 			AND (task_key = '' OR overlap = 'allow' OR ` + keyFree + `)
 			AND NOT EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
-				AND p.concurrency > 0)
+				AND (p.concurrency > 0 OR p.rate > 0))
 		RETURNING ` + taskColumns
 	// holderSQL names the task holding one key of a namespace (ax_tasks_ns_key_holder).
 	holderSQL = `SELECT MIN(id) FROM ax_tasks WHERE namespace = ? AND task_key = ? AND ` + holding
-	// limitSQL reads a name's concurrency limit (ax_names' primary key).
-	limitSQL = `SELECT concurrency FROM ax_names WHERE namespace = ? AND name = ?`
+	// limitSQL reads whether a name has a concurrency or a rate limit (ax_names'
+	// primary key).
+	limitSQL = `SELECT concurrency > 0 OR rate > 0 FROM ax_names WHERE namespace = ? AND name = ?`
 )
 
 // Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task with a key
 // and Overlap skip or queue is refused, with driverkit.KeyHeld, while another task holds
 // the key: the check is part of the UPDATE, under the writer lock Claim holds too.
-// A task whose name has a concurrency limit is made due instead, as MakeDue does, and
-// returned SCHEDULED: a claim applies the limit.
+// A task whose name has a concurrency or a rate limit is made due instead, as MakeDue
+// does, and returned SCHEDULED: a claim applies the limits.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("ax: sqlite: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
@@ -200,13 +201,13 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 			return t, store.ErrNotTriggerable, h.Int64, nil
 		}
 	}
-	var limit int
-	switch err := tx.QueryRowContext(ctx, limitSQL, s.ns, t.Name).Scan(&limit); {
+	var limited bool
+	switch err := tx.QueryRowContext(ctx, limitSQL, s.ns, t.Name).Scan(&limited); {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return nil, nil, 0, err
 	}
-	if limit == 0 { // cannot happen: the UPDATE saw a holder or a limit under the same lock
+	if !limited { // cannot happen: the UPDATE saw a holder or a limit under the same lock
 		return nil, nil, 0, fmt.Errorf("task %d is %s with a free key %q and no limit but was not triggered", id, t.Status, t.TaskKey)
 	}
 	seq, err := nextSeq(ctx, tx, 1)

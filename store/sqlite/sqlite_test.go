@@ -79,8 +79,8 @@ func TestMigrations(t *testing.T) {
 
 func TestMigrateFromV1(t *testing.T) {
 	t.Parallel()
-	if v := sqlite.SchemaVersion(); v != 15 {
-		t.Fatalf("SchemaVersion() = %d, want 15", v)
+	if v := sqlite.SchemaVersion(); v != 16 {
+		t.Fatalf("SchemaVersion() = %d, want 16", v)
 	}
 	path := filepath.Join(t.TempDir(), "ax.db")
 	if err := sqlite.MigrateTo(path, 1); err != nil {
@@ -107,8 +107,8 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("Open of a version 1 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 15 || want != 15 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 15, 15", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 16 || want != 16 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 16, 16", have, want, err)
 	}
 	for _, name := range []string{"ax_tasks_ns_key_holder", "ax_schedules", "ax_leader", "ax_nodes", "ax_tasks_ns_succeeded", "ax_stats", "ax_slot_gaps_schedule", "ax_leadership"} {
 		var n int
@@ -399,5 +399,164 @@ func TestMigrateFromV9KeepsOldRecords(t *testing.T) {
 	nodes, err := s.Nodes(t.Context(), time.Hour)
 	if err != nil || len(nodes) != 1 || nodes[0].ClockOffset != 0 {
 		t.Errorf("Nodes = %+v, %v; want node-9 with a zero ClockOffset", nodes, err)
+	}
+}
+
+// TestRateAcrossStores claims the tasks of a rate-limited name through two Stores
+// opened on one file, as two processes would: the claim times a claim reads and
+// writes back are exact because its transaction holds the file's write lock, so no
+// window of the period holds more claims than the rate, by the claims' own stamps
+// as the table keeps them.
+func TestRateAcrossStores(t *testing.T) {
+	t.Parallel()
+	const rate, per, tasks, workers = 3, 200 * time.Millisecond, 18, 6
+	path := filepath.Join(t.TempDir(), "ax.db")
+	var stores [2]*sqlite.Store
+	for i := range stores {
+		s, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := stores[1].SetRate(ctx, "rated", rate, per, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var nts []store.NewTask
+	for i := range tasks {
+		nts = append(nts, store.NewTask{Name: "rated", Key: fmt.Sprint(i), DueAt: time.Now().Add(-time.Hour)})
+	}
+	ins, err := stores[0].Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.Task.ID
+	}
+
+	var claimed atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			s := stores[w%2]
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for ctx.Err() == nil && claimed.Load() < tasks {
+				pick := make([]store.Claim, 1+rng.IntN(8))
+				for i := range pick {
+					pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: fmt.Sprintf("w%d-%d", w, rng.Uint64())}
+				}
+				res, err := s.Claim(ctx, store.Fence{}, pick)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, l := range res.Limited {
+					if l.Limit != rate || l.RetryAt.IsZero() {
+						errs <- fmt.Errorf("Limited %+v, want the rate %d and a RetryAt", l, rate)
+						return
+					}
+				}
+				claimed.Add(int64(len(res.Claimed)))
+				time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT dispatched_at FROM ax_tasks WHERE name = 'rated' AND status = 'DISPATCHING' ORDER BY dispatched_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []int64
+	for rows.Next() {
+		var us int64
+		if err := rows.Scan(&us); err != nil {
+			t.Fatal(err)
+		}
+		at = append(at, us)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(at) != tasks {
+		t.Fatalf("%d tasks claimed, want %d", len(at), tasks)
+	}
+	for i := range at {
+		j := i
+		for j < len(at) && at[j]-at[i] <= per.Microseconds() {
+			j++
+		}
+		if j-i > rate {
+			t.Fatalf("%d claims in the window [%d, +%v], over the rate of %d", j-i, at[i], per, rate)
+		}
+	}
+}
+
+// TestRateChanged: the claims recorded under a rate limit count toward the limit it
+// is changed to, and removing the limit forgets them.
+func TestRateChanged(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	if st, err := s.SetRate(ctx, "never", 0, time.Second, "test"); err != nil || *st != (store.NameState{Name: "never"}) {
+		t.Fatalf("SetRate(0) of a name never stored = %+v, %v; want its zero state", st, err)
+	}
+	if names, err := s.Names(ctx); err != nil || len(names) != 0 {
+		t.Fatalf("Names = %+v, %v; want none stored", names, err)
+	}
+	setRate := func(n int, per time.Duration) {
+		t.Helper()
+		if _, err := s.SetRate(ctx, "m", n, per, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var nts []store.NewTask
+	for i := range 4 {
+		nts = append(nts, store.NewTask{Name: "m", Key: fmt.Sprint(i), DueAt: time.Now().Add(-time.Hour)})
+	}
+	ins, err := s.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(i int) *store.ClaimResult {
+		t.Helper()
+		res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[i].Task.ID, ExecutionID: fmt.Sprint("e", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	setRate(2, time.Hour)
+	claim(0)
+	claim(1)
+	setRate(3, time.Hour)
+	if res := claim(2); len(res.Claimed) != 1 {
+		t.Fatalf("third claim under a rate raised to 3 = %+v, want it claimed", res)
+	}
+	if res := claim(3); len(res.Limited) != 1 || res.Limited[0].Limit != 3 {
+		t.Fatalf("fourth claim under a rate of 3 = %+v, want it Limited: the claims before the change count", res)
+	}
+	setRate(0, 0)
+	setRate(1, time.Hour)
+	if res := claim(3); len(res.Claimed) != 1 {
+		t.Fatalf("claim after the rate was removed and set again = %+v, want it claimed: the old claims forgotten", res)
 	}
 }
