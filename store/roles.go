@@ -305,11 +305,11 @@ type ScheduleKeeper interface {
 }
 
 // NameKeeper keeps what operators set per task name in a namespace (ax_names): whether
-// the name is paused, and its concurrency limit. A paused name's due tasks are not
+// the name is paused, its concurrency limit and its rate limit. A paused name's due tasks are not
 // claimed: Claim leaves them SCHEDULED and reports them Paused, so they wait, and
 // count as late, until the name is resumed. Trigger, an operator's own act, is not
-// held back. A limited name's tasks are claimed only while it has a free slot (see
-// Claim).
+// held back. A limited name's tasks are claimed only while it has a free slot and its
+// rate admits them (see Claim).
 type NameKeeper interface {
 	// PauseName pauses the task name in the view's namespace, recording by (who
 	// asked) and the store's time, and returns its state. Every Claim that begins

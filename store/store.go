@@ -173,7 +173,7 @@ type ClaimResult struct {
 	Skipped []Task    // now SKIPPED: their key was held and their Overlap is skip
 	Blocked []Blocked // still SCHEDULED and due, their key held and their Overlap queue: try again when it frees
 	Paused  []Due     // still SCHEDULED and due, their name paused (NameKeeper): left out until it is resumed
-	Limited []Limited // still SCHEDULED and due, their name at its concurrency limit: try again when a slot frees
+	Limited []Limited // still SCHEDULED and due, their name at its limit: try again when a slot frees or at RetryAt
 }
 
 // Limited is a due task waiting for a slot of its name's concurrency limit, or for
