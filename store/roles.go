@@ -105,7 +105,7 @@ type TaskWriter interface {
 	// task is Superseded. A task whose name has a concurrency limit is not moved to
 	// DISPATCHING, which could exceed the limit: Trigger makes it due as MakeDue does
 	// and returns it SCHEDULED, for a claim to apply the limit. So is one whose name
-	// has a rate limit.
+	// has a rate limit, or a key concurrency above 1 (its key free or not).
 	Trigger(ctx context.Context, id int64, executionID string) (*Task, error)
 
 	// MakeDue makes the SCHEDULED or FAILED task due now by the store's clock,
@@ -196,9 +196,13 @@ type Queue interface {
 	// (FinishedAt set, LastError naming the key and the task holding it) or left
 	// SCHEDULED and reported Blocked. A skipped task's LastError is exactly
 	// fmt.Sprintf("skipped: task key %q held by task %d", key, holderID). A task
-	// with Overlap allow ignores the key and takes no lock for it: it counts as a
-	// holder once claimed, but a claim racing with it is not serialised, so one key
-	// should not mix allow with the others.
+	// whose name has a key concurrency n above 1 (NameKeeper.SetKeyConcurrency) is
+	// claimed while fewer than n tasks with its key, of any name, are DISPATCHING or
+	// RUNNING, counting those the call claims; the others lose as above, their
+	// LastError naming the key's lowest holder. A task with Overlap allow ignores the
+	// key and takes no lock for it: it counts as a holder once claimed, but a claim
+	// racing with it is not serialised, so one key should not mix allow with the
+	// others.
 	//
 	// Claim is a leader-only write: it applies only if fence admits it (see [Fence]),
 	// checked in the claiming transaction, else it fails with ErrFenced.
@@ -342,6 +346,13 @@ type NameKeeper interface {
 	// changes nothing. n below 0 or above MaxRate, a per outside [MinRatePer,
 	// MaxRatePer] with n above 0, or invalid text as for PauseName, is ErrInvalid.
 	SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*NameState, error)
+
+	// SetKeyConcurrency sets how many of the name's tasks sharing a task key may be
+	// DISPATCHING or RUNNING at once (see Claim) — n of 0 or 1 restores the rule of
+	// one — recording by and the store's time, and returns its state. Every Claim
+	// that begins after it returns applies it. n below 0 or above MaxConcurrency, or
+	// invalid text as for PauseName, is ErrInvalid.
+	SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*NameState, error)
 
 	// Names returns the state of every name of the view's namespace that was ever
 	// paused or limited, by name, with the slots in use of each limited one

@@ -201,10 +201,14 @@ type NameState struct {
 	InFlight int
 	// Rate and Per are the name's rate limit: at most Rate of its tasks claimed in
 	// any window of Per, by the store's clock (see Claim); 0: no limit.
-	Rate      int
-	Per       time.Duration
-	ChangedBy string    // who changed it last
-	ChangedAt   time.Time // when, by the store's clock; zero for a name never changed
+	Rate int
+	Per  time.Duration
+	// KeyConcurrency is how many of the name's tasks that share a task key (with
+	// Overlap skip or queue) may be DISPATCHING or RUNNING at once; 0 or 1: one, the
+	// rule of task keys (see Claim).
+	KeyConcurrency int
+	ChangedBy      string    // who changed it last
+	ChangedAt      time.Time // when, by the store's clock; zero for a name never changed
 }
 
 // MaxConcurrency is the highest concurrency limit a name may have.

@@ -69,7 +69,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	held, used := s.holders(), s.inflight()
 	for _, r := range keyed {
 		t := &r.task
-		holder, busy := held[t.TaskKey]
+		h := held[t.TaskKey]
+		holder, busy := h.first, h.count >= max(s.keyConcurrency(t.Name), 1)
 		n, retryAt := s.admits(t.Name, used, now)
 		switch {
 		case serialised(t) && busy && t.Overlap == store.OverlapSkip:
@@ -83,7 +84,11 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, Name: t.Name, Limit: n, RetryAt: retryAt})
 		default:
 			if serialised(t) {
-				held[t.TaskKey] = t.ID
+				if h.count == 0 || t.ID < h.first {
+					h.first = t.ID
+				}
+				h.count++
+				held[t.TaskKey] = h
 			}
 			used[t.Name]++
 			s.started(t.Name, now)

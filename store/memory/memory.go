@@ -175,16 +175,26 @@ func (r *row) current(c change) bool {
 // skip or queue.
 func serialised(t *store.Task) bool { return t.TaskKey != "" && t.Overlap != store.OverlapAllow }
 
-// holders returns, for each task key, the lowest id of a task DISPATCHING or RUNNING
-// with it. The store keeps no index of keys: it scans, as a test store may.
-func (s *Store) holders() map[string]int64 {
-	held := make(map[string]int64)
+// keyHold is the tasks DISPATCHING or RUNNING with a task key: the lowest id, and how
+// many.
+type keyHold struct {
+	first int64
+	count int
+}
+
+// holders returns, for each task key, its holders. The store keeps no index of keys:
+// it scans, as a test store may.
+func (s *Store) holders() map[string]keyHold {
+	held := make(map[string]keyHold)
 	for _, r := range s.rows {
 		t := &r.task
 		if r.ns == s.ns && t.TaskKey != "" && (t.Status == store.Dispatching || t.Status == store.Running) {
-			if id, ok := held[t.TaskKey]; !ok || t.ID < id {
-				held[t.TaskKey] = t.ID
+			h := held[t.TaskKey]
+			if h.count == 0 || t.ID < h.first {
+				h.first = t.ID
 			}
+			h.count++
+			held[t.TaskKey] = h
 		}
 	}
 	return held

@@ -116,11 +116,51 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	return &c, nil
 }
 
-// limited reports whether the task name has a concurrency or a rate limit in the
-// view's namespace. The caller holds the lock.
+// limited reports whether the task name has a concurrency or a rate limit, or a key
+// concurrency above 1, in the view's namespace. The caller holds the lock.
 func (s *Store) limited(name string) bool {
 	st := s.names[nameKey{ns: s.ns, name: name}]
-	return st != nil && (st.Concurrency > 0 || st.Rate > 0)
+	return st != nil && (st.Concurrency > 0 || st.Rate > 0 || st.KeyConcurrency > 1)
+}
+
+// keyConcurrency returns the task name's key concurrency (0: one). The caller holds
+// the lock.
+func (s *Store) keyConcurrency(name string) int {
+	if st := s.names[nameKey{ns: s.ns, name: name}]; st != nil {
+		return st.KeyConcurrency
+	}
+	return 0
+}
+
+// SetKeyConcurrency sets how many of the task name's tasks sharing a key may run at
+// once. See [store.NameKeeper.SetKeyConcurrency].
+func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	op := fmt.Sprintf("ax: set key concurrency of name %q", name)
+	if err := checkConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if n == 1 {
+		n = 0 // the rule of one, stored as none
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer s.mu.Unlock()
+	k := nameKey{ns: s.ns, name: name}
+	st := s.names[k]
+	switch {
+	case st == nil && n == 0:
+		return &store.NameState{Name: name}, nil
+	case st == nil:
+		st = &store.NameState{Name: name}
+		s.names[k] = st
+	case st.KeyConcurrency == n:
+		c := *st
+		return &c, nil
+	}
+	st.KeyConcurrency, st.ChangedBy, st.ChangedAt = n, by, s.now()
+	c := *st
+	return &c, nil
 }
 
 // admits returns 0 when the task name admits one more claim at now, given its tasks

@@ -111,9 +111,13 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 	if r.task.Status != store.Scheduled && r.task.Status != store.Failed || r.task.Superseded {
 		return refusal(op, copyTask(&r.task), store.ErrNotTriggerable)
 	}
+	if s.keyConcurrency(r.task.Name) > 1 { // a claim applies its key's rule
+		s.makeDue(r)
+		return copyTask(&r.task), nil
+	}
 	if serialised(&r.task) {
-		if holder, held := s.holders()[r.task.TaskKey]; held {
-			return copyTask(&r.task), fmt.Errorf("%s: %w", op, &store.KeyHeldError{TaskKey: r.task.TaskKey, Holder: holder})
+		if h, held := s.holders()[r.task.TaskKey]; held {
+			return copyTask(&r.task), fmt.Errorf("%s: %w", op, &store.KeyHeldError{TaskKey: r.task.TaskKey, Holder: h.first})
 		}
 	}
 	if s.limited(r.task.Name) { // a claim applies the name's limits

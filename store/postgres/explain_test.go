@@ -202,7 +202,7 @@ func TestExplain(t *testing.T) {
 		// DISPATCHING and RUNNING, not through the business key, which holds the
 		// name's finished tasks too.
 		{"limits and tasks in flight (Claim of a limited name)", limitsSQL, []any{[]string{"report"}, ns}, "ax_tasks_running_heartbeat", false, false},
-		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs, nil}, "ax_tasks_key_held", false, false},
+		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs, nil, fill(len(keyedIDs), int32(1))}, "ax_tasks_key_held", false, false},
 		{"duplicates (Insert's read of 20 existing keys)", lookupManySQL, []any{fill(20, "order.close"), dupKeys, ns}, "ax_tasks_name_key", false, false},
 		{"business key (Lookup)", lookupSQL, []any{"order.close", "order-4242", ns}, "ax_tasks_name_key", false, false},
 		{"task stats (TaskStats)", taskStatsSQL, []any{now, ns}, "ax_tasks_scheduled_due", true, false},

@@ -25,12 +25,16 @@ const pausedName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND
 
 // heldName is pausedName for a name paused or limited: a claim statement leaves such a
 // name's tasks alone. Its first EXISTS, too, is evaluated once per statement.
-const heldName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND (p.paused OR p.concurrency > 0 OR p.rate > 0))
-		AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.paused OR p.concurrency > 0 OR p.rate > 0)))`
+const heldName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND (p.paused OR ` + nameLimits + `))
+		AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.paused OR ` + nameLimits + `)))`
 
-// limitedName is true, over ax_tasks t of namespace $3, when t's name has a
-// concurrency or a rate limit.
-const limitedName = `EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.concurrency > 0 OR p.rate > 0))`
+// nameLimits is true of a row p of ax_names with a limit the claim applies under the
+// name's lock: a concurrency or a rate limit, or a key concurrency above one.
+const nameLimits = `p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1`
+
+// limitedName is true, over ax_tasks t of namespace $3, when t's name has a limit
+// (nameLimits).
+const limitedName = `EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (` + nameLimits + `))`
 
 const (
 	// pauseNameSQL pauses name $2 of namespace $1 for $3, unless it is paused.
@@ -61,7 +65,14 @@ const (
 	// nameSQL reads the state of name $2 of namespace $1.
 	nameSQL = `SELECT ` + nameCols + ` FROM ax_names WHERE namespace = $1 AND name = $2`
 	// nameCols are the columns scanNameState reads.
-	nameCols = `name, paused, concurrency, rate, rate_per_us, changed_by, changed_at`
+	nameCols = `name, paused, concurrency, rate, rate_per_us, key_concurrency, changed_by, changed_at`
+	// setKeyConcurrencySQL sets the key concurrency of name $2 of namespace $1 to $4
+	// for $3, unless it has it; a name never stored is stored only for one above 0.
+	setKeyConcurrencySQL = `INSERT INTO ax_names AS n (namespace, name, key_concurrency, changed_by, changed_at)
+		SELECT $1, $2, $4, $3, clock_timestamp()
+		WHERE $4::int > 0 OR EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2)
+		ON CONFLICT (namespace, name) DO UPDATE SET key_concurrency = $4, changed_by = $3, changed_at = clock_timestamp()
+			WHERE n.key_concurrency <> $4`
 )
 
 // PauseName pauses the task name in the view's namespace (see store.NameKeeper).
@@ -156,9 +167,10 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	return st, nil
 }
 
-// nameLimitedSQL answers whether name $2 of namespace $1 has a concurrency or a rate
-// limit.
-const nameLimitedSQL = `SELECT EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2 AND (concurrency > 0 OR rate > 0))`
+// nameLimitedSQL reads whether name $2 of namespace $1 has a concurrency or a rate
+// limit, and whether it has a key concurrency above one.
+const nameLimitedSQL = `SELECT COALESCE(bool_or(concurrency > 0 OR rate > 0), false), COALESCE(bool_or(key_concurrency > 1), false)
+	FROM ax_names WHERE namespace = $1 AND name = $2`
 
 // SetRate sets the task name's rate limit in the view's namespace (see
 // store.NameKeeper). Claims of the name serialise on its advisory lock (claimKeyed),
@@ -193,19 +205,51 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	return st, nil
 }
 
-// nameLimitedIn reports whether the task name has a concurrency limit in the view's
-// namespace, read in q's transaction.
-func (s *Store) nameLimitedIn(ctx context.Context, q txQuerier, name string) (bool, error) {
-	var limited bool
-	err := q.query(ctx, nameLimitedSQL, []any{s.ns, name}, func(rows txRows) error {
+// nameLimitedIn reads nameLimitedSQL for the task name in the view's namespace, in
+// q's transaction.
+func (s *Store) nameLimitedIn(ctx context.Context, q txQuerier, name string) (limited, keys bool, err error) {
+	err = q.query(ctx, nameLimitedSQL, []any{s.ns, name}, func(rows txRows) error {
 		for rows.Next() {
-			if err := rows.Scan(&limited); err != nil {
+			if err := rows.Scan(&limited, &keys); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	return limited, err
+	return limited, keys, err
+}
+
+// SetKeyConcurrency sets how many of the task name's tasks sharing a key may run at
+// once, in the view's namespace (see store.NameKeeper); 1 is stored as 0, the rule
+// of one. Claims of keys serialise on the keys' advisory locks, and read it there.
+func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("ax: postgres: set key concurrency of name %q: %w", name, err)
+	}
+	if n == 1 {
+		n = 0
+	}
+	st := &store.NameState{Name: name}
+	err := s.tx(ctx, "set key concurrency", func(b *pgx.Batch) {
+		b.Queue(setKeyConcurrencySQL, s.ns, name, by, n)
+		b.Queue(nameSQL, s.ns, name)
+	}, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		got, err := scanNameState(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // never stored, and the rule of one
+		}
+		if err == nil {
+			st = got
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // namesSQL reads every name of namespace $1, with the tasks in flight of each limited
@@ -232,7 +276,7 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 		var at time.Time
 		var inFlight int64
 		var perUS int64
-		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, &at, &inFlight); err != nil {
+		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, &at, &inFlight); err != nil {
 			return nil, s.wrap("list names", err)
 		}
 		st.ChangedAt, st.InFlight, st.Per = at.UTC(), int(inFlight), time.Duration(perUS)*time.Microsecond
@@ -248,7 +292,7 @@ func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
 	var at time.Time
 	var perUS int64
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, &at); err != nil {
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, &at); err != nil {
 		return nil, err
 	}
 	st.ChangedAt, st.Per = at.UTC(), time.Duration(perUS)*time.Microsecond

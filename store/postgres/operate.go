@@ -193,22 +193,26 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 		return nil, fmt.Errorf("ax: postgres: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
 	}
 	t, ok, err := s.transition(ctx, "trigger", triggerSQL, []any{id, executionID, s.ns}, getSQL, []any{id, s.ns})
-	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
+	if err != nil || ok || t == nil || t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
+		return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
+	}
+	// Refused: its key, or a limit of its name, which a claim applies.
+	var limited, keys bool
+	if err := s.pool.QueryRow(ctx, nameLimitedSQL, s.ns, t.Name).Scan(&limited, &keys); err != nil {
+		return nil, s.wrap("trigger", err)
+	}
+	if keys { // its name admits several tasks per key: the claim counts them
+		return s.MakeDue(ctx, id)
+	}
+	if keyed(t) {
 		var holder int64
 		t, ok, holder, err = s.triggerKeyed(ctx, id, executionID, t.TaskKey)
 		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {
 			return driverkit.KeyHeld(triggerOp(id), t, holder)
 		}
 	}
-	if err == nil && !ok && t != nil && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
-		// Refused with its key free: its name may have a limit, which a claim applies.
-		var limited bool
-		if err := s.pool.QueryRow(ctx, nameLimitedSQL, s.ns, t.Name).Scan(&limited); err != nil {
-			return nil, s.wrap("trigger", err)
-		}
-		if limited {
-			return s.MakeDue(ctx, id)
-		}
+	if err == nil && !ok && limited && t != nil && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
+		return s.MakeDue(ctx, id)
 	}
 	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
 }
@@ -260,35 +264,35 @@ func (s *Store) triggerIn(ctx context.Context, q txQuerier, id int64, executionI
 	const op = "trigger in transaction"
 	args, read := []any{id, executionID, s.ns}, []any{id, s.ns}
 	t, ok, err := s.transitionIn(ctx, q, op, triggerSQL, args, getSQL, read)
-	if err == nil && !ok && t != nil && keyed(t) && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
+	if err != nil || ok || t == nil || t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
+		return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
+	}
+	limited, keys, err := s.nameLimitedIn(ctx, q, t.Name) // refused: see Trigger
+	if err != nil {
+		return nil, s.wrap(op, err)
+	}
+	if keys {
+		return s.makeDueIn(ctx, q, op, id)
+	}
+	if keyed(t) {
 		if err := q.exec(ctx, keyLockSQL, s.keyLock, []int32{keyLockID(s.ns, t.TaskKey)}); err != nil {
 			return nil, s.wrap(op, err)
 		}
-		var holder int64
-		if err := q.query(ctx, holdersSQL, []any{[]string{t.TaskKey}, s.ns}, func(rows txRows) error {
-			for rows.Next() {
-				var key string
-				if err := rows.Scan(&key, &holder); err != nil {
-					return err
-				}
-			}
-			return nil
+		var held map[string]driverkit.KeyHold
+		if err := q.query(ctx, holdersSQL, []any{[]string{t.TaskKey}, s.ns}, func(rows txRows) (err error) {
+			held, err = scanHolders(rows)
+			return err
 		}); err != nil {
 			return nil, s.wrap(op, err)
 		}
+		holder := held[t.TaskKey].First
 		t, ok, err = s.transitionIn(ctx, q, op, triggerKeyedSQL, args, getSQL, read)
 		if err == nil && !ok && t != nil && holder != 0 && (t.Status == store.Scheduled || t.Status == store.Failed) {
 			return driverkit.KeyHeld(triggerOp(id), t, holder)
 		}
 	}
-	if err == nil && !ok && t != nil && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
-		limited, err := s.nameLimitedIn(ctx, q, t.Name) // refused with its key free: see Trigger
-		if err != nil {
-			return nil, s.wrap(op, err)
-		}
-		if limited {
-			return s.makeDueIn(ctx, q, op, id)
-		}
+	if err == nil && !ok && limited && t != nil && (t.Status == store.Scheduled || t.Status == store.Failed) && !t.Superseded {
+		return s.makeDueIn(ctx, q, op, id)
 	}
 	return moved(triggerOp(id), t, ok, err, store.ErrNotTriggerable)
 }

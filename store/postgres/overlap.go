@@ -80,8 +80,9 @@ const (
 	keyLockSQL = `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k`
 
 	// holdersSQL returns, for the given keys of namespace $2, the lowest id of a task
-	// holding each: the ax_tasks_key_held index holds exactly the candidates.
-	holdersSQL = `SELECT t.task_key, min(t.id) FROM ax_tasks t
+	// holding each, and how many do: the ax_tasks_key_held index holds exactly the
+	// candidates.
+	holdersSQL = `SELECT t.task_key, min(t.id), count(*) FROM ax_tasks t
 		WHERE t.namespace = $2 AND t.task_key = ANY($1::text[]) AND t.task_key <> '' AND t.status IN ('DISPATCHING', 'RUNNING')
 		GROUP BY t.task_key`
 
@@ -93,19 +94,21 @@ const (
 		WHERE t.id = ANY($1::bigint[]) AND t.namespace || '' = $2 AND t.status || '' = 'SCHEDULED'
 		ORDER BY t.id FOR NO KEY UPDATE OF t`
 
-	// keyedClaimSQL claims the winners ResolveKeys chose. The NOT EXISTS repeats the
+	// keyedClaimSQL claims the winners ResolveKeys chose. The count of the key's
+	// holders below the winner's admits (its name's key concurrency, at least one;
+	// counted up to it, so that one admitted costs what NOT EXISTS did) repeats the
 	// key's rule inside the write: under the key's lock it holds unless a task of the
 	// namespace with the key and Overlap allow was claimed meanwhile (allow tasks take
 	// no lock). A name's limit is not repeated: every claim of a limited name's task
 	// runs here, under the name's lock.
 	keyedClaimSQL = `WITH ts AS (SELECT COALESCE($3::timestamptz, clock_timestamp()) AS now),
-		c AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS c(id, eid))
+		c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $4::int[]) AS c(id, eid, admits))
 		UPDATE ax_tasks t SET status = 'DISPATCHING', execution_id = c.eid, dispatched_at = ts.now, updated_at = ts.now
 		FROM c, ts
 		WHERE t.id = c.id AND t.status || '' = 'SCHEDULED' AND t.due_at <= ts.now
-			AND (t.overlap = 'allow' OR NOT EXISTS (SELECT 1 FROM ax_tasks o
+			AND (t.overlap = 'allow' OR (SELECT count(*) FROM (SELECT 1 FROM ax_tasks o
 				WHERE o.namespace = t.namespace AND o.task_key = t.task_key AND o.task_key <> ''
-					AND o.status IN ('DISPATCHING', 'RUNNING')))
+					AND o.status IN ('DISPATCHING', 'RUNNING') LIMIT c.admits) h) < c.admits)
 		RETURNING ` + taskCols
 
 	// limitsSQL reads, under the names' locks, the limits of each of the names $1 of
@@ -119,8 +122,8 @@ const (
 	limitsSQL = `SELECT n.name, n.concurrency, CASE WHEN n.concurrency > 0 THEN
 			(SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'DISPATCHING' AND t.name || '' = n.name)
 			+ (SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'RUNNING' AND t.name || '' = n.name) ELSE 0 END,
-			n.rate, n.rate_per_us, n.rate_starts, statement_timestamp()
-		FROM ax_names n WHERE n.namespace = $2 AND n.name = ANY($1::text[]) AND (n.concurrency > 0 OR n.rate > 0)`
+			n.rate, n.rate_per_us, n.rate_starts, n.key_concurrency, statement_timestamp()
+		FROM ax_names n WHERE n.namespace = $2 AND n.name = ANY($1::text[]) AND (n.concurrency > 0 OR n.rate > 0 OR n.key_concurrency > 1)`
 
 	// startsSQL records the claim times of the rate-limited names $2 of namespace $1
 	// (driverkit.EncodeStarts), in the claim's transaction, under their locks.
@@ -138,20 +141,27 @@ const (
 )
 
 // readHolders reads the rows of holdersSQL.
-func readHolders(br pgx.BatchResults) (map[string]int64, error) {
+func readHolders(br pgx.BatchResults) (map[string]driverkit.KeyHold, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	held := map[string]int64{}
+	return scanHolders(rows)
+}
+
+// scanHolders reads rows of holdersSQL.
+func scanHolders(rows txRows) (map[string]driverkit.KeyHold, error) {
+	held := map[string]driverkit.KeyHold{}
 	for rows.Next() {
 		var key string
-		var id int64
-		if err := rows.Scan(&key, &id); err != nil {
+		var h driverkit.KeyHold
+		var n int64
+		if err := rows.Scan(&key, &h.First, &n); err != nil {
 			return nil, err
 		}
-		held[key] = id
+		h.Count = int(n)
+		held[key] = h
 	}
 	return held, rows.Err()
 }
@@ -168,15 +178,16 @@ func readLimits(br pgx.BatchResults) (map[string]*driverkit.NameLimit, time.Time
 	var now time.Time
 	for rows.Next() {
 		var (
-			name              string
-			concurrency, rate int32
-			inFlight, perUS   int64
-			starts            []byte
+			name                    string
+			concurrency, rate, keys int32
+			inFlight, perUS         int64
+			starts                  []byte
 		)
-		if err := rows.Scan(&name, &concurrency, &inFlight, &rate, &perUS, &starts, &now); err != nil {
+		if err := rows.Scan(&name, &concurrency, &inFlight, &rate, &perUS, &starts, &keys, &now); err != nil {
 			return nil, time.Time{}, err
 		}
-		n := &driverkit.NameLimit{Concurrency: int(concurrency), InFlight: int(inFlight), Rate: int(rate), Per: time.Duration(perUS) * time.Microsecond}
+		n := &driverkit.NameLimit{Concurrency: int(concurrency), InFlight: int(inFlight), Rate: int(rate),
+			Per: time.Duration(perUS) * time.Microsecond, KeyConcurrency: int(keys)}
 		if n.Starts, err = driverkit.DecodeStarts(starts); err != nil {
 			return nil, time.Time{}, fmt.Errorf("name %q: %w", name, err)
 		}
@@ -236,7 +247,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 	err := s.steps(ctx, "claim", func(r round) error {
 		claimed, skipped, notDue, blocked, limited = nil, nil, nil, nil, nil
 		var due []driverkit.Keyed
-		var holders map[string]int64
+		var holders map[string]driverkit.KeyHold
 		var names map[string]*driverkit.NameLimit
 		var now time.Time
 		err := r(false, func(b *pgx.Batch) {
@@ -310,11 +321,14 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 		}
 		return r(true, func(b *pgx.Batch) {
 			chunks(win, func(part []driverkit.Keyed) {
-				wids, weids := make([]int64, len(part)), make([]string, len(part))
+				wids, weids, admits := make([]int64, len(part)), make([]string, len(part)), make([]int32, len(part))
 				for i, k := range part {
-					wids[i], weids[i] = k.ID, eids[k.ID]
+					wids[i], weids[i], admits[i] = k.ID, eids[k.ID], 1
+					if n := names[k.Name]; n != nil && n.KeyConcurrency > 1 {
+						admits[i] = int32(n.KeyConcurrency)
+					}
 				}
-				b.Queue(keyedClaimSQL, wids, weids, at)
+				b.Queue(keyedClaimSQL, wids, weids, at, admits)
 			})
 			chunks(skip, func(part []driverkit.Keyed) {
 				sids, reasons := make([]int64, len(part)), make([]string, len(part))
@@ -397,7 +411,7 @@ func (s *Store) triggerKeyed(ctx context.Context, id int64, executionID, taskKey
 		if err != nil {
 			return err
 		}
-		holder = held[taskKey]
+		holder = held[taskKey].First
 		t, applied, err = readTransition(br)
 		return err
 	})

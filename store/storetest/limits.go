@@ -24,6 +24,8 @@ var limitTests = []test{
 	{"RateWindow", testRateWindow},
 	{"RateStates", testRateStates},
 	{"RateRace", testRateRace},
+	{"KeyConcurrency", testKeyConcurrency},
+	{"KeyConcurrencyRace", testKeyConcurrencyRace},
 }
 
 // setConcurrency sets name's limit to n and checks the state it answers.
@@ -492,5 +494,110 @@ func testRateRace(e *env) {
 	}
 	if len(claims) != tasks {
 		e.t.Errorf("%d claims, want %d: each task once", len(claims), tasks)
+	}
+}
+
+// A name's key concurrency n lets n of its tasks sharing a key run at once, the
+// first in due order; the next is blocked or skipped by its policy, naming the key's
+// lowest holder; a key's holders of other names count; Trigger makes such a task due.
+func testKeyConcurrency(e *env) {
+	st, err := e.s.SetKeyConcurrency(e.ctx, "export", 2, "alice")
+	if err != nil || st.KeyConcurrency != 2 || st.ChangedBy != "alice" {
+		e.t.Fatalf("SetKeyConcurrency = %+v, %v; want 2 by alice", st, err)
+	}
+	base := e.past()
+	a := e.nameTask("export", e.keyed(base, "cust-1", store.OverlapQueue))
+	b := e.nameTask("export", e.keyed(base.Add(time.Second), "cust-1", store.OverlapQueue))
+	c := e.nameTask("export", e.keyed(base.Add(2*time.Second), "cust-1", store.OverlapQueue))
+	d := e.nameTask("export", e.keyed(base.Add(3*time.Second), "cust-1", store.OverlapSkip))
+	other := e.nameTask("export", e.keyed(base.Add(4*time.Second), "cust-2", store.OverlapQueue))
+	res := e.claimAll(d.ID, c.ID, b.ID, a.ID, other.ID)
+	if got := taskIDs(res.Claimed); !slices.Equal(got, sortedIDs([]int64{a.ID, b.ID, other.ID})) {
+		e.t.Fatalf("claimed %v, want the two due first of cust-1 and the one of cust-2", got)
+	}
+	if got := blockedIDs(res); !slices.Equal(got, []int64{c.ID}) {
+		e.t.Errorf("Blocked = %v, want %d", got, c.ID)
+	}
+	if len(res.Skipped) != 1 || res.Skipped[0].ID != d.ID || res.Skipped[0].LastError != fmt.Sprintf("skipped: task key %q held by task %d", "cust-1", a.ID) {
+		e.t.Errorf("Skipped = %+v, want %d, naming holder %d", res.Skipped, d.ID, a.ID)
+	}
+	// A holder of another name, with the rule of one, finds the key held.
+	mail := e.nameTask("mail", e.keyed(base, "cust-2", store.OverlapQueue))
+	if res := e.claimAll(mail.ID); len(res.Blocked) != 1 {
+		e.t.Errorf("Claim of another name's task of a key held once = %+v, want it Blocked: its name admits one", res)
+	}
+	var held store.Task
+	for _, t := range res.Claimed {
+		if t.ID == a.ID {
+			held = t
+		}
+	}
+	e.start(&held)
+	e.finish(store.Finish{TaskID: a.ID, ExecutionID: held.ExecutionID, Status: store.Succeeded})
+	if res := e.claimAll(c.ID); len(res.Claimed) != 1 {
+		e.t.Errorf("Claim after a holder finished = %+v, want it claimed", res)
+	}
+	later := e.nameTask("export", e.keyed(e.future(), "cust-3", store.OverlapQueue))
+	if got, err := e.s.Trigger(e.ctx, later.ID, newExecID()); err != nil || got.Status != store.Scheduled {
+		e.t.Errorf("Trigger of a task whose name has a key concurrency = %+v, %v; want it made due", got, err)
+	}
+	if st, err := e.s.SetKeyConcurrency(e.ctx, "export", 1, "alice"); err != nil || st.KeyConcurrency != 0 {
+		e.t.Errorf("SetKeyConcurrency(1) = %+v, %v; want the rule of one, stored as 0", st, err)
+	}
+	if _, err := e.s.SetKeyConcurrency(e.ctx, "export", -1, "alice"); !errors.Is(err, store.ErrInvalid) {
+		e.t.Errorf("SetKeyConcurrency(-1) error = %v, want ErrInvalid", err)
+	}
+}
+
+// Claimers racing never leave more tasks of one key in flight than the name's key
+// concurrency.
+func testKeyConcurrencyRace(e *env) {
+	const keys, perKey, workers, admits = 3, 20, 8, 2
+	if _, err := e.s.SetKeyConcurrency(e.ctx, "race", admits, "alice"); err != nil {
+		e.t.Fatal(err)
+	}
+	var nts []store.NewTask
+	for k := range keys {
+		for i := range perKey {
+			nt := e.keyed(e.past().Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("race-%d", k), store.OverlapQueue)
+			nt.Name = "race"
+			nts = append(nts, nt)
+		}
+	}
+	ids := taskIDs(derefTasks(e.insert(nts...)))
+	var active [keys]atomic.Int32
+	var violations, done atomic.Int64
+	seed := e.seed()
+	e.race(workers, stuckAfter, "key concurrency race workers", func(w int) error {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		for e.ctx.Err() == nil && done.Load() < int64(len(ids)) {
+			pick := make([]store.Claim, 1+rng.IntN(12))
+			for i := range pick {
+				pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: newExecID()}
+			}
+			res, err := e.s.Claim(e.ctx, store.Fence{}, pick)
+			if err != nil {
+				return fmt.Errorf("Claim: %w", err)
+			}
+			for _, t := range res.Claimed {
+				a := &active[t.TaskKey[len("race-")]-'0']
+				if a.Add(1) > admits {
+					violations.Add(1)
+				}
+				if _, err := e.s.Start(e.ctx, store.Fence{}, []store.StartParams{{TaskID: t.ID, ExecutionID: t.ExecutionID, Name: t.Name, Node: "race"}}); err != nil {
+					return fmt.Errorf("Start: %w", err)
+				}
+				a.Add(-1)
+				ok, err := e.s.Finish(e.ctx, store.Fence{}, []store.Finish{{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded}})
+				if err != nil || !ok[0] {
+					return fmt.Errorf("Finish = %v, %w", ok, err)
+				}
+				done.Add(1)
+			}
+		}
+		return nil
+	})
+	if n := violations.Load(); n != 0 {
+		e.t.Fatalf("%d claims found their key held by %d tasks already", n, admits)
 	}
 }

@@ -76,12 +76,22 @@ type Keyed struct {
 // keyRestricts reports whether k's key restricts it: a key, and Overlap skip or queue.
 func (k *Keyed) keyRestricts() bool { return k.TaskKey != "" && k.Overlap != store.OverlapAllow }
 
+// KeyHold is what a Claim read, under a key's lock, of the tasks holding the key
+// (DISPATCHING or RUNNING with it): the lowest id among them, and how many there are.
+type KeyHold struct {
+	First int64
+	Count int
+}
+
 // NameLimit is what a Claim read, under the name's lock, of a task name's limits.
 type NameLimit struct {
-	Concurrency int // 0: none
-	InFlight    int // the name's tasks DISPATCHING or RUNNING
-	Rate        int // 0: none
-	Per         time.Duration
+	// KeyConcurrency is how many tasks sharing a key the name's tasks admit (0, 1:
+	// one); read with the others, but under the key's lock, not the name's.
+	KeyConcurrency int
+	Concurrency    int // 0: none
+	InFlight       int // the name's tasks DISPATCHING or RUNNING
+	Rate           int // 0: none
+	Per            time.Duration
 	// Starts are the times of the name's last claims (at most Rate), ascending, as
 	// stored with the name (DecodeStarts). ResolveKeys adds its winners' and keeps
 	// the last Rate: the driver writes them back when Changed.
@@ -121,14 +131,15 @@ func (n *NameLimit) take(now time.Time) {
 
 // ResolveKeys applies the overlap rule and the names' limits to the tasks a Claim
 // asked for that they restrict, given what was read under the keys' and the names'
-// locks: the holders of their keys (key → id of the task DISPATCHING or RUNNING with
-// it) and the names' limits (a name missing has none), at now, the claim's time by
-// the store's clock (microseconds), which its winners' DispatchedAt must be. In
-// (DueAt, ID) order, a task whose key is held loses to the holder (or an earlier
-// winner) and is skipped or blocked by its Overlap; else a task whose name admits no
-// claim (no free slot, or its rate's window full) is limited; else it wins, holding
-// its key, a slot and a start. Each list is in id order; names records the winners.
-func ResolveKeys(tasks []Keyed, holders map[string]int64, names map[string]*NameLimit, now time.Time) (claim, skip, block, limited []Keyed) {
+// locks: the holders of their keys (a key missing is free) and the names' limits (a
+// name missing has none), at now, the claim's time by the store's clock
+// (microseconds), which its winners' DispatchedAt must be. In (DueAt, ID) order, a
+// task whose key is held by as many tasks as its name admits (its KeyConcurrency, at
+// least one) loses to the key's first holder and is skipped or blocked by its
+// Overlap; else a task whose name admits no claim (no free slot, or its rate's window
+// full) is limited; else it wins, holding its key, a slot and a start. Each list is
+// in id order; names records the winners.
+func ResolveKeys(tasks []Keyed, holders map[string]KeyHold, names map[string]*NameLimit, now time.Time) (claim, skip, block, limited []Keyed) {
 	sorted := slices.Clone(tasks)
 	slices.SortFunc(sorted, func(a, b Keyed) int {
 		if c := a.DueAt.Compare(b.DueAt); c != 0 {
@@ -138,11 +149,16 @@ func ResolveKeys(tasks []Keyed, holders map[string]int64, names map[string]*Name
 	})
 	held := maps.Clone(holders)
 	if held == nil {
-		held = map[string]int64{}
+		held = map[string]KeyHold{}
 	}
 	for _, k := range sorted {
-		holder, busy := held[k.TaskKey]
 		n := names[k.Name]
+		hold := held[k.TaskKey]
+		admits := 1
+		if n != nil && n.KeyConcurrency > 1 {
+			admits = n.KeyConcurrency
+		}
+		holder, busy := hold.First, hold.Count >= admits
 		switch {
 		case k.keyRestricts() && busy && k.Overlap == store.OverlapSkip:
 			k.Holder = holder
@@ -162,7 +178,11 @@ func ResolveKeys(tasks []Keyed, holders map[string]int64, names map[string]*Name
 			n.take(now)
 		}
 		if k.keyRestricts() {
-			held[k.TaskKey] = k.ID
+			if hold.Count == 0 || k.ID < hold.First {
+				hold.First = k.ID
+			}
+			hold.Count++
+			held[k.TaskKey] = hold
 		}
 		claim = append(claim, k)
 	}
