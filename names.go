@@ -106,7 +106,7 @@ func (s *Scheduler) storeLimits(ctx context.Context) error {
 	s.mu.Lock()
 	hs := make(map[string]*handler)
 	for name, h := range s.handlers {
-		if h.concurrency > 0 || h.rate != nil {
+		if h.limited() {
 			hs[name] = h
 		}
 	}
@@ -118,6 +118,9 @@ func (s *Scheduler) storeLimits(ctx context.Context) error {
 	}
 	return nil
 }
+
+// limited reports whether h was registered with a limit for its name.
+func (h *handler) limited() bool { return h.concurrency > 0 || h.rate != nil || h.keyConc > 0 }
 
 // storeLimitsOf stores the limits h was registered with for name.
 func (s *Scheduler) storeLimitsOf(ctx context.Context, name string, h *handler) error {
@@ -131,7 +134,28 @@ func (s *Scheduler) storeLimitsOf(ctx context.Context, name string, h *handler) 
 			return fmt.Errorf("name %q: %w", name, err)
 		}
 	}
+	if h.keyConc > 0 {
+		if _, err := s.st.SetKeyConcurrency(ctx, name, h.keyConc, s.cfg.Node); err != nil {
+			return fmt.Errorf("name %q: %w", name, err)
+		}
+	}
 	return nil
+}
+
+// SetKeyConcurrency lets n of the task name's tasks that share a task key run at
+// once on every scheduler of the namespace (n of 0 or 1 restores the rule of one),
+// stored so that every replica agrees. A key's tasks of other names count among its
+// holders; each name admits its own n. The check is part of the claiming write, as
+// for every task key. A WithKeyConcurrency in the code is stored again at each
+// Start. n outside 0 to MaxConcurrency is ErrInvalid. WithActor names who sets it
+// (default Config.Node).
+func (s *Scheduler) SetKeyConcurrency(ctx context.Context, name string, n int, opts ...NameOption) (*NameState, error) {
+	if n < 0 || n > MaxConcurrency {
+		return nil, errorf("ax: set key concurrency of name %q: %d, want 0 to %d: %w", name, n, MaxConcurrency, ErrInvalid)
+	}
+	return s.setName(ctx, "set key concurrency of", name, opts, func(ctx context.Context, name, by string) (*store.NameState, error) {
+		return s.st.SetKeyConcurrency(ctx, name, n, by)
+	})
 }
 
 func (s *Scheduler) setName(ctx context.Context, verb, name string, opts []NameOption,

@@ -21,7 +21,8 @@ import (
 //	WithMaxSnoozes   ✓
 //	WithConcurrency  ✓
 //	WithRate         ✓
-//	WithActor        (Cancel, PauseName, ResumeName, SetConcurrency, SetRate)
+//	WithKeyConcurrency ✓
+//	WithActor        (Cancel, PauseName, ResumeName, SetConcurrency, SetRate, SetKeyConcurrency)
 //	WithTx                        ✓
 //	WithTaskKey                   ✓
 //	WithTimeZone                                     ✓   (Cron only)
@@ -137,6 +138,7 @@ type options struct {
 	maxSnoozes  *int
 	concurrency *int
 	rate        *rateLimit
+	keyConc     *int
 	actor       *string
 	backoff     func(attempt int) time.Duration
 	hasBackoff  bool
@@ -269,6 +271,21 @@ func WithRate(n int, per time.Duration) HandlerOption {
 			return
 		}
 		o.rate = &rateLimit{n: n, per: per}
+	})
+}
+
+// WithKeyConcurrency lets n of the handler's tasks that share a task key
+// (WithTaskKey, with Overlap queue or skip) run at once, across every scheduler of
+// the namespace, instead of one: "at most 2 exports per customer" (see
+// SetKeyConcurrency, which this stores). Start stores it, and a Handle after Start
+// at once. n must be 1 to MaxConcurrency.
+func WithKeyConcurrency(n int) HandlerOption {
+	return handlerOnly(func(o *options) {
+		if n < 1 || n > MaxConcurrency {
+			o.invalid("KeyConcurrency", "must be 1 to %d (%d)", MaxConcurrency, n)
+			return
+		}
+		o.keyConc = &n
 	})
 }
 

@@ -85,6 +85,7 @@ type handler struct {
 	unique      Unique
 	concurrency int              // WithConcurrency; 0: none set in the code
 	rate        *rateLimit       // WithRate; nil: none set in the code
+	keyConc     int              // WithKeyConcurrency; 0: none set in the code
 	exec        *execute.Handler // Run, Timeout, Backoff
 }
 
@@ -230,9 +231,9 @@ func inNamespace(st Store, ns string) (Store, error) {
 }
 
 // Handle registers h for tasks named name, with opts as the defaults for those tasks
-// (WithMaxRetry, WithBackoff, WithTimeout, WithMaxSnoozes), and WithConcurrency and
-// WithRate, limits for the name stored for every scheduler (see SetConcurrency,
-// SetRate). It may be called before or after Start;
+// (WithMaxRetry, WithBackoff, WithTimeout, WithMaxSnoozes), and WithConcurrency,
+// WithRate and WithKeyConcurrency, limits for the name stored for every scheduler
+// (see SetConcurrency, SetRate, SetKeyConcurrency). It may be called before or after Start;
 // registering a name twice replaces the handler. An empty name, a nil handler or an
 // invalid option value panics, like http.Handle: these are programming errors.
 func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
@@ -269,6 +270,9 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 		hd.concurrency = *o.concurrency
 	}
 	hd.rate = o.rate
+	if o.keyConc != nil {
+		hd.keyConc = *o.keyConc
+	}
 	s.mu.Lock()
 	_, replaced := s.handlers[name]
 	s.handlers[name] = hd
@@ -277,7 +281,7 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	}
 	started := s.run != nil
 	s.mu.Unlock()
-	if started && (hd.concurrency > 0 || hd.rate != nil) {
+	if started && hd.limited() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
 		defer cancel()
 		if err := s.storeLimitsOf(ctx, name, hd); err != nil {

@@ -35,6 +35,10 @@ type ActionBody struct {
 	// as "1s" or "1m". A Rate of 0 removes it.
 	Rate *int   `json:"rate,omitempty"`
 	Per  string `json:"per,omitempty"`
+	// KeyConcurrency is a task name's new key concurrency (POST
+	// /names/{name}/key-concurrency; required there): how many of its tasks sharing a
+	// task key may run at once; 0 or 1 restores the rule of one.
+	KeyConcurrency *int `json:"key_concurrency,omitempty"`
 
 	actor string // the caller's, recorded by a cancel as who asked
 }
@@ -282,6 +286,8 @@ func recorded(rec ax.AuditRecord, a action, out outcome, f *apiFailure) ax.Audit
 		rec.Result = fmt.Sprintf("ok: concurrency %d", out.name.Concurrency) // what it was set to
 	case a.name == "name.rate" && out.name != nil:
 		rec.Result = fmt.Sprintf("ok: rate %d per %v", out.name.Rate, out.name.Per)
+	case a.name == "name.key_concurrency" && out.name != nil:
+		rec.Result = fmt.Sprintf("ok: key concurrency %d", max(out.name.KeyConcurrency, 1))
 	}
 	if f != nil {
 		rec.Result = f.code + ": " + f.msg
@@ -407,6 +413,7 @@ func (h *Handler) routeActions() {
 	h.act("POST /names/{name}/resume", h.nameAction("resume", h.s.ResumeName))
 	h.act("POST /names/{name}/concurrency", h.nameLimit())
 	h.act("POST /names/{name}/rate", h.nameRate())
+	h.act("POST /names/{name}/key-concurrency", h.nameKeyLimit())
 	h.act("POST /schedules/{name}/trigger", action{name: "schedule.trigger", needsReason: true, trigger: true, target: scheduleTarget,
 		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {
 			t, err := h.s.TriggerSchedule(ctx, r.PathValue("name"), in...)

@@ -18,6 +18,9 @@ type NameView struct {
 	InFlight    int        `json:"in_flight,omitempty"` // a limited name's tasks DISPATCHING or RUNNING
 	Rate        int        `json:"rate,omitempty"`
 	Per         string     `json:"per,omitempty"` // the rate's period, as a Go duration
+	// KeyConcurrency is how many of its tasks sharing a task key may run at once
+	// (0: one).
+	KeyConcurrency int `json:"key_concurrency,omitempty"
 	ChangedBy   string     `json:"changed_by,omitempty"`
 	ChangedAt   *time.Time `json:"changed_at,omitempty"`
 }
@@ -44,7 +47,7 @@ func (h *Handler) names(w http.ResponseWriter, r *http.Request, _ caller) {
 
 // nameOf is n as the API shows it.
 func nameOf(n ax.NameState) NameView {
-	v := NameView{Name: n.Name, Paused: n.Paused, Concurrency: n.Concurrency, InFlight: n.InFlight, Rate: n.Rate,
+	v := NameView{Name: n.Name, Paused: n.Paused, Concurrency: n.Concurrency, InFlight: n.InFlight, Rate: n.Rate, KeyConcurrency: n.KeyConcurrency,
 		ChangedBy: n.ChangedBy, ChangedAt: optTime(n.ChangedAt)}
 	if n.Rate > 0 {
 		v.Per = n.Per.String()
@@ -97,6 +100,19 @@ func (h *Handler) nameRate() action {
 				}
 			}
 			st, err := h.s.SetRate(ctx, r.PathValue("name"), *b.Rate, per, ax.WithActor(b.actor))
+			return outcome{name: st}, err
+		}}
+}
+
+// nameKeyLimit is the action that sets the path's task name's key concurrency to the
+// body's (ax.Scheduler.SetKeyConcurrency), as the caller, audited with the value set.
+func (h *Handler) nameKeyLimit() action {
+	return action{name: "name.key_concurrency", target: nameTarget, alone: true,
+		run: func(ctx context.Context, r *http.Request, b ActionBody, _ []ax.ActionOption) (outcome, error) {
+			if b.KeyConcurrency == nil {
+				return outcome{}, fail(http.StatusBadRequest, "invalid", "key_concurrency is required: how many tasks of the name sharing a key may run at once")
+			}
+			st, err := h.s.SetKeyConcurrency(ctx, r.PathValue("name"), *b.KeyConcurrency, ax.WithActor(b.actor))
 			return outcome{name: st}, err
 		}}
 }

@@ -78,16 +78,17 @@ func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	n := fs.Int("concurrency", -1, "at most `N` tasks of the name DISPATCHING or RUNNING at once, on every replica; 0 removes the limit")
 	rate := fs.Int("rate", -1, "at most `N` tasks of the name started in any window of --per, on every replica; 0 removes the limit")
 	per := fs.Duration("per", 0, "the rate's window (`D`, e.g. 1s, 1m)")
+	keys := fs.Int("key-concurrency", -1, "at most `N` tasks of the name sharing a task key run at once; 0 or 1: one")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [--concurrency N] [--rate N --per D] [flags]\n\nCalls POST /names/NAME/concurrency and POST /names/NAME/rate for the limits given, and prints the name's state after each.\n\nflags:\n", command)
+		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [--concurrency N] [--rate N --per D] [--key-concurrency N] [flags]\n\nCalls POST /names/NAME/concurrency, /rate and /key-concurrency for the limits given, and prints the name's state after each.\n\nflags:\n", command)
 		fs.PrintDefaults()
 	}
 	name, code, ok := firstArg(fs, command, "task name", args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if *n < 0 && *rate < 0 {
-		fmt.Fprintf(stderr, "ax %s: give --concurrency, --rate with --per, or both\n\n", command)
+	if *n < 0 && *rate < 0 && *keys < 0 {
+		fmt.Fprintf(stderr, "ax %s: give --concurrency, --rate with --per, --key-concurrency, or several\n\n", command)
 		fs.Usage()
 		return exitUsage
 	}
@@ -103,7 +104,12 @@ func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	if *rate >= 0 {
-		return api.act(ctx, command, path+"/rate", admin.ActionBody{Reason: *reason, Rate: rate, Per: per.String()}, stdout, stderr)
+		if code := api.act(ctx, command, path+"/rate", admin.ActionBody{Reason: *reason, Rate: rate, Per: per.String()}, stdout, stderr); code != exitOK {
+			return code
+		}
+	}
+	if *keys >= 0 {
+		return api.act(ctx, command, path+"/key-concurrency", admin.ActionBody{Reason: *reason, KeyConcurrency: keys}, stdout, stderr)
 	}
 	return exitOK
 }

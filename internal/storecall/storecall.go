@@ -204,6 +204,12 @@ func (b bounded) SetRate(ctx context.Context, name string, n int, per time.Durat
 	return b.st.SetRate(ctx, name, n, per, by)
 }
 
+func (b bounded) SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.st.SetKeyConcurrency(ctx, name, n, by)
+}
+
 func (b bounded) Names(ctx context.Context) ([]store.NameState, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

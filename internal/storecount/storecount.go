@@ -461,6 +461,14 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	return s.inner.SetRate(ctx, name, n, per, by)
 }
 
+// SetKeyConcurrency counts the call and passes it on.
+func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := s.before(ctx, "SetKeyConcurrency"); err != nil {
+		return nil, err
+	}
+	return s.inner.SetKeyConcurrency(ctx, name, n, by)
+}
+
 // Names counts the call and passes it on.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.before(ctx, "Names"); err != nil {
