@@ -12,17 +12,17 @@ import (
 // is paused, its concurrency limit (0: none) with its slots in use, its rate limit
 // (0: none), who changed it last, and when.
 type NameView struct {
-	Name        string     `json:"name"`
-	Paused      bool       `json:"paused"`
-	Concurrency int        `json:"concurrency,omitempty"`
-	InFlight    int        `json:"in_flight,omitempty"` // a limited name's tasks DISPATCHING or RUNNING
-	Rate        int        `json:"rate,omitempty"`
-	Per         string     `json:"per,omitempty"` // the rate's period, as a Go duration
+	Name        string `json:"name"`
+	Paused      bool   `json:"paused"`
+	Concurrency int    `json:"concurrency,omitempty"`
+	InFlight    int    `json:"in_flight,omitempty"` // a limited name's tasks DISPATCHING or RUNNING
+	Rate        int    `json:"rate,omitempty"`
+	Per         string `json:"per,omitempty"` // the rate's period, as a Go duration
 	// KeyConcurrency is how many of its tasks sharing a task key may run at once
 	// (0: one).
-	KeyConcurrency int `json:"key_concurrency,omitempty"
-	ChangedBy   string     `json:"changed_by,omitempty"`
-	ChangedAt   *time.Time `json:"changed_at,omitempty"`
+	KeyConcurrency int        `json:"key_concurrency,omitempty"`
+	ChangedBy      string     `json:"changed_by,omitempty"`
+	ChangedAt      *time.Time `json:"changed_at,omitempty"`
 }
 
 // Names is the answer of GET /names: every task name of the namespace ever paused or
