@@ -133,6 +133,13 @@ func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 			return
 		}
 		body.Concurrency = &n
+	case "key-concurrency":
+		n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("key_concurrency")))
+		if err != nil || n < 0 {
+			c.fail(w, r, http.StatusBadRequest, "invalid", "give the key concurrency: a whole number, 1 for the rule of one")
+			return
+		}
+		body.KeyConcurrency = &n
 	case "rate":
 		n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("rate")))
 		if err != nil || n < 0 {

@@ -294,6 +294,7 @@ func doneText(done string) string {
 		"cancel": "Cancelled.", "retry": "Retried: scheduled to run again.", "trigger": "Triggered.",
 		"reschedule": "Rescheduled.", "pause": "Paused.", "resume": "Resumed.",
 		"concurrency": "Concurrency limit set.", "rate": "Rate limit set.",
+		"key-concurrency": "Key concurrency set.",
 	}[done]
 }
 
