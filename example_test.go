@@ -732,3 +732,50 @@ func ExampleScheduler_SetRate() {
 	// charge 100 per 1m0s by alice
 	// and at most 5 at once
 }
+
+// WithKeyConcurrency lets n tasks that share a task key run at once instead of one:
+// here at most 2 exports per customer, while other customers' run beside them.
+func ExampleWithKeyConcurrency() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	var mu sync.Mutex
+	running, most := map[string]int{}, map[string]int{}
+	done := make(chan struct{}, 8)
+	s.HandleFunc("export", func(ctx context.Context, t *ax.Task) error {
+		customer := string(t.Payload)
+		mu.Lock()
+		running[customer]++
+		most[customer] = max(most[customer], running[customer])
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		running[customer]--
+		mu.Unlock()
+		done <- struct{}{}
+		return nil
+	}, ax.WithKeyConcurrency(2))
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	for i := range 8 {
+		customer := []string{"acme", "globex"}[i%2]
+		_, err := s.Delay(ctx, "export", fmt.Sprint("report-", i), 0, ax.WithTaskKey(customer), ax.WithPayload([]byte(customer)))
+		if err != nil {
+			panic(err)
+		}
+	}
+	for range 8 {
+		<-done
+	}
+	mu.Lock()
+	fmt.Println("most at once per customer:", most["acme"], most["globex"])
+	mu.Unlock()
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// most at once per customer: 2 2
+}
