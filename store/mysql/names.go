@@ -233,7 +233,7 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 const namesSQL = `SELECT n.name, n.paused, n.concurrency, n.rate, n.rate_per_us, n.changed_by, n.changed_at,
 		IF(n.concurrency > 0, COALESCE(f.tasks, 0), 0)
 	FROM ax_names n LEFT JOIN (SELECT name, COUNT(*) AS tasks FROM ax_tasks FORCE INDEX (ax_tasks_status_seq)
-		WHERE namespace = ? AND status IN ('DISPATCHING', 'RUNNING') GROUP BY name) AS f ON f.name = n.name
+		WHERE namespace = ? AND status IN ('DISPATCHING', 'RUNNING') GROUP BY name ORDER BY NULL) AS f ON f.name = n.name
 	WHERE n.namespace = ? ORDER BY n.name`
 
 // Names returns the state of every name of the view's namespace ever paused or
