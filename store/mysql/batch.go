@@ -52,9 +52,9 @@ type locked struct {
 	cancelBy string
 	// paused, with readKeys only: the task's name is paused (store.NameKeeper).
 	paused bool
-	// limit, with readKeys only: the concurrency limit of the task's name when it is
-	// not paused, 0 for none.
-	limit int
+	// limited, with readKeys only: the task's name has a concurrency or a rate limit,
+	// and is not paused.
+	limited bool
 }
 
 // lockRead says what lockRows reads of a row besides its state.
@@ -65,7 +65,7 @@ type lockRead int
 // other namespaces are left out, as if they were not in that status. With readKeys it
 // also reads the overlap policy and task key of the tasks whose key rules — both are
 // NULL for the others, which the driver hands over without allocating — and the rule
-// of the task's name (nameRule): paused, or its concurrency limit.
+// of the task's name (nameRule): paused, or limited (a concurrency or a rate limit).
 func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, ids []int64, read lockRead) (map[int64]*locked, time.Time, error) {
 	cols := ""
 	switch read {
@@ -100,7 +100,7 @@ func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, i
 			var rule int
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now},
 				nullText{(*string)(&l.overlap)}, nullText{&l.taskKey}, &l.name, &rule)
-			l.paused, l.limit = rule < 0, max(rule, 0)
+			l.paused, l.limited = rule < 0, rule > 0
 		case readCancel:
 			err = rows.Scan(&id, &l.execID, &l.attempt, &l.retries, dbTime{&l.dueAt}, &l.due, dbTime{&now}, nullText{&l.cancelBy})
 		default:

@@ -15,11 +15,11 @@ import (
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING; ids of other
 // namespaces are left out, as ids no longer SCHEDULED are. Tasks whose key does not
-// restrict them (no key, or Overlap allow) and whose name has no concurrency limit are
-// claimed chunk by chunk as they are locked; due tasks whose key rules (skip, queue)
-// or whose name is limited are set aside and decided after every chunk is locked,
-// under their names' and keys' locks (claimKeyed), so that a claim takes rows, then
-// names, then keys, always in that order.
+// restrict them (no key, or Overlap allow) and whose name has neither a concurrency nor
+// a rate limit are claimed chunk by chunk as they are locked; due tasks whose key rules
+// (skip, queue) or whose name is limited are set aside and decided after every chunk is
+// locked, under their names' and keys' locks (claimKeyed), so that a claim takes rows,
+// then names, then keys, always in that order.
 func (s *Store) Claim(ctx context.Context, fence store.Fence, claims []store.Claim) (*store.ClaimResult, error) {
 	return s.ClaimStart(ctx, fence, store.StartOn{}, claims)
 }
@@ -62,7 +62,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		}
 		var keyed []driverkit.Keyed
 		var keyedExec map[int64]string
-		var limited map[string]bool // the names of keyed whose limit the lock read
+		var limited map[string]bool // the names of keyed whose limits the lock read
 		var last time.Time          // the database time of the last chunk's lock
 		err := chunks(len(uniq), func(lo, hi int) error {
 			part := uniq[lo:hi]
@@ -93,13 +93,13 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 					res.NotDue = append(res.NotDue, store.Due{ID: c.ID, DueAt: l.dueAt})
 				case l.paused:
 					res.Paused = append(res.Paused, store.Due{ID: c.ID, DueAt: l.dueAt})
-				case l.overlap != "" || l.limit > 0:
+				case l.overlap != "" || l.limited:
 					if keyedExec == nil {
 						keyedExec, limited = map[int64]string{}, map[string]bool{}
 					}
 					keyed = append(keyed, driverkit.Keyed{ID: c.ID, DueAt: l.dueAt, Name: l.name, TaskKey: l.taskKey, Overlap: l.overlap})
 					keyedExec[c.ID] = c.ExecutionID
-					if l.limit > 0 {
+					if l.limited {
 						limited[l.name] = true
 					}
 				default:

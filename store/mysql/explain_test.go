@@ -159,6 +159,8 @@ func TestExplain(t *testing.T) {
 		// here, 2,800 of them finished).
 		{"names' lock (10 names)", args(mysql.LockNamesSQL(10), append([]string{"'default'"}, limitedNames...)...), "PRIMARY", 1004},
 		{"names in flight (10 names)", args(mysql.InflightSQL(10), append([]string{"'default'"}, limitedNames...)...), "ax_tasks_status_seq", 220},
+		// Names: the namespace's names, and one pass over its tasks in flight.
+		{"names (Names)", args(mysql.NamesSQL, "'default'", "'default'"), "PRIMARY", 202},
 		{"key locks (10 keys)", `SELECT task_key FROM ax_task_keys WHERE ` + ns + `task_key IN (` + keys + `) ORDER BY task_key FOR UPDATE`, "PRIMARY", 2204},
 		{"schedule's pending occurrences (pause)", `SELECT id FROM ax_tasks WHERE ` + ns + `name = 'sched.7' AND task_key = 'sched.7' AND status = 'SCHEDULED' ORDER BY id`, "ax_tasks_name_key", 1004},
 		{"task stats", strings.Replace(strings.Replace(strings.Replace(mysql.TaskStatsSQL, "?", "'default'", 1), "?", "'"+ts(0)+"'", 1), "?", "'default'", 1), "ax_tasks_status_", 202},

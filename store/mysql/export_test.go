@@ -108,10 +108,13 @@ const (
 	PruneLeadershipSQL = pruneLeadershipSQL
 )
 
-// The statements of the names' concurrency limits, for TestExplain: the names' lock
-// and the count of their tasks in flight for n names, and the name rule the claim's
-// lock reads per row.
-const NameRuleSQL = nameRule
+// The statements of the names' limits, for TestExplain: the names' lock and the count
+// of their tasks in flight for n names, the name rule the claim's lock reads per row,
+// and Names.
+const (
+	NameRuleSQL = nameRule
+	NamesSQL    = namesSQL
+)
 
 // LockNamesSQL is lockNamesSQL.
 func LockNamesSQL(n int) string { return lockNamesSQL(n) }

@@ -128,18 +128,25 @@ func distinctKeys(keyed []driverkit.Keyed) []string {
 
 // claimKeyed decides the due SCHEDULED tasks of keyed, whose rows (of namespace ns) tx
 // has locked and which a claim cannot simply take: their Overlap is skip or queue, or
-// their name, one of limited (ascending), had a concurrency limit when their rows were
-// locked, or both. It locks the names' rows and reads their limits and the tasks in
-// flight (lockNames), then locks the keys and reads their holders — names before keys,
-// each in ascending order, after the rows, as every claimer does, so that claimers
-// queue rather than deadlock — lets driverkit.ResolveKeys decide, and writes the
-// outcome: winners DISPATCHING (the UPDATE of those whose key rules repeats "no
-// holder" in its WHERE clause), skip losers SKIPPED with driverkit.SkipReason, queue
-// losers unchanged and reported Blocked, and those without a free slot of their name
-// unchanged and reported Limited. now is the database time the rows were found due at;
-// it stamps the changed rows.
+// their name, one of limited (ascending), had a concurrency or a rate limit when their
+// rows were locked, or both. It locks the names' rows and reads their limits, the
+// tasks in flight and the rates' claim times (lockNames), then locks the keys and
+// reads their holders — names before keys, each in ascending order, after the rows,
+// as every claimer does, so that claimers queue rather than deadlock — lets
+// driverkit.ResolveKeys decide, and writes the outcome: winners DISPATCHING (the
+// UPDATE of those whose key rules repeats "no holder" in its WHERE clause), skip
+// losers SKIPPED with driverkit.SkipReason, queue losers unchanged and reported
+// Blocked, and those their name's limits hold back unchanged and reported Limited;
+// the rates' new claim times go back to the names' rows (writeStarts).
+//
+// now is the database time the rows were found due at; it stamps the changed rows.
+// With a rate-limited name among limits the claim's time is instead the store's,
+// read once every lock is granted: the rate counts the claims in a window ending at
+// it, and it stamps the winners' DispatchedAt, the time the rate records. Each claim
+// of the name reads it after the previous one committed (its lock held until then),
+// so the name's claim times grow with the claims, in every process.
 func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Keyed, limited []string, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
-	limits, inflight, err := lockNames(ctx, tx, ns, limited)
+	limits, err := lockNames(ctx, tx, ns, limited)
 	if err != nil {
 		return err
 	}
@@ -151,7 +158,12 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 	if err != nil {
 		return err
 	}
-	claim, skip, block, limit := driverkit.ResolveKeys(keyed, held, limits, inflight)
+	if rated(limits) {
+		if err := tx.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(dbTime{&now}); err != nil {
+			return err
+		}
+	}
+	claim, skip, block, limit := driverkit.ResolveKeys(keyed, held, limits, now)
 	ts := dt(now)
 	// Winners, in id order: one per free key, within their names' free slots. Those
 	// whose key rules are claimed apart, with "no holder" in the UPDATE; the others
@@ -168,6 +180,11 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 		return err
 	}
 	if err := dispatchKeyed(ctx, tx, ns, unruled, execs, ts, false); err != nil {
+		return err
+	}
+	// The rates' claim times, winners added: a winner its UPDATE left SCHEDULED (see
+	// below) still counts, which only errs on the side of fewer claims.
+	if err := writeStarts(ctx, tx, ns, limits); err != nil {
 		return err
 	}
 	// Skip losers: SKIPPED, naming the task that holds (or just won) the key.
@@ -219,7 +236,9 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 			case keyRules(k.Overlap):
 				block = append(block, k)
 			default:
-				k.Limit = limits[k.Name]
+				if l := limits[k.Name]; l != nil {
+					k.Limit = cmp.Or(l.Concurrency, l.Rate)
+				}
 				limit = append(limit, k)
 			}
 		}
@@ -236,7 +255,7 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 	}
 	for _, k := range limit {
-		res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit})
+		res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt})
 	}
 	return nil
 }
@@ -273,8 +292,8 @@ func dispatchKeyed(ctx context.Context, tx *sql.Tx, ns string, won []driverkit.K
 
 // triggerHeld is Trigger for a task of the view's namespace that Trigger's plain
 // transition left alone although it may be SCHEDULED or FAILED: its key rules (skip,
-// queue), or its name has a concurrency limit (or had, when the transition read it).
-// It locks the task's row, reads its name's limit, then, if its key rules, locks the
+// queue), or its name has a concurrency or a rate limit (or had, when the transition
+// read it). It locks the task's row, reads whether its name is limited, then, if its key rules, locks the
 // key and reads its holder — rows, then keys, as in Claim — and changes nothing while
 // another task holds the key. Else a limited name's task is made due as MakeDue does
 // (makeDueSet), with the sequence number reserve gives, and left for a claim to apply
@@ -289,7 +308,7 @@ func (s *Store) triggerHeld(ctx context.Context, tx *sql.Tx, id int64, execution
 	if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
 		return t, 0, false, nil
 	}
-	limit, err := nameLimit(ctx, tx, s.ns, t.Name)
+	limited, err := nameLimited(ctx, tx, s.ns, t.Name)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -308,7 +327,7 @@ func (s *Store) triggerHeld(ctx context.Context, tx *sql.Tx, id int64, execution
 	}
 	var res sql.Result
 	switch {
-	case limit > 0:
+	case limited:
 		seq, err := reserve()
 		if err != nil {
 			return nil, 0, false, err

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/internal/driverkit"
@@ -13,24 +16,29 @@ import (
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper). The claim reads each locked task's name rule (nameRule) with the
 // lock of the rows it claims: it leaves a paused name's tasks alone, and decides a
-// limited name's under the name's row lock (lockNames). Trigger makes a limited name's
-// task due instead of claiming it (limitedName).
+// limited name's — a concurrency or a rate limit — under the name's row lock
+// (lockNames). Trigger makes a limited name's task due instead of claiming it
+// (limitedName).
 
 // nameRule is, in a statement over ax_tasks, what the row's name asks of a claim: -1
-// when it is paused, its concurrency limit n > 0 when it has one, else 0. It takes one
+// when it is paused, 1 when it has a concurrency or a rate limit, else 0. It takes one
 // probe of ax_names' primary key per row, made only when some name is paused or
 // limited — the EXISTS does not depend on the row, and MySQL evaluates it once per
-// statement. A paused name's limit does not matter: its tasks are not claimed.
-const nameRule = `IF(EXISTS (SELECT 1 FROM ax_names WHERE paused OR concurrency > 0),
-	COALESCE((SELECT IF(p.paused, -1, p.concurrency) FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name), 0), 0)`
+// statement. A paused name's limits do not matter: its tasks are not claimed.
+const nameRule = `IF(EXISTS (SELECT 1 FROM ax_names WHERE paused OR concurrency > 0 OR rate > 0),
+	COALESCE((SELECT IF(p.paused, -1, p.concurrency > 0 OR p.rate > 0) FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name), 0), 0)`
 
 // limitedName is true, in a statement over ax_tasks, when the row's name has a
-// concurrency limit in its namespace: like nameRule, one primary key probe per row,
-// made only when some name is limited.
-const limitedName = `(EXISTS (SELECT 1 FROM ax_names WHERE concurrency > 0)
-	AND EXISTS (SELECT 1 FROM ax_names l WHERE l.namespace = ax_tasks.namespace AND l.name = ax_tasks.name AND l.concurrency > 0))`
+// concurrency or a rate limit in its namespace: like nameRule, one primary key probe
+// per row, made only when some name is limited.
+const limitedName = `(EXISTS (SELECT 1 FROM ax_names WHERE concurrency > 0 OR rate > 0)
+	AND EXISTS (SELECT 1 FROM ax_names l WHERE l.namespace = ax_tasks.namespace AND l.name = ax_tasks.name AND (l.concurrency > 0 OR l.rate > 0)))`
 
-const nameSQL = `SELECT name, paused, concurrency, changed_by, changed_at FROM ax_names WHERE namespace = ? AND name = ?`
+// nameCols are the columns of ax_names scanNameState reads.
+const nameCols = `name, paused, concurrency, rate, rate_per_us, changed_by, changed_at`
+
+// nameSQL reads a name's state; its arguments are the namespace and the name.
+const nameSQL = `SELECT ` + nameCols + ` FROM ax_names WHERE namespace = ? AND name = ?`
 
 // PauseName pauses the task name in the view's namespace (see store.NameKeeper).
 func (s *Store) PauseName(ctx context.Context, name, by string) (*store.NameState, error) {
@@ -168,24 +176,86 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	return st, nil
 }
 
+// SetRate sets the task name's rate limit in the view's namespace (see
+// store.NameKeeper): one statement that writes the row, with who and when by the
+// store's clock, only if the limit (n, per) changes, and a read of the state. per is
+// stored in microseconds, and as 0 with no limit (0), which also forgets the claim
+// times recorded for the old limit; a changed limit keeps them, to count toward the
+// new one. Removing the limit of a name never stored writes nothing and answers the
+// zero state. The claims of the name read and write its claim times under its row's
+// lock (lockNames), which this write takes too.
+func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	if err := driverkit.CheckRate(name, n, per, by); err != nil {
+		return nil, fmt.Errorf("ax: mysql: set rate of name %q: %w", name, err)
+	}
+	if n == 0 {
+		per = 0
+	}
+	st := &store.NameState{Name: name}
+	err := s.run(ctx, "set rate", 0, func(tx *sql.Tx, _ int64) error {
+		var err error
+		if n == 0 { // no row to create
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET rate = 0, rate_per_us = 0, rate_starts = NULL, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
+				WHERE namespace = ? AND name = ? AND (rate <> 0 OR rate_per_us <> 0)`, by, s.ns, name)
+		} else {
+			// MySQL assigns left to right: changed_by and changed_at read the old limit
+			// before it is set.
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, rate, rate_per_us, changed_by, changed_at)
+				VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6))
+				ON DUPLICATE KEY UPDATE
+					changed_by = IF(rate = VALUES(rate) AND rate_per_us = VALUES(rate_per_us), changed_by, VALUES(changed_by)),
+					changed_at = IF(rate = VALUES(rate) AND rate_per_us = VALUES(rate_per_us), changed_at, VALUES(changed_at)),
+					rate = VALUES(rate), rate_per_us = VALUES(rate_per_us)`, s.ns, name, n, per.Microseconds(), by)
+		}
+		if err != nil {
+			return err
+		}
+		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // never stored, and no limit to set
+		case err != nil:
+			return err
+		}
+		st = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// namesSQL reads every name of a namespace (its argument, twice) with nameCols and
+// the tasks in flight of each with a concurrency limit, counted as inflightSQL counts
+// them: one pass over the namespace's DISPATCHING and RUNNING ranges of
+// ax_tasks_status_seq, grouped by name, in the statement's one read view.
+const namesSQL = `SELECT n.name, n.paused, n.concurrency, n.rate, n.rate_per_us, n.changed_by, n.changed_at,
+		IF(n.concurrency > 0, COALESCE(f.tasks, 0), 0)
+	FROM ax_names n LEFT JOIN (SELECT name, COUNT(*) AS tasks FROM ax_tasks FORCE INDEX (ax_tasks_status_seq)
+		WHERE namespace = ? AND status IN ('DISPATCHING', 'RUNNING') GROUP BY name ORDER BY NULL) AS f ON f.name = n.name
+	WHERE n.namespace = ? ORDER BY n.name`
+
 // Names returns the state of every name of the view's namespace ever paused or
-// limited.
+// limited, with the slots in use of each with a concurrency limit.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	if err := s.check("list names"); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT name, paused, concurrency, changed_by, changed_at FROM ax_names WHERE namespace = ? ORDER BY name`, s.ns)
+	rows, err := s.db.QueryContext(ctx, namesSQL, s.ns, s.ns)
 	if err != nil {
 		return nil, s.wrap("list names", err)
 	}
 	defer rows.Close()
 	out := []store.NameState{}
 	for rows.Next() {
-		st, err := scanNameState(rows)
-		if err != nil {
+		var st store.NameState
+		var perUS int64
+		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, dbTime{&st.ChangedAt}, &st.InFlight); err != nil {
 			return nil, s.wrap("list names", err)
 		}
-		out = append(out, *st)
+		st.Per = time.Duration(perUS) * time.Microsecond
+		out = append(out, st)
 	}
 	return out, s.wrap("list names", rows.Err())
 }
@@ -193,9 +263,11 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 // scanNameState reads a name's state as nameSQL selects it.
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
+	var perUS int64
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
 		return nil, err
 	}
+	st.Per = time.Duration(perUS) * time.Microsecond
 	return &st, nil
 }
 
@@ -211,42 +283,92 @@ func inflightSQL(n int) string {
 }
 
 // lockNamesSQL locks the ax_names rows of n names of a namespace, in name order, and
-// reads their limits; its arguments are the namespace and the names.
+// reads their limits and their rates' claim times; its arguments are the namespace
+// and the names. A locking read reads the rows' latest committed version, after any
+// wait for their locks.
 func lockNamesSQL(n int) string {
-	return `SELECT name, concurrency FROM ax_names WHERE namespace = ? AND name IN (` + marks(n) + `) ORDER BY name FOR UPDATE`
+	return `SELECT name, concurrency, rate, rate_per_us, rate_starts FROM ax_names WHERE namespace = ? AND name IN (` + marks(n) +
+		`) ORDER BY name FOR UPDATE`
 }
 
 // lockNames locks the ax_names rows of names (distinct, ascending) in namespace ns,
-// holds them until tx ends, and returns the limit of each name that has one (n > 0)
-// and, for those, the count of the namespace's tasks of the name DISPATCHING or
-// RUNNING. Every claim of a limited name's tasks takes its row's lock before it counts
-// and holds it until it commits, so the count, a plain read made once every lock is
-// granted, sees the claims of every claimer before it: under READ COMMITTED each
-// statement reads the latest committed rows.
-func lockNames(ctx context.Context, tx *sql.Tx, ns string, names []string) (limits, inflight map[string]int, err error) {
-	limits = make(map[string]int, len(names))
+// holds them until tx ends, and returns the limits of each name that has one — a
+// concurrency or a rate limit — as driverkit.ResolveKeys takes them: with a
+// concurrency limit, the count of the namespace's tasks of the name DISPATCHING or
+// RUNNING (read only for those names); with a rate, its claim times. Every claim of a
+// limited name's tasks takes its row's lock before it counts or reads the times and
+// holds it until it commits, so the count, a plain read made once every lock is
+// granted, sees the claims of every claimer before it (under READ COMMITTED each
+// statement reads the latest committed rows), and the times read with the lock are
+// those the claimer before it wrote.
+func lockNames(ctx context.Context, tx *sql.Tx, ns string, names []string) (map[string]*driverkit.NameLimit, error) {
+	limits := make(map[string]*driverkit.NameLimit, len(names))
 	for lo := 0; lo < len(names); lo += store.MaxBatch {
 		part := names[lo:min(len(names), lo+store.MaxBatch)]
-		if err := countRows(ctx, tx, lockNamesSQL(len(part)), append([]any{ns}, texts(part)...), limits); err != nil {
-			return nil, nil, err
+		if err := readLimits(ctx, tx, lockNamesSQL(len(part)), append([]any{ns}, texts(part)...), limits); err != nil {
+			return nil, err
 		}
 	}
-	limited := make([]string, 0, len(limits))
+	counted := make([]string, 0, len(limits))
 	for _, name := range names {
-		if limits[name] > 0 {
-			limited = append(limited, name)
-		} else {
-			delete(limits, name) // its limit was lifted since the claim read it
+		if l := limits[name]; l != nil && l.Concurrency > 0 {
+			counted = append(counted, name)
 		}
 	}
-	inflight = make(map[string]int, len(limited))
-	for lo := 0; lo < len(limited); lo += store.MaxBatch {
-		part := limited[lo:min(len(limited), lo+store.MaxBatch)]
+	inflight := make(map[string]int, len(counted))
+	for lo := 0; lo < len(counted); lo += store.MaxBatch {
+		part := counted[lo:min(len(counted), lo+store.MaxBatch)]
 		if err := countRows(ctx, tx, inflightSQL(len(part)), append([]any{ns}, texts(part)...), inflight); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return limits, inflight, nil
+	for name, n := range inflight {
+		limits[name].InFlight = n
+	}
+	return limits, nil
+}
+
+// readLimits runs q, whose rows are lockNamesSQL's, and sets in into the limits of
+// each name that has one; a name without (its limits lifted since the claim read
+// them) is left out.
+func readLimits(ctx context.Context, tx *sql.Tx, q string, args []any, into map[string]*driverkit.NameLimit) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			name   string
+			l      driverkit.NameLimit
+			perUS  int64
+			starts []byte // NULL: none
+		)
+		if err := rows.Scan(&name, &l.Concurrency, &l.Rate, &perUS, &starts); err != nil {
+			return err
+		}
+		if l.Concurrency <= 0 && l.Rate <= 0 {
+			continue
+		}
+		if l.Rate > 0 {
+			l.Per = time.Duration(perUS) * time.Microsecond
+			if l.Starts, err = driverkit.DecodeStarts(starts); err != nil {
+				return fmt.Errorf("name %q: %w", name, err)
+			}
+		}
+		into[name] = &l
+	}
+	return rows.Err()
+}
+
+// rated reports whether a name of limits has a rate limit.
+func rated(limits map[string]*driverkit.NameLimit) bool {
+	for _, l := range limits {
+		if l.Rate > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // countRows runs q, whose rows are (name, number), and sets them in into.
@@ -267,13 +389,54 @@ func countRows(ctx context.Context, tx *sql.Tx, q string, args []any, into map[s
 	return rows.Err()
 }
 
-// nameLimit returns the concurrency limit of name in namespace ns, 0 for none: a plain
-// read, which under READ COMMITTED sees the latest committed limit.
-func nameLimit(ctx context.Context, tx *sql.Tx, ns, name string) (int, error) {
-	var n int
-	err := tx.QueryRowContext(ctx, `SELECT concurrency FROM ax_names WHERE namespace = ? AND name = ?`, ns, name).Scan(&n)
+// nameLimited reports whether name has a concurrency or a rate limit in namespace ns:
+// a plain read, which under READ COMMITTED sees the latest committed limits.
+func nameLimited(ctx context.Context, tx *sql.Tx, ns, name string) (bool, error) {
+	var limited bool
+	err := tx.QueryRowContext(ctx, `SELECT concurrency > 0 OR rate > 0 FROM ax_names WHERE namespace = ? AND name = ?`, ns, name).Scan(&limited)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+		return false, nil
 	}
-	return n, err
+	return limited, err
+}
+
+// maxStartsBytes bounds the claim times one statement of writeStarts carries, far
+// under max_allowed_packet (16 MiB by default on MariaDB, 64 MiB on MySQL 8): a name
+// at store.MaxRate has 80,000 bytes of them.
+const maxStartsBytes = 1 << 20
+
+// writeStarts stores with each name of limits whose claim times ResolveKeys changed
+// (driverkit.NameLimit.Changed) its times, driverkit.EncodeStarts, in tx, which holds
+// the names' row locks (lockNames) and commits them with the claims they record. One
+// UPDATE, by primary key, per chunk of at most store.MaxBatch names and about
+// maxStartsBytes; none when no name changed.
+func writeStarts(ctx context.Context, tx *sql.Tx, ns string, limits map[string]*driverkit.NameLimit) error {
+	var changed []string
+	for name, l := range limits {
+		if l.Changed {
+			changed = append(changed, name)
+		}
+	}
+	slices.Sort(changed) // the order in which the rows were locked
+	for len(changed) > 0 {
+		var set strings.Builder
+		set.WriteString("CASE name")
+		var args []any
+		n, size := 0, 0
+		for n < len(changed) && n < store.MaxBatch && (n == 0 || size < maxStartsBytes) {
+			b := driverkit.EncodeStarts(limits[changed[n]].Starts)
+			set.WriteString(" WHEN ? THEN ?")
+			args = append(args, changed[n], b)
+			n, size = n+1, size+len(b)
+		}
+		set.WriteString(" END")
+		args = append(args, ns)
+		args = append(args, texts(changed[:n])...)
+		if _, err := tx.ExecContext(ctx, `UPDATE ax_names SET rate_starts = `+set.String()+`
+			WHERE namespace = ? AND name IN (`+marks(n)+`)`, args...); err != nil {
+			return err
+		}
+		changed = changed[n:]
+	}
+	return nil
 }
