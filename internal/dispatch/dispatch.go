@@ -244,7 +244,7 @@ func (l *Loop) retryInvisible(ids []int64, res *store.ClaimResult) {
 	if len(l.watched) == 0 {
 		return
 	}
-	found := make(map[int64]bool, len(res.Claimed)+len(res.Started)+len(res.NotDue)+len(res.Skipped)+len(res.Blocked)+len(res.Paused))
+	found := make(map[int64]bool, len(res.Claimed)+len(res.Started)+len(res.NotDue)+len(res.Skipped)+len(res.Blocked)+len(res.Paused)+len(res.Limited))
 	for _, ts := range [][]store.Task{res.Claimed, res.Started, res.Skipped} {
 		for _, t := range ts {
 			found[t.ID] = true
@@ -258,6 +258,9 @@ func (l *Loop) retryInvisible(ids []int64, res *store.ClaimResult) {
 	}
 	for _, b := range res.Blocked {
 		found[b.ID] = true
+	}
+	for _, lt := range res.Limited { // parked: offered again as slots free
+		found[lt.ID] = true
 	}
 	now := l.cfg.Clock.Now()
 	for _, id := range ids {
