@@ -560,3 +560,45 @@ func TestRateChanged(t *testing.T) {
 		t.Fatalf("claim after the rate was removed and set again = %+v, want it claimed: the old claims forgotten", res)
 	}
 }
+
+// TestKeyConcurrencyAcrossChunks claims, in one call, more winners than one
+// statement takes, two of them sharing a key: the first due, of a name admitting
+// one task per key, has the higher id, the other of a name admitting three. The
+// winners' writes re-check the key in the order the claim admitted them, so the
+// first does not find the key taken by the second, claimed in an earlier statement.
+func TestKeyConcurrencyAcrossChunks(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	for name, n := range map[string]int{"wide": 3, "fill": 2} {
+		if _, err := s.SetKeyConcurrency(ctx, name, n, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	nts := []store.NewTask{{Name: "wide", Key: "w", DueAt: now.Add(-time.Hour), TaskKey: "k", Overlap: store.OverlapQueue}}
+	for i := range store.MaxBatch { // restricted too: their name has a key concurrency
+		nts = append(nts, store.NewTask{Name: "fill", Key: fmt.Sprint(i), DueAt: now.Add(-time.Hour)})
+	}
+	nts = append(nts, store.NewTask{Name: "narrow", Key: "n", DueAt: now.Add(-2 * time.Hour), TaskKey: "k", Overlap: store.OverlapQueue})
+	ins, err := s.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := make([]store.Claim, len(ins))
+	for i, r := range ins {
+		claims[i] = store.Claim{ID: r.Task.ID, ExecutionID: fmt.Sprint("e", i)}
+	}
+	res, err := s.Claim(ctx, store.Fence{}, claims)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if len(res.Claimed) != len(ins) {
+		t.Fatalf("claimed %d of %d tasks (blocked %+v), want every one: the key admits the wide task beside the narrow one",
+			len(res.Claimed), len(ins), res.Blocked)
+	}
+}
