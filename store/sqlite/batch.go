@@ -115,6 +115,13 @@ const keyFree = `NOT EXISTS (SELECT 1 FROM ax_tasks o
 		WHERE o.namespace = ax_tasks.namespace AND o.task_key = ax_tasks.task_key
 			AND o.status IN ('DISPATCHING', 'RUNNING') AND o.task_key <> '')`
 
+// keyHolders counts, inside a claiming UPDATE of ax_tasks, the rows of the updated
+// row's namespace that hold its task key (ax_tasks_ns_key_holder, as keyFree): the
+// overlap rule of a name with a key concurrency compares it with the name's.
+const keyHolders = `(SELECT count(*) FROM ax_tasks o
+		WHERE o.namespace = ax_tasks.namespace AND o.task_key = ax_tasks.task_key
+			AND o.status IN ('DISPATCHING', 'RUNNING') AND o.task_key <> '')`
+
 // chunks calls f for consecutive chunks of at most store.MaxBatch of n items.
 func chunks(n int, f func(lo, hi int) error) error {
 	for lo := 0; lo < n; lo += store.MaxBatch {

@@ -35,22 +35,24 @@ var (
 		RETURNING ` + taskColumns}
 	// missedStmt reads what claimStmt left SCHEDULED in the namespace — not due, of a
 	// paused or limited name, or keyed — with whether its name is paused and whether
-	// it has a concurrency or a rate limit (one probe of ax_names' primary key per row).
+	// it is limited: a concurrency or a rate limit, or a key concurrency above one (one
+	// probe of ax_names' primary key per row).
 	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT ax_tasks.id, ax_tasks.due_at, ax_tasks.name, ax_tasks.task_key,
-		ax_tasks.overlap, coalesce(p.paused, 0), coalesce(p.concurrency > 0 OR p.rate > 0, 0)
+		ax_tasks.overlap, coalesce(p.paused, 0), coalesce(p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1, 0)
 		FROM ax_tasks LEFT JOIN ax_names p ON p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
 		WHERE +ax_tasks.namespace = ? AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.id IN (VALUES %V%) ORDER BY ax_tasks.id`}
-	// holdersStmt finds, per key of the namespace, the lowest id holding it
-	// (ax_tasks_ns_key_holder).
-	holdersStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT task_key, MIN(id) FROM ax_tasks
+	// holdersStmt finds, per key of the namespace, the lowest id holding it and how
+	// many do (ax_tasks_ns_key_holder).
+	holdersStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT task_key, MIN(id), count(*) FROM ax_tasks
 		WHERE namespace = ? AND task_key IN (VALUES %V%) AND ` + holding + `
 		GROUP BY task_key`}
 	// limitsStmt reads the limits of the names of the namespace that have one: the
-	// concurrency limit, and the rate limit with the times of the name's last claims
-	// (driverkit.EncodeStarts). One probe of ax_names' primary key per name. (No task
-	// name is empty: the pad matches nothing.)
-	limitsStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT name, concurrency, rate, rate_per_us, rate_starts FROM ax_names
-		WHERE namespace = ? AND name IN (VALUES %V%) AND (concurrency > 0 OR rate > 0)`}
+	// concurrency limit, the rate limit with the times of the name's last claims
+	// (driverkit.EncodeStarts), and the key concurrency. One probe of ax_names'
+	// primary key per name. (No task name is empty: the pad matches nothing.)
+	limitsStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT name, concurrency, rate, rate_per_us, rate_starts, key_concurrency
+		FROM ax_names
+		WHERE namespace = ? AND name IN (VALUES %V%) AND (concurrency > 0 OR rate > 0 OR key_concurrency > 1)`}
 	// startsStmt records the claim times of rate-limited names of the namespace
 	// (column2, driverkit.EncodeStarts), by the primary key.
 	startsStmt = &batchStmt{cols: 2, pad: []any{"", []byte{}}, sql: `UPDATE ax_names SET rate_starts = c.column2
@@ -71,14 +73,15 @@ var (
 				WHERE namespace = ? AND status = 'RUNNING' AND name IN n)
 		GROUP BY name`}
 	// restrictedClaimStmt claims the winners of driverkit.ResolveKeys, DISPATCHING, with
-	// a restricting key's freedom re-checked in the claiming write itself. (Their names'
-	// limits were read, and their tasks in flight counted, in the same write
-	// transaction.)
-	restrictedClaimStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
+	// a restricting key's rule re-checked in the claiming write itself: its holders
+	// fewer than the winner's admits (column3: its name's key concurrency, at least
+	// one). (Their names' limits were read, and their tasks in flight counted, in the
+	// same write transaction.)
+	restrictedClaimStmt = &batchStmt{cols: 3, pad: []any{0, "", 1}, sql: `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = c.column2,
 		dispatched_at = ?, updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.due_at <= ?
-			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow' OR ` + keyFree + `)
+			AND +ax_tasks.namespace = ? AND (ax_tasks.task_key = '' OR ax_tasks.overlap = 'allow' OR ` + keyHolders + ` < c.column3)
 		RETURNING ` + taskColumns}
 	// skipStmt ends the losers whose Overlap is skip.
 	skipStmt = &batchStmt{cols: 2, pad: []any{0, ""}, sql: `UPDATE ax_tasks SET status = 'SKIPPED', last_error = c.column2,
@@ -163,8 +166,8 @@ var (
 )
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING, applying the
-// overlap rule to the tasks with a key and their names' concurrency and rate limits
-// (see DESIGN.md). An id of another namespace is left out of the result, as one no longer
+// overlap rule to the tasks with a key (as many holders of a key as their name's key
+// concurrency admits) and their names' concurrency and rate limits (see DESIGN.md). An id of another namespace is left out of the result, as one no longer
 // SCHEDULED is.
 //
 // A batch without keyed skip or queue tasks and without tasks of a limited name costs
@@ -294,10 +297,11 @@ func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node st
 	return s.batchExec(ctx, tx, claimedStmt, []any{ts, ts, ts}, args, nil)
 }
 
-// claimRestricted applies the overlap rule and the names' concurrency and rate limits
-// to the due restricted tasks of a Claim (keyed skip or queue, or of a limited name),
-// in its transaction, at ts, the claim's time; limited holds their names that missedStmt
-// found limited. uniq are the Claim's requests, by id.
+// claimRestricted applies the overlap rule, with the names' key concurrency, and the
+// names' concurrency and rate limits to the due restricted tasks of a Claim (keyed
+// skip or queue, or of a limited name), in its transaction, at ts, the claim's time;
+// limited holds their names that missedStmt found limited. uniq are the Claim's
+// requests, by id.
 //
 // The transaction is IMMEDIATE (the writer's _txlock), so it holds the database's one
 // write lock from its BEGIN: no claim, trigger or transition of this process or any
@@ -316,7 +320,7 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 			keys = append(keys, k.TaskKey)
 		}
 	}
-	holders := make(map[string]int64, len(keys))
+	holders := make(map[string]driverkit.KeyHold, len(keys))
 	err := chunks(len(keys), func(lo, hi int) error {
 		rows, err := s.batch(ctx, tx, holdersStmt, []any{s.ns}, keys[lo:hi], nil)
 		if err != nil {
@@ -325,11 +329,11 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 		defer rows.Close()
 		for rows.Next() {
 			var key string
-			var id int64
-			if err := rows.Scan(&key, &id); err != nil {
+			var h driverkit.KeyHold
+			if err := rows.Scan(&key, &h.First, &h.Count); err != nil {
 				return err
 			}
-			holders[key] = id
+			holders[key] = h
 		}
 		return rows.Err()
 	})
@@ -346,10 +350,27 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 		i, _ := slices.BinarySearchFunc(uniq, id, func(c store.Claim, id int64) int { return cmp.Compare(c.ID, id) })
 		return uniq[i].ExecutionID
 	}
-	err = chunks(len(claim), func(lo, hi int) error {
-		args := make([]any, 0, 2*(hi-lo))
-		for _, k := range claim[lo:hi] {
-			args = append(args, k.ID, execID(k.ID))
+	// The winners are claimed in the order ResolveKeys admitted them, (due_at, id): a
+	// chunk's re-check of a key counts the holders before its statement, and those the
+	// chunks before it claimed, which ResolveKeys had counted when it admitted the
+	// chunk's winners. (By id, a winner of a name admitting one task per key could
+	// find the key taken by a later winner of a name admitting more, claimed in an
+	// earlier chunk.)
+	win := slices.Clone(claim)
+	slices.SortFunc(win, func(a, b driverkit.Keyed) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	err = chunks(len(win), func(lo, hi int) error {
+		args := make([]any, 0, 3*(hi-lo))
+		for _, k := range win[lo:hi] {
+			admits := 1
+			if n := names[k.Name]; n != nil && n.KeyConcurrency > 1 {
+				admits = n.KeyConcurrency
+			}
+			args = append(args, k.ID, execID(k.ID), admits)
 		}
 		claimed, err := scanTasks(s.batch(ctx, tx, restrictedClaimStmt, []any{ts, ts}, args, []any{ts, s.ns}))
 		if err != nil {
@@ -416,7 +437,7 @@ func (s *Store) limits(ctx context.Context, tx *sql.Tx, limited map[string]bool)
 			var perUS int64
 			var starts []byte
 			n := &driverkit.NameLimit{}
-			if err := rows.Scan(&name, &n.Concurrency, &n.Rate, &perUS, &starts); err != nil {
+			if err := rows.Scan(&name, &n.Concurrency, &n.Rate, &perUS, &starts, &n.KeyConcurrency); err != nil {
 				return err
 			}
 			n.Per = time.Duration(perUS) * time.Microsecond

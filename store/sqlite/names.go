@@ -14,20 +14,21 @@ import (
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper); the claim statements leave a paused or limited name's tasks to
 // the claim's restricted path (restrictedName), which leaves a paused name's alone and
-// applies a limited name's limits, concurrency and rate.
+// applies a limited name's limits: concurrency, rate and key concurrency.
 
 // restrictedName is true, in a statement over ax_tasks, when the row's name is paused
-// or has a concurrency or a rate limit in its namespace: one probe of ax_names'
-// primary key per row, made only when some name of the view's namespace (the ? it
-// binds) is paused or limited — the first EXISTS does not depend on the row, and
-// SQLite evaluates it once per statement, so a namespace without such names pays one
-// probe per statement.
-const restrictedName = `(EXISTS (SELECT 1 FROM ax_names r WHERE r.namespace = ? AND (r.paused OR r.concurrency > 0 OR r.rate > 0))
+// or limited in its namespace (a concurrency or a rate limit, or a key concurrency
+// above one): one probe of ax_names' primary key per row, made only when some name
+// of the view's namespace (the ? it binds) is paused or limited — the first EXISTS
+// does not depend on the row, and SQLite evaluates it once per statement, so a
+// namespace without such names pays one probe per statement.
+const restrictedName = `(EXISTS (SELECT 1 FROM ax_names r WHERE r.namespace = ?
+		AND (r.paused OR r.concurrency > 0 OR r.rate > 0 OR r.key_concurrency > 1))
 	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
-		AND (p.paused OR p.concurrency > 0 OR p.rate > 0)))`
+		AND (p.paused OR p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1)))`
 
 // nameColumns are the columns of ax_names scanNameState reads.
-const nameColumns = `name, paused, concurrency, rate, rate_per_us, changed_by, changed_at`
+const nameColumns = `name, paused, concurrency, rate, rate_per_us, key_concurrency, changed_by, changed_at`
 
 // nameSQL reads one name's state (the primary key).
 const nameSQL = `SELECT ` + nameColumns + ` FROM ax_names WHERE namespace = ? AND name = ?`
@@ -207,6 +208,50 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	return st, nil
 }
 
+// SetKeyConcurrency sets how many of the task name's tasks sharing a key may be in
+// flight at once, in the view's namespace (see store.NameKeeper): n of 1 is stored as
+// 0, the rule of one. It writes the row only when the value changes, and a name never
+// stored is not stored for the rule of one. The claims that begin after the commit
+// apply it: they read it in their own write transaction.
+func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: set key concurrency of name %q: %w", name, err)
+	}
+	if n == 1 {
+		n = 0
+	}
+	st := &store.NameState{Name: name}
+	err := s.write(ctx, "set key concurrency", func(tx *sql.Tx) error {
+		ts := micros(now())
+		var err error
+		if n == 0 { // the rule of one: change a stored row, store none
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET key_concurrency = 0, changed_by = ?, changed_at = ?
+				WHERE namespace = ? AND name = ? AND key_concurrency <> 0`, by, ts, s.ns, name)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, key_concurrency, changed_by, changed_at) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (namespace, name) DO UPDATE SET key_concurrency = excluded.key_concurrency,
+					changed_by = excluded.changed_by, changed_at = excluded.changed_at
+				WHERE key_concurrency <> excluded.key_concurrency`, s.ns, name, n, by, ts)
+		}
+		if err != nil {
+			return err
+		}
+		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // never stored, and the rule of one stores nothing
+		case err != nil:
+			return err
+		}
+		st = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 // Names returns the state of every name of the view's namespace ever paused or
 // limited, with the tasks in flight of each name with a concurrency limit.
 func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
@@ -247,7 +292,7 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
 	var at, perUS int64
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, &at); err != nil {
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, &at); err != nil {
 		return nil, err
 	}
 	st.Per, st.ChangedAt = time.Duration(perUS)*time.Microsecond, fromMicros(at)

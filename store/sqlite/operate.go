@@ -131,28 +131,30 @@ func (s *Store) makeDueIn(ctx context.Context, tx *sql.Tx, seq, id int64) (*stor
 }
 
 const (
-	// triggerSQL triggers one task unless its key is held or its name has a
-	// concurrency or a rate limit (one probe of ax_names' primary key).
+	// triggerSQL triggers one task unless its key is held or its name is limited: a
+	// concurrency or a rate limit, or a key concurrency above one (one probe of
+	// ax_names' primary key).
 	triggerSQL = `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = ?,
 		attempt = attempt + (CASE status WHEN 'FAILED' THEN 1 ELSE 0 END),
 		finished_at = NULL, dispatched_at = ?, triggered_at = ?, updated_at = ?
 		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0
 			AND (task_key = '' OR overlap = 'allow' OR ` + keyFree + `)
 			AND NOT EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
-				AND (p.concurrency > 0 OR p.rate > 0))
+				AND (p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1))
 		RETURNING ` + taskColumns
 	// holderSQL names the task holding one key of a namespace (ax_tasks_ns_key_holder).
 	holderSQL = `SELECT MIN(id) FROM ax_tasks WHERE namespace = ? AND task_key = ? AND ` + holding
-	// limitSQL reads whether a name has a concurrency or a rate limit (ax_names'
-	// primary key).
-	limitSQL = `SELECT concurrency > 0 OR rate > 0 FROM ax_names WHERE namespace = ? AND name = ?`
+	// limitSQL reads whether a name has a concurrency or a rate limit, and whether it
+	// has a key concurrency above one (ax_names' primary key).
+	limitSQL = `SELECT concurrency > 0 OR rate > 0, key_concurrency > 1 FROM ax_names WHERE namespace = ? AND name = ?`
 )
 
 // Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task with a key
 // and Overlap skip or queue is refused, with driverkit.KeyHeld, while another task holds
 // the key: the check is part of the UPDATE, under the writer lock Claim holds too.
 // A task whose name has a concurrency or a rate limit is made due instead, as MakeDue
-// does, and returned SCHEDULED: a claim applies the limits.
+// does, and returned SCHEDULED: a claim applies the limits. So is one whose name has
+// a key concurrency above one, its key held or not: a claim counts the key's holders.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("ax: sqlite: trigger task %d: empty execution id: %w", id, store.ErrInvalid)
@@ -172,8 +174,9 @@ func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*sto
 }
 
 // triggerIn is Trigger in tx: the task as it is afterwards, and the refusal's
-// sentinel, or the holder of its key. A held key refuses first, then a limited name
-// makes the task due (makeDueIn, with a fresh sequence number), in tx.
+// sentinel, or the holder of its key. A key concurrency above one makes the task due
+// (makeDueIn, with a fresh sequence number), in tx; else a held key refuses, then a
+// limited name makes the task due.
 func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID string) (t *store.Task, sentinel error, holder int64, err error) {
 	ts := micros(now())
 	t, err = scanTask(tx.QueryRowContext(ctx, triggerSQL, executionID, ts, ts, ts, id, s.ns))
@@ -190,9 +193,16 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 	if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
 		return t, store.ErrNotTriggerable, 0, nil
 	}
-	// Triggerable but not triggered: its key is held, or its name is limited. A held
-	// key decides first, as in a claim: name the holder.
-	if t.TaskKey != "" && t.Overlap != store.OverlapAllow {
+	// Triggerable but not triggered: its key is held, or its name is limited. A key
+	// concurrency above one leaves the key to a claim, which counts its holders;
+	// otherwise a held key decides first, as in a claim: name the holder.
+	var limited, keys bool
+	switch err := tx.QueryRowContext(ctx, limitSQL, s.ns, t.Name).Scan(&limited, &keys); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, nil, 0, err
+	}
+	if !keys && t.TaskKey != "" && t.Overlap != store.OverlapAllow {
 		var h sql.NullInt64
 		if err := tx.QueryRowContext(ctx, holderSQL, s.ns, t.TaskKey).Scan(&h); err != nil {
 			return nil, nil, 0, err
@@ -201,13 +211,7 @@ func (s *Store) triggerIn(ctx context.Context, tx *sql.Tx, id int64, executionID
 			return t, store.ErrNotTriggerable, h.Int64, nil
 		}
 	}
-	var limited bool
-	switch err := tx.QueryRowContext(ctx, limitSQL, s.ns, t.Name).Scan(&limited); {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return nil, nil, 0, err
-	}
-	if !limited { // cannot happen: the UPDATE saw a holder or a limit under the same lock
+	if !limited && !keys { // cannot happen: the UPDATE saw a holder or a limit under the same lock
 		return nil, nil, 0, fmt.Errorf("task %d is %s with a free key %q and no limit but was not triggered", id, t.Status, t.TaskKey)
 	}
 	seq, err := nextSeq(ctx, tx, 1)

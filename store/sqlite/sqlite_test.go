@@ -79,8 +79,8 @@ func TestMigrations(t *testing.T) {
 
 func TestMigrateFromV1(t *testing.T) {
 	t.Parallel()
-	if v := sqlite.SchemaVersion(); v != 16 {
-		t.Fatalf("SchemaVersion() = %d, want 16", v)
+	if v := sqlite.SchemaVersion(); v != 17 {
+		t.Fatalf("SchemaVersion() = %d, want 17", v)
 	}
 	path := filepath.Join(t.TempDir(), "ax.db")
 	if err := sqlite.MigrateTo(path, 1); err != nil {
@@ -107,8 +107,8 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("Open of a version 1 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 16 || want != 16 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 16, 16", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 17 || want != 17 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 17, 17", have, want, err)
 	}
 	for _, name := range []string{"ax_tasks_ns_key_holder", "ax_schedules", "ax_leader", "ax_nodes", "ax_tasks_ns_succeeded", "ax_stats", "ax_slot_gaps_schedule", "ax_leadership"} {
 		var n int
@@ -558,5 +558,47 @@ func TestRateChanged(t *testing.T) {
 	setRate(1, time.Hour)
 	if res := claim(3); len(res.Claimed) != 1 {
 		t.Fatalf("claim after the rate was removed and set again = %+v, want it claimed: the old claims forgotten", res)
+	}
+}
+
+// TestKeyConcurrencyAcrossChunks claims, in one call, more winners than one
+// statement takes, two of them sharing a key: the first due, of a name admitting
+// one task per key, has the higher id, the other of a name admitting three. The
+// winners' writes re-check the key in the order the claim admitted them, so the
+// first does not find the key taken by the second, claimed in an earlier statement.
+func TestKeyConcurrencyAcrossChunks(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "ax.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	for name, n := range map[string]int{"wide": 3, "fill": 2} {
+		if _, err := s.SetKeyConcurrency(ctx, name, n, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	nts := []store.NewTask{{Name: "wide", Key: "w", DueAt: now.Add(-time.Hour), TaskKey: "k", Overlap: store.OverlapQueue}}
+	for i := range store.MaxBatch { // restricted too: their name has a key concurrency
+		nts = append(nts, store.NewTask{Name: "fill", Key: fmt.Sprint(i), DueAt: now.Add(-time.Hour)})
+	}
+	nts = append(nts, store.NewTask{Name: "narrow", Key: "n", DueAt: now.Add(-2 * time.Hour), TaskKey: "k", Overlap: store.OverlapQueue})
+	ins, err := s.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := make([]store.Claim, len(ins))
+	for i, r := range ins {
+		claims[i] = store.Claim{ID: r.Task.ID, ExecutionID: fmt.Sprint("e", i)}
+	}
+	res, err := s.Claim(ctx, store.Fence{}, claims)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if len(res.Claimed) != len(ins) {
+		t.Fatalf("claimed %d of %d tasks (blocked %+v), want every one: the key admits the wide task beside the narrow one",
+			len(res.Claimed), len(ins), res.Blocked)
 	}
 }
