@@ -319,6 +319,15 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 		if len(win)+len(skip) == 0 {
 			return nil // nothing to write: steps commits
 		}
+		// The winners are written in the order ResolveKeys chose them, (DueAt, ID): a
+		// chunk's in-write check sees the chunks before it, so a key shared by names
+		// that admit different numbers must be filled as it was decided.
+		slices.SortFunc(win, func(a, b driverkit.Keyed) int {
+			if c := a.DueAt.Compare(b.DueAt); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.ID, b.ID)
+		})
 		return r(true, func(b *pgx.Batch) {
 			chunks(win, func(part []driverkit.Keyed) {
 				wids, weids, admits := make([]int64, len(part)), make([]string, len(part)), make([]int32, len(part))
