@@ -26,6 +26,7 @@ var limitTests = []test{
 	{"RateRace", testRateRace},
 	{"KeyConcurrency", testKeyConcurrency},
 	{"KeyConcurrencyRace", testKeyConcurrencyRace},
+	{"KeyConcurrencyAcrossBatches", testKeyConcurrencyAcrossBatches},
 }
 
 // setConcurrency sets name's limit to n and checks the state it answers.
@@ -599,5 +600,39 @@ func testKeyConcurrencyRace(e *env) {
 	})
 	if n := violations.Load(); n != 0 {
 		e.t.Fatalf("%d claims found their key held by %d tasks already", n, admits)
+	}
+}
+
+// One claim of more than a batch of restricted tasks fills a key shared by names that
+// admit different numbers as it decided, in due order: a task of a name admitting
+// one, due first, and one admitting three are both claimed, however the store splits
+// its writes.
+func testKeyConcurrencyAcrossBatches(e *env) {
+	for name, n := range map[string]int{"a-wide": 3, "b-fill": 2} {
+		if _, err := e.s.SetKeyConcurrency(e.ctx, name, n, "alice"); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	// Named so that ids, whether a store gives them in input order or in (name, key)
+	// order, put the wide task first and the narrow one last.
+	nts := []store.NewTask{e.keyed(e.past(), "k", store.OverlapQueue)}
+	nts[0].Name = "a-wide"
+	for range store.MaxBatch { // restricted too: their name has a key concurrency
+		nt := e.newTask(e.past())
+		nt.Name = "b-fill"
+		nts = append(nts, nt)
+	}
+	narrow := e.keyed(e.past().Add(-time.Hour), "k", store.OverlapQueue)
+	narrow.Name = "c-narrow"
+	nts = append(nts, narrow)
+	tasks := e.insert(nts...)
+	ids := make([]int64, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	res := e.claimAll(ids...)
+	if len(res.Claimed) != len(ids) {
+		e.t.Fatalf("claimed %d of %d tasks (blocked %+v), want every one: the key admits the wide task beside the narrow one",
+			len(res.Claimed), len(ids), res.Blocked)
 	}
 }
