@@ -149,9 +149,14 @@ func TestExplain(t *testing.T) {
 		{"refill: changed since a cursor", `SELECT id, due_at, seq FROM ax_tasks WHERE ` + ns + `status = 'SCHEDULED' AND seq > 78000 AND seq <= 79000 ORDER BY seq LIMIT 1000`, "ax_tasks_status_seq", 228},
 		{"orphan scan", `SELECT id FROM ax_tasks WHERE ` + ns + `status = 'RUNNING' AND heartbeat_at < '` + ts(-10*time.Hour) + `' ORDER BY heartbeat_at, id LIMIT 100`, "ax_tasks_status_heartbeat", 229},
 		{"stuck-claim scan", `SELECT id FROM ax_tasks WHERE ` + ns + `status = 'DISPATCHING' AND dispatched_at < '` + ts(-10*time.Hour) + `' ORDER BY dispatched_at, id LIMIT 100`, "ax_tasks_status_dispatched", 229},
-		{"key holders (10 keys)", `SELECT held_key, MIN(id) FROM ax_tasks WHERE ` + ns + `held_key IN (` + keys + `) GROUP BY namespace, held_key ORDER BY NULL`, "ax_tasks_held_key", 2205},
-		{"keyed claim: update (200 ids, 10 keys)", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) +
-			`' AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE ` + ns + `held_key IN (` + keys + `) GROUP BY namespace, held_key ORDER BY NULL) AS held)`, "PRIMARY", 8},
+		{"key holders (10 keys)", args(mysql.HoldersSQL(10, false), append([]string{"'default'"}, names...)...), "ax_tasks_held_key", 2205},
+		{"keyed claim: update (200 ids, 10 keys)", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in + `) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) + `'` +
+			args(mysql.Unheld(10, 1), append([]string{"'default'"}, names...)...), "PRIMARY", 8},
+		// A name's key concurrency above one: the holders counted, and the claim's
+		// check "fewer than it admits", each holder's index entry read.
+		{"key holders, counted (10 keys)", args(mysql.HoldersSQL(10, true), append([]string{"'default'"}, names...)...), "ax_tasks_held_key", 2205},
+		{"keyed claim: update, 3 holders admitted (200 ids, 10 keys)", `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING' WHERE id IN (` + in +
+			`) AND status = 'SCHEDULED' AND due_at <= '` + ts(0) + `'` + args(mysql.Unheld(10, 3), append(append([]string{"'default'"}, names...), "3")...), "PRIMARY", 8},
 		{"claim: lock, with the name rule", `SELECT id, ` + mysql.NameRuleSQL + ` FROM ax_tasks FORCE INDEX (PRIMARY) WHERE id IN (` + in +
 			`) AND status = 'SCHEDULED' AND namespace = 'default' ORDER BY id FOR UPDATE`, "PRIMARY", 8},
 		// A limited name's claim: its row's lock, then the count of its tasks in flight

@@ -121,3 +121,9 @@ func LockNamesSQL(n int) string { return lockNamesSQL(n) }
 
 // InflightSQL is inflightSQL.
 func InflightSQL(n int) string { return inflightSQL(n) }
+
+// HoldersSQL is holdersSQL.
+func HoldersSQL(n int, count bool) string { return holdersSQL(n, count) }
+
+// Unheld is unheld, the claiming UPDATE's key condition.
+func Unheld(n, admits int) string { return unheld(n, admits) }

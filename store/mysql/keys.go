@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"maps"
 	"slices"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 
 // Task keys (see DESIGN.md, "Task keys"): a due task whose Overlap is skip or
 // queue is claimed only while no other task of its namespace with its key is
-// DISPATCHING or RUNNING. Claim and Trigger decide it under the key's lock row in
+// DISPATCHING or RUNNING — or, when its name has a key concurrency n above one, while
+// fewer than n are. Claim and Trigger decide it under the key's lock row in
 // ax_task_keys, (namespace, task_key), taken after the task rows (and, in Claim, the
 // limited names' rows) and in ascending key order, then read the namespace's holders
 // through the ax_tasks_held_key index (namespace, held_key) and repeat the condition
@@ -69,47 +71,96 @@ func lockKeys(ctx context.Context, tx *sql.Tx, ns string, keys []string) error {
 	return nil
 }
 
+// holdersSQL reads, for n keys of a namespace (its arguments: the namespace and the
+// keys), each key held by a DISPATCHING or RUNNING task of the namespace, the lowest
+// id of such a task and, with count, how many there are; without, 1. Grouping by
+// (namespace, held_key), a prefix of ax_tasks_held_key, lets the optimizer answer
+// MIN(id) with one index dive per key (a loose index scan) however many holders a key
+// has; COUNT(*) reads each holder's index entry instead, which is why only the keys
+// that need it are counted. ORDER BY NULL spares MariaDB the sort its GROUP BY implies.
+func holdersSQL(n int, count bool) string {
+	held := "1"
+	if count {
+		held = "COUNT(*)"
+	}
+	return `SELECT held_key, MIN(id), ` + held + ` FROM ax_tasks WHERE namespace = ? AND held_key IN (` + marks(n) + `)
+		GROUP BY namespace, held_key ORDER BY NULL`
+}
+
 // holders returns, for each of keys held by a DISPATCHING or RUNNING task of namespace
-// ns, the lowest id of such a task. Grouping by (namespace, held_key), a prefix of
-// ax_tasks_held_key, lets the optimizer answer with one index dive per key (a loose
-// index scan) however many holders a key has; ORDER BY NULL spares MariaDB the sort
-// its GROUP BY implies. It is a plain read: under READ COMMITTED it sees the latest
+// ns, the lowest id of such a task and how many there are — counted for the keys of
+// counted only, those a task of the claim may share with others (its name's key
+// concurrency is above one); for the others 1, which is all a task admitting one
+// holder needs to know. It is a plain read: under READ COMMITTED it sees the latest
 // committed rows, so, run after lockKeys, it sees every claim of those keys made
 // before the lock was granted.
-func holders(ctx context.Context, tx *sql.Tx, ns string, keys []string) (map[string]int64, error) {
-	held := make(map[string]int64)
-	for lo := 0; lo < len(keys); lo += store.MaxBatch {
-		part := keys[lo:min(len(keys), lo+store.MaxBatch)]
-		rows, err := tx.QueryContext(ctx, `SELECT held_key, MIN(id) FROM ax_tasks WHERE namespace = ? AND held_key IN (`+marks(len(part))+`)
-			GROUP BY namespace, held_key ORDER BY NULL`, append([]any{ns}, texts(part)...)...)
-		if err != nil {
-			return nil, err
+func holders(ctx context.Context, tx *sql.Tx, ns string, keys []string, counted map[string]bool) (map[string]driverkit.KeyHold, error) {
+	held := make(map[string]driverkit.KeyHold)
+	var plain, count []string
+	for _, k := range keys {
+		if counted[k] {
+			count = append(count, k)
+		} else {
+			plain = append(plain, k)
 		}
-		for rows.Next() {
-			var k string
-			var id int64
-			if err := rows.Scan(&k, &id); err != nil {
-				rows.Close()
+	}
+	for _, c := range []bool{false, true} {
+		keys := plain
+		if c {
+			keys = count
+		}
+		for lo := 0; lo < len(keys); lo += store.MaxBatch {
+			part := keys[lo:min(len(keys), lo+store.MaxBatch)]
+			if err := readHolders(ctx, tx, holdersSQL(len(part), c), append([]any{ns}, texts(part)...), held); err != nil {
 				return nil, err
 			}
-			held[k] = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
 		}
 	}
 	return held, nil
 }
 
-// unheld is the claiming UPDATE's key condition for n keys, whose arguments are the
-// namespace and the keys: the row's task key is held by no DISPATCHING or RUNNING task
-// of the namespace. MySQL refuses a subquery on the table being updated (error 1093)
-// unless it reads a materialised derived table; GROUP BY keeps the optimizer from
-// merging it back into the outer query (and reads it as holders does).
-func unheld(n int) string {
+// readHolders runs q, whose rows are holdersSQL's, and sets them in into.
+func readHolders(ctx context.Context, tx *sql.Tx, q string, args []any, into map[string]driverkit.KeyHold) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var h driverkit.KeyHold
+		if err := rows.Scan(&k, &h.First, &h.Count); err != nil {
+			return err
+		}
+		into[k] = h
+	}
+	return rows.Err()
+}
+
+// unheld is the claiming UPDATE's key condition for n keys and winners admitting
+// admits holders of their keys (their names' key concurrency, at least one): the row's
+// task key is held by fewer than admits DISPATCHING or RUNNING tasks of the namespace
+// — by none, for one. Its arguments are the namespace, the keys and, above one,
+// admits. MySQL refuses a subquery on the table being updated (error 1093) unless it
+// reads a materialised derived table; GROUP BY keeps the optimizer from merging it
+// back into the outer query (and reads it as holdersSQL does: for one, one index dive
+// per key).
+func unheld(n, admits int) string {
+	having := ""
+	if admits > 1 {
+		having = ` HAVING COUNT(*) >= ?`
+	}
 	return ` AND task_key NOT IN (SELECT held_key FROM (SELECT held_key FROM ax_tasks WHERE namespace = ? AND held_key IN (` + marks(n) +
-		`) GROUP BY namespace, held_key ORDER BY NULL) AS held)`
+		`) GROUP BY namespace, held_key` + having + ` ORDER BY NULL) AS held)`
+}
+
+// keyAdmits is how many holders of its key a task of a name with limits l admits: its
+// key concurrency, at least one (l nil: the name has no limit).
+func keyAdmits(l *driverkit.NameLimit) int {
+	if l == nil {
+		return 1
+	}
+	return max(l.KeyConcurrency, 1)
 }
 
 // distinctKeys returns the task keys of the tasks of keyed whose key restricts them
@@ -128,16 +179,18 @@ func distinctKeys(keyed []driverkit.Keyed) []string {
 
 // claimKeyed decides the due SCHEDULED tasks of keyed, whose rows (of namespace ns) tx
 // has locked and which a claim cannot simply take: their Overlap is skip or queue, or
-// their name, one of limited (ascending), had a concurrency or a rate limit when their
-// rows were locked, or both. It locks the names' rows and reads their limits, the
-// tasks in flight and the rates' claim times (lockNames), then locks the keys and
-// reads their holders — names before keys, each in ascending order, after the rows,
-// as every claimer does, so that claimers queue rather than deadlock — lets
-// driverkit.ResolveKeys decide, and writes the outcome: winners DISPATCHING (the
-// UPDATE of those whose key rules repeats "no holder" in its WHERE clause), skip
-// losers SKIPPED with driverkit.SkipReason, queue losers unchanged and reported
-// Blocked, and those their name's limits hold back unchanged and reported Limited;
-// the rates' new claim times go back to the names' rows (writeStarts).
+// their name, one of limited (ascending), had a concurrency or a rate limit, or a key
+// concurrency above one, when their rows were locked, or both. It locks the names'
+// rows and reads their limits, the tasks in flight and the rates' claim times
+// (lockNames), then locks the keys and reads their holders, counted for the keys a
+// name's key concurrency lets several hold — names before keys, each in ascending
+// order, after the rows, as every claimer does, so that claimers queue rather than
+// deadlock — lets driverkit.ResolveKeys decide, and writes the outcome: winners
+// DISPATCHING (the UPDATE of those whose key rules repeats "fewer holders than the
+// task admits" in its WHERE clause), skip losers SKIPPED with driverkit.SkipReason,
+// queue losers unchanged and reported Blocked, and those their name's limits hold back
+// unchanged and reported Limited; the rates' new claim times go back to the names'
+// rows (writeStarts).
 //
 // now is the database time the rows were found due at; it stamps the changed rows.
 // With a rate-limited name among limits the claim's time is instead the store's,
@@ -154,7 +207,16 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 	if err := lockKeys(ctx, tx, ns, keys); err != nil {
 		return err
 	}
-	held, err := holders(ctx, tx, ns, keys)
+	var counted map[string]bool // the keys a task admits others beside
+	for _, k := range keyed {
+		if keyRules(k.Overlap) && keyAdmits(limits[k.Name]) > 1 {
+			if counted == nil {
+				counted = map[string]bool{}
+			}
+			counted[k.TaskKey] = true
+		}
+	}
+	held, err := holders(ctx, tx, ns, keys, counted)
 	if err != nil {
 		return err
 	}
@@ -165,21 +227,31 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 	}
 	claim, skip, block, limit := driverkit.ResolveKeys(keyed, held, limits, now)
 	ts := dt(now)
-	// Winners, in id order: one per free key, within their names' free slots. Those
-	// whose key rules are claimed apart, with "no holder" in the UPDATE; the others
-	// (no key rule, their name limited) have nothing more to check.
-	var ruled, unruled []driverkit.Keyed
+	// Winners, in id order: as many per key as its holders leave room for, within
+	// their names' free slots. Those whose key rules are claimed apart, with "fewer
+	// holders than the task admits" in the UPDATE, grouped by what they admit; the
+	// others (no key rule, their name limited) have nothing more to check. The groups
+	// go in ascending order of admits: an UPDATE counts among a key's holders the
+	// winners its transaction claimed before, and ResolveKeys let each winner in while
+	// the holders, those before it included, numbered fewer than it admits — in that
+	// order, the winners claimed before one of a group, of groups admitting fewer or of
+	// its own, leave it room as they did there.
+	ruled := map[int][]driverkit.Keyed{}
+	var unruled []driverkit.Keyed
 	for _, k := range claim {
 		if keyRules(k.Overlap) {
-			ruled = append(ruled, k)
+			a := keyAdmits(limits[k.Name])
+			ruled[a] = append(ruled[a], k)
 		} else {
 			unruled = append(unruled, k)
 		}
 	}
-	if err := dispatchKeyed(ctx, tx, ns, ruled, execs, ts, true); err != nil {
-		return err
+	for _, a := range slices.Sorted(maps.Keys(ruled)) {
+		if err := dispatchKeyed(ctx, tx, ns, ruled[a], execs, ts, a); err != nil {
+			return err
+		}
 	}
-	if err := dispatchKeyed(ctx, tx, ns, unruled, execs, ts, false); err != nil {
+	if err := dispatchKeyed(ctx, tx, ns, unruled, execs, ts, 0); err != nil {
 		return err
 	}
 	// The rates' claim times, winners added: a winner its UPDATE left SCHEDULED (see
@@ -208,7 +280,7 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 		return err
 	}
 	// Read the changed rows back. A winner whose key rules that the UPDATE left
-	// SCHEDULED (a holder that slipped past the lock, which only a writer not taking
+	// SCHEDULED (holders that slipped past the lock, which only a writer not taking
 	// it could cause) is reported Blocked: due, waiting for its key; any other winner
 	// left SCHEDULED is reported Limited.
 	won := make(map[int64]driverkit.Keyed, len(claim))
@@ -261,10 +333,10 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 }
 
 // dispatchKeyed moves the winners won (of namespace ns, their rows locked by tx) to
-// DISPATCHING with their execution ids, stamped ts, chunk by chunk. With ruled, their
-// keys rule (skip, queue), and the UPDATE repeats "no holder" of their keys (one winner
-// per key) in its WHERE clause.
-func dispatchKeyed(ctx context.Context, tx *sql.Tx, ns string, won []driverkit.Keyed, execs map[int64]string, ts string, ruled bool) error {
+// DISPATCHING with their execution ids, stamped ts, chunk by chunk. With admits above
+// 0, their keys rule (skip, queue), each admits that many holders of its key, and the
+// UPDATE repeats "fewer holders than admits" of their keys in its WHERE clause (unheld).
+func dispatchKeyed(ctx context.Context, tx *sql.Tx, ns string, won []driverkit.Keyed, execs map[int64]string, ts string, admits int) error {
 	return chunks(len(won), func(lo, hi int) error {
 		part := won[lo:hi]
 		ids := make([]int64, len(part))
@@ -277,11 +349,14 @@ func dispatchKeyed(ctx context.Context, tx *sql.Tx, ns string, won []driverkit.K
 		args = append(args, int64s(ids)...)
 		args = append(args, ts)
 		cond := ""
-		if ruled {
-			keys := distinctKeys(part) // one winner per key: the winners' keys
-			cond = unheld(len(keys))
+		if admits > 0 {
+			keys := distinctKeys(part) // the winners' keys
+			cond = unheld(len(keys), admits)
 			args = append(args, ns)
 			args = append(args, texts(keys)...)
+			if admits > 1 {
+				args = append(args, admits)
+			}
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE ax_tasks FORCE INDEX (PRIMARY) SET status = 'DISPATCHING', execution_id = `+execCase+`,
 			dispatched_at = ?, updated_at = ?
@@ -292,8 +367,10 @@ func dispatchKeyed(ctx context.Context, tx *sql.Tx, ns string, won []driverkit.K
 
 // triggerHeld is Trigger for a task of the view's namespace that Trigger's plain
 // transition left alone although it may be SCHEDULED or FAILED: its key rules (skip,
-// queue), or its name has a concurrency or a rate limit (or had, when the transition
-// read it). It locks the task's row, reads whether its name is limited, then, if its key rules, locks the
+// queue), or its name has a concurrency or a rate limit or a key concurrency above one
+// (or had, when the transition read it). It locks the task's row and reads its name's
+// limits. A task whose name has a key concurrency above one is made due, its key free
+// or not, for a claim to count the key's holders. Else, if its key rules, it locks the
 // key and reads its holder — rows, then keys, as in Claim — and changes nothing while
 // another task holds the key. Else a limited name's task is made due as MakeDue does
 // (makeDueSet), with the sequence number reserve gives, and left for a claim to apply
@@ -308,26 +385,26 @@ func (s *Store) triggerHeld(ctx context.Context, tx *sql.Tx, id int64, execution
 	if t.Status != store.Scheduled && t.Status != store.Failed || t.Superseded {
 		return t, 0, false, nil
 	}
-	limited, err := nameLimited(ctx, tx, s.ns, t.Name)
+	limited, keys, err := nameLimited(ctx, tx, s.ns, t.Name)
 	if err != nil {
 		return nil, 0, false, err
 	}
-	ruled := keyRules(t.Overlap)
+	ruled := keyRules(t.Overlap) && !keys
 	if ruled {
 		if err := lockKeys(ctx, tx, s.ns, []string{t.TaskKey}); err != nil {
 			return nil, 0, false, err
 		}
-		held, err := holders(ctx, tx, s.ns, []string{t.TaskKey})
+		held, err := holders(ctx, tx, s.ns, []string{t.TaskKey}, nil)
 		if err != nil {
 			return nil, 0, false, err
 		}
-		if holder, busy := held[t.TaskKey]; busy {
-			return t, holder, false, nil
+		if h, busy := held[t.TaskKey]; busy {
+			return t, h.First, false, nil
 		}
 	}
 	var res sql.Result
 	switch {
-	case limited:
+	case limited || keys:
 		seq, err := reserve()
 		if err != nil {
 			return nil, 0, false, err
@@ -337,7 +414,7 @@ func (s *Store) triggerHeld(ctx context.Context, tx *sql.Tx, id int64, execution
 			return nil, 0, false, err
 		}
 	case ruled:
-		if res, err = tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1), executionID, id, s.ns, s.ns, t.TaskKey); err != nil {
+		if res, err = tx.ExecContext(ctx, triggerSet+` AND overlap IN ('skip', 'queue')`+unheld(1, 1), executionID, id, s.ns, s.ns, t.TaskKey); err != nil {
 			return nil, 0, false, err
 		}
 	default:

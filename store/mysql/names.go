@@ -16,26 +16,31 @@ import (
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper). The claim reads each locked task's name rule (nameRule) with the
 // lock of the rows it claims: it leaves a paused name's tasks alone, and decides a
-// limited name's — a concurrency or a rate limit — under the name's row lock
-// (lockNames). Trigger makes a limited name's task due instead of claiming it
-// (limitedName).
+// limited name's — a concurrency or a rate limit, or a key concurrency above one —
+// under the name's row lock (lockNames). Trigger makes a limited name's task due
+// instead of claiming it (limitedName).
+
+// nameLimits is true of a row of ax_names with a limit the claim applies under the
+// name's lock: a concurrency or a rate limit, or a key concurrency above one. Its
+// columns are unqualified: in a subquery they name the subquery's ax_names row.
+const nameLimits = `concurrency > 0 OR rate > 0 OR key_concurrency > 1`
 
 // nameRule is, in a statement over ax_tasks, what the row's name asks of a claim: -1
-// when it is paused, 1 when it has a concurrency or a rate limit, else 0. It takes one
-// probe of ax_names' primary key per row, made only when some name is paused or
-// limited — the EXISTS does not depend on the row, and MySQL evaluates it once per
-// statement. A paused name's limits do not matter: its tasks are not claimed.
-const nameRule = `IF(EXISTS (SELECT 1 FROM ax_names WHERE paused OR concurrency > 0 OR rate > 0),
-	COALESCE((SELECT IF(p.paused, -1, p.concurrency > 0 OR p.rate > 0) FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name), 0), 0)`
+// when it is paused, 1 when it is limited (nameLimits), else 0. It takes one probe of
+// ax_names' primary key per row, made only when some name is paused or limited — the
+// EXISTS does not depend on the row, and MySQL evaluates it once per statement. A
+// paused name's limits do not matter: its tasks are not claimed.
+const nameRule = `IF(EXISTS (SELECT 1 FROM ax_names WHERE paused OR ` + nameLimits + `),
+	COALESCE((SELECT IF(p.paused, -1, ` + nameLimits + `) FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name), 0), 0)`
 
-// limitedName is true, in a statement over ax_tasks, when the row's name has a
-// concurrency or a rate limit in its namespace: like nameRule, one primary key probe
-// per row, made only when some name is limited.
-const limitedName = `(EXISTS (SELECT 1 FROM ax_names WHERE concurrency > 0 OR rate > 0)
-	AND EXISTS (SELECT 1 FROM ax_names l WHERE l.namespace = ax_tasks.namespace AND l.name = ax_tasks.name AND (l.concurrency > 0 OR l.rate > 0)))`
+// limitedName is true, in a statement over ax_tasks, when the row's name is limited
+// (nameLimits) in its namespace: like nameRule, one primary key probe per row, made
+// only when some name is limited.
+const limitedName = `(EXISTS (SELECT 1 FROM ax_names WHERE ` + nameLimits + `)
+	AND EXISTS (SELECT 1 FROM ax_names l WHERE l.namespace = ax_tasks.namespace AND l.name = ax_tasks.name AND (` + nameLimits + `)))`
 
 // nameCols are the columns of ax_names scanNameState reads.
-const nameCols = `name, paused, concurrency, rate, rate_per_us, changed_by, changed_at`
+const nameCols = `name, paused, concurrency, rate, rate_per_us, key_concurrency, changed_by, changed_at`
 
 // nameSQL reads a name's state; its arguments are the namespace and the name.
 const nameSQL = `SELECT ` + nameCols + ` FROM ax_names WHERE namespace = ? AND name = ?`
@@ -226,11 +231,58 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	return st, nil
 }
 
+// SetKeyConcurrency sets how many of the task name's tasks sharing a task key may be
+// DISPATCHING or RUNNING at once in the view's namespace (see store.NameKeeper): one
+// statement that writes the row, with who and when by the store's clock, only if it
+// changes, and a read of the state. 1, the rule of one, is stored as 0; restoring it
+// on a name never stored writes nothing and answers the zero state. The claims of the
+// name read it under its row's lock (lockNames), which this write takes too.
+func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
+	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
+		return nil, fmt.Errorf("ax: mysql: set key concurrency of name %q: %w", name, err)
+	}
+	if n == 1 {
+		n = 0
+	}
+	st := &store.NameState{Name: name}
+	err := s.run(ctx, "set key concurrency", 0, func(tx *sql.Tx, _ int64) error {
+		var err error
+		if n == 0 { // no row to create
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET key_concurrency = 0, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
+				WHERE namespace = ? AND name = ? AND key_concurrency <> 0`, by, s.ns, name)
+		} else {
+			// MySQL assigns left to right: changed_by and changed_at read the old value
+			// before it is set.
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, key_concurrency, changed_by, changed_at)
+				VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
+				ON DUPLICATE KEY UPDATE changed_by = IF(key_concurrency = VALUES(key_concurrency), changed_by, VALUES(changed_by)),
+					changed_at = IF(key_concurrency = VALUES(key_concurrency), changed_at, VALUES(changed_at)),
+					key_concurrency = VALUES(key_concurrency)`, s.ns, name, n, by)
+		}
+		if err != nil {
+			return err
+		}
+		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // never stored, and the rule of one
+		case err != nil:
+			return err
+		}
+		st = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 // namesSQL reads every name of a namespace (its argument, twice) with nameCols and
 // the tasks in flight of each with a concurrency limit, counted as inflightSQL counts
 // them: one pass over the namespace's DISPATCHING and RUNNING ranges of
 // ax_tasks_status_seq, grouped by name, in the statement's one read view.
-const namesSQL = `SELECT n.name, n.paused, n.concurrency, n.rate, n.rate_per_us, n.changed_by, n.changed_at,
+const namesSQL = `SELECT n.name, n.paused, n.concurrency, n.rate, n.rate_per_us, n.key_concurrency, n.changed_by, n.changed_at,
 		IF(n.concurrency > 0, COALESCE(f.tasks, 0), 0)
 	FROM ax_names n LEFT JOIN (SELECT name, COUNT(*) AS tasks FROM ax_tasks FORCE INDEX (ax_tasks_status_seq)
 		WHERE namespace = ? AND status IN ('DISPATCHING', 'RUNNING') GROUP BY name ORDER BY NULL) AS f ON f.name = n.name
@@ -251,7 +303,8 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	for rows.Next() {
 		var st store.NameState
 		var perUS int64
-		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, dbTime{&st.ChangedAt}, &st.InFlight); err != nil {
+		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, dbTime{&st.ChangedAt},
+			&st.InFlight); err != nil {
 			return nil, s.wrap("list names", err)
 		}
 		st.Per = time.Duration(perUS) * time.Microsecond
@@ -264,7 +317,7 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
 	var perUS int64
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
 		return nil, err
 	}
 	st.Per = time.Duration(perUS) * time.Microsecond
@@ -283,18 +336,19 @@ func inflightSQL(n int) string {
 }
 
 // lockNamesSQL locks the ax_names rows of n names of a namespace, in name order, and
-// reads their limits and their rates' claim times; its arguments are the namespace
-// and the names. A locking read reads the rows' latest committed version, after any
-// wait for their locks.
+// reads their limits (key concurrency included) and their rates' claim times; its
+// arguments are the namespace and the names. A locking read reads the rows' latest
+// committed version, after any wait for their locks.
 func lockNamesSQL(n int) string {
-	return `SELECT name, concurrency, rate, rate_per_us, rate_starts FROM ax_names WHERE namespace = ? AND name IN (` + marks(n) +
+	return `SELECT name, concurrency, rate, rate_per_us, rate_starts, key_concurrency FROM ax_names WHERE namespace = ? AND name IN (` + marks(n) +
 		`) ORDER BY name FOR UPDATE`
 }
 
 // lockNames locks the ax_names rows of names (distinct, ascending) in namespace ns,
 // holds them until tx ends, and returns the limits of each name that has one — a
-// concurrency or a rate limit — as driverkit.ResolveKeys takes them: with a
-// concurrency limit, the count of the namespace's tasks of the name DISPATCHING or
+// concurrency or a rate limit, or a key concurrency above one, which the claim applies
+// under the keys' locks, taken after these — as driverkit.ResolveKeys takes them: with
+// a concurrency limit, the count of the namespace's tasks of the name DISPATCHING or
 // RUNNING (read only for those names); with a rate, its claim times. Every claim of a
 // limited name's tasks takes its row's lock before it counts or reads the times and
 // holds it until it commits, so the count, a plain read made once every lock is
@@ -344,10 +398,10 @@ func readLimits(ctx context.Context, tx *sql.Tx, q string, args []any, into map[
 			perUS  int64
 			starts []byte // NULL: none
 		)
-		if err := rows.Scan(&name, &l.Concurrency, &l.Rate, &perUS, &starts); err != nil {
+		if err := rows.Scan(&name, &l.Concurrency, &l.Rate, &perUS, &starts, &l.KeyConcurrency); err != nil {
 			return err
 		}
-		if l.Concurrency <= 0 && l.Rate <= 0 {
+		if l.Concurrency <= 0 && l.Rate <= 0 && l.KeyConcurrency <= 1 {
 			continue
 		}
 		if l.Rate > 0 {
@@ -389,15 +443,16 @@ func countRows(ctx context.Context, tx *sql.Tx, q string, args []any, into map[s
 	return rows.Err()
 }
 
-// nameLimited reports whether name has a concurrency or a rate limit in namespace ns:
-// a plain read, which under READ COMMITTED sees the latest committed limits.
-func nameLimited(ctx context.Context, tx *sql.Tx, ns, name string) (bool, error) {
-	var limited bool
-	err := tx.QueryRowContext(ctx, `SELECT concurrency > 0 OR rate > 0 FROM ax_names WHERE namespace = ? AND name = ?`, ns, name).Scan(&limited)
+// nameLimited reports whether name has a concurrency or a rate limit in namespace ns,
+// and whether it has a key concurrency above one: a plain read, which under READ
+// COMMITTED sees the latest committed limits.
+func nameLimited(ctx context.Context, tx *sql.Tx, ns, name string) (limited, keys bool, err error) {
+	err = tx.QueryRowContext(ctx, `SELECT concurrency > 0 OR rate > 0, key_concurrency > 1 FROM ax_names WHERE namespace = ? AND name = ?`,
+		ns, name).Scan(&limited, &keys)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return false, false, nil
 	}
-	return limited, err
+	return limited, keys, err
 }
 
 // maxStartsBytes bounds the claim times one statement of writeStarts carries, far
