@@ -332,20 +332,28 @@ func TestTasksCommands(t *testing.T) {
 		{append([]string{"names", "pause", "order.close"}, api...), exitFail, []string{"forbidden (403)"}},
 		{append([]string{"names", "pause", "order.close", "--reason", "warehouse closed"}, op...), exitOK,
 			[]string{"target:", "name order.close", "state:", "paused", "name.pause by oncall"}},
-		{append([]string{"names", "list"}, api...), exitOK, []string{"NAME", "CHANGED BY", "order.close  paused  oncall"}},
+		{append([]string{"names", "list"}, api...), exitOK, []string{"NAME", "CONCURRENCY", "IN USE", "RATE", "CHANGED BY", "order.close", "paused", "oncall"}},
 		{append([]string{"names", "list", "--json"}, api...), exitOK, []string{`"names":[{"name":"order.close","paused":true,"changed_by":"oncall"`}},
 		{append([]string{"names", "resume", "order.close", "--json"}, op...), exitOK, []string{`"action":"name.resume"`, `"paused":false`}},
+		{append([]string{"names", "limit", "order.close", "--concurrency", "3", "--rate", "10", "--per", "1m", "--key-concurrency", "2", "--reason", "warehouse slow"}, op...), exitOK,
+			[]string{"name.concurrency by oncall", "name.rate by oncall", "name.key_concurrency by oncall", "concurrency:", "rate:", "10/1m0s"}},
+		{append([]string{"names", "list", "--json"}, api...), exitOK, []string{`"concurrency":3`, `"rate":10`, `"per":"1m0s"`, `"key_concurrency":2`}},
+		{append([]string{"names", "limit", "order.close"}, op...), exitUsage, []string{"give --concurrency, --rate with --per, --key-concurrency"}},
+		{append([]string{"names", "limit", "order.close", "--rate", "5"}, op...), exitUsage, []string{"--rate needs --per"}},
+		{append([]string{"names", "limit", "order.close", "--concurrency", "3"}, api...), exitFail, []string{"forbidden (403)"}},
 		{append([]string{"names", "pause", strings.Repeat("n", ax.MaxNameLen+1)}, op...), exitFail, []string{"invalid (400)"}},
-		{[]string{"names"}, exitUsage, []string{"missing action: want list, pause or resume"}},
+		{[]string{"names"}, exitUsage, []string{"missing action: want list, pause, resume or limit"}},
 		{[]string{"names", "pause"}, exitUsage, []string{"missing task name"}},
 		{[]string{"names", "stop", "x"}, exitUsage, []string{`unknown action "stop"`}},
 		{[]string{"names", "pause", "-h"}, exitOK, []string{"usage: ax names pause NAME", "-reason"}},
 		{[]string{"tasks", "list", "-h"}, exitOK, []string{"-key-prefix"}},
 	})
 	recs, err := s.AuditLog(context.Background(), ax.AuditQuery{Target: "name order.close", Limit: 10})
-	if err != nil || len(recs) != 3 || recs[0].Action != "name.resume" || recs[1].Reason != "warehouse closed" || recs[1].Actor != "oncall" ||
-		!strings.HasPrefix(recs[2].Result, "forbidden") {
-		t.Errorf("the names commands' audit records, newest first: %+v, %v; want the resume, the pause, the viewer's refused pause", recs, err)
+	if err != nil || len(recs) != 7 || !strings.HasPrefix(recs[0].Result, "forbidden") || recs[1].Result != "ok: key concurrency 2" ||
+		recs[2].Result != "ok: rate 10 per 1m0s" || recs[3].Result != "ok: concurrency 3" || recs[3].Reason != "warehouse slow" ||
+		recs[4].Action != "name.resume" || recs[5].Reason != "warehouse closed" || recs[5].Actor != "oncall" ||
+		!strings.HasPrefix(recs[6].Result, "forbidden") {
+		t.Errorf("the names commands' audit records, newest first: %+v, %v; want the viewer's refused limit, the limits set, the resume, the pause, the viewer's refused pause", recs, err)
 	}
 }
 
