@@ -84,7 +84,8 @@ func (s *Scheduler) SetConcurrency(ctx context.Context, name string, n int, opts
 // exact: each claim of the name's tasks reads and records the name's last n claim
 // times under a lock of the name, in the claiming write. The name's other due tasks
 // wait SCHEDULED, counted as late, and are claimed in due order when the window
-// admits them — the store says when, so no scheduler polls for it; other names are
+// admits them — the store says when, so no scheduler polls for it (for a period
+// over half of Config.Window, the leader asks every half window); other names are
 // not held back. The claims recorded before a rate is first set do not count toward
 // it. A name may have a rate and a concurrency limit at once.
 //

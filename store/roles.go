@@ -558,7 +558,8 @@ type Pruner interface {
 // Notifier is implemented by stores that can signal, soon after a transaction commits,
 // that a refill would find something (it inserted tasks or made them SCHEDULED:
 // SignalWork), or that a slot of a name's concurrency limit freed (Finish ended a
-// task of a limited name: SignalFreed) — PostgreSQL LISTEN/NOTIFY. Signals may be
+// task of a name with a concurrency limit: SignalFreed; a hand-back or a recovery
+// does not signal) — PostgreSQL LISTEN/NOTIFY. Signals may be
 // coalesced or lost; the scheduler's periodic refill and retries stay the guarantee.
 type Notifier interface {
 	// Listen calls f, on a goroutine of the store's, for each signal until ctx ends
@@ -573,7 +574,7 @@ type Signal int
 // The signals.
 const (
 	SignalWork  Signal = iota // tasks were inserted or made SCHEDULED: a refill would find them
-	SignalFreed               // a task of a name with a concurrency limit left DISPATCHING or RUNNING
+	SignalFreed               // Finish ended a task of a name with a concurrency limit
 )
 
 // Transactor is implemented by stores that write in transactions (every SQL driver of

@@ -11,10 +11,11 @@
 // It also holds the task-key waits: tasks a claim left Blocked because another task
 // with their key was running are retried together, at once when a holder here frees
 // the key, else every second. And it parks the tasks a claim left Limited, their
-// name at its concurrency limit: per name, in due order, offered a limit's worth at a
-// time — at once when a task of the name leaves a slot here, or when the last offer
-// found room, else every limitRetry (the frees of other processes are not seen). Every claim is a conditional write, so any number of
-// loops may share a store; the loop's own bookkeeping (the wheel, in-flight counts)
+// name at a limit: per name, in due order, offered a limit's worth at a time — at
+// once when a task of the name leaves a slot here or in another process (the store's
+// signal), or when the last offer found room; a rate's, when the store said its
+// window admits the next; else probed with one task every limitRetry. Every claim is
+// a conditional write, so any number of loops may share a store; the loop's own bookkeeping (the wheel, in-flight counts)
 // is an optimisation that a stale entry cannot break.
 //
 // Run blocks until its context ends and the loop's goroutines have stopped.
@@ -618,6 +619,9 @@ func (l *Loop) Unblock(keys, names []string) {
 		delete(l.keyRetry, k)
 	}
 	for id, k := range l.blocked {
+		if len(freed) == 0 {
+			break // no key freed: nothing to scan for
+		}
 		if freed[k] {
 			l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
 			delete(l.blocked, id)
@@ -650,10 +654,15 @@ func (l *Loop) settled(ids []int64) {
 	}
 }
 
-// limitRetry is how often the loop offers again the tasks parked for a slot of their
-// name when no free was seen here: the tasks of another process free slots unseen.
-// Each offer is one claim of at most the name's limit in tasks.
-const limitRetry = 25 * time.Millisecond
+// limitRetry is how often the loop probes, with one task, a name whose tasks wait for
+// a slot when no free was seen: without store notifications, the tasks of another
+// process free slots unseen. With them (limitRetryNotified), a probe only covers
+// what they do not signal: a hand-back, a recovery. A probe that finds room has the
+// rest offered at once.
+const (
+	limitRetry         = 25 * time.Millisecond
+	limitRetryNotified = 250 * time.Millisecond
+)
 
 // parked is a name's tasks that a claim left Limited.
 type parked struct {
@@ -704,9 +713,9 @@ func (l *Loop) park(ids []int64, res *store.ClaimResult, claimFrees uint64) {
 			delete(l.parked, name)
 		case len(p.out) > 0: // an offer still in flight decides
 		case full[name] && !p.retryAt.IsZero():
-			n += l.offerAt(p, p.retryAt)
+			n += l.offerAt(p, l.retryTime(p, now), p.limit)
 		case full[name] && l.nameFreed[name] <= claimFrees:
-			n += l.offerAt(p, now.Add(limitRetry))
+			n += l.offerAt(p, l.retryTime(p, now), 1) // a probe
 		case full[name] || answered[name]:
 			n += l.offer(p, now)
 		}
@@ -747,13 +756,38 @@ func (l *Loop) offer(p *parked, now time.Time) int {
 	for id := range p.out {
 		l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
 	}
-	return len(p.out) + l.offerAt(p, now)
+	return len(p.out) + l.offerAt(p, now, p.limit)
 }
 
-// offerAt puts p's first waiting tasks, up to its limit less those offered already, in
-// the wheel due at at, and returns how many. The caller holds mu.
-func (l *Loop) offerAt(p *parked, at time.Time) int {
-	k := max(min(max(p.limit, 1)-len(p.out), len(p.waiting)), 0)
+// retryTime is when a name whose last claim found no room is offered again: when its
+// rate admits the next (RetryAt), else after limitRetry; never sooner than a tick
+// from now (the store's clock may lag the loop's, and an offer before RetryAt only
+// comes back Limited), and never later than half the window from now, so that the
+// wheel takes the offer (one past the window would be dropped, and the refill does
+// not bring a due task back).
+func (l *Loop) retryTime(p *parked, now time.Time) time.Time {
+	at := p.retryAt
+	if at.IsZero() {
+		every := limitRetry
+		if l.cfg.Notifier != nil {
+			every = limitRetryNotified
+		}
+		at = now.Add(every)
+	}
+	if soonest := now.Add(l.cfg.Tick); at.Before(soonest) {
+		at = soonest
+	}
+	if latest := now.Add(l.cfg.Window / 2); at.After(latest) {
+		at = latest
+	}
+	return at
+}
+
+// offerAt puts p's first waiting tasks, up to most less those offered already (at
+// least one while none is), in the wheel due at at, and returns how many. The caller
+// holds mu.
+func (l *Loop) offerAt(p *parked, at time.Time, most int) int {
+	k := max(min(max(most, 1)-len(p.out), len(p.waiting)), 0)
 	for _, d := range p.waiting[:k] {
 		p.out[d.ID] = true
 		l.incoming = append(l.incoming, store.Due{ID: d.ID, DueAt: at})
@@ -762,11 +796,17 @@ func (l *Loop) offerAt(p *parked, at time.Time) int {
 	return k
 }
 
-// unpark forgets task id, taken out of the wheel, wherever it is parked. The caller
-// holds mu.
+// unpark forgets task id, taken out of the wheel, wherever it is parked; a name whose
+// offer it was, with none left in flight, has its waiting tasks offered as a retry
+// would (nothing else would answer for them). The caller holds mu, and signals.
 func (l *Loop) unpark(id int64) {
 	for _, p := range l.parked {
-		delete(p.out, id)
+		if p.out[id] {
+			delete(p.out, id)
+			if len(p.out) == 0 && len(p.waiting) > 0 {
+				l.offerAt(p, l.retryTime(p, l.cfg.Clock.Now()), p.limit)
+			}
+		}
 		p.waiting = slices.DeleteFunc(p.waiting, func(d store.Due) bool { return d.ID == id })
 	}
 }

@@ -404,3 +404,86 @@ func TestRateLimitedNameWaitsForItsWindow(t *testing.T) {
 		}
 	})
 }
+
+// A rate whose period exceeds the loop's Window: the store's RetryAt lies beyond the
+// wheel's horizon, and the tasks are offered again at half the window instead of
+// being dropped (they once waited forever).
+func TestRateBeyondTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		const per = 2 * time.Minute // newLoop's Window is 1m
+		if _, err := st.SetRate(ctx, "rated", 3, per, "test"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		var nts []store.NewTask
+		for i := range 6 {
+			nts = append(nts, store.NewTask{Name: "rated", Key: fmt.Sprint(i), DueAt: t0, MaxRetry: 1})
+		}
+		if _, err := st.Insert(ctx, nts); err != nil {
+			t.Fatal(err)
+		}
+		r := &runner{st: st, d: time.Millisecond, frees: true, running: map[string]int{}, most: map[string]int{}}
+		l := newLoop(st, r, 100)
+		r.l = l
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Run(ctx) })
+		for r.doneCount() < 6 && time.Since(t0) < 30*time.Minute {
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+		if n := r.doneCount(); n != 6 {
+			t.Errorf("%d of 6 tasks ran in 30 minutes with a rate of 3 per %v; waiting %d", n, per, l.Waiting("rated"))
+		}
+	})
+}
+
+// A task offered for a rate's window and then taken out of the loop (cancelled,
+// rescheduled) does not strand the name's other waiting tasks: they are offered in
+// its place (they once waited forever).
+func TestRemovedOfferStrandsNone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		const per = 300 * time.Millisecond
+		if _, err := st.SetRate(ctx, "rated", 1, per, "test"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		var nts []store.NewTask
+		for i := range 4 {
+			nts = append(nts, store.NewTask{Name: "rated", Key: fmt.Sprint(i), DueAt: t0.Add(time.Duration(i) * time.Microsecond), MaxRetry: 1})
+		}
+		ins, err := st.Insert(ctx, nts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &runner{st: st, d: time.Millisecond, frees: true, running: map[string]int{}, most: map[string]int{}}
+		l := newLoop(st, r, 100)
+		r.l = l
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Run(ctx) })
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		// cancel the second (offered at RetryAt) and take it out of the loop, as the facade does
+		id := ins[1].Task.ID
+		if _, err := st.Cancel(ctx, "rated", "1", "test"); err != nil {
+			t.Log("cancel:", err)
+		}
+		l.Remove(id)
+		for r.doneCount() < 3 && time.Since(t0) < 10*time.Minute {
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+		if n := r.doneCount(); n != 3 {
+			t.Errorf("%d of 3 remaining tasks ran in 10 minutes; waiting %d", n, l.Waiting("rated"))
+		}
+	})
+}

@@ -16,7 +16,8 @@ import (
 // key, or Overlap allow) and whose name is neither paused nor limited, and returns,
 // with an outcome, the claimed rows (claimClaimed), the rows it started
 // (claimStarted), the rows not due (claimNotDue), the due rows of a paused name
-// (claimPaused), the due rows of a name with a concurrency limit (claimLimited), and
+// (claimPaused), the due rows of a name with a limit — concurrency, rate, or a key
+// concurrency above one — (claimLimited), and
 // the due rows with a key and Overlap skip or queue (claimKeyed), which it leaves
 // alone: Claim hands the last two to claimKeyed. A chunk without such tasks costs
 // what it did before keys existed: this one statement. Rows of another namespace than
