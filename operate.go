@@ -146,9 +146,10 @@ func (s *Scheduler) Cancel(ctx context.Context, name, key string, opts ...Cancel
 // handler (an operations node, ax serve) — hands it over instead: the task becomes
 // SCHEDULED and due now, TriggeredAt recorded (from FAILED with one more attempt), and
 // the scheduler that runs its handler claims it at once if it is this one's leader,
-// else within its refill interval. A task whose name has a concurrency limit
-// (SetConcurrency) is made due so too, wherever it is triggered: its claim waits for
-// a free slot, as every claim of the name does.
+// else within its refill interval. A task whose name has a concurrency or a rate
+// limit, or a key concurrency above one (SetConcurrency, SetRate,
+// SetKeyConcurrency), is made due so too, wherever it is triggered: its claim waits
+// for the limit, as every claim of the name does.
 //
 // With WithTx the trigger is part of the caller's transaction: the task becomes
 // SCHEDULED and due now (TriggeredAt recorded, from FAILED with one more attempt) if,

@@ -243,8 +243,9 @@ func WithMaxSnoozes(n int) HandlerOption {
 // once across every scheduler of the namespace, whatever their number: the claim
 // that would exceed it leaves the task waiting, due, for a slot (see SetConcurrency,
 // which this stores). Start stores it, and a Handle after Start at once, so that the
-// value in the code wins over one set at run time at each Start. n must be 1 to
-// MaxConcurrency.
+// value in the code wins over one set at run time at each Start; taking the option
+// out of the code leaves the stored limit as it is (SetConcurrency to 0 removes it).
+// n must be 1 to MaxConcurrency.
 func WithConcurrency(n int) HandlerOption {
 	return handlerOnly(func(o *options) {
 		if n < 1 || n > MaxConcurrency {
