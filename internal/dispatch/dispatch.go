@@ -655,14 +655,12 @@ func (l *Loop) settled(ids []int64) {
 }
 
 // limitRetry is how often the loop probes, with one task, a name whose tasks wait for
-// a slot when no free was seen: without store notifications, the tasks of another
-// process free slots unseen. With them (limitRetryNotified), a probe only covers
-// what they do not signal: a hand-back, a recovery. A probe that finds room has the
-// rest offered at once.
-const (
-	limitRetry         = 25 * time.Millisecond
-	limitRetryNotified = 250 * time.Millisecond
-)
+// a slot when no free was seen: without store notifications the tasks of another
+// process free slots unseen, and with them a probe covers what they do not signal
+// (a hand-back, a recovery) and what a loaded machine delivers late. A probe that
+// finds room has the rest offered at once; one claim of one task, 40 a second at
+// most, is its cost.
+const limitRetry = 25 * time.Millisecond
 
 // parked is a name's tasks that a claim left Limited.
 type parked struct {
@@ -768,11 +766,7 @@ func (l *Loop) offer(p *parked, now time.Time) int {
 func (l *Loop) retryTime(p *parked, now time.Time) time.Time {
 	at := p.retryAt
 	if at.IsZero() {
-		every := limitRetry
-		if l.cfg.Notifier != nil {
-			every = limitRetryNotified
-		}
-		at = now.Add(every)
+		at = now.Add(limitRetry)
 	}
 	if soonest := now.Add(l.cfg.Tick); at.Before(soonest) {
 		at = soonest
