@@ -58,7 +58,13 @@ func (s *Store) setPaused(ctx context.Context, verb, name, by string, paused boo
 // SetConcurrency sets the task name's concurrency limit. See
 // [store.NameKeeper.SetConcurrency].
 func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
-	op := fmt.Sprintf("ax: set concurrency of name %q", name)
+	return s.setNameInt(ctx, fmt.Sprintf("ax: set concurrency of name %q", name), name, n, by,
+		func(st *store.NameState) *int { return &st.Concurrency })
+}
+
+// setNameInt sets the field of the task name's state that field returns to n (0:
+// the default a name never stored has, for which none is stored), unless it has it.
+func (s *Store) setNameInt(ctx context.Context, op, name string, n int, by string, field func(*store.NameState) *int) (*store.NameState, error) {
 	if err := checkConcurrency(name, n, by); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -74,11 +80,11 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	case st == nil:
 		st = &store.NameState{Name: name}
 		s.names[k] = st
-	case st.Concurrency == n:
+	case *field(st) == n:
 		c := *st
 		return &c, nil
 	}
-	st.Concurrency, st.ChangedBy, st.ChangedAt = n, by, s.now()
+	*field(st), st.ChangedBy, st.ChangedAt = n, by, s.now()
 	c := *st
 	return &c, nil
 }
@@ -135,32 +141,11 @@ func (s *Store) keyConcurrency(name string) int {
 // SetKeyConcurrency sets how many of the task name's tasks sharing a key may run at
 // once. See [store.NameKeeper.SetKeyConcurrency].
 func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*store.NameState, error) {
-	op := fmt.Sprintf("ax: set key concurrency of name %q", name)
-	if err := checkConcurrency(name, n, by); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
 	if n == 1 {
 		n = 0 // the rule of one, stored as none
 	}
-	if err := s.lock(ctx); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	defer s.mu.Unlock()
-	k := nameKey{ns: s.ns, name: name}
-	st := s.names[k]
-	switch {
-	case st == nil && n == 0:
-		return &store.NameState{Name: name}, nil
-	case st == nil:
-		st = &store.NameState{Name: name}
-		s.names[k] = st
-	case st.KeyConcurrency == n:
-		c := *st
-		return &c, nil
-	}
-	st.KeyConcurrency, st.ChangedBy, st.ChangedAt = n, by, s.now()
-	c := *st
-	return &c, nil
+	return s.setNameInt(ctx, fmt.Sprintf("ax: set key concurrency of name %q", name), name, n, by,
+		func(st *store.NameState) *int { return &st.KeyConcurrency })
 }
 
 // admits returns 0 when the task name admits one more claim at now, given its tasks

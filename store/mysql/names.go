@@ -147,20 +147,27 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
 		return nil, fmt.Errorf("ax: mysql: set concurrency of name %q: %w", name, err)
 	}
+	return s.setNameInt(ctx, "set concurrency", "concurrency", name, n, by)
+}
+
+// setNameInt sets the integer column of the task name's row to n (0: the default a
+// name never stored has), as SetConcurrency describes. column is one of ax_names'
+// limits, named by this package, never by a caller.
+func (s *Store) setNameInt(ctx context.Context, op, column, name string, n int, by string) (*store.NameState, error) {
 	st := &store.NameState{Name: name}
-	err := s.run(ctx, "set concurrency", 0, func(tx *sql.Tx, _ int64) error {
+	err := s.run(ctx, op, 0, func(tx *sql.Tx, _ int64) error {
 		var err error
 		if n == 0 { // no row to create
-			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET concurrency = 0, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
-				WHERE namespace = ? AND name = ? AND concurrency <> 0`, by, s.ns, name)
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET `+column+` = 0, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
+				WHERE namespace = ? AND name = ? AND `+column+` <> 0`, by, s.ns, name)
 		} else {
-			// MySQL assigns left to right: changed_by and changed_at read the old limit
+			// MySQL assigns left to right: changed_by and changed_at read the old value
 			// before it is set.
-			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, concurrency, changed_by, changed_at)
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, `+column+`, changed_by, changed_at)
 				VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
-				ON DUPLICATE KEY UPDATE changed_by = IF(concurrency = VALUES(concurrency), changed_by, VALUES(changed_by)),
-					changed_at = IF(concurrency = VALUES(concurrency), changed_at, VALUES(changed_at)),
-					concurrency = VALUES(concurrency)`, s.ns, name, n, by)
+				ON DUPLICATE KEY UPDATE changed_by = IF(`+column+` = VALUES(`+column+`), changed_by, VALUES(changed_by)),
+					changed_at = IF(`+column+` = VALUES(`+column+`), changed_at, VALUES(changed_at)),
+					`+column+` = VALUES(`+column+`)`, s.ns, name, n, by)
 		}
 		if err != nil {
 			return err
@@ -168,7 +175,7 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return nil // never stored, and no limit to set
+			return nil // never stored, and nothing to set
 		case err != nil:
 			return err
 		}
@@ -242,40 +249,9 @@ func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by st
 		return nil, fmt.Errorf("ax: mysql: set key concurrency of name %q: %w", name, err)
 	}
 	if n == 1 {
-		n = 0
+		n = 0 // the rule of one
 	}
-	st := &store.NameState{Name: name}
-	err := s.run(ctx, "set key concurrency", 0, func(tx *sql.Tx, _ int64) error {
-		var err error
-		if n == 0 { // no row to create
-			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET key_concurrency = 0, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
-				WHERE namespace = ? AND name = ? AND key_concurrency <> 0`, by, s.ns, name)
-		} else {
-			// MySQL assigns left to right: changed_by and changed_at read the old value
-			// before it is set.
-			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, key_concurrency, changed_by, changed_at)
-				VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
-				ON DUPLICATE KEY UPDATE changed_by = IF(key_concurrency = VALUES(key_concurrency), changed_by, VALUES(changed_by)),
-					changed_at = IF(key_concurrency = VALUES(key_concurrency), changed_at, VALUES(changed_at)),
-					key_concurrency = VALUES(key_concurrency)`, s.ns, name, n, by)
-		}
-		if err != nil {
-			return err
-		}
-		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil // never stored, and the rule of one
-		case err != nil:
-			return err
-		}
-		st = got
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return s.setNameInt(ctx, "set key concurrency", "key_concurrency", name, n, by)
 }
 
 // namesSQL reads every name of a namespace (its argument, twice) with nameCols and

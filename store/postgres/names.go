@@ -144,9 +144,16 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
 		return nil, fmt.Errorf("ax: postgres: set concurrency of name %q: %w", name, err)
 	}
+	return s.setName(ctx, "set concurrency", name, setConcurrencySQL, s.ns, name, by, n)
+}
+
+// setName runs set, a write of the task name's row with args, and reads the name's
+// state, in one transaction: the zero state, with Name, when the name was never
+// stored (set stores no row for a value that is the default).
+func (s *Store) setName(ctx context.Context, op, name, set string, args ...any) (*store.NameState, error) {
 	st := &store.NameState{Name: name}
-	err := s.tx(ctx, "set concurrency", func(b *pgx.Batch) {
-		b.Queue(setConcurrencySQL, s.ns, name, by, n)
+	err := s.tx(ctx, op, func(b *pgx.Batch) {
+		b.Queue(set, args...)
 		b.Queue(nameSQL, s.ns, name)
 	}, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
@@ -154,7 +161,7 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 		}
 		got, err := scanNameState(br.QueryRow())
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // never stored, and no limit
+			return nil // never stored, and nothing to set
 		}
 		if err == nil {
 			st = got
@@ -182,27 +189,7 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	if n == 0 {
 		per = 0
 	}
-	st := &store.NameState{Name: name}
-	err := s.tx(ctx, "set rate", func(b *pgx.Batch) {
-		b.Queue(setRateSQL, s.ns, name, by, n, per.Microseconds())
-		b.Queue(nameSQL, s.ns, name)
-	}, func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		got, err := scanNameState(br.QueryRow())
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // never stored, and no limit
-		}
-		if err == nil {
-			st = got
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return s.setName(ctx, "set rate", name, setRateSQL, s.ns, name, by, n, per.Microseconds())
 }
 
 // nameLimitedIn reads nameLimitedSQL for the task name in the view's namespace, in
@@ -229,27 +216,7 @@ func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by st
 	if n == 1 {
 		n = 0
 	}
-	st := &store.NameState{Name: name}
-	err := s.tx(ctx, "set key concurrency", func(b *pgx.Batch) {
-		b.Queue(setKeyConcurrencySQL, s.ns, name, by, n)
-		b.Queue(nameSQL, s.ns, name)
-	}, func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		got, err := scanNameState(br.QueryRow())
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // never stored, and the rule of one
-		}
-		if err == nil {
-			st = got
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return s.setName(ctx, "set key concurrency", name, setKeyConcurrencySQL, s.ns, name, by, n)
 }
 
 // namesSQL reads every name of namespace $1, with the tasks in flight of each limited

@@ -131,18 +131,26 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: set concurrency of name %q: %w", name, err)
 	}
+	return s.setNameInt(ctx, "set concurrency", "concurrency", name, n, by)
+}
+
+// setNameInt sets the integer column of the task name's row to n, writing the row
+// only when the value changes and storing no row for 0 (the default a name never
+// stored has), then reads the state. column is one of ax_names' limits, named by this
+// package, never by a caller.
+func (s *Store) setNameInt(ctx context.Context, op, column, name string, n int, by string) (*store.NameState, error) {
 	st := &store.NameState{Name: name}
-	err := s.write(ctx, "set concurrency", func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx *sql.Tx) error {
 		ts := micros(now())
 		var err error
-		if n == 0 { // no limit: change a stored row, store none
-			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET concurrency = 0, changed_by = ?, changed_at = ?
-				WHERE namespace = ? AND name = ? AND concurrency <> 0`, by, ts, s.ns, name)
+		if n == 0 { // change a stored row, store none
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET `+column+` = 0, changed_by = ?, changed_at = ?
+				WHERE namespace = ? AND name = ? AND `+column+` <> 0`, by, ts, s.ns, name)
 		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, concurrency, changed_by, changed_at) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (namespace, name) DO UPDATE SET concurrency = excluded.concurrency,
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, `+column+`, changed_by, changed_at) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (namespace, name) DO UPDATE SET `+column+` = excluded.`+column+`,
 					changed_by = excluded.changed_by, changed_at = excluded.changed_at
-				WHERE concurrency <> excluded.concurrency`, s.ns, name, n, by, ts)
+				WHERE `+column+` <> excluded.`+column, s.ns, name, n, by, ts)
 		}
 		if err != nil {
 			return err
@@ -218,38 +226,9 @@ func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by st
 		return nil, fmt.Errorf("ax: sqlite: set key concurrency of name %q: %w", name, err)
 	}
 	if n == 1 {
-		n = 0
+		n = 0 // the rule of one
 	}
-	st := &store.NameState{Name: name}
-	err := s.write(ctx, "set key concurrency", func(tx *sql.Tx) error {
-		ts := micros(now())
-		var err error
-		if n == 0 { // the rule of one: change a stored row, store none
-			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET key_concurrency = 0, changed_by = ?, changed_at = ?
-				WHERE namespace = ? AND name = ? AND key_concurrency <> 0`, by, ts, s.ns, name)
-		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, key_concurrency, changed_by, changed_at) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (namespace, name) DO UPDATE SET key_concurrency = excluded.key_concurrency,
-					changed_by = excluded.changed_by, changed_at = excluded.changed_at
-				WHERE key_concurrency <> excluded.key_concurrency`, s.ns, name, n, by, ts)
-		}
-		if err != nil {
-			return err
-		}
-		got, err := scanNameState(tx.QueryRowContext(ctx, nameSQL, s.ns, name))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil // never stored, and the rule of one stores nothing
-		case err != nil:
-			return err
-		}
-		st = got
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return s.setNameInt(ctx, "set key concurrency", "key_concurrency", name, n, by)
 }
 
 // Names returns the state of every name of the view's namespace ever paused or
