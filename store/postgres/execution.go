@@ -290,6 +290,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		return dup
 	})
 	done := map[ref]int{}
+	freed := s.limits.needed(time.Now())
 	finishedIDs := make([]int64, len(order))
 	for k, i := range order {
 		finishedIDs[k] = results[i].TaskID
@@ -313,7 +314,9 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 			}
 			b.Queue(finishSQL, ids, eids, statuses, errs, attempts, dues, failed, s.ns, snoozes)
 		})
-		b.Queue(freedSQL, s.channel, s.ns, finishedIDs)
+		if freed {
+			b.Queue(freedSQL, s.channel, s.ns, finishedIDs)
+		}
 	}, func(br pgx.BatchResults) error {
 		clear(done)
 		if err := readFence(br, fence); err != nil {
@@ -327,8 +330,15 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 		if err := readRefs(br, len(order), done); err != nil {
 			return err
 		}
-		_, err := br.Exec()
-		return err
+		if !freed {
+			return nil
+		}
+		var limited, notified bool
+		if err := br.QueryRow().Scan(&limited, &notified); err != nil {
+			return err
+		}
+		s.limits.learn(limited, time.Now())
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 // TestWrapFenced: ax_fence's SQLSTATE becomes store.ErrFenced, with driverkit.FencedError's
 // text under the driver's prefix, and is not retried.
 func TestWrapFenced(t *testing.T) {
-	s := &Store{shared: &shared{}}
+	s := &Store{shared: &shared{}, limits: &limitCache{}}
 	pe := &pgconn.PgError{Code: fencedCode, Message: "fencing token 3 below epoch 7", Detail: "7 3 ns with spaces"}
 	err := s.wrap("claim", fmt.Errorf("batch: %w", pe))
 	want := `ax: postgres: claim: token 3 below epoch 7 of namespace "ns with spaces": fenced by a newer leader`

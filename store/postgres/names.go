@@ -144,6 +144,9 @@ func (s *Store) SetConcurrency(ctx context.Context, name string, n int, by strin
 	if err := driverkit.CheckConcurrency(name, n, by); err != nil {
 		return nil, fmt.Errorf("ax: postgres: set concurrency of name %q: %w", name, err)
 	}
+	if n > 0 {
+		s.limits.limited.Store(true) // this view's finishes signal from now on
+	}
 	return s.setName(ctx, "set concurrency", name, setConcurrencySQL, s.ns, name, by, n)
 }
 

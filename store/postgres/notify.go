@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"sync/atomic"
+	"time"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
@@ -14,12 +17,38 @@ import (
 const freedPayload = "freed"
 
 // freedSQL notifies channel $1 that slots freed when one of the tasks $3 of namespace
-// $2, just finished, has a name with a concurrency limit. The first EXISTS does not
-// depend on the tasks: a namespace without limits costs one probe of ax_names.
-const freedSQL = `SELECT pg_notify($1, '` + freedPayload + `')
-	WHERE EXISTS (SELECT 1 FROM ax_names WHERE namespace = $2 AND concurrency > 0)
-		AND EXISTS (SELECT 1 FROM ax_tasks t JOIN ax_names n ON n.namespace = $2 AND n.name = t.name AND n.concurrency > 0
-			WHERE t.id = ANY($3::bigint[]))`
+// $2, just finished, has a name with a concurrency limit, and answers whether any name
+// of the namespace has one (limitCache). The probe of ax_names does not depend on the
+// tasks: a namespace without limits costs one.
+const freedSQL = `WITH l AS (SELECT EXISTS (SELECT 1 FROM ax_names WHERE namespace = $2 AND concurrency > 0) AS limited)
+	SELECT l.limited, (SELECT pg_notify($1, '` + freedPayload + `')
+		WHERE l.limited AND EXISTS (SELECT 1 FROM ax_tasks t JOIN ax_names n ON n.namespace = $2 AND n.name = t.name AND n.concurrency > 0
+			WHERE t.id = ANY($3::bigint[]))) IS NOT NULL FROM l`
+
+// limitCache is what a view last learnt of its namespace's concurrency limits, so
+// that a Finish in a namespace without any does not run freedSQL: it runs it when a
+// limit was seen, or when what it knows is older than limitCheck — a limit set by
+// another process is noticed that late, and until then its finishes here signal no
+// freed slot (the leader's probe covers them). A limit set through this view is seen
+// at once.
+type limitCache struct {
+	limited atomic.Bool
+	checked atomic.Int64 // unix nanos of the last answer; 0: never
+}
+
+// limitCheck is how long a view trusts that its namespace has no concurrency limit.
+const limitCheck = 2 * time.Second
+
+// needed reports whether a Finish at now should run freedSQL.
+func (c *limitCache) needed(now time.Time) bool {
+	return c.limited.Load() || now.UnixNano()-c.checked.Load() > int64(limitCheck)
+}
+
+// learn records freedSQL's answer at now.
+func (c *limitCache) learn(limited bool, now time.Time) {
+	c.limited.Store(limited)
+	c.checked.Store(now.UnixNano())
+}
 
 // Channel returns the NOTIFY channel of the store's schema: "ax_" + schema (a hash
 // when that exceeds PostgreSQL's 63-byte identifiers).

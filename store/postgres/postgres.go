@@ -38,7 +38,8 @@ var migrations embed.FS
 // New share: a view is a pointer to that shared state and a namespace.
 type Store struct {
 	*shared
-	ns string // the view's namespace: every task, schedule and node it reads or writes
+	ns     string      // the view's namespace: every task, schedule and node it reads or writes
+	limits *limitCache // what the view knows of its namespace's concurrency limits (notify.go)
 }
 
 // shared is what every view of one store shares: the pool, the schema's derived
@@ -82,7 +83,7 @@ func (s *Store) InNamespace(ns string) (store.Store, error) {
 	if err := store.CheckNamespace(ns); err != nil {
 		return nil, fmt.Errorf("ax: postgres: in namespace: %w", err)
 	}
-	return &Store{shared: s.shared, ns: ns}, nil
+	return &Store{shared: s.shared, ns: ns, limits: &limitCache{}}, nil
 }
 
 // Open connects to the database at dsn (a URL or keyword/value string, as pgx
@@ -128,7 +129,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
 	}
-	s := &Store{shared: &shared{pool: pool, copyThreshold: copyThreshold,
+	s := &Store{limits: &limitCache{}, shared: &shared{pool: pool, copyThreshold: copyThreshold,
 		inTx: make(chan struct{}, max(1, pool.Config().MaxConns/2))}, ns: store.DefaultNamespace}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
