@@ -111,10 +111,10 @@ func (c *Console) scheduleAction(w http.ResponseWriter, r *http.Request, v *view
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
-// nameAction is POST /names/{name}/{action}, pause, resume or concurrency (the form's
-// limit), and POST /names with the name and the action in the form (a name typed in):
-// the task name paused, resumed or limited, with the form's reason, through the admin
-// API; then back to the names.
+// nameAction is POST /names/{name}/{action}, pause or resume, and POST /names with
+// the name and the action in the form (a name typed in): the task name paused or
+// resumed with the form's reason, or given the limits the form fills in (action
+// limits), through the admin API; then back to the names.
 func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 	if !c.readForm(w, r) {
 		return
@@ -123,30 +123,47 @@ func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 	if act == "" {
 		act, name = r.PostForm.Get("action"), strings.TrimSpace(r.PostForm.Get("name"))
 	}
-	body := admin.ActionBody{Reason: r.PostForm.Get("reason")}
+	reason := r.PostForm.Get("reason")
+	sends := []struct { // the API's actions, in order
+		path string
+		body admin.ActionBody
+	}{{act, admin.ActionBody{Reason: reason}}}
 	switch act {
 	case "pause", "resume":
-	case "concurrency":
-		n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("concurrency")))
-		if err != nil || n < 0 {
-			c.fail(w, r, http.StatusBadRequest, "invalid", "give the concurrency limit: a whole number, 0 to remove it")
+	case "limits":
+		sends = sends[:0]
+		for _, f := range []struct{ field, path, what string }{
+			{"concurrency", "concurrency", "the concurrency limit"},
+			{"key_concurrency", "key-concurrency", "the tasks per key"},
+			{"rate", "rate", "the rate limit"},
+		} {
+			text := strings.TrimSpace(r.PostForm.Get(f.field))
+			if text == "" {
+				continue // left as it is
+			}
+			n, err := strconv.Atoi(text)
+			if err != nil || n < 0 {
+				c.fail(w, r, http.StatusBadRequest, "invalid", "give "+f.what+" as a whole number, or leave it empty")
+				return
+			}
+			body := admin.ActionBody{Reason: reason}
+			switch f.field {
+			case "concurrency":
+				body.Concurrency = &n
+			case "key_concurrency":
+				body.KeyConcurrency = &n
+			case "rate":
+				body.Rate, body.Per = &n, strings.TrimSpace(r.PostForm.Get("per"))
+			}
+			sends = append(sends, struct {
+				path string
+				body admin.ActionBody
+			}{f.path, body})
+		}
+		if len(sends) == 0 {
+			c.fail(w, r, http.StatusBadRequest, "invalid", "give at least one limit")
 			return
 		}
-		body.Concurrency = &n
-	case "key-concurrency":
-		n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("key_concurrency")))
-		if err != nil || n < 0 {
-			c.fail(w, r, http.StatusBadRequest, "invalid", "give the key concurrency: a whole number, 1 for the rule of one")
-			return
-		}
-		body.KeyConcurrency = &n
-	case "rate":
-		n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("rate")))
-		if err != nil || n < 0 {
-			c.fail(w, r, http.StatusBadRequest, "invalid", "give the rate limit: a whole number, 0 to remove it")
-			return
-		}
-		body.Rate, body.Per = &n, strings.TrimSpace(r.PostForm.Get("per"))
 	default:
 		c.fail(w, r, http.StatusNotFound, "not_found", "no such action")
 		return
@@ -155,12 +172,14 @@ func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 		c.fail(w, r, http.StatusBadRequest, "invalid", "give the task name")
 		return
 	}
-	if !reasoned(w, r, c, r.PostForm.Get("reason")) {
+	if !reasoned(w, r, c, reason) {
 		return
 	}
 	var res admin.ActionResult
-	if !c.send(w, r, "names/"+url.PathEscape(name)+"/"+act, body, &res) {
-		return
+	for _, s := range sends {
+		if !c.send(w, r, "names/"+url.PathEscape(name)+"/"+s.path, s.body, &res) {
+			return // the ones before it are done, and recorded
+		}
 	}
 	http.Redirect(w, r, v.Base+"/names?done="+act+"&audit="+strconv.FormatInt(res.Audit.ID, 10), http.StatusSeeOther)
 }

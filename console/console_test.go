@@ -536,6 +536,20 @@ func TestConsoleNames(t *testing.T) {
 			}
 			op.post("/ax/names", url.Values{"action": {"pause"}, "name": {" "}, "reason": {"x"}}, http.StatusBadRequest)
 
+			// Limits typed in: the fields filled are set, each audited; the others stay.
+			op.post("/ax/names", url.Values{"action": {"limits"}, "name": {"nightly"}, "reason": {"x"}}, http.StatusBadRequest) // none given
+			op.post("/ax/names", url.Values{"action": {"limits"}, "name": {"nightly"}, "concurrency": {"-1"}, "reason": {"x"}}, http.StatusBadRequest)
+			_, h = op.post("/ax/names", url.Values{"action": {"limits"}, "name": {"nightly"}, "concurrency": {"3"}, "rate": {"10"},
+				"per": {"1m"}, "key_concurrency": {""}, "reason": {"warehouse slow"}}, http.StatusSeeOther)
+			if body := op.get(h.Get("Location"), http.StatusOK); !strings.Contains(body, "Limits set.") || !strings.Contains(body, "0 of 3 in use") ||
+				!strings.Contains(body, "10 per 1m0s") {
+				t.Errorf("the names page after the limits does not show them")
+			}
+			if recs := audited(t, s, ax.AuditQuery{Target: "name nightly"}); len(recs) != 2 || recs[0].Result != "ok: rate 10 per 1m0s" ||
+				recs[1].Result != "ok: concurrency 3" || recs[1].Reason != "warehouse slow" {
+				t.Errorf("the limits' audit records: %+v", recs)
+			}
+
 			// A viewer sees no form; its forged POST is refused and recorded.
 			viewer := site.browser(t).signIn(admin.Viewer)
 			if body := viewer.get("/ax/names", http.StatusOK); strings.Contains(body, `method="post" action="/ax/names`) || !strings.Contains(body, "paused") {

@@ -293,8 +293,7 @@ func doneText(done string) string {
 	return map[string]string{
 		"cancel": "Cancelled.", "retry": "Retried: scheduled to run again.", "trigger": "Triggered.",
 		"reschedule": "Rescheduled.", "pause": "Paused.", "resume": "Resumed.",
-		"concurrency": "Concurrency limit set.", "rate": "Rate limit set.",
-		"key-concurrency": "Key concurrency set.",
+		"limits": "Limits set.",
 	}[done]
 }
 
