@@ -75,10 +75,11 @@ func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var api apiFlags
 	api.register(fs)
 	reason := fs.String("reason", "", "why, recorded in the audit log (`TEXT`)")
-	n := fs.Int("concurrency", -1, "at most `N` tasks of the name DISPATCHING or RUNNING at once, on every replica; 0 removes the limit")
-	rate := fs.Int("rate", -1, "at most `N` tasks of the name started in any window of --per, on every replica; 0 removes the limit")
+	// Strings, so that a limit not given is told from a 0 given (which removes it).
+	concText := fs.String("concurrency", "", "at most `N` tasks of the name DISPATCHING or RUNNING at once, on every replica; 0 removes the limit")
+	rateText := fs.String("rate", "", "at most `N` tasks of the name started in any window of --per, on every replica; 0 removes the limit")
 	per := fs.Duration("per", 0, "the rate's window (`D`, e.g. 1s, 1m)")
-	keys := fs.Int("key-concurrency", -1, "at most `N` tasks of the name sharing a task key run at once; 0 or 1: one")
+	keysText := fs.String("key-concurrency", "", "at most `N` tasks of the name sharing a task key run at once; 0 or 1: one")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [--concurrency N] [--rate N --per D] [--key-concurrency N] [flags]\n\nCalls POST /names/NAME/concurrency, /rate and /key-concurrency for the limits given, and prints the name's state after each.\n\nflags:\n", command)
 		fs.PrintDefaults()
@@ -87,29 +88,45 @@ func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !ok {
 		return code
 	}
-	if *n < 0 && *rate < 0 && *keys < 0 {
+	n, rate, keys := -1, -1, -1 // not given
+	for _, f := range []struct {
+		flag, text string
+		into       *int
+	}{{"concurrency", *concText, &n}, {"rate", *rateText, &rate}, {"key-concurrency", *keysText, &keys}} {
+		if f.text == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f.text)
+		if err != nil || v < 0 {
+			fmt.Fprintf(stderr, "ax %s: --%s %q: want a whole number, 0 or more\n\n", command, f.flag, f.text)
+			fs.Usage()
+			return exitUsage
+		}
+		*f.into = v
+	}
+	if n < 0 && rate < 0 && keys < 0 {
 		fmt.Fprintf(stderr, "ax %s: give --concurrency, --rate with --per, --key-concurrency, or several\n\n", command)
 		fs.Usage()
 		return exitUsage
 	}
-	if *rate > 0 && *per <= 0 {
+	if rate > 0 && *per <= 0 {
 		fmt.Fprintf(stderr, "ax %s: --rate needs --per, a positive duration\n\n", command)
 		fs.Usage()
 		return exitUsage
 	}
 	path := "/names/" + url.PathEscape(name)
-	if *n >= 0 {
-		if code := api.act(ctx, command, path+"/concurrency", admin.ActionBody{Reason: *reason, Concurrency: n}, stdout, stderr); code != exitOK {
+	if n >= 0 {
+		if code := api.act(ctx, command, path+"/concurrency", admin.ActionBody{Reason: *reason, Concurrency: &n}, stdout, stderr); code != exitOK {
 			return code
 		}
 	}
-	if *rate >= 0 {
-		if code := api.act(ctx, command, path+"/rate", admin.ActionBody{Reason: *reason, Rate: rate, Per: per.String()}, stdout, stderr); code != exitOK {
+	if rate >= 0 {
+		if code := api.act(ctx, command, path+"/rate", admin.ActionBody{Reason: *reason, Rate: &rate, Per: per.String()}, stdout, stderr); code != exitOK {
 			return code
 		}
 	}
-	if *keys >= 0 {
-		return api.act(ctx, command, path+"/key-concurrency", admin.ActionBody{Reason: *reason, KeyConcurrency: keys}, stdout, stderr)
+	if keys >= 0 {
+		return api.act(ctx, command, path+"/key-concurrency", admin.ActionBody{Reason: *reason, KeyConcurrency: &keys}, stdout, stderr)
 	}
 	return exitOK
 }
@@ -195,6 +212,7 @@ func (a *apiFlags) act(ctx context.Context, command, path string, body admin.Act
 	if n := res.Name; n != nil {
 		fmt.Fprintf(tw, "state:\t%s\n", nameState(*n))
 		fmt.Fprintf(tw, "concurrency:\t%s\n", limitText(n.Concurrency))
+		fmt.Fprintf(tw, "per task key:\t%s\n", keysText(n.KeyConcurrency))
 		fmt.Fprintf(tw, "rate:\t%s\n", rateText(*n))
 	}
 	fmt.Fprintf(tw, "audit:\t%d (%s by %s)\n", res.Audit.ID, res.Audit.Action, res.Audit.Actor)

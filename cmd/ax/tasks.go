@@ -413,7 +413,7 @@ flags of list:
 	var out admin.Names
 	return api.show(ctx, "names list", "/names", nil, &out, stdout, stderr, func(w io.Writer) {
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tSTATE\tCONCURRENCY\tIN USE\tRATE\tCHANGED BY\tCHANGED AT")
+		fmt.Fprintln(tw, "NAME\tSTATE\tCONCURRENCY\tIN USE\tPER KEY\tRATE\tCHANGED BY\tCHANGED AT")
 		for _, n := range out.Names {
 			at := ""
 			if n.ChangedAt != nil {
@@ -423,7 +423,7 @@ flags of list:
 			if n.Concurrency > 0 {
 				inUse = strconv.Itoa(n.InFlight)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nameState(n), limitText(n.Concurrency), inUse, rateText(n), n.ChangedBy, at)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nameState(n), limitText(n.Concurrency), inUse, keysText(n.KeyConcurrency), rateText(n), n.ChangedBy, at)
 		}
 		tw.Flush()
 	})
@@ -436,6 +436,10 @@ func limitText(n int) string {
 	}
 	return strconv.Itoa(n)
 }
+
+// keysText is how many of a name's tasks sharing a task key may run at once, as the
+// CLI prints it.
+func keysText(n int) string { return strconv.Itoa(max(n, 1)) }
 
 // rateText is a name's rate limit as the CLI prints it: "N/PER", or "-" for none.
 func rateText(n admin.NameView) string {
