@@ -215,6 +215,7 @@ type LimitKind string
 const (
 	LimitConcurrency LimitKind = "concurrency" // the name's tasks in flight (SetConcurrency)
 	LimitRate        LimitKind = "rate"        // the name's claims in the rate's window (SetRate)
+	LimitKeyRate     LimitKind = "key_rate"    // the claims of a task key in the rate's window (SetKeyRate)
 )
 
 // PruneTarget is what retention deleted (Event.Reason of EventPruned).
@@ -231,6 +232,7 @@ const (
 	PruneSlotGaps   PruneTarget = "slot_gaps"  // the gaps of schedules (ScheduleSlots)
 	PruneStats      PruneTarget = "stats"      // rows of per-minute statistics
 	PruneLeadership PruneTarget = "leadership" // changes of the leadership history
+	PruneKeyStarts  PruneTarget = "key_starts" // claim times per task key no rate window reaches (SetKeyRate)
 )
 
 // Event is one thing the scheduler did. Fields that do not apply to its Kind are

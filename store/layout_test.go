@@ -38,7 +38,8 @@ var methodFiles = map[string]string{
 	"PauseSchedule": "schedules.go", "ResumeSchedule": "schedules.go",
 	"DeleteSchedule": "schedules.go", "FireSchedule": "schedules.go",
 
-	"PauseName": "names.go", "ResumeName": "names.go", "SetConcurrency": "names.go", "SetRate": "names.go", "SetKeyConcurrency": "names.go", "Names": "names.go",
+	"PauseName": "names.go", "ResumeName": "names.go", "SetConcurrency": "names.go", "SetRate": "names.go", "SetKeyConcurrency": "names.go", "SetKeyRate": "names.go", "Names": "names.go",
+	"PruneKeyStarts": "names.go",
 
 	"SlotGaps": "slots.go", "TasksByKeys": "slots.go", "TasksByKeyRange": "slots.go",
 	"PruneSlotGaps": "slots.go",

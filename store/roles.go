@@ -188,6 +188,15 @@ type Queue interface {
 	// number of processes. Such claims serialise per name as for a concurrency limit,
 	// and record their times with the name (the last n). A name may have both limits.
 	//
+	// A due task whose key restricts it (below) and whose name has a rate limit per
+	// task key of n per period (NameKeeper.SetKeyRate) is claimed only while fewer
+	// than n of the name's tasks with that key were claimed in the closed window
+	// [now − period, now], counted as for a name's rate; the others are left
+	// SCHEDULED and reported Limited, with n, RetryAt and their TaskKey. Such claims
+	// serialise on the key, and record their times per name and key (the last n),
+	// kept until no window can reach them (Pruner.PruneKeyStarts). The key's holders
+	// decide first, then the name's limits, then its rate per key.
+	//
 	// A due task with a TaskKey and Overlap skip or queue is claimed only if no other
 	// task with that key is DISPATCHING or RUNNING, and of several such tasks in one
 	// call only the first in (DueAt, ID) order is. The check is part of the claiming
@@ -353,6 +362,14 @@ type NameKeeper interface {
 	// that begins after it returns applies it. n below 0 or above MaxConcurrency, or
 	// invalid text as for PauseName, is ErrInvalid.
 	SetKeyConcurrency(ctx context.Context, name string, n int, by string) (*NameState, error)
+
+	// SetKeyRate sets the name's rate limit per task key to n claims per period per
+	// for each task key (n 0: none, and per ignored; see Claim), recording by and the
+	// store's time, and returns its state. It applies to the name's tasks whose key
+	// restricts them (a TaskKey with Overlap skip or queue). Every Claim that begins
+	// after it returns applies it; the claims recorded per key before count toward
+	// it. Invalid input is ErrInvalid, as for SetRate.
+	SetKeyRate(ctx context.Context, name string, n int, per time.Duration, by string) (*NameState, error)
 
 	// Names returns the state of every name of the view's namespace that was ever
 	// paused or limited, by name, with the slots in use of each limited one
@@ -539,6 +556,12 @@ type Pruner interface {
 	// whose Minute is before before, oldest first, and returns how many. A zero
 	// before is ErrInvalid.
 	PruneStats(ctx context.Context, before time.Time, limit int) (int, error)
+
+	// PruneKeyStarts deletes up to limit (in [1, MaxPrune]) of the view's namespace's
+	// claim times kept per task name and key for rates per key (NameKeeper.SetKeyRate)
+	// whose last claim is at least MaxRatePer before the store's time, so that no
+	// window reaches it, and returns how many (name, key) records it deleted.
+	PruneKeyStarts(ctx context.Context, limit int) (int, error)
 
 	// PruneSlotGaps deletes up to limit gaps (in [1, MaxPrune]) of the view's
 	// namespace whose Until is at or before before, oldest Until first, and returns

@@ -186,6 +186,10 @@ type Limited struct {
 	// store's clock, the rate admits the next start; zero for a concurrency limit
 	// (a slot frees when a task of the name finishes).
 	RetryAt time.Time
+	// TaskKey is set, to the task's key, when the name's rate per task key held it
+	// back (NameState.KeyRate): other keys of the name are not held by it. Empty for
+	// the name's own limits.
+	TaskKey string
 }
 
 // NameState is what operators set for one task name (see NameKeeper).
@@ -207,16 +211,21 @@ type NameState struct {
 	// Overlap skip or queue) may be DISPATCHING or RUNNING at once; 0 or 1: one, the
 	// rule of task keys (see Claim).
 	KeyConcurrency int
-	ChangedBy      string    // who changed it last
-	ChangedAt      time.Time // when, by the store's clock; zero for a name never changed
+	// KeyRate and KeyPer are the name's rate limit per task key: at most KeyRate of
+	// its tasks sharing a task key (with Overlap skip or queue) claimed in any window
+	// of KeyPer, for each key (see Claim); 0: no limit.
+	KeyRate   int
+	KeyPer    time.Duration
+	ChangedBy string    // who changed it last
+	ChangedAt time.Time // when, by the store's clock; zero for a name never changed
 }
 
 // MaxConcurrency is the highest concurrency limit a name may have.
 const MaxConcurrency = 1 << 20
 
-// The bounds of a rate limit (NameKeeper.SetRate): the store keeps the times of the
-// name's last Rate claims, so Rate bounds what each claim of the name reads and
-// writes.
+// The bounds of a rate limit (NameKeeper.SetRate, SetKeyRate): the store keeps the
+// times of the name's (or the key's) last Rate claims, so Rate bounds what each claim
+// of the name reads and writes.
 const (
 	MaxRate    = 10_000
 	MinRatePer = time.Millisecond

@@ -54,6 +54,7 @@ const (
 const (
 	LimitConcurrency = "concurrency"
 	LimitRate        = "rate"
+	LimitKeyRate     = "key_rate"
 )
 
 // Outcomes of Finished.
@@ -104,6 +105,7 @@ const (
 	PrunedSlotGaps   = "slot_gaps"
 	PrunedStats      = "stats"
 	PrunedLeadership = "leadership"
+	PrunedKeyStarts  = "key_starts"
 )
 
 // Results of ScheduleFired, and of a skipped occurrence.

@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg Config) {
 }
 
 // Once runs one round: for each rule, then for the gaps of schedules, the audit log,
-// the statistics and the leadership history, calls until one deletes less than a
+// the statistics, the claim times per task key and the leadership history, calls until one deletes less than a
 // batch, pausing between calls. It returns how many rows it deleted.
 func Once(ctx context.Context, cfg Config) (int, error) {
 	total := 0
@@ -106,6 +106,14 @@ func Once(ctx context.Context, cfg Config) (int, error) {
 		if total += n; err != nil {
 			return total, err
 		}
+	}
+	// The claim times kept per task key for rates per key: whatever their age, none
+	// that no window can reach is kept.
+	n, err := drain(ctx, cfg, observe.PrunedKeyStarts, func(ctx context.Context) (int, error) {
+		return cfg.Store.PruneKeyStarts(ctx, cfg.Batch)
+	})
+	if total += n; err != nil {
+		return total, err
 	}
 	if cfg.HistoryAge > 0 || cfg.HistoryRows > 0 {
 		var before time.Time

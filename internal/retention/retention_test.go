@@ -51,10 +51,12 @@ func TestOncePrunesOldGaps(t *testing.T) {
 
 // historyPruner records PruneLeadership's calls and deletes full batches n times.
 type historyPruner struct {
-	store.Pruner // nil: only PruneLeadership is called
+	store.Pruner // nil: only PruneKeyStarts and PruneLeadership are called
 	calls        []string
 	full         int
 }
+
+func (h *historyPruner) PruneKeyStarts(ctx context.Context, limit int) (int, error) { return 0, nil }
 
 func (h *historyPruner) PruneLeadership(ctx context.Context, namespace string, before time.Time, keepNewest, limit int) (int, error) {
 	h.calls = append(h.calls, namespace+" "+before.Format(time.RFC3339)+" "+strconv.Itoa(keepNewest))

@@ -210,6 +210,18 @@ func (b bounded) SetKeyConcurrency(ctx context.Context, name string, n int, by s
 	return b.st.SetKeyConcurrency(ctx, name, n, by)
 }
 
+func (b bounded) SetKeyRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.st.SetKeyRate(ctx, name, n, per, by)
+}
+
+func (b bounded) PruneKeyStarts(ctx context.Context, limit int) (int, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.st.PruneKeyStarts(ctx, limit)
+}
+
 func (b bounded) Names(ctx context.Context) ([]store.NameState, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

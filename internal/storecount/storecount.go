@@ -691,6 +691,22 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (in
 	return s.inner.PruneAudit(ctx, before, limit)
 }
 
+// SetKeyRate counts the call and passes it on.
+func (s *Store) SetKeyRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	if err := s.before(ctx, "SetKeyRate"); err != nil {
+		return nil, err
+	}
+	return s.inner.SetKeyRate(ctx, name, n, per, by)
+}
+
+// PruneKeyStarts counts the call and passes it on.
+func (s *Store) PruneKeyStarts(ctx context.Context, limit int) (int, error) {
+	if err := s.before(ctx, "PruneKeyStarts"); err != nil {
+		return 0, err
+	}
+	return s.inner.PruneKeyStarts(ctx, limit)
+}
+
 // PruneStats counts the call and passes it on.
 func (s *Store) PruneStats(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := s.before(ctx, "PruneStats"); err != nil {

@@ -62,7 +62,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	}
 	// The overlap rule and the names' limits: in (DueAt, ID) order, a task whose key
 	// is held loses to its holder, skipped or blocked by its policy; else one whose
-	// name has no free slot is limited; else it takes its key and a slot.
+	// name has no free slot, or whose key its name's rate per key holds back, is
+	// limited; else it takes its key, a slot and its starts.
 	slices.SortFunc(keyed, func(a, b *row) int {
 		return dueKey{a.task.DueAt, a.task.ID}.compare(dueKey{b.task.DueAt, b.task.ID})
 	})
@@ -72,6 +73,11 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		h := held[t.TaskKey]
 		holder, busy := h.first, h.count >= max(s.keyConcurrency(t.Name), 1)
 		n, retryAt := s.admits(t.Name, used, now)
+		var keyLimited bool
+		if n == 0 && serialised(t) {
+			n, retryAt = s.keyAdmits(t.Name, t.TaskKey, now)
+			keyLimited = n > 0
+		}
 		switch {
 		case serialised(t) && busy && t.Overlap == store.OverlapSkip:
 			s.unschedule(r)
@@ -81,7 +87,11 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		case serialised(t) && busy:
 			res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, TaskKey: t.TaskKey})
 		case n > 0:
-			res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, Name: t.Name, Limit: n, RetryAt: retryAt})
+			lt := store.Limited{Due: store.Due{ID: t.ID, DueAt: t.DueAt}, Name: t.Name, Limit: n, RetryAt: retryAt}
+			if keyLimited {
+				lt.TaskKey = t.TaskKey
+			}
+			res.Limited = append(res.Limited, lt)
 		default:
 			if serialised(t) {
 				if h.count == 0 || t.ID < h.first {
@@ -91,7 +101,11 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				held[t.TaskKey] = h
 			}
 			used[t.Name]++
-			s.started(t.Name, now)
+			key := ""
+			if serialised(t) {
+				key = t.TaskKey
+			}
+			s.started(t.Name, key, now)
 			s.dispatch(r, execs[t.ID], now)
 			res.Claimed = append(res.Claimed, *copyTask(t))
 		}

@@ -51,7 +51,7 @@ type state struct {
 
 	schedules  map[nameKey]*store.Schedule  // key unused
 	names      map[nameKey]*store.NameState // key unused (names.go)
-	starts     map[nameKey][]time.Time      // a rate-limited name's last claims, ascending; key unused (names.go)
+	starts     map[nameKey][]time.Time      // a rate-limited name's last claims, ascending; with a key, its rate per key's (names.go)
 	leases     map[string]*leaseRow         // by namespace (lease.go)
 	nodes      map[nameKey]*store.NodeInfo  // key unused (nodes.go)
 	audit      []auditRow                   // id order (audit.go)

@@ -91,7 +91,20 @@ func (s *Store) setNameInt(ctx context.Context, op, name string, n int, by strin
 
 // SetRate sets the task name's rate limit. See [store.NameKeeper.SetRate].
 func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
-	op := fmt.Sprintf("ax: set rate of name %q", name)
+	return s.setRate(ctx, fmt.Sprintf("ax: set rate of name %q", name), name, n, per, by,
+		func(st *store.NameState) (*int, *time.Duration) { return &st.Rate, &st.Per })
+}
+
+// SetKeyRate sets the task name's rate limit per task key. See
+// [store.NameKeeper.SetKeyRate].
+func (s *Store) SetKeyRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	return s.setRate(ctx, fmt.Sprintf("ax: set key rate of name %q", name), name, n, per, by,
+		func(st *store.NameState) (*int, *time.Duration) { return &st.KeyRate, &st.KeyPer })
+}
+
+// setRate sets the rate of the task name's state that fields returns to n per per
+// (n 0: none), unless it has it.
+func (s *Store) setRate(ctx context.Context, op, name string, n int, per time.Duration, by string, fields func(*store.NameState) (*int, *time.Duration)) (*store.NameState, error) {
 	if err := checkRate(name, n, per, by); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -110,23 +123,43 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	case st == nil:
 		st = &store.NameState{Name: name}
 		s.names[k] = st
-	case st.Rate == n && st.Per == per:
+	}
+	rate, every := fields(st)
+	if *rate == n && *every == per {
 		c := *st
 		return &c, nil
 	}
-	st.Rate, st.Per, st.ChangedBy, st.ChangedAt = n, per, by, s.now()
-	if starts := s.starts[k]; len(starts) > n {
-		s.starts[k] = starts[len(starts)-n:]
-	}
+	*rate, *every, st.ChangedBy, st.ChangedAt = n, per, by, s.now()
 	c := *st
 	return &c, nil
 }
 
-// limited reports whether the task name has a concurrency or a rate limit, or a key
-// concurrency above 1, in the view's namespace. The caller holds the lock.
+// PruneKeyStarts deletes the claim times kept per task key that no window reaches.
+// See [store.Pruner.PruneKeyStarts].
+func (s *Store) PruneKeyStarts(ctx context.Context, limit int) (int, error) {
+	if limit < 1 || limit > store.MaxPrune {
+		return 0, fmt.Errorf("ax: prune key starts: limit %d: want 1 to %d: %w", limit, store.MaxPrune, store.ErrInvalid)
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, fmt.Errorf("ax: prune key starts: %w", err)
+	}
+	defer s.mu.Unlock()
+	before := s.now().Add(-store.MaxRatePer)
+	n := 0
+	for k, starts := range s.starts {
+		if n < limit && k.ns == s.ns && k.key != "" && !starts[len(starts)-1].After(before) {
+			delete(s.starts, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// limited reports whether the task name has a concurrency or a rate limit, a key
+// concurrency above 1 or a rate per key, in the view's namespace. The caller holds the lock.
 func (s *Store) limited(name string) bool {
 	st := s.names[nameKey{ns: s.ns, name: name}]
-	return st != nil && (st.Concurrency > 0 || st.Rate > 0 || st.KeyConcurrency > 1)
+	return st != nil && (st.Concurrency > 0 || st.Rate > 0 || st.KeyConcurrency > 1 || st.KeyRate > 0)
 }
 
 // keyConcurrency returns the task name's key concurrency (0: one). The caller holds
@@ -174,13 +207,44 @@ func (s *Store) admits(name string, used map[string]int, now time.Time) (limit i
 	return 0, time.Time{}
 }
 
-// started records a claim of the task name at now for its rate limit, keeping the
-// last Rate. The caller holds the lock.
-func (s *Store) started(name string, now time.Time) {
+// keyAdmits returns 0 when the task name's rate per task key admits one more claim
+// of a task with key at now, else the rate's n and when it admits the next. The
+// caller holds the lock.
+func (s *Store) keyAdmits(name, key string, now time.Time) (limit int, retryAt time.Time) {
+	st := s.names[nameKey{ns: s.ns, name: name}]
+	if st == nil || st.KeyRate == 0 {
+		return 0, time.Time{}
+	}
+	starts := s.starts[nameKey{ns: s.ns, name: name, key: key}]
+	in := 0 // claims in the window [now − KeyPer, now]
+	for _, t := range starts {
+		if !t.Before(now.Add(-st.KeyPer)) {
+			in++
+		}
+	}
+	if in >= st.KeyRate {
+		return st.KeyRate, starts[len(starts)-st.KeyRate].Add(st.KeyPer + time.Microsecond)
+	}
+	return 0, time.Time{}
+}
+
+// started records a claim of the task name at now for its rate limit, and for its
+// rate per task key when key is not empty, keeping the last of each rate. The
+// caller holds the lock.
+func (s *Store) started(name, key string, now time.Time) {
 	k := nameKey{ns: s.ns, name: name}
-	if st := s.names[k]; st != nil && st.Rate > 0 {
+	st := s.names[k]
+	if st == nil {
+		return
+	}
+	if st.Rate > 0 {
 		starts := append(s.starts[k], now)
 		s.starts[k] = starts[max(0, len(starts)-st.Rate):]
+	}
+	if st.KeyRate > 0 && key != "" {
+		k.key = key
+		starts := append(s.starts[k], now)
+		s.starts[k] = starts[max(0, len(starts)-st.KeyRate):]
 	}
 }
 

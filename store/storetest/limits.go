@@ -27,6 +27,10 @@ var limitTests = []test{
 	{"KeyConcurrency", testKeyConcurrency},
 	{"KeyConcurrencyRace", testKeyConcurrencyRace},
 	{"KeyConcurrencyAcrossBatches", testKeyConcurrencyAcrossBatches},
+	{"KeyRateHoldsClaims", testKeyRateHoldsClaims},
+	{"KeyRateWindow", testKeyRateWindow},
+	{"KeyRateStates", testKeyRateStates},
+	{"KeyRateRace", testKeyRateRace},
 }
 
 // setConcurrency sets name's limit to n and checks the state it answers.
@@ -634,5 +638,205 @@ func testKeyConcurrencyAcrossBatches(e *env) {
 	if len(res.Claimed) != len(ids) {
 		e.t.Fatalf("claimed %d of %d tasks (blocked %+v), want every one: the key admits the wide task beside the narrow one",
 			len(res.Claimed), len(ids), res.Blocked)
+	}
+}
+
+// setKeyRate sets name's rate per task key and checks the state it answers.
+func (e *env) setKeyRate(name string, n int, per time.Duration) {
+	e.t.Helper()
+	st, err := e.s.SetKeyRate(e.ctx, name, n, per, "alice")
+	if err != nil || st.Name != name || st.KeyRate != n || (n > 0 && st.KeyPer != per) {
+		e.t.Fatalf("SetKeyRate(%q, %d, %v) = %+v, %v; want the limit set", name, n, per, st, err)
+	}
+}
+
+// A name's rate per task key claims up to its rate of the tasks of each key in the
+// window, the first in due order; the rest are Limited with the rate's n, RetryAt
+// and their key; other keys, tasks of the name without a key or with Overlap allow,
+// and other names' tasks of the key are not held back by it.
+func testKeyRateHoldsClaims(e *env) {
+	e.setKeyRate("sync", 2, time.Hour)
+	if _, err := e.s.SetKeyConcurrency(e.ctx, "sync", 10, "alice"); err != nil {
+		e.t.Fatal(err)
+	}
+	base := e.past()
+	var one []int64 // cust-1's, due in reverse of their ids
+	for i := range 4 {
+		one = append(one, e.nameTask("sync", e.keyed(base.Add(time.Duration(3-i)*time.Second), "cust-1", store.OverlapQueue)).ID)
+	}
+	two := e.nameTask("sync", e.keyed(base, "cust-2", store.OverlapSkip))
+	bare := e.nameTask("sync", e.newTask(base))
+	allow := e.nameTask("sync", e.keyed(base, "cust-1", store.OverlapAllow))
+	res := e.claimAll(append([]int64{two.ID, bare.ID, allow.ID}, one...)...)
+	want := sortedIDs([]int64{one[2], one[3], two.ID, bare.ID, allow.ID})
+	if got := taskIDs(res.Claimed); !slices.Equal(got, want) {
+		e.t.Fatalf("claimed %v, want %v: cust-1's two due first, and the others", got, want)
+	}
+	var first time.Time
+	for _, t := range res.Claimed {
+		if t.ID == one[3] {
+			first = t.DispatchedAt
+		}
+	}
+	if got := e.limitedIDs(res, "sync", 2); !slices.Equal(got, sortedIDs(one[:2])) {
+		e.t.Fatalf("Limited %v, want %v", got, sortedIDs(one[:2]))
+	}
+	for _, l := range res.Limited {
+		if l.TaskKey != "cust-1" || l.RetryAt.Before(first.Add(time.Hour)) || l.RetryAt.After(first.Add(time.Hour+time.Millisecond)) {
+			e.t.Errorf("Limited %+v, want key cust-1 and RetryAt an hour after the claims at %v", l, first)
+		}
+	}
+	// Another name's task of the key is not held back by sync's rate.
+	mail := e.nameTask("mail", e.keyed(base, "cust-3", store.OverlapQueue))
+	if res := e.claimAll(mail.ID); len(res.Claimed) != 1 {
+		e.t.Errorf("Claim of another name's keyed task = %+v, want it claimed", res)
+	}
+	for _, t := range res.Claimed {
+		if t.TaskKey == "cust-1" && t.Overlap == store.OverlapQueue {
+			e.start(&t)
+			e.finish(store.Finish{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded})
+		}
+	}
+	if again := e.claimAll(one[0], one[1]); len(again.Claimed) != 0 || len(again.Limited) != 2 {
+		e.t.Errorf("Claim after cust-1's two finished = %+v, want both Limited: a finish frees no start", again)
+	}
+	if got, err := e.s.Trigger(e.ctx, one[0], newExecID()); err != nil || got.Status != store.Scheduled {
+		e.t.Errorf("Trigger of a task whose name has a rate per key = %+v, %v; want it made due, SCHEDULED", got, err)
+	}
+}
+
+// Once the window has passed a key's claims, the rate admits as many more of it; a
+// claim at RetryAt is admitted.
+func testKeyRateWindow(e *env) {
+	const per = 300 * time.Millisecond
+	e.setKeyRate("sync", 1, per)
+	a := e.nameTask("sync", e.keyed(e.past(), "cust-1", store.OverlapQueue))
+	b := e.nameTask("sync", e.keyed(e.past().Add(time.Millisecond), "cust-1", store.OverlapQueue))
+	res := e.claimAll(a.ID)
+	if len(res.Claimed) != 1 {
+		e.t.Fatalf("Claim = %+v, want it claimed", res)
+	}
+	t := res.Claimed[0]
+	e.start(&t)
+	e.finish(store.Finish{TaskID: t.ID, ExecutionID: t.ExecutionID, Status: store.Succeeded})
+	held := e.claimAll(b.ID)
+	if len(held.Limited) != 1 || held.Limited[0].TaskKey != "cust-1" {
+		e.t.Fatalf("Claim in the window = %+v, want it Limited by cust-1's rate", held)
+	}
+	retry := held.Limited[0].RetryAt
+	for e.now().Before(retry) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	again := e.claimAll(b.ID)
+	if len(again.Claimed) != 1 {
+		e.t.Fatalf("Claim at RetryAt %v = %+v, want it claimed", retry, again)
+	}
+	if d := again.Claimed[0].DispatchedAt.Sub(t.DispatchedAt); d <= per {
+		e.t.Errorf("the second claim came %v after the first, want more than %v", d, per)
+	}
+}
+
+// SetKeyRate is recorded and listed by Names beside the name's other limits; 0
+// removes it; invalid input is refused; PruneKeyStarts keeps the times a window can
+// reach and refuses a limit out of range.
+func testKeyRateStates(e *env) {
+	e.setRate("sync", 10, time.Minute)
+	e.setKeyRate("sync", 3, time.Second)
+	names, err := e.s.Names(e.ctx)
+	if err != nil || len(names) != 1 || names[0].Rate != 10 || names[0].KeyRate != 3 || names[0].KeyPer != time.Second {
+		e.t.Fatalf("Names = %+v, %v; want sync with rate 10 per minute and 3 per second per key", names, err)
+	}
+	if again, err := e.s.SetKeyRate(e.ctx, "sync", 3, time.Second, "carol"); err != nil || again.ChangedBy != "alice" {
+		e.t.Errorf("SetKeyRate of the limit it has = %+v, %v; want it unchanged", again, err)
+	}
+	a := e.nameTask("sync", e.keyed(e.past(), "cust-1", store.OverlapQueue))
+	if res := e.claimAll(a.ID); len(res.Claimed) != 1 {
+		e.t.Fatalf("Claim = %+v, want it claimed", res)
+	}
+	if n, err := e.s.PruneKeyStarts(e.ctx, 10); err != nil || n != 0 {
+		e.t.Errorf("PruneKeyStarts after a claim now = %d, %v; want 0: its window reaches it", n, err)
+	}
+	for _, limit := range []int{0, store.MaxPrune + 1} {
+		if _, err := e.s.PruneKeyStarts(e.ctx, limit); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("PruneKeyStarts(%d) error = %v, want ErrInvalid", limit, err)
+		}
+	}
+	e.setKeyRate("sync", 0, 0)
+	if names, err := e.s.Names(e.ctx); err != nil || names[0].KeyRate != 0 || names[0].KeyPer != 0 || names[0].Rate != 10 {
+		e.t.Errorf("Names after the rate per key was removed = %+v, %v", names, err)
+	}
+	for _, c := range []struct {
+		n   int
+		per time.Duration
+	}{{-1, time.Second}, {store.MaxRate + 1, time.Second}, {1, 0}, {1, store.MinRatePer - 1}, {1, store.MaxRatePer + 1}} {
+		if st, err := e.s.SetKeyRate(e.ctx, "sync", c.n, c.per, "alice"); !errors.Is(err, store.ErrInvalid) {
+			e.t.Errorf("SetKeyRate(%d, %v) = %+v, %v; want ErrInvalid", c.n, c.per, st, err)
+		}
+	}
+}
+
+// Claimers racing, several tasks per call, never claim more of one key's tasks in
+// any window of the period than the name's rate per key, by the claims' own stamps,
+// and leave none behind.
+func testKeyRateRace(e *env) {
+	const keys, perKey, rate, per, workers = 2, 12, 3, 200 * time.Millisecond, 8
+	e.setKeyRate("race", rate, per)
+	if _, err := e.s.SetKeyConcurrency(e.ctx, "race", perKey, "alice"); err != nil {
+		e.t.Fatal(err)
+	}
+	var nts []store.NewTask
+	for k := range keys {
+		for i := range perKey {
+			nt := e.keyed(e.past().Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("race-%d", k), store.OverlapQueue)
+			nt.Name = "race"
+			nts = append(nts, nt)
+		}
+	}
+	ids := taskIDs(derefTasks(e.insert(nts...)))
+	var mu sync.Mutex
+	claims := map[string][]time.Time{}
+	count := 0
+	seed := e.seed()
+	e.race(workers, stuckAfter, "key rate race workers", func(w int) error {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		for e.ctx.Err() == nil {
+			mu.Lock()
+			n := count
+			mu.Unlock()
+			if n >= len(ids) {
+				return nil
+			}
+			pick := make([]store.Claim, 1+rng.IntN(8))
+			for i := range pick {
+				pick[i] = store.Claim{ID: ids[rng.IntN(len(ids))], ExecutionID: newExecID()}
+			}
+			res, err := e.s.Claim(e.ctx, store.Fence{}, pick)
+			if err != nil {
+				return fmt.Errorf("Claim: %w", err)
+			}
+			mu.Lock()
+			for _, t := range res.Claimed {
+				claims[t.TaskKey] = append(claims[t.TaskKey], t.DispatchedAt)
+				count++
+			}
+			mu.Unlock()
+			time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+		}
+		return nil
+	})
+	for key, ts := range claims {
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		for i := range ts {
+			j := i
+			for j < len(ts) && !ts[j].After(ts[i].Add(per)) {
+				j++
+			}
+			if j-i > rate {
+				e.t.Fatalf("%d claims of key %s in the window [%v, +%v], over the rate of %d", j-i, key, ts[i], per, rate)
+			}
+		}
+	}
+	if count != len(ids) {
+		e.t.Errorf("%d claims, want %d: each task once", count, len(ids))
 	}
 }

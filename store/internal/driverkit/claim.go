@@ -71,6 +71,9 @@ type Keyed struct {
 	// store.Limited).
 	Limit   int
 	RetryAt time.Time
+	// KeyLimited is set with them when the name's rate per task key held it back:
+	// the driver reports its TaskKey in store.Limited.
+	KeyLimited bool
 }
 
 // keyRestricts reports whether k's key restricts it: a key, and Overlap skip or queue.
@@ -97,6 +100,16 @@ type NameLimit struct {
 	// the last Rate: the driver writes them back when Changed.
 	Starts  []time.Time
 	Changed bool
+	// KeyRate and KeyPer are the name's rate per task key (0: none). KeyStarts are
+	// the times of the last claims of the name's tasks with each key (at most
+	// KeyRate), ascending, read under the keys' locks for the keys of the claim's
+	// tasks that restrict them (a key missing has none). ResolveKeys adds its
+	// winners' and keeps the last KeyRate, listing in KeyChanged the keys the driver
+	// writes back.
+	KeyRate    int
+	KeyPer     time.Duration
+	KeyStarts  map[string][]time.Time
+	KeyChanged []string
 }
 
 // admits reports whether the name admits one more claim at now, and, when its rate
@@ -106,27 +119,61 @@ func (n *NameLimit) admits(now time.Time) (ok bool, limit int, retryAt time.Time
 		return false, n.Concurrency, time.Time{}
 	}
 	if n.Rate > 0 {
-		from := now.Add(-n.Per) // the window [now − Per, now], closed
-		i, _ := slices.BinarySearchFunc(n.Starts, from, func(s, t time.Time) int { return s.Compare(t) })
-		if in := len(n.Starts) - i; in >= n.Rate {
-			// The window admits another once the oldest start that would still be in
-			// it with the next one has left it.
-			return false, n.Rate, n.Starts[len(n.Starts)-n.Rate].Add(n.Per + time.Microsecond)
+		if at := rateFull(n.Starts, n.Rate, n.Per, now); !at.IsZero() {
+			return false, n.Rate, at
 		}
 	}
 	return true, 0, time.Time{}
 }
 
-// take records one claim of the name at now.
-func (n *NameLimit) take(now time.Time) {
+// admitsKey reports whether the name's rate per task key admits one more claim of a
+// task with key at now, and, when it does not, when it will.
+func (n *NameLimit) admitsKey(key string, now time.Time) (ok bool, limit int, retryAt time.Time) {
+	if n.KeyRate > 0 {
+		if at := rateFull(n.KeyStarts[key], n.KeyRate, n.KeyPer, now); !at.IsZero() {
+			return false, n.KeyRate, at
+		}
+	}
+	return true, 0, time.Time{}
+}
+
+// rateFull returns, when the closed window [now − per, now] holds rate of starts
+// (ascending), the time at which the window admits another: once the oldest start
+// that would still be in it with the next one has left it. Zero when it admits one.
+func rateFull(starts []time.Time, rate int, per time.Duration, now time.Time) time.Time {
+	i, _ := slices.BinarySearchFunc(starts, now.Add(-per), func(s, t time.Time) int { return s.Compare(t) })
+	if len(starts)-i < rate {
+		return time.Time{}
+	}
+	return starts[len(starts)-rate].Add(per + time.Microsecond)
+}
+
+// take records one claim of the name at now, of a task whose key restricts it when
+// key is not empty.
+func (n *NameLimit) take(key string, now time.Time) {
 	n.InFlight++
 	if n.Rate > 0 {
-		n.Starts = append(n.Starts, now)
-		if len(n.Starts) > n.Rate {
-			n.Starts = slices.Delete(n.Starts, 0, len(n.Starts)-n.Rate)
-		}
+		n.Starts = appendStart(n.Starts, now, n.Rate)
 		n.Changed = true
 	}
+	if n.KeyRate > 0 && key != "" {
+		if n.KeyStarts == nil {
+			n.KeyStarts = make(map[string][]time.Time)
+		}
+		n.KeyStarts[key] = appendStart(n.KeyStarts[key], now, n.KeyRate)
+		if !slices.Contains(n.KeyChanged, key) {
+			n.KeyChanged = append(n.KeyChanged, key)
+		}
+	}
+}
+
+// appendStart appends now to starts, keeping the last rate.
+func appendStart(starts []time.Time, now time.Time, rate int) []time.Time {
+	starts = append(starts, now)
+	if len(starts) > rate {
+		starts = slices.Delete(starts, 0, len(starts)-rate)
+	}
+	return starts
 }
 
 // ResolveKeys applies the overlap rule and the names' limits to the tasks a Claim
@@ -137,8 +184,10 @@ func (n *NameLimit) take(now time.Time) {
 // task whose key is held by as many tasks as its name admits (its KeyConcurrency, at
 // least one) loses to the key's first holder and is skipped or blocked by its
 // Overlap; else a task whose name admits no claim (no free slot, or its rate's window
-// full) is limited; else it wins, holding its key, a slot and a start. Each list is
-// in id order; names records the winners.
+// full) is limited; else a task whose key restricts it and whose name's rate per key
+// is full for its key is limited (Keyed.RetryAt set, and the caller reports its
+// TaskKey); else it wins, holding its key, a slot and a start. Each list is in id
+// order; names records the winners.
 func ResolveKeys(tasks []Keyed, holders map[string]KeyHold, names map[string]*NameLimit, now time.Time) (claim, skip, block, limited []Keyed) {
 	sorted := slices.Clone(tasks)
 	slices.SortFunc(sorted, func(a, b Keyed) int {
@@ -170,12 +219,22 @@ func ResolveKeys(tasks []Keyed, holders map[string]KeyHold, names map[string]*Na
 			continue
 		}
 		if n != nil {
-			if ok, limit, retryAt := n.admits(now); !ok {
+			key := ""
+			if k.keyRestricts() {
+				key = k.TaskKey
+			}
+			ok, limit, retryAt := n.admits(now)
+			if ok && key != "" {
+				if ok, limit, retryAt = n.admitsKey(key, now); !ok {
+					k.KeyLimited = true
+				}
+			}
+			if !ok {
 				k.Limit, k.RetryAt = limit, retryAt
 				limited = append(limited, k)
 				continue
 			}
-			n.take(now)
+			n.take(key, now)
 		}
 		if k.keyRestricts() {
 			if hold.Count == 0 || k.ID < hold.First {
