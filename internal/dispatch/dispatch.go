@@ -11,7 +11,8 @@
 // It also holds the task-key waits: tasks a claim left Blocked because another task
 // with their key was running are retried together, at once when a holder here frees
 // the key, else every second. And it parks the tasks a claim left Limited, their
-// name at a limit: per name, in due order, offered a limit's worth at a time — at
+// name at a limit: per name (per name and key for a rate per key, so that one key's
+// wait holds back no other), in due order, offered a limit's worth at a time — at
 // once when a task of the name leaves a slot here or in another process (the store's
 // signal), or when the last offer found room; a rate's, when the store said its
 // window admits the next; else probed with one task every limitRetry. Every claim is
@@ -111,7 +112,7 @@ type Loop struct {
 	keyRetry  map[string]time.Time // key → when the tasks waiting for it retry (under mu)
 	keyFreed  map[string]uint64    // key → the number of the last free of it here (under mu)
 	frees     uint64               // frees of keys by tasks here, counted (under mu)
-	parked    map[string]*parked   // name → its tasks waiting for a slot (under mu)
+	parked    map[string]*parked   // parkGroup → its tasks waiting for a slot or a start (under mu)
 	nameFreed map[string]uint64    // name → the number of the last free of a slot here (under mu)
 
 	// inflight counts tasks this loop claimed (or is claiming) whose execution has
@@ -662,14 +663,26 @@ func (l *Loop) settled(ids []int64) {
 // most, is its cost.
 const limitRetry = 25 * time.Millisecond
 
-// parked is a name's tasks that a claim left Limited.
+// parked is a name's tasks that a claim left Limited by the name's limits, or the
+// tasks of one key of a name that its rate per key left Limited (parkGroup): one
+// key's wait never holds back the name's other tasks.
 type parked struct {
+	name    string
 	waiting []store.Due    // in (DueAt, ID) order, each id once
 	limit   int            // the name's limit, as the last claim read it
 	out     map[int64]bool // offered: in the wheel or a claim, not answered yet
 	// retryAt, when a rate held the last claim back, is when the rate admits the
 	// next start (store.Limited.RetryAt): no offer is made before it.
 	retryAt time.Time
+}
+
+// parkGroup is the key of l.parked a Limited task waits in: its name, or its name
+// and key when the name's rate per key held it back.
+func parkGroup(lt store.Limited) string {
+	if lt.TaskKey == "" {
+		return lt.Name
+	}
+	return lt.Name + "\x00" + lt.TaskKey // a name holds no NUL
 }
 
 // park settles the parked tasks a claim of ids asked for, and parks the ones it left
@@ -686,35 +699,36 @@ func (l *Loop) park(ids []int64, res *store.ClaimResult, claimFrees uint64) {
 	}
 	answered := make(map[string]bool)
 	for _, id := range ids {
-		for name, p := range l.parked {
+		for group, p := range l.parked {
 			if p.out[id] {
 				delete(p.out, id)
-				answered[name] = true
+				answered[group] = true
 			}
 		}
 	}
 	full := make(map[string]bool)
 	for _, lt := range res.Limited {
-		p := l.parked[lt.Name]
+		group := parkGroup(lt)
+		p := l.parked[group]
 		if p == nil {
-			p = &parked{out: make(map[int64]bool)}
-			l.parked[lt.Name] = p
+			p = &parked{name: lt.Name, out: make(map[int64]bool)}
+			l.parked[group] = p
 		}
 		p.limit, p.retryAt = lt.Limit, lt.RetryAt
 		p.add(lt.Due)
-		full[lt.Name] = true
+		full[group] = true
 	}
 	n := 0
-	for name, p := range l.parked {
+	for group, p := range l.parked {
 		switch {
 		case len(p.waiting) == 0 && len(p.out) == 0:
-			delete(l.parked, name)
+			delete(l.parked, group)
 		case len(p.out) > 0: // an offer still in flight decides
-		case full[name] && !p.retryAt.IsZero():
+		case full[group] && !p.retryAt.IsZero():
 			n += l.offerAt(p, l.retryTime(p, now), p.limit)
-		case full[name] && l.nameFreed[name] <= claimFrees:
+		case full[group] && l.nameFreed[p.name] <= claimFrees:
 			n += l.offerAt(p, l.retryTime(p, now), 1) // a probe
-		case full[name] || answered[name]:
+		case full[group] || answered[group]:
 			n += l.offer(p, now)
 		}
 	}
@@ -820,14 +834,17 @@ func (l *Loop) offerParked() {
 	}
 }
 
-// Offer offers at once the tasks parked for slots of name: its limits were changed.
+// Offer offers at once the tasks parked for slots or starts of name, of every key:
+// its limits were changed.
 func (l *Loop) Offer(name string) {
 	l.mu.Lock()
 	n := 0
-	if p := l.parked[name]; p != nil {
-		p.limit = max(p.limit, 1<<20) // the next answer brings the new one
-		p.retryAt = time.Time{}
-		n = l.offer(p, l.cfg.Clock.Now())
+	for _, p := range l.parked {
+		if p.name == name {
+			p.limit = max(p.limit, 1<<20) // the next answer brings the new one
+			p.retryAt = time.Time{}
+			n += l.offer(p, l.cfg.Clock.Now())
+		}
 	}
 	l.mu.Unlock()
 	if n > 0 {
@@ -842,13 +859,19 @@ func (l *Loop) reportLimited(ls []store.Limited) {
 	}
 	now := l.cfg.Clock.Now()
 	type by struct {
-		name string
-		rate bool
+		name   string
+		reason string
 	}
 	count, limit := map[by]int{}, map[by]int{}
 	var keys []by
 	for _, lt := range ls {
-		k := by{lt.Name, !lt.RetryAt.IsZero()}
+		k := by{lt.Name, observe.LimitConcurrency}
+		switch {
+		case lt.TaskKey != "":
+			k.reason = observe.LimitKeyRate
+		case !lt.RetryAt.IsZero():
+			k.reason = observe.LimitRate
+		}
 		if count[k] == 0 {
 			keys = append(keys, k)
 		}
@@ -856,20 +879,20 @@ func (l *Loop) reportLimited(ls []store.Limited) {
 		limit[k] = lt.Limit
 	}
 	for _, k := range keys {
-		reason := observe.LimitConcurrency
-		if k.rate {
-			reason = observe.LimitRate
-		}
-		l.cfg.Observe.Send(observe.Event{Kind: observe.Limited, At: now, Name: k.name, Reason: reason, Count: count[k], Limit: limit[k]})
+		l.cfg.Observe.Send(observe.Event{Kind: observe.Limited, At: now, Name: k.name, Reason: k.reason, Count: count[k], Limit: limit[k]})
 	}
 }
 
-// Waiting returns how many due tasks of name the loop holds waiting for a slot.
+// Waiting returns how many due tasks of name the loop holds waiting for a slot or a
+// start, of every key.
 func (l *Loop) Waiting(name string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p := l.parked[name]; p != nil {
-		return len(p.waiting) + len(p.out)
+	n := 0
+	for _, p := range l.parked {
+		if p.name == name {
+			n += len(p.waiting) + len(p.out)
+		}
 	}
-	return 0
+	return n
 }

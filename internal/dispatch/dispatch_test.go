@@ -229,7 +229,8 @@ type runner struct {
 	running map[string]int
 	most    map[string]int
 	batches [][]int64   // task ids, as dispatched, by call
-	at      []time.Time // when each task was dispatched
+	at      []time.Time            // when each task was dispatched
+	keyAt   map[string][]time.Time // when each task with a task key was dispatched, by key
 	done    int
 }
 
@@ -241,6 +242,12 @@ func (r *runner) Dispatch(ts []store.Task) bool {
 	for _, t := range ts {
 		batch = append(batch, t.ID)
 		r.at = append(r.at, time.Now())
+		if t.TaskKey != "" {
+			if r.keyAt == nil {
+				r.keyAt = map[string][]time.Time{}
+			}
+			r.keyAt[t.TaskKey] = append(r.keyAt[t.TaskKey], time.Now())
+		}
 		r.running[t.Name]++
 		r.most[t.Name] = max(r.most[t.Name], r.running[t.Name])
 		go r.run(t)
@@ -401,6 +408,74 @@ func TestRateLimitedNameWaitsForItsWindow(t *testing.T) {
 		}
 		if took < 2*per || took > 2*per+100*time.Millisecond {
 			t.Errorf("9 tasks at 3 per %v took %v, want about %v (two windows)", per, took, 2*per)
+		}
+	})
+}
+
+// A name's rate per task key holds back each key on its own: with 1 per 300ms per
+// key, two keys' three tasks each run 300ms apart, side by side, and the name's task
+// without a key runs at once; the loop parks each key's tasks until the store's
+// RetryAt for that key.
+func TestKeyRateWaitsPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		const per = 300 * time.Millisecond
+		if _, err := st.SetKeyRate(ctx, "sync", 1, per, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.SetKeyConcurrency(ctx, "sync", 10, "test"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		nts := []store.NewTask{{Name: "sync", Key: "bare", DueAt: t0, MaxRetry: 1}}
+		for i := range 6 {
+			nts = append(nts, store.NewTask{Name: "sync", Key: fmt.Sprint(i), TaskKey: []string{"a", "b"}[i%2],
+				Overlap: store.OverlapQueue, DueAt: t0.Add(time.Duration(i) * time.Microsecond), MaxRetry: 1})
+		}
+		if _, err := st.Insert(ctx, nts); err != nil {
+			t.Fatal(err)
+		}
+		r := &runner{st: st, d: time.Millisecond, frees: true, running: map[string]int{}, most: map[string]int{}}
+		l := newLoop(st, r, 100)
+		r.l = l
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Run(ctx) })
+		for r.doneCount() < 7 && time.Since(t0) < time.Minute {
+			time.Sleep(time.Millisecond)
+		}
+		took := time.Since(t0)
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.done != 7 {
+			t.Fatalf("%d tasks ran, want 7", r.done)
+		}
+		if first := r.at[0].Sub(t0); first > 20*time.Millisecond {
+			t.Errorf("the first dispatch came %v after the tasks were due", first)
+		}
+		for key, ats := range r.keyAt {
+			if len(ats) != 3 {
+				t.Errorf("key %s: %d dispatches, want 3", key, len(ats))
+				continue
+			}
+			if ats[0].Sub(t0) > 20*time.Millisecond {
+				t.Errorf("key %s: first dispatched %v after due; another key's wait held it back", key, ats[0].Sub(t0))
+			}
+			for i := 1; i < len(ats); i++ {
+				if gap := ats[i].Sub(ats[i-1]); gap <= per || gap > per+100*time.Millisecond {
+					t.Errorf("key %s: dispatches %v apart, want just over %v", key, gap, per)
+				}
+			}
+		}
+		if took > 2*per+100*time.Millisecond {
+			t.Errorf("two keys of three tasks at 1 per %v per key took %v, want about %v", per, took, 2*per)
+		}
+		if n := l.Waiting("sync"); n != 0 {
+			t.Errorf("Waiting(sync) = %d after every task ran", n)
 		}
 	})
 }
