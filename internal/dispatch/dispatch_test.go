@@ -228,7 +228,7 @@ type runner struct {
 	mu      sync.Mutex
 	running map[string]int
 	most    map[string]int
-	batches [][]int64   // task ids, as dispatched, by call
+	batches [][]int64              // task ids, as dispatched, by call
 	at      []time.Time            // when each task was dispatched
 	keyAt   map[string][]time.Time // when each task with a task key was dispatched, by key
 	done    int
@@ -413,7 +413,8 @@ func TestRateLimitedNameWaitsForItsWindow(t *testing.T) {
 }
 
 // A name's rate per task key holds back each key on its own: with 1 per 300ms per
-// key, two keys' three tasks each run 300ms apart, side by side, and the name's task
+// key, two keys' three tasks each run 300ms apart, side by side and half a period out
+// of step (parked together, one key's RetryAt would delay the other's), and the name's task
 // without a key runs at once; the loop parks each key's tasks until the store's
 // RetryAt for that key.
 func TestKeyRateWaitsPerKey(t *testing.T) {
@@ -431,8 +432,9 @@ func TestKeyRateWaitsPerKey(t *testing.T) {
 		t0 := time.Now()
 		nts := []store.NewTask{{Name: "sync", Key: "bare", DueAt: t0, MaxRetry: 1}}
 		for i := range 6 {
+			// b's windows lag a's by half a period: one key's RetryAt is not the other's.
 			nts = append(nts, store.NewTask{Name: "sync", Key: fmt.Sprint(i), TaskKey: []string{"a", "b"}[i%2],
-				Overlap: store.OverlapQueue, DueAt: t0.Add(time.Duration(i) * time.Microsecond), MaxRetry: 1})
+				Overlap: store.OverlapQueue, DueAt: t0.Add(time.Duration(i%2)*per/2 + time.Duration(i)*time.Microsecond), MaxRetry: 1})
 		}
 		if _, err := st.Insert(ctx, nts); err != nil {
 			t.Fatal(err)
@@ -462,8 +464,12 @@ func TestKeyRateWaitsPerKey(t *testing.T) {
 				t.Errorf("key %s: %d dispatches, want 3", key, len(ats))
 				continue
 			}
-			if ats[0].Sub(t0) > 20*time.Millisecond {
-				t.Errorf("key %s: first dispatched %v after due; another key's wait held it back", key, ats[0].Sub(t0))
+			due := t0
+			if key == "b" {
+				due = t0.Add(per / 2)
+			}
+			if late := ats[0].Sub(due); late > 20*time.Millisecond {
+				t.Errorf("key %s: first dispatched %v after due; another key's wait held it back", key, late)
 			}
 			for i := 1; i < len(ats); i++ {
 				if gap := ats[i].Sub(ats[i-1]); gap <= per || gap > per+100*time.Millisecond {
@@ -471,8 +477,8 @@ func TestKeyRateWaitsPerKey(t *testing.T) {
 				}
 			}
 		}
-		if took > 2*per+100*time.Millisecond {
-			t.Errorf("two keys of three tasks at 1 per %v per key took %v, want about %v", per, took, 2*per)
+		if took > 2*per+per/2+100*time.Millisecond {
+			t.Errorf("two keys of three tasks at 1 per %v per key took %v, want about %v", per, took, 2*per+per/2)
 		}
 		if n := l.Waiting("sync"); n != 0 {
 			t.Errorf("Waiting(sync) = %d after every task ran", n)
