@@ -779,3 +779,68 @@ func ExampleWithKeyConcurrency() {
 	// Output:
 	// most at once per customer: 2 2
 }
+
+// WithKeyRate caps the starts per period of each task key's tasks: here 1 sync per
+// customer per 200ms, so that a customer's second sync waits a window while another
+// customer's first runs at once.
+func ExampleWithKeyRate() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	type start struct {
+		customer string
+		at       time.Time
+	}
+	started := make(chan start, 3)
+	s.HandleFunc("sync", func(ctx context.Context, t *ax.Task) error {
+		started <- start{string(t.Payload), t.DispatchedAt} // the claim: a start, for the rate
+		return nil
+	}, ax.WithKeyRate(1, 200*time.Millisecond))
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	for i, customer := range []string{"acme", "acme", "globex"} {
+		_, err := s.Delay(ctx, "sync", fmt.Sprint("sync-", i), 0, ax.WithTaskKey(customer), ax.WithPayload([]byte(customer)))
+		if err != nil {
+			panic(err)
+		}
+	}
+	at := map[string][]time.Time{}
+	for range 3 {
+		st := <-started
+		at[st.customer] = append(at[st.customer], st.at)
+	}
+	fmt.Println("acme's second waited for the window:", at["acme"][1].Sub(at["acme"][0]) > 200*time.Millisecond)
+	fmt.Println("globex waited for acme:", at["globex"][0].Sub(at["acme"][0]) > 200*time.Millisecond)
+	names, err := s.Names(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(names[0].Name, names[0].KeyRate, "per", names[0].KeyPer, "per key")
+	if err := s.Stop(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// acme's second waited for the window: true
+	// globex waited for acme: false
+	// sync 1 per 200ms per key
+}
+
+// SetKeyRate changes a name's rate per task key at run time, on every scheduler of
+// the namespace; 0 removes it.
+func ExampleScheduler_SetKeyRate() {
+	ctx := context.Background()
+	s, err := ax.New(ax.Config{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	st, err := s.SetKeyRate(ctx, "sync", 10, time.Minute, ax.WithActor("alice"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(st.Name, st.KeyRate, "per", st.KeyPer, "per key, by", st.ChangedBy)
+	// Output:
+	// sync 10 per 1m0s per key, by alice
+}

@@ -101,8 +101,8 @@ func (s *Scheduler) SetRate(ctx context.Context, name string, n int, per time.Du
 	})
 }
 
-// storeLimits stores the limits of the handlers registered with WithConcurrency and
-// WithRate (Start).
+// storeLimits stores the limits of the handlers registered with WithConcurrency,
+// WithRate, WithKeyConcurrency and WithKeyRate (Start).
 func (s *Scheduler) storeLimits(ctx context.Context) error {
 	s.mu.Lock()
 	hs := make(map[string]*handler)
@@ -121,7 +121,9 @@ func (s *Scheduler) storeLimits(ctx context.Context) error {
 }
 
 // limited reports whether h was registered with a limit for its name.
-func (h *handler) limited() bool { return h.concurrency > 0 || h.rate != nil || h.keyConc > 0 }
+func (h *handler) limited() bool {
+	return h.concurrency > 0 || h.rate != nil || h.keyConc > 0 || h.keyRate != nil
+}
 
 // storeLimitsOf stores the limits h was registered with for name.
 func (s *Scheduler) storeLimitsOf(ctx context.Context, name string, h *handler) error {
@@ -140,7 +142,35 @@ func (s *Scheduler) storeLimitsOf(ctx context.Context, name string, h *handler) 
 			return fmt.Errorf("name %q: %w", name, err)
 		}
 	}
+	if h.keyRate != nil {
+		if _, err := s.st.SetKeyRate(ctx, name, h.keyRate.n, h.keyRate.per, s.cfg.Node); err != nil {
+			return fmt.Errorf("name %q: %w", name, err)
+		}
+	}
 	return nil
+}
+
+// SetKeyRate limits the task name's tasks that share a task key (with Overlap queue
+// or skip) to n started in any window of per, for each key, on every scheduler of the
+// namespace, by the store's clock (n 0 removes the limit; per is then ignored): "at
+// most 10 syncs per customer a minute". It is SetRate per key: exact in the same way,
+// each claim reading and recording the key's last n claim times for the name under a
+// lock of the key, in the claiming write. A key's waiting tasks hold back neither the
+// name's other keys nor its tasks without a key, which the limit does not concern.
+// The claim times are kept per name and key until no window reaches them (retention
+// deletes them a day after the key's last claim). A name may have every limit at
+// once.
+//
+// A WithKeyRate in the code is stored again at each Start, over a value set here. n
+// outside 0 to MaxRate, or per outside MinRatePer to MaxRatePer with n above 0, is
+// ErrInvalid. WithActor names who sets it (default Config.Node).
+func (s *Scheduler) SetKeyRate(ctx context.Context, name string, n int, per time.Duration, opts ...NameOption) (*NameState, error) {
+	if n < 0 || n > MaxRate || n > 0 && (per < MinRatePer || per > MaxRatePer) {
+		return nil, errorf("ax: set key rate of name %q: %d per %v, want 0 to %d per %v to %v: %w", name, n, per, MaxRate, MinRatePer, MaxRatePer, ErrInvalid)
+	}
+	return s.setName(ctx, "set key rate of", name, opts, func(ctx context.Context, name, by string) (*store.NameState, error) {
+		return s.st.SetKeyRate(ctx, name, n, per, by)
+	})
 }
 
 // SetKeyConcurrency lets n of the task name's tasks that share a task key run at

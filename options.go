@@ -22,7 +22,8 @@ import (
 //	WithConcurrency  ✓
 //	WithRate         ✓
 //	WithKeyConcurrency ✓
-//	WithActor        (Cancel, PauseName, ResumeName, SetConcurrency, SetRate, SetKeyConcurrency)
+//	WithKeyRate      ✓
+//	WithActor        (Cancel, PauseName, ResumeName, SetConcurrency, SetRate, SetKeyConcurrency, SetKeyRate)
 //	WithTx                        ✓
 //	WithTaskKey                   ✓
 //	WithTimeZone                                     ✓   (Cron only)
@@ -139,6 +140,7 @@ type options struct {
 	concurrency *int
 	rate        *rateLimit
 	keyConc     *int
+	keyRate     *rateLimit
 	actor       *string
 	backoff     func(attempt int) time.Duration
 	hasBackoff  bool
@@ -290,7 +292,27 @@ func WithKeyConcurrency(n int) HandlerOption {
 	})
 }
 
-// rateLimit is a rate limit as WithRate gives it.
+// WithKeyRate limits the handler's tasks that share a task key (WithTaskKey, with
+// Overlap queue or skip) to n started in any window of per, for each key, across
+// every scheduler of the namespace, by the store's clock: "at most 10 syncs per
+// customer a minute" (see SetKeyRate, which this stores). Start stores it, and a
+// Handle after Start at once. n must be 1 to MaxRate, per from MinRatePer to
+// MaxRatePer.
+func WithKeyRate(n int, per time.Duration) HandlerOption {
+	return handlerOnly(func(o *options) {
+		if n < 1 || n > MaxRate {
+			o.invalid("KeyRate", "must be 1 to %d (%d)", MaxRate, n)
+			return
+		}
+		if per < MinRatePer || per > MaxRatePer {
+			o.invalid("KeyRate", "period must be %v to %v (%v)", MinRatePer, MaxRatePer, per)
+			return
+		}
+		o.keyRate = &rateLimit{n: n, per: per}
+	})
+}
+
+// rateLimit is a rate limit as WithRate or WithKeyRate gives it.
 type rateLimit struct {
 	n   int
 	per time.Duration

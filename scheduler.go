@@ -86,6 +86,7 @@ type handler struct {
 	concurrency int              // WithConcurrency; 0: none set in the code
 	rate        *rateLimit       // WithRate; nil: none set in the code
 	keyConc     int              // WithKeyConcurrency; 0: none set in the code
+	keyRate     *rateLimit       // WithKeyRate; nil: none set in the code
 	exec        *execute.Handler // Run, Timeout, Backoff
 }
 
@@ -232,8 +233,8 @@ func inNamespace(st Store, ns string) (Store, error) {
 
 // Handle registers h for tasks named name, with opts as the defaults for those tasks
 // (WithMaxRetry, WithBackoff, WithTimeout, WithMaxSnoozes), and WithConcurrency,
-// WithRate and WithKeyConcurrency, limits for the name stored for every scheduler
-// (see SetConcurrency, SetRate, SetKeyConcurrency). It may be called before or after Start;
+// WithRate, WithKeyConcurrency and WithKeyRate, limits for the name stored for every
+// scheduler (see SetConcurrency, SetRate, SetKeyConcurrency, SetKeyRate). It may be called before or after Start;
 // registering a name twice replaces the handler. An empty name, a nil handler or an
 // invalid option value panics, like http.Handle: these are programming errors.
 func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
@@ -269,7 +270,7 @@ func (s *Scheduler) Handle(name string, h Handler, opts ...HandlerOption) {
 	if o.concurrency != nil {
 		hd.concurrency = *o.concurrency
 	}
-	hd.rate = o.rate
+	hd.rate, hd.keyRate = o.rate, o.keyRate
 	if o.keyConc != nil {
 		hd.keyConc = *o.keyConc
 	}

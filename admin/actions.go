@@ -30,9 +30,10 @@ type ActionBody struct {
 	// Concurrency is a task name's new concurrency limit (POST
 	// /names/{name}/concurrency; required there): 0 removes it.
 	Concurrency *int `json:"concurrency,omitempty"`
-	// Rate and Per are a task name's new rate limit (POST /names/{name}/rate; Rate
-	// required there): at most Rate starts in any window of Per, a Go duration such
-	// as "1s" or "1m". A Rate of 0 removes it.
+	// Rate and Per are a task name's new rate limit (POST /names/{name}/rate), or
+	// its new rate per task key (POST /names/{name}/key-rate); Rate required there:
+	// at most Rate starts in any window of Per, a Go duration such as "1s" or "1m",
+	// for the name or for each key. A Rate of 0 removes it.
 	Rate *int   `json:"rate,omitempty"`
 	Per  string `json:"per,omitempty"`
 	// KeyConcurrency is a task name's new key concurrency (POST
@@ -286,6 +287,8 @@ func recorded(rec ax.AuditRecord, a action, out outcome, f *apiFailure) ax.Audit
 		rec.Result = fmt.Sprintf("ok: concurrency %d", out.name.Concurrency) // what it was set to
 	case a.name == "name.rate" && out.name != nil:
 		rec.Result = fmt.Sprintf("ok: rate %d per %v", out.name.Rate, out.name.Per)
+	case a.name == "name.key_rate" && out.name != nil:
+		rec.Result = fmt.Sprintf("ok: key rate %d per %v", out.name.KeyRate, out.name.KeyPer)
 	case a.name == "name.key_concurrency" && out.name != nil:
 		rec.Result = fmt.Sprintf("ok: key concurrency %d", max(out.name.KeyConcurrency, 1))
 	}
@@ -412,7 +415,8 @@ func (h *Handler) routeActions() {
 	h.act("POST /names/{name}/pause", h.nameAction("pause", h.s.PauseName))
 	h.act("POST /names/{name}/resume", h.nameAction("resume", h.s.ResumeName))
 	h.act("POST /names/{name}/concurrency", h.nameLimit())
-	h.act("POST /names/{name}/rate", h.nameRate())
+	h.act("POST /names/{name}/rate", h.nameRate(false))
+	h.act("POST /names/{name}/key-rate", h.nameRate(true))
 	h.act("POST /names/{name}/key-concurrency", h.nameKeyLimit())
 	h.act("POST /schedules/{name}/trigger", action{name: "schedule.trigger", needsReason: true, trigger: true, target: scheduleTarget,
 		run: func(ctx context.Context, r *http.Request, _ ActionBody, in []ax.ActionOption) (outcome, error) {

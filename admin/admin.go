@@ -39,6 +39,7 @@
 //	POST /names/{name}/concurrency   operator: ax.SetConcurrency to the body's concurrency (0: none), by the caller
 //	POST /names/{name}/rate          operator: ax.SetRate to the body's rate per per (0: none), by the caller
 //	POST /names/{name}/key-concurrency operator: ax.SetKeyConcurrency to the body's key_concurrency, by the caller
+//	POST /names/{name}/key-rate      operator: ax.SetKeyRate to the body's rate per per for each task key (0: none), by the caller
 //	GET  /audit                      admin: the audit log, newest first (actor, action, target, since, until, before_id, limit)
 //
 // A mutating route's body is an ActionBody: one JSON object of its fields, at most

@@ -10,7 +10,7 @@ import (
 
 // NameView is a task name's state as the API shows it (ax.NameState): whether it
 // is paused, its concurrency limit (0: none) with its slots in use, its rate limit
-// (0: none), who changed it last, and when.
+// (0: none), its limits per task key, who changed it last, and when.
 type NameView struct {
 	Name        string `json:"name"`
 	Paused      bool   `json:"paused"`
@@ -20,9 +20,13 @@ type NameView struct {
 	Per         string `json:"per,omitempty"` // the rate's period, as a Go duration
 	// KeyConcurrency is how many of its tasks sharing a task key may run at once
 	// (0: one).
-	KeyConcurrency int        `json:"key_concurrency,omitempty"`
-	ChangedBy      string     `json:"changed_by,omitempty"`
-	ChangedAt      *time.Time `json:"changed_at,omitempty"`
+	KeyConcurrency int `json:"key_concurrency,omitempty"`
+	// KeyRate and KeyPer are its rate per task key (0: none): at most KeyRate of its
+	// tasks sharing a key started in any window of KeyPer, for each key.
+	KeyRate   int        `json:"key_rate,omitempty"`
+	KeyPer    string     `json:"key_per,omitempty"`
+	ChangedBy string     `json:"changed_by,omitempty"`
+	ChangedAt *time.Time `json:"changed_at,omitempty"`
 }
 
 // Names is the answer of GET /names: every task name of the namespace ever paused or
@@ -51,6 +55,9 @@ func nameOf(n ax.NameState) NameView {
 		ChangedBy: n.ChangedBy, ChangedAt: optTime(n.ChangedAt)}
 	if n.Rate > 0 {
 		v.Per = n.Per.String()
+	}
+	if n.KeyRate > 0 {
+		v.KeyRate, v.KeyPer = n.KeyRate, n.KeyPer.String()
 	}
 	return v
 }
@@ -84,10 +91,15 @@ func (h *Handler) nameLimit() action {
 }
 
 // nameRate is the action that sets the path's task name's rate limit to the body's
-// (ax.Scheduler.SetRate), as the caller; the audit record's result says the limit
-// set. Like a pause, it joins no transaction.
-func (h *Handler) nameRate() action {
-	return action{name: "name.rate", target: nameTarget, alone: true,
+// (ax.Scheduler.SetRate), or with perKey its rate per task key (SetKeyRate), as the
+// caller; the audit record's result says the limit set. Like a pause, it joins no
+// transaction.
+func (h *Handler) nameRate(perKey bool) action {
+	name, set := "name.rate", h.s.SetRate
+	if perKey {
+		name, set = "name.key_rate", h.s.SetKeyRate
+	}
+	return action{name: name, target: nameTarget, alone: true,
 		run: func(ctx context.Context, r *http.Request, b ActionBody, _ []ax.ActionOption) (outcome, error) {
 			if b.Rate == nil {
 				return outcome{}, fail(http.StatusBadRequest, "invalid", "rate is required: the name's new rate limit, 0 to remove it")
@@ -99,7 +111,7 @@ func (h *Handler) nameRate() action {
 					return outcome{}, fail(http.StatusBadRequest, "invalid", "per %s: want a duration such as 1s or 1m", quoteShort(b.Per))
 				}
 			}
-			st, err := h.s.SetRate(ctx, r.PathValue("name"), *b.Rate, per, ax.WithActor(b.actor))
+			st, err := set(ctx, r.PathValue("name"), *b.Rate, per, ax.WithActor(b.actor))
 			return outcome{name: st}, err
 		}}
 }

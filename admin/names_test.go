@@ -182,3 +182,50 @@ func TestNamePauseIsRecordedAfterIt(t *testing.T) {
 		})
 	}
 }
+
+// A name's limits set through the API: each route sets its limit as the caller and
+// answers the name's state, audited with the value set; GET /names shows them in
+// snake_case; a missing or bad value is 400 and changes nothing.
+func TestNameLimits(t *testing.T) {
+	t.Parallel()
+	h, s := newAPI(t)
+	op := secrets[admin.Operator]
+	for _, c := range []struct {
+		target, secret, body string
+		status               int
+		code, result         string // result: the audit record's, "" for none
+	}{
+		{"/names/sync/key-rate", secrets[admin.Viewer], `{"rate":5,"per":"1m"}`, 403, "forbidden", "forbidden"},
+		{"/names/sync/key-rate", op, `{"per":"1m"}`, 400, "invalid", "invalid"},
+		{"/names/sync/key-rate", op, `{"rate":5,"per":"soon"}`, 400, "invalid", "invalid"},
+		{"/names/sync/key-rate", op, `{"rate":5,"per":"1h"}`, 200, "", "ok: key rate 5 per 1h0m0s"},
+		{"/names/sync/key-rate", op, `{"rate":-1,"per":"1h"}`, 400, "invalid", "invalid"},
+		{"/names/sync/key-rate", op, `{"rate":5,"per":"25h"}`, 400, "invalid", "invalid"},
+		{"/names/sync/rate", op, `{"rate":100,"per":"1s"}`, 200, "", "ok: rate 100 per 1s"},
+		{"/names/sync/concurrency", op, `{"concurrency":4}`, 200, "", "ok: concurrency 4"},
+		{"/names/sync/key-concurrency", op, `{"key_concurrency":2}`, 200, "", "ok: key concurrency 2"},
+	} {
+		before := len(auditLog(t, s))
+		status, body := post(t, h, c.target, c.secret, c.body)
+		if status != c.status || code(body) != c.code {
+			t.Errorf("%s %s: %d %q, want %d %q (%v)", c.target, c.body, status, code(body), c.status, c.code, body)
+		}
+		if log := auditLog(t, s); len(log) != before+1 || !strings.HasPrefix(log[0].Result, c.result) {
+			t.Errorf("%s %s: audit log %+v, want one more record with result %q", c.target, c.body, log[:len(log)-before], c.result)
+		}
+	}
+	status, body, _ := call(t, h, http.MethodGet, "/names", secrets[admin.Viewer])
+	list, _ := body["names"].([]any)
+	if status != 200 || len(list) != 1 {
+		t.Fatalf("GET /names: %d %v, want the one name", status, body)
+	}
+	n := list[0].(map[string]any)
+	if n["name"] != "sync" || n["key_rate"] != 5.0 || n["key_per"] != "1h0m0s" || n["rate"] != 100.0 || n["per"] != "1s" ||
+		n["concurrency"] != 4.0 || n["key_concurrency"] != 2.0 || n["changed_by"] != "operator-user" {
+		t.Errorf("GET /names: %v, want every limit set", n)
+	}
+	st, err := s.Names(context.Background())
+	if err != nil || len(st) != 1 || st[0].KeyRate != 5 || st[0].KeyPer != time.Hour {
+		t.Errorf("Names = %+v, %v; want the key rate stored", st, err)
+	}
+}

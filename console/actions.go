@@ -136,6 +136,7 @@ func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 			{"concurrency", "concurrency", "the concurrency limit"},
 			{"key_concurrency", "key-concurrency", "the tasks per key"},
 			{"rate", "rate", "the rate limit"},
+			{"key_rate", "key-rate", "the rate per task key"},
 		} {
 			text := strings.TrimSpace(r.PostForm.Get(f.field))
 			if text == "" {
@@ -154,6 +155,8 @@ func (c *Console) nameAction(w http.ResponseWriter, r *http.Request, v *view) {
 				body.KeyConcurrency = &n
 			case "rate":
 				body.Rate, body.Per = &n, strings.TrimSpace(r.PostForm.Get("per"))
+			case "key_rate":
+				body.Rate, body.Per = &n, strings.TrimSpace(r.PostForm.Get("key_per"))
 			}
 			sends = append(sends, struct {
 				path string

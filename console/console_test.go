@@ -540,13 +540,13 @@ func TestConsoleNames(t *testing.T) {
 			op.post("/ax/names", url.Values{"action": {"limits"}, "name": {"nightly"}, "reason": {"x"}}, http.StatusBadRequest) // none given
 			op.post("/ax/names", url.Values{"action": {"limits"}, "name": {"nightly"}, "concurrency": {"-1"}, "reason": {"x"}}, http.StatusBadRequest)
 			_, h = op.post("/ax/names", url.Values{"action": {"limits"}, "name": {"nightly"}, "concurrency": {"3"}, "rate": {"10"},
-				"per": {"1m"}, "key_concurrency": {""}, "reason": {"warehouse slow"}}, http.StatusSeeOther)
+				"per": {"1m"}, "key_concurrency": {""}, "key_rate": {"2"}, "key_per": {"1h"}, "reason": {"warehouse slow"}}, http.StatusSeeOther)
 			if body := op.get(h.Get("Location"), http.StatusOK); !strings.Contains(body, "Limits set.") || !strings.Contains(body, "0 of 3 in use") ||
-				!strings.Contains(body, "10 per 1m0s") {
+				!strings.Contains(body, "10 per 1m0s") || !strings.Contains(body, "one at once; 2 per 1h0m0s") {
 				t.Errorf("the names page after the limits does not show them")
 			}
-			if recs := audited(t, s, ax.AuditQuery{Target: "name nightly"}); len(recs) != 2 || recs[0].Result != "ok: rate 10 per 1m0s" ||
-				recs[1].Result != "ok: concurrency 3" || recs[1].Reason != "warehouse slow" {
+			if recs := audited(t, s, ax.AuditQuery{Target: "name nightly"}); len(recs) != 3 || recs[0].Result != "ok: key rate 2 per 1h0m0s" ||
+				recs[1].Result != "ok: rate 10 per 1m0s" || recs[2].Result != "ok: concurrency 3" || recs[2].Reason != "warehouse slow" {
 				t.Errorf("the limits' audit records: %+v", recs)
 			}
 

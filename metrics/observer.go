@@ -172,7 +172,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		requestTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ax_executor_request_duration_seconds",
 			Help: "Seconds a dispatch request to another replica's executor took.", Buckets: buckets}),
 		limited: counterVec("ax_tasks_limited_total",
-			"Due tasks a claim left waiting because their name's limit was reached, per task name and reason (the limit: concurrency, rate).", "name", "reason"),
+			"Due tasks a claim left waiting because their name's limit was reached, per task name and reason (the limit: concurrency, rate, key_rate).", "name", "reason"),
 		nameLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_name_concurrency_limit",
 			Help: "A task name's concurrency limit, per name with one, reported by the leader every Config.StatsInterval."}, []string{"name"}),
 		nameInUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_name_slots_in_use",

@@ -67,8 +67,9 @@ func nameAction(ctx context.Context, action string, args []string, stdout, stder
 	return namedAction(ctx, "names", action, "task name", "why, recorded in the audit log (`TEXT`)", " and prints the name's state after it", args, stdout, stderr)
 }
 
-// nameLimit is `ax names limit NAME [--concurrency N] [--rate N --per D]`: POST
-// /names/NAME/concurrency, then POST /names/NAME/rate, for the limits given.
+// nameLimit is `ax names limit NAME [--concurrency N] [--rate N --per D]
+// [--key-concurrency N] [--key-rate N --key-per D]`: POST /names/NAME/concurrency,
+// /rate, /key-concurrency and /key-rate, for the limits given.
 func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const command = "names limit"
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
@@ -80,19 +81,21 @@ func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	rateText := fs.String("rate", "", "at most `N` tasks of the name started in any window of --per, on every replica; 0 removes the limit")
 	per := fs.Duration("per", 0, "the rate's window (`D`, e.g. 1s, 1m)")
 	keysText := fs.String("key-concurrency", "", "at most `N` tasks of the name sharing a task key run at once; 0 or 1: one")
+	keyRateText := fs.String("key-rate", "", "at most `N` tasks of the name sharing a task key started in any window of --key-per, for each key; 0 removes the limit")
+	keyPer := fs.Duration("key-per", 0, "the rate per key's window (`D`, e.g. 1s, 1m)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [--concurrency N] [--rate N --per D] [--key-concurrency N] [flags]\n\nCalls POST /names/NAME/concurrency, /rate and /key-concurrency for the limits given, and prints the name's state after each.\n\nflags:\n", command)
+		fmt.Fprintf(fs.Output(), "usage: ax %s NAME [--concurrency N] [--rate N --per D] [--key-concurrency N] [--key-rate N --key-per D] [flags]\n\nCalls POST /names/NAME/concurrency, /rate, /key-concurrency and /key-rate for the limits given, and prints the name's state after each.\n\nflags:\n", command)
 		fs.PrintDefaults()
 	}
 	name, code, ok := firstArg(fs, command, "task name", args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	n, rate, keys := -1, -1, -1 // not given
+	n, rate, keys, keyRate := -1, -1, -1, -1 // not given
 	for _, f := range []struct {
 		flag, text string
 		into       *int
-	}{{"concurrency", *concText, &n}, {"rate", *rateText, &rate}, {"key-concurrency", *keysText, &keys}} {
+	}{{"concurrency", *concText, &n}, {"rate", *rateText, &rate}, {"key-concurrency", *keysText, &keys}, {"key-rate", *keyRateText, &keyRate}} {
 		if f.text == "" {
 			continue
 		}
@@ -104,13 +107,18 @@ func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		*f.into = v
 	}
-	if n < 0 && rate < 0 && keys < 0 {
-		fmt.Fprintf(stderr, "ax %s: give --concurrency, --rate with --per, --key-concurrency, or several\n\n", command)
+	if n < 0 && rate < 0 && keys < 0 && keyRate < 0 {
+		fmt.Fprintf(stderr, "ax %s: give --concurrency, --rate with --per, --key-concurrency, --key-rate with --key-per, or several\n\n", command)
 		fs.Usage()
 		return exitUsage
 	}
 	if rate > 0 && *per <= 0 {
 		fmt.Fprintf(stderr, "ax %s: --rate needs --per, a positive duration\n\n", command)
+		fs.Usage()
+		return exitUsage
+	}
+	if keyRate > 0 && *keyPer <= 0 {
+		fmt.Fprintf(stderr, "ax %s: --key-rate needs --key-per, a positive duration\n\n", command)
 		fs.Usage()
 		return exitUsage
 	}
@@ -126,7 +134,12 @@ func nameLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	if keys >= 0 {
-		return api.act(ctx, command, path+"/key-concurrency", admin.ActionBody{Reason: *reason, KeyConcurrency: &keys}, stdout, stderr)
+		if code := api.act(ctx, command, path+"/key-concurrency", admin.ActionBody{Reason: *reason, KeyConcurrency: &keys}, stdout, stderr); code != exitOK {
+			return code
+		}
+	}
+	if keyRate >= 0 {
+		return api.act(ctx, command, path+"/key-rate", admin.ActionBody{Reason: *reason, Rate: &keyRate, Per: keyPer.String()}, stdout, stderr)
 	}
 	return exitOK
 }
@@ -212,7 +225,7 @@ func (a *apiFlags) act(ctx context.Context, command, path string, body admin.Act
 	if n := res.Name; n != nil {
 		fmt.Fprintf(tw, "state:\t%s\n", nameState(*n))
 		fmt.Fprintf(tw, "concurrency:\t%s\n", limitText(n.Concurrency))
-		fmt.Fprintf(tw, "per task key:\t%s\n", keysText(n.KeyConcurrency))
+		fmt.Fprintf(tw, "per task key:\t%s\n", keysText(*n))
 		fmt.Fprintf(tw, "rate:\t%s\n", rateText(*n))
 	}
 	fmt.Fprintf(tw, "audit:\t%d (%s by %s)\n", res.Audit.ID, res.Audit.Action, res.Audit.Actor)

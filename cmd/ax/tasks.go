@@ -423,7 +423,7 @@ flags of list:
 			if n.Concurrency > 0 {
 				inUse = strconv.Itoa(n.InFlight)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nameState(n), limitText(n.Concurrency), inUse, keysText(n.KeyConcurrency), rateText(n), n.ChangedBy, at)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nameState(n), limitText(n.Concurrency), inUse, keysText(n), rateText(n), n.ChangedBy, at)
 		}
 		tw.Flush()
 	})
@@ -437,9 +437,16 @@ func limitText(n int) string {
 	return strconv.Itoa(n)
 }
 
-// keysText is how many of a name's tasks sharing a task key may run at once, as the
-// CLI prints it.
-func keysText(n int) string { return strconv.Itoa(max(n, 1)) }
+// keysText is a name's limits per task key as the CLI prints them: how many of its
+// tasks sharing a key may run at once, then, if it has one, its rate per key as
+// "N/PER".
+func keysText(n admin.NameView) string {
+	s := strconv.Itoa(max(n.KeyConcurrency, 1))
+	if n.KeyRate > 0 {
+		s += ", " + strconv.Itoa(n.KeyRate) + "/" + n.KeyPer
+	}
+	return s
+}
 
 // rateText is a name's rate limit as the CLI prints it: "N/PER", or "-" for none.
 func rateText(n admin.NameView) string {
