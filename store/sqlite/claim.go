@@ -131,19 +131,19 @@ var (
 	// it succeeded (see store.Finish), and returns the status and last error each
 	// took. (In SET, the columns are the row's values before the update.)
 	finishStmt = &batchStmt{cols: 8, pad: []any{0, "", "", "", 0, 0, 0, 0}, sql: `UPDATE ax_tasks SET
-		status = CASE WHEN ` + cancelledSQL + ` THEN 'CANCELLED' ELSE c.column3 END,
-		last_error = CASE WHEN ` + cancelledSQL + ` THEN 'cancelled by ' || cancelled_by || CASE c.column4 WHEN '' THEN '' ELSE ': ' || c.column4 END
-			WHEN c.column3 = 'SUCCEEDED' THEN last_error ELSE c.column4 END,
-		attempt = CASE WHEN ` + rescheduledSQL + ` THEN c.column5 ELSE attempt END,
-		due_at = CASE WHEN ` + rescheduledSQL + ` THEN c.column6 ELSE due_at END,
-		seq = CASE WHEN ` + rescheduledSQL + ` THEN c.column7 ELSE seq END,
-		finished_at = CASE WHEN ` + rescheduledSQL + ` THEN finished_at ELSE ? END,
-		snoozes = snoozes + CASE WHEN ` + rescheduledSQL + ` THEN c.column8 ELSE 0 END,
+		status = CASE WHEN c.column3 = 'SUCCEEDED' OR cancel_requested_at IS NULL THEN c.column3 ELSE 'CANCELLED' END,
+		last_error = CASE WHEN c.column3 = 'SUCCEEDED' THEN last_error WHEN cancel_requested_at IS NULL THEN c.column4
+			ELSE 'cancelled by ' || cancelled_by || CASE c.column4 WHEN '' THEN '' ELSE ': ' || c.column4 END END,
+		attempt = CASE WHEN ` + keptSQL + ` THEN attempt ELSE c.column5 END,
+		due_at = CASE WHEN ` + keptSQL + ` THEN due_at ELSE c.column6 END,
+		seq = CASE WHEN ` + keptSQL + ` THEN seq ELSE c.column7 END,
+		finished_at = CASE WHEN ` + keptSQL + ` THEN ? ELSE finished_at END,
+		snoozes = CASE WHEN ` + keptSQL + ` THEN snoozes ELSE snoozes + c.column8 END,
 		updated_at = ?
 		FROM (VALUES %V%) AS c
 		WHERE ax_tasks.id = c.column1 AND ax_tasks.status = 'RUNNING' AND ax_tasks.execution_id = c.column2
 			AND +ax_tasks.namespace = ?
-		RETURNING ax_tasks.execution_id, ax_tasks.status, ax_tasks.last_error`}
+		RETURNING ax_tasks.execution_id, ax_tasks.status, CASE ax_tasks.status WHEN 'CANCELLED' THEN ax_tasks.last_error ELSE '' END`}
 	finishExecStmt = &batchStmt{cols: 3, pad: []any{"", "", ""}, sql: `UPDATE ax_executions SET status = c.column2, error = c.column3, finished_at = ?
 		FROM (VALUES %V%) AS c WHERE ax_executions.id = c.column1`}
 

@@ -143,13 +143,11 @@ func (s *Store) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Be
 	return out, nil
 }
 
-// cancelledSQL holds, in finishStmt, for a result that ends its task CANCELLED: the
-// task's cancel was requested and the result is not a success. rescheduledSQL holds for
-// one that puts the task back to SCHEDULED.
-const (
-	cancelledSQL   = `(cancel_requested_at IS NOT NULL AND c.column3 <> 'SUCCEEDED')`
-	rescheduledSQL = `(c.column3 = 'SCHEDULED' AND cancel_requested_at IS NULL)`
-)
+// keptSQL holds, in finishStmt, for a result that does not put its task back to
+// SCHEDULED: it ends the task (a success, a failure, a cancel), or the task's cancel
+// was requested, which ends a retry or a snooze CANCELLED. It is written so that a
+// success, the common result, decides it with its first comparison.
+const keptSQL = `(c.column3 <> 'SCHEDULED' OR cancel_requested_at IS NOT NULL)`
 
 // Finish records the results of executions, if fence admits them (see fence.go).
 func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.Finish) ([]bool, error) {
@@ -254,7 +252,8 @@ func scanBeats(rows *sql.Rows, err error) (map[string]store.Beat, error) {
 	return out, rows.Err()
 }
 
-// finished is what finishStmt made of one task: its status and last error.
+// finished is what finishStmt made of one task: its status and, when CANCELLED, its
+// last error (which Finish records on the execution).
 type finished struct {
 	status    store.Status
 	lastError string
