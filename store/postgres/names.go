@@ -29,8 +29,9 @@ const heldName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND (
 		AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.paused OR ` + nameLimits + `)))`
 
 // nameLimits is true of a row p of ax_names with a limit the claim applies under the
-// name's lock: a concurrency or a rate limit, or a key concurrency above one.
-const nameLimits = `p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1`
+// name's lock: a concurrency or a rate limit, a key concurrency above one, or a rate
+// per task key.
+const nameLimits = `p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1 OR p.key_rate > 0`
 
 // limitedName is true, over ax_tasks t of namespace $3, when t's name has a limit
 // (nameLimits).
@@ -187,8 +188,8 @@ func (s *Store) setName(ctx context.Context, op, name, set string, args ...any) 
 }
 
 // nameLimitedSQL reads whether name $2 of namespace $1 has a concurrency or a rate
-// limit, and whether it has a key concurrency above one.
-const nameLimitedSQL = `SELECT COALESCE(bool_or(concurrency > 0 OR rate > 0), false), COALESCE(bool_or(key_concurrency > 1), false)
+// limit, or a rate per task key, and whether it has a key concurrency above one.
+const nameLimitedSQL = `SELECT COALESCE(bool_or(concurrency > 0 OR rate > 0 OR key_rate > 0), false), COALESCE(bool_or(key_concurrency > 1), false)
 	FROM ax_names WHERE namespace = $1 AND name = $2`
 
 // SetRate sets the task name's rate limit in the view's namespace (see
