@@ -16,8 +16,8 @@ import (
 // key, or Overlap allow) and whose name is neither paused nor limited, and returns,
 // with an outcome, the claimed rows (claimClaimed), the rows it started
 // (claimStarted), the rows not due (claimNotDue), the due rows of a paused name
-// (claimPaused), the due rows of a name with a limit — concurrency, rate, or a key
-// concurrency above one — (claimLimited), and
+// (claimPaused), the due rows of a name with a limit — concurrency, rate, a key
+// concurrency above one, or a rate per task key — (claimLimited), and
 // the due rows with a key and Overlap skip or queue (claimKeyed), which it leaves
 // alone: Claim hands the last two to claimKeyed. A chunk without such tasks costs
 // what it did before keys existed: this one statement. Rows of another namespace than
@@ -74,7 +74,7 @@ const (
 // task.
 //
 // Tasks whose key restricts them (a TaskKey with Overlap skip or queue), or whose name
-// has a concurrency limit, are left alone by the claim statement. They then go through
+// has a limit (nameLimits), are left alone by the claim statement. They then go through
 // claimKeyed, in a second transaction under their keys' and names' advisory locks
 // (see DESIGN.md, "Task keys"). A call without such due tasks is one transaction and
 // one round trip, as before. A fence with a token is
@@ -108,6 +108,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		keyedClaims []store.Claim // due, keyed or limited: for claimKeyed, in id order
 		keys        []string      // the keys that restrict them
 		names       []string      // the limited names among them
+		pairs       []nameTaskKey // the names and keys of those of limited names whose key restricts them
 	)
 	err := s.execTx(ctx, "claim", func(b *pgx.Batch) {
 		queueFence(b, fence)
@@ -120,7 +121,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		})
 	}, func(br pgx.BatchResults) error {
 		res.Claimed, res.Started, res.NotDue = nil, nil, nil
-		keyedClaims, keys, names = nil, nil, nil
+		keyedClaims, keys, names, pairs = nil, nil, nil, nil
 		if err := readFence(br, fence); err != nil {
 			return err
 		}
@@ -147,6 +148,9 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				}
 				if outcome == claimLimited {
 					names = append(names, t.Name)
+					if keyed(t) { // its name may have a rate per key: claimKeyed reads the key's claims
+						pairs = append(pairs, nameTaskKey{t.Name, t.TaskKey})
+					}
 				}
 			}
 			return nil
@@ -158,7 +162,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	if len(keyedClaims) > 0 {
 		// The claim statement returns a chunk's rows in no particular order.
 		slices.SortFunc(keyedClaims, func(a, b store.Claim) int { return cmp.Compare(a.ID, b.ID) })
-		if err := s.claimKeyed(ctx, fence, keyedClaims, keys, names, res); err != nil {
+		if err := s.claimKeyed(ctx, fence, keyedClaims, keys, names, pairs, res); err != nil {
 			return nil, err
 		}
 	}

@@ -76,7 +76,15 @@ func TestExplain(t *testing.T) {
 		VALUES ('default', 'report', 5, clock_timestamp()), ('default', 'order.close', 0, clock_timestamp())`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks, ax_leadership`); err != nil {
+	// The claim times per task key of 10 names with a rate per key, 2,500 keys each,
+	// in the default namespace and in "other", last claimed over the last two days:
+	// about half of them beyond any window.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ax_key_starts (namespace, name, task_key, starts, last_at)
+		SELECT ns, 'sync-' || (g % 10), 'cust-' || g, decode('0006000000000000', 'hex'), clock_timestamp() - (g % 2880) * interval '1 minute'
+		FROM unnest(ARRAY['default', 'other']) ns, generate_series(1, 25000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `VACUUM ANALYZE ax_tasks, ax_leadership, ax_key_starts`); err != nil {
 		t.Fatal(err)
 	}
 	// Two days of statistics of 20 nodes, in the default namespace and in "other".
@@ -127,6 +135,11 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyedEIDs := claimEIDs[:len(keyedIDs)]
+	// 20 keys of name sync-1, and their claim times as a claim writes them back.
+	startNames, startKeys := fill(20, "sync-1"), make([]string, 20)
+	for i := range startKeys {
+		startKeys[i] = fmt.Sprintf("cust-%d", 1+i*10)
+	}
 	holderKeys := make([]string, 20)
 	for i := range holderKeys {
 		holderKeys[i] = fmt.Sprintf("schedule-%d", i*7)
@@ -203,6 +216,10 @@ func TestExplain(t *testing.T) {
 		// name's finished tasks too.
 		{"limits and tasks in flight (Claim of a limited name)", limitsSQL, []any{[]string{"report"}, ns}, "ax_tasks_running_heartbeat", false, false},
 		{fmt.Sprintf("keyed claim (%d winners)", len(keyedIDs)), keyedClaimSQL, []any{keyedIDs, keyedEIDs, nil, fill(len(keyedIDs), int32(1))}, "ax_tasks_key_held", false, false},
+		{"claim times of 20 task keys (Claim of a name with a rate per key)", keyStartsSQL, []any{ns, startNames, startKeys}, "ax_key_starts_pkey", false, false},
+		{"claim times of 20 task keys written (Claim of a name with a rate per key)", keyStartsWriteSQL,
+			[]any{ns, startNames, startKeys, fill(20, []byte("01234567")), fill(20, now)}, "ax_key_starts_pkey", false, false},
+		{"old claim times per key (PruneKeyStarts)", pruneKeyStartsSQL, []any{ns, store.MaxRatePer.Microseconds(), store.MaxPrune}, "ax_key_starts_last", false, false},
 		{"duplicates (Insert's read of 20 existing keys)", lookupManySQL, []any{fill(20, "order.close"), dupKeys, ns}, "ax_tasks_name_key", false, false},
 		{"business key (Lookup)", lookupSQL, []any{"order.close", "order-4242", ns}, "ax_tasks_name_key", false, false},
 		{"task stats (TaskStats)", taskStatsSQL, []any{now, ns}, "ax_tasks_scheduled_due", true, false},
@@ -272,6 +289,14 @@ func TestExplain(t *testing.T) {
 		if c.index == "ax_audit_at" && (strings.Contains(plan, "Seq Scan on ax_audit") || !strings.Contains(plan, "Index Scan Backward using ax_audit_at") ||
 			sortNode.MatchString(plan)) {
 			t.Errorf("%s: the plan is not a backward range scan of ax_audit_at, sorted only within one at:\n%s", c.name, plan)
+		}
+		if strings.HasPrefix(c.index, "ax_key_starts") && strings.Contains(plan, "Seq Scan on ax_key_starts") {
+			t.Errorf("%s: plan scans ax_key_starts sequentially:\n%s", c.name, plan)
+		}
+		// The prune's bound on last_at ends the range it scans: as a filter, a
+		// namespace without old rows would be read whole.
+		if c.index == "ax_key_starts_last" && !strings.Contains(plan, "AND (last_at <= (statement_timestamp()") {
+			t.Errorf("%s: the bound on last_at is not part of the index condition:\n%s", c.name, plan)
 		}
 		if strings.HasPrefix(c.index, "ax_stats") && strings.Contains(plan, "Seq Scan on ax_stats") {
 			t.Errorf("%s: plan scans ax_stats sequentially:\n%s", c.name, plan)

@@ -232,14 +232,14 @@ func TestClaimKeyedChecksFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := []store.Claim{{ID: task.ID, ExecutionID: "e-k"}}
-	if err := s.claimKeyed(ctx, old, claims, []string{"k"}, nil, &store.ClaimResult{}); !errors.Is(err, store.ErrFenced) {
+	if err := s.claimKeyed(ctx, old, claims, []string{"k"}, nil, nil, &store.ClaimResult{}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("claimKeyed with the old fence: error %v, want ErrFenced", err)
 	}
 	if got, err := s.Get(ctx, task.ID); err != nil || got.Status != store.Scheduled {
 		t.Fatalf("task after a fenced keyed claim = %+v, %v; want SCHEDULED", got, err)
 	}
 	res := &store.ClaimResult{}
-	if err := s.claimKeyed(ctx, cur, claims, []string{"k"}, nil, res); err != nil || len(res.Claimed) != 1 {
+	if err := s.claimKeyed(ctx, cur, claims, []string{"k"}, nil, nil, res); err != nil || len(res.Claimed) != 1 {
 		t.Fatalf("claimKeyed with the current fence = %+v, %v; want the task claimed", res, err)
 	}
 }

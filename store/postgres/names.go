@@ -29,8 +29,9 @@ const heldName = `(EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND (
 		AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = $3 AND p.name = t.name AND (p.paused OR ` + nameLimits + `)))`
 
 // nameLimits is true of a row p of ax_names with a limit the claim applies under the
-// name's lock: a concurrency or a rate limit, or a key concurrency above one.
-const nameLimits = `p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1`
+// name's lock: a concurrency or a rate limit, a key concurrency above one, or a rate
+// per task key.
+const nameLimits = `p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1 OR p.key_rate > 0`
 
 // limitedName is true, over ax_tasks t of namespace $3, when t's name has a limit
 // (nameLimits).
@@ -65,7 +66,7 @@ const (
 	// nameSQL reads the state of name $2 of namespace $1.
 	nameSQL = `SELECT ` + nameCols + ` FROM ax_names WHERE namespace = $1 AND name = $2`
 	// nameCols are the columns scanNameState reads.
-	nameCols = `name, paused, concurrency, rate, rate_per_us, key_concurrency, changed_by, changed_at`
+	nameCols = `name, paused, concurrency, rate, rate_per_us, key_concurrency, key_rate, key_rate_per_us, changed_by, changed_at`
 	// setKeyConcurrencySQL sets the key concurrency of name $2 of namespace $1 to $4
 	// for $3, unless it has it; a name never stored is stored only for one above 0.
 	setKeyConcurrencySQL = `INSERT INTO ax_names AS n (namespace, name, key_concurrency, changed_by, changed_at)
@@ -73,6 +74,15 @@ const (
 		WHERE $4::int > 0 OR EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2)
 		ON CONFLICT (namespace, name) DO UPDATE SET key_concurrency = $4, changed_by = $3, changed_at = clock_timestamp()
 			WHERE n.key_concurrency <> $4`
+	// setKeyRateSQL sets the rate limit per task key of name $2 of namespace $1 to $4
+	// per $5 microseconds for $3, unless it has it; a name never stored is stored only
+	// for a limit. The claim times recorded per key stay (ax_key_starts): a rate set
+	// again counts them, and PruneKeyStarts drops them once no window reaches them.
+	setKeyRateSQL = `INSERT INTO ax_names AS n (namespace, name, key_rate, key_rate_per_us, changed_by, changed_at)
+		SELECT $1, $2, $4, $5, $3, clock_timestamp()
+		WHERE $4::int > 0 OR EXISTS (SELECT 1 FROM ax_names WHERE namespace = $1 AND name = $2)
+		ON CONFLICT (namespace, name) DO UPDATE SET key_rate = $4, key_rate_per_us = $5, changed_by = $3, changed_at = clock_timestamp()
+			WHERE n.key_rate <> $4 OR n.key_rate_per_us <> $5`
 )
 
 // PauseName pauses the task name in the view's namespace (see store.NameKeeper).
@@ -178,8 +188,8 @@ func (s *Store) setName(ctx context.Context, op, name, set string, args ...any) 
 }
 
 // nameLimitedSQL reads whether name $2 of namespace $1 has a concurrency or a rate
-// limit, and whether it has a key concurrency above one.
-const nameLimitedSQL = `SELECT COALESCE(bool_or(concurrency > 0 OR rate > 0), false), COALESCE(bool_or(key_concurrency > 1), false)
+// limit, or a rate per task key, and whether it has a key concurrency above one.
+const nameLimitedSQL = `SELECT COALESCE(bool_or(concurrency > 0 OR rate > 0 OR key_rate > 0), false), COALESCE(bool_or(key_concurrency > 1), false)
 	FROM ax_names WHERE namespace = $1 AND name = $2`
 
 // SetRate sets the task name's rate limit in the view's namespace (see
@@ -222,6 +232,50 @@ func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by st
 	return s.setName(ctx, "set key concurrency", name, setKeyConcurrencySQL, s.ns, name, by, n)
 }
 
+// SetKeyRate sets the task name's rate limit per task key in the view's namespace
+// (see store.NameKeeper). Claims of a key serialise on its advisory lock
+// (claimKeyed), and read and write the key's claim times (ax_key_starts) there.
+func (s *Store) SetKeyRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	if err := driverkit.CheckRate(name, n, per, by); err != nil {
+		return nil, fmt.Errorf("ax: postgres: set key rate of name %q: %w", name, err)
+	}
+	if n == 0 {
+		per = 0
+	}
+	return s.setName(ctx, "set key rate", name, setKeyRateSQL, s.ns, name, by, n, per.Microseconds())
+}
+
+// pruneKeyStartsSQL deletes up to $3 rows of ax_key_starts of namespace $1 whose last
+// claim is at least $2 microseconds before the store's time, oldest first, found on
+// ax_key_starts_last and deleted by their physical position (a TID scan), so that
+// the DELETE never joins with the whole table. The bound is an expression of
+// statement_timestamp(), one value for the statement, not a CTE's column, so that it
+// is part of the index condition: the scan stops at the first row a window still
+// reaches. A row a claim rewrote meanwhile has moved, and its last claim is recent:
+// the condition on last_at, checked again on the row as it is once the claim
+// committed, keeps it.
+const pruneKeyStartsSQL = `DELETE FROM ax_key_starts WHERE ctid = ANY(ARRAY(
+		SELECT o.ctid FROM ax_key_starts o
+		WHERE o.namespace = $1 AND o.last_at <= statement_timestamp() - $2 * interval '1 microsecond' ORDER BY o.last_at LIMIT $3))
+	AND last_at <= statement_timestamp() - $2 * interval '1 microsecond'`
+
+// PruneKeyStarts deletes up to limit of the view's namespace's claim times kept per
+// task name and key whose last claim no window of a rate per key reaches (see
+// store.Pruner).
+func (s *Store) PruneKeyStarts(ctx context.Context, limit int) (int, error) {
+	if limit < 1 || limit > store.MaxPrune {
+		return 0, fmt.Errorf("ax: postgres: prune key starts: limit %d is outside 1..%d: %w", limit, store.MaxPrune, store.ErrInvalid)
+	}
+	if err := s.check("prune key starts"); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, pruneKeyStartsSQL, s.ns, store.MaxRatePer.Microseconds(), limit)
+	if err != nil {
+		return 0, s.wrap("prune key starts", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // namesSQL reads every name of namespace $1, with the tasks in flight of each limited
 // one, counted as limitsSQL counts them.
 const namesSQL = `SELECT ` + nameCols + `, CASE WHEN n.concurrency > 0 THEN
@@ -244,12 +298,12 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	for rows.Next() {
 		var st store.NameState
 		var at time.Time
-		var inFlight int64
-		var perUS int64
-		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, &at, &inFlight); err != nil {
+		var inFlight, perUS, keyPerUS int64
+		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.KeyRate, &keyPerUS, &st.ChangedBy, &at, &inFlight); err != nil {
 			return nil, s.wrap("list names", err)
 		}
 		st.ChangedAt, st.InFlight, st.Per = at.UTC(), int(inFlight), time.Duration(perUS)*time.Microsecond
+		st.KeyPer = time.Duration(keyPerUS) * time.Microsecond
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
@@ -258,13 +312,14 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	return out, nil
 }
 
+// scanNameState reads a row of nameCols.
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
 	var at time.Time
-	var perUS int64
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, &at); err != nil {
+	var perUS, keyPerUS int64
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.KeyRate, &keyPerUS, &st.ChangedBy, &at); err != nil {
 		return nil, err
 	}
-	st.ChangedAt, st.Per = at.UTC(), time.Duration(perUS)*time.Microsecond
+	st.ChangedAt, st.Per, st.KeyPer = at.UTC(), time.Duration(perUS)*time.Microsecond, time.Duration(keyPerUS)*time.Microsecond
 	return &st, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"time"
 
@@ -112,18 +113,34 @@ const (
 		RETURNING ` + taskCols
 
 	// limitsSQL reads, under the names' locks, the limits of each of the names $1 of
-	// namespace $2 that has one, with the store's time (statement_timestamp: one for
-	// every row, after the locks were granted): the concurrency limit and the tasks
-	// DISPATCHING or RUNNING — counted through the partial indexes of those statuses
-	// (the name is compared as an expression, so that the business key's index, which
-	// holds every task of the name, finished or not, cannot serve it), at a cost that
-	// grows with the namespace's tasks in flight — and the rate limit with its claim
-	// times.
-	limitsSQL = `SELECT n.name, n.concurrency, CASE WHEN n.concurrency > 0 THEN
-			(SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'DISPATCHING' AND t.name || '' = n.name)
-			+ (SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'RUNNING' AND t.name || '' = n.name) ELSE 0 END,
-			n.rate, n.rate_per_us, n.rate_starts, n.key_concurrency, statement_timestamp()
-		FROM ax_names n WHERE n.namespace = $2 AND n.name = ANY($1::text[]) AND (n.concurrency > 0 OR n.rate > 0 OR n.key_concurrency > 1)`
+	// namespace $2 that has one (nameLimits), with the store's time
+	// (statement_timestamp: one for every row, after the locks were granted, which
+	// the claims of a name with any rate record, its rate per key alone included):
+	// the concurrency limit and the tasks DISPATCHING or RUNNING — counted through
+	// the partial indexes of those statuses (the name is compared as an expression, so
+	// that the business key's index, which holds every task of the name, finished or
+	// not, cannot serve it), at a cost that grows with the namespace's tasks in flight
+	// — the rate limit with its claim times, the key concurrency and the rate per key.
+	limitsSQL = `SELECT p.name, p.concurrency, CASE WHEN p.concurrency > 0 THEN
+			(SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'DISPATCHING' AND t.name || '' = p.name)
+			+ (SELECT count(*) FROM ax_tasks t WHERE t.namespace = $2 AND t.status = 'RUNNING' AND t.name || '' = p.name) ELSE 0 END,
+			p.rate, p.rate_per_us, p.rate_starts, p.key_concurrency, p.key_rate, p.key_rate_per_us, statement_timestamp()
+		FROM ax_names p WHERE p.namespace = $2 AND p.name = ANY($1::text[]) AND (` + nameLimits + `)`
+
+	// keyStartsSQL reads, under the keys' locks, the claim times recorded for the
+	// (name, task key) pairs $2, $3 of namespace $1 (a pair without a row has none),
+	// each through the primary key.
+	keyStartsSQL = `SELECT k.name, k.task_key, k.starts
+		FROM unnest($2::text[], $3::text[]) AS u(name, task_key)
+		JOIN ax_key_starts k ON k.namespace = $1 AND k.name = u.name AND k.task_key = u.task_key`
+
+	// keyStartsWriteSQL records the claim times $4 (driverkit.EncodeStarts) and the
+	// last of them $5 of the (name, task key) pairs $2, $3 of namespace $1, in the
+	// claim's transaction, under the keys' locks.
+	keyStartsWriteSQL = `INSERT INTO ax_key_starts AS k (namespace, name, task_key, starts, last_at)
+		SELECT $1, u.name, u.task_key, u.starts, u.last_at
+		FROM unnest($2::text[], $3::text[], $4::bytea[], $5::timestamptz[]) AS u(name, task_key, starts, last_at)
+		ON CONFLICT (namespace, name, task_key) DO UPDATE SET starts = EXCLUDED.starts, last_at = EXCLUDED.last_at`
 
 	// startsSQL records the claim times of the rate-limited names $2 of namespace $1
 	// (driverkit.EncodeStarts), in the claim's transaction, under their locks.
@@ -178,22 +195,82 @@ func readLimits(br pgx.BatchResults) (map[string]*driverkit.NameLimit, time.Time
 	var now time.Time
 	for rows.Next() {
 		var (
-			name                    string
-			concurrency, rate, keys int32
-			inFlight, perUS         int64
-			starts                  []byte
+			name                             string
+			concurrency, rate, keys, keyRate int32
+			inFlight, perUS, keyPerUS        int64
+			starts                           []byte
 		)
-		if err := rows.Scan(&name, &concurrency, &inFlight, &rate, &perUS, &starts, &keys, &now); err != nil {
+		if err := rows.Scan(&name, &concurrency, &inFlight, &rate, &perUS, &starts, &keys, &keyRate, &keyPerUS, &now); err != nil {
 			return nil, time.Time{}, err
 		}
 		n := &driverkit.NameLimit{Concurrency: int(concurrency), InFlight: int(inFlight), Rate: int(rate),
-			Per: time.Duration(perUS) * time.Microsecond, KeyConcurrency: int(keys)}
+			Per: time.Duration(perUS) * time.Microsecond, KeyConcurrency: int(keys),
+			KeyRate: int(keyRate), KeyPer: time.Duration(keyPerUS) * time.Microsecond}
 		if n.Starts, err = driverkit.DecodeStarts(starts); err != nil {
 			return nil, time.Time{}, fmt.Errorf("name %q: %w", name, err)
 		}
 		names[name] = n
 	}
 	return names, now.UTC(), rows.Err()
+}
+
+// readKeyStarts reads the rows of keyStartsSQL into the limits of names with a rate
+// per task key (read by limitsSQL in the same round); the rows of a name without one
+// (removed since they were written) are left out.
+func readKeyStarts(br pgx.BatchResults, names map[string]*driverkit.NameLimit) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, key string
+		var starts []byte
+		if err := rows.Scan(&name, &key, &starts); err != nil {
+			return err
+		}
+		n := names[name]
+		if n == nil || n.KeyRate == 0 {
+			continue
+		}
+		if n.KeyStarts == nil {
+			n.KeyStarts = make(map[string][]time.Time)
+		}
+		if n.KeyStarts[key], err = driverkit.DecodeStarts(starts); err != nil {
+			return fmt.Errorf("name %q, task key %q: %w", name, key, err)
+		}
+	}
+	return rows.Err()
+}
+
+// keyStartsArrays are the claim times per task key that names' winners changed
+// (NameLimit.KeyChanged), as the columns keyStartsWriteSQL unnests, in (name, key)
+// order.
+func keyStartsArrays(limits map[string]*driverkit.NameLimit) (names, keys []string, starts [][]byte, last []time.Time) {
+	for _, name := range slices.Sorted(maps.Keys(limits)) {
+		n := limits[name]
+		for _, key := range slices.Sorted(slices.Values(n.KeyChanged)) {
+			ts := n.KeyStarts[key] // holds the winner's start: never empty
+			names, keys = append(names, name), append(keys, key)
+			starts, last = append(starts, driverkit.EncodeStarts(ts)), append(last, ts[len(ts)-1])
+		}
+	}
+	return names, keys, starts, last
+}
+
+// nameTaskKey is a task name and a task key of its tasks.
+type nameTaskKey struct{ name, taskKey string }
+
+// nameKeyArrays returns the distinct pairs, sorted, as the columns keyStartsSQL
+// unnests.
+func nameKeyArrays(pairs []nameTaskKey) (names, keys []string) {
+	sorted := slices.SortedFunc(slices.Values(pairs), func(a, b nameTaskKey) int {
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.taskKey, b.taskKey))
+	})
+	for _, p := range slices.Compact(sorted) {
+		names, keys = append(names, p.name), append(keys, p.taskKey)
+	}
+	return names, keys
 }
 
 // appendTask returns a row function for readChunks that appends taskCols rows to
@@ -209,23 +286,25 @@ func appendTask(into *[]store.Task) func(rows pgx.Rows) error {
 	}
 }
 
-// claimKeyed applies the overlap rule and the names' concurrency limits to the due
-// tasks that the claim statement left SCHEDULED for them (candidates, in id order,
-// with their execution ids; keys, the keys that restrict some of them, and names,
-// the limited names among them, in any order), in a transaction of its own: two
-// round trips.
+// claimKeyed applies the overlap rule and the names' limits to the due tasks that
+// the claim statement left SCHEDULED for them (candidates, in id order, with their
+// execution ids; keys, the keys that restrict some of them, names, the limited names
+// among them, and pairs, the names and keys of the candidates of a limited name
+// whose key restricts them, in any order), in a transaction of its own: two round
+// trips.
 //
 //	round 1: BEGIN; plans; check the fence (if it has a token); lock the keys and
 //	         the names (one ascending list of lock ids, so that two claims cannot
 //	         deadlock); lock and re-read the candidates (ascending ids); read the
-//	         holders of the keys; read the names' limits and tasks in flight
-//	(Go)     driverkit.ResolveKeys: winners by key and by free slot, the others
-//	         skipped, blocked or limited
+//	         holders of the keys; read the names' limits and tasks in flight; read
+//	         the claim times of the pairs
+//	(Go)     driverkit.ResolveKeys: winners by key, by free slot and by the rates,
+//	         the others skipped, blocked or limited
 //	round 2: claim the winners (… AND NOT EXISTS a holder of a key); skip the skip
-//	         losers; COMMIT
+//	         losers; record the names' and the keys' claim times; COMMIT
 //
 // It adds its outcomes to res.
-func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []store.Claim, keys, names []string, res *store.ClaimResult) error {
+func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []store.Claim, keys, names []string, pairs []nameTaskKey, res *store.ClaimResult) error {
 	eids := make(map[int64]string, len(candidates))
 	ids := make([]int64, len(candidates))
 	for i, c := range candidates {
@@ -237,6 +316,7 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 	locks := append(keyLockIDs(s.ns, distinct), nameLockIDs(s.ns, distinctNames)...)
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
+	pairNames, pairKeys := nameKeyArrays(pairs)
 
 	var (
 		claimed, skipped []store.Task
@@ -257,6 +337,12 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 			b.Queue(holdersSQL, distinct, s.ns)
 			if len(distinctNames) > 0 {
 				b.Queue(limitsSQL, distinctNames, s.ns)
+			}
+			// The keys' claim times, read after their locks were granted (the
+			// statement's snapshot is taken then): the last claim of each key has
+			// committed its times.
+			if len(pairNames) > 0 {
+				b.Queue(keyStartsSQL, s.ns, pairNames, pairKeys)
 			}
 		}, func(br pgx.BatchResults) error {
 			if err := readFence(br, fence); err != nil {
@@ -289,7 +375,12 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 				return err
 			}
 			if len(distinctNames) > 0 {
-				names, now, err = readLimits(br)
+				if names, now, err = readLimits(br); err != nil {
+					return err
+				}
+			}
+			if len(pairNames) > 0 {
+				err = readKeyStarts(br, names)
 			}
 			return err
 		})
@@ -301,7 +392,11 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 			blocked = append(blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 		}
 		for _, k := range over {
-			limited = append(limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt})
+			l := store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt}
+			if k.KeyLimited { // its name's rate per key, not the name's own limits
+				l.TaskKey = k.TaskKey
+			}
+			limited = append(limited, l)
 		}
 		var rated []string // names whose claim times change, and their times
 		var starts [][]byte
@@ -310,8 +405,10 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 				rated, starts = append(rated, name), append(starts, driverkit.EncodeStarts(n.Starts))
 			}
 		}
-		// The winners' DispatchedAt is the time their names' rates recorded: the
-		// store's, read under the locks (zero without a limited name: the claim's own).
+		keyNames, keyKeys, keyStarts, keyLast := keyStartsArrays(names)
+		// The winners' DispatchedAt is the time their names' rates, and rates per key,
+		// recorded: the store's, read under the locks (zero without a limited name: the
+		// claim's own).
 		var at *time.Time
 		if !now.IsZero() {
 			at = &now
@@ -349,6 +446,9 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 			if len(rated) > 0 {
 				b.Queue(startsSQL, s.ns, rated, starts)
 			}
+			if len(keyNames) > 0 {
+				b.Queue(keyStartsWriteSQL, s.ns, keyNames, keyKeys, keyStarts, keyLast)
+			}
 		}, func(br pgx.BatchResults) error {
 			if err := readChunks(br, len(win), appendTask(&claimed)); err != nil {
 				return err
@@ -357,6 +457,11 @@ func (s *Store) claimKeyed(ctx context.Context, fence store.Fence, candidates []
 				return err
 			}
 			if len(rated) > 0 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+			if len(keyNames) > 0 {
 				if _, err := br.Exec(); err != nil {
 					return err
 				}

@@ -82,6 +82,76 @@ func TestPruneSkipsLockedRows(t *testing.T) {
 	}
 }
 
+// PruneKeyStarts deletes the claim times of a (name, task key) whose last claim is
+// older than any window of a rate per key, of the view's namespace only, and keeps
+// those a window still reaches.
+func TestPruneKeyStarts(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.PostgresDSN(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	other, err := st.InNamespace("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One claim of each key, recorded by the name's rate per key, in both namespaces.
+	for _, s := range []store.Store{st, other} {
+		if _, err := s.SetKeyRate(ctx, "sync", 5, time.Hour, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		var claims []store.Claim
+		for _, key := range []string{"old", "fresh"} {
+			res, err := s.Insert(ctx, []store.NewTask{{Name: "sync", Key: key, DueAt: time.Now().Add(-time.Second),
+				TaskKey: key, Overlap: store.OverlapQueue}})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("Insert: %+v, %v", res, err)
+			}
+			claims = append(claims, store.Claim{ID: res[0].Task.ID, ExecutionID: fmt.Sprintf("0190a0a0-0000-7000-8000-%012d", len(claims)+1)})
+		}
+		if res, err := s.Claim(ctx, store.Fence{}, claims); err != nil || len(res.Claimed) != 2 {
+			t.Fatalf("Claim = %+v, %v; want both claimed", res, err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The key "old" of both namespaces was last claimed 25 hours ago: beyond
+	// store.MaxRatePer, the longest window.
+	if tag, err := conn.Exec(ctx, `UPDATE ax_key_starts SET last_at = last_at - interval '25 hours' WHERE task_key = 'old'`); err != nil || tag.RowsAffected() != 2 {
+		t.Fatalf("aging the rows of key old: %v, %v; want 2 rows", tag, err)
+	}
+	keys := func() []string {
+		t.Helper()
+		rows, _ := conn.Query(ctx, `SELECT namespace || '/' || task_key FROM ax_key_starts ORDER BY 1`)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if n, err := st.PruneKeyStarts(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("PruneKeyStarts = %d, %v; want 1, the aged row of the view's namespace", n, err)
+	}
+	if got, want := keys(), []string{"default/fresh", "other/fresh", "other/old"}; !slices.Equal(got, want) {
+		t.Fatalf("after PruneKeyStarts, ax_key_starts holds %v, want %v", got, want)
+	}
+	if n, err := st.PruneKeyStarts(ctx, 10); err != nil || n != 0 {
+		t.Errorf("PruneKeyStarts again = %d, %v; want 0", n, err)
+	}
+	if n, err := other.PruneKeyStarts(ctx, 10); err != nil || n != 1 {
+		t.Errorf("PruneKeyStarts of namespace other = %d, %v; want 1", n, err)
+	}
+	if got, want := keys(), []string{"default/fresh", "other/fresh"}; !slices.Equal(got, want) {
+		t.Errorf("after both prunes, ax_key_starts holds %v, want %v", got, want)
+	}
+}
+
 // BenchmarkClaimWhilePruning measures the claim of 100 due tasks (inserted just
 // before, left DISPATCHING) on a table with 200,000 finished tasks,
 // while nothing else runs ("idle"), while Prune deletes them in batches of 1,000
