@@ -13,7 +13,7 @@
 // Everything lives in the connection's current schema (the first existing schema of
 // search_path); no statement names a schema, so one database can hold several
 // isolated ax installations. The schema is versioned and embedded
-// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0013_leadership.sql);
+// (migrations/0001_init.sql, 0002_task_keys_schedules.sql, … 0022_key_rates.sql);
 // New applies what is missing in one transaction that first takes
 // pg_advisory_xact_lock on a key derived from the schema name, so several processes
 // starting at once migrate it exactly once, and running it again is a no-op. A
