@@ -79,8 +79,8 @@ func TestMigrations(t *testing.T) {
 
 func TestMigrateFromV1(t *testing.T) {
 	t.Parallel()
-	if v := sqlite.SchemaVersion(); v != 17 {
-		t.Fatalf("SchemaVersion() = %d, want 17", v)
+	if v := sqlite.SchemaVersion(); v != 18 {
+		t.Fatalf("SchemaVersion() = %d, want 18", v)
 	}
 	path := filepath.Join(t.TempDir(), "ax.db")
 	if err := sqlite.MigrateTo(path, 1); err != nil {
@@ -107,8 +107,8 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("Open of a version 1 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 17 || want != 17 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 17, 17", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 18 || want != 18 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 18, 18", have, want, err)
 	}
 	for _, name := range []string{"ax_tasks_ns_key_holder", "ax_schedules", "ax_leader", "ax_nodes", "ax_tasks_ns_succeeded", "ax_stats", "ax_slot_gaps_schedule", "ax_leadership"} {
 		var n int
