@@ -602,3 +602,68 @@ func TestKeyConcurrencyAcrossChunks(t *testing.T) {
 			len(res.Claimed), len(ins), res.Blocked)
 	}
 }
+
+// TestPruneKeyStarts: PruneKeyStarts deletes the claim times of a key whose last
+// claim is more than store.MaxRatePer old (aged here through SQL), and keeps a key's
+// claimed now, which a window still reaches.
+func TestPruneKeyStarts(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ax.db")
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	if _, err := s.SetKeyRate(ctx, "sync", 5, time.Hour, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var nts []store.NewTask
+	for _, key := range []string{"old", "fresh"} {
+		nts = append(nts, store.NewTask{Name: "sync", Key: key, DueAt: time.Now().Add(-time.Hour), TaskKey: key, Overlap: store.OverlapQueue})
+	}
+	ins, err := s.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "e0"}, {ID: ins[1].Task.ID, ExecutionID: "e1"}})
+	if err != nil || len(res.Claimed) != 2 {
+		t.Fatalf("Claim = %+v, %v; want both claimed", res, err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	aged := time.Now().Add(-25 * time.Hour).UnixMicro()
+	if r, err := db.ExecContext(ctx, `UPDATE ax_key_starts SET last_at = ? WHERE name = 'sync' AND task_key = 'old'`, aged); err != nil {
+		t.Fatal(err)
+	} else if n, _ := r.RowsAffected(); n != 1 {
+		t.Fatalf("aged %d rows of key old, want its one: the claim recorded none", n)
+	}
+	if n, err := s.PruneKeyStarts(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("PruneKeyStarts = %d, %v; want 1: the aged key's", n, err)
+	}
+	var keys []string
+	rows, err := db.QueryContext(ctx, `SELECT task_key FROM ax_key_starts ORDER BY task_key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "fresh" {
+		t.Fatalf("key starts left = %v, want [fresh]", keys)
+	}
+	if n, err := s.PruneKeyStarts(ctx, 10); err != nil || n != 0 {
+		t.Fatalf("PruneKeyStarts again = %d, %v; want 0", n, err)
+	}
+}
