@@ -35,10 +35,10 @@ var (
 		RETURNING ` + taskColumns}
 	// missedStmt reads what claimStmt left SCHEDULED in the namespace — not due, of a
 	// paused or limited name, or keyed — with whether its name is paused and whether
-	// it is limited: a concurrency or a rate limit, or a key concurrency above one (one
-	// probe of ax_names' primary key per row).
+	// it is limited: a concurrency or a rate limit, a key concurrency above one or a
+	// rate per key (one probe of ax_names' primary key per row).
 	missedStmt = &batchStmt{cols: 1, pad: []any{0}, sql: `SELECT ax_tasks.id, ax_tasks.due_at, ax_tasks.name, ax_tasks.task_key,
-		ax_tasks.overlap, coalesce(p.paused, 0), coalesce(p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1, 0)
+		ax_tasks.overlap, coalesce(p.paused, 0), coalesce(p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1 OR p.key_rate > 0, 0)
 		FROM ax_tasks LEFT JOIN ax_names p ON p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
 		WHERE +ax_tasks.namespace = ? AND ax_tasks.status = 'SCHEDULED' AND ax_tasks.id IN (VALUES %V%) ORDER BY ax_tasks.id`}
 	// holdersStmt finds, per key of the namespace, the lowest id holding it and how
@@ -48,16 +48,33 @@ var (
 		GROUP BY task_key`}
 	// limitsStmt reads the limits of the names of the namespace that have one: the
 	// concurrency limit, the rate limit with the times of the name's last claims
-	// (driverkit.EncodeStarts), and the key concurrency. One probe of ax_names'
-	// primary key per name. (No task name is empty: the pad matches nothing.)
-	limitsStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT name, concurrency, rate, rate_per_us, rate_starts, key_concurrency
+	// (driverkit.EncodeStarts), the key concurrency and the rate per key. One probe
+	// of ax_names' primary key per name. (No task name is empty: the pad matches
+	// nothing.)
+	limitsStmt = &batchStmt{cols: 1, pad: []any{""}, sql: `SELECT name, concurrency, rate, rate_per_us, rate_starts, key_concurrency,
+			key_rate, key_rate_per_us
 		FROM ax_names
-		WHERE namespace = ? AND name IN (VALUES %V%) AND (concurrency > 0 OR rate > 0 OR key_concurrency > 1)`}
+		WHERE namespace = ? AND name IN (VALUES %V%) AND (concurrency > 0 OR rate > 0 OR key_concurrency > 1 OR key_rate > 0)`}
 	// startsStmt records the claim times of rate-limited names of the namespace
 	// (column2, driverkit.EncodeStarts), by the primary key.
 	startsStmt = &batchStmt{cols: 2, pad: []any{"", []byte{}}, sql: `UPDATE ax_names SET rate_starts = c.column2
 		FROM (VALUES %V%) AS c
 		WHERE ax_names.namespace = ? AND ax_names.name = c.column1`}
+	// keyStartsStmt reads the claim times (driverkit.EncodeStarts) of the (name
+	// column1, task key column2) pairs of the namespace that have some: one probe of
+	// ax_key_starts' primary key per pair. (No task name is empty: the pad matches
+	// nothing.)
+	keyStartsStmt = &batchStmt{cols: 2, pad: []any{"", ""}, sql: `SELECT name, task_key, starts FROM ax_key_starts
+		WHERE namespace = ? AND (name, task_key) IN (VALUES %V%)`}
+	// keyStartsWriteStmt records the claim times (column3) of (name column1, task key
+	// column2) pairs of the namespace, the last of them at column4, inserting the
+	// pair's row or replacing its times. (The pad's NULL name writes nothing.)
+	keyStartsWriteStmt = &batchStmt{cols: 4, pad: []any{nil, "", []byte{}, 0}, sql: `INSERT INTO ax_key_starts
+		(namespace, name, task_key, starts, last_at)
+		SELECT ?, c.column1, c.column2, c.column3, c.column4
+		FROM (VALUES %V%) AS c
+		WHERE c.column1 IS NOT NULL
+		ON CONFLICT (namespace, name, task_key) DO UPDATE SET starts = excluded.starts, last_at = excluded.last_at`}
 	// inflightStmt counts, per task name of the namespace, the tasks DISPATCHING or
 	// RUNNING: a range of each status's partial index (ax_tasks_ns_dispatching_since,
 	// ax_tasks_ns_running_heartbeat), so it reads the namespace's tasks in flight, not
@@ -160,14 +177,16 @@ var (
 		ON CONFLICT (namespace, name, key, key_slot) DO NOTHING
 		RETURNING id, seq`}
 
-	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, limitsStmt, startsStmt, inflightStmt,
+	batchStmts = []*batchStmt{insertStmt, claimStmt, claimedStmt, missedStmt, holdersStmt, limitsStmt, startsStmt,
+		keyStartsStmt, keyStartsWriteStmt, inflightStmt,
 		restrictedClaimStmt, skipStmt,
 		recordStmt, runStmt, recordedStmt, heartbeatStmt, heartbeatExecStmt, finishStmt, finishExecStmt}
 )
 
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING, applying the
 // overlap rule to the tasks with a key (as many holders of a key as their name's key
-// concurrency admits) and their names' concurrency and rate limits (see DESIGN.md). An id of another namespace is left out of the result, as one no longer
+// concurrency admits) and their names' concurrency and rate limits, and rates per
+// key (see DESIGN.md). An id of another namespace is left out of the result, as one no longer
 // SCHEDULED is.
 //
 // A batch without keyed skip or queue tasks and without tasks of a limited name costs
@@ -298,8 +317,9 @@ func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node st
 }
 
 // claimRestricted applies the overlap rule, with the names' key concurrency, and the
-// names' concurrency and rate limits to the due restricted tasks of a Claim (keyed
-// skip or queue, or of a limited name), in its transaction, at ts, the claim's time;
+// names' concurrency and rate limits and rates per key to the due restricted tasks of
+// a Claim (keyed skip or queue, or of a limited name), in its transaction, at ts, the
+// claim's time;
 // limited holds their names that missedStmt found limited. uniq are the Claim's
 // requests, by id.
 //
@@ -307,8 +327,8 @@ func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node st
 // write lock from its BEGIN: no claim, trigger or transition of this process or any
 // other that opens the file runs between the reads here — the holders of the keys,
 // the limits, the count of each name's tasks DISPATCHING or RUNNING, the times of
-// each rate-limited name's last claims — and the claims made from them, with the
-// times written back. The counts and times are thus exact, not estimates, and the
+// each rate-limited name's last claims and of each key's under a rate per key — and
+// the claims made from them, with the times written back. The counts and times are thus exact, not estimates, and the
 // claimers are serialised per name (and per key) without a lock of their own: no
 // limit is ever exceeded, whatever the number of processes.
 func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq []store.Claim, restricted []driverkit.Keyed, limited map[string]bool, res *store.ClaimResult) error {
@@ -342,6 +362,9 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 	}
 	names, err := s.limits(ctx, tx, limited)
 	if err != nil {
+		return err
+	}
+	if err := s.keyStarts(ctx, tx, restricted, names); err != nil {
 		return err
 	}
 	claim, skip, block, over := driverkit.ResolveKeys(restricted, holders, names, fromMicros(ts))
@@ -388,6 +411,9 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 	if err := s.writeStarts(ctx, tx, names); err != nil {
 		return err
 	}
+	if err := s.writeKeyStarts(ctx, tx, names); err != nil {
+		return err
+	}
 
 	err = chunks(len(skip), func(lo, hi int) error {
 		args := make([]any, 0, 2*(hi-lo))
@@ -410,7 +436,11 @@ func (s *Store) claimRestricted(ctx context.Context, tx *sql.Tx, ts int64, uniq 
 		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 	}
 	for _, k := range over {
-		res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt})
+		l := store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt}
+		if k.KeyLimited { // its name's rate per key held it back, not its name's own limits
+			l.TaskKey = k.TaskKey
+		}
+		res.Limited = append(res.Limited, l)
 	}
 	return nil
 }
@@ -434,13 +464,13 @@ func (s *Store) limits(ctx context.Context, tx *sql.Tx, limited map[string]bool)
 		defer rows.Close()
 		for rows.Next() {
 			var name string
-			var perUS int64
+			var perUS, keyPerUS int64
 			var starts []byte
 			n := &driverkit.NameLimit{}
-			if err := rows.Scan(&name, &n.Concurrency, &n.Rate, &perUS, &starts, &n.KeyConcurrency); err != nil {
+			if err := rows.Scan(&name, &n.Concurrency, &n.Rate, &perUS, &starts, &n.KeyConcurrency, &n.KeyRate, &keyPerUS); err != nil {
 				return err
 			}
-			n.Per = time.Duration(perUS) * time.Microsecond
+			n.Per, n.KeyPer = time.Duration(perUS)*time.Microsecond, time.Duration(keyPerUS)*time.Microsecond
 			if n.Starts, err = driverkit.DecodeStarts(starts); err != nil {
 				return fmt.Errorf("name %q: %w", name, err)
 			}
@@ -487,5 +517,65 @@ func (s *Store) writeStarts(ctx context.Context, tx *sql.Tx, names map[string]*d
 	}
 	return chunks(len(args)/2, func(lo, hi int) error {
 		return s.batchExec(ctx, tx, startsStmt, nil, args[2*lo:2*hi], []any{s.ns})
+	})
+}
+
+// keyStarts reads, in tx, the claim times of every (name, key) of restricted whose
+// key restricts it and whose name has a rate per key in names (keyStartsStmt), into
+// the name's KeyStarts: what driverkit.ResolveKeys applies. A pair without a row has
+// none. The claim's write transaction holds the file's write lock, the keys' lock,
+// so no other claim changes them before the claim writes them back.
+func (s *Store) keyStarts(ctx context.Context, tx *sql.Tx, restricted []driverkit.Keyed, names map[string]*driverkit.NameLimit) error {
+	type pair struct{ name, key string }
+	seen := make(map[pair]bool)
+	var args []any
+	for _, k := range restricted {
+		p := pair{k.Name, k.TaskKey}
+		if n := names[k.Name]; n == nil || n.KeyRate == 0 || k.TaskKey == "" || k.Overlap == store.OverlapAllow || seen[p] {
+			continue
+		}
+		seen[p] = true
+		args = append(args, p.name, p.key)
+	}
+	return chunks(len(args)/2, func(lo, hi int) error {
+		rows, err := s.batch(ctx, tx, keyStartsStmt, []any{s.ns}, args[2*lo:2*hi], nil)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name, key string
+			var b []byte
+			if err := rows.Scan(&name, &key, &b); err != nil {
+				return err
+			}
+			starts, err := driverkit.DecodeStarts(b)
+			if err != nil {
+				return fmt.Errorf("name %q, key %q: %w", name, key, err)
+			}
+			n := names[name]
+			if n.KeyStarts == nil {
+				n.KeyStarts = make(map[string][]time.Time)
+			}
+			n.KeyStarts[key] = starts
+		}
+		return rows.Err()
+	})
+}
+
+// writeKeyStarts records, in tx, the claim times of each key of each name of names
+// whose driverkit.ResolveKeys changed them (keyStartsWriteStmt), with the last of
+// them, in (name, key) order.
+func (s *Store) writeKeyStarts(ctx context.Context, tx *sql.Tx, names map[string]*driverkit.NameLimit) error {
+	var args []any
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		n := names[name]
+		for _, key := range slices.Sorted(slices.Values(n.KeyChanged)) {
+			starts := n.KeyStarts[key]
+			args = append(args, name, key, driverkit.EncodeStarts(starts), micros(starts[len(starts)-1]))
+		}
+	}
+	return chunks(len(args)/4, func(lo, hi int) error {
+		return s.batchExec(ctx, tx, keyStartsWriteStmt, []any{s.ns}, args[4*lo:4*hi], nil)
 	})
 }

@@ -92,6 +92,17 @@ func TestExplain(t *testing.T) {
 			[]string{"SCAN ax_names"}},
 		{"names' claim times (Claim)", batch(startsStmt), []string{"SEARCH ax_names USING COVERING INDEX sqlite_autoindex_ax_names_1 (namespace=? AND name=?)"},
 			[]string{"SCAN ax_names"}},
+		// A claim reads the claim times of the keys under a rate per key by
+		// ax_key_starts' primary key, which holds the rows (WITHOUT ROWID), and
+		// writes them back by an upsert on it (a plan of the VALUES list alone);
+		// PruneKeyStarts finds the oldest by ax_key_starts_last, in order.
+		{"keys' claim times (Claim)", batch(keyStartsStmt), []string{"SEARCH ax_key_starts USING PRIMARY KEY (namespace=? AND name=? AND task_key=?)"},
+			[]string{"SCAN ax_key_starts"}},
+		{"keys' claim times written (Claim)", batch(keyStartsWriteStmt), []string{"SCAN 4-ROW VALUES CLAUSE"},
+			[]string{"SCAN ax_key_starts"}},
+		{"old claim times of keys (PruneKeyStarts)", pruneKeyStartsSQL,
+			[]string{"SEARCH ax_key_starts USING COVERING INDEX ax_key_starts_last (namespace=? AND last_at<?)"},
+			[]string{"SCAN ax_key_starts", sorted}},
 		{"trigger", triggerSQL, []string{pk, "SEARCH o " + holder, "SEARCH p " + names + " (namespace=? AND name=?)"},
 			[]string{scanTask, "SCAN o", "SCAN p", "ax_tasks_ns_scheduled"}},
 		{"limit of a name (Trigger)", limitSQL, []string{"SEARCH ax_names " + names + " (namespace=? AND name=?)"},

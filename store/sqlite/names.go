@@ -14,21 +14,22 @@ import (
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper); the claim statements leave a paused or limited name's tasks to
 // the claim's restricted path (restrictedName), which leaves a paused name's alone and
-// applies a limited name's limits: concurrency, rate and key concurrency.
+// applies a limited name's limits: concurrency, rate, key concurrency and rate per
+// key.
 
 // restrictedName is true, in a statement over ax_tasks, when the row's name is paused
-// or limited in its namespace (a concurrency or a rate limit, or a key concurrency
-// above one): one probe of ax_names' primary key per row, made only when some name
+// or limited in its namespace (a concurrency or a rate limit, a key concurrency above
+// one or a rate per key): one probe of ax_names' primary key per row, made only when some name
 // of the view's namespace (the ? it binds) is paused or limited — the first EXISTS
 // does not depend on the row, and SQLite evaluates it once per statement, so a
 // namespace without such names pays one probe per statement.
 const restrictedName = `(EXISTS (SELECT 1 FROM ax_names r WHERE r.namespace = ?
-		AND (r.paused OR r.concurrency > 0 OR r.rate > 0 OR r.key_concurrency > 1))
+		AND (r.paused OR r.concurrency > 0 OR r.rate > 0 OR r.key_concurrency > 1 OR r.key_rate > 0))
 	AND EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
-		AND (p.paused OR p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1)))`
+		AND (p.paused OR p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1 OR p.key_rate > 0)))`
 
 // nameColumns are the columns of ax_names scanNameState reads.
-const nameColumns = `name, paused, concurrency, rate, rate_per_us, key_concurrency, changed_by, changed_at`
+const nameColumns = `name, paused, concurrency, rate, rate_per_us, key_concurrency, key_rate, key_rate_per_us, changed_by, changed_at`
 
 // nameSQL reads one name's state (the primary key).
 const nameSQL = `SELECT ` + nameColumns + ` FROM ax_names WHERE namespace = ? AND name = ?`
@@ -181,21 +182,45 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	if err := driverkit.CheckRate(name, n, per, by); err != nil {
 		return nil, fmt.Errorf("ax: sqlite: set rate of name %q: %w", name, err)
 	}
+	return s.setRate(ctx, "set rate", "rate", ", rate_starts = x''", name, n, per, by)
+}
+
+// SetKeyRate sets the task name's rate limit per task key in the view's namespace
+// (see store.NameKeeper), as SetRate sets its rate: the row is written only when the
+// limit changes, and a name never stored is not stored for no limit. The claim times
+// recorded per key (ax_key_starts) are kept whatever the change, as the contract
+// counts them toward any limit set later, until PruneKeyStarts finds that no window
+// reaches them. The claims that begin after the commit apply it: they read it, and
+// the times of their keys, in their own write transaction.
+func (s *Store) SetKeyRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	if err := driverkit.CheckRate(name, n, per, by); err != nil {
+		return nil, fmt.Errorf("ax: sqlite: set key rate of name %q: %w", name, err)
+	}
+	return s.setRate(ctx, "set key rate", "key_rate", "", name, n, per, by)
+}
+
+// setRate sets the rate column of the task name's row and its period, column_per_us,
+// to n per per (n 0: no limit, stored with per 0), writing the row only when either
+// changes and storing no row for no limit; removing a stored limit also applies
+// clear (", column = value", or empty). column and clear are named by this package,
+// never by a caller.
+func (s *Store) setRate(ctx context.Context, op, column, clear, name string, n int, per time.Duration, by string) (*store.NameState, error) {
 	if n == 0 {
 		per = 0
 	}
+	perColumn := column + "_per_us"
 	st := &store.NameState{Name: name}
-	err := s.write(ctx, "set rate", func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx *sql.Tx) error {
 		ts := micros(now())
 		var err error
 		if n == 0 { // no limit: change a stored row, store none
-			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET rate = 0, rate_per_us = 0, rate_starts = x'', changed_by = ?, changed_at = ?
-				WHERE namespace = ? AND name = ? AND (rate <> 0 OR rate_per_us <> 0)`, by, ts, s.ns, name)
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET `+column+` = 0, `+perColumn+` = 0`+clear+`, changed_by = ?, changed_at = ?
+				WHERE namespace = ? AND name = ? AND (`+column+` <> 0 OR `+perColumn+` <> 0)`, by, ts, s.ns, name)
 		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, rate, rate_per_us, changed_by, changed_at) VALUES (?, ?, ?, ?, ?, ?)
-				ON CONFLICT (namespace, name) DO UPDATE SET rate = excluded.rate, rate_per_us = excluded.rate_per_us,
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, `+column+`, `+perColumn+`, changed_by, changed_at) VALUES (?, ?, ?, ?, ?, ?)
+				ON CONFLICT (namespace, name) DO UPDATE SET `+column+` = excluded.`+column+`, `+perColumn+` = excluded.`+perColumn+`,
 					changed_by = excluded.changed_by, changed_at = excluded.changed_at
-				WHERE rate <> excluded.rate OR rate_per_us <> excluded.rate_per_us`, s.ns, name, n, per.Microseconds(), by, ts)
+				WHERE `+column+` <> excluded.`+column+` OR `+perColumn+` <> excluded.`+perColumn, s.ns, name, n, per.Microseconds(), by, ts)
 		}
 		if err != nil {
 			return err
@@ -267,13 +292,37 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	return out, nil
 }
 
+// pruneKeyStartsSQL deletes up to a limit of a namespace's claim times per task key
+// whose last claim is at or before a time, oldest first, found on ax_key_starts_last.
+const pruneKeyStartsSQL = `DELETE FROM ax_key_starts WHERE (namespace, name, task_key) IN (
+	SELECT namespace, name, task_key FROM ax_key_starts WHERE namespace = ? AND last_at <= ? ORDER BY last_at LIMIT ?)`
+
+// PruneKeyStarts deletes up to limit of the view's namespace's claim times per task
+// key (ax_key_starts) whose last claim is store.MaxRatePer or more before now: no
+// window of a rate per key reaches them (see store.Pruner).
+func (s *Store) PruneKeyStarts(ctx context.Context, limit int) (int, error) {
+	if limit < 1 || limit > store.MaxPrune {
+		return 0, fmt.Errorf("ax: sqlite: prune key starts: limit %d is outside 1..%d: %w", limit, store.MaxPrune, store.ErrInvalid)
+	}
+	var n int64
+	err := s.write(ctx, "prune key starts", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, pruneKeyStartsSQL, s.ns, micros(now().Add(-store.MaxRatePer)), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
 // scanNameState reads a row of nameColumns.
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
-	var at, perUS int64
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, &at); err != nil {
+	var at, perUS, keyPerUS int64
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.KeyRate, &keyPerUS, &st.ChangedBy, &at); err != nil {
 		return nil, err
 	}
-	st.Per, st.ChangedAt = time.Duration(perUS)*time.Microsecond, fromMicros(at)
+	st.Per, st.KeyPer, st.ChangedAt = time.Duration(perUS)*time.Microsecond, time.Duration(keyPerUS)*time.Microsecond, fromMicros(at)
 	return &st, nil
 }

@@ -67,8 +67,8 @@ func TestMigrateFromV3(t *testing.T) {
 		t.Fatalf("Open of a version 3 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 17 || want != 17 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 17, 17", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 18 || want != 18 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 18, 18", have, want, err)
 	}
 	if after := rootpage(); after != before {
 		t.Errorf("ax_tasks moved from root page %d to %d: the migration rewrote the table", before, after)

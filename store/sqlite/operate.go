@@ -132,28 +132,28 @@ func (s *Store) makeDueIn(ctx context.Context, tx *sql.Tx, seq, id int64) (*stor
 
 const (
 	// triggerSQL triggers one task unless its key is held or its name is limited: a
-	// concurrency or a rate limit, or a key concurrency above one (one probe of
-	// ax_names' primary key).
+	// concurrency or a rate limit, a key concurrency above one or a rate per key (one
+	// probe of ax_names' primary key).
 	triggerSQL = `UPDATE ax_tasks SET status = 'DISPATCHING', execution_id = ?,
 		attempt = attempt + (CASE status WHEN 'FAILED' THEN 1 ELSE 0 END),
 		finished_at = NULL, dispatched_at = ?, triggered_at = ?, updated_at = ?
 		WHERE id = ? AND +namespace = ? AND status IN ('SCHEDULED', 'FAILED') AND key_slot = 0
 			AND (task_key = '' OR overlap = 'allow' OR ` + keyFree + `)
 			AND NOT EXISTS (SELECT 1 FROM ax_names p WHERE p.namespace = ax_tasks.namespace AND p.name = ax_tasks.name
-				AND (p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1))
+				AND (p.concurrency > 0 OR p.rate > 0 OR p.key_concurrency > 1 OR p.key_rate > 0))
 		RETURNING ` + taskColumns
 	// holderSQL names the task holding one key of a namespace (ax_tasks_ns_key_holder).
 	holderSQL = `SELECT MIN(id) FROM ax_tasks WHERE namespace = ? AND task_key = ? AND ` + holding
-	// limitSQL reads whether a name has a concurrency or a rate limit, and whether it
-	// has a key concurrency above one (ax_names' primary key).
-	limitSQL = `SELECT concurrency > 0 OR rate > 0, key_concurrency > 1 FROM ax_names WHERE namespace = ? AND name = ?`
+	// limitSQL reads whether a name has a concurrency or a rate limit or a rate per
+	// key, and whether it has a key concurrency above one (ax_names' primary key).
+	limitSQL = `SELECT concurrency > 0 OR rate > 0 OR key_rate > 0, key_concurrency > 1 FROM ax_names WHERE namespace = ? AND name = ?`
 )
 
 // Trigger moves a SCHEDULED or FAILED task to DISPATCHING now. A task with a key
 // and Overlap skip or queue is refused, with driverkit.KeyHeld, while another task holds
 // the key: the check is part of the UPDATE, under the writer lock Claim holds too.
-// A task whose name has a concurrency or a rate limit is made due instead, as MakeDue
-// does, and returned SCHEDULED: a claim applies the limits. So is one whose name has
+// A task whose name has a concurrency or a rate limit, or a rate per key, is made due
+// instead, as MakeDue does, and returned SCHEDULED: a claim applies the limits. So is one whose name has
 // a key concurrency above one, its key held or not: a claim counts the key's holders.
 func (s *Store) Trigger(ctx context.Context, id int64, executionID string) (*store.Task, error) {
 	if executionID == "" {

@@ -79,8 +79,8 @@ func TestMigrations(t *testing.T) {
 
 func TestMigrateFromV1(t *testing.T) {
 	t.Parallel()
-	if v := sqlite.SchemaVersion(); v != 17 {
-		t.Fatalf("SchemaVersion() = %d, want 17", v)
+	if v := sqlite.SchemaVersion(); v != 18 {
+		t.Fatalf("SchemaVersion() = %d, want 18", v)
 	}
 	path := filepath.Join(t.TempDir(), "ax.db")
 	if err := sqlite.MigrateTo(path, 1); err != nil {
@@ -107,8 +107,8 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("Open of a version 1 file: %v", err)
 	}
 	defer s.Close()
-	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 17 || want != 17 {
-		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 17, 17", have, want, err)
+	if have, want, err := sqlite.SchemaStatus(path); err != nil || have != 18 || want != 18 {
+		t.Fatalf("SchemaStatus after Open = %d, %d, %v; want 18, 18", have, want, err)
 	}
 	for _, name := range []string{"ax_tasks_ns_key_holder", "ax_schedules", "ax_leader", "ax_nodes", "ax_tasks_ns_succeeded", "ax_stats", "ax_slot_gaps_schedule", "ax_leadership"} {
 		var n int
@@ -600,5 +600,70 @@ func TestKeyConcurrencyAcrossChunks(t *testing.T) {
 	if len(res.Claimed) != len(ins) {
 		t.Fatalf("claimed %d of %d tasks (blocked %+v), want every one: the key admits the wide task beside the narrow one",
 			len(res.Claimed), len(ins), res.Blocked)
+	}
+}
+
+// TestPruneKeyStarts: PruneKeyStarts deletes the claim times of a key whose last
+// claim is more than store.MaxRatePer old (aged here through SQL), and keeps a key's
+// claimed now, which a window still reaches.
+func TestPruneKeyStarts(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ax.db")
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	if _, err := s.SetKeyRate(ctx, "sync", 5, time.Hour, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var nts []store.NewTask
+	for _, key := range []string{"old", "fresh"} {
+		nts = append(nts, store.NewTask{Name: "sync", Key: key, DueAt: time.Now().Add(-time.Hour), TaskKey: key, Overlap: store.OverlapQueue})
+	}
+	ins, err := s.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "e0"}, {ID: ins[1].Task.ID, ExecutionID: "e1"}})
+	if err != nil || len(res.Claimed) != 2 {
+		t.Fatalf("Claim = %+v, %v; want both claimed", res, err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	aged := time.Now().Add(-25 * time.Hour).UnixMicro()
+	if r, err := db.ExecContext(ctx, `UPDATE ax_key_starts SET last_at = ? WHERE name = 'sync' AND task_key = 'old'`, aged); err != nil {
+		t.Fatal(err)
+	} else if n, _ := r.RowsAffected(); n != 1 {
+		t.Fatalf("aged %d rows of key old, want its one: the claim recorded none", n)
+	}
+	if n, err := s.PruneKeyStarts(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("PruneKeyStarts = %d, %v; want 1: the aged key's", n, err)
+	}
+	var keys []string
+	rows, err := db.QueryContext(ctx, `SELECT task_key FROM ax_key_starts ORDER BY task_key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "fresh" {
+		t.Fatalf("key starts left = %v, want [fresh]", keys)
+	}
+	if n, err := s.PruneKeyStarts(ctx, 10); err != nil || n != 0 {
+		t.Fatalf("PruneKeyStarts again = %d, %v; want 0", n, err)
 	}
 }
