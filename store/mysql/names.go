@@ -529,8 +529,18 @@ func keyRated(keyed []driverkit.Keyed, limits map[string]*driverkit.NameLimit) [
 // arguments are the namespace and each pair's name and key. The row constructor's IN
 // is a list of dives of ax_key_starts' primary key.
 func keyStartsSQL(n int) string {
-	return `SELECT name, task_key, starts FROM ax_key_starts WHERE namespace = ? AND (name, task_key) IN (` +
-		strings.TrimSuffix(strings.Repeat("(?, ?),", n), ",") + `)`
+	return `SELECT name, task_key, starts FROM ax_key_starts WHERE namespace = ? AND (name, task_key) IN (` + pairMarks(n) + `)`
+}
+
+// deleteKeyStartsSQL deletes the rows of n (name, task key) pairs of a namespace, by
+// primary key; its arguments are keyStartsSQL's.
+func deleteKeyStartsSQL(n int) string {
+	return `DELETE FROM ax_key_starts WHERE namespace = ? AND (name, task_key) IN (` + pairMarks(n) + `)`
+}
+
+// pairMarks is n placeholders of pairs, "(?, ?), …".
+func pairMarks(n int) string {
+	return strings.TrimSuffix(strings.Repeat("(?, ?),", n), ",")
 }
 
 // readKeyStarts sets in limits, the names' limits lockNames read, the claim times of
@@ -629,7 +639,8 @@ const oldKeyStartsSQL = `SELECT name, task_key FROM ax_key_starts WHERE namespac
 // PruneKeyStarts deletes up to limit rows of ax_key_starts of the view's namespace
 // whose last claim is at least store.MaxRatePer before the store's time, so that no
 // window of a rate per key reaches them (see store.Pruner), in one transaction: the
-// rows are locked (oldKeyStartsSQL), then deleted by primary key.
+// rows are locked (oldKeyStartsSQL), then deleted by primary key
+// (deleteKeyStartsSQL).
 func (s *Store) PruneKeyStarts(ctx context.Context, limit int) (int, error) {
 	if limit < 1 || limit > store.MaxPrune {
 		return 0, fmt.Errorf("ax: mysql: prune key starts: limit %d is outside 1..%d: %w", limit, store.MaxPrune, store.ErrInvalid)
@@ -654,9 +665,7 @@ func (s *Store) PruneKeyStarts(ctx context.Context, limit int) (int, error) {
 		if err := rows.Err(); err != nil || len(args) == 1 {
 			return err
 		}
-		pairs := (len(args) - 1) / 2
-		res, err := tx.ExecContext(ctx, `DELETE FROM ax_key_starts WHERE namespace = ? AND (name, task_key) IN (`+
-			strings.TrimSuffix(strings.Repeat("(?, ?),", pairs), ",")+`)`, args...)
+		res, err := tx.ExecContext(ctx, deleteKeyStartsSQL((len(args)-1)/2), args...)
 		if err != nil {
 			return err
 		}
