@@ -53,7 +53,7 @@ type locked struct {
 	// paused, with readKeys only: the task's name is paused (store.NameKeeper).
 	paused bool
 	// limited, with readKeys only: the task's name has a concurrency or a rate limit,
-	// or a key concurrency above one, and is not paused.
+	// a key concurrency above one or a rate per task key, and is not paused.
 	limited bool
 }
 
@@ -65,8 +65,8 @@ type lockRead int
 // other namespaces are left out, as if they were not in that status. With readKeys it
 // also reads the overlap policy and task key of the tasks whose key rules — both are
 // NULL for the others, which the driver hands over without allocating — and the rule
-// of the task's name (nameRule): paused, or limited (a concurrency or a rate limit, or
-// a key concurrency above one).
+// of the task's name (nameRule): paused, or limited (a concurrency or a rate limit, a
+// key concurrency above one or a rate per task key).
 func lockRows(ctx context.Context, tx *sql.Tx, ns string, status store.Status, ids []int64, read lockRead) (map[int64]*locked, time.Time, error) {
 	cols := ""
 	switch read {

@@ -16,7 +16,7 @@ import (
 // Claim moves due SCHEDULED tasks of the view's namespace to DISPATCHING; ids of other
 // namespaces are left out, as ids no longer SCHEDULED are. Tasks whose key does not
 // restrict them (no key, or Overlap allow) and whose name has no limit (a concurrency
-// or a rate limit, or a key concurrency above one) are claimed chunk by chunk as they
+// or a rate limit, a key concurrency above one or a rate per key) are claimed chunk by chunk as they
 // are locked; due tasks whose key rules (skip, queue) or whose name is limited are set
 // aside and decided after every chunk is locked, under their names' and keys' locks
 // (claimKeyed), so that a claim takes rows, then names, then keys, always in that

@@ -88,7 +88,13 @@ func TestExplain(t *testing.T) {
 		// A concurrency limit on every name, in both namespaces.
 		`INSERT INTO ax_names (namespace, name, concurrency, changed_by, changed_at)
 			SELECT DISTINCT namespace, name, 5, 'bench', UTC_TIMESTAMP(6) FROM ax_tasks`,
-		`ANALYZE TABLE ax_tasks, ax_task_keys, ax_slot_gaps, ax_leadership, ax_audit, ax_names`,
+		// The claim times of the schedules' keys and of 10,000 other (name, key) pairs,
+		// in both namespaces, their last claims over two days, half of them past a
+		// day (store.MaxRatePer) ago.
+		`INSERT INTO ax_key_starts (namespace, name, task_key, starts, last_at)
+			SELECT DISTINCT namespace, name, task_key, UNHEX('0005F0E1D2C3B4A5'), UTC_TIMESTAMP(6) FROM ax_tasks WHERE task_key <> ''`,
+		"INSERT INTO ax_key_starts (namespace, name, task_key, starts, last_at) SELECT namespace, name, CONCAT('k.', `key`), UNHEX('0005F0E1D2C3B4A5'), due_at - INTERVAL 1 DAY FROM ax_tasks WHERE id % 10 = 0",
+		`ANALYZE TABLE ax_tasks, ax_task_keys, ax_slot_gaps, ax_leadership, ax_audit, ax_names, ax_key_starts`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
@@ -128,6 +134,10 @@ func TestExplain(t *testing.T) {
 	for i := range 200 {
 		byKey = append(byKey, fmt.Sprintf("('handler.%d', 'key-%d')", (1507+i*20)%20, 1507+i*20))
 	}
+	var keyPairs []string // 10 schedules' (name, key) pairs, their names' keys
+	for _, n := range names {
+		keyPairs = append(keyPairs, n, n)
+	}
 	var limitedNames []string // 10 names with tasks (handler.0, .5, .10 and .15 have none)
 	for _, i := range []int{1, 2, 3, 4, 6, 7, 8, 9, 11, 12} {
 		limitedNames = append(limitedNames, fmt.Sprintf("'handler.%d'", i))
@@ -164,6 +174,13 @@ func TestExplain(t *testing.T) {
 		// here, 2,800 of them finished).
 		{"names' lock (10 names)", args(mysql.LockNamesSQL(10), append([]string{"'default'"}, limitedNames...)...), "PRIMARY", 1004},
 		{"names in flight (10 names)", args(mysql.InflightSQL(10), append([]string{"'default'"}, limitedNames...)...), "ax_tasks_status_seq", 220},
+		// A name's rate per task key: its keys' claim times, dives of ax_key_starts'
+		// primary key; PruneKeyStarts' oldest rows, a range of ax_key_starts_last
+		// (namespace, last_at) in its order, and their delete by primary key.
+		{"key starts (10 keys)", args(mysql.KeyStartsSQL(10), append([]string{"'default'"}, keyPairs...)...), "PRIMARY", 3006},
+		{"old key starts (PruneKeyStarts)", args(mysql.OldKeyStartsSQL, "'default'", fmt.Sprint(store.MaxRatePer.Microseconds()), "1000"),
+			"ax_key_starts_last", 210},
+		{"key starts pruned (10 keys)", args(mysql.DeleteKeyStartsSQL(10), append([]string{"'default'"}, keyPairs...)...), "PRIMARY", 3006},
 		// Names: the namespace's names, and one pass over its tasks in flight.
 		{"names (Names)", args(mysql.NamesSQL, "'default'", "'default'"), "PRIMARY", 202},
 		{"key locks (10 keys)", `SELECT task_key FROM ax_task_keys WHERE ` + ns + `task_key IN (` + keys + `) ORDER BY task_key FOR UPDATE`, "PRIMARY", 2204},
@@ -223,11 +240,13 @@ func TestExplain(t *testing.T) {
 			t.Errorf("%s: plan %v, want a range or lookup on %s with key_len >= %d", c.name, first, c.key, c.keyLen)
 		}
 		// The statistics are read and pruned, and the history's reads walk the key, in
-		// the primary key's order and stop at their LIMIT. (The history prune's DELETE
-		// may sort its range, the changes before the first kept.)
-		if (strings.Contains(c.name, "statistics") || strings.HasPrefix(c.name, "audit log") || c.q == history || c.q == newest) &&
+		// the primary key's order and stop at their LIMIT, as the old key starts walk
+		// ax_key_starts_last. (The history prune's DELETE may sort its range, the
+		// changes before the first kept.)
+		if (strings.Contains(c.name, "statistics") || strings.HasPrefix(c.name, "audit log") || strings.HasPrefix(c.name, "old key starts") ||
+			c.q == history || c.q == newest) &&
 			strings.Contains(first["Extra"], "filesort") {
-			t.Errorf("%s: plan %v sorts, want the primary key's order", c.name, first)
+			t.Errorf("%s: plan %v sorts, want its index's order", c.name, first)
 		}
 	}
 	t.Log("\n" + out.String())

@@ -127,3 +127,13 @@ func HoldersSQL(n int, count bool) string { return holdersSQL(n, count) }
 
 // Unheld is unheld, the claiming UPDATE's key condition.
 func Unheld(n, admits int) string { return unheld(n, admits) }
+
+// The statements of the rates per task key, for TestExplain: the claim's read of n
+// keys' claim times, and PruneKeyStarts' lock of the old rows and delete of n of them.
+const OldKeyStartsSQL = oldKeyStartsSQL
+
+// KeyStartsSQL is keyStartsSQL.
+func KeyStartsSQL(n int) string { return keyStartsSQL(n) }
+
+// DeleteKeyStartsSQL is deleteKeyStartsSQL.
+func DeleteKeyStartsSQL(n int) string { return deleteKeyStartsSQL(n) }

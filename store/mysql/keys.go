@@ -179,25 +179,28 @@ func distinctKeys(keyed []driverkit.Keyed) []string {
 
 // claimKeyed decides the due SCHEDULED tasks of keyed, whose rows (of namespace ns) tx
 // has locked and which a claim cannot simply take: their Overlap is skip or queue, or
-// their name, one of limited (ascending), had a concurrency or a rate limit, or a key
-// concurrency above one, when their rows were locked, or both. It locks the names'
-// rows and reads their limits, the tasks in flight and the rates' claim times
-// (lockNames), then locks the keys and reads their holders, counted for the keys a
-// name's key concurrency lets several hold — names before keys, each in ascending
-// order, after the rows, as every claimer does, so that claimers queue rather than
-// deadlock — lets driverkit.ResolveKeys decide, and writes the outcome: winners
-// DISPATCHING (the UPDATE of those whose key rules repeats "fewer holders than the
-// task admits" in its WHERE clause), skip losers SKIPPED with driverkit.SkipReason,
-// queue losers unchanged and reported Blocked, and those their name's limits hold back
-// unchanged and reported Limited; the rates' new claim times go back to the names'
-// rows (writeStarts).
+// their name, one of limited (ascending), had a concurrency or a rate limit, a key
+// concurrency above one or a rate per task key, when their rows were locked, or both.
+// It locks the names' rows and reads their limits, the tasks in flight and the rates'
+// claim times (lockNames), then locks the keys and reads their holders, counted for
+// the keys a name's key concurrency lets several hold, and the claim times of the
+// keys whose name has a rate per key (readKeyStarts) — names before keys, each in
+// ascending order, after the rows, as every claimer does, so that claimers queue
+// rather than deadlock — lets driverkit.ResolveKeys decide, and writes the outcome:
+// winners DISPATCHING (the UPDATE of those whose key rules repeats "fewer holders than
+// the task admits" in its WHERE clause), skip losers SKIPPED with
+// driverkit.SkipReason, queue losers unchanged and reported Blocked, and those their
+// name's limits hold back unchanged and reported Limited (with their key when it was
+// the rate per key); the rates' new claim times go back to the names' rows
+// (writeStarts) and to the keys' rows of ax_key_starts (writeKeyStarts).
 //
 // now is the database time the rows were found due at; it stamps the changed rows.
-// With a rate-limited name among limits the claim's time is instead the store's,
-// read once every lock is granted: the rate counts the claims in a window ending at
-// it, and it stamps the winners' DispatchedAt, the time the rate records. Each claim
-// of the name reads it after the previous one committed (its lock held until then),
-// so the name's claim times grow with the claims, in every process.
+// With a rate-limited name among limits, or a task whose name has a rate per key, the
+// claim's time is instead the store's, read once every lock is granted: the rate
+// counts the claims in a window ending at it, and it stamps the winners'
+// DispatchedAt, the time the rate records. Each claim of the name (of the key) reads
+// it after the previous one committed (its lock held until then), so the name's (the
+// key's) claim times grow with the claims, in every process.
 func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Keyed, limited []string, execs map[int64]string, now time.Time, res *store.ClaimResult) error {
 	limits, err := lockNames(ctx, tx, ns, limited)
 	if err != nil {
@@ -220,7 +223,11 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 	if err != nil {
 		return err
 	}
-	if rated(limits) {
+	pairs := keyRated(keyed, limits)
+	if err := readKeyStarts(ctx, tx, ns, pairs, limits); err != nil {
+		return err
+	}
+	if rated(limits) || len(pairs) > 0 {
 		if err := tx.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(dbTime{&now}); err != nil {
 			return err
 		}
@@ -257,6 +264,9 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 	// The rates' claim times, winners added: a winner its UPDATE left SCHEDULED (see
 	// below) still counts, which only errs on the side of fewer claims.
 	if err := writeStarts(ctx, tx, ns, limits); err != nil {
+		return err
+	}
+	if err := writeKeyStarts(ctx, tx, ns, limits); err != nil {
 		return err
 	}
 	// Skip losers: SKIPPED, naming the task that holds (or just won) the key.
@@ -327,7 +337,11 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, ns string, keyed []driverkit.Ke
 		res.Blocked = append(res.Blocked, store.Blocked{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, TaskKey: k.TaskKey})
 	}
 	for _, k := range limit {
-		res.Limited = append(res.Limited, store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt})
+		l := store.Limited{Due: store.Due{ID: k.ID, DueAt: k.DueAt}, Name: k.Name, Limit: k.Limit, RetryAt: k.RetryAt}
+		if k.KeyLimited {
+			l.TaskKey = k.TaskKey // its name's rate per key held it back
+		}
+		res.Limited = append(res.Limited, l)
 	}
 	return nil
 }
@@ -367,8 +381,8 @@ func dispatchKeyed(ctx context.Context, tx *sql.Tx, ns string, won []driverkit.K
 
 // triggerHeld is Trigger for a task of the view's namespace that Trigger's plain
 // transition left alone although it may be SCHEDULED or FAILED: its key rules (skip,
-// queue), or its name has a concurrency or a rate limit or a key concurrency above one
-// (or had, when the transition read it). It locks the task's row and reads its name's
+// queue), or its name has a concurrency or a rate limit, a key concurrency above one
+// or a rate per task key (or had, when the transition read it). It locks the task's row and reads its name's
 // limits. A task whose name has a key concurrency above one is made due, its key free
 // or not, for a claim to count the key's holders. Else, if its key rules, it locks the
 // key and reads its holder — rows, then keys, as in Claim — and changes nothing while

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -16,14 +17,17 @@ import (
 // Names live in ax_names, one row per (namespace, name) ever paused or limited (see
 // store.NameKeeper). The claim reads each locked task's name rule (nameRule) with the
 // lock of the rows it claims: it leaves a paused name's tasks alone, and decides a
-// limited name's — a concurrency or a rate limit, or a key concurrency above one —
-// under the name's row lock (lockNames). Trigger makes a limited name's task due
-// instead of claiming it (limitedName).
+// limited name's — a concurrency or a rate limit, a key concurrency above one or a
+// rate per task key — under the name's row lock (lockNames). Trigger makes a limited
+// name's task due instead of claiming it (limitedName). The claim times of a rate per
+// key live in ax_key_starts, one row per (namespace, name, task key), read and written
+// under the key's lock (readKeyStarts, writeKeyStarts).
 
 // nameLimits is true of a row of ax_names with a limit the claim applies under the
-// name's lock: a concurrency or a rate limit, or a key concurrency above one. Its
-// columns are unqualified: in a subquery they name the subquery's ax_names row.
-const nameLimits = `concurrency > 0 OR rate > 0 OR key_concurrency > 1`
+// name's lock: a concurrency or a rate limit, a key concurrency above one or a rate
+// per task key. Its columns are unqualified: in a subquery they name the subquery's
+// ax_names row.
+const nameLimits = `concurrency > 0 OR rate > 0 OR key_concurrency > 1 OR key_rate > 0`
 
 // nameRule is, in a statement over ax_tasks, what the row's name asks of a claim: -1
 // when it is paused, 1 when it is limited (nameLimits), else 0. It takes one probe of
@@ -40,7 +44,7 @@ const limitedName = `(EXISTS (SELECT 1 FROM ax_names WHERE ` + nameLimits + `)
 	AND EXISTS (SELECT 1 FROM ax_names l WHERE l.namespace = ax_tasks.namespace AND l.name = ax_tasks.name AND (` + nameLimits + `)))`
 
 // nameCols are the columns of ax_names scanNameState reads.
-const nameCols = `name, paused, concurrency, rate, rate_per_us, key_concurrency, changed_by, changed_at`
+const nameCols = `name, paused, concurrency, rate, rate_per_us, key_concurrency, key_rate, key_rate_per_us, changed_by, changed_at`
 
 // nameSQL reads a name's state; its arguments are the namespace and the name.
 const nameSQL = `SELECT ` + nameCols + ` FROM ax_names WHERE namespace = ? AND name = ?`
@@ -200,24 +204,47 @@ func (s *Store) SetRate(ctx context.Context, name string, n int, per time.Durati
 	if err := driverkit.CheckRate(name, n, per, by); err != nil {
 		return nil, fmt.Errorf("ax: mysql: set rate of name %q: %w", name, err)
 	}
+	return s.setRate(ctx, "set rate", "rate", "rate_per_us", ", rate_starts = NULL", name, n, per, by)
+}
+
+// SetKeyRate sets the task name's rate limit per task key in the view's namespace
+// (see store.NameKeeper), as SetRate sets its rate, in key_rate and key_rate_per_us.
+// Removing it forgets no claim times: they are the keys' rows of ax_key_starts, as
+// many as the keys ever claimed under it, which PruneKeyStarts deletes once no window
+// reaches them; a rate per key set again meanwhile counts them, as a changed one
+// does. The claims of the name read it under its row's lock (lockNames), which this
+// write takes too.
+func (s *Store) SetKeyRate(ctx context.Context, name string, n int, per time.Duration, by string) (*store.NameState, error) {
+	if err := driverkit.CheckRate(name, n, per, by); err != nil {
+		return nil, fmt.Errorf("ax: mysql: set key rate of name %q: %w", name, err)
+	}
+	return s.setRate(ctx, "set key rate", "key_rate", "key_rate_per_us", "", name, n, per, by)
+}
+
+// setRate sets the rate of the task name's row, in the columns rate and perUS, to n
+// per per (0: none, per stored as 0), as SetRate describes; removing it also sets
+// forget (", column = value", or empty). The columns and forget are named by this
+// package, never by a caller.
+func (s *Store) setRate(ctx context.Context, op, rate, perUS, forget, name string, n int, per time.Duration, by string) (*store.NameState, error) {
 	if n == 0 {
 		per = 0
 	}
 	st := &store.NameState{Name: name}
-	err := s.run(ctx, "set rate", 0, func(tx *sql.Tx, _ int64) error {
+	err := s.run(ctx, op, 0, func(tx *sql.Tx, _ int64) error {
 		var err error
 		if n == 0 { // no row to create
-			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET rate = 0, rate_per_us = 0, rate_starts = NULL, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
-				WHERE namespace = ? AND name = ? AND (rate <> 0 OR rate_per_us <> 0)`, by, s.ns, name)
+			_, err = tx.ExecContext(ctx, `UPDATE ax_names SET `+rate+` = 0, `+perUS+` = 0`+forget+`, changed_by = ?, changed_at = UTC_TIMESTAMP(6)
+				WHERE namespace = ? AND name = ? AND (`+rate+` <> 0 OR `+perUS+` <> 0)`, by, s.ns, name)
 		} else {
 			// MySQL assigns left to right: changed_by and changed_at read the old limit
 			// before it is set.
-			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, rate, rate_per_us, changed_by, changed_at)
+			same := rate + ` = VALUES(` + rate + `) AND ` + perUS + ` = VALUES(` + perUS + `)`
+			_, err = tx.ExecContext(ctx, `INSERT INTO ax_names (namespace, name, `+rate+`, `+perUS+`, changed_by, changed_at)
 				VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6))
 				ON DUPLICATE KEY UPDATE
-					changed_by = IF(rate = VALUES(rate) AND rate_per_us = VALUES(rate_per_us), changed_by, VALUES(changed_by)),
-					changed_at = IF(rate = VALUES(rate) AND rate_per_us = VALUES(rate_per_us), changed_at, VALUES(changed_at)),
-					rate = VALUES(rate), rate_per_us = VALUES(rate_per_us)`, s.ns, name, n, per.Microseconds(), by)
+					changed_by = IF(`+same+`, changed_by, VALUES(changed_by)),
+					changed_at = IF(`+same+`, changed_at, VALUES(changed_at)),
+					`+rate+` = VALUES(`+rate+`), `+perUS+` = VALUES(`+perUS+`)`, s.ns, name, n, per.Microseconds(), by)
 		}
 		if err != nil {
 			return err
@@ -258,7 +285,8 @@ func (s *Store) SetKeyConcurrency(ctx context.Context, name string, n int, by st
 // the tasks in flight of each with a concurrency limit, counted as inflightSQL counts
 // them: one pass over the namespace's DISPATCHING and RUNNING ranges of
 // ax_tasks_status_seq, grouped by name, in the statement's one read view.
-const namesSQL = `SELECT n.name, n.paused, n.concurrency, n.rate, n.rate_per_us, n.key_concurrency, n.changed_by, n.changed_at,
+const namesSQL = `SELECT n.name, n.paused, n.concurrency, n.rate, n.rate_per_us, n.key_concurrency, n.key_rate, n.key_rate_per_us,
+		n.changed_by, n.changed_at,
 		IF(n.concurrency > 0, COALESCE(f.tasks, 0), 0)
 	FROM ax_names n LEFT JOIN (SELECT name, COUNT(*) AS tasks FROM ax_tasks FORCE INDEX (ax_tasks_status_seq)
 		WHERE namespace = ? AND status IN ('DISPATCHING', 'RUNNING') GROUP BY name ORDER BY NULL) AS f ON f.name = n.name
@@ -278,12 +306,13 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 	out := []store.NameState{}
 	for rows.Next() {
 		var st store.NameState
-		var perUS int64
-		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, dbTime{&st.ChangedAt},
-			&st.InFlight); err != nil {
+		var perUS, keyPerUS int64
+		if err := rows.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.KeyRate, &keyPerUS,
+			&st.ChangedBy, dbTime{&st.ChangedAt}, &st.InFlight); err != nil {
 			return nil, s.wrap("list names", err)
 		}
 		st.Per = time.Duration(perUS) * time.Microsecond
+		st.KeyPer = time.Duration(keyPerUS) * time.Microsecond
 		out = append(out, st)
 	}
 	return out, s.wrap("list names", rows.Err())
@@ -292,11 +321,13 @@ func (s *Store) Names(ctx context.Context) ([]store.NameState, error) {
 // scanNameState reads a name's state as nameSQL selects it.
 func scanNameState(row scanner) (*store.NameState, error) {
 	var st store.NameState
-	var perUS int64
-	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
+	var perUS, keyPerUS int64
+	if err := row.Scan(&st.Name, &st.Paused, &st.Concurrency, &st.Rate, &perUS, &st.KeyConcurrency, &st.KeyRate, &keyPerUS,
+		&st.ChangedBy, dbTime{&st.ChangedAt}); err != nil {
 		return nil, err
 	}
 	st.Per = time.Duration(perUS) * time.Microsecond
+	st.KeyPer = time.Duration(keyPerUS) * time.Microsecond
 	return &st, nil
 }
 
@@ -312,18 +343,20 @@ func inflightSQL(n int) string {
 }
 
 // lockNamesSQL locks the ax_names rows of n names of a namespace, in name order, and
-// reads their limits (key concurrency included) and their rates' claim times; its
-// arguments are the namespace and the names. A locking read reads the rows' latest
-// committed version, after any wait for their locks.
+// reads their limits (key concurrency and rate per key included) and their rates'
+// claim times; its arguments are the namespace and the names. A locking read reads
+// the rows' latest committed version, after any wait for their locks.
 func lockNamesSQL(n int) string {
-	return `SELECT name, concurrency, rate, rate_per_us, rate_starts, key_concurrency FROM ax_names WHERE namespace = ? AND name IN (` + marks(n) +
-		`) ORDER BY name FOR UPDATE`
+	return `SELECT name, concurrency, rate, rate_per_us, rate_starts, key_concurrency, key_rate, key_rate_per_us FROM ax_names
+		WHERE namespace = ? AND name IN (` + marks(n) + `) ORDER BY name FOR UPDATE`
 }
 
 // lockNames locks the ax_names rows of names (distinct, ascending) in namespace ns,
 // holds them until tx ends, and returns the limits of each name that has one — a
-// concurrency or a rate limit, or a key concurrency above one, which the claim applies
-// under the keys' locks, taken after these — as driverkit.ResolveKeys takes them: with
+// concurrency or a rate limit, or a key concurrency above one or a rate per key, which
+// the claim applies under the keys' locks, taken after these — as
+// driverkit.ResolveKeys takes them (a rate per key without its keys' claim times,
+// which readKeyStarts reads under the keys' locks): with
 // a concurrency limit, the count of the namespace's tasks of the name DISPATCHING or
 // RUNNING (read only for those names); with a rate, its claim times. Every claim of a
 // limited name's tasks takes its row's lock before it counts or reads the times and
@@ -369,16 +402,19 @@ func readLimits(ctx context.Context, tx *sql.Tx, q string, args []any, into map[
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			name   string
-			l      driverkit.NameLimit
-			perUS  int64
-			starts []byte // NULL: none
+			name            string
+			l               driverkit.NameLimit
+			perUS, keyPerUS int64
+			starts          []byte // NULL: none
 		)
-		if err := rows.Scan(&name, &l.Concurrency, &l.Rate, &perUS, &starts, &l.KeyConcurrency); err != nil {
+		if err := rows.Scan(&name, &l.Concurrency, &l.Rate, &perUS, &starts, &l.KeyConcurrency, &l.KeyRate, &keyPerUS); err != nil {
 			return err
 		}
-		if l.Concurrency <= 0 && l.Rate <= 0 && l.KeyConcurrency <= 1 {
+		if l.Concurrency <= 0 && l.Rate <= 0 && l.KeyConcurrency <= 1 && l.KeyRate <= 0 {
 			continue
+		}
+		if l.KeyRate > 0 {
+			l.KeyPer = time.Duration(keyPerUS) * time.Microsecond
 		}
 		if l.Rate > 0 {
 			l.Per = time.Duration(perUS) * time.Microsecond
@@ -419,11 +455,11 @@ func countRows(ctx context.Context, tx *sql.Tx, q string, args []any, into map[s
 	return rows.Err()
 }
 
-// nameLimited reports whether name has a concurrency or a rate limit in namespace ns,
-// and whether it has a key concurrency above one: a plain read, which under READ
-// COMMITTED sees the latest committed limits.
+// nameLimited reports whether name has a concurrency or a rate limit, or a rate per
+// task key, in namespace ns, and whether it has a key concurrency above one: a plain
+// read, which under READ COMMITTED sees the latest committed limits.
 func nameLimited(ctx context.Context, tx *sql.Tx, ns, name string) (limited, keys bool, err error) {
-	err = tx.QueryRowContext(ctx, `SELECT concurrency > 0 OR rate > 0, key_concurrency > 1 FROM ax_names WHERE namespace = ? AND name = ?`,
+	err = tx.QueryRowContext(ctx, `SELECT concurrency > 0 OR rate > 0 OR key_rate > 0, key_concurrency > 1 FROM ax_names WHERE namespace = ? AND name = ?`,
 		ns, name).Scan(&limited, &keys)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, false, nil
@@ -470,4 +506,175 @@ func writeStarts(ctx context.Context, tx *sql.Tx, ns string, limits map[string]*
 		changed = changed[n:]
 	}
 	return nil
+}
+
+// nameKey is a task name and a task key of one namespace: a row of ax_key_starts.
+type nameKey struct{ name, key string }
+
+// keyRated returns the (name, key) pairs of the tasks of keyed whose key restricts
+// them (a key, and Overlap skip or queue) and whose name has a rate per task key in
+// limits, once each, ascending: the keys' claim times the claim reads and may write.
+func keyRated(keyed []driverkit.Keyed, limits map[string]*driverkit.NameLimit) []nameKey {
+	var pairs []nameKey
+	for _, k := range keyed {
+		if l := limits[k.Name]; l != nil && l.KeyRate > 0 && k.TaskKey != "" && keyRules(k.Overlap) {
+			pairs = append(pairs, nameKey{k.Name, k.TaskKey})
+		}
+	}
+	slices.SortFunc(pairs, func(a, b nameKey) int { return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.key, b.key)) })
+	return slices.Compact(pairs)
+}
+
+// keyStartsSQL reads the claim times of n (name, task key) pairs of a namespace; its
+// arguments are the namespace and each pair's name and key. The row constructor's IN
+// is a list of dives of ax_key_starts' primary key.
+func keyStartsSQL(n int) string {
+	return `SELECT name, task_key, starts FROM ax_key_starts WHERE namespace = ? AND (name, task_key) IN (` + pairMarks(n) + `)`
+}
+
+// deleteKeyStartsSQL deletes the rows of n (name, task key) pairs of a namespace, by
+// primary key; its arguments are keyStartsSQL's.
+func deleteKeyStartsSQL(n int) string {
+	return `DELETE FROM ax_key_starts WHERE namespace = ? AND (name, task_key) IN (` + pairMarks(n) + `)`
+}
+
+// pairMarks is n placeholders of pairs, "(?, ?), …".
+func pairMarks(n int) string {
+	return strings.TrimSuffix(strings.Repeat("(?, ?),", n), ",")
+}
+
+// readKeyStarts sets in limits, the names' limits lockNames read, the claim times of
+// each of pairs (keyRated) stored in ax_key_starts of namespace ns; a pair without a
+// row has none. It is a plain read, made after lockKeys: every claim of a key's tasks
+// holds the key's lock until it commits, and writes its times before (writeKeyStarts),
+// so under READ COMMITTED the read sees the times the key's previous claimer wrote. A
+// row PruneKeyStarts deletes meanwhile held times no window reaches.
+func readKeyStarts(ctx context.Context, tx *sql.Tx, ns string, pairs []nameKey, limits map[string]*driverkit.NameLimit) error {
+	for lo := 0; lo < len(pairs); lo += store.MaxBatch {
+		part := pairs[lo:min(len(pairs), lo+store.MaxBatch)]
+		args := make([]any, 0, 1+2*len(part))
+		args = append(args, ns)
+		for _, p := range part {
+			args = append(args, p.name, p.key)
+		}
+		if err := scanKeyStarts(ctx, tx, keyStartsSQL(len(part)), args, limits); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanKeyStarts runs q, whose rows are keyStartsSQL's, and sets their times in the
+// limits of their names.
+func scanKeyStarts(ctx context.Context, tx *sql.Tx, q string, args []any, limits map[string]*driverkit.NameLimit) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, key string
+		var b []byte
+		if err := rows.Scan(&name, &key, &b); err != nil {
+			return err
+		}
+		starts, err := driverkit.DecodeStarts(b)
+		if err != nil {
+			return fmt.Errorf("name %q, key %q: %w", name, key, err)
+		}
+		l := limits[name]
+		if l.KeyStarts == nil {
+			l.KeyStarts = make(map[string][]time.Time)
+		}
+		l.KeyStarts[key] = starts
+	}
+	return rows.Err()
+}
+
+// writeKeyStarts stores in ax_key_starts of namespace ns the claim times of each key
+// ResolveKeys changed (driverkit.NameLimit.KeyChanged) of the names of limits,
+// driverkit.EncodeStarts, with the last of them as last_at, in tx, which holds the
+// keys' locks (lockKeys) and commits them with the claims they record. One INSERT …
+// ON DUPLICATE KEY UPDATE per chunk of at most store.MaxBatch keys and about
+// maxStartsBytes, in (name, key) order; none when no key changed. A multi-row upsert
+// is safe here from MariaDB's race with an insert of the same key (see DESIGN.md,
+// "The execution path"): every writer of a row holds its key's lock.
+func writeKeyStarts(ctx context.Context, tx *sql.Tx, ns string, limits map[string]*driverkit.NameLimit) error {
+	var changed []nameKey
+	for name, l := range limits {
+		for _, k := range l.KeyChanged {
+			changed = append(changed, nameKey{name, k})
+		}
+	}
+	slices.SortFunc(changed, func(a, b nameKey) int { return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.key, b.key)) })
+	for len(changed) > 0 {
+		var args []any
+		n, size := 0, 0
+		for n < len(changed) && n < store.MaxBatch && (n == 0 || size < maxStartsBytes) {
+			p := changed[n]
+			starts := limits[p.name].KeyStarts[p.key]
+			b := driverkit.EncodeStarts(starts)
+			args = append(args, ns, p.name, p.key, b, dt(starts[len(starts)-1]))
+			n, size = n+1, size+len(b)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ax_key_starts (namespace, name, task_key, starts, last_at)
+			VALUES `+strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?),", n), ",")+`
+			ON DUPLICATE KEY UPDATE starts = VALUES(starts), last_at = VALUES(last_at)`, args...); err != nil {
+			return err
+		}
+		changed = changed[n:]
+	}
+	return nil
+}
+
+// oldKeyStartsSQL locks up to a limit of a namespace's rows of ax_key_starts whose
+// last claim is at least a number of microseconds before the store's time, oldest
+// first, found on ax_key_starts_last; its arguments are the namespace, the
+// microseconds and the limit. SKIP LOCKED passes over a row a claim of its key is
+// writing: that claim makes it fresh, and the prune neither waits for it nor, holding
+// others, deadlocks with it.
+const oldKeyStartsSQL = `SELECT name, task_key FROM ax_key_starts WHERE namespace = ? AND last_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+	ORDER BY last_at LIMIT ? FOR UPDATE SKIP LOCKED`
+
+// PruneKeyStarts deletes up to limit rows of ax_key_starts of the view's namespace
+// whose last claim is at least store.MaxRatePer before the store's time, so that no
+// window of a rate per key reaches them (see store.Pruner), in one transaction: the
+// rows are locked (oldKeyStartsSQL), then deleted by primary key
+// (deleteKeyStartsSQL).
+func (s *Store) PruneKeyStarts(ctx context.Context, limit int) (int, error) {
+	if limit < 1 || limit > store.MaxPrune {
+		return 0, fmt.Errorf("ax: mysql: prune key starts: limit %d is outside 1..%d: %w", limit, store.MaxPrune, store.ErrInvalid)
+	}
+	var n int
+	err := s.run(ctx, "prune key starts", 0, func(tx *sql.Tx, _ int64) error {
+		n = 0
+		rows, err := tx.QueryContext(ctx, oldKeyStartsSQL, s.ns, store.MaxRatePer.Microseconds(), limit)
+		if err != nil {
+			return err
+		}
+		args := []any{s.ns}
+		for rows.Next() {
+			var name, key string
+			if err := rows.Scan(&name, &key); err != nil {
+				rows.Close()
+				return err
+			}
+			args = append(args, name, key)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(args) == 1 {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, deleteKeyStartsSQL((len(args)-1)/2), args...)
+		if err != nil {
+			return err
+		}
+		deleted, err := res.RowsAffected()
+		n = int(deleted)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }

@@ -137,11 +137,11 @@ func (s *Store) retryIn(ctx context.Context, id int64) func(tx *sql.Tx, seq any)
 }
 
 // Trigger moves a SCHEDULED or FAILED task of the view's namespace to DISPATCHING now.
-// A task without a key, or with Overlap allow, whose name has neither a concurrency
-// nor a rate limit nor a key concurrency above one takes one UPDATE and one SELECT; a
-// task whose key rules (skip, queue) takes the key's lock first and is refused with
-// driverkit.KeyHeld while another task of its namespace holds the key (see DESIGN.md,
-// "Task keys"); a limited name's task is made due instead, as MakeDue does, and left
+// A task without a key, or with Overlap allow, whose name has no limit (a concurrency
+// or a rate limit, a key concurrency above one or a rate per task key) takes one
+// UPDATE and one SELECT; a task whose key rules (skip, queue) takes the key's lock
+// first and is refused with driverkit.KeyHeld while another task of its namespace
+// holds the key (see DESIGN.md, "Task keys"); a limited name's task is made due instead, as MakeDue does, and left
 // SCHEDULED for a claim to apply its limits — so is, its key free or not, a task whose
 // name has a key concurrency above one, for a claim to count its key's holders. That
 // needs a fresh sequence number, which a transaction of the store's reserves before

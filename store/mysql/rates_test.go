@@ -3,9 +3,11 @@ package mysql_test
 import (
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -352,5 +354,240 @@ func TestMigrateNameRatesInstantly(t *testing.T) {
 	got, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: res[0].Task.ID, ExecutionID: "exec-a"}, {ID: res[1].Task.ID, ExecutionID: "exec-b"}})
 	if err != nil || len(got.Claimed) != 1 || len(got.Limited) != 1 || got.Limited[0].Limit != 1 || got.Limited[0].RetryAt.IsZero() {
 		t.Errorf("Claim = %+v, %v; want one claimed, one Limited by the rate", got, err)
+	}
+}
+
+// storedKeyStarts reads the claim times recorded with (name, key) in namespace ns and
+// their last_at, as storedStarts does; no row reads as none.
+func storedKeyStarts(t *testing.T, db *sql.DB, ns, name, key string) ([]time.Time, time.Time) {
+	t.Helper()
+	var b []byte
+	var last time.Time
+	err := db.QueryRow(`SELECT starts, last_at FROM ax_key_starts WHERE namespace = ? AND name = ? AND task_key = ?`, ns, name, key).Scan(&b, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, time.Time{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b)%8 != 0 {
+		t.Fatalf("starts of (%s, %s): %d bytes, not a multiple of 8", name, key, len(b))
+	}
+	var out []time.Time
+	for i := 0; i < len(b); i += 8 {
+		out = append(out, time.UnixMicro(int64(binary.BigEndian.Uint64(b[i:]))).UTC())
+	}
+	return out, last.UTC()
+}
+
+// A claim of the keyed tasks of a name with only a rate per key takes the name's lock,
+// reads the key's claim times under the key's lock and the store's time, and writes the
+// times back: one statement each beside a keyed claim's. The recorded times, and the
+// row's last_at, are the winners' DispatchedAt. A task of the name without a key
+// costs the name's lock only: no times to read, no time to read.
+func TestClaimKeyRatedStatements(t *testing.T) {
+	t.Parallel()
+	s, db := newWithDB(t, func(cfg *gomysql.Config) { cfg.InterpolateParams = true })
+	db.SetMaxOpenConns(1)
+	ctx := t.Context()
+	if _, err := s.SetKeyRate(ctx, "sync", 2, time.Hour, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetKeyConcurrency(ctx, "sync", 5, "test"); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := s.Now(ctx)
+	var nts []store.NewTask
+	for i := range 4 {
+		nt := newTask(fmt.Sprintf("cost-%d", i), now.Add(-time.Duration(4-i)*time.Second))
+		nt.Name, nt.TaskKey, nt.Overlap = "sync", "k", store.OverlapQueue
+		if i == 3 {
+			nt.TaskKey, nt.Overlap = "", ""
+		}
+		nts = append(nts, nt)
+	}
+	res, err := s.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(idx ...int) (*store.ClaimResult, int) {
+		var claims []store.Claim
+		for _, i := range idx {
+			claims = append(claims, store.Claim{ID: res[i].Task.ID, ExecutionID: fmt.Sprintf("exec-%d-%d", i, rand.Uint64())})
+		}
+		before := statements(t, db)
+		got, err := s.Claim(ctx, store.Fence{}, claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, statements(t, db) - before - 1 // the second SHOW counts itself
+	}
+	// SET TRANSACTION, START TRANSACTION, SELECT … FOR UPDATE, the name's lock, the key
+	// lock, the key's row (its first use), the holders counted, the key's claim times,
+	// the store's time, the UPDATE, the key's times' upsert, the SELECT back, COMMIT.
+	got, n := claim(2, 1, 0)
+	if n != 13 {
+		t.Errorf("Claim of 3 tasks of a key limited to 2 an hour: %d statements, want 13", n)
+	}
+	if ids := taskIDs(got.Claimed); !slices.Equal(ids, []int64{res[0].Task.ID, res[1].Task.ID}) {
+		t.Fatalf("Claimed %v, want the two due first, %d and %d", ids, res[0].Task.ID, res[1].Task.ID)
+	}
+	at := got.Claimed[0].DispatchedAt
+	if !got.Claimed[1].DispatchedAt.Equal(at) || at.Nanosecond()%1000 != 0 {
+		t.Errorf("DispatchedAt = %v, %v; want one time, in microseconds", at, got.Claimed[1].DispatchedAt)
+	}
+	starts, last := storedKeyStarts(t, db, "default", "sync", "k")
+	if want := []time.Time{at, at}; !slices.EqualFunc(starts, want, time.Time.Equal) || !last.Equal(at) {
+		t.Errorf("recorded claim times of key k = %v, last at %v; want %v, last at %v", starts, last, want, at)
+	}
+	if len(got.Limited) != 1 || got.Limited[0].ID != res[2].Task.ID || got.Limited[0].Limit != 2 || got.Limited[0].TaskKey != "k" ||
+		!got.Limited[0].RetryAt.Equal(at.Add(time.Hour+time.Microsecond)) {
+		t.Errorf("Limited = %+v, want task %d of key k, limit 2, RetryAt an hour and a microsecond after %v", got.Limited, res[2].Task.ID, at)
+	}
+	// Nothing won: the name's lock, the key's lock, its holders, its times and the
+	// store's time; no write.
+	if got, n := claim(2); len(got.Limited) != 1 || n != 9 {
+		t.Errorf("Claim of a task its key's rate holds back = %+v in %d statements, want it Limited in 9", got, n)
+	}
+	// No key: SET TRANSACTION, START TRANSACTION, SELECT … FOR UPDATE, the name's lock,
+	// the UPDATE, the SELECT back, COMMIT.
+	if got, n := claim(3); len(got.Claimed) != 1 || n != 7 {
+		t.Errorf("Claim of a task of the name without a key = %+v in %d statements, want it claimed in 7", got, n)
+	}
+}
+
+// PruneKeyStarts deletes the claim times of the view's namespace whose last claim is
+// a day (store.MaxRatePer) or more ago, and only those: not a fresh key's, nor another
+// namespace's as old; a limit caps how many.
+func TestPruneKeyStarts(t *testing.T) {
+	t.Parallel()
+	s, db := openWithDB(t)
+	other := view(t, s, "other")
+	ctx := t.Context()
+	for _, v := range []*mysql.Store{s, other} {
+		if _, err := v.SetKeyRate(ctx, "sync", 5, time.Minute, "test"); err != nil {
+			t.Fatal(err)
+		}
+		now, _ := v.Now(ctx)
+		var nts []store.NewTask
+		for _, key := range []string{"old", "old-2", "fresh"} {
+			nt := newTask(key, now.Add(-time.Second))
+			nt.Name, nt.TaskKey, nt.Overlap = "sync", key, store.OverlapQueue
+			nts = append(nts, nt)
+		}
+		res, err := v.Insert(ctx, nts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims []store.Claim
+		for i, r := range res {
+			claims = append(claims, store.Claim{ID: r.Task.ID, ExecutionID: fmt.Sprintf("exec-%d-%d", i, rand.Uint64())})
+		}
+		if got, err := v.Claim(ctx, store.Fence{}, claims); err != nil || len(got.Claimed) != 3 {
+			t.Fatalf("Claim = %+v, %v; want all 3 claimed", got, err)
+		}
+	}
+	if n, err := s.PruneKeyStarts(ctx, 10); err != nil || n != 0 {
+		t.Errorf("PruneKeyStarts with every claim fresh = %d, %v; want 0", n, err)
+	}
+	// Aged past every window: "old" and "old-2" in both namespaces, "old-2" a day ago
+	// to the microsecond and "old" 25 hours ago.
+	if _, err := db.Exec(`UPDATE ax_key_starts SET last_at = UTC_TIMESTAMP(6) - INTERVAL 25 HOUR WHERE task_key = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE ax_key_starts SET last_at = UTC_TIMESTAMP(6) - INTERVAL 1 DAY WHERE task_key = 'old-2'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneKeyStarts(ctx, 1); err != nil || n != 1 {
+		t.Fatalf("PruneKeyStarts(1) = %d, %v; want 1", n, err)
+	}
+	if got, _ := storedKeyStarts(t, db, "default", "sync", "old"); got != nil {
+		t.Errorf("the oldest row is left after PruneKeyStarts(1): %v; want it first", got)
+	}
+	if got, _ := storedKeyStarts(t, db, "default", "sync", "old-2"); len(got) != 1 {
+		t.Errorf("times of old-2 = %v after PruneKeyStarts(1); want them kept, past the limit", got)
+	}
+	if n, err := s.PruneKeyStarts(ctx, 10); err != nil || n != 1 {
+		t.Errorf("PruneKeyStarts(10) = %d, %v; want 1: old-2", n, err)
+	}
+	for _, c := range []struct {
+		ns, key string
+		kept    bool
+	}{{"default", "old", false}, {"default", "old-2", false}, {"default", "fresh", true}, {"other", "old", true}, {"other", "old-2", true}, {"other", "fresh", true}} {
+		if got, _ := storedKeyStarts(t, db, c.ns, "sync", c.key); (len(got) == 1) != c.kept {
+			t.Errorf("times of (%s, %s) after the prune = %v; want kept %v", c.ns, c.key, got, c.kept)
+		}
+	}
+	if n, err := s.PruneKeyStarts(ctx, 10); err != nil || n != 0 {
+		t.Errorf("PruneKeyStarts again = %d, %v; want 0", n, err)
+	}
+	if n, err := other.PruneKeyStarts(ctx, 10); err != nil || n != 2 {
+		t.Errorf("PruneKeyStarts of namespace other = %d, %v; want its 2 old rows", n, err)
+	}
+}
+
+// TestMigrateKeyRatesInstantly: migration 17 adds ax_names' rate per key instantly
+// (ALGORITHM = INSTANT, which fails rather than rebuild the table) and creates
+// ax_key_starts; a name limited before it reads without a rate per key, and one set
+// after applies.
+func TestMigrateKeyRatesInstantly(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.MySQLDSN(t)
+	db := rawDB(t, dsn)
+	const keyRates = 17 // 0017_key_rates.sql
+	if err := mysql.MigrateTo(db, keyRates-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO ax_names (namespace, name, concurrency, changed_by, changed_at)
+		VALUES ('default', 'report', 2, 'alice', UTC_TIMESTAMP(6))`); err != nil {
+		t.Fatal(err)
+	}
+	stmts := mysql.Statements(mustRead(t, "migrations/0017_key_rates.sql"), collation(t, db))
+	for _, q := range stmts {
+		if strings.HasPrefix(q, "ALTER TABLE") {
+			q += ", ALGORITHM = INSTANT"
+		}
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%v:\n%s", err, q)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO ax_schema_migrations (version, step, started_at, applied_at)
+		VALUES (?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`, keyRates, len(stmts)); err != nil {
+		t.Fatal(err)
+	}
+	s := openDSN(t, dsn)
+	ctx := t.Context()
+	names, err := s.Names(ctx)
+	if err != nil || len(names) != 1 || names[0].Concurrency != 2 || names[0].KeyRate != 0 || names[0].KeyPer != 0 || names[0].ChangedBy != "alice" {
+		t.Fatalf("Names = %+v, %v; want report limited to 2 by alice, no rate per key", names, err)
+	}
+	st, err := s.SetKeyRate(ctx, "report", 1, time.Minute, "bob")
+	if err != nil || st.Concurrency != 2 || st.KeyRate != 1 || st.KeyPer != time.Minute || st.ChangedBy != "bob" {
+		t.Errorf("SetKeyRate = %+v, %v; want report limited to 2, and 1 a minute per key, by bob", st, err)
+	}
+	now, _ := s.Now(ctx)
+	var nts []store.NewTask
+	for _, key := range []string{"a", "b"} {
+		nt := newTask(key, now)
+		nt.Name, nt.TaskKey, nt.Overlap = "report", "k", store.OverlapSkip
+		nts = append(nts, nt)
+	}
+	res, err := s.Insert(ctx, nts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, store.Fence{}, []store.Claim{{ID: res[0].Task.ID, ExecutionID: "exec-a"}})
+	if err != nil || len(got.Claimed) != 1 {
+		t.Fatalf("Claim = %+v, %v; want it claimed", got, err)
+	}
+	if _, err := s.Start(ctx, store.Fence{}, []store.StartParams{{TaskID: res[0].Task.ID, ExecutionID: "exec-a", Name: "report"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Finish(ctx, store.Fence{}, []store.Finish{{TaskID: res[0].Task.ID, ExecutionID: "exec-a", Status: store.Succeeded}}); err != nil || !ok[0] {
+		t.Fatalf("Finish = %v, %v", ok, err)
+	}
+	got, err = s.Claim(ctx, store.Fence{}, []store.Claim{{ID: res[1].Task.ID, ExecutionID: "exec-b"}})
+	if err != nil || len(got.Limited) != 1 || got.Limited[0].Limit != 1 || got.Limited[0].TaskKey != "k" || got.Limited[0].RetryAt.IsZero() {
+		t.Errorf("Claim = %+v, %v; want it Limited by key k's rate", got, err)
 	}
 }
