@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	concurrency := fs.Int("concurrency", 100, "drain: handlers running at once (`C`); with --nodes, each node's")
 	runs := fs.Int("runs", 1, "repeat the workload `N` times, each on an empty schema")
 	withMetrics := fs.Bool("metrics", false, "feed the scheduler's events to Prometheus metrics (package metrics), to measure their cost")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each run's workload to `FILE` (FILE.2, FILE.3… for --runs above 1), for go tool pprof")
 	withElector := fs.Bool("elect", false, "one process: run the scheduler under a Redis elector (elect/redis on --redis and --redis-db, a fresh key prefix each run), its writes fenced, to measure what that costs")
 	var cl clusterFlags
 	cl.register(fs)
@@ -123,7 +125,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if base == "" {
 		base = kind.defaultDSN
 	}
-	for range *runs {
+	for run := range *runs {
 		perTrip, err := roundTripCPU(ctx, kind, base)
 		if err != nil {
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
@@ -154,7 +156,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			env.Observer = m
 		}
+		stopProfile, err := startProfile(*cpuProfile, run)
+		if err != nil {
+			drop()
+			fmt.Fprintf(stderr, "ax bench: %v\n", err)
+			return exitFail
+		}
 		r, err := workloads[w].run(ctx, env, n, *concurrency)
+		stopProfile()
 		drop()
 		if rc != nil { // the run's keys only, found by SCAN: the Redis may be shared
 			bg := context.WithoutCancel(ctx)
@@ -173,6 +182,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stdout, string(line))
 	}
 	return exitOK
+}
+
+// startProfile starts a CPU profile of run (from 0) into path, or path.N for run
+// N−1 above the first, and returns what stops it; with no path, nothing.
+func startProfile(path string, run int) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	if run > 0 {
+		path += "." + strconv.Itoa(run+1)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // roundTripCPU is the CPU the database server of base uses per trivial query on this
