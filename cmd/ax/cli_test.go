@@ -351,10 +351,10 @@ func TestTasksCommands(t *testing.T) {
 		{[]string{"tasks", "list", "-h"}, exitOK, []string{"-key-prefix"}},
 	})
 	recs, err := s.AuditLog(context.Background(), ax.AuditQuery{Target: "name order.close", Limit: 10})
-	if err != nil || len(recs) != 7 || !strings.HasPrefix(recs[0].Result, "forbidden") || recs[1].Result != "ok: key concurrency 2" ||
-		recs[2].Result != "ok: rate 10 per 1m0s" || recs[3].Result != "ok: concurrency 3" || recs[3].Reason != "warehouse slow" ||
-		recs[4].Action != "name.resume" || recs[5].Reason != "warehouse closed" || recs[5].Actor != "oncall" ||
-		!strings.HasPrefix(recs[6].Result, "forbidden") {
+	if err != nil || len(recs) != 8 || !strings.HasPrefix(recs[0].Result, "forbidden") || recs[1].Result != "ok: key rate 4 per 1h0m0s" ||
+		recs[2].Result != "ok: key concurrency 2" || recs[3].Result != "ok: rate 10 per 1m0s" || recs[4].Result != "ok: concurrency 3" ||
+		recs[4].Reason != "warehouse slow" || recs[5].Action != "name.resume" || recs[6].Reason != "warehouse closed" ||
+		recs[6].Actor != "oncall" || !strings.HasPrefix(recs[7].Result, "forbidden") {
 		t.Errorf("the names commands' audit records, newest first: %+v, %v; want the viewer's refused limit, the limits set, the resume, the pause, the viewer's refused pause", recs, err)
 	}
 }

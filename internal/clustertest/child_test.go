@@ -97,10 +97,13 @@ type ChildConfig struct {
 	HandlerDuration time.Duration
 	HandlerJitter   time.Duration
 	// Limit, when set, registers TaskName's handler with ax.WithConcurrency(Limit);
-	// Rate, with ax.WithRate(Rate, RatePer).
-	Limit   int
-	Rate    int
-	RatePer time.Duration
+	// Rate, with ax.WithRate(Rate, RatePer); KeyRate, with ax.WithKeyRate(KeyRate,
+	// KeyRatePer).
+	Limit      int
+	Rate       int
+	RatePer    time.Duration
+	KeyRate    int
+	KeyRatePer time.Duration
 	// RunLog is the path of the run log the handler appends to.
 	RunLog string
 
@@ -319,6 +322,9 @@ func runChild(raw string, out *childproc.Writer) error {
 		}
 		if cfg.Rate > 0 {
 			opts = append(opts, ax.WithRate(cfg.Rate, cfg.RatePer))
+		}
+		if cfg.KeyRate > 0 {
+			opts = append(opts, ax.WithKeyRate(cfg.KeyRate, cfg.KeyRatePer))
 		}
 		s.HandleFunc(TaskName, handler, opts...)
 	}

@@ -338,6 +338,12 @@ type load struct {
 // store's clock at the time of its insert (the batch's tasks spread over the
 // interval), until n are written or the test ends.
 func startLoad(t *testing.T, st store.Store, n, batch int, every, ahead time.Duration) *load {
+	return startKeyedLoad(t, st, n, batch, every, ahead, 0)
+}
+
+// startKeyedLoad is startLoad whose tasks, with keys above 0, have task keys: task i
+// key-(i mod keys), with Overlap queue.
+func startKeyedLoad(t *testing.T, st store.Store, n, batch int, every, ahead time.Duration, keys int) *load {
 	l := &load{due: map[int64]time.Time{}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); <-l.done })
@@ -354,11 +360,15 @@ func startLoad(t *testing.T, st store.Store, n, batch int, every, ahead time.Dur
 			}
 			var tasks []store.NewTask
 			for j := 0; j < batch && i < n; j, i = j+1, i+1 {
-				tasks = append(tasks, store.NewTask{
+				nt := store.NewTask{
 					Name: clustertest.TaskName, Key: fmt.Sprintf("task-%04d", i),
 					DueAt:    now.Add(ahead + time.Duration(j)*every/time.Duration(batch)),
 					MaxRetry: len(retries), Backoff: retries,
-				})
+				}
+				if keys > 0 {
+					nt.TaskKey, nt.Overlap = fmt.Sprintf("key-%d", i%keys), store.OverlapQueue
+				}
+				tasks = append(tasks, nt)
 			}
 			res, err := st.Insert(ctx, tasks)
 			if err != nil {

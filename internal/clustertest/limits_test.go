@@ -140,6 +140,61 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestKeyRateAcrossReplicas: a rate of 4 per second for each task key, 4 keys, three
+// replicas, the leader killed midway: for each key, no window of a second holds more
+// than 4 claims (the executions' ClaimedAt, the store's clock), and every task ran
+// once, by the whole history's check.
+func TestKeyRateAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	const rate, per, keys, tasks = 4, time.Second, 4, 96
+	cfg := timings()
+	cfg.HandlerDuration, cfg.KeyRate, cfg.KeyRatePer = 10*time.Millisecond, rate, per
+	c := newCluster(t, cfg)
+	c.start(3)
+	leader, epoch := c.waitLeader(20 * time.Second)
+	l := startKeyedLoad(t, c.st, tasks, tasks, time.Millisecond, 0, keys)
+	waitUntil(t, 30*time.Second, "a third of the tasks started", func() bool { return c.startedCount() >= tasks/3 })
+	leader.Kill()
+	c.spawn()
+	next, lead := c.waitNewLeader(leader, epoch, 10*time.Second)
+	t.Logf("%s killed; %s leads with epoch %d", leader.Node(), next.Node(), lead.Epoch())
+	c.waitSettled(l, 2*time.Minute)
+	sum := c.verify(l)
+	allSucceeded(t, sum)
+
+	claims := map[string][]time.Time{}
+	for _, tr := range c.collect(l.dues()).Tasks {
+		for _, e := range tr.Executions {
+			claims[tr.Task.TaskKey] = append(claims[tr.Task.TaskKey], e.ClaimedAt)
+		}
+	}
+	if len(claims) != keys {
+		t.Fatalf("executions of %d keys, want %d", len(claims), keys)
+	}
+	for key, ts := range claims {
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		most := 0
+		for i := range ts {
+			j := i
+			for j < len(ts) && !ts[j].After(ts[i].Add(per)) {
+				j++
+			}
+			most = max(most, j-i)
+		}
+		span := ts[len(ts)-1].Sub(ts[0])
+		t.Logf("%s: %d executions claimed over %v, at most %d in a window of %v (limit %d)", key, len(ts), span.Round(time.Millisecond), most, per, rate)
+		if most > rate {
+			t.Errorf("%s: %d executions started in a window of %v, over the rate of %d per key", key, most, per, rate)
+		}
+		if floor := time.Duration(len(ts)/rate-1) * per; span < floor {
+			t.Errorf("%s: %d executions claimed over %v, faster than the rate allows (%v)", key, len(ts), span, floor)
+		}
+	}
+}
+
 // startedCount counts the start entries of every child's run log.
 func (c *cluster) startedCount() int {
 	n := 0
