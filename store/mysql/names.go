@@ -578,15 +578,9 @@ func scanKeyStarts(ctx context.Context, tx *sql.Tx, q string, args []any, limits
 		if err := rows.Scan(&name, &key, &b); err != nil {
 			return err
 		}
-		starts, err := driverkit.DecodeStarts(b)
-		if err != nil {
-			return fmt.Errorf("name %q, key %q: %w", name, key, err)
+		if err := driverkit.SetKeyStarts(limits, name, key, b); err != nil {
+			return err
 		}
-		l := limits[name]
-		if l.KeyStarts == nil {
-			l.KeyStarts = make(map[string][]time.Time)
-		}
-		l.KeyStarts[key] = starts
 	}
 	return rows.Err()
 }

@@ -229,15 +229,8 @@ func readKeyStarts(br pgx.BatchResults, names map[string]*driverkit.NameLimit) e
 		if err := rows.Scan(&name, &key, &starts); err != nil {
 			return err
 		}
-		n := names[name]
-		if n == nil || n.KeyRate == 0 {
-			continue
-		}
-		if n.KeyStarts == nil {
-			n.KeyStarts = make(map[string][]time.Time)
-		}
-		if n.KeyStarts[key], err = driverkit.DecodeStarts(starts); err != nil {
-			return fmt.Errorf("name %q, task key %q: %w", name, key, err)
+		if err := driverkit.SetKeyStarts(names, name, key, starts); err != nil {
+			return err
 		}
 	}
 	return rows.Err()

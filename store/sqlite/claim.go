@@ -549,15 +549,9 @@ func (s *Store) keyStarts(ctx context.Context, tx *sql.Tx, restricted []driverki
 			if err := rows.Scan(&name, &key, &b); err != nil {
 				return err
 			}
-			starts, err := driverkit.DecodeStarts(b)
-			if err != nil {
-				return fmt.Errorf("name %q, key %q: %w", name, key, err)
+			if err := driverkit.SetKeyStarts(names, name, key, b); err != nil {
+				return err
 			}
-			n := names[name]
-			if n.KeyStarts == nil {
-				n.KeyStarts = make(map[string][]time.Time)
-			}
-			n.KeyStarts[key] = starts
 		}
 		return rows.Err()
 	})

@@ -275,6 +275,25 @@ func DecodeStarts(b []byte) ([]time.Time, error) {
 	return out, nil
 }
 
+// SetKeyStarts sets, in the limits of names, the claim times of name's tasks with
+// key as stored (EncodeStarts), read under the key's lock; a name missing from names
+// or without a rate per key is left alone.
+func SetKeyStarts(names map[string]*NameLimit, name, key string, stored []byte) error {
+	n := names[name]
+	if n == nil || n.KeyRate == 0 {
+		return nil
+	}
+	starts, err := DecodeStarts(stored)
+	if err != nil {
+		return fmt.Errorf("name %q, task key %q: %w", name, key, err)
+	}
+	if n.KeyStarts == nil {
+		n.KeyStarts = make(map[string][]time.Time)
+	}
+	n.KeyStarts[key] = starts
+	return nil
+}
+
 // SkipReason is the LastError of a task skipped because its key was held.
 func SkipReason(taskKey string, holder int64) string {
 	return fmt.Sprintf("skipped: task key %q held by task %d", taskKey, holder)
