@@ -121,6 +121,14 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 			claims = append(claims, e.ClaimedAt)
 		}
 	}
+	checkRate(t, "the name", claims, rate, per)
+}
+
+// checkRate checks that claims, the ClaimedAt of executions limited to rate per per,
+// never had more than rate in a closed window of per, and span at least the time the
+// rate needs for them.
+func checkRate(t *testing.T, what string, claims []time.Time, rate int, per time.Duration) {
+	t.Helper()
 	slices.SortFunc(claims, func(a, b time.Time) int { return a.Compare(b) })
 	most := 0
 	for i := range claims {
@@ -131,12 +139,12 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 		most = max(most, j-i)
 	}
 	span := claims[len(claims)-1].Sub(claims[0])
-	t.Logf("%d executions claimed over %v: at most %d in a window of %v (limit %d)", len(claims), span.Round(time.Millisecond), most, per, rate)
+	t.Logf("%s: %d executions claimed over %v, at most %d in a window of %v (limit %d)", what, len(claims), span.Round(time.Millisecond), most, per, rate)
 	if most > rate {
-		t.Errorf("%d executions started in a window of %v, over the rate of %d", most, per, rate)
+		t.Errorf("%s: %d executions started in a window of %v, over the rate of %d", what, most, per, rate)
 	}
 	if floor := time.Duration(len(claims)/rate-1) * per; span < floor {
-		t.Errorf("%d executions claimed over %v, faster than the rate allows (%v)", len(claims), span, floor)
+		t.Errorf("%s: %d executions claimed over %v, faster than the rate allows (%v)", what, len(claims), span, floor)
 	}
 }
 
@@ -175,23 +183,7 @@ func TestKeyRateAcrossReplicas(t *testing.T) {
 		t.Fatalf("executions of %d keys, want %d", len(claims), keys)
 	}
 	for key, ts := range claims {
-		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-		most := 0
-		for i := range ts {
-			j := i
-			for j < len(ts) && !ts[j].After(ts[i].Add(per)) {
-				j++
-			}
-			most = max(most, j-i)
-		}
-		span := ts[len(ts)-1].Sub(ts[0])
-		t.Logf("%s: %d executions claimed over %v, at most %d in a window of %v (limit %d)", key, len(ts), span.Round(time.Millisecond), most, per, rate)
-		if most > rate {
-			t.Errorf("%s: %d executions started in a window of %v, over the rate of %d per key", key, most, per, rate)
-		}
-		if floor := time.Duration(len(ts)/rate-1) * per; span < floor {
-			t.Errorf("%s: %d executions claimed over %v, faster than the rate allows (%v)", key, len(ts), span, floor)
-		}
+		checkRate(t, key, ts, rate, per)
 	}
 }
 

@@ -339,6 +339,28 @@ func derefTasks(ts []*store.Task) []store.Task {
 	return out
 }
 
+// invalidRates are rates SetRate and SetKeyRate refuse.
+var invalidRates = []struct {
+	n   int
+	per time.Duration
+}{{-1, time.Second}, {store.MaxRate + 1, time.Second}, {1, 0}, {1, store.MinRatePer - 1}, {1, store.MaxRatePer + 1}}
+
+// mostInWindow sorts ts and returns the most of them in one closed window of per,
+// and where that window starts.
+func mostInWindow(ts []time.Time, per time.Duration) (most int, from time.Time) {
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	for i := range ts {
+		j := i
+		for j < len(ts) && !ts[j].After(ts[i].Add(per)) {
+			j++
+		}
+		if j-i > most {
+			most, from = j-i, ts[i]
+		}
+	}
+	return most, from
+}
+
 // setRate sets name's rate limit and checks the state it answers.
 func (e *env) setRate(name string, n int, per time.Duration) {
 	e.t.Helper()
@@ -436,10 +458,7 @@ func testRateStates(e *env) {
 	if names, err := e.s.Names(e.ctx); err != nil || names[0].Rate != 0 || names[0].Per != 0 || names[0].Concurrency != 3 {
 		e.t.Errorf("Names after the rate was removed = %+v, %v", names, err)
 	}
-	for _, c := range []struct {
-		n   int
-		per time.Duration
-	}{{-1, time.Second}, {store.MaxRate + 1, time.Second}, {1, 0}, {1, store.MinRatePer - 1}, {1, store.MaxRatePer + 1}} {
+	for _, c := range invalidRates {
 		if st, err := e.s.SetRate(e.ctx, "mail", c.n, c.per, "alice"); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("SetRate(%d, %v) = %+v, %v; want ErrInvalid", c.n, c.per, st, err)
 		}
@@ -487,15 +506,8 @@ func testRateRace(e *env) {
 		}
 		return nil
 	})
-	slices.SortFunc(claims, func(a, b time.Time) int { return a.Compare(b) })
-	for i := range claims {
-		j := i
-		for j < len(claims) && !claims[j].After(claims[i].Add(per)) {
-			j++
-		}
-		if j-i > rate {
-			e.t.Fatalf("%d claims in the window [%v, +%v], over the rate of %d", j-i, claims[i], per, rate)
-		}
+	if most, from := mostInWindow(claims, per); most > rate {
+		e.t.Fatalf("%d claims in the window [%v, +%v], over the rate of %d", most, from, per, rate)
 	}
 	if len(claims) != tasks {
 		e.t.Errorf("%d claims, want %d: each task once", len(claims), tasks)
@@ -765,10 +777,7 @@ func testKeyRateStates(e *env) {
 	if names, err := e.s.Names(e.ctx); err != nil || names[0].KeyRate != 0 || names[0].KeyPer != 0 || names[0].Rate != 10 {
 		e.t.Errorf("Names after the rate per key was removed = %+v, %v", names, err)
 	}
-	for _, c := range []struct {
-		n   int
-		per time.Duration
-	}{{-1, time.Second}, {store.MaxRate + 1, time.Second}, {1, 0}, {1, store.MinRatePer - 1}, {1, store.MaxRatePer + 1}} {
+	for _, c := range invalidRates {
 		if st, err := e.s.SetKeyRate(e.ctx, "sync", c.n, c.per, "alice"); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("SetKeyRate(%d, %v) = %+v, %v; want ErrInvalid", c.n, c.per, st, err)
 		}
@@ -825,15 +834,8 @@ func testKeyRateRace(e *env) {
 		return nil
 	})
 	for key, ts := range claims {
-		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-		for i := range ts {
-			j := i
-			for j < len(ts) && !ts[j].After(ts[i].Add(per)) {
-				j++
-			}
-			if j-i > rate {
-				e.t.Fatalf("%d claims of key %s in the window [%v, +%v], over the rate of %d", j-i, key, ts[i], per, rate)
-			}
+		if most, from := mostInWindow(ts, per); most > rate {
+			e.t.Fatalf("%d claims of key %s in the window [%v, +%v], over the rate of %d", most, key, from, per, rate)
 		}
 	}
 	if count != len(ids) {
