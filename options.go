@@ -264,17 +264,7 @@ func WithConcurrency(n int) HandlerOption {
 // this stores). Start stores it, and a Handle after Start at once, as
 // WithConcurrency does. n must be 1 to MaxRate, per from MinRatePer to MaxRatePer.
 func WithRate(n int, per time.Duration) HandlerOption {
-	return handlerOnly(func(o *options) {
-		if n < 1 || n > MaxRate {
-			o.invalid("Rate", "must be 1 to %d (%d)", MaxRate, n)
-			return
-		}
-		if per < MinRatePer || per > MaxRatePer {
-			o.invalid("Rate", "period must be %v to %v (%v)", MinRatePer, MaxRatePer, per)
-			return
-		}
-		o.rate = &rateLimit{n: n, per: per}
-	})
+	return handlerOnly(func(o *options) { o.rate = o.rateLimit("Rate", n, per) })
 }
 
 // WithKeyConcurrency lets n of the handler's tasks that share a task key
@@ -299,23 +289,27 @@ func WithKeyConcurrency(n int) HandlerOption {
 // Handle after Start at once. n must be 1 to MaxRate, per from MinRatePer to
 // MaxRatePer.
 func WithKeyRate(n int, per time.Duration) HandlerOption {
-	return handlerOnly(func(o *options) {
-		if n < 1 || n > MaxRate {
-			o.invalid("KeyRate", "must be 1 to %d (%d)", MaxRate, n)
-			return
-		}
-		if per < MinRatePer || per > MaxRatePer {
-			o.invalid("KeyRate", "period must be %v to %v (%v)", MinRatePer, MaxRatePer, per)
-			return
-		}
-		o.keyRate = &rateLimit{n: n, per: per}
-	})
+	return handlerOnly(func(o *options) { o.keyRate = o.rateLimit("KeyRate", n, per) })
 }
 
 // rateLimit is a rate limit as WithRate or WithKeyRate gives it.
 type rateLimit struct {
 	n   int
 	per time.Duration
+}
+
+// rateLimit returns n per per as the option field gives it, or nil, recording why,
+// when n is not 1 to MaxRate or per not MinRatePer to MaxRatePer.
+func (o *options) rateLimit(field string, n int, per time.Duration) *rateLimit {
+	if n < 1 || n > MaxRate {
+		o.invalid(field, "must be 1 to %d (%d)", MaxRate, n)
+		return nil
+	}
+	if per < MinRatePer || per > MaxRatePer {
+		o.invalid(field, "period must be %v to %v (%v)", MinRatePer, MaxRatePer, per)
+		return nil
+	}
+	return &rateLimit{n: n, per: per}
 }
 
 // WithOwner records which service submitted the task (owner_service), overriding
