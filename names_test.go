@@ -2,6 +2,8 @@ package ax_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -88,4 +90,49 @@ func TestPauseNameHoldsItsTasks(t *testing.T) {
 			t.Errorf("after the resume ran %v, want report/a, report/b, report/c in due order", ran)
 		}
 	})
+}
+
+// A limit option out of range panics at Handle with an ErrInvalid naming the option,
+// and registers nothing; the run-time setters refuse the same values with
+// ErrInvalid and store nothing.
+func TestLimitsRefuseBadValues(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	s := newScheduler(t, st, nil)
+	for _, c := range []struct {
+		field string
+		opt   ax.HandlerOption
+	}{
+		{"Concurrency", ax.WithConcurrency(0)},
+		{"Concurrency", ax.WithConcurrency(ax.MaxConcurrency + 1)},
+		{"Rate", ax.WithRate(0, time.Second)},
+		{"Rate", ax.WithRate(1, ax.MaxRatePer+1)},
+		{"KeyConcurrency", ax.WithKeyConcurrency(0)},
+		{"KeyRate", ax.WithKeyRate(ax.MaxRate+1, time.Second)},
+		{"KeyRate", ax.WithKeyRate(1, ax.MinRatePer-1)},
+	} {
+		func() {
+			defer func() {
+				err, _ := recover().(error)
+				if !errors.Is(err, ax.ErrInvalid) || !strings.Contains(err.Error(), c.field) {
+					t.Errorf("Handle with a bad %s: panic %v, want an ErrInvalid naming it", c.field, err)
+				}
+			}()
+			s.HandleFunc("report", func(context.Context, *ax.Task) error { return nil }, c.opt)
+		}()
+	}
+	ctx := context.Background()
+	for _, err := range []error{
+		func() error { _, err := s.SetKeyRate(ctx, "report", -1, time.Second); return err }(),
+		func() error { _, err := s.SetKeyRate(ctx, "report", 1, 0); return err }(),
+		func() error { _, err := s.SetKeyRate(ctx, "", 1, time.Second); return err }(),
+		func() error { _, err := s.SetRate(ctx, "report", 1, ax.MaxRatePer+1); return err }(),
+	} {
+		if !errors.Is(err, ax.ErrInvalid) {
+			t.Errorf("a bad rate: %v, want ErrInvalid", err)
+		}
+	}
+	if names, err := s.Names(ctx); err != nil || len(names) != 0 {
+		t.Errorf("Names = %+v, %v; want none stored", names, err)
+	}
 }
