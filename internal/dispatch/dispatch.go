@@ -113,6 +113,7 @@ type Loop struct {
 	keyFreed  map[string]uint64    // key → the number of the last free of it here (under mu)
 	frees     uint64               // frees of keys by tasks here, counted (under mu)
 	parked    map[string]*parked   // parkGroup → its tasks waiting for a slot or a start (under mu)
+	parkedIn  map[int64]*parked    // task id → the group it is parked in, waiting or offered (under mu)
 	nameFreed map[string]uint64    // name → the number of the last free of a slot here (under mu)
 
 	// inflight counts tasks this loop claimed (or is claiming) whose execution has
@@ -143,6 +144,7 @@ func New(cfg Config) *Loop {
 		keyRetry:  make(map[string]time.Time),
 		keyFreed:  make(map[string]uint64),
 		parked:    make(map[string]*parked),
+		parkedIn:  make(map[int64]*parked),
 		nameFreed: make(map[string]uint64),
 
 		claims:      make(chan claimBatch, 1),
@@ -667,6 +669,7 @@ const limitRetry = 25 * time.Millisecond
 // tasks of one key of a name that its rate per key left Limited (parkGroup): one
 // key's wait never holds back the name's other tasks.
 type parked struct {
+	group   string // its key in Loop.parked
 	name    string
 	waiting []store.Due    // in (DueAt, ID) order, each id once
 	limit   int            // the name's limit, as the last claim read it
@@ -697,38 +700,45 @@ func (l *Loop) park(ids []int64, res *store.ClaimResult, claimFrees uint64) {
 	if len(res.Limited) == 0 && len(l.parked) == 0 {
 		return
 	}
-	answered := make(map[string]bool)
+	// The groups this answer touches: those whose offers it answered, and those it
+	// left tasks Limited in. Only these change; with a rate per key there may be a
+	// group for each of many keys, so no other is visited.
+	touched := make(map[*parked]bool)
+	answered := make(map[*parked]bool)
 	for _, id := range ids {
-		for group, p := range l.parked {
-			if p.out[id] {
-				delete(p.out, id)
-				answered[group] = true
-			}
+		if p := l.parkedIn[id]; p != nil && p.out[id] {
+			delete(p.out, id)
+			delete(l.parkedIn, id)
+			answered[p], touched[p] = true, true
 		}
 	}
-	full := make(map[string]bool)
+	full := make(map[*parked]bool)
 	for _, lt := range res.Limited {
 		group := parkGroup(lt)
 		p := l.parked[group]
 		if p == nil {
-			p = &parked{name: lt.Name, out: make(map[int64]bool)}
+			p = &parked{group: group, name: lt.Name, out: make(map[int64]bool)}
 			l.parked[group] = p
+		}
+		if was := l.parkedIn[lt.ID]; was != nil && was != p {
+			l.unpark(lt.ID) // held back by another limit now
 		}
 		p.limit, p.retryAt = lt.Limit, lt.RetryAt
 		p.add(lt.Due)
-		full[group] = true
+		l.parkedIn[lt.ID] = p
+		full[p], touched[p] = true, true
 	}
 	n := 0
-	for group, p := range l.parked {
+	for p := range touched {
 		switch {
 		case len(p.waiting) == 0 && len(p.out) == 0:
-			delete(l.parked, group)
+			delete(l.parked, p.group)
 		case len(p.out) > 0: // an offer still in flight decides
-		case full[group] && !p.retryAt.IsZero():
+		case full[p] && !p.retryAt.IsZero():
 			n += l.offerAt(p, l.retryTime(p, now), p.limit)
-		case full[group] && l.nameFreed[p.name] <= claimFrees:
+		case full[p] && l.nameFreed[p.name] <= claimFrees:
 			n += l.offerAt(p, l.retryTime(p, now), 1) // a probe
-		case full[group] || answered[group]:
+		case full[p] || answered[p]:
 			n += l.offer(p, now)
 		}
 	}
@@ -808,14 +818,20 @@ func (l *Loop) offerAt(p *parked, at time.Time, most int) int {
 // offer it was, with none left in flight, has its waiting tasks offered as a retry
 // would (nothing else would answer for them). The caller holds mu, and signals.
 func (l *Loop) unpark(id int64) {
-	for _, p := range l.parked {
-		if p.out[id] {
-			delete(p.out, id)
-			if len(p.out) == 0 && len(p.waiting) > 0 {
-				l.offerAt(p, l.retryTime(p, l.cfg.Clock.Now()), p.limit)
-			}
+	p := l.parkedIn[id]
+	if p == nil {
+		return
+	}
+	delete(l.parkedIn, id)
+	if p.out[id] {
+		delete(p.out, id)
+		if len(p.out) == 0 && len(p.waiting) > 0 {
+			l.offerAt(p, l.retryTime(p, l.cfg.Clock.Now()), p.limit)
 		}
-		p.waiting = slices.DeleteFunc(p.waiting, func(d store.Due) bool { return d.ID == id })
+	}
+	p.waiting = slices.DeleteFunc(p.waiting, func(d store.Due) bool { return d.ID == id })
+	if len(p.waiting) == 0 && len(p.out) == 0 {
+		delete(l.parked, p.group)
 	}
 }
 

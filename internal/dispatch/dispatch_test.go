@@ -217,7 +217,8 @@ func TestReservationQueuedAtTheEndGoesBack(t *testing.T) {
 }
 
 // runner is an Executor that runs each task for d: it starts and finishes it in the
-// store, then tells the loop, and, when frees is set, which names' slots it freed.
+// store, then tells the loop, and, when frees is set, which names' slots and which
+// task key it freed.
 // It records the most tasks of each name it ran at once.
 type runner struct {
 	st    store.Store
@@ -270,7 +271,11 @@ func (r *runner) run(t store.Task) {
 	}
 	r.l.Done(1)
 	if r.frees {
-		r.l.Unblock(nil, []string{t.Name})
+		var keys []string
+		if t.TaskKey != "" && t.Overlap != store.OverlapAllow {
+			keys = []string{t.TaskKey}
+		}
+		r.l.Unblock(keys, []string{t.Name})
 	}
 }
 
@@ -482,6 +487,60 @@ func TestKeyRateWaitsPerKey(t *testing.T) {
 		}
 		if n := l.Waiting("sync"); n != 0 {
 			t.Errorf("Waiting(sync) = %d after every task ran", n)
+		}
+	})
+}
+
+// Many keys waiting at once, each in its own group: 300 keys of two tasks at 1 per
+// 300ms per key all run, each key's second just over a period after its first, the
+// whole in about one period; none is left parked.
+func TestKeyRateManyKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		const per, keys = 300 * time.Millisecond, 300
+		if _, err := st.SetKeyRate(ctx, "sync", 1, per, "test"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		var nts []store.NewTask
+		for i := range 2 * keys {
+			nts = append(nts, store.NewTask{Name: "sync", Key: fmt.Sprint(i), TaskKey: fmt.Sprint("k", i%keys),
+				Overlap: store.OverlapQueue, DueAt: t0.Add(time.Duration(i) * time.Microsecond), MaxRetry: 1})
+		}
+		if _, err := st.Insert(ctx, nts); err != nil {
+			t.Fatal(err)
+		}
+		r := &runner{st: st, d: time.Millisecond, frees: true, running: map[string]int{}, most: map[string]int{}}
+		l := newLoop(st, r, 1000)
+		r.l = l
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Run(ctx) })
+		for r.doneCount() < 2*keys && time.Since(t0) < time.Minute {
+			time.Sleep(time.Millisecond)
+		}
+		took := time.Since(t0)
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.done != 2*keys {
+			t.Fatalf("%d tasks ran, want %d", r.done, 2*keys)
+		}
+		for key, ats := range r.keyAt {
+			if len(ats) != 2 || ats[1].Sub(ats[0]) <= per || ats[1].Sub(ats[0]) > per+100*time.Millisecond {
+				t.Fatalf("key %s dispatched at %v, want twice, just over %v apart", key, ats, per)
+			}
+		}
+		if took > per+200*time.Millisecond {
+			t.Errorf("%d keys of two tasks at 1 per %v per key took %v, want about %v", keys, per, took, per)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.parked) != 0 || len(l.parkedIn) != 0 {
+			t.Errorf("%d groups and %d tasks still parked after every task ran", len(l.parked), len(l.parkedIn))
 		}
 	})
 }
