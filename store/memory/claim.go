@@ -67,7 +67,11 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	slices.SortFunc(keyed, func(a, b *row) int {
 		return dueKey{a.task.DueAt, a.task.ID}.compare(dueKey{b.task.DueAt, b.task.ID})
 	})
-	held, used := s.holders(), s.inflight()
+	var held map[string]keyHold
+	var used map[string]int
+	if len(keyed) > 0 { // each scans every task: not for a claim with no keyed or limited task
+		held, used = s.holders(), s.inflight()
+	}
 	for _, r := range keyed {
 		t := &r.task
 		h := held[t.TaskKey]
