@@ -130,6 +130,9 @@ func (s *Store) setRate(ctx context.Context, op, name string, n int, per time.Du
 		return &c, nil
 	}
 	*rate, *every, st.ChangedBy, st.ChangedAt = n, per, by, s.now()
+	if n == 0 && rate == &st.Rate {
+		delete(s.starts, k) // a name's rate removed forgets its claims, as the SQL stores do
+	}
 	c := *st
 	return &c, nil
 }

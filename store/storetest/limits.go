@@ -24,6 +24,7 @@ var limitTests = []test{
 	{"RateWindow", testRateWindow},
 	{"RateStates", testRateStates},
 	{"RateRace", testRateRace},
+	{"RateRemovedForgets", testRateRemovedForgets},
 	{"KeyConcurrency", testKeyConcurrency},
 	{"KeyConcurrencyRace", testKeyConcurrencyRace},
 	{"KeyConcurrencyAcrossBatches", testKeyConcurrencyAcrossBatches},
@@ -462,6 +463,22 @@ func testRateStates(e *env) {
 		if st, err := e.s.SetRate(e.ctx, "mail", c.n, c.per, "alice"); !errors.Is(err, store.ErrInvalid) {
 			e.t.Errorf("SetRate(%d, %v) = %+v, %v; want ErrInvalid", c.n, c.per, st, err)
 		}
+	}
+}
+
+// A name's rate removed forgets the claims it recorded: set again, the claims made
+// before do not count toward it.
+func testRateRemovedForgets(e *env) {
+	e.setRate("mail", 1, time.Hour)
+	a := e.nameTask("mail", e.newTask(e.past()))
+	b := e.nameTask("mail", e.newTask(e.past()))
+	if res := e.claimAll(a.ID); len(res.Claimed) != 1 {
+		e.t.Fatalf("Claim = %+v, want it claimed", res)
+	}
+	e.setRate("mail", 0, 0)
+	e.setRate("mail", 1, time.Hour)
+	if res := e.claimAll(b.ID); len(res.Claimed) != 1 {
+		e.t.Errorf("Claim after the rate was removed and set again = %+v, want it claimed: the earlier claim does not count", res)
 	}
 }
 
