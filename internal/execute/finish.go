@@ -152,6 +152,8 @@ func (e *Executor) logFinish(x *execution, f store.Finish, applied bool) {
 	var (
 		level slog.Level
 		msg   string
+		more  [2]slog.Attr // what the record adds to the task's attributes
+		n     int
 	)
 	switch {
 	case !applied:
@@ -159,31 +161,20 @@ func (e *Executor) logFinish(x *execution, f store.Finish, applied bool) {
 	case f.Status == store.Succeeded:
 		level, msg = slog.LevelDebug, "ax: task succeeded"
 	case x.outcome == observe.Cancelled:
-		level, msg = slog.LevelInfo, "ax: task cancelled while it ran"
+		level, msg, more[0], n = slog.LevelInfo, "ax: task cancelled while it ran", slog.String("err", f.Error), 1
 	case f.Snooze:
-		level, msg = slog.LevelDebug, "ax: task snoozed"
+		level, msg, more[0], n = slog.LevelDebug, "ax: task snoozed", slog.Time("due_at", f.DueAt), 1
 	case f.Status == store.Scheduled:
-		level, msg = slog.LevelInfo, "ax: task will be retried"
+		level, msg, more, n = slog.LevelInfo, "ax: task will be retried", [2]slog.Attr{slog.Time("due_at", f.DueAt), slog.String("err", f.Error)}, 2
 	default:
-		level, msg = slog.LevelWarn, "ax: task failed"
+		level, msg, more[0], n = slog.LevelWarn, "ax: task failed", slog.String("err", f.Error), 1
 	}
 	ctx := context.Background()
 	if !e.cfg.Log.Enabled(ctx, level) {
 		return
 	}
 	attrs := append(observe.TaskAttrs(&x.task), slog.String("result", string(f.Status)))
-	switch {
-	case !applied || f.Status == store.Succeeded:
-	case x.outcome == observe.Cancelled:
-		attrs = append(attrs, slog.String("err", f.Error))
-	case f.Snooze:
-		attrs = append(attrs, slog.Time("due_at", f.DueAt))
-	case f.Status == store.Scheduled:
-		attrs = append(attrs, slog.Time("due_at", f.DueAt), slog.String("err", f.Error))
-	default:
-		attrs = append(attrs, slog.String("err", f.Error))
-	}
-	e.cfg.Log.LogAttrs(ctx, level, msg, attrs...)
+	e.cfg.Log.LogAttrs(ctx, level, msg, append(attrs, more[:n]...)...)
 }
 
 // ownFinish resolves the results Finish answers as not applied although the task may
