@@ -102,18 +102,7 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 	const rate, per, tasks = 20, time.Second, 240
 	cfg := timings()
 	cfg.HandlerDuration, cfg.Rate, cfg.RatePer = 10*time.Millisecond, rate, per
-	c := newCluster(t, cfg)
-	c.start(3)
-	leader, epoch := c.waitLeader(20 * time.Second)
-	l := startLoad(t, c.st, tasks, 240, time.Millisecond, 0)
-	waitUntil(t, 30*time.Second, "a third of the tasks started", func() bool { return c.startedCount() >= tasks/3 })
-	leader.Kill()
-	c.spawn()
-	next, lead := c.waitNewLeader(leader, epoch, 10*time.Second)
-	t.Logf("%s killed; %s leads with epoch %d", leader.Node(), next.Node(), lead.Epoch())
-	c.waitSettled(l, 2*time.Minute)
-	sum := c.verify(l)
-	allSucceeded(t, sum)
+	c, l := drainThroughLeaderKill(t, cfg, tasks, func(c *cluster) *load { return startLoad(t, c.st, tasks, 240, time.Millisecond, 0) })
 
 	var claims []time.Time
 	for _, tr := range c.collect(l.dues()).Tasks {
@@ -122,6 +111,25 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 		}
 	}
 	checkRate(t, "the name", claims, rate, per)
+}
+
+// drainThroughLeaderKill starts three replicas with cfg and the load start gives,
+// kills the leader once a third of its tasks have started, and waits until all of
+// them settle: every task succeeded, by the whole history's check.
+func drainThroughLeaderKill(t *testing.T, cfg clustertest.ChildConfig, tasks int, start func(*cluster) *load) (*cluster, *load) {
+	t.Helper()
+	c := newCluster(t, cfg)
+	c.start(3)
+	leader, epoch := c.waitLeader(20 * time.Second)
+	l := start(c)
+	waitUntil(t, 30*time.Second, "a third of the tasks started", func() bool { return c.startedCount() >= tasks/3 })
+	leader.Kill()
+	c.spawn()
+	next, lead := c.waitNewLeader(leader, epoch, 10*time.Second)
+	t.Logf("%s killed; %s leads with epoch %d", leader.Node(), next.Node(), lead.Epoch())
+	c.waitSettled(l, 2*time.Minute)
+	allSucceeded(t, c.verify(l))
+	return c, l
 }
 
 // checkRate checks that claims, the ClaimedAt of executions limited to rate per per,
@@ -160,18 +168,9 @@ func TestKeyRateAcrossReplicas(t *testing.T) {
 	const rate, per, keys, tasks = 4, time.Second, 4, 96
 	cfg := timings()
 	cfg.HandlerDuration, cfg.KeyRate, cfg.KeyRatePer = 10*time.Millisecond, rate, per
-	c := newCluster(t, cfg)
-	c.start(3)
-	leader, epoch := c.waitLeader(20 * time.Second)
-	l := startKeyedLoad(t, c.st, tasks, tasks, time.Millisecond, 0, keys)
-	waitUntil(t, 30*time.Second, "a third of the tasks started", func() bool { return c.startedCount() >= tasks/3 })
-	leader.Kill()
-	c.spawn()
-	next, lead := c.waitNewLeader(leader, epoch, 10*time.Second)
-	t.Logf("%s killed; %s leads with epoch %d", leader.Node(), next.Node(), lead.Epoch())
-	c.waitSettled(l, 2*time.Minute)
-	sum := c.verify(l)
-	allSucceeded(t, sum)
+	c, l := drainThroughLeaderKill(t, cfg, tasks, func(c *cluster) *load {
+		return startKeyedLoad(t, c.st, tasks, tasks, time.Millisecond, 0, keys)
+	})
 
 	claims := map[string][]time.Time{}
 	for _, tr := range c.collect(l.dues()).Tasks {
