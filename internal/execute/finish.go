@@ -126,7 +126,7 @@ func (e *Executor) finish(batch []*execution) {
 			}
 			retried := f.Status == store.Scheduled && !x.released() && !f.Snooze && outcome != observe.Cancelled
 			e.cfg.Observe.Send(observe.Event{Kind: observe.Finished, At: now, Name: x.task.Name, Outcome: outcome, Duration: x.ran})
-			e.cfg.Stats.Record(now, &x.task, outcome, retried)
+			e.cfg.Stats.Record(now, x.task, outcome, retried)
 			if retried {
 				e.cfg.Observe.Send(observe.Event{Kind: observe.RetryScheduled, At: now, Name: x.task.Name, Due: f.DueAt})
 			}
@@ -139,7 +139,7 @@ func (e *Executor) finish(batch []*execution) {
 		e.mu.Unlock()
 		loopDone.add(x.src)
 	}
-	if keys, names := Freed(len(batch), func(i int) *store.Task { return &batch[i].task }, applied); len(names) > 0 {
+	if keys, names := Freed(len(batch), func(i int) *store.Task { return batch[i].task }, applied); len(names) > 0 {
 		e.cfg.OnFree(keys, names)
 	}
 	loopDone.report()
@@ -173,7 +173,7 @@ func (e *Executor) logFinish(x *execution, f store.Finish, applied bool) {
 	if !e.cfg.Log.Enabled(ctx, level) {
 		return
 	}
-	attrs := append(observe.TaskAttrs(&x.task), slog.String("result", string(f.Status)))
+	attrs := append(observe.TaskAttrs(x.task), slog.String("result", string(f.Status)))
 	e.cfg.Log.LogAttrs(ctx, level, msg, append(attrs, more[:n]...)...)
 }
 
@@ -214,9 +214,9 @@ func (e *Executor) result(x *execution, now time.Time) store.Finish {
 		if hd := e.cfg.Handler(x.task.Name); hd != nil {
 			most = hd.MaxSnoozes
 		}
-		return Snoozed(&x.task, x.err, now, most)
+		return Snoozed(x.task, x.err, now, most)
 	}
-	return Result(&x.task, x.err, x.released(), now, e.backoff)
+	return Result(x.task, x.err, x.released(), now, e.backoff)
 }
 
 // Result turns an execution's result into the task's next state: SUCCEEDED, a

@@ -75,7 +75,7 @@ func (e *Executor) heartbeater() {
 // CANCELLED (the store sees to it).
 func (e *Executor) stopCancelled(x *execution) {
 	if x.cancelAsked.CompareAndSwap(false, true) {
-		e.cfg.Log.LogAttrs(e.base, slog.LevelInfo, "ax: cancelling a running task", observe.TaskAttrs(&x.task)...)
+		e.cfg.Log.LogAttrs(e.base, slog.LevelInfo, "ax: cancelling a running task", observe.TaskAttrs(x.task)...)
 	}
 	x.cancel(ErrCancelled)
 }

@@ -15,7 +15,7 @@ import (
 
 // execution is one running handler.
 type execution struct {
-	task    store.Task
+	task    *store.Task // as the claim read it, shared with its other readers: never written
 	src     *Source
 	ctx     context.Context // the handler's context, without its deadline
 	cancel  context.CancelCauseFunc
@@ -57,7 +57,7 @@ func (e *Executor) run(x *execution) {
 			e.cfg.OnRoom()
 		}
 	}()
-	t := &x.task
+	t := x.task
 	e.cfg.Observe.Started(e.cfg.Clock.Now(), t)
 	hd := e.cfg.Handler(t.Name) // dispatch checked it is registered; handlers are never removed
 	if hd == nil {

@@ -94,6 +94,6 @@ func (e *Executor) selfFence(x *execution) {
 	x.cancel(ErrSelfFenced)
 	if first {
 		e.cfg.Log.LogAttrs(e.base, slog.LevelWarn, "ax: execution not stamped alive in time; cancelled its handler (self-fencing)",
-			append(observe.TaskAttrs(&x.task), slog.Duration("bound", e.cfg.SelfFenceAfter))...)
+			append(observe.TaskAttrs(x.task), slog.Duration("bound", e.cfg.SelfFenceAfter))...)
 	}
 }

@@ -204,7 +204,7 @@ func (e *Executor) launch(batch []dispatched, res []store.StartResult, beat time
 // newExecution returns the execution of t, started in the store by a request sent at
 // beat, with its self-fencing timer running.
 func (e *Executor) newExecution(t *store.Task, src *Source, beat time.Time) *execution {
-	x := &execution{task: *t, src: src}
+	x := &execution{task: t, src: src}
 	x.ctx, x.cancel = context.WithCancelCause(e.base)
 	x.beat = beat
 	if bound := e.cfg.SelfFenceAfter; bound > 0 {
