@@ -124,7 +124,7 @@ func selectTasks(ctx context.Context, tx *sql.Tx, ids []int64) ([]store.Task, er
 	if err != nil {
 		return nil, err
 	}
-	return scanTasks(rows)
+	return scanTasks(rows, len(ids))
 }
 
 // assignments builds the SET list of a multi-row UPDATE, one "col = CASE id … END"

@@ -154,14 +154,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 			if err != nil {
 				return err
 			}
-			for _, t := range claimed {
-				switch t.Status {
-				case store.Dispatching:
-					res.Claimed = append(res.Claimed, t)
-				case store.Running:
-					res.Started = append(res.Started, t)
-				}
-			}
+			driverkit.AddClaimed(res, claimed)
 			return nil
 		})
 		if err != nil || len(keyed) == 0 {

@@ -473,6 +473,6 @@ func (s *Store) Stale(ctx context.Context, status store.Status, before time.Time
 	if err != nil {
 		return nil, s.wrap("stale", err)
 	}
-	tasks, err := scanTasks(rows)
+	tasks, err := scanTasks(rows, 0)
 	return tasks, s.wrap("stale", err)
 }

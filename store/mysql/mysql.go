@@ -702,48 +702,71 @@ type withColumn struct {
 func (w withColumn) Scan(dest ...any) error { return w.row.Scan(append(dest, w.dest)...) }
 
 func scanTask(row scanner, extra ...any) (*store.Task, error) {
-	var (
-		t          store.Task
-		payload    []byte
-		status     string
-		backoff    string
-		execID     sql.NullString
-		timeout    int64
-		hasPayload bool
-	)
-	dest := []any{&t.ID, &t.Name, &t.Key, &payload, &status, dbTime{&t.DueAt}, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
-		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
-		dbTime{&t.CreatedAt}, dbTime{&t.UpdatedAt}, dbTime{&t.DispatchedAt}, dbTime{&t.StartedAt},
-		dbTime{&t.HeartbeatAt}, dbTime{&t.FinishedAt}, dbTime{&t.TriggeredAt}, nullText{&t.TaskKey}, nullText{(*string)(&t.Overlap)}, &hasPayload,
-		(*string)(&t.KeyHold), dbTime{&t.KeyUntil}, &t.Superseded, &t.Snoozes, &t.CancelledBy, dbTime{&t.CancelRequestedAt}, nullText{&t.Trace}}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
+	var r taskRow
+	t := new(store.Task)
+	if err := r.scan(row, t, extra...); err != nil {
 		return nil, err
 	}
-	if hasPayload {
-		t.Payload = append([]byte{}, payload...)
-	}
-	t.Status = store.Status(status)
-	t.ExecutionID = execID.String
-	t.Timeout = time.Duration(timeout) * time.Microsecond
-	var err error
-	t.Backoff, err = driverkit.ParseBackoff(backoff)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return t, nil
 }
 
-func scanTasks(rows *sql.Rows) ([]store.Task, error) {
+// taskRow holds what scanning a row of taskColumns reads besides the task's own
+// fields: one per query, reused for each of its rows, so that a claim's hundred rows
+// do not each allocate a destination per column (Scan's arguments escape).
+type taskRow struct {
+	payload    []byte
+	status     string
+	backoff    string
+	execID     sql.NullString
+	timeout    int64
+	hasPayload bool
+	t          store.Task // scanned into, then copied out
+	dest       []any
+}
+
+// scan reads a row of taskColumns into t, then the extra destinations: the same for
+// every row a taskRow scans.
+func (r *taskRow) scan(row scanner, t *store.Task, extra ...any) error {
+	if r.dest == nil {
+		r.dest = append([]any{&r.t.ID, &r.t.Name, &r.t.Key, &r.payload, &r.status, dbTime{&r.t.DueAt}, &r.t.Attempt, &r.t.MaxRetry, &r.t.DispatchRetries,
+			&r.execID, &r.t.OwnerService, &r.t.LastError, &r.timeout, &r.backoff,
+			dbTime{&r.t.CreatedAt}, dbTime{&r.t.UpdatedAt}, dbTime{&r.t.DispatchedAt}, dbTime{&r.t.StartedAt},
+			dbTime{&r.t.HeartbeatAt}, dbTime{&r.t.FinishedAt}, dbTime{&r.t.TriggeredAt}, nullText{&r.t.TaskKey}, nullText{(*string)(&r.t.Overlap)}, &r.hasPayload,
+			(*string)(&r.t.KeyHold), dbTime{&r.t.KeyUntil}, &r.t.Superseded, &r.t.Snoozes, &r.t.CancelledBy, dbTime{&r.t.CancelRequestedAt}, nullText{&r.t.Trace}},
+			extra...)
+	}
+	r.t = store.Task{}
+	if err := row.Scan(r.dest...); err != nil {
+		return err
+	}
+	*t = r.t
+	if r.hasPayload {
+		t.Payload = append([]byte{}, r.payload...)
+	}
+	t.Status = store.Status(r.status)
+	t.ExecutionID = r.execID.String
+	t.Timeout = time.Duration(r.timeout) * time.Microsecond
+	var err error
+	t.Backoff, err = driverkit.ParseBackoff(r.backoff)
+	return err
+}
+
+// scanTasks reads the tasks rows returns, about n of them, and closes rows: read in
+// place, in one allocation when there are no more than n.
+func scanTasks(rows *sql.Rows, n int) ([]store.Task, error) {
 	defer rows.Close()
+	var r taskRow
 	var out []store.Task
 	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
+		if out == nil {
+			out = make([]store.Task, 0, max(n, 1))
+		}
+		out = append(out, store.Task{})
+		if err := r.scan(rows, &out[len(out)-1]); err != nil {
 			return nil, err
 		}
-		out = append(out, *t)
 	}
-	return out, rows.Err()
+	return out, rows.Err() // nil when there are none
 }
 
 const executionColumns = `id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at, finished_at, error`

@@ -39,7 +39,7 @@ func (s *Store) Tasks(ctx context.Context, q store.TaskQuery) ([]store.Task, err
 	if err != nil {
 		return nil, s.wrap("list tasks", err)
 	}
-	tasks, err := scanTasks(rows)
+	tasks, err := scanTasks(rows, 0)
 	return tasks, s.wrap("list tasks", err)
 }
 

@@ -114,7 +114,7 @@ func (s *Store) queryTasks(ctx context.Context, op, query string, args ...any) (
 	if err != nil {
 		return nil, s.wrap(op, err)
 	}
-	tasks, err := scanTasks(rows)
+	tasks, err := scanTasks(rows, 0)
 	if err != nil {
 		return nil, s.wrap(op, err)
 	}

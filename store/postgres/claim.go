@@ -100,6 +100,12 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		handlers = []string{}
 	}
 	uniq := driverkit.UniqueClaims(claims) // a task named twice is claimed once, with its first execution id
+	starts := 0
+	for _, c := range uniq {
+		if c.Start {
+			starts++
+		}
+	}
 	res := &store.ClaimResult{}
 	if len(uniq) == 0 {
 		return res, s.check("claim")
@@ -125,10 +131,16 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 		if err := readFence(br, fence); err != nil {
 			return err
 		}
+		if starts > 0 { // the usual drain: all of them start
+			res.Started = make([]store.Task, 0, starts)
+		}
+		var (
+			r       taskRow
+			t       = new(store.Task)
+			outcome int32
+		)
 		return readChunks(br, len(uniq), func(rows pgx.Rows) error {
-			var outcome int32
-			t, err := scanTask(rows, &outcome)
-			if err != nil {
+			if err := r.scan(rows, t, &outcome); err != nil {
 				return err
 			}
 			switch outcome {

@@ -491,42 +491,64 @@ type scanner interface{ Scan(dest ...any) error }
 
 // scanTask reads one row of taskCols, after the extra leading destinations pre.
 func scanTask(row scanner, pre ...any) (*store.Task, error) {
-	var (
-		t                                       store.Task
-		payload                                 []byte
-		status, backoff, overlap                string
-		execID                                  sql.NullString
-		due, created, updated                   time.Time
-		dispatched, started, hb, fin, triggered sql.NullTime
-		timeout                                 int64
-		hasPayload                              bool
-		hold                                    string
-		until, cancelAsked                      sql.NullTime
-	)
-	dest := append(pre, &t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
-		&execID, &t.OwnerService, &t.LastError, &t.TaskKey, &overlap, &timeout, &backoff,
-		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &hasPayload, &hold, &until, &t.Superseded, &t.Snoozes, &t.CancelledBy, &cancelAsked, &t.Trace)
-	if err := row.Scan(dest...); err != nil {
+	var r taskRow
+	t := new(store.Task)
+	if err := r.scan(row, t, pre...); err != nil {
 		return nil, err
 	}
-	if hasPayload {
-		t.Payload = append([]byte{}, payload...)
+	return t, nil
+}
+
+// taskRow holds what scanning a row of taskCols reads besides the task's own fields:
+// one per query, reused for each of its rows, so that a claim's hundred rows do not
+// each allocate a destination per column (Scan's arguments escape).
+type taskRow struct {
+	payload                                 []byte
+	status, backoff, overlap                string
+	execID                                  sql.NullString
+	due, created, updated                   time.Time
+	dispatched, started, hb, fin, triggered sql.NullTime
+	timeout                                 int64
+	hasPayload                              bool
+	hold                                    string
+	until, cancelAsked                      sql.NullTime
+	t                                       store.Task // scanned into, then copied out
+	dest                                    []any
+}
+
+// scan reads a row of taskCols into t, after the extra leading destinations pre: the
+// same for every row a taskRow scans.
+func (r *taskRow) scan(row scanner, t *store.Task, pre ...any) error {
+	if r.dest == nil {
+		r.dest = append(append(make([]any, 0, len(pre)+31), pre...), &r.t.ID, &r.t.Name, &r.t.Key, &r.payload, &r.status, &r.due,
+			&r.t.Attempt, &r.t.MaxRetry, &r.t.DispatchRetries,
+			&r.execID, &r.t.OwnerService, &r.t.LastError, &r.t.TaskKey, &r.overlap, &r.timeout, &r.backoff,
+			&r.created, &r.updated, &r.dispatched, &r.started, &r.hb, &r.fin, &r.triggered, &r.hasPayload, &r.hold, &r.until,
+			&r.t.Superseded, &r.t.Snoozes, &r.t.CancelledBy, &r.cancelAsked, &r.t.Trace)
 	}
-	t.Status = store.Status(status)
-	t.Overlap = store.OverlapPolicy(overlap)
-	t.DueAt = due.UTC()
-	t.ExecutionID = execID.String
-	t.Timeout = time.Duration(timeout) * time.Microsecond
+	r.t = store.Task{}
+	if err := row.Scan(r.dest...); err != nil {
+		return err
+	}
+	*t = r.t
+	if r.hasPayload {
+		t.Payload = append([]byte{}, r.payload...)
+	}
+	t.Status = store.Status(r.status)
+	t.Overlap = store.OverlapPolicy(r.overlap)
+	t.DueAt = r.due.UTC()
+	t.ExecutionID = r.execID.String
+	t.Timeout = time.Duration(r.timeout) * time.Microsecond
 	var err error
-	if t.Backoff, err = driverkit.ParseBackoff(backoff); err != nil {
-		return nil, err
+	if t.Backoff, err = driverkit.ParseBackoff(r.backoff); err != nil {
+		return err
 	}
-	t.CreatedAt, t.UpdatedAt = created.UTC(), updated.UTC()
-	t.DispatchedAt, t.StartedAt = fromNull(dispatched), fromNull(started)
-	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(hb), fromNull(fin), fromNull(triggered)
-	t.KeyHold, t.KeyUntil = store.KeyHold(hold), fromNull(until)
-	t.CancelRequestedAt = fromNull(cancelAsked)
-	return &t, nil
+	t.CreatedAt, t.UpdatedAt = r.created.UTC(), r.updated.UTC()
+	t.DispatchedAt, t.StartedAt = fromNull(r.dispatched), fromNull(r.started)
+	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(r.hb), fromNull(r.fin), fromNull(r.triggered)
+	t.KeyHold, t.KeyUntil = store.KeyHold(r.hold), fromNull(r.until)
+	t.CancelRequestedAt = fromNull(r.cancelAsked)
+	return nil
 }
 
 // execCols are the columns scanExecution reads, of the execution x of the task t

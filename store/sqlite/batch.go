@@ -149,8 +149,23 @@ func collect[T any](rows *sql.Rows, scan func(scanner) (*T, error)) ([]T, error)
 
 // scanTasks reads the tasks a query returns: scanTasks(tx.QueryContext(…)).
 func scanTasks(rows *sql.Rows, err error) ([]store.Task, error) {
+	return scanTasksN(rows, err, 0)
+}
+
+// scanTasksN is scanTasks for a query expected to return about n rows: read in
+// place, in one allocation when there are no more.
+func scanTasksN(rows *sql.Rows, err error, n int) ([]store.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanTask)
+	defer rows.Close()
+	var r taskRow
+	out := make([]store.Task, 0, n)
+	for rows.Next() {
+		out = append(out, store.Task{})
+		if err := r.scan(rows, &out[len(out)-1]); err != nil {
+			return nil, err
+		}
+	}
+	return out, rows.Err()
 }

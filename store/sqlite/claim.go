@@ -238,7 +238,8 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 				args = append(args, c.ID, c.ExecutionID, startable[c.ID])
 			}
 			head := []any{handlers, handlers, ts, handlers, ts, ts, ts}
-			claimed, err := scanTasks(s.batch(ctx, tx, claimStmt, head, args, []any{ts, s.ns, s.ns}))
+			rows, err := s.batch(ctx, tx, claimStmt, head, args, []any{ts, s.ns, s.ns})
+			claimed, err := scanTasksN(rows, err, len(part))
 			if err != nil {
 				return err
 			}
@@ -258,7 +259,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 					missed = append(missed, c.ID)
 				}
 			}
-			rows, err := s.batch(ctx, tx, missedStmt, []any{s.ns}, missed, nil)
+			rows, err = s.batch(ctx, tx, missedStmt, []any{s.ns}, missed, nil)
 			if err != nil {
 				return err
 			}
@@ -302,14 +303,16 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 // others (DISPATCHING) to res.Claimed.
 func (s *Store) recordClaimed(ctx context.Context, tx *sql.Tx, ts int64, node string, claimed []store.Task, res *store.ClaimResult) error {
 	var args []any
-	for _, t := range claimed {
-		if t.Status == store.Running {
-			args = append(args, t.ExecutionID, t.ID, t.Attempt, node, micros(t.DueAt))
-			res.Started = append(res.Started, t)
-		} else {
-			res.Claimed = append(res.Claimed, t)
+	nodeArg := any(node)
+	for i := range claimed {
+		if t := &claimed[i]; t.Status == store.Running {
+			if args == nil {
+				args = make([]any, 0, 5*len(claimed))
+			}
+			args = append(args, t.ExecutionID, t.ID, t.Attempt, nodeArg, micros(t.DueAt))
 		}
 	}
+	driverkit.AddClaimed(res, claimed)
 	if len(args) == 0 {
 		return nil
 	}

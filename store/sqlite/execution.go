@@ -49,7 +49,8 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 						args = append(args, starts[i].TaskID, starts[i].ExecutionID)
 					}
 				}
-				started, err := scanTasks(s.batch(ctx, tx, runStmt, []any{ts, ts, ts}, args, nil))
+				rows, err := s.batch(ctx, tx, runStmt, []any{ts, ts, ts}, args, nil)
+				started, err := scanTasksN(rows, err, len(inserted))
 				if err != nil {
 					return err
 				}

@@ -301,42 +301,61 @@ const taskColumns = `id, name, key, payload, status, due_at, attempt, max_retry,
 type scanner interface{ Scan(dest ...any) error }
 
 func scanTask(row scanner) (*store.Task, error) {
-	var (
-		t                                       store.Task
-		payload                                 []byte
-		status, backoff, overlap                string
-		execID                                  sql.NullString
-		due, created, updated, timeout          int64
-		dispatched, started, hb, fin, triggered sql.NullInt64
-		hasPayload                              bool
-		hold                                    string
-		until, cancelAsked                      sql.NullInt64
-	)
-	err := row.Scan(&t.ID, &t.Name, &t.Key, &payload, &status, &due, &t.Attempt, &t.MaxRetry, &t.DispatchRetries,
-		&execID, &t.OwnerService, &t.LastError, &timeout, &backoff,
-		&created, &updated, &dispatched, &started, &hb, &fin, &triggered, &t.TaskKey, &overlap, &hasPayload,
-		&hold, &until, &t.Superseded, &t.Snoozes, &t.CancelledBy, &cancelAsked, &t.Trace)
-	if err != nil {
+	var r taskRow
+	t := new(store.Task)
+	if err := r.scan(row, t); err != nil {
 		return nil, err
 	}
-	if hasPayload { // the driver reads a zero-length BLOB as nil
-		t.Payload = append([]byte{}, payload...)
+	return t, nil
+}
+
+// taskRow holds what scanning a row of taskColumns reads besides the task's own
+// fields: one per query, reused for each of its rows, so that a claim's hundred rows
+// do not each allocate a destination per column (Scan's arguments escape).
+type taskRow struct {
+	payload                                 []byte
+	status, backoff, overlap                string
+	execID                                  sql.NullString
+	due, created, updated, timeout          int64
+	dispatched, started, hb, fin, triggered sql.NullInt64
+	hasPayload                              bool
+	hold                                    string
+	until, cancelAsked                      sql.NullInt64
+	t                                       store.Task // scanned into, then copied out
+	dest                                    []any
+}
+
+// scan reads a row of taskColumns into t.
+func (r *taskRow) scan(row scanner, t *store.Task) error {
+	if r.dest == nil {
+		r.dest = []any{&r.t.ID, &r.t.Name, &r.t.Key, &r.payload, &r.status, &r.due, &r.t.Attempt, &r.t.MaxRetry, &r.t.DispatchRetries,
+			&r.execID, &r.t.OwnerService, &r.t.LastError, &r.timeout, &r.backoff,
+			&r.created, &r.updated, &r.dispatched, &r.started, &r.hb, &r.fin, &r.triggered, &r.t.TaskKey, &r.overlap, &r.hasPayload,
+			&r.hold, &r.until, &r.t.Superseded, &r.t.Snoozes, &r.t.CancelledBy, &r.cancelAsked, &r.t.Trace}
 	}
-	t.Status = store.Status(status)
-	t.Overlap = store.OverlapPolicy(overlap)
-	t.DueAt = fromMicros(due)
-	t.ExecutionID = execID.String
-	t.Timeout = time.Duration(timeout) * time.Microsecond
-	t.Backoff, err = driverkit.ParseBackoff(backoff)
-	if err != nil {
-		return nil, err
+	r.t = store.Task{}
+	if err := row.Scan(r.dest...); err != nil {
+		return err
 	}
-	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
-	t.DispatchedAt, t.StartedAt = fromNull(dispatched), fromNull(started)
-	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(hb), fromNull(fin), fromNull(triggered)
-	t.KeyHold, t.KeyUntil = store.KeyHold(hold), fromNull(until)
-	t.CancelRequestedAt = fromNull(cancelAsked)
-	return &t, nil
+	*t = r.t
+	if r.hasPayload { // the driver reads a zero-length BLOB as nil
+		t.Payload = append([]byte{}, r.payload...)
+	}
+	t.Status = store.Status(r.status)
+	t.Overlap = store.OverlapPolicy(r.overlap)
+	t.DueAt = fromMicros(r.due)
+	t.ExecutionID = r.execID.String
+	t.Timeout = time.Duration(r.timeout) * time.Microsecond
+	var err error
+	if t.Backoff, err = driverkit.ParseBackoff(r.backoff); err != nil {
+		return err
+	}
+	t.CreatedAt, t.UpdatedAt = fromMicros(r.created), fromMicros(r.updated)
+	t.DispatchedAt, t.StartedAt = fromNull(r.dispatched), fromNull(r.started)
+	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(r.hb), fromNull(r.fin), fromNull(r.triggered)
+	t.KeyHold, t.KeyUntil = store.KeyHold(r.hold), fromNull(r.until)
+	t.CancelRequestedAt = fromNull(r.cancelAsked)
+	return nil
 }
 
 const executionColumns = `id, task_id, attempt, node, status, due_at, claimed_at, started_at, heartbeat_at, finished_at, error`

@@ -57,6 +57,31 @@ func Startable(on store.StartOn, uniq []store.Claim) map[int64]bool {
 	return m
 }
 
+// AddClaimed adds the tasks a claiming statement read back to res: the RUNNING ones
+// to Started, the DISPATCHING ones to Claimed. When every one started and Started is
+// still empty — a drain's usual answer — claimed becomes Started as it is, uncopied:
+// the caller must not use it afterwards.
+func AddClaimed(res *store.ClaimResult, claimed []store.Task) {
+	running := 0
+	for i := range claimed {
+		if claimed[i].Status == store.Running {
+			running++
+		}
+	}
+	if running == len(claimed) && len(res.Started) == 0 {
+		res.Started = claimed
+		return
+	}
+	for i := range claimed {
+		switch claimed[i].Status {
+		case store.Running:
+			res.Started = append(res.Started, claimed[i])
+		case store.Dispatching:
+			res.Claimed = append(res.Claimed, claimed[i])
+		}
+	}
+}
+
 // Keyed is a due SCHEDULED task that a Claim cannot simply take, as the Claim found
 // it: its task key restricts it (a key, Overlap skip or queue), or its name has a
 // concurrency or rate limit, or both.
