@@ -710,45 +710,29 @@ func scanTask(row scanner, extra ...any) (*store.Task, error) {
 	return t, nil
 }
 
-// taskRow holds what scanning a row of taskColumns reads besides the task's own
-// fields: one per query, reused for each of its rows, so that a claim's hundred rows
-// do not each allocate a destination per column (Scan's arguments escape).
+// taskRow is a row of taskColumns being read: driverkit.TaskRow, the rest scanned
+// straight into the task (dbTime, nullText).
 type taskRow struct {
-	payload    []byte
-	status     string
-	backoff    string
-	execID     sql.NullString
-	timeout    int64
-	hasPayload bool
-	t          store.Task // scanned into, then copied out
-	dest       []any
+	driverkit.TaskRow
+	dest []any
 }
 
 // scan reads a row of taskColumns into t, then the extra destinations: the same for
 // every row a taskRow scans.
 func (r *taskRow) scan(row scanner, t *store.Task, extra ...any) error {
 	if r.dest == nil {
-		r.dest = append([]any{&r.t.ID, &r.t.Name, &r.t.Key, &r.payload, &r.status, dbTime{&r.t.DueAt}, &r.t.Attempt, &r.t.MaxRetry, &r.t.DispatchRetries,
-			&r.execID, &r.t.OwnerService, &r.t.LastError, &r.timeout, &r.backoff,
-			dbTime{&r.t.CreatedAt}, dbTime{&r.t.UpdatedAt}, dbTime{&r.t.DispatchedAt}, dbTime{&r.t.StartedAt},
-			dbTime{&r.t.HeartbeatAt}, dbTime{&r.t.FinishedAt}, dbTime{&r.t.TriggeredAt}, nullText{&r.t.TaskKey}, nullText{(*string)(&r.t.Overlap)}, &r.hasPayload,
-			(*string)(&r.t.KeyHold), dbTime{&r.t.KeyUntil}, &r.t.Superseded, &r.t.Snoozes, &r.t.CancelledBy, dbTime{&r.t.CancelRequestedAt}, nullText{&r.t.Trace}},
+		k := &r.Task
+		r.dest = append([]any{&k.ID, &k.Name, &k.Key, &r.Payload, &r.Status, dbTime{&k.DueAt}, &k.Attempt, &k.MaxRetry, &k.DispatchRetries,
+			&r.ExecID, &k.OwnerService, &k.LastError, &r.Timeout, &r.Backoff,
+			dbTime{&k.CreatedAt}, dbTime{&k.UpdatedAt}, dbTime{&k.DispatchedAt}, dbTime{&k.StartedAt},
+			dbTime{&k.HeartbeatAt}, dbTime{&k.FinishedAt}, dbTime{&k.TriggeredAt}, nullText{&k.TaskKey}, nullText{(*string)(&k.Overlap)}, &r.HasPayload,
+			(*string)(&k.KeyHold), dbTime{&k.KeyUntil}, &k.Superseded, &k.Snoozes, &k.CancelledBy, dbTime{&k.CancelRequestedAt}, nullText{&k.Trace}},
 			extra...)
 	}
-	r.t = store.Task{}
 	if err := row.Scan(r.dest...); err != nil {
 		return err
 	}
-	*t = r.t
-	if r.hasPayload {
-		t.Payload = append([]byte{}, r.payload...)
-	}
-	t.Status = store.Status(r.status)
-	t.ExecutionID = r.execID.String
-	t.Timeout = time.Duration(r.timeout) * time.Microsecond
-	var err error
-	t.Backoff, err = driverkit.ParseBackoff(r.backoff)
-	return err
+	return r.Fill(t)
 }
 
 // scanTasks reads the tasks rows returns, about n of them, and closes rows: read in

@@ -499,20 +499,14 @@ func scanTask(row scanner, pre ...any) (*store.Task, error) {
 	return t, nil
 }
 
-// taskRow holds what scanning a row of taskCols reads besides the task's own fields:
-// one per query, reused for each of its rows, so that a claim's hundred rows do not
-// each allocate a destination per column (Scan's arguments escape).
+// taskRow is a row of taskCols being read: driverkit.TaskRow and the columns this
+// driver converts itself.
 type taskRow struct {
-	payload                                 []byte
-	status, backoff, overlap                string
-	execID                                  sql.NullString
+	driverkit.TaskRow
+	overlap, hold                           string
 	due, created, updated                   time.Time
 	dispatched, started, hb, fin, triggered sql.NullTime
-	timeout                                 int64
-	hasPayload                              bool
-	hold                                    string
 	until, cancelAsked                      sql.NullTime
-	t                                       store.Task // scanned into, then copied out
 	dest                                    []any
 }
 
@@ -520,29 +514,20 @@ type taskRow struct {
 // same for every row a taskRow scans.
 func (r *taskRow) scan(row scanner, t *store.Task, pre ...any) error {
 	if r.dest == nil {
-		r.dest = append(append(make([]any, 0, len(pre)+31), pre...), &r.t.ID, &r.t.Name, &r.t.Key, &r.payload, &r.status, &r.due,
-			&r.t.Attempt, &r.t.MaxRetry, &r.t.DispatchRetries,
-			&r.execID, &r.t.OwnerService, &r.t.LastError, &r.t.TaskKey, &r.overlap, &r.timeout, &r.backoff,
-			&r.created, &r.updated, &r.dispatched, &r.started, &r.hb, &r.fin, &r.triggered, &r.hasPayload, &r.hold, &r.until,
-			&r.t.Superseded, &r.t.Snoozes, &r.t.CancelledBy, &r.cancelAsked, &r.t.Trace)
+		r.dest = append(append(make([]any, 0, len(pre)+31), pre...), &r.Task.ID, &r.Task.Name, &r.Task.Key, &r.Payload, &r.Status, &r.due,
+			&r.Task.Attempt, &r.Task.MaxRetry, &r.Task.DispatchRetries,
+			&r.ExecID, &r.Task.OwnerService, &r.Task.LastError, &r.Task.TaskKey, &r.overlap, &r.Timeout, &r.Backoff,
+			&r.created, &r.updated, &r.dispatched, &r.started, &r.hb, &r.fin, &r.triggered, &r.HasPayload, &r.hold, &r.until,
+			&r.Task.Superseded, &r.Task.Snoozes, &r.Task.CancelledBy, &r.cancelAsked, &r.Task.Trace)
 	}
-	r.t = store.Task{}
 	if err := row.Scan(r.dest...); err != nil {
 		return err
 	}
-	*t = r.t
-	if r.hasPayload {
-		t.Payload = append([]byte{}, r.payload...)
-	}
-	t.Status = store.Status(r.status)
-	t.Overlap = store.OverlapPolicy(r.overlap)
-	t.DueAt = r.due.UTC()
-	t.ExecutionID = r.execID.String
-	t.Timeout = time.Duration(r.timeout) * time.Microsecond
-	var err error
-	if t.Backoff, err = driverkit.ParseBackoff(r.backoff); err != nil {
+	if err := r.Fill(t); err != nil {
 		return err
 	}
+	t.Overlap = store.OverlapPolicy(r.overlap)
+	t.DueAt = r.due.UTC()
 	t.CreatedAt, t.UpdatedAt = r.created.UTC(), r.updated.UTC()
 	t.DispatchedAt, t.StartedAt = fromNull(r.dispatched), fromNull(r.started)
 	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(r.hb), fromNull(r.fin), fromNull(r.triggered)

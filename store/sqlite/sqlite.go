@@ -309,47 +309,33 @@ func scanTask(row scanner) (*store.Task, error) {
 	return t, nil
 }
 
-// taskRow holds what scanning a row of taskColumns reads besides the task's own
-// fields: one per query, reused for each of its rows, so that a claim's hundred rows
-// do not each allocate a destination per column (Scan's arguments escape).
+// taskRow is a row of taskColumns being read: driverkit.TaskRow and the columns
+// this driver converts itself.
 type taskRow struct {
-	payload                                 []byte
-	status, backoff, overlap                string
-	execID                                  sql.NullString
-	due, created, updated, timeout          int64
+	driverkit.TaskRow
+	overlap, hold                           string
+	due, created, updated                   int64
 	dispatched, started, hb, fin, triggered sql.NullInt64
-	hasPayload                              bool
-	hold                                    string
 	until, cancelAsked                      sql.NullInt64
-	t                                       store.Task // scanned into, then copied out
 	dest                                    []any
 }
 
 // scan reads a row of taskColumns into t.
 func (r *taskRow) scan(row scanner, t *store.Task) error {
 	if r.dest == nil {
-		r.dest = []any{&r.t.ID, &r.t.Name, &r.t.Key, &r.payload, &r.status, &r.due, &r.t.Attempt, &r.t.MaxRetry, &r.t.DispatchRetries,
-			&r.execID, &r.t.OwnerService, &r.t.LastError, &r.timeout, &r.backoff,
-			&r.created, &r.updated, &r.dispatched, &r.started, &r.hb, &r.fin, &r.triggered, &r.t.TaskKey, &r.overlap, &r.hasPayload,
-			&r.hold, &r.until, &r.t.Superseded, &r.t.Snoozes, &r.t.CancelledBy, &r.cancelAsked, &r.t.Trace}
+		r.dest = []any{&r.Task.ID, &r.Task.Name, &r.Task.Key, &r.Payload, &r.Status, &r.due, &r.Task.Attempt, &r.Task.MaxRetry,
+			&r.Task.DispatchRetries, &r.ExecID, &r.Task.OwnerService, &r.Task.LastError, &r.Timeout, &r.Backoff,
+			&r.created, &r.updated, &r.dispatched, &r.started, &r.hb, &r.fin, &r.triggered, &r.Task.TaskKey, &r.overlap, &r.HasPayload,
+			&r.hold, &r.until, &r.Task.Superseded, &r.Task.Snoozes, &r.Task.CancelledBy, &r.cancelAsked, &r.Task.Trace}
 	}
-	r.t = store.Task{}
 	if err := row.Scan(r.dest...); err != nil {
 		return err
 	}
-	*t = r.t
-	if r.hasPayload { // the driver reads a zero-length BLOB as nil
-		t.Payload = append([]byte{}, r.payload...)
-	}
-	t.Status = store.Status(r.status)
-	t.Overlap = store.OverlapPolicy(r.overlap)
-	t.DueAt = fromMicros(r.due)
-	t.ExecutionID = r.execID.String
-	t.Timeout = time.Duration(r.timeout) * time.Microsecond
-	var err error
-	if t.Backoff, err = driverkit.ParseBackoff(r.backoff); err != nil {
+	if err := r.Fill(t); err != nil {
 		return err
 	}
+	t.Overlap = store.OverlapPolicy(r.overlap)
+	t.DueAt = fromMicros(r.due)
 	t.CreatedAt, t.UpdatedAt = fromMicros(r.created), fromMicros(r.updated)
 	t.DispatchedAt, t.StartedAt = fromNull(r.dispatched), fromNull(r.started)
 	t.HeartbeatAt, t.FinishedAt, t.TriggeredAt = fromNull(r.hb), fromNull(r.fin), fromNull(r.triggered)

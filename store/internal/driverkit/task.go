@@ -1,6 +1,7 @@
 package driverkit
 
 import (
+	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -111,4 +112,35 @@ func SchedulesInOrder(defs []store.ScheduleDef, stored []store.Schedule) ([]stor
 		out[i] = sc
 	}
 	return out, nil
+}
+
+// TaskRow is what the SQL drivers scan alike from a row of their task columns: the
+// task's own fields (into Task) and the raw values of the columns they convert the
+// same way. A driver embeds it in its row type, one per query, reused for every row,
+// so that a claim's rows do not each allocate a destination per column (Scan's
+// arguments escape).
+type TaskRow struct {
+	Task       store.Task // scanned into, then copied out by Fill
+	Payload    []byte
+	HasPayload bool // the drivers read a zero-length BLOB as nil
+	Status     string
+	ExecID     sql.NullString
+	Timeout    int64 // microseconds
+	Backoff    string
+}
+
+// Fill sets t to the task scanned, with the columns of TaskRow converted; the driver
+// sets the rest (its times, for instance) after it. The row is ready for the next
+// Scan: Task is reset.
+func (r *TaskRow) Fill(t *store.Task) error {
+	*t, r.Task = r.Task, store.Task{}
+	if r.HasPayload {
+		t.Payload = append([]byte{}, r.Payload...)
+	}
+	t.Status = store.Status(r.Status)
+	t.ExecutionID = r.ExecID.String
+	t.Timeout = time.Duration(r.Timeout) * time.Microsecond
+	var err error
+	t.Backoff, err = ParseBackoff(r.Backoff)
+	return err
 }
