@@ -56,7 +56,13 @@ type cluster struct {
 // take base's timings.
 func newCluster(t *testing.T, base clustertest.ChildConfig) *cluster {
 	t.Helper()
-	dsn := servicetest.PostgresDSN(t)
+	return newClusterOn(t, base, servicetest.PostgresDSN(t))
+}
+
+// newClusterOn is newCluster with the children's store at dsn, a fresh schema of
+// another PostgreSQL (a failing-over cluster's).
+func newClusterOn(t *testing.T, base clustertest.ChildConfig, dsn string) *cluster {
+	t.Helper()
 	addr, prefix := servicetest.RedisAddr(t)
 	rc := goredis.NewClient(&goredis.Options{Addr: addr, DB: redisDB})
 	t.Cleanup(func() {

@@ -1,0 +1,274 @@
+//go:build linux
+
+package clustertest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/clustertest"
+	"github.com/axsched/ax/internal/freshdb"
+	"github.com/axsched/ax/internal/pgcluster"
+	"github.com/axsched/ax/internal/servicetest"
+	"github.com/axsched/ax/store"
+)
+
+// The database fails over under a drain: three replicas elected by the SQL lease on a
+// Patroni cluster (three PostgreSQL 15 nodes, strict synchronous replication, HAProxy
+// routing to the primary), reached through HAProxy. Each scenario ends with the whole
+// history checked (Verify): every acknowledged submit runs, none early, none after it
+// succeeded, no execution runs twice, and every acknowledged result survives.
+
+// patroniTurn lets one of these tests at a time have its Patroni cluster: they run
+// beside the package's other parallel tests, not beside each other (each is three
+// PostgreSQL servers, etcd, HAProxy and three replicas on a 2-core machine).
+var patroniTurn = make(chan struct{}, 1)
+
+// onPatroni waits for its turn, then starts a Patroni cluster and a cluster of
+// replicas on a fresh schema of it.
+func onPatroni(t *testing.T) (*cluster, *pgcluster.Cluster) {
+	t.Helper()
+	t.Parallel()
+	patroniTurn <- struct{}{}
+	t.Cleanup(func() { <-patroniTurn }) // registered first: runs after the cluster's teardown
+	pc := pgcluster.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn, drop, err := freshdb.CreatePostgresSchema(ctx, pc.DSN(), servicetest.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		drop(ctx) // the cluster is torn down anyway
+	})
+	cfg := timings()
+	cfg.SQLLease = true
+	cfg.TTL = 3 * time.Second // a failover stalls writes for seconds: longer than the lease would hand it over for nothing
+	cfg.OrphanAfter, cfg.DispatchTimeout = 10*time.Second, 10*time.Second
+	return newClusterOn(t, cfg, dsn), pc
+}
+
+// TestDatabaseSwitchoverMidDrain: a planned Patroni switchover to the synchronous
+// standby while three replicas drain 1,500 tasks.
+func TestDatabaseSwitchoverMidDrain(t *testing.T) {
+	drainThroughFailover(t, "switchover", func(ctx context.Context, pc *pgcluster.Cluster, old int) error {
+		ms, err := pc.Members(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.Role == pgcluster.RoleSyncStandby {
+				return pc.Switchover(ctx, m.Node)
+			}
+		}
+		return errors.New("no synchronous standby to switch over to")
+	})
+}
+
+// TestDatabasePrimaryKilledMidDrain: kill -9 of the primary's PostgreSQL (postmaster
+// and backends) and its Patroni while three replicas drain 1,500 tasks; Patroni
+// promotes the synchronous standby once the leader key expires.
+func TestDatabasePrimaryKilledMidDrain(t *testing.T) {
+	drainThroughFailover(t, "kill -9 of the primary", func(ctx context.Context, pc *pgcluster.Cluster, old int) error {
+		_, err := pc.KillPrimary(ctx)
+		return err
+	})
+}
+
+// TestDatabaseZombiePrimaryMidDrain: the leading replica reaches the primary's
+// PostgreSQL straight, not through HAProxy; the primary's Patroni is paused (SIGSTOP)
+// while its PostgreSQL keeps serving that replica — a zombie primary. Patroni promotes
+// the synchronous standby once the leader key expires; with synchronous_mode_strict
+// the zombie commits nothing more, since no standby acknowledges it, so the replica
+// wired to it stalls (it loses its lease, its handlers self-fence) while the others
+// take over through HAProxy. Then Patroni resumes, demotes it and rewinds it.
+func TestDatabaseZombiePrimaryMidDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes and a database cluster")
+	}
+	c, pc := onPatroni(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	old, err := pc.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := viaProxy(t, c.dsn, fmt.Sprintf("127.0.0.1:%d", pc.PGPorts[old]))
+	wired := c.spawnWith(func(cfg *clustertest.ChildConfig) { cfg.PostgresDSN = direct })
+	c.ready(wired)
+	leader, epoch := c.waitLeader(30 * time.Second)
+	if leader != wired {
+		t.Fatalf("%s leads, want %s, the first started", leader.Node(), wired.Node())
+	}
+	c.start(2)
+	t.Logf("%s leads with epoch %d, wired straight to node%d, the primary", leader.Node(), epoch, old)
+
+	const n = 1500
+	l := insertSpread(t, c.st, n, 2*time.Second, 30*time.Second)
+	begin := time.Now()
+	waitUntil(t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
+
+	failAt := time.Now()
+	raised := c.highestEpoch()
+	if err := pc.PausePatroni(old); err != nil {
+		t.Fatal(err)
+	}
+	now, err := pc.WaitPrimary(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writable := time.Since(failAt)
+	next, lead := c.waitNewLeader(wired, epoch, time.Minute)
+	waitUntil(t, time.Minute, "a task runs after the failover", func() bool { return c.runs(failAt.Add(writable)) > 0 })
+	t.Logf("node%d's Patroni paused: node%d writable through HAProxy %v after, %s leads with epoch %d %v after, the first task run since %v after",
+		old, now, writable.Round(time.Millisecond), next.Node(), lead.Epoch(), lead.Stamp().Sub(failAt).Round(time.Millisecond),
+		c.firstRunAfter(failAt.Add(writable)).Sub(failAt).Round(time.Millisecond))
+
+	// The zombie, still running, still primary in its own eyes, serving the wired
+	// replica: nothing it was asked since the promotion may have committed anywhere.
+	waitUntil(t, time.Minute, "half the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/2 })
+	if err := pc.ResumePatroni(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := c.st.Lease(ctx, store.DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Epoch < raised {
+		t.Errorf("the new primary's fence epoch is %d, below %d, raised before the failover", lease.Epoch, raised)
+	}
+	c.waitSettled(l, 2*time.Minute)
+	sum := c.verify(l)
+	if got := sum.ByStatus[store.Succeeded]; got != n {
+		t.Errorf("%d of %d tasks SUCCEEDED, want all", got, n)
+	}
+}
+
+// drainThroughFailover has three replicas drain 1,500 tasks on a Patroni cluster, and
+// fail does what makes the database fail over (old: the primary's node) once a
+// quarter of them ran. It logs the write stall (from the failure to a write through
+// HAProxy committing) and the time to the first task run after it, checks that the
+// fence epoch the new primary holds is at least the highest raised before, and ends
+// with the whole history checked.
+func drainThroughFailover(t *testing.T, what string, fail func(ctx context.Context, pc *pgcluster.Cluster, old int) error) {
+	if testing.Short() {
+		t.Skip("spawns processes and a database cluster")
+	}
+	c, pc := onPatroni(t)
+	c.start(3)
+	leader, epoch := c.waitLeader(30 * time.Second)
+	t.Logf("%s leads with epoch %d", leader.Node(), epoch)
+
+	const n = 1500
+	l := insertSpread(t, c.st, n, 2*time.Second, 30*time.Second)
+	begin := time.Now()
+	waitUntil(t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old, err := pc.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failAt := time.Now()
+	raised := c.highestEpoch() // before the failure: every epoch a replica leads with was raised first
+	if err := fail(ctx, pc, old); err != nil {
+		t.Fatal(err)
+	}
+	now, err := pc.WaitPrimary(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writable := time.Since(failAt)
+	waitUntil(t, 60*time.Second, "a task runs after the failover", func() bool { return c.runs(failAt.Add(writable)) > 0 })
+	firstRun := c.firstRunAfter(failAt.Add(writable)).Sub(failAt)
+	t.Logf("%s, node%d → node%d: writable through HAProxy %v after it, the first task run since then %v after it",
+		what, old, now, writable.Round(time.Millisecond), firstRun.Round(time.Millisecond))
+
+	lease, err := c.st.Lease(ctx, store.DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Epoch < raised {
+		t.Errorf("the new primary's fence epoch is %d, below %d, raised before the failover", lease.Epoch, raised)
+	}
+
+	c.waitSettled(l, 2*time.Minute)
+	sum := c.verify(l)
+	if got := sum.ByStatus[store.Succeeded]; got != n {
+		t.Errorf("%d of %d tasks SUCCEEDED, want all", got, n)
+	}
+}
+
+// insertSpread inserts n tasks at once, due uniformly over [ahead, ahead+over) from
+// the store's now, and returns them as a load already written: a drain that goes on
+// for over, so that a failure in the middle of it finds tasks due before, during and
+// after it.
+func insertSpread(t *testing.T, st store.Store, n int, ahead, over time.Duration) *load {
+	t.Helper()
+	ctx := context.Background()
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retries := []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
+	tasks := make([]store.NewTask, n)
+	for i := range tasks {
+		tasks[i] = store.NewTask{Name: clustertest.TaskName, Key: fmt.Sprintf("task-%04d", i),
+			DueAt: now.Add(ahead + time.Duration(i)*over/time.Duration(n)), MaxRetry: len(retries), Backoff: retries}
+	}
+	l := &load{due: map[int64]time.Time{}, done: make(chan struct{})}
+	close(l.done)
+	res, err := st.Insert(ctx, tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("insert task %d: %v", i, r.Err)
+		}
+		l.due[r.Task.ID] = tasks[i].DueAt
+	}
+	return l
+}
+
+// highestEpoch is the highest epoch any child has printed it leads with.
+func (c *cluster) highestEpoch() int64 {
+	var top int64
+	for _, ch := range c.all() {
+		for _, l := range ch.Lines() {
+			top = max(top, l.Epoch())
+		}
+	}
+	return top
+}
+
+// runs counts the handler starts of every child after after.
+func (c *cluster) runs(after time.Time) int {
+	n := 0
+	for _, ch := range c.all() {
+		n += len(c.starts(ch, after))
+	}
+	return n
+}
+
+// firstRunAfter is the first handler start of any child after after.
+func (c *cluster) firstRunAfter(after time.Time) time.Time {
+	var first time.Time
+	for _, ch := range c.all() {
+		for _, e := range c.starts(ch, after) {
+			if first.IsZero() || e.At.Before(first) {
+				first = e.At
+			}
+		}
+	}
+	return first
+}
