@@ -30,6 +30,13 @@ var patroniTurn = make(chan struct{}, 1)
 // onPatroni waits for its turn, then starts a Patroni cluster and a cluster of
 // replicas on a fresh schema of it.
 func onPatroni(t *testing.T) (*cluster, *pgcluster.Cluster) {
+	return onPatroniVia(t, (*pgcluster.Cluster).DSN)
+}
+
+// onPatroniVia is onPatroni whose replicas reach the cluster at the DSN via gives:
+// HAProxy's (DSN), or the three nodes' with target_session_attrs=read-write
+// (MultiHostDSN).
+func onPatroniVia(t *testing.T, via func(*pgcluster.Cluster) string) (*cluster, *pgcluster.Cluster) {
 	t.Helper()
 	t.Parallel()
 	patroniTurn <- struct{}{}
@@ -37,7 +44,7 @@ func onPatroni(t *testing.T) (*cluster, *pgcluster.Cluster) {
 	pc := pgcluster.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dsn, drop, err := freshdb.CreatePostgresSchema(ctx, pc.DSN(), servicetest.Name())
+	dsn, drop, err := freshdb.CreatePostgresSchema(ctx, via(pc), servicetest.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,25 +63,35 @@ func onPatroni(t *testing.T) (*cluster, *pgcluster.Cluster) {
 // TestDatabaseSwitchoverMidDrain: a planned Patroni switchover to the synchronous
 // standby while three replicas drain 1,500 tasks.
 func TestDatabaseSwitchoverMidDrain(t *testing.T) {
-	drainThroughFailover(t, "switchover", func(ctx context.Context, pc *pgcluster.Cluster, old int) error {
-		ms, err := pc.Members(ctx)
-		if err != nil {
-			return err
+	drainThroughFailover(t, "switchover", (*pgcluster.Cluster).DSN, switchover)
+}
+
+// TestDatabaseSwitchoverMultiHostDSN: the switchover, the replicas reaching the
+// cluster through pgx's multi-host DSN with target_session_attrs=read-write instead of
+// HAProxy: the old primary, now a replica, keeps the connections it had.
+func TestDatabaseSwitchoverMultiHostDSN(t *testing.T) {
+	drainThroughFailover(t, "switchover, multi-host DSN", (*pgcluster.Cluster).MultiHostDSN, switchover)
+}
+
+// switchover switches the cluster over to its synchronous standby.
+func switchover(ctx context.Context, pc *pgcluster.Cluster, old int) error {
+	ms, err := pc.Members(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.Role == pgcluster.RoleSyncStandby {
+			return pc.Switchover(ctx, m.Node)
 		}
-		for _, m := range ms {
-			if m.Role == pgcluster.RoleSyncStandby {
-				return pc.Switchover(ctx, m.Node)
-			}
-		}
-		return errors.New("no synchronous standby to switch over to")
-	})
+	}
+	return errors.New("no synchronous standby to switch over to")
 }
 
 // TestDatabasePrimaryKilledMidDrain: kill -9 of the primary's PostgreSQL (postmaster
 // and backends) and its Patroni while three replicas drain 1,500 tasks; Patroni
 // promotes the synchronous standby once the leader key expires.
 func TestDatabasePrimaryKilledMidDrain(t *testing.T) {
-	drainThroughFailover(t, "kill -9 of the primary", func(ctx context.Context, pc *pgcluster.Cluster, old int) error {
+	drainThroughFailover(t, "kill -9 of the primary", (*pgcluster.Cluster).DSN, func(ctx context.Context, pc *pgcluster.Cluster, old int) error {
 		_, err := pc.KillPrimary(ctx)
 		return err
 	})
@@ -158,11 +175,11 @@ func TestDatabaseZombiePrimaryMidDrain(t *testing.T) {
 // HAProxy committing) and the time to the first task run after it, checks that the
 // fence epoch the new primary holds is at least the highest raised before, and ends
 // with the whole history checked.
-func drainThroughFailover(t *testing.T, what string, fail func(ctx context.Context, pc *pgcluster.Cluster, old int) error) {
+func drainThroughFailover(t *testing.T, what string, via func(*pgcluster.Cluster) string, fail func(ctx context.Context, pc *pgcluster.Cluster, old int) error) {
 	if testing.Short() {
 		t.Skip("spawns processes and a database cluster")
 	}
-	c, pc := onPatroni(t)
+	c, pc := onPatroniVia(t, via)
 	c.start(3)
 	leader, epoch := c.waitLeader(30 * time.Second)
 	t.Logf("%s leads with epoch %d", leader.Node(), epoch)
