@@ -13,9 +13,10 @@ import (
 
 // BenchmarkLifecycle runs batches of tasks through Insert, Claim, Start and Finish:
 // one call of each per batch, as the scheduler coalesces them; straight to the
-// server, and through a PgBouncer in transaction mode (WithPooler).
+// server, with WithPooler, and through a PgBouncer in transaction mode (see
+// benchStore).
 func BenchmarkLifecycle(b *testing.B) {
-	for _, via := range []string{"direct", "pgbouncer"} {
+	for _, via := range []string{"direct", "direct+pooler", "pgbouncer"} {
 		for _, size := range []int{1, 200} {
 			b.Run(fmt.Sprintf("via=%s/batch=%d", via, size), func(b *testing.B) { benchLifecycle(b, via, size) })
 		}
