@@ -30,8 +30,9 @@ type config struct {
 // for that transaction only (set_config(…, true)), in the same round trip; a
 // search_path in the DSN is not used. Open runs statements without named prepared
 // statements (pgx's QueryExecModeExec, unless the DSN chose simple_protocol); New
-// refuses a pool that would prepare them. Listen needs WithListenDSN to wake up on
-// NOTIFY; without it, it signals nothing (see Listen).
+// refuses a pool that would prepare or describe them first (see poolerSafe).
+// Listen needs WithListenDSN to wake up on NOTIFY; without it, it signals nothing
+// (see Listen).
 func WithPooler(schema string) Option {
 	return func(c *config) { c.pooler, c.schema = true, schema }
 }
