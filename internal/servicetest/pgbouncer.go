@@ -145,7 +145,8 @@ func (b *PgBouncer) start(poolSize int) (stop func(), err error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	users := fmt.Sprintf("%q %q\n", b.server.User, b.server.Password)
+	quote := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` } // auth_file's quoting
+	users := quote(b.server.User) + " " + quote(b.server.Password) + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(users), 0o644); err != nil {
 		return nil, err
 	}
