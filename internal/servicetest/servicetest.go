@@ -1,5 +1,6 @@
 // Package servicetest gives tests an isolated place on the machine's real services:
-// a fresh PostgreSQL schema, a fresh MySQL/MariaDB database, a Redis key prefix.
+// a fresh PostgreSQL schema, a fresh MySQL/MariaDB database, a Redis key prefix; and a
+// PgBouncer of the test's own in front of the PostgreSQL server (pgbouncer.go).
 //
 // The services are read from AX_TEST_POSTGRES_DSN, AX_TEST_MYSQL_DSN and
 // AX_TEST_REDIS_ADDR (with the local defaults below). A test whose service cannot be

@@ -18,7 +18,7 @@ import (
 // is first tried as a COPY straight into ax_tasks, with the ids and creation time
 // drawn beforehand in the same transaction:
 //
-//	BEGIN; publishSQL
+//	BEGIN; [search_path, behind a pooler;] publishSQL
 //	SELECT clock_timestamp(), <n values of ax_seq>
 //	COPY ax_tasks (id, …, seq, created_at, updated_at) FROM STDIN (FORMAT binary)
 //	COMMIT
@@ -89,6 +89,9 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`) // as every other write (send)
+	if s.pool.setPath != "" {
+		b.Queue(s.pool.setPath) // behind a pooler: the COPY below runs in this transaction
+	}
 	b.Queue(publishSQL, s.lockKey, s.channel)
 	b.Queue(copyStampsSQL, len(in.order)).QueryRow(func(row pgx.Row) error { return row.Scan(&now, &ids) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {

@@ -54,13 +54,20 @@ func (c *limitCache) learn(limited bool, now time.Time) {
 // when that exceeds PostgreSQL's 63-byte identifiers).
 func (s *Store) Channel() string { return s.channel }
 
-// Listen takes a connection out of the pool for itself, LISTENs on the store's
-// channel and calls f, on Listen's goroutine, once per notification until ctx ends
-// (it returns nil then), the store is closed (store.ErrClosed) or the connection
-// fails. Every transaction that inserts tasks or makes them SCHEDULED notifies the
+// Listen LISTENs on the store's channel and calls f, on Listen's goroutine, once per
+// notification until ctx ends (it returns nil then), the store is closed
+// (store.ErrClosed) or the connection fails. It listens on a connection of its own:
+// one taken out of the pool, or one to WithListenDSN's server, which must hold the
+// store's database (another is store.ErrInvalid). Behind a pooler without
+// WithListenDSN it listens to nothing: it waits for ctx to end or the store to close,
+// and never calls f (the scheduler's periodic refill finds the work then).
+//
+// Every transaction that inserts tasks or makes them SCHEDULED notifies the
 // channel (an empty payload: SignalWork), as does a Finish that ended a task of a name with
 // a concurrency limit (payload freedPayload: SignalFreed); PostgreSQL delivers the
 // notification when it commits, folding repeats within one transaction into one.
+// Behind a pooler too: the server session that ran the transaction notifies, and
+// every session of the database that LISTENs hears it.
 func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -85,11 +92,10 @@ func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
 		}
 		return s.wrap("listen", err)
 	}
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
+	conn, err := s.listenConn(ctx)
+	if err != nil || conn == nil {
 		return ended(err)
 	}
-	conn := pc.Hijack() // LISTEN state must not go back to the pool
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return ended(fmt.Errorf("listen %s: %w", s.channel, err))
@@ -105,4 +111,35 @@ func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
 			f(store.SignalWork)
 		}
 	}
+}
+
+// listenConn returns the connection Listen listens on, which it closes: WithListenDSN's,
+// or one taken out of the pool (LISTEN state must not go back to it). Behind a pooler
+// without WithListenDSN, there is none: it waits for ctx to end and returns nil, nil.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	switch {
+	case s.listen != nil:
+		conn, err := pgx.ConnectConfig(ctx, s.listen)
+		if err != nil {
+			return nil, fmt.Errorf("connect to WithListenDSN's server: %w", err)
+		}
+		var db string
+		if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+			conn.Close(context.Background())
+			return nil, err
+		}
+		if db != s.database {
+			conn.Close(context.Background())
+			return nil, fmt.Errorf("WithListenDSN reaches database %q, the store's is %q: %w", db, s.database, store.ErrInvalid)
+		}
+		return conn, nil
+	case s.pool.setPath != "":
+		<-ctx.Done()
+		return nil, nil
+	}
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pc.Hijack(), nil
 }

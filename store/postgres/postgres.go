@@ -45,15 +45,22 @@ type Store struct {
 // shared is what every view of one store shares: the pool, the schema's derived
 // names and lock keys, and the closed flag (closing one view closes all).
 type shared struct {
-	pool     *pgxpool.Pool
+	pool     *conns // the pool, as the store's statements reach it (pooler.go)
 	owned    bool   // Open created the pool: Close closes it
-	schema   string // the schema ax lives in (current_schema() when New ran)
+	schema   string // the schema ax lives in (current_schema() when New ran, or WithPooler's)
 	database string // current_database() when New ran
 	channel  string // the NOTIFY channel: "ax_" + schema
 	lockKey  int32  // classid of the refill watermark advisory locks: a hash of schema
 	keyLock  int32  // classid of the task key advisory locks: another hash of schema, negative
 	// copyThreshold is the smallest Insert that tries COPY (copy.go).
 	copyThreshold int
+	// plans are the statements that set up a transaction of tx, genericTx and execTx
+	// (customPlans, genericPlans, executionPlans), each also setting search_path
+	// behind a pooler (WithPooler).
+	plans struct{ custom, generic, execution string }
+	// listen is WithListenDSN's configuration: nil to LISTEN on a connection of the
+	// pool's, or behind a pooler not at all.
+	listen *pgx.ConnConfig
 	// query is how Tasks writes its statements: with a key prefix as a range of the
 	// business key's index when its collation orders keys by code point (query.go).
 	query taskquery.Dialect
@@ -88,11 +95,19 @@ func (s *Store) InNamespace(ns string) (store.Store, error) {
 
 // Open connects to the database at dsn (a URL or keyword/value string, as pgx
 // accepts), checks that it answers, migrates the schema and returns the store. The
-// pool it creates is closed by Close.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+// pool it creates is closed by Close. opts are for a connection pooler (WithPooler,
+// WithListenDSN); a bad one is store.ErrInvalid.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	c, err := configure("open", nil, opts)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("ax: postgres: open: parse dsn: %v: %w", err, store.ErrInvalid)
+	}
+	if c.pooler && !poolerSafe(cfg.ConnConfig.DefaultQueryExecMode) {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -102,7 +117,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("ax: postgres: open: cannot connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	s, err := newStore(ctx, pool)
+	s, err := newStore(ctx, pool, c)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -112,25 +127,41 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 // New migrates the schema reached through pool (its current schema, that is the first
-// existing schema of search_path) and returns the store. Several processes may call it
-// at once: the migrations run under a transaction-level advisory lock derived from the
-// schema name, so they are applied exactly once. A schema migrated by a newer ax is
-// refused with store.ErrSchemaVersion. The caller owns pool: Close does not close it.
-func New(pool *pgxpool.Pool) (*Store, error) {
+// existing schema of search_path, or WithPooler's) and returns the store. Several
+// processes may call it at once: the migrations run under a transaction-level
+// advisory lock derived from the schema name, so they are applied exactly once. A
+// schema migrated by a newer ax is refused with store.ErrSchemaVersion. With
+// WithPooler, a pool whose default_query_exec_mode prepares or describes statements
+// (cache_statement, cache_describe, describe_exec) is store.ErrInvalid. The caller
+// owns pool: Close does not close it.
+func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
+	}
+	c, err := configure("new", pool, opts)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout)
 	defer cancel()
-	return newStore(ctx, pool)
+	return newStore(ctx, pool, c)
 }
 
 // migrateTimeout bounds New's migration, waiting for another process's included.
 const migrateTimeout = 2 * time.Minute
 
-func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
+func newStore(ctx context.Context, pool *pgxpool.Pool, c *config) (*Store, error) {
+	s := &Store{limits: &limitCache{}, shared: &shared{pool: &conns{pool: pool}, copyThreshold: copyThreshold,
+		inTx: make(chan struct{}, max(1, pool.Config().MaxConns/2)), listen: c.listen}, ns: store.DefaultNamespace}
+	s.plans.custom, s.plans.generic, s.plans.execution = customPlans, genericPlans, executionPlans
+	if c.pooler {
+		s.schema = c.schema
+		s.pool.setPath = setPathSQL(c.schema)
+		path := ", " + strings.TrimPrefix(s.pool.setPath, "SELECT ")
+		s.plans.custom += path
+		s.plans.generic += path
+		s.plans.execution += path
 	}
-	s := &Store{limits: &limitCache{}, shared: &shared{pool: pool, copyThreshold: copyThreshold,
-		inTx: make(chan struct{}, max(1, pool.Config().MaxConns/2))}, ns: store.DefaultNamespace}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -139,7 +170,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	h.Write([]byte("ax refill " + s.schema))
 	s.lockKey = int32(h.Sum32() & 0x7fffffff)
 	s.keyLock = keyLockClass(s.schema)
-	if err := pool.QueryRow(ctx, `SELECT current_database()`).Scan(&s.database); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&s.database); err != nil {
 		return nil, s.wrap("new", err)
 	}
 	s.query = dialect(true) // ax_tasks.key is COLLATE "C" (schema v10)
@@ -203,7 +234,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return s.wrap("migrate", err)
 	}
-	if schema == nil {
+	switch {
+	case schema == nil && s.pool.setPath != "":
+		return fmt.Errorf("ax: postgres: migrate: WithPooler: schema %q does not exist: %w", s.schema, store.ErrInvalid)
+	case schema == nil:
 		return fmt.Errorf("ax: postgres: migrate: no schema of search_path exists: %w", store.ErrInvalid)
 	}
 	s.schema = *schema
@@ -301,20 +335,20 @@ func backoff(ctx context.Context, n int) error {
 // and must reset whatever it fills, because on a deadlock or a serialization failure
 // the whole transaction runs again. A statement that fails rolls back all of them.
 func (s *Store) tx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	return s.retry(ctx, op, func() error { return send(ctx, s.pool, customPlans, true, queue, read) })
+	return s.retry(ctx, op, func() error { return send(ctx, s.pool, s.plans.custom, true, queue, read) })
 }
 
 // genericTx is tx with every statement run on its generic plan, which PostgreSQL
 // caches per connection: for statements whose plan cannot depend on the arrays they
 // are given or on the table's size (see genericPlans).
 func (s *Store) genericTx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	return s.retry(ctx, op, func() error { return send(ctx, s.pool, genericPlans, true, queue, read) })
+	return s.retry(ctx, op, func() error { return send(ctx, s.pool, s.plans.generic, true, queue, read) })
 }
 
 // execTx is tx for the execution path's statements (claim.go, execution.go), run on
 // their generic plans with only hash joins and index scans allowed (see executionPlans).
 func (s *Store) execTx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	return s.retry(ctx, op, func() error { return send(ctx, s.pool, executionPlans, true, queue, read) })
+	return s.retry(ctx, op, func() error { return send(ctx, s.pool, s.plans.execution, true, queue, read) })
 }
 
 // How a transaction's statements are planned: the statement that sets it up, after
@@ -434,7 +468,7 @@ func (s *Store) stepsOnce(ctx context.Context, fn func(r round) error) error {
 		if ended {
 			return errors.New("transaction already committed")
 		}
-		plans := customPlans
+		plans := s.plans.custom
 		if open {
 			plans = ""
 		}

@@ -28,6 +28,11 @@ import (
 // found once, here, by a read that leaves the transaction usable. On another error of
 // the view's, the caller should roll tx back: the statement that failed has aborted
 // it.
+//
+// Behind a pooler (WithPooler) Bind first puts the store's schema at the head of
+// tx's search_path, unless it is tx's current schema already, for the rest of tx
+// (set_config(…, true)): the caller's own statements that follow in tx then find
+// the store's tables before any of the same name in its other schemas.
 func (s *Store) Bind(ctx context.Context, tx any) (store.Tx, error) {
 	const op = "bind"
 	if err := s.check(op); err != nil {
@@ -48,6 +53,13 @@ func (s *Store) Bind(ctx context.Context, tx any) (store.Tx, error) {
 	default:
 		return nil, fmt.Errorf("ax: postgres: %s: a %T is neither a pgx.Tx nor a *sql.Tx: %w", op, tx, store.ErrInvalid)
 	}
+	if s.pool.setPath != "" {
+		// Behind a pooler the store's statements name no schema and its pool sets
+		// none: put the store's first on the transaction's search_path.
+		if err := q.exec(ctx, prependPathSQL, pgx.Identifier{s.schema}.Sanitize(), s.schema); err != nil {
+			return nil, s.wrap(op, err)
+		}
+	}
 	var db, schema string
 	if err := q.query(ctx, `SELECT current_database(), COALESCE(current_schema(), '')`, nil, func(rows txRows) error {
 		if !rows.Next() {
@@ -63,6 +75,13 @@ func (s *Store) Bind(ctx context.Context, tx any) (store.Tx, error) {
 	}
 	return &txView{s: s, q: q, raw: tx}, nil
 }
+
+// prependPathSQL puts the schema $2 (quoted as an identifier: $1) first on the
+// transaction's search_path, for the rest of the transaction, unless it is the
+// current schema already.
+const prependPathSQL = `SELECT set_config('search_path',
+		CASE current_setting('search_path') WHEN '' THEN $1::text ELSE $1::text || ', ' || current_setting('search_path') END, true)
+	WHERE current_schema() IS DISTINCT FROM $2::text`
 
 // InTx runs fn in a READ COMMITTED transaction of the store's own, a pgx.Tx bound as
 // Bind binds the caller's (the view's Raw), and commits it if fn returns nil (see
