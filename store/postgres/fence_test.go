@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -241,5 +242,38 @@ func TestClaimKeyedChecksFence(t *testing.T) {
 	res := &store.ClaimResult{}
 	if err := s.claimKeyed(ctx, cur, claims, []string{"k"}, nil, nil, res); err != nil || len(res.Claimed) != 1 {
 		t.Fatalf("claimKeyed with the current fence = %+v, %v; want the task claimed", res, err)
+	}
+}
+
+// TestTablesAreLogged: every table of the schema is logged (relpersistence 'p'). An
+// UNLOGGED table is not replicated and is emptied after a crash: a failover or a crash
+// of the primary would lose ax_leader's epoch, and with it the fence, and the tasks
+// and executions the fence protects.
+func TestTablesAreLogged(t *testing.T) {
+	s, _ := openFence(t)
+	rows, err := s.pool.Query(t.Context(), `SELECT c.relname, c.relpersistence FROM pg_class c
+		WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p', 'S') ORDER BY c.relname`, s.schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name, persistence string
+		if err := rows.Scan(&name, &persistence); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		if persistence != "p" {
+			t.Errorf("%s has relpersistence %q, want 'p' (logged)", name, persistence)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ax_leader", "ax_tasks", "ax_executions", "ax_seq"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s is not among the schema's tables and sequences %v", want, names)
+		}
 	}
 }
