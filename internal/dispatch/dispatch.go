@@ -539,6 +539,10 @@ func (l *Loop) refill(ctx context.Context) {
 			if ctx.Err() == nil {
 				l.cfg.Log.LogAttrs(ctx, slog.LevelError, "ax: refill failed", slog.Any("err", err))
 			}
+			// The database may have failed over meanwhile, to a server whose refill
+			// sequence is not the one read so far: the next read starts over, with
+			// everything due within the window, as the first did.
+			p = store.RefillParams{AfterSeq: -1, Limit: refillBatch}
 			timer.Reset(l.cfg.RefillInterval)
 			continue
 		}

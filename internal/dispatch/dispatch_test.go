@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -624,6 +625,61 @@ func TestRemovedOfferStrandsNone(t *testing.T) {
 		synctest.Wait()
 		if n := r.doneCount(); n != 3 {
 			t.Errorf("%d of 3 remaining tasks ran in 10 minutes; waiting %d", n, l.Waiting("rated"))
+		}
+	})
+}
+
+// refillFails is a store whose refill call number failAt (1, 2, …) fails, as one
+// during a database's failover does; it records every call's parameters.
+type refillFails struct {
+	store.Store
+	failAt int
+	mu     sync.Mutex
+	calls  []store.RefillParams
+}
+
+func (f *refillFails) Refill(ctx context.Context, p store.RefillParams) (*store.RefillResult, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, p)
+	n := len(f.calls)
+	f.mu.Unlock()
+	if n == f.failAt {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.Store.Refill(ctx, p)
+}
+
+// After a refill fails, the next one starts over — from no sequence number, with
+// everything due within the window — since the database may have failed over to a
+// server whose sequence is not the one read so far.
+func TestRefillStartsOverAfterAnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		defer mem.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		if _, err := mem.Insert(ctx, []store.NewTask{{Name: "job", Key: "a", DueAt: time.Now().Add(30 * time.Second)}}); err != nil {
+			t.Fatal(err)
+		}
+		st := &refillFails{Store: mem, failAt: 2}
+		l := newLoop(st, &recorder{}, 1)
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Run(ctx) })
+		time.Sleep(2500 * time.Millisecond) // refills at 0, 1s (fails) and 2s
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if len(st.calls) < 3 {
+			t.Fatalf("%d refills in 2.5s at a 1s interval, want 3", len(st.calls))
+		}
+		if p := st.calls[1]; p.AfterSeq < 0 {
+			t.Fatalf("the second refill read after sequence %d: the first did not move the cursor, so the test shows nothing", p.AfterSeq)
+		}
+		if p := st.calls[2]; p.AfterSeq != -1 || !p.From.IsZero() || p.FromID != 0 {
+			t.Errorf("the refill after a failed one read after sequence %d from %v (id %d), want a fresh start: -1, the zero time, 0",
+				p.AfterSeq, p.From, p.FromID)
 		}
 	})
 }
