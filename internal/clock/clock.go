@@ -97,22 +97,33 @@ func (c *Clock) Measure(ctx context.Context, src Source, samples int) (offset, r
 
 // Follow re-measures the clock against src every interval until ctx ends, so that
 // drift between the hosts' clocks does not accumulate; measured is told each result.
+// After a measurement fails it tries again every second (followRetry; or every interval, if
+// that is shorter) until one succeeds: a store that was out of reach may be another
+// server when it answers again (a database's failover), with a clock of its own.
 func (c *Clock) Follow(ctx context.Context, src Source, every time.Duration, measured func(offset, rtt time.Duration, err error)) {
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
+	timer := time.NewTimer(every)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-timer.C:
 		}
 		offset, rtt, err := c.Measure(ctx, src, 5)
 		if ctx.Err() != nil {
 			return
 		}
 		measured(offset, rtt, err)
+		if err != nil {
+			timer.Reset(min(every, followRetry))
+		} else {
+			timer.Reset(every)
+		}
 	}
 }
+
+// followRetry is how soon Follow measures again after a measurement failed.
+const followRetry = time.Second
 
 // Every calls f every interval, the first time one interval from now, until ctx ends:
 // the loop of the scheduler's periodic chores (node registration, store pings, health

@@ -3,6 +3,8 @@ package clock
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -108,6 +110,68 @@ func TestOffsetIsStoreMinusHost(t *testing.T) {
 			if d := c.Offset(); d != tc.want {
 				t.Errorf("%s: Offset = %v, want %v", tc.name, d, tc.want)
 			}
+		}
+	})
+}
+
+// flakySource is a store's clock, skew ahead, that fails while down is set.
+type flakySource struct {
+	skew time.Duration
+	down atomic.Bool
+}
+
+func (f *flakySource) Now(ctx context.Context) (time.Time, error) {
+	if f.down.Load() {
+		return time.Time{}, errors.New("connection refused")
+	}
+	return time.Now().Add(f.skew), nil
+}
+
+// Follow measures every interval, and after a failed measurement again every
+// followRetry until one succeeds: a store back after an outage (perhaps another
+// server, with another clock) is measured within a second, not an interval later.
+func TestFollowRetriesAfterAnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New()
+		src := &flakySource{skew: 5 * time.Second}
+		src.down.Store(true)
+		ctx, cancel := context.WithCancel(context.Background())
+		var mu sync.Mutex
+		var at []time.Time
+		var errs []error
+		start := time.Now()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Follow(ctx, src, time.Minute, func(offset, rtt time.Duration, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				at, errs = append(at, time.Now()), append(errs, err)
+			})
+		}()
+		time.Sleep(time.Minute + 2500*time.Millisecond) // fails at 1m, 1m1s, 1m2s
+		synctest.Wait()
+		src.down.Store(false) // back, 5s ahead
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+
+		mu.Lock()
+		defer mu.Unlock()
+		if len(at) != 4 {
+			t.Fatalf("%d measurements in 1m3.5s, want 4 (at 1m, then every second until one succeeds)", len(at))
+		}
+		for i, want := range []time.Duration{time.Minute, time.Minute + time.Second, time.Minute + 2*time.Second, time.Minute + 3*time.Second} {
+			if got := at[i].Sub(start); got != want {
+				t.Errorf("measurement %d at %v, want %v", i+1, got, want)
+			}
+		}
+		if errs[2] == nil || errs[3] != nil {
+			t.Errorf("errors %v: want the first three failed and the fourth succeeded", errs)
+		}
+		if d := c.Now().Sub(time.Now().Add(5 * time.Second)); d != 0 {
+			t.Errorf("after the store came back the clock is %v off its clock, want 0", d)
 		}
 	})
 }
