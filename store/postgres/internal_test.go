@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -28,7 +29,12 @@ func TestWiden(t *testing.T) {
 }
 
 func TestRetryable(t *testing.T) {
-	for code, want := range map[string]bool{"40P01": true, "40001": true, "23505": false, "57014": false} {
+	for code, want := range map[string]bool{
+		"40P01": true, "40001": true, // rolled back
+		"57P03": true, "25006": true, // never began: a server starting, a read-only one
+		"23505": false, "57014": false, // a duplicate, a statement cancelled
+		"57P01": false, "08006": false, // the connection lost: the outcome unknown
+	} {
 		err := fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: code})
 		if got := retryable(err); got != want {
 			t.Errorf("retryable(%s) = %t, want %t", code, got, want)
@@ -36,6 +42,71 @@ func TestRetryable(t *testing.T) {
 	}
 	if retryable(errors.New("x")) {
 		t.Error("retryable(plain error) = true")
+	}
+	if retryable(io.ErrUnexpectedEOF) {
+		t.Error("retryable(unexpected EOF) = true: the outcome of a lost connection is unknown")
+	}
+}
+
+// A failed connect began nothing, so the store's retry runs the attempt again: a
+// store whose server comes back within its retries (a failover's last moments)
+// answers instead of failing. Here the server never comes back (a port nothing
+// listens on), and the error is still the connect's, after maxAttempts tries.
+func TestRetryAfterAFailedConnect(t *testing.T) {
+	s, err := Open(context.Background(), servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ce *pgconn.ConnectError
+	if !retryable(fmt.Errorf("acquire: %w", &pgconn.ConnectError{Config: &pgconn.Config{}})) {
+		t.Fatal("retryable(ConnectError) = false")
+	}
+	attempts := 0
+	err = s.retry(context.Background(), "op", func() error {
+		attempts++
+		_, err := pgx.Connect(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1")
+		return err
+	})
+	if !errors.As(err, &ce) || attempts != maxAttempts {
+		t.Errorf("retry of a connect that always fails: %d attempts, err %v; want %d attempts and the ConnectError", attempts, err, maxAttempts)
+	}
+}
+
+// A write refused by a read-only server (25006: a standby reached through a stale
+// connection or a DSN that does not pick the primary) is retried, each time on
+// connections opened anew: the pool is reset.
+func TestReadOnlyResetsThePool(t *testing.T) {
+	dsn := servicetest.PostgresDSN(t)
+	s, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Now(context.Background()); err != nil { // a connection in the pool
+		t.Fatal(err)
+	}
+	before := s.pool.pool.Stat().NewConnsCount()
+	ctx := context.Background()
+	attempts := 0
+	err = s.retry(ctx, "insert", func() error {
+		attempts++
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `SET TRANSACTION READ ONLY`); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO ax_names (namespace, name) VALUES ('ro', 'ro')`)
+		return err
+	})
+	if !readOnly(err) || attempts != maxAttempts {
+		t.Fatalf("a write in a read-only transaction: %d attempts, err %v; want %d attempts ending 25006", attempts, err, maxAttempts)
+	}
+	if opened := s.pool.pool.Stat().NewConnsCount() - before; opened < maxAttempts-1 {
+		t.Errorf("%d connections opened over %d attempts refused as read-only, want one after each reset", opened, attempts)
 	}
 }
 

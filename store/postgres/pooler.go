@@ -35,6 +35,10 @@ func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''
 // Config is the pool's configuration.
 func (c *conns) Config() *pgxpool.Config { return c.pool.Config() }
 
+// Reset closes every connection of the pool, those in use once released: the next
+// ones are opened anew.
+func (c *conns) Reset() { c.pool.Reset() }
+
 // Close closes the pool.
 func (c *conns) Close() { c.pool.Close() }
 

@@ -305,15 +305,36 @@ func (s *Store) check(op string) error {
 	return nil
 }
 
-// maxAttempts bounds how often a transaction is retried after a deadlock or a
-// serialization failure.
+// maxAttempts bounds how often a transaction is retried after a failure that wrote
+// nothing.
 const maxAttempts = 5
 
-// retryable reports whether err is a deadlock (40P01) or a serialization failure
-// (40001): the transaction was rolled back and may simply be run again.
+// retryable reports whether an attempt that failed with err wrote nothing, for sure,
+// and may simply run again: a deadlock (40P01) or a serialization failure (40001)
+// rolled its transaction back; a failed connect (the server restarting, or not
+// reachable yet in a failover), a server that takes no connection yet (57P03) or a
+// read-only one (25006: a standby, or a primary being demoted) never began it; and pgx
+// marks what it knows it did not send (pgconn.SafeToRetry). A connection lost during
+// the attempt (08xxx, 57P01, an EOF) leaves its outcome unknown: that is the caller's
+// to resolve, by the store's contract (every write is safe to repeat through its
+// conditions, and a repeat may answer differently), not retried here.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40P01", "40001", "57P03", "25006":
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err)
+}
+
+// readOnly reports whether err is a write refused by a read-only server (25006).
+func readOnly(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
 }
 
 // backoff sleeps before retry attempt n (1, 2, …): jittered, growing from a few ms.
@@ -383,8 +404,10 @@ const (
 	set_config('enable_nestloop', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)`
 )
 
-// retry runs once, and runs it again after a deadlock or a serialization failure,
-// up to maxAttempts times; the error is wrapped under op.
+// retry runs once, and runs it again after a failure that wrote nothing for sure
+// (retryable), up to maxAttempts times; the error is wrapped under op. A read-only
+// server (25006) resets the pool first: its connections reach a standby, or a primary
+// being demoted, and new ones are routed anew (HAProxy, target_session_attrs).
 func (s *Store) retry(ctx context.Context, op string, once func() error) error {
 	if err := s.check(op); err != nil {
 		return err
@@ -393,6 +416,9 @@ func (s *Store) retry(ctx context.Context, op string, once func() error) error {
 		err := once()
 		if err == nil {
 			return nil
+		}
+		if readOnly(err) {
+			s.pool.Reset()
 		}
 		if retryable(err) && attempt < maxAttempts {
 			if berr := backoff(ctx, attempt); berr != nil {
