@@ -137,3 +137,14 @@ func KeyStartsSQL(n int) string { return keyStartsSQL(n) }
 
 // DeleteKeyStartsSQL is deleteKeyStartsSQL.
 func DeleteKeyStartsSQL(n int) string { return deleteKeyStartsSQL(n) }
+
+// Galera reports whether s found Galera and fences its writes so (see fence.go).
+func Galera(s *Store) bool { return s.galera }
+
+// SetGalera turns s's Galera fencing on or off, whatever New found: off, a fenced write
+// on Galera is fenced as on a single server, by the shared lock alone.
+func SetGalera(s *Store, on bool) { s.galera = on }
+
+// SetAfterFence makes every fenced write of s call f once its fence check admitted it,
+// before the rest of its transaction (nil: none).
+func SetAfterFence(s *Store, f func(store.Fence)) { s.afterFence = f }

@@ -47,20 +47,64 @@ import (
 // still locked, the raise appends the term's "acquired" change to ax_leadership
 // (leadership.go), unless its epoch is recorded there already.
 
+// On Galera (see "Galera" in the package doc) the shared lock does not fence: row locks
+// are a node's own, neither replicated nor certified, so a raise committed through
+// another node waits for no fenced write here, and a fenced write that read the old
+// epoch before that raise reached this node commits after it, since it wrote no row the
+// raise wrote and certification has nothing to refuse. There, a fenced write begins
+// instead with galeraFenceSQL: it writes the namespace's ax_leader row (fence_writes + 1,
+// a change, so the row event and its key are in the write-set; an UPDATE that changed
+// nothing would leave them out), creating the row at epoch 0 when the namespace has
+// none, and reads the epoch through LAST_INSERT_ID. RaiseFence and AcquireLease write the
+// same row whenever they change the epoch, so of a fenced write and a raise that
+// overlap on two nodes, certification lets the first to be ordered commit and refuses
+// the other: the fenced write fails with a deadlock (1213), and run tries it again,
+// and the fence read of the next attempt sees the raise. The statement waits, before it
+// runs, until the node has applied every write-set the cluster committed before it
+// (wsrep_sync_wait, for this statement only): so the read is of the newest epoch, the
+// next attempt answers store.ErrFenced rather than failing certification again behind
+// an applier that lags, and a stale leader is refused at once. On one node it takes the
+// row exclusively: the fenced writes of a namespace run one at a time, each holding the
+// lock to its commit. That is why it is done on Galera only.
+const galeraFenceSQL = `SET STATEMENT wsrep_sync_wait = 4 FOR
+	INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at, fence_writes)
+	VALUES (?, '', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 1)
+	ON DUPLICATE KEY UPDATE fence_writes = fence_writes + 1, epoch = LAST_INSERT_ID(epoch)`
+
 // checkFence runs the fence check of a fenced write inside tx: nothing for the zero
-// Fence, else the shared lock on the namespace's ax_leader row and the comparison. A
-// refusal is a driverkit.FencedError, which the caller returns so that run rolls back.
-func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
+// Fence, else the shared lock on the namespace's ax_leader row (on Galera, its write:
+// galeraFenceSQL) and the comparison. A refusal is a driverkit.FencedError, which the
+// caller returns so that run rolls back.
+func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 	if f.Token == 0 {
 		return nil
 	}
 	var epoch int64
-	err := tx.QueryRowContext(ctx, `SELECT epoch FROM ax_leader WHERE namespace = ? LOCK IN SHARE MODE`, f.Namespace).Scan(&epoch)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
+	if s.galera {
+		res, err := tx.ExecContext(ctx, galeraFenceSQL, f.Namespace)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n != 1 { // 1: inserted at epoch 0; else 2, the row changed
+			if epoch, err = res.LastInsertId(); err != nil {
+				return err
+			}
+		}
+	} else {
+		err := tx.QueryRowContext(ctx, `SELECT epoch FROM ax_leader WHERE namespace = ? LOCK IN SHARE MODE`, f.Namespace).Scan(&epoch)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
 	}
 	if !driverkit.Admits(f, epoch) {
 		return driverkit.FencedError(f, epoch)
+	}
+	if s.afterFence != nil {
+		s.afterFence(f)
 	}
 	return nil
 }

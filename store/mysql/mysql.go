@@ -62,10 +62,13 @@ type shared struct {
 	// MySQL reads them back).
 	returning bool
 	version   string
-	identity  string // host:port/database, to recognise a *sql.Tx on the same database
-	grace     time.Duration
-	applied   int // migrations this New applied (for tests)
-	closed    atomic.Bool
+	// galera: the server replicates with Galera (wsrep_on), and a fenced write writes
+	// its namespace's ax_leader row (see fence.go).
+	galera   bool
+	identity string // host:port/database, to recognise a *sql.Tx on the same database
+	grace    time.Duration
+	applied  int // migrations this New applied (for tests)
+	closed   atomic.Bool
 	// inTx bounds the transactions of InTx open at once to half the pool, so that a
 	// call in one that uses a connection of its own (a sequence number's
 	// reservation, a read of ax's) always finds one.
@@ -74,6 +77,9 @@ type shared struct {
 	// InTx releases those it did not commit (noteHold).
 	holdsMu sync.Mutex
 	txHolds map[*sql.Tx]*[]int64
+	// afterFence, set by tests only, is called by a fenced write once its fence check
+	// admitted it, before the rest of its transaction.
+	afterFence func(store.Fence)
 }
 
 var (
@@ -202,6 +208,11 @@ func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
 	if err := checkVersion(s.version, s.mariaDB); err != nil {
 		return nil, err
 	}
+	galera, err := checkGalera(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	s.galera = galera
 	n, err := s.migrate(ctx, dbName.String, SchemaVersion())
 	if err != nil {
 		return nil, err
@@ -230,6 +241,37 @@ func checkChangedRows(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("ax: mysql: connect: the pool sets clientFoundRows; the store needs rows affected to count changed rows: %w", store.ErrInvalid)
 	}
 	return nil
+}
+
+// checkGalera reports whether db's server replicates with Galera (wsrep_on; MySQL has
+// no such variable, MariaDB without a cluster says OFF) and then refuses, with
+// store.ErrInvalid naming the setting, what the store cannot be correct on there: a
+// binlog_format other than ROW (Galera replicates row events only) and a
+// wsrep_OSU_method other than TOI (the migrations' DDL would change one node's schema
+// only). See "Galera" in the package doc.
+func checkGalera(ctx context.Context, db *sql.DB) (bool, error) {
+	var on int
+	if err := db.QueryRowContext(ctx, `SELECT @@wsrep_on`).Scan(&on); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1193 { // unknown system variable: no Galera
+			return false, nil
+		}
+		return false, fmt.Errorf("ax: mysql: connect: %w", err)
+	}
+	if on == 0 {
+		return false, nil
+	}
+	var binlogFormat, osuMethod string
+	if err := db.QueryRowContext(ctx, `SELECT @@binlog_format, @@wsrep_OSU_method`).Scan(&binlogFormat, &osuMethod); err != nil {
+		return false, fmt.Errorf("ax: mysql: connect: %w", err)
+	}
+	if !strings.EqualFold(binlogFormat, "ROW") {
+		return false, fmt.Errorf("ax: mysql: connect: Galera (wsrep_on) with binlog_format %s: ax needs binlog_format ROW: %w", binlogFormat, store.ErrInvalid)
+	}
+	if !strings.EqualFold(osuMethod, "TOI") {
+		return false, fmt.Errorf("ax: mysql: connect: Galera (wsrep_on) with wsrep_OSU_method %s: ax needs wsrep_OSU_method TOI, so that its migrations reach every node: %w", osuMethod, store.ErrInvalid)
+	}
+	return true, nil
 }
 
 // checkVersion refuses servers without FOR UPDATE SKIP LOCKED (MySQL 8.0.1, MariaDB
