@@ -148,3 +148,18 @@ func SetGalera(s *Store, on bool) { s.galera = on }
 // SetAfterFence makes every fenced write of s call f once its fence check admitted it,
 // before the rest of its transaction (nil: none).
 func SetAfterFence(s *Store, f func(store.Fence)) { s.afterFence = f }
+
+// CausalSQL is the statement a retry on Galera waits for its node with.
+const CausalSQL = causalSQL
+
+// ReadCausally runs query in a transaction begun as a retry on Galera begins (once its
+// node has caught up with the cluster) and scans its one row into dest.
+func ReadCausally(ctx context.Context, s *Store, query string, dest ...any) error {
+	tx, done, err := s.beginCausal(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer tx.Rollback()
+	return tx.QueryRowContext(ctx, query).Scan(dest...)
+}

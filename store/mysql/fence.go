@@ -55,19 +55,17 @@ import (
 // instead with galeraFenceSQL: it writes the namespace's ax_leader row (fence_writes + 1,
 // a change, so the row event and its key are in the write-set; an UPDATE that changed
 // nothing would leave them out), creating the row at epoch 0 when the namespace has
-// none, and reads the epoch through LAST_INSERT_ID. RaiseFence and AcquireLease write the
-// same row whenever they change the epoch, so of a fenced write and a raise that
-// overlap on two nodes, certification lets the first to be ordered commit and refuses
-// the other: the fenced write fails with a deadlock (1213), and run tries it again,
-// and the fence read of the next attempt sees the raise. The statement waits, before it
-// runs, until the node has applied every write-set the cluster committed before it
-// (wsrep_sync_wait, for this statement only): so the read is of the newest epoch, the
-// next attempt answers store.ErrFenced rather than failing certification again behind
-// an applier that lags, and a stale leader is refused at once. On one node it takes the
-// row exclusively: the fenced writes of a namespace run one at a time, each holding the
-// lock to its commit. That is why it is done on Galera only.
-const galeraFenceSQL = `SET STATEMENT wsrep_sync_wait = 4 FOR
-	INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at, fence_writes)
+// none, and reads the epoch through LAST_INSERT_ID in the same round trip. RaiseFence
+// and AcquireLease write the same row whenever they change the epoch, so of a fenced
+// write and a raise that overlap on two nodes, certification lets the first to be
+// ordered commit and refuses the other: the fenced write fails with a deadlock (1213),
+// and run tries it again — after waiting for the node to apply every write-set the
+// cluster committed before (see run), so the new attempt's fence read sees the raise
+// and answers store.ErrFenced rather than failing certification again behind an
+// applier that lags. On one node the write takes the row exclusively: the fenced writes
+// of a namespace run one at a time, each holding the lock to its commit. That is why it
+// is done on Galera only.
+const galeraFenceSQL = `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at, fence_writes)
 	VALUES (?, '', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 1)
 	ON DUPLICATE KEY UPDATE fence_writes = fence_writes + 1, epoch = LAST_INSERT_ID(epoch)`
 

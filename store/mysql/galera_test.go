@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/axsched/ax/internal/galeracluster"
 	"github.com/axsched/ax/store"
@@ -26,6 +29,8 @@ func TestGalera(t *testing.T) {
 		t.Skip("the Galera cluster takes about 15 s to start")
 	}
 	c := galeracluster.Start(t)
+	t.Run("Refuses", func(t *testing.T) { testGaleraRefuses(t, c) })
+	t.Run("CausalRetry", func(t *testing.T) { testCausalRetry(t, c) })
 	t.Run("FenceRace", func(t *testing.T) { testFenceRace(t, c, true) })
 	t.Run("FenceRaceUnfenced", func(t *testing.T) { testFenceRace(t, c, false) })
 	// The conformance suite through node0 alone, as ax should be run on Galera (one
@@ -163,6 +168,101 @@ func (r *reusedDBs) empty(name string) error {
 	return nil
 }
 
+// A transaction the store tries again on Galera begins once its node has caught up
+// with the cluster: with node0's applier held behind a row lock, a causal read through
+// the store on node0 waits, and then sees what was committed through node1.
+func testCausalRetry(t *testing.T, c *galeracluster.Cluster) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	name := c.FreshDatabase(t)
+	a := openDSN(t, c.DSN(0, name))
+	raw0, raw1 := rawDB(t, c.DSN(0, name)), rawDB(t, c.DSN(1, name))
+	if _, err := raw0.ExecContext(ctx, `CREATE TABLE ax_test_stall (id INT PRIMARY KEY, v INT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw0.ExecContext(ctx, `INSERT INTO ax_test_stall VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := raw1.QueryRowContext(ctx, `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT COUNT(*) FROM ax_test_stall`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("node1: %d stall rows, %v", n, err)
+	}
+	stall := lockOutOfReplication(t, ctx, c.DSN(0, name))
+	defer stall.release()
+	if _, err := raw1.ExecContext(ctx, `UPDATE ax_test_stall SET v = 1 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	var v int
+	go func() {
+		read <- mysql.ReadCausally(ctx, a, `SELECT v FROM ax_test_stall WHERE id = 1`, &v)
+	}()
+	waitFor(t, ctx, "the causal read waiting for node0 to catch up", func() (bool, error) {
+		var waiting int
+		err := raw0.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.processlist WHERE info = ?`, mysql.CausalSQL).Scan(&waiting)
+		return waiting > 0, err
+	})
+	select {
+	case err := <-read:
+		t.Fatalf("the causal read returned (v = %d, %v) while node0 lagged", v, err)
+	default:
+	}
+	stall.release()
+	if err := <-read; err != nil || v != 1 {
+		t.Errorf("the causal read after node0 caught up: v = %d, %v; want 1, node1's write", v, err)
+	}
+}
+
+// The store on a single server fences without Galera's row write.
+func TestNoGalera(t *testing.T) {
+	t.Parallel()
+	if s := open(t); mysql.Galera(s) {
+		t.Error("the store found Galera on the test server, which has none")
+	}
+}
+
+// On Galera, Open and New refuse the settings the store cannot be correct on, naming
+// them, and accept the cluster's own.
+func testGaleraRefuses(t *testing.T, c *galeracluster.Cluster) {
+	name := c.FreshDatabase(t)
+	for _, tc := range []struct{ variable, value string }{
+		{"binlog_format", "STATEMENT"},
+		{"binlog_format", "MIXED"},
+		{"wsrep_OSU_method", "RSU"},
+	} {
+		cfg, err := gomysql.ParseDSN(c.DSN(0, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Params = map[string]string{tc.variable: "'" + tc.value + "'"} // set on every session
+		s, err := mysql.Open(cfg.FormatDSN())
+		if err == nil {
+			s.Close()
+			t.Errorf("Open with %s = %s on Galera succeeded, want ErrInvalid", tc.variable, tc.value)
+			continue
+		}
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.variable) ||
+			!strings.HasPrefix(err.Error(), "ax: mysql: ") || strings.Count(err.Error(), "ax:") != 1 {
+			t.Errorf("Open with %s = %s on Galera: %v; want ErrInvalid naming %s", tc.variable, tc.value, err, tc.variable)
+		}
+		db := rawDB(t, cfg.FormatDSN())
+		if s, err := mysql.New(db); !errors.Is(err, store.ErrInvalid) {
+			if err == nil {
+				s.Close()
+			}
+			t.Errorf("New with %s = %s on Galera: %v; want ErrInvalid", tc.variable, tc.value, err)
+		}
+	}
+	var tables int
+	if err := rawDB(t, c.DSN(0, name)).QueryRow(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()`).Scan(&tables); err != nil || tables != 0 {
+		t.Errorf("the refused stores left %d tables (%v), want none: refuse before migrating", tables, err)
+	}
+	s := openDSN(t, c.DSN(0, name))
+	if !mysql.Galera(s) {
+		t.Error("Open on the cluster's own settings: no Galera found")
+	}
+}
+
 // testFenceRace is the race Galera's certification must decide: a claim on node0 has
 // passed its fence check and is held there while the fence is raised through node1,
 // committed; then the claim goes on and commits. Node0's applier is held behind a row
@@ -226,6 +326,8 @@ func testFenceRace(t *testing.T, c *galeracluster.Cluster, galera bool) {
 		})
 	})
 	before := wsrepStatus(t, raw0, "wsrep_replicated")
+	certBefore := wsrepStatus(t, raw0, "wsrep_local_cert_failures")
+	abortsBefore := wsrepStatus(t, raw0, "wsrep_local_bf_aborts")
 	type result struct {
 		res *store.ClaimResult
 		err error
@@ -267,7 +369,9 @@ func testFenceRace(t *testing.T, c *galeracluster.Cluster, galera bool) {
 		t.Fatalf("node0 has epoch %d before the claim goes on, want 1: its applier does not lag", e)
 	}
 
-	// 4. The claim goes on and commits (it replicates); then node0's applier may go on.
+	// 4. The claim goes on and commits: it replicates, and its certification waits
+	//    for node0's applier (certification is in the write-sets' order, and node0's
+	//    one applier thread is still on the stalled write). Then node0 may go on.
 	close(release)
 	released = true
 	waitFor(t, ctx, "the claim's write-set replicated from node0", func() (bool, error) {
@@ -302,9 +406,14 @@ func testFenceRace(t *testing.T, c *galeracluster.Cluster, galera bool) {
 				t.Errorf("node%d: the task is %s after the refused claim, want SCHEDULED", i, s)
 			}
 		}
-		if f := wsrepStatus(t, raw0, "wsrep_local_cert_failures"); f == 0 {
-			t.Errorf("node0 counts no certification failure: the claim was refused otherwise")
+		// Refused by certification, or aborted by the raise's applier when that came
+		// first: a deadlock either way, and the retry read the raise.
+		cert := wsrepStatus(t, raw0, "wsrep_local_cert_failures") - certBefore
+		aborts := wsrepStatus(t, raw0, "wsrep_local_bf_aborts") - abortsBefore
+		if cert+aborts != 1 {
+			t.Errorf("node0 counts %d certification failures and %d aborts, want one in all: the claim's first attempt", cert, aborts)
 		}
+		t.Logf("the claim refused: %d certification failure, %d abort by the raise's applier, then ErrFenced", cert, aborts)
 		return
 	}
 	// Without the Galera fencing: the claim went through, after the raise returned.

@@ -486,6 +486,12 @@ func retryable(err error) bool {
 // run runs f in one READ COMMITTED transaction, trying again with jittered backoff on
 // a deadlock or a lock wait timeout. When n > 0 it first reserves n sequence numbers
 // (see allocSeq) and passes the first; the transaction releases the hold as it commits.
+//
+// On Galera a deadlock is also how a transaction that lost certification to another
+// node's fails, and the node may not yet have applied the write-set that won: a retry
+// then first waits, by causalSQL on its connection, until the node has applied every
+// write-set the cluster committed before, so that the new attempt reads what beat the
+// last one. The first attempt does not wait.
 func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, seq int64) error) error {
 	if err := s.check(op); err != nil {
 		return err
@@ -504,7 +510,7 @@ func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, se
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		err := s.attempt(ctx, n, &lo, f)
+		err := s.attempt(ctx, n, &lo, s.galera && attempt > 1, f)
 		if err == nil {
 			committed = true
 			return nil
@@ -525,8 +531,39 @@ func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, se
 	}
 }
 
-func (s *Store) attempt(ctx context.Context, n int, lo *int64, f func(tx *sql.Tx, seq int64) error) error {
-	tx, err := s.db.BeginTx(ctx, s.txOpts)
+// causalSQL waits, before it runs, until the node has applied every write-set the
+// Galera cluster committed before it (wsrep_sync_wait, for this statement only). The
+// server skips the wait inside a transaction: it runs on its own, before BEGIN.
+const causalSQL = `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1`
+
+// beginCausal begins a transaction on a connection that has first waited, by
+// causalSQL, for its node to catch up with the cluster; done returns the connection to
+// the pool once the transaction has ended.
+func (s *Store) beginCausal(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.ExecContext(ctx, causalSQL); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	if tx, err = conn.BeginTx(ctx, s.txOpts); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return tx, func() { conn.Close() }, nil
+}
+
+func (s *Store) attempt(ctx context.Context, n int, lo *int64, causal bool, f func(tx *sql.Tx, seq int64) error) error {
+	var tx *sql.Tx
+	done := func() {} // returns beginCausal's connection to the pool
+	var err error
+	if causal {
+		tx, done, err = s.beginCausal(ctx)
+	} else {
+		tx, err = s.db.BeginTx(ctx, s.txOpts)
+	}
 	if err != nil {
 		return err
 	}
@@ -536,6 +573,7 @@ func (s *Store) attempt(ctx context.Context, n int, lo *int64, f func(tx *sql.Tx
 			// A refill took our range for abandoned (we were paused beyond HoldGrace):
 			// those numbers may already lie behind a cursor. Take fresh ones.
 			tx.Rollback()
+			done()
 			if *lo, err = s.allocSeq(ctx, n); err != nil {
 				return err
 			}
@@ -543,9 +581,11 @@ func (s *Store) attempt(ctx context.Context, n int, lo *int64, f func(tx *sql.Tx
 		}
 		if err != nil {
 			tx.Rollback()
+			done()
 			return err
 		}
 	}
+	defer done()        // last, once the transaction has ended
 	defer tx.Rollback() // a no-op after the commit; on a panic in f, the rollback
 	if err := f(tx, *lo); err != nil {
 		return err
