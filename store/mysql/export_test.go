@@ -145,8 +145,9 @@ func Galera(s *Store) bool { return s.galera }
 // on Galera is fenced as on a single server, by the shared lock alone.
 func SetGalera(s *Store, on bool) { s.galera = on }
 
-// SetAfterFence makes every fenced write of s call f once its fence check admitted it,
-// before the rest of its transaction (nil: none).
+// SetAfterFence makes every fenced write of s call f once its fence check admitted it:
+// before the rest of its transaction, or on Galera, where the check comes last, before
+// its COMMIT (nil: none).
 func SetAfterFence(s *Store, f func(store.Fence)) { s.afterFence = f }
 
 // CausalSQL is the statement a retry on Galera waits for its node with.

@@ -78,8 +78,12 @@ type shared struct {
 	holdsMu sync.Mutex
 	txHolds map[*sql.Tx]*[]int64
 	// afterFence, set by tests only, is called by a fenced write once its fence check
-	// admitted it, before the rest of its transaction.
+	// admitted it: before the rest of its transaction, or on Galera before its COMMIT.
 	afterFence func(store.Fence)
+	// atCommit holds, on Galera, the fence of each transaction of run's whose fence
+	// check waits for its end (see fence.go).
+	fenceMu  sync.Mutex
+	atCommit map[*sql.Tx]store.Fence
 }
 
 var (
@@ -190,7 +194,7 @@ func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
 		inTx = max(1, n/2)
 	}
 	s := &Store{shared: &shared{db: db, own: sessionRC, grace: HoldGrace, inTx: make(chan struct{}, inTx),
-		txHolds: map[*sql.Tx]*[]int64{}}, ns: store.DefaultNamespace}
+		txHolds: map[*sql.Tx]*[]int64{}, atCommit: map[*sql.Tx]store.Fence{}}, ns: store.DefaultNamespace}
 	if !sessionRC {
 		s.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
@@ -587,8 +591,16 @@ func (s *Store) attempt(ctx context.Context, n int, lo *int64, causal bool, f fu
 	}
 	defer done()        // last, once the transaction has ended
 	defer tx.Rollback() // a no-op after the commit; on a panic in f, the rollback
+	if s.galera {
+		defer s.forgetFence(tx)
+	}
 	if err := f(tx, *lo); err != nil {
 		return err
+	}
+	if s.galera {
+		if err := s.fenceAtCommit(ctx, tx); err != nil {
+			return err
+		}
 	}
 	return tx.Commit()
 }
