@@ -130,10 +130,11 @@ wait_gone() { # SECONDS PID...
   done
 }
 
-# node_pid I: node I's mariadbd pid, if it runs and is ours.
+# node_pid I: node I's mariadbd pid, if it runs and is ours: the pid start_node
+# recorded (mariadbd's own pid file may be half written while it starts).
 node_pid() {
   local pid
-  pid=$(cat "$(node_dir "$1")/mariadbd.pid" 2>/dev/null) || return 1
+  pid=$(cat "$(node_dir "$1")/started.pid" 2>/dev/null) || return 1
   [[ $pid =~ ^[0-9]+$ ]] && ours "$pid" || return 1
   echo "$pid"
 }
@@ -267,13 +268,16 @@ synced() { # I SIZE: node I is Synced in a primary component of SIZE nodes
     $(wsrep "$1" wsrep_cluster_status) == Primary ]]
 }
 
-# start_node I [ARG...]: start node I's mariadbd in a session of its own.
+# start_node I [ARG...]: start node I's mariadbd in a session of its own. The
+# background child execs setsid, which (not being a group leader) execs mariadbd in the
+# same process, so $! is mariadbd's pid.
 start_node() {
   local i=$1 nd
   shift
   nd=$(node_dir "$i")
   rm -f "$nd/mariadbd.pid"
   setsid "$MARIADBD" --defaults-file="$nd/my.cnf" "$@" >>"$nd/stdout.log" 2>&1 </dev/null &
+  echo $! >"$nd/started.pid"
 }
 
 # wait_synced DEADLINE SIZE I...: wait until each node I is Synced in a cluster of SIZE.
@@ -284,10 +288,7 @@ wait_synced() {
     until synced "$i" "$size"; do
       ((SECONDS < deadline)) || { log "node$i is not Synced in a cluster of $size"; return 1; }
       # A node that exited will not become Synced: fail at once.
-      if ! node_pid "$i" >/dev/null && [[ -f $(node_dir "$i")/mariadbd.pid ]]; then
-        log "node$i's mariadbd exited"
-        return 1
-      fi
+      node_pid "$i" >/dev/null || { log "node$i's mariadbd exited"; return 1; }
       sleep 0.2
     done
   done
@@ -420,8 +421,6 @@ cmd_start() {
     log "node$i still runs (pid $pid)"
     exit 1
   fi
-  # A node killed with SIGKILL (or a crash) left its pid file behind.
-  rm -f "$(node_dir "$i")/mariadbd.pid"
   local size
   size=$(($(running_count) + 1))
   start_node "$i"

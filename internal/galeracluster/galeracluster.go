@@ -64,7 +64,7 @@ const (
 // Cluster is a running cluster, started by Start.
 type Cluster struct {
 	// Dir is the cluster's directory: cluster.env, and per node DirI/nodeI its my.cnf,
-	// error.log, mariadbd.pid and data directory.
+	// error.log, started.pid (its mariadbd's pid) and data directory.
 	Dir string
 	// Ports are the nodes' MySQL ports, by node.
 	Ports [Nodes]int
@@ -508,7 +508,7 @@ func (c *Cluster) WaitSynced(ctx context.Context, n int) error {
 
 // pid returns node i's mariadbd pid, if it runs and was started from Dir.
 func (c *Cluster) pid(i int) (int, error) {
-	b, err := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("node%d", i), "mariadbd.pid"))
+	b, err := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("node%d", i), "started.pid"))
 	if err != nil {
 		return 0, fmt.Errorf("galeracluster: node%d: %w", i, err)
 	}
