@@ -58,24 +58,27 @@
 // correct on: a binlog_format other than ROW (Galera replicates row events only) and a
 // wsrep_OSU_method other than TOI (the migrations' DDL would change one node's schema
 // only). Both are read from one of the pool's sessions, before anything is migrated.
+// Nothing else is required: the store's READ COMMITTED suits Galera, whose
+// certification does not depend on the isolation level, and wsrep_sync_wait may stay 0
+// (the store waits for its node where it must; see below).
 //
 // Fencing (store.Fence) changes there. On a single server a fenced write begins with a
 // shared lock on its namespace's ax_leader row, which a raise of the fence waits for;
 // on Galera row locks are a node's own, neither replicated nor certified, and
 // certification compares only the rows write-sets write. A claim through one node that
 // read the old epoch commits even after a raise through another node has committed:
-// nothing in the claim's write-set conflicts with the raise's (TestGalera/
-// FenceRaceUnfenced shows it: the claim is replayed after the raise and goes through).
-// On Galera a fenced write therefore ends, its work done and just before COMMIT, by
-// writing the namespace's ax_leader row itself — fence_writes + 1, a column for just
-// this (migration 18), so that the row really changes and its key is in the write-set;
-// the row is created at epoch 0 when the namespace has none — reading the epoch in the
-// same statement, and rolls back with store.ErrFenced when it is refused. RaiseFence,
-// and AcquireLease when it changes the epoch, write the same row, so of a fenced write
-// and a raise that overlap on two nodes certification commits the first ordered and
-// refuses the other; the refused fenced write gets the deadlock error 1213 (or is
-// aborted by the raise's applier, with the same error), run tries it again as it does
-// any deadlock, and the fence read of the new attempt sees the raise and answers
+// nothing in the claim's write-set conflicts with the raise's
+// (TestGalera/FenceRaceUnfenced shows it: the claim is replayed after the raise and
+// goes through). On Galera a fenced write therefore ends, its work done and just before
+// COMMIT, by writing the namespace's ax_leader row itself — fence_writes + 1, a column
+// for just this (migration 18), so that the row really changes and its key is in the
+// write-set; the row is created at epoch 0 when the namespace has none — reading the
+// epoch in the same statement, and rolls back with store.ErrFenced when it is refused.
+// RaiseFence, and AcquireLease when it changes the epoch, write the same row, so of a
+// fenced write and a raise that overlap on two nodes certification commits the first
+// ordered and refuses the other; the refused fenced write gets the deadlock error 1213
+// (or is aborted by the raise's applier, with the same error), run tries it again as it
+// does any deadlock, and the fence read of the new attempt sees the raise and answers
 // store.ErrFenced (TestGalera/FenceRace). A transaction run tries again on Galera first
 // waits, on its connection and outside the transaction (SET STATEMENT wsrep_sync_wait =
 // 1 FOR SELECT 1), until its node has applied every write-set committed in the cluster
@@ -100,8 +103,8 @@
 //
 // Run ax with one writer node: point every process's DSN at the same node (or at a
 // proxy that sends all connections to one node and fails over to the next), and use the
-// others as synchronous standbys. Through several nodes at once the store stays
-// correct — every write is certified, fenced writes as above — but every submit
+// others as synchronous standbys. Through several nodes at once the fencing holds and
+// no two writes of one row both commit — every write-set is certified — but every submit
 // increments the one 'seq' counter row and every fenced write the ax_leader row, so
 // writes of two nodes abort each other in certification and are retried (six attempts,
 // as deadlocks are), an unfenced claim decides a name's concurrency limit by rows it
