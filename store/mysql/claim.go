@@ -58,7 +58,7 @@ func (s *Store) ClaimStart(ctx context.Context, fence store.Fence, on store.Star
 	}
 	err := s.run(ctx, "claim", 0, func(tx *sql.Tx, _ int64) error {
 		*res = store.ClaimResult{}
-		if err := checkFence(ctx, tx, fence); err != nil {
+		if err := s.checkFence(ctx, tx, fence); err != nil {
 			return err
 		}
 		var keyed []driverkit.Keyed

@@ -58,7 +58,7 @@ func (s *Store) Start(ctx context.Context, fence store.Fence, starts []store.Sta
 	slices.SortStableFunc(uniq, func(a, b int) int { return cmp.Compare(starts[a].TaskID, starts[b].TaskID) })
 	err := s.run(ctx, "start", 0, func(tx *sql.Tx, _ int64) error {
 		clear(out)
-		if err := checkFence(ctx, tx, fence); err != nil {
+		if err := s.checkFence(ctx, tx, fence); err != nil {
 			return err
 		}
 		return chunks(len(uniq), func(lo, hi int) error {
@@ -276,7 +276,7 @@ func (s *Store) Finish(ctx context.Context, fence store.Fence, results []store.F
 	})
 	err := s.run(ctx, "finish", retries, func(tx *sql.Tx, seq int64) error {
 		clear(out)
-		if err := checkFence(ctx, tx, fence); err != nil {
+		if err := s.checkFence(ctx, tx, fence); err != nil {
 			return err
 		}
 		next := seq
@@ -392,7 +392,7 @@ func (s *Store) Requeue(ctx context.Context, fence store.Fence, requeues []store
 	order := driverkit.SortedOrder(len(requeues), func(i int) int64 { return requeues[i].TaskID })
 	err := s.run(ctx, "requeue", len(requeues), func(tx *sql.Tx, seq int64) error {
 		clear(out)
-		if err := checkFence(ctx, tx, fence); err != nil {
+		if err := s.checkFence(ctx, tx, fence); err != nil {
 			return err
 		}
 		next := seq

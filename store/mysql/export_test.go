@@ -137,3 +137,30 @@ func KeyStartsSQL(n int) string { return keyStartsSQL(n) }
 
 // DeleteKeyStartsSQL is deleteKeyStartsSQL.
 func DeleteKeyStartsSQL(n int) string { return deleteKeyStartsSQL(n) }
+
+// Galera reports whether s found Galera and fences its writes so (see fence.go).
+func Galera(s *Store) bool { return s.galera }
+
+// SetGalera turns s's Galera fencing on or off, whatever New found: off, a fenced write
+// on Galera is fenced as on a single server, by the shared lock alone.
+func SetGalera(s *Store, on bool) { s.galera = on }
+
+// SetAfterFence makes every fenced write of s call f once its fence check admitted it:
+// before the rest of its transaction, or on Galera, where the check comes last, before
+// its COMMIT (nil: none).
+func SetAfterFence(s *Store, f func(store.Fence)) { s.afterFence = f }
+
+// CausalSQL is the statement a retry on Galera waits for its node with.
+const CausalSQL = causalSQL
+
+// ReadCausally runs query in a transaction begun as a retry on Galera begins (once its
+// node has caught up with the cluster) and scans its one row into dest.
+func ReadCausally(ctx context.Context, s *Store, query string, dest ...any) error {
+	tx, done, err := s.beginCausal(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer tx.Rollback()
+	return tx.QueryRowContext(ctx, query).Scan(dest...)
+}

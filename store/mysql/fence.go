@@ -47,11 +47,46 @@ import (
 // still locked, the raise appends the term's "acquired" change to ax_leadership
 // (leadership.go), unless its epoch is recorded there already.
 
+// On Galera (see "Galera" in the package doc) the shared lock does not fence: row locks
+// are a node's own, neither replicated nor certified, so a raise committed through
+// another node waits for no fenced write here, and a fenced write that read the old
+// epoch before that raise reached this node commits after it, since it wrote no row the
+// raise wrote and certification has nothing to refuse. There, checkFence records the
+// fence, and run ends the transaction, once its work is done and just before COMMIT,
+// with galeraFenceSQL (fenceAtCommit): it writes the namespace's ax_leader row
+// (fence_writes + 1, a change, so the row event and its key are in the write-set; an
+// UPDATE that changed nothing would leave them out), creating the row at epoch 0 when
+// the namespace has none, reads the epoch through LAST_INSERT_ID in the same round trip,
+// and compares; a refusal rolls the work back. RaiseFence and AcquireLease write the same
+// row whenever they change the epoch, so of a fenced write and a raise that overlap on
+// two nodes, certification lets the first to be ordered commit and refuses the other:
+// the fenced write fails with a deadlock (1213), and run tries it again — after waiting
+// for the node to apply every write-set the cluster committed before (see run), so the
+// new attempt's fence read sees the raise and answers store.ErrFenced rather than
+// failing certification again behind an applier that lags. On one node the write takes
+// the row exclusively until the commit: the fenced writes of a namespace commit one at a
+// time, and a raise on the node waits for the one committing or is waited for, as with
+// the shared lock. The write comes last so that the row is held for the commit alone,
+// not for the whole transaction: a fenced write locks its task rows first and the
+// leader row last, the raise the leader row alone, so no deadlock cycle forms. That is
+// done on Galera only: on a single server the shared lock lets fenced writes commit
+// side by side.
+const galeraFenceSQL = `INSERT INTO ax_leader (namespace, holder, epoch, expires_at, updated_at, fence_writes)
+	VALUES (?, '', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 1)
+	ON DUPLICATE KEY UPDATE fence_writes = fence_writes + 1, epoch = LAST_INSERT_ID(epoch)`
+
 // checkFence runs the fence check of a fenced write inside tx: nothing for the zero
-// Fence, else the shared lock on the namespace's ax_leader row and the comparison. A
-// refusal is a driverkit.FencedError, which the caller returns so that run rolls back.
-func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
+// Fence, else the shared lock on the namespace's ax_leader row and the comparison; on
+// Galera it only records f, and run checks it as tx ends (fenceAtCommit). A refusal is
+// a driverkit.FencedError, which the caller returns so that run rolls back.
+func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 	if f.Token == 0 {
+		return nil
+	}
+	if s.galera {
+		s.fenceMu.Lock()
+		s.atCommit[tx] = f
+		s.fenceMu.Unlock()
 		return nil
 	}
 	var epoch int64
@@ -62,7 +97,49 @@ func checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error {
 	if !driverkit.Admits(f, epoch) {
 		return driverkit.FencedError(f, epoch)
 	}
+	if s.afterFence != nil {
+		s.afterFence(f)
+	}
 	return nil
+}
+
+// fenceAtCommit runs, on Galera, the fence check that checkFence left for the end of
+// tx, if it did: galeraFenceSQL and the comparison.
+func (s *Store) fenceAtCommit(ctx context.Context, tx *sql.Tx) error {
+	s.fenceMu.Lock()
+	f, ok := s.atCommit[tx]
+	s.fenceMu.Unlock()
+	if !ok {
+		return nil
+	}
+	res, err := tx.ExecContext(ctx, galeraFenceSQL, f.Namespace)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	var epoch int64
+	if n != 1 { // 1: inserted at epoch 0; else 2, the row changed
+		if epoch, err = res.LastInsertId(); err != nil {
+			return err
+		}
+	}
+	if !driverkit.Admits(f, epoch) {
+		return driverkit.FencedError(f, epoch)
+	}
+	if s.afterFence != nil {
+		s.afterFence(f)
+	}
+	return nil
+}
+
+// forgetFence drops what checkFence recorded for tx, once tx has ended.
+func (s *Store) forgetFence(tx *sql.Tx) {
+	s.fenceMu.Lock()
+	delete(s.atCommit, tx)
+	s.fenceMu.Unlock()
 }
 
 // RaiseFence records holder as the namespace's leader with an epoch at least token and

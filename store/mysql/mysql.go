@@ -62,10 +62,13 @@ type shared struct {
 	// MySQL reads them back).
 	returning bool
 	version   string
-	identity  string // host:port/database, to recognise a *sql.Tx on the same database
-	grace     time.Duration
-	applied   int // migrations this New applied (for tests)
-	closed    atomic.Bool
+	// galera: the server replicates with Galera (wsrep_on), and a fenced write writes
+	// its namespace's ax_leader row (see fence.go).
+	galera   bool
+	identity string // host:port/database, to recognise a *sql.Tx on the same database
+	grace    time.Duration
+	applied  int // migrations this New applied (for tests)
+	closed   atomic.Bool
 	// inTx bounds the transactions of InTx open at once to half the pool, so that a
 	// call in one that uses a connection of its own (a sequence number's
 	// reservation, a read of ax's) always finds one.
@@ -74,6 +77,13 @@ type shared struct {
 	// InTx releases those it did not commit (noteHold).
 	holdsMu sync.Mutex
 	txHolds map[*sql.Tx]*[]int64
+	// afterFence, set by tests only, is called by a fenced write once its fence check
+	// admitted it: before the rest of its transaction, or on Galera before its COMMIT.
+	afterFence func(store.Fence)
+	// atCommit holds, on Galera, the fence of each transaction of run's whose fence
+	// check waits for its end (see fence.go).
+	fenceMu  sync.Mutex
+	atCommit map[*sql.Tx]store.Fence
 }
 
 var (
@@ -184,7 +194,7 @@ func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
 		inTx = max(1, n/2)
 	}
 	s := &Store{shared: &shared{db: db, own: sessionRC, grace: HoldGrace, inTx: make(chan struct{}, inTx),
-		txHolds: map[*sql.Tx]*[]int64{}}, ns: store.DefaultNamespace}
+		txHolds: map[*sql.Tx]*[]int64{}, atCommit: map[*sql.Tx]store.Fence{}}, ns: store.DefaultNamespace}
 	if !sessionRC {
 		s.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
@@ -202,6 +212,11 @@ func newStore(ctx context.Context, db *sql.DB, sessionRC bool) (*Store, error) {
 	if err := checkVersion(s.version, s.mariaDB); err != nil {
 		return nil, err
 	}
+	galera, err := checkGalera(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	s.galera = galera
 	n, err := s.migrate(ctx, dbName.String, SchemaVersion())
 	if err != nil {
 		return nil, err
@@ -230,6 +245,37 @@ func checkChangedRows(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("ax: mysql: connect: the pool sets clientFoundRows; the store needs rows affected to count changed rows: %w", store.ErrInvalid)
 	}
 	return nil
+}
+
+// checkGalera reports whether db's server replicates with Galera (wsrep_on; MySQL has
+// no such variable, MariaDB without a cluster says OFF) and then refuses, with
+// store.ErrInvalid naming the setting, what the store cannot be correct on there: a
+// binlog_format other than ROW (Galera replicates row events only) and a
+// wsrep_OSU_method other than TOI (the migrations' DDL would change one node's schema
+// only). See "Galera" in the package doc.
+func checkGalera(ctx context.Context, db *sql.DB) (bool, error) {
+	var on int
+	if err := db.QueryRowContext(ctx, `SELECT @@wsrep_on`).Scan(&on); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1193 { // unknown system variable: no Galera
+			return false, nil
+		}
+		return false, fmt.Errorf("ax: mysql: connect: %w", err)
+	}
+	if on == 0 {
+		return false, nil
+	}
+	var binlogFormat, osuMethod string
+	if err := db.QueryRowContext(ctx, `SELECT @@binlog_format, @@wsrep_OSU_method`).Scan(&binlogFormat, &osuMethod); err != nil {
+		return false, fmt.Errorf("ax: mysql: connect: %w", err)
+	}
+	if !strings.EqualFold(binlogFormat, "ROW") {
+		return false, fmt.Errorf("ax: mysql: connect: Galera (wsrep_on) with binlog_format %s: ax needs binlog_format ROW: %w", binlogFormat, store.ErrInvalid)
+	}
+	if !strings.EqualFold(osuMethod, "TOI") {
+		return false, fmt.Errorf("ax: mysql: connect: Galera (wsrep_on) with wsrep_OSU_method %s: ax needs wsrep_OSU_method TOI, so that its migrations reach every node: %w", osuMethod, store.ErrInvalid)
+	}
+	return true, nil
 }
 
 // checkVersion refuses servers without FOR UPDATE SKIP LOCKED (MySQL 8.0.1, MariaDB
@@ -444,6 +490,12 @@ func retryable(err error) bool {
 // run runs f in one READ COMMITTED transaction, trying again with jittered backoff on
 // a deadlock or a lock wait timeout. When n > 0 it first reserves n sequence numbers
 // (see allocSeq) and passes the first; the transaction releases the hold as it commits.
+//
+// On Galera a deadlock is also how a transaction that lost certification to another
+// node's fails, and the node may not yet have applied the write-set that won: a retry
+// then first waits, by causalSQL on its connection, until the node has applied every
+// write-set the cluster committed before, so that the new attempt reads what beat the
+// last one. The first attempt does not wait.
 func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, seq int64) error) error {
 	if err := s.check(op); err != nil {
 		return err
@@ -462,7 +514,7 @@ func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, se
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		err := s.attempt(ctx, n, &lo, f)
+		err := s.attempt(ctx, n, &lo, s.galera && attempt > 1, f)
 		if err == nil {
 			committed = true
 			return nil
@@ -483,8 +535,39 @@ func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, se
 	}
 }
 
-func (s *Store) attempt(ctx context.Context, n int, lo *int64, f func(tx *sql.Tx, seq int64) error) error {
-	tx, err := s.db.BeginTx(ctx, s.txOpts)
+// causalSQL waits, before it runs, until the node has applied every write-set the
+// Galera cluster committed before it (wsrep_sync_wait, for this statement only). The
+// server skips the wait inside a transaction: it runs on its own, before BEGIN.
+const causalSQL = `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1`
+
+// beginCausal begins a transaction on a connection that has first waited, by
+// causalSQL, for its node to catch up with the cluster; done returns the connection to
+// the pool once the transaction has ended.
+func (s *Store) beginCausal(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.ExecContext(ctx, causalSQL); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	if tx, err = conn.BeginTx(ctx, s.txOpts); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return tx, func() { conn.Close() }, nil
+}
+
+func (s *Store) attempt(ctx context.Context, n int, lo *int64, causal bool, f func(tx *sql.Tx, seq int64) error) error {
+	var tx *sql.Tx
+	done := func() {} // returns beginCausal's connection to the pool
+	var err error
+	if causal {
+		tx, done, err = s.beginCausal(ctx)
+	} else {
+		tx, err = s.db.BeginTx(ctx, s.txOpts)
+	}
 	if err != nil {
 		return err
 	}
@@ -494,6 +577,7 @@ func (s *Store) attempt(ctx context.Context, n int, lo *int64, f func(tx *sql.Tx
 			// A refill took our range for abandoned (we were paused beyond HoldGrace):
 			// those numbers may already lie behind a cursor. Take fresh ones.
 			tx.Rollback()
+			done()
 			if *lo, err = s.allocSeq(ctx, n); err != nil {
 				return err
 			}
@@ -501,12 +585,22 @@ func (s *Store) attempt(ctx context.Context, n int, lo *int64, f func(tx *sql.Tx
 		}
 		if err != nil {
 			tx.Rollback()
+			done()
 			return err
 		}
 	}
+	defer done()        // last, once the transaction has ended
 	defer tx.Rollback() // a no-op after the commit; on a panic in f, the rollback
+	if s.galera {
+		defer s.forgetFence(tx)
+	}
 	if err := f(tx, *lo); err != nil {
 		return err
+	}
+	if s.galera {
+		if err := s.fenceAtCommit(ctx, tx); err != nil {
+			return err
+		}
 	}
 	return tx.Commit()
 }

@@ -386,7 +386,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireParams) (*store.Fi
 	res := &store.FireResult{}
 	err := s.run(ctx, op, len(p.Tasks), func(tx *sql.Tx, seq int64) error {
 		*res = store.FireResult{}
-		if err := checkFence(ctx, tx, p.Fence); err != nil {
+		if err := s.checkFence(ctx, tx, p.Fence); err != nil {
 			return err
 		}
 		r, err := tx.ExecContext(ctx, `UPDATE ax_schedules SET next_fire_at = ?, last_fire_at = COALESCE(?, last_fire_at),

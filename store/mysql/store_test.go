@@ -442,7 +442,7 @@ func TestBindInsert(t *testing.T) {
 	}
 }
 
-func openDSN(t *testing.T, dsn string) *mysql.Store {
+func openDSN(t testing.TB, dsn string) *mysql.Store {
 	t.Helper()
 	s, err := mysql.Open(dsn)
 	if err != nil {

@@ -1,0 +1,650 @@
+// Package galeracluster starts a throwaway three-node MariaDB Galera cluster for tests:
+// Debian's mariadbd with the galera-4 provider, each node with its own data directory,
+// all listening on 127.0.0.1 and living in one temporary directory, torn down when the
+// test ends. Start runs deploy/galera/cluster.sh (deploy/galera/README.md describes the
+// settings), which installs what is missing from Debian's packages.
+//
+// A test whose cluster cannot start (not Linux, no MariaDB or Galera that could be
+// installed, a node that does not come up) is skipped with a message saying why,
+// unless AX_REQUIRE_SERVICES=1 (CI sets it): then it fails.
+//
+// The nodes are numbered 0..Nodes-1 (node0 bootstraps the cluster). Kill, Stop, Cont and
+// Restart are the faults: kill -9 of a node, SIGSTOP and SIGCONT of it, and starting it
+// again so that it rejoins.
+//
+// # Ports
+//
+// A cluster takes sixteen consecutive ports B..B+15 on 127.0.0.1: B..B+2 the nodes'
+// MySQL, B+3..B+5 Galera's group communication, B+6..B+8 IST, B+9..B+11 SST (rsync),
+// B+12..B+15 kept for a proxy. Start picks B, a multiple of 16 in [15504, 20000), at
+// random, and keeps it only if it gets an exclusive flock on
+// $TMPDIR/ax-galera-ports/B.lock and can bind all sixteen ports. It holds the lock until
+// the cluster is down, so two test processes (go test runs packages in parallel) never
+// share a B, and ports another program listens on are passed over. The range lies
+// below internal/pgcluster's ([20000, 32760)) and Linux's ephemeral ports (32768 and
+// up). AX_GALERA_PORT_BASE, when set, forces B.
+package galeracluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mathrand "math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/axsched/ax/internal/freshdb"
+)
+
+// Nodes is the number of nodes; they are numbered 0..Nodes-1 and named node0..node2.
+const Nodes = 3
+
+// The port range Start picks from; see the package doc.
+const (
+	portSpan  = 16
+	portFirst = 15504 // 969 * 16
+	portLast  = 20000 // exclusive
+)
+
+// Cluster is a running cluster, started by Start.
+type Cluster struct {
+	// Dir is the cluster's directory: cluster.env, and per node DirI/nodeI its my.cnf,
+	// error.log, started.pid (its mariadbd's pid) and data directory.
+	Dir string
+	// Ports are the nodes' MySQL ports, by node.
+	Ports [Nodes]int
+	// GaleraPorts are the nodes' Galera group communication ports, by node.
+	GaleraPorts [Nodes]int
+
+	script string
+}
+
+// Status is one node's view of the cluster: the wsrep status variables of the same
+// names.
+type Status struct {
+	ClusterSize int    // wsrep_cluster_size
+	State       string // wsrep_local_state_comment: "Synced", "Donor/Desynced", "Joining", …
+	Cluster     string // wsrep_cluster_status: "Primary", "non-Primary", "Disconnected"
+}
+
+// Synced reports whether the node is Synced in a primary component of n nodes.
+func (s Status) Synced(n int) bool {
+	return s.State == "Synced" && s.Cluster == "Primary" && s.ClusterSize == n
+}
+
+// Start starts a cluster in a new temporary directory, waits until the three nodes are
+// Synced, and tears it down when the test ends. It skips t when the machine cannot run
+// the cluster, or fails it under AX_REQUIRE_SERVICES=1.
+func Start(t testing.TB) *Cluster {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		unavailable(t, errors.New("needs Linux"))
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "deploy", "galera", "cluster.sh")
+	reapStale(t, script)
+
+	base, portLock, err := reservePorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, owner, err := newParent()
+	if err != nil {
+		portLock.Close()
+		t.Fatal(err)
+	}
+	c := &Cluster{Dir: filepath.Join(parent, "c"), script: script}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logTails(t)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if out, err := c.run(ctx, nil, "down", c.Dir); err != nil {
+			t.Errorf("galeracluster: cluster.sh down %s: %v\n%s", c.Dir, err, out)
+		} else if err := os.RemoveAll(parent); err != nil {
+			t.Error(err)
+		}
+		owner.Close()
+		portLock.Close()
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	began := time.Now()
+	out, err := c.run(ctx, []string{"AX_GALERA_PORT_BASE=" + strconv.Itoa(base)}, "up", c.Dir)
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 3 {
+			unavailable(t, fmt.Errorf("cluster.sh up: %s", bytes.TrimSpace(out)))
+		}
+		unavailable(t, fmt.Errorf("cluster.sh up %s: %v\n%s", c.Dir, err, out))
+	}
+	if err := c.readEnv(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("galeracluster: up in %v in %s: MySQL %v, Galera %v",
+		time.Since(began).Round(100*time.Millisecond), c.Dir, c.Ports, c.GaleraPorts)
+	return c
+}
+
+// unavailable skips t, or fails it when services are required.
+func unavailable(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv("AX_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("the Galera cluster is required (AX_REQUIRE_SERVICES=1) but cannot run: %v", err)
+	}
+	t.Skipf("the Galera cluster cannot run, skipping (set AX_REQUIRE_SERVICES=1 to fail instead): %v", err)
+}
+
+// repoRoot walks up from the working directory (a test's is its package's) to go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("galeracluster: no go.mod above the working directory")
+		}
+		dir = up
+	}
+}
+
+// reservePorts picks a port base and locks it (see the package doc). The returned file
+// holds the lock until closed.
+func reservePorts() (int, *os.File, error) {
+	lockDir := filepath.Join(os.TempDir(), "ax-galera-ports")
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		return 0, nil, err
+	}
+	try := func(base int) (*os.File, error) {
+		f, err := lockFile(filepath.Join(lockDir, strconv.Itoa(base)+".lock"))
+		if err != nil {
+			return nil, err
+		}
+		for p := base; p < base+portSpan; p++ {
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("port %d: %w", p, err)
+			}
+			ln.Close()
+		}
+		return f, nil
+	}
+	if s := os.Getenv("AX_GALERA_PORT_BASE"); s != "" {
+		base, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, nil, fmt.Errorf("galeracluster: AX_GALERA_PORT_BASE=%q: %w", s, err)
+		}
+		f, err := try(base)
+		if err != nil {
+			return 0, nil, fmt.Errorf("galeracluster: AX_GALERA_PORT_BASE=%d: %w", base, err)
+		}
+		return base, f, nil
+	}
+	n := (portLast - portFirst) / portSpan
+	start := mathrand.IntN(n)
+	var last error
+	for k := range n {
+		base := portFirst + (start+k)%n*portSpan
+		f, err := try(base)
+		if err == nil {
+			return base, f, nil
+		}
+		last = err
+	}
+	return 0, nil, fmt.Errorf("galeracluster: no free port range in [%d, %d): %w", portFirst, portLast, last)
+}
+
+// newParent makes the temporary directory that holds the cluster's directory (c) and
+// the owner lock: a flock held while this process lives, which tells reapStale, in a
+// later test process, whether the cluster's owner is gone. The lock is taken on a
+// temporary name and then renamed, so the lock file never exists unlocked.
+func newParent() (dir string, owner *os.File, err error) {
+	dir, err = os.MkdirTemp("", "axgalera-")
+	if err != nil {
+		return "", nil, err
+	}
+	// MkdirTemp makes it 0700: the mysql user, which mariadbd runs as under root, must
+	// pass through it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	// The script matches processes by this path in their command lines: it must be the
+	// path the processes see.
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return "", nil, err
+	}
+	tmp := filepath.Join(dir, "owner.lock.new")
+	owner, err = lockFile(tmp)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "owner.lock")); err != nil {
+		owner.Close()
+		return "", nil, err
+	}
+	return dir, owner, nil
+}
+
+// reapStale tears down clusters whose owner died without cleaning up (a test binary
+// killed by its timeout, say): they would hold ports and memory for good.
+func reapStale(t testing.TB, script string) {
+	locks, _ := filepath.Glob(filepath.Join(os.TempDir(), "axgalera-*", "owner.lock"))
+	for _, l := range locks {
+		f, err := lockFile(l)
+		if err != nil {
+			continue // its owner runs, or another process reaps it
+		}
+		parent := filepath.Dir(l)
+		c := &Cluster{Dir: filepath.Join(parent, "c"), script: script}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := c.run(ctx, nil, "down", c.Dir)
+		cancel()
+		if err != nil {
+			t.Logf("galeracluster: could not reap the stale cluster in %s: %v\n%s", parent, err, out)
+		} else {
+			t.Logf("galeracluster: reaped a stale cluster in %s", parent)
+			os.RemoveAll(parent)
+		}
+		f.Close()
+	}
+}
+
+// errLocked: another process holds the lock.
+var errLocked = errors.New("locked by another process")
+
+// lockFile opens (creating) path and takes an exclusive flock on it without waiting:
+// errLocked when another process holds it. The lock lasts until the file is closed or
+// the process dies, so a crashed test leaves no stale lock behind.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errLocked
+		}
+		return nil, fmt.Errorf("flock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// run runs cluster.sh with args, extra in its environment, and returns its output.
+func (c *Cluster) run(ctx context.Context, extra []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{c.script}, args...)...)
+	cmd.Env = append(os.Environ(), extra...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd.CombinedOutput()
+}
+
+// readEnv reads the ports from Dir/cluster.env.
+func (c *Cluster) readEnv() error {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "cluster.env"))
+	if err != nil {
+		return fmt.Errorf("galeracluster: %w", err)
+	}
+	env := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			env[k] = strings.Trim(v, `"`)
+		}
+	}
+	ports := func(key string, dst *[Nodes]int) error {
+		f := strings.Fields(env[key])
+		if len(f) != Nodes {
+			return fmt.Errorf("galeracluster: cluster.env: %s=%q, want %d ports", key, env[key], Nodes)
+		}
+		for i, s := range f {
+			if dst[i], err = strconv.Atoi(s); err != nil {
+				return fmt.Errorf("galeracluster: cluster.env: %s: %w", key, err)
+			}
+		}
+		return nil
+	}
+	if err := ports("MYSQL_PORTS", &c.Ports); err != nil {
+		return err
+	}
+	return ports("GALERA_PORTS", &c.GaleraPorts)
+}
+
+// logTails logs the end of every node's error log, for a failed test.
+func (c *Cluster) logTails(t testing.TB) {
+	logs, _ := filepath.Glob(filepath.Join(c.Dir, "node*", "error.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("galeracluster: %s (last %d lines):\n%s", l, len(lines), strings.Join(lines, "\n"))
+	}
+}
+
+// DSN is a go-sql-driver/mysql DSN for database on node i, as root over TCP, with
+// parseTime and loc=UTC (what internal/freshdb's DSNs set, and what the MySQL store
+// reads times with).
+func (c *Cluster) DSN(i int, database string) string {
+	cfg := mysql.NewConfig()
+	cfg.User = "root"
+	cfg.Net = "tcp"
+	cfg.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Ports[i]))
+	cfg.DBName = database
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	return cfg.FormatDSN()
+}
+
+// NodeDSN is the database test on node i (see DSN).
+func (c *Cluster) NodeDSN(i int) string { return c.DSN(i, "test") }
+
+// FreshDatabase creates a new, empty database on the cluster (through node0; Galera
+// replicates the DDL to every node), waits until every running node has it, drops it
+// when the test ends, and returns its name, for DSN.
+func (c *Cluster) FreshDatabase(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:])
+	name := "ax_test_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, drop, err := freshdb.CreateMySQLDatabase(ctx, c.NodeDSN(0), name)
+	if err != nil {
+		t.Fatalf("galeracluster: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i := range Nodes { // through a node that answers: node0 may be down
+			if !c.running(i) {
+				continue
+			}
+			if err := drop(ctx); err == nil {
+				return
+			}
+		}
+	})
+	for i := range Nodes {
+		if !c.running(i) {
+			continue
+		}
+		err := c.waitQuery(ctx, i, func(db *sql.DB) (bool, error) {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?`, name).Scan(&n)
+			return n == 1, err
+		})
+		if err != nil {
+			t.Fatalf("galeracluster: database %s on node%d: %v", name, i, err)
+		}
+	}
+	return name
+}
+
+// waitQuery opens a pool on node i and polls ok until it reports true or ctx ends.
+func (c *Cluster) waitQuery(ctx context.Context, i int, ok func(db *sql.DB) (bool, error)) error {
+	db, err := sql.Open("mysql", c.statusDSN(i))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var last error
+	for {
+		done, err := ok(db)
+		if done && err == nil {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// statusDSN is node i's test database with short timeouts, for the harness's own
+// queries: a stopped node must not hold them up.
+func (c *Cluster) statusDSN(i int) string {
+	cfg, _ := mysql.ParseDSN(c.NodeDSN(i))
+	cfg.Timeout = time.Second
+	cfg.ReadTimeout = 2 * time.Second
+	cfg.WriteTimeout = 2 * time.Second
+	return cfg.FormatDSN()
+}
+
+// Status reads node i's wsrep status.
+func (c *Cluster) Status(ctx context.Context, i int) (Status, error) {
+	db, err := sql.Open("mysql", c.statusDSN(i))
+	if err != nil {
+		return Status{}, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	rows, err := db.QueryContext(ctx, `SHOW GLOBAL STATUS WHERE Variable_name IN
+		('wsrep_cluster_size', 'wsrep_local_state_comment', 'wsrep_cluster_status')`)
+	if err != nil {
+		return Status{}, fmt.Errorf("galeracluster: node%d: %w", i, err)
+	}
+	defer rows.Close()
+	var s Status
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return Status{}, fmt.Errorf("galeracluster: node%d: %w", i, err)
+		}
+		switch k {
+		case "wsrep_cluster_size":
+			s.ClusterSize, _ = strconv.Atoi(v)
+		case "wsrep_local_state_comment":
+			s.State = v
+		case "wsrep_cluster_status":
+			s.Cluster = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Status{}, fmt.Errorf("galeracluster: node%d: %w", i, err)
+	}
+	return s, nil
+}
+
+// WaitSynced waits until n nodes each report Synced in a primary component of n nodes,
+// or ctx ends.
+func (c *Cluster) WaitSynced(ctx context.Context, n int) error {
+	var last []string
+	for {
+		synced := 0
+		last = last[:0]
+		for i := range Nodes {
+			st, err := c.Status(ctx, i)
+			if err == nil && st.Synced(n) {
+				synced++
+			} else {
+				last = append(last, fmt.Sprintf("node%d: %+v %v", i, st, err))
+			}
+		}
+		if synced == n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("galeracluster: %d nodes not Synced in a cluster of %d: %w (%s)", n, n, ctx.Err(), strings.Join(last, "; "))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pid returns node i's mariadbd pid, if it runs and was started from Dir.
+func (c *Cluster) pid(i int) (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("node%d", i), "started.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("galeracluster: node%d: %w", i, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("galeracluster: node%d: pid file: %w", i, err)
+	}
+	if !cmdlineHas(pid, c.Dir+"/") {
+		return 0, fmt.Errorf("galeracluster: node%d: pid %d is not its mariadbd (it exited)", i, pid)
+	}
+	return pid, nil
+}
+
+// running reports whether node i's mariadbd runs (stopped or not).
+func (c *Cluster) running(i int) bool {
+	_, err := c.pid(i)
+	return err == nil
+}
+
+// Kill kills node i's mariadbd with SIGKILL, as a crash would, and waits until it is
+// gone. The others see it leave after Galera's suspect timeout (3 s here).
+func (c *Cluster) Kill(t testing.TB, i int) {
+	t.Helper()
+	pid, err := c.pid(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("galeracluster: kill node%d: %v", i, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("galeracluster: node%d (pid %d) still runs 30 s after SIGKILL", i, pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop stops node i's mariadbd with SIGSTOP, as a hung machine, and waits until every
+// thread of it is stopped.
+func (c *Cluster) Stop(t testing.TB, i int) {
+	t.Helper()
+	c.signal(t, i, syscall.SIGSTOP, true)
+}
+
+// Cont resumes node i's mariadbd after Stop (SIGCONT).
+func (c *Cluster) Cont(t testing.TB, i int) {
+	t.Helper()
+	c.signal(t, i, syscall.SIGCONT, false)
+}
+
+func (c *Cluster) signal(t testing.TB, i int, sig syscall.Signal, stop bool) {
+	t.Helper()
+	pid, err := c.pid(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("galeracluster: %v node%d: %v", sig, i, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for stopped(pid) != stop {
+		if time.Now().After(deadline) {
+			t.Fatalf("galeracluster: node%d (pid %d) not %s 10 s after %v", i, pid, map[bool]string{true: "stopped", false: "running"}[stop], sig)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Restart starts node i's mariadbd again (after Kill, or a clean shutdown) and waits
+// until it has rejoined: Synced in a primary component with every node that runs. It
+// catches up by IST from a donor's gcache, or by a full state transfer (rsync).
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out, err := c.run(ctx, nil, "start", c.Dir, strconv.Itoa(i)); err != nil {
+		t.Fatalf("galeracluster: cluster.sh start %s %d: %v\n%s", c.Dir, i, err, out)
+	}
+}
+
+// Exec runs query on node i's database test, for a test's setup or faults (SET GLOBAL
+// …), on a connection of its own.
+func (c *Cluster) Exec(ctx context.Context, i int, query string, args ...any) error {
+	db, err := sql.Open("mysql", c.NodeDSN(i))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("galeracluster: node%d: %w", i, err)
+	}
+	return nil
+}
+
+// cmdlineHas reports whether pid runs and its command line contains s.
+func cmdlineHas(pid int, s string) bool {
+	if !alive(pid) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})), s)
+}
+
+// procState reads the state letter of /proc/pid/stat (or of a thread's stat file).
+func procState(path string) (byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	// "pid (comm) S …": comm may hold spaces and parentheses; it ends at the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, fmt.Errorf("%s: malformed", path)
+	}
+	return b[i+2], nil
+}
+
+// alive reports whether pid runs (a zombie does not count).
+func alive(pid int) bool {
+	st, err := procState(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && st != 'Z' && st != 'X'
+}
+
+// stopped reports whether every thread of pid is stopped (state T or t).
+func stopped(pid int) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, p := range tasks {
+		st, err := procState(p)
+		if err != nil || (st != 'T' && st != 't') {
+			return false
+		}
+	}
+	return true
+}
