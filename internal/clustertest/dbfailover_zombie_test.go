@@ -1,0 +1,99 @@
+//go:build linux && axzombie
+
+package clustertest_test
+
+// This scenario finds a violation the store does not prevent yet, so it is built only
+// with -tags axzombie (AX_REQUIRE_SERVICES=1 go test -tags axzombie -run Zombie
+// ./internal/clustertest/): issue 37, point 3(c). In a run on 2026-12-07 the replica
+// wired to the zombie claimed task 993 on it at 05:26:59 (the commit waiting for a
+// standby that would never acknowledge it); Patroni, resumed, restarted the zombie as
+// a replica, ending that session without an answer; the executor's ClaimFailed path
+// read the task back — from the zombie, now a read-only replica that still held its
+// local, never-replicated commit — found it RUNNING under its own execution id and ran
+// the handler at 05:27:07, after the new leader had run the task and it had succeeded.
+// Fix to come: confirm such a task by a write (a heartbeat of the execution, refused
+// on a read-only server and by a moved-on task) before its handler runs, in
+// ClaimFailed and in Start's ambiguous paths (ownStart, startedEarlier).
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/clustertest"
+	"github.com/axsched/ax/store"
+)
+
+// TestDatabaseZombiePrimaryMidDrain: the leading replica reaches the primary's
+// PostgreSQL straight, not through HAProxy; the primary's Patroni is paused (SIGSTOP)
+// while its PostgreSQL keeps serving that replica — a zombie primary. Patroni promotes
+// the synchronous standby once the leader key expires; with synchronous_mode_strict
+// the zombie commits nothing more, since no standby acknowledges it, so the replica
+// wired to it stalls (it loses its lease, its handlers self-fence) while the others
+// take over through HAProxy. Then Patroni resumes, and demotes it.
+func TestDatabaseZombiePrimaryMidDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes and a database cluster")
+	}
+	c, pc := onPatroni(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	old, err := pc.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := viaProxy(t, c.dsn, fmt.Sprintf("127.0.0.1:%d", pc.PGPorts[old]))
+	wired := c.spawnWith(func(cfg *clustertest.ChildConfig) { cfg.PostgresDSN = direct })
+	c.ready(wired)
+	leader, epoch := c.waitLeader(30 * time.Second)
+	if leader != wired {
+		t.Fatalf("%s leads, want %s, the first started", leader.Node(), wired.Node())
+	}
+	c.start(2)
+	t.Logf("%s leads with epoch %d, wired straight to node%d, the primary", leader.Node(), epoch, old)
+
+	const n = 1500
+	l := insertSpread(t, c.st, n, 2*time.Second, 30*time.Second)
+	begin := time.Now()
+	waitUntil(t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
+
+	failAt := time.Now()
+	raised := c.highestEpoch()
+	if err := pc.PausePatroni(old); err != nil {
+		t.Fatal(err)
+	}
+	now, err := pc.WaitPrimary(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writable := time.Since(failAt)
+	next, lead := c.waitNewLeader(wired, epoch, time.Minute)
+	waitUntil(t, time.Minute, "a task runs after the failover", func() bool { return c.runs(failAt.Add(writable)) > 0 })
+	t.Logf("node%d's Patroni paused: node%d writable through HAProxy %v after, %s leads with epoch %d %v after, the first task run since %v after",
+		old, now, writable.Round(time.Millisecond), next.Node(), lead.Epoch(), lead.Stamp().Sub(failAt).Round(time.Millisecond),
+		c.firstRunAfter(failAt.Add(writable)).Sub(failAt).Round(time.Millisecond))
+
+	// The zombie, still running, still primary in its own eyes, serving the wired
+	// replica: nothing it was asked since the promotion may have committed anywhere.
+	waitUntil(t, time.Minute, "half the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/2 })
+	// Patroni resumes: it finds another node leading and demotes its PostgreSQL, whose
+	// sessions end (the wired replica's commits waiting for a standby end in errors:
+	// outcomes unknown). The history is checked whether or not the node has rejoined
+	// by then: that takes a rewind, and long on a loaded machine.
+	if err := pc.ResumePatroni(old); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := c.st.Lease(ctx, store.DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Epoch < raised {
+		t.Errorf("the new primary's fence epoch is %d, below %d, raised before the failover", lease.Epoch, raised)
+	}
+	c.waitSettled(l, 2*time.Minute)
+	sum := c.verify(l)
+	if got := sum.ByStatus[store.Succeeded]; got != n {
+		t.Errorf("%d of %d tasks SUCCEEDED, want all", got, n)
+	}
+}
