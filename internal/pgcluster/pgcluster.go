@@ -32,19 +32,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/internal/scriptcluster"
 )
 
 // Nodes is the number of Patroni/PostgreSQL nodes; they are numbered 0..Nodes-1 and
@@ -84,8 +82,8 @@ type Cluster struct {
 	// EtcdPort is etcd's client port.
 	EtcdPort int
 
-	script string
-	http   *http.Client
+	sc   *scriptcluster.Cluster
+	http *http.Client
 }
 
 // Member is one node as Patroni's GET /cluster describes it.
@@ -105,59 +103,17 @@ type Member struct {
 // run the cluster, or fails it under AX_REQUIRE_SERVICES=1.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		unavailable(t, errors.New("needs Linux"))
-	}
 	if os.Geteuid() != 0 {
-		unavailable(t, errors.New("needs root (PostgreSQL runs as the postgres user)"))
+		scriptcluster.Unavailable(t, "the Patroni cluster", errors.New("needs root (PostgreSQL runs as the postgres user)"))
 	}
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(root, "deploy", "patroni", "cluster.sh")
-	reapStale(t, script)
-
-	base, portLock, err := reservePorts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent, owner, err := newParent()
-	if err != nil {
-		portLock.Close()
-		t.Fatal(err)
-	}
-	c := &Cluster{
-		Dir:    filepath.Join(parent, "c"),
-		script: script,
-		http:   &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.logTails(t)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if out, err := c.run(ctx, nil, "down", c.Dir); err != nil {
-			t.Errorf("pgcluster: cluster.sh down %s: %v\n%s", c.Dir, err, out)
-		} else if err := os.RemoveAll(parent); err != nil {
-			t.Error(err)
-		}
-		owner.Close()
-		portLock.Close()
-	})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	c := &Cluster{http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	began := time.Now()
-	out, err := c.run(ctx, []string{"AX_PGCLUSTER_PORT_BASE=" + strconv.Itoa(base)}, "up", c.Dir)
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ExitCode() == 3 || errors.Is(err, exec.ErrNotFound) {
-			unavailable(t, fmt.Errorf("cluster.sh up: %s", bytes.TrimSpace(out)))
-		}
-		t.Fatalf("pgcluster: cluster.sh up %s: %v\n%s", c.Dir, err, out)
-	}
+	c.sc = scriptcluster.Start(t, scriptcluster.Config{
+		Name: "pgcluster", What: "the Patroni cluster", Script: "deploy/patroni/cluster.sh",
+		DirPrefix: "axpg-", PortEnv: "AX_PGCLUSTER_PORT_BASE", PortLocks: "ax-pgcluster-ports",
+		PortFirst: portFirst, PortLast: portLast, PortSpan: portSpan, UpTimeout: 5 * time.Minute,
+	}, func() { c.logTails(t) })
+	c.Dir = c.sc.Dir
 	if err := c.readEnv(); err != nil {
 		t.Fatal(err)
 	}
@@ -166,140 +122,9 @@ func Start(t testing.TB) *Cluster {
 	return c
 }
 
-// unavailable skips t, or fails it when services are required.
-func unavailable(t testing.TB, err error) {
-	t.Helper()
-	if os.Getenv("AX_REQUIRE_SERVICES") == "1" {
-		t.Fatalf("the Patroni cluster is required (AX_REQUIRE_SERVICES=1) but cannot run: %v", err)
-	}
-	t.Skipf("the Patroni cluster cannot run, skipping (set AX_REQUIRE_SERVICES=1 to fail instead): %v", err)
-}
-
-// repoRoot walks up from the working directory (a test's is its package's) to go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return "", errors.New("pgcluster: no go.mod above the working directory")
-		}
-		dir = up
-	}
-}
-
-// reservePorts picks a port base and locks it (see the package doc). The returned
-// file holds the lock until closed.
-func reservePorts() (int, *os.File, error) {
-	lockDir := filepath.Join(os.TempDir(), "ax-pgcluster-ports")
-	if err := os.MkdirAll(lockDir, 0o755); err != nil {
-		return 0, nil, err
-	}
-	try := func(base int) (*os.File, error) {
-		f, err := lockFile(filepath.Join(lockDir, strconv.Itoa(base)+".lock"))
-		if err != nil {
-			return nil, err
-		}
-		for p := base; p < base+portSpan; p++ {
-			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			if err != nil {
-				f.Close()
-				return nil, fmt.Errorf("port %d: %w", p, err)
-			}
-			ln.Close()
-		}
-		return f, nil
-	}
-	if s := os.Getenv("AX_PGCLUSTER_PORT_BASE"); s != "" {
-		base, err := strconv.Atoi(s)
-		if err != nil {
-			return 0, nil, fmt.Errorf("pgcluster: AX_PGCLUSTER_PORT_BASE=%q: %w", s, err)
-		}
-		f, err := try(base)
-		if err != nil {
-			return 0, nil, fmt.Errorf("pgcluster: AX_PGCLUSTER_PORT_BASE=%d: %w", base, err)
-		}
-		return base, f, nil
-	}
-	n := (portLast - portFirst) / portSpan
-	start := rand.IntN(n)
-	var last error
-	for k := range n {
-		base := portFirst + (start+k)%n*portSpan
-		f, err := try(base)
-		if err == nil {
-			return base, f, nil
-		}
-		last = err
-	}
-	return 0, nil, fmt.Errorf("pgcluster: no free port range in [%d, %d): %w", portFirst, portLast, last)
-}
-
-// newParent makes the temporary directory that holds the cluster's directory (c) and
-// the owner lock: a flock held while this process lives, which tells reapStale, in a
-// later test process, whether the cluster's owner is gone. The lock is taken on a
-// temporary name and then renamed, so the lock file never exists unlocked.
-func newParent() (dir string, owner *os.File, err error) {
-	dir, err = os.MkdirTemp("", "axpg-")
-	if err != nil {
-		return "", nil, err
-	}
-	// MkdirTemp makes it 0700 and root's: the postgres user must pass through it.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", nil, err
-	}
-	// The scripts and the harness match processes by this path in their command
-	// lines: it must be the path the processes see.
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		return "", nil, err
-	}
-	tmp := filepath.Join(dir, "owner.lock.new")
-	owner, err = lockFile(tmp)
-	if err != nil {
-		return "", nil, err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "owner.lock")); err != nil {
-		owner.Close()
-		return "", nil, err
-	}
-	return dir, owner, nil
-}
-
-// reapStale tears down clusters whose owner died without cleaning up (a test binary
-// killed by its timeout, say): they would hold ports and memory for good.
-func reapStale(t testing.TB, script string) {
-	locks, _ := filepath.Glob(filepath.Join(os.TempDir(), "axpg-*", "owner.lock"))
-	for _, l := range locks {
-		f, err := lockFile(l)
-		if err != nil {
-			continue // its owner runs, or another process reaps it
-		}
-		parent := filepath.Dir(l)
-		c := &Cluster{Dir: filepath.Join(parent, "c"), script: script}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		out, err := c.run(ctx, nil, "down", c.Dir)
-		cancel()
-		if err != nil {
-			t.Logf("pgcluster: could not reap the stale cluster in %s: %v\n%s", parent, err, out)
-		} else {
-			t.Logf("pgcluster: reaped a stale cluster in %s", parent)
-			os.RemoveAll(parent)
-		}
-		f.Close()
-	}
-}
-
 // run runs cluster.sh with args, extra in its environment, and returns its output.
 func (c *Cluster) run(ctx context.Context, extra []string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "bash", append([]string{c.script}, args...)...)
-	cmd.Env = append(os.Environ(), extra...)
-	cmd.WaitDelay = 5 * time.Second
-	return cmd.CombinedOutput()
+	return c.sc.Run(ctx, extra, args...)
 }
 
 // readEnv reads the ports from Dir/cluster.env.

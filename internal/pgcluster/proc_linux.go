@@ -2,7 +2,6 @@ package pgcluster
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,27 +9,6 @@ import (
 	"strings"
 	"syscall"
 )
-
-// errLocked: another process holds the lock.
-var errLocked = errors.New("locked by another process")
-
-// lockFile opens (creating) path and takes an exclusive flock on it without waiting:
-// errLocked when another process holds it. The lock lasts until the file is closed or
-// the process dies, so a crashed test leaves no stale lock behind.
-func lockFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, errLocked
-		}
-		return nil, fmt.Errorf("flock %s: %w", path, err)
-	}
-	return f, nil
-}
 
 // procStat reads /proc/pid/stat: the state letter and the parent's pid.
 func procStat(pid int) (state byte, ppid int, err error) {
