@@ -26,7 +26,6 @@
 package galeracluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -95,7 +94,8 @@ func Start(t testing.TB) *Cluster {
 		Name: "galeracluster", What: "the Galera cluster", Script: "deploy/galera/cluster.sh",
 		DirPrefix: "axgalera-", PortEnv: "AX_GALERA_PORT_BASE", PortLocks: "ax-galera-ports",
 		PortFirst: portFirst, PortLast: portLast, PortSpan: portSpan, UpTimeout: 4 * time.Minute,
-	}, func() { c.logTails(t) })
+		Logs: []string{"node*/error.log"},
+	})
 	c.Dir = c.sc.Dir
 	if err := c.readEnv(); err != nil {
 		t.Fatal(err)
@@ -112,50 +112,18 @@ func (c *Cluster) run(ctx context.Context, extra []string, args ...string) ([]by
 
 // readEnv reads the ports from Dir/cluster.env.
 func (c *Cluster) readEnv() error {
-	b, err := os.ReadFile(filepath.Join(c.Dir, "cluster.env"))
+	env, err := c.sc.Env()
 	if err != nil {
-		return fmt.Errorf("galeracluster: %w", err)
-	}
-	env := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
-			env[k] = strings.Trim(v, `"`)
-		}
-	}
-	ports := func(key string, dst *[Nodes]int) error {
-		f := strings.Fields(env[key])
-		if len(f) != Nodes {
-			return fmt.Errorf("galeracluster: cluster.env: %s=%q, want %d ports", key, env[key], Nodes)
-		}
-		for i, s := range f {
-			if dst[i], err = strconv.Atoi(s); err != nil {
-				return fmt.Errorf("galeracluster: cluster.env: %s: %w", key, err)
-			}
-		}
-		return nil
-	}
-	if err := ports("MYSQL_PORTS", &c.Ports); err != nil {
 		return err
 	}
-	return ports("GALERA_PORTS", &c.GaleraPorts)
-}
-
-// logTails logs the end of every node's error log, for a failed test.
-func (c *Cluster) logTails(t testing.TB) {
-	logs, _ := filepath.Glob(filepath.Join(c.Dir, "node*", "error.log"))
-	for _, l := range logs {
-		b, err := os.ReadFile(l)
+	for key, dst := range map[string]*[Nodes]int{"MYSQL_PORTS": &c.Ports, "GALERA_PORTS": &c.GaleraPorts} {
+		ports, err := c.sc.Ports(env, key, Nodes)
 		if err != nil {
-			continue
+			return err
 		}
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
-		}
-		t.Logf("galeracluster: %s (last %d lines):\n%s", l, len(lines), strings.Join(lines, "\n"))
+		copy(dst[:], ports)
 	}
+	return nil
 }
 
 // DSN is a go-sql-driver/mysql DSN for database on node i, as root over TCP, with

@@ -25,7 +25,6 @@
 package pgcluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -112,7 +111,8 @@ func Start(t testing.TB) *Cluster {
 		Name: "pgcluster", What: "the Patroni cluster", Script: "deploy/patroni/cluster.sh",
 		DirPrefix: "axpg-", PortEnv: "AX_PGCLUSTER_PORT_BASE", PortLocks: "ax-pgcluster-ports",
 		PortFirst: portFirst, PortLast: portLast, PortSpan: portSpan, UpTimeout: 5 * time.Minute,
-	}, func() { c.logTails(t) })
+		Logs: []string{"log/*.log", "node*/pglog/postgresql.log"},
+	})
 	c.Dir = c.sc.Dir
 	if err := c.readEnv(); err != nil {
 		t.Fatal(err)
@@ -129,30 +129,9 @@ func (c *Cluster) run(ctx context.Context, extra []string, args ...string) ([]by
 
 // readEnv reads the ports from Dir/cluster.env.
 func (c *Cluster) readEnv() error {
-	b, err := os.ReadFile(filepath.Join(c.Dir, "cluster.env"))
+	env, err := c.sc.Env()
 	if err != nil {
-		return fmt.Errorf("pgcluster: %w", err)
-	}
-	env := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
-			env[k] = strings.Trim(v, `"`)
-		}
-	}
-	ints := func(key string, n int) ([]int, error) {
-		f := strings.Fields(env[key])
-		if len(f) != n {
-			return nil, fmt.Errorf("pgcluster: cluster.env: %s=%q, want %d ports", key, env[key], n)
-		}
-		out := make([]int, n)
-		for i, s := range f {
-			if out[i], err = strconv.Atoi(s); err != nil {
-				return nil, fmt.Errorf("pgcluster: cluster.env: %s: %w", key, err)
-			}
-		}
-		return out, nil
+		return err
 	}
 	var ps [4][]int
 	for k, key := range []string{"HAPROXY_PORT", "ETCD_PORT", "PG_PORTS", "REST_PORTS"} {
@@ -160,7 +139,7 @@ func (c *Cluster) readEnv() error {
 		if k >= 2 {
 			n = Nodes
 		}
-		if ps[k], err = ints(key, n); err != nil {
+		if ps[k], err = c.sc.Ports(env, key, n); err != nil {
 			return err
 		}
 	}
@@ -168,23 +147,6 @@ func (c *Cluster) readEnv() error {
 	copy(c.PGPorts[:], ps[2])
 	copy(c.RESTPorts[:], ps[3])
 	return nil
-}
-
-// logTails logs the end of every component's log, for a failed test.
-func (c *Cluster) logTails(t testing.TB) {
-	logs, _ := filepath.Glob(filepath.Join(c.Dir, "log", "*.log"))
-	pglogs, _ := filepath.Glob(filepath.Join(c.Dir, "node*", "pglog", "postgresql.log"))
-	for _, l := range append(logs, pglogs...) {
-		b, err := os.ReadFile(l)
-		if err != nil {
-			continue
-		}
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
-		}
-		t.Logf("pgcluster: %s (last %d lines):\n%s", l, len(lines), strings.Join(lines, "\n"))
-	}
 }
 
 // DSN is the test database through HAProxy, which leads to the primary.

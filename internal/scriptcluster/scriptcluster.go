@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,6 +49,7 @@ type Config struct {
 
 	PortFirst, PortLast, PortSpan int
 	UpTimeout                     time.Duration // how long up may take
+	Logs                          []string      // globs, under the cluster's directory, of the logs a failed test shows the end of
 }
 
 // Cluster is a cluster the script started.
@@ -60,10 +62,9 @@ type Cluster struct {
 }
 
 // Start starts a cluster with the script's up, and registers its down for the end of
-// t; onFailure, when given, runs first if t failed (to log the cluster's logs). It
-// skips t when the machine cannot run the cluster, or fails it under
-// AX_REQUIRE_SERVICES=1.
-func Start(t testing.TB, cfg Config, onFailure func()) *Cluster {
+// t, which, when t failed, first logs the last lines of each of cfg.Logs. It skips t
+// when the machine cannot run the cluster, or fails it under AX_REQUIRE_SERVICES=1.
+func Start(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		Unavailable(t, cfg.What, errors.New("needs Linux"))
@@ -86,8 +87,8 @@ func Start(t testing.TB, cfg Config, onFailure func()) *Cluster {
 	}
 	c := &Cluster{Dir: filepath.Join(parent, "c"), Base: base, cfg: cfg, script: script}
 	t.Cleanup(func() {
-		if t.Failed() && onFailure != nil {
-			onFailure()
+		if t.Failed() {
+			c.logTails(t)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -119,6 +120,56 @@ func (c *Cluster) Run(ctx context.Context, extra []string, args ...string) ([]by
 	cmd.Env = append(os.Environ(), extra...)
 	cmd.WaitDelay = 5 * time.Second
 	return cmd.CombinedOutput()
+}
+
+// Env reads the script's Dir/cluster.env: its shell assignments, quotes removed.
+func (c *Cluster) Env() (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "cluster.env"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.cfg.Name, err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			env[k] = strings.Trim(v, `"`)
+		}
+	}
+	return env, nil
+}
+
+// Ports reads the n ports, separated by spaces, that env (Env) gives key.
+func (c *Cluster) Ports(env map[string]string, key string, n int) ([]int, error) {
+	f := strings.Fields(env[key])
+	if len(f) != n {
+		return nil, fmt.Errorf("%s: cluster.env: %s=%q, want %d ports", c.cfg.Name, key, env[key], n)
+	}
+	out := make([]int, n)
+	for i, s := range f {
+		var err error
+		if out[i], err = strconv.Atoi(s); err != nil {
+			return nil, fmt.Errorf("%s: cluster.env: %s: %w", c.cfg.Name, key, err)
+		}
+	}
+	return out, nil
+}
+
+// logTails logs the last 40 lines of each of the cluster's logs.
+func (c *Cluster) logTails(t testing.TB) {
+	for _, glob := range c.cfg.Logs {
+		logs, _ := filepath.Glob(filepath.Join(c.Dir, glob))
+		for _, l := range logs {
+			b, err := os.ReadFile(l)
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			t.Logf("%s: %s (last %d lines):\n%s", c.cfg.Name, l, len(lines), strings.Join(lines, "\n"))
+		}
+	}
 }
 
 // Unavailable skips t because what cannot run here, or fails it when services are
