@@ -407,11 +407,13 @@ func testFenceRace(t *testing.T, c *galeracluster.Cluster, galera bool) {
 			}
 		}
 		// Refused by certification, or aborted by the raise's applier when that came
-		// first: a deadlock either way, and the retry read the raise.
+		// first: a deadlock either way, and the retry read the raise. The counters are
+		// node0's, not the claim's: another session of the test (the stalling one, once
+		// it lets go) may be counted too, so at least one, not exactly one.
 		cert := wsrepStatus(t, raw0, "wsrep_local_cert_failures") - certBefore
 		aborts := wsrepStatus(t, raw0, "wsrep_local_bf_aborts") - abortsBefore
-		if cert+aborts != 1 {
-			t.Errorf("node0 counts %d certification failures and %d aborts, want one in all: the claim's first attempt", cert, aborts)
+		if cert+aborts < 1 {
+			t.Errorf("node0 counts %d certification failures and %d aborts, want at least one: the claim's first attempt", cert, aborts)
 		}
 		t.Logf("the claim refused: %d certification failure, %d abort by the raise's applier, then ErrFenced", cert, aborts)
 		return
