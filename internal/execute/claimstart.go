@@ -125,7 +125,7 @@ func (e *Executor) Launch(src *Source, started []store.Task, reserved int, sent 
 }
 
 // launchStarted is Launch; measured: sent began a claim whose round trip sizes the
-// prefetch (not a failed one, whose tasks were read back one by one).
+// prefetch (not a failed one, whose tasks were read back and confirmed at sent).
 func (e *Executor) launchStarted(src *Source, started []store.Task, reserved int, sent time.Time, measured bool) {
 	e.mu.Lock()
 	e.reserved -= reserved
@@ -158,44 +158,91 @@ func (e *Executor) launchStarted(src *Source, started []store.Task, reserved int
 // ClaimFailed takes the answer of a claim that failed, sent at sent, of reserved tasks
 // Reserve made room for. The claim may have committed all the same (its answer was
 // lost): the tasks it asked to start are read, in the background, and those it did
-// start run here, as Launch runs them — rather than wait, RUNNING with no handler,
-// for orphan recovery (they are not heartbeated meanwhile: one found late self-fences
-// as it would have). A read that fails is tried again, with a backoff, until Stop;
-// recovery takes what is left then. src is told Done for the tasks asked to start that
-// are not running here.
+// start, once a write confirms them (confirm), run here, as Launch runs them — rather
+// than wait, RUNNING with no handler, for orphan recovery (they are not heartbeated
+// meanwhile: one found late self-fences as it would have). A read or a confirmation
+// that fails is tried again, with a backoff, until Stop; recovery takes what is left
+// then. src is told Done for the tasks asked to start that are not running here.
 func (e *Executor) ClaimFailed(src *Source, claims []store.Claim, reserved int, sent time.Time) {
 	if reserved == 0 {
 		return
 	}
 	go func() {
-		var found []store.Task
-		wait := 100 * time.Millisecond
-	claims:
-		for _, c := range claims {
-			if !c.Start {
-				continue
-			}
-			for {
-				t, err := e.cfg.Store.Get(context.Background(), c.ID)
-				if err == nil && t.Status == store.Running && t.ExecutionID == c.ExecutionID {
-					found = append(found, *t)
-				}
-				if err == nil || errors.Is(err, store.ErrNotFound) {
-					break
-				}
-				select { // the store is still out of reach: look again, until Stop
-				case <-e.quit:
-					break claims
-				case <-time.After(wait):
-					wait = min(2*wait, 2*time.Second)
-				}
-			}
+		found, beat := e.claimedAfterAll(claims)
+		if beat.IsZero() {
+			beat = sent
 		}
-		e.launchStarted(src, found, reserved, sent, false)
+		e.launchStarted(src, found, reserved, beat, false)
 		if n := reserved - len(found); n > 0 && src != nil && src.Done != nil {
 			src.Done(n) // the others were not claimed, or are left to recovery
 		}
 	}()
+}
+
+// claimedAfterAll returns the tasks of claims asked to start that a failed claim
+// started after all, confirmed by a write sent at beat (zero: none found). It tries
+// until the store answers both the reads and the write, or Stop, and then returns none.
+func (e *Executor) claimedAfterAll(claims []store.Claim) (found []store.Task, beat time.Time) {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		found = found[:0]
+		var err error
+		for _, c := range claims {
+			if !c.Start {
+				continue
+			}
+			var t *store.Task
+			t, err = e.cfg.Store.Get(context.Background(), c.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				err = nil
+				continue
+			}
+			if err != nil {
+				break
+			}
+			if t.Status == store.Running && t.ExecutionID == c.ExecutionID {
+				found = append(found, *t)
+			}
+		}
+		if err == nil {
+			if found, beat, err = e.confirm(found); err == nil {
+				return found, beat
+			}
+		}
+		select { // the store is out of reach, or refuses writes: look again, until Stop
+		case <-e.quit:
+			return nil, time.Time{}
+		case <-time.After(wait):
+		}
+	}
+}
+
+// confirm stamps alive, in one write sent at beat, the executions of tasks that a read
+// found RUNNING under them after a claim or start whose answer was lost, and returns
+// those the store confirmed its own. A read is not enough to run a handler: it may
+// come from a server that holds a commit the cluster never will — a primary cut off
+// from its standbys and about to be demoted (a zombie), or demoted already and not yet
+// rewound — while a newer primary runs the task. Such a server refuses the write
+// (read-only) or never answers it (the commit waits for a standby); a task that moved
+// on answers it Gone. An error: nothing is confirmed, try again later.
+func (e *Executor) confirm(tasks []store.Task) (own []store.Task, beat time.Time, err error) {
+	if len(tasks) == 0 {
+		return nil, time.Time{}, nil
+	}
+	refs := make([]store.ExecRef, len(tasks))
+	for i, t := range tasks {
+		refs[i] = store.ExecRef{TaskID: t.ID, ExecutionID: t.ExecutionID}
+	}
+	beat = time.Now()
+	alive, err := e.cfg.Store.Heartbeat(context.Background(), refs)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	for i, b := range alive {
+		if b != store.BeatGone { // a cancel asked meanwhile: the heartbeater stops it
+			own = append(own, tasks[i])
+		}
+	}
+	return own, beat, nil
 }
 
 // errReleased is the result of a task started by a claim whose handler never ran:

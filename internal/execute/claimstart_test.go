@@ -2,11 +2,13 @@ package execute
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +36,12 @@ type claimStarter struct {
 
 func newClaimStarter(t *testing.T, concurrency, n int, gate chan struct{}) *claimStarter {
 	t.Helper()
+	return newClaimStarterOn(t, concurrency, n, gate, func(st store.Store) store.Store { return st })
+}
+
+// newClaimStarterOn is newClaimStarter with the executor's store wrapped by wrap.
+func newClaimStarterOn(t *testing.T, concurrency, n int, gate chan struct{}, wrap func(store.Store) store.Store) *claimStarter {
+	t.Helper()
 	c := &claimStarter{st: storecount.New(memory.New()), runs: map[int64]int{}, gate: gate}
 	ctx := context.Background()
 	news := make([]store.NewTask, n)
@@ -49,7 +57,7 @@ func newClaimStarter(t *testing.T, concurrency, n int, gate chan struct{}) *clai
 	}
 	c.src = &Source{Done: func(n int) { c.mu.Lock(); c.done += n; c.mu.Unlock() }}
 	c.ex = New(Config{
-		Store: c.st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store: wrap(c.st), Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Node: "here", Concurrency: concurrency, HeartbeatInterval: time.Second, MaxDispatchRetries: 3,
 		Handler: func(string) *Handler {
 			return &Handler{Timeout: time.Minute, Run: func(ctx context.Context, task *store.Task) error {
@@ -224,6 +232,68 @@ func TestClaimFailedRunsWhatCommitted(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.runs[c.ids[0]] != 1 || c.runs[c.ids[1]] != 1 || c.runs[c.ids[2]] != 0 {
 		t.Errorf("runs %v, want the two committed once each", c.runs)
+	}
+}
+
+// refusingBeats is a store whose Heartbeat fails its first refuse calls, as a
+// read-only server refuses a write (a primary demoted), and then answers every
+// execution as answer: the reads still show what that server holds.
+type refusingBeats struct {
+	store.Store
+	refuse int32
+	answer store.Beat
+	calls  atomic.Int32
+}
+
+func (s *refusingBeats) Heartbeat(ctx context.Context, refs []store.ExecRef) ([]store.Beat, error) {
+	if s.calls.Add(1) <= s.refuse {
+		return nil, errors.New("cannot execute UPDATE in a read-only transaction (SQLSTATE 25006)")
+	}
+	beats := make([]store.Beat, len(refs))
+	for i := range beats {
+		beats[i] = s.answer
+	}
+	return beats, nil
+}
+
+// A task a failed claim is read back as having started runs here only once a write
+// confirms it: a read may come from a demoted primary that holds a commit the cluster
+// never had (issue 37's zombie primary), whose writes fail; while they fail the
+// handler waits, and if the write then finds the task moved on, it never runs.
+func TestClaimFailedRunsOnlyWhatAWriteConfirms(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		answer store.Beat
+		runs   int
+	}{
+		{"alive", store.BeatAlive, 1},
+		{"moved on", store.BeatGone, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			beats := &refusingBeats{refuse: 2, answer: c.answer}
+			cs := newClaimStarterOn(t, 4, 1, nil, func(st store.Store) store.Store { beats.Store = st; return beats })
+			defer cs.ex.Stop(context.Background())
+			on, k, _ := cs.ex.Reserve(1)
+			claims := []store.Claim{{ID: cs.ids[0], ExecutionID: uuid.Must(uuid.NewV7()).String(), Start: true}}
+			if _, err := cs.st.ClaimStart(context.Background(), store.Fence{}, on, claims); err != nil {
+				t.Fatal(err)
+			}
+			cs.ex.ClaimFailed(cs.src, claims, k, time.Now())
+			waitFor(t, 10*time.Second, "Done for the task", func() bool { cs.mu.Lock(); defer cs.mu.Unlock(); return cs.done == 1 })
+			if n := beats.calls.Load(); n != 3 {
+				t.Errorf("%d heartbeats, want 3 (two refused, then answered)", n)
+			}
+			if c.runs == 1 {
+				waitFor(t, 10*time.Second, "the task to succeed", func() bool { return cs.status(t, cs.ids[0]).Status == store.Succeeded })
+			}
+			cs.mu.Lock()
+			defer cs.mu.Unlock()
+			if got := cs.runs[cs.ids[0]]; got != c.runs {
+				t.Errorf("handler ran %d times, want %d", got, c.runs)
+			}
+		})
 	}
 }
 

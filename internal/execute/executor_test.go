@@ -258,6 +258,44 @@ func TestLeaseEndedRetryKeepsEarlierStart(t *testing.T) {
 	})
 }
 
+// TestUnconfirmedEarlierStartDoesNotRun: as TestFencedRetryKeepsEarlierStart, but the
+// store refuses every write after the raise, as a demoted primary does: the execution
+// the unanswered attempt recorded is read back as this executor's, but no write
+// confirms it, so its handler does not run; the task is left RUNNING to orphan
+// recovery, which the store's real primary decides.
+func TestUnconfirmedEarlierStartDoesNotRun(t *testing.T) {
+	t.Parallel()
+	inner := openSQLite(t)
+	raise := &raiseAfterStart{Store: inner, after: func(ctx context.Context, st store.Store, f store.Fence) error {
+		_, err := st.RaiseFence(ctx, f.Namespace, "newer", f.Token+1)
+		return err
+	}}
+	st := &refusingBeats{Store: raise, refuse: 1 << 30}
+	ctx := context.Background()
+	fence, err := st.RaiseFence(ctx, "default", "a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(-time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Claim(ctx, fence, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "01900000-0000-7000-8000-000000000005"}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	ex, runs := startCounting(st)
+	ex.Dispatch(&Source{Fence: fence}, res.Claimed)
+	waitFor(t, 10*time.Second, "the retried start to ask for a confirmation", func() bool { return raise.calls.Load() == 2 && st.calls.Load() > 0 })
+	ex.Stop(ctx) // the starter has ended: what it launched is running or done
+	if n := runs.Load(); n != 0 {
+		t.Errorf("handler ran %d times, want none", n)
+	}
+	if got, err := inner.Get(ctx, ins[0].Task.ID); err != nil || got.Status != store.Running {
+		t.Errorf("the task is %v (%v), want RUNNING, left to orphan recovery", got.Status, err)
+	}
+}
+
 // testRetryKeepsEarlierStart runs one task whose first Start commits unanswered and is
 // followed by what after(ended) does; ended, once set, makes the task's source invalid.
 // starts is how many Start calls the executor makes: the unanswered one, then a
@@ -302,6 +340,13 @@ func testRetryKeepsEarlierStart(t *testing.T, starts int32, after func(ended *at
 // countingExecutor starts an executor of two slots on st whose handler counts its runs;
 // it stops when the test ends.
 func countingExecutor(t *testing.T, st store.Store) (*Executor, *atomic.Int32) {
+	ex, runs := startCounting(st)
+	t.Cleanup(func() { ex.Stop(context.Background()) })
+	return ex, runs
+}
+
+// startCounting is countingExecutor, stopped by the caller.
+func startCounting(st store.Store) (*Executor, *atomic.Int32) {
 	runs := new(atomic.Int32)
 	ex := New(Config{
 		Store: st, Clock: clock.New(), Log: slog.New(slog.DiscardHandler),
@@ -311,6 +356,5 @@ func countingExecutor(t *testing.T, st store.Store) (*Executor, *atomic.Int32) {
 		},
 	})
 	ex.Start()
-	t.Cleanup(func() { ex.Stop(context.Background()) })
 	return ex, runs
 }

@@ -248,7 +248,7 @@ func (e *Executor) dropInvalid(batch []dispatched) []dispatched {
 // ownStart resolves a Duplicate answer to a retried Start: if the record is this
 // node's own, the earlier attempt committed but its answer was lost on the way back,
 // and the handler has not run — run it now rather than leave the task to orphan
-// recovery.
+// recovery, once a write confirms the task is still this execution's (see confirm).
 func (e *Executor) ownStart(d dispatched, r store.StartResult) store.StartResult {
 	if r.Execution == nil || r.Execution.Node != e.cfg.Node || r.Execution.Status != store.Running {
 		return r
@@ -256,6 +256,9 @@ func (e *Executor) ownStart(d dispatched, r store.StartResult) store.StartResult
 	t, err := e.cfg.Store.Get(context.Background(), d.task.ID)
 	if err != nil || t.Status != store.Running || t.ExecutionID != d.task.ExecutionID {
 		return r
+	}
+	if own, _, err := e.confirm([]store.Task{*t}); err != nil || len(own) == 0 {
+		return r // left to orphan recovery, or moved on already
 	}
 	return store.StartResult{Outcome: store.Started, Task: t, Execution: r.Execution}
 }
