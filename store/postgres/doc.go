@@ -75,6 +75,37 @@
 // 9,100 tasks/s. Exec mode alone, without WithPooler, costs about the same: the
 // statement that sets search_path adds next to nothing.
 //
+// # When the server fails over
+//
+// Behind HAProxy or a multi-host DSN with target_session_attrs=read-write (the
+// repository's deploy/patroni has a tested Patroni cluster), a failover reaches the
+// store as errors of the connection, and the store answers each by what it tells of
+// the write that met it:
+//   - Nothing began: a failed connect, a server starting up (57P03), a read-only one
+//     (25006: a standby, or a primary being demoted, whose connections the pool then
+//     drops), a deadlock or a serialization failure. The write runs again, up to 5
+//     attempts with a growing, jittered backoff, on connections routed anew.
+//   - The outcome is unknown: the connection ended once the transaction was sent (an
+//     I/O error, class 08, 57P01 or 57P02 — the server shut down or terminated the
+//     session). The error says "outcome unknown" and is returned, not retried: the
+//     scheduler resolves it through the store's contract (every write can be repeated
+//     through its conditions), and a task read back after one runs only once a write
+//     confirms it — a read may come from a demoted primary that still holds a commit
+//     the cluster never had.
+//
+// A COMMIT is not cut by its caller's deadline. Every transaction is sent as one
+// pipelined batch, COMMIT included, so the server may be running the COMMIT —
+// waiting for its synchronous standby's acknowledgement — when the deadline fires;
+// pgx would then close the connection and send a cancel request, which ends that wait
+// with the commit kept locally and perhaps never replicated, and the caller could not
+// tell. Instead a batch that commits runs with 5 s more than its caller's deadline
+// (without one, none), and only a server silent past that has its connection closed,
+// the outcome unknown. A store call that commits can therefore take up to 5 s longer
+// than its context allows (Config.StoreTimeout included).
+//
+// Every table is logged (none is UNLOGGED), so the fence's ax_leader row and the
+// tasks it guards are replicated with the commits that wrote them.
+//
 // DESIGN.md, beside this file, has the design notes: tables, indexes and plans, and how
 // each operation uses them.
 package postgres

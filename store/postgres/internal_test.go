@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,4 +282,83 @@ func openInternal(t *testing.T) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// slowCommits makes every COMMIT that inserted a task in s's schema take d, as a
+// COMMIT waiting for a synchronous standby does: a deferred constraint trigger sleeps.
+func slowCommits(t *testing.T, s *Store, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		fmt.Sprintf(`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_sleep(%f); RETURN NULL; END $$`, d.Seconds()),
+		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON ax_tasks
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()`,
+	} {
+		if _, err := s.pool.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A deadline that fires while a write's COMMIT runs does not cut it: the COMMIT has
+// commitGrace more, and the write is answered, committed. Before, pgx closed the
+// connection and sent a cancel request, which aborted the commit — or, for one
+// waiting on a synchronous standby, kept it locally unreplicated — and the caller
+// could not know which.
+func TestCommitOutlivesTheDeadline(t *testing.T) {
+	t.Parallel()
+	s, err := Open(context.Background(), servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	slowCommits(t, s, 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	ins, err := s.Insert(ctx, []store.NewTask{{Name: "job", Key: "slow", DueAt: time.Now().Add(time.Hour)}})
+	if err != nil {
+		t.Fatalf("Insert with a COMMIT slower than its deadline: %v; want it answered", err)
+	}
+	if got, err := s.Get(context.Background(), ins[0].Task.ID); err != nil || got.Key != "slow" {
+		t.Errorf("Get(%d) = %v, %v; want the task committed", ins[0].Task.ID, got, err)
+	}
+}
+
+// A COMMIT still unanswered commitGrace past the deadline has its connection cut, and
+// the error says the outcome is unknown.
+func TestCommitPastTheGraceIsUnknown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits commitGrace")
+	}
+	t.Parallel()
+	s, err := Open(context.Background(), servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	slowCommits(t, s, commitGrace+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = s.Insert(ctx, []store.NewTask{{Name: "job", Key: "slower", DueAt: time.Now().Add(time.Hour)}})
+	if err == nil || !strings.Contains(err.Error(), "outcome unknown") {
+		t.Errorf("Insert whose COMMIT outlasts the grace: %v; want an error saying the outcome is unknown", err)
+	}
+}
+
+func TestUnknownOutcome(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57P01"}, true}, {&pgconn.PgError{Code: "08006"}, true},
+		{io.ErrUnexpectedEOF, true}, {fmt.Errorf("read: %w", io.EOF), true},
+		{&pgconn.PgError{Code: "23505"}, false}, {&pgconn.PgError{Code: "25006"}, false}, // refused: nothing written
+		{&pgconn.ConnectError{Config: &pgconn.Config{}}, false}, // never began
+		{errors.New("the database drew too few ids"), false},
+	} {
+		if got := unknownOutcome(c.err); got != c.want {
+			t.Errorf("unknownOutcome(%v) = %t, want %t", c.err, got, c.want)
+		}
+	}
 }

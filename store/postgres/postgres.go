@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -331,6 +333,22 @@ func retryable(err error) bool {
 	return errors.As(err, &ce) || pgconn.SafeToRetry(err)
 }
 
+// unknownOutcome reports whether a transaction that failed with err may have committed
+// all the same: its connection ended, or was cut past commitGrace, once it was sent — an
+// I/O error, a timeout, the server shutting down or terminating the session (57P01,
+// 57P02), a connection failure (class 08) — rather than the server refusing it.
+func unknownOutcome(err error) bool {
+	if retryable(err) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02"
+	}
+	var ne net.Error
+	return pgconn.Timeout(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
 // readOnly reports whether err is a write refused by a read-only server (25006).
 func readOnly(err error) bool {
 	var pe *pgconn.PgError
@@ -426,6 +444,9 @@ func (s *Store) retry(ctx context.Context, op string, once func() error) error {
 			}
 			continue
 		}
+		if unknownOutcome(err) {
+			return s.wrap(op+": outcome unknown, the connection ended with the transaction sent (it may have committed)", err)
+		}
 		return s.wrap(op, err)
 	}
 }
@@ -450,6 +471,9 @@ func send(ctx context.Context, to batchSender, plans string, commit bool, queue 
 	queue(b)
 	if commit {
 		b.Queue(`COMMIT`)
+		var cancel context.CancelFunc
+		ctx, cancel = committing(ctx)
+		defer cancel()
 	}
 	br := to.SendBatch(ctx, b)
 	err := func() error {
@@ -466,6 +490,29 @@ func send(ctx context.Context, to batchSender, plans string, commit bool, queue 
 		err = cerr
 	}
 	return err
+}
+
+// commitGrace is how long past its caller's deadline a transaction whose COMMIT is on
+// its way waits for the answer. The batch that carries a COMMIT sends every statement
+// at once, so the server may be running the COMMIT — waiting, say, for a synchronous
+// standby to acknowledge it — whenever the deadline fires; cutting the connection then
+// leaves an outcome nobody can know (the server goes on and commits locally, and pgx's
+// cancel request makes PostgreSQL stop the wait and keep the commit, replicated or
+// not). So the caller's deadline and cancellation do not reach such a batch: it has
+// commitGrace more, and only a server silent past that has its connection closed — the
+// error then says the outcome is unknown (see wrap).
+const commitGrace = 5 * time.Second
+
+// committing returns the context a batch that commits runs under (see commitGrace):
+// ctx's values, none of its cancellation, and its deadline, if it has one, plus
+// commitGrace.
+func committing(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	ctx = context.WithoutCancel(ctx)
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, d.Add(commitGrace))
 }
 
 // round sends one pipelined batch of an interactive transaction (see steps) and
@@ -503,7 +550,9 @@ func (s *Store) stepsOnce(ctx context.Context, fn func(r round) error) error {
 	}
 	err = fn(r)
 	if err == nil && open && !ended {
-		_, err = conn.Exec(ctx, `COMMIT`)
+		cctx, cancel := committing(ctx)
+		_, err = conn.Exec(cctx, `COMMIT`)
+		cancel()
 	}
 	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 		// Failed, or left by fn: roll back now so that the connection can be reused
