@@ -23,7 +23,7 @@
 set -euo pipefail
 
 PG_BIN=/usr/lib/postgresql/15/bin
-PACKAGES=(patroni etcd-server haproxy curl jq)
+PACKAGES=(patroni python3-etcd etcd-server haproxy curl jq) # python3-etcd: Patroni's etcd v2 client
 UP_TIMEOUT=${AX_PGCLUSTER_UP_TIMEOUT:-90} # seconds `up` waits for a healthy cluster
 NODES=(0 1 2)
 MARKER=.ax-pgcluster # DIR holds this file once `up` has claimed it; `down` refuses others
@@ -242,7 +242,13 @@ restapi:
   listen: 127.0.0.1:${REST_PORT[$i]}
   connect_address: 127.0.0.1:${REST_PORT[$i]}
 
-etcd3:
+# etcd's v2 API, not etcd3: Patroni 3.0.2 (Debian 12's) renews the leader key through
+# etcd3 with an unconditional put once its lease has lapsed, so a leader's Patroni paused
+# past ttl and resumed overwrites the key of the node promoted meanwhile and stays
+# primary — the promoted node is demoted and rewound, its acknowledged commits lost
+# (seen in internal/clustertest's TestDatabaseZombiePrimaryMidDrain). Through v2 the
+# renewal is a compare-and-swap on the holder's name, which then fails, and it demotes.
+etcd:
   hosts: 127.0.0.1:$ETCD_PORT
   protocol: http
 
@@ -464,7 +470,8 @@ EOF
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "etcd0=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster-state new --initial-cluster-token "ax-pgcluster-$ETCD_PORT"
+    --initial-cluster-state new --initial-cluster-token "ax-pgcluster-$ETCD_PORT" \
+    --enable-v2=true
   local deadline=$((SECONDS + 20))
   until curl -fsS --max-time 1 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; do
     ((SECONDS < deadline)) || { log "etcd did not become healthy"; exit 1; }

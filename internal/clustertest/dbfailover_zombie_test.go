@@ -1,19 +1,16 @@
-//go:build linux && axzombie
+//go:build linux
 
 package clustertest_test
 
-// This scenario finds a violation the store does not prevent yet, so it is built only
-// with -tags axzombie (AX_REQUIRE_SERVICES=1 go test -tags axzombie -run Zombie
-// ./internal/clustertest/): issue 37, point 3(c). In a run on 2026-12-07 the replica
-// wired to the zombie claimed task 993 on it at 05:26:59 (the commit waiting for a
-// standby that would never acknowledge it); Patroni, resumed, restarted the zombie as
-// a replica, ending that session without an answer; the executor's ClaimFailed path
-// read the task back — from the zombie, now a read-only replica that still held its
-// local, never-replicated commit — found it RUNNING under its own execution id and ran
-// the handler at 05:27:07, after the new leader had run the task and it had succeeded.
-// Fix to come: confirm such a task by a write (a heartbeat of the execution, refused
-// on a read-only server and by a moved-on task) before its handler runs, in
-// ClaimFailed and in Start's ambiguous paths (ownStart, startedEarlier).
+// This scenario found a defect (issue 37, point 3(c)). In a run on 2026-12-07 the
+// replica wired to the zombie claimed task 993 on it at 05:26:59 (the commit waiting
+// for a standby that would never acknowledge it); Patroni, resumed, restarted the
+// zombie as a replica, ending that session without an answer; the executor's
+// ClaimFailed path read the task back — from the zombie, now a read-only replica that
+// still held its local, never-replicated commit — found it RUNNING under its own
+// execution id and ran the handler at 05:27:07, after the new leader had run the task
+// and it had succeeded. Now a task read back after an ambiguous claim or start runs
+// only once a heartbeat of its execution, a write, confirms it (execute.confirm).
 
 import (
 	"context"

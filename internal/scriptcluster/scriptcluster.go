@@ -19,6 +19,9 @@
 // flock the test process holds while it lives. A later Start takes the lock of every
 // such directory whose owner died (a test binary killed by its timeout) and runs the
 // script's down on it.
+//
+// When a test fails, the last lines of each of the cluster's logs are logged, and with
+// AX_CLUSTER_LOGS=DIR set, the logs are kept whole in DIR before down removes them.
 package scriptcluster
 
 import (
@@ -89,6 +92,7 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.logTails(t)
+			c.keepLogs(t)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -152,6 +156,37 @@ func (c *Cluster) Ports(env map[string]string, key string, n int) ([]int, error)
 		}
 	}
 	return out, nil
+}
+
+// keepLogs copies the cluster's logs whole into $AX_CLUSTER_LOGS/NAME-BASE, when that
+// is set, before down removes them.
+func (c *Cluster) keepLogs(t testing.TB) {
+	root := os.Getenv("AX_CLUSTER_LOGS")
+	if root == "" {
+		return
+	}
+	dir := filepath.Join(root, fmt.Sprintf("%s-%d", c.cfg.Name, c.Base))
+	for _, glob := range c.cfg.Logs {
+		logs, _ := filepath.Glob(filepath.Join(c.Dir, glob))
+		for _, l := range logs {
+			rel, err := filepath.Rel(c.Dir, l)
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile(l)
+			if err != nil {
+				continue
+			}
+			to := filepath.Join(dir, rel)
+			if err := os.MkdirAll(filepath.Dir(to), 0o755); err == nil {
+				err = os.WriteFile(to, b, 0o644)
+			}
+			if err != nil {
+				t.Logf("%s: keeping %s: %v", c.cfg.Name, l, err)
+			}
+		}
+	}
+	t.Logf("%s: the cluster's logs kept in %s", c.cfg.Name, dir)
 }
 
 // logTails logs the last 40 lines of each of the cluster's logs.
