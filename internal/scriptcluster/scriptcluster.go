@@ -20,6 +20,9 @@
 // such directory whose owner died (a test binary killed by its timeout) and runs the
 // script's down on it.
 //
+// AX_SKIP_CLUSTERS=1 skips every test that would start a cluster (.ci/run sets it for
+// the whole test run, and runs those tests in a step of their own).
+//
 // When a test fails, the last lines of each of the cluster's logs are logged, and with
 // AX_CLUSTER_LOGS=DIR set, the logs are kept whole in DIR before down removes them.
 package scriptcluster
@@ -69,6 +72,9 @@ type Cluster struct {
 // when the machine cannot run the cluster, or fails it under AX_REQUIRE_SERVICES=1.
 func Start(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
+	if os.Getenv("AX_SKIP_CLUSTERS") == "1" {
+		t.Skipf("%s: AX_SKIP_CLUSTERS=1 (.ci/run runs the cluster suites as a step of their own)", cfg.What)
+	}
 	if runtime.GOOS != "linux" {
 		Unavailable(t, cfg.What, errors.New("needs Linux"))
 	}
@@ -111,7 +117,8 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() == 3 || errors.Is(err, exec.ErrNotFound) {
-			Unavailable(t, cfg.What, fmt.Errorf("%s up: %s", filepath.Base(script), bytes.TrimSpace(out)))
+			Unavailable(t, cfg.What, fmt.Errorf("%s up: %s (%s, as root on Debian, installs what it needs: see %s)",
+				filepath.Base(script), bytes.TrimSpace(out), cfg.Script, filepath.Join(filepath.Dir(cfg.Script), "README.md")))
 		}
 		t.Fatalf("%s: %s up %s: %v\n%s", cfg.Name, filepath.Base(script), c.Dir, err, out)
 	}
