@@ -300,6 +300,50 @@ func (c *Cluster) Switchover(ctx context.Context, to int) error {
 	return nil
 }
 
+// SetSynchronous turns synchronous replication on or off for the whole cluster
+// (synchronous_mode and synchronous_mode_strict, through Patroni's PATCH /config), and
+// waits until the leader's PostgreSQL has the setting: synchronous_standby_names set,
+// or empty. Off, a commit returns once the primary has it, and a failover can lose it.
+func (c *Cluster) SetSynchronous(ctx context.Context, on bool) error {
+	leader, err := c.Primary(ctx)
+	if err != nil {
+		return fmt.Errorf("pgcluster: synchronous mode: %w", err)
+	}
+	req := map[string]bool{"synchronous_mode": on, "synchronous_mode_strict": on}
+	body, status, err := c.request(ctx, http.MethodPatch, leader, "/config", req)
+	if err != nil {
+		return fmt.Errorf("pgcluster: synchronous mode: %w", err)
+	}
+	if status != http.StatusOK {
+		return fmt.Errorf("pgcluster: synchronous mode: PATCH /config answered %d %s", status, body)
+	}
+	for {
+		names, err := c.standbyNames(ctx, leader)
+		if err == nil && (names != "") == on {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgcluster: synchronous mode %v not in effect on node%d in time (synchronous_standby_names %q, %v)", on, leader, names, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// standbyNames returns node i's synchronous_standby_names.
+func (c *Cluster) standbyNames(ctx context.Context, i int) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.NodeDSN(i))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	var names string
+	err = conn.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&names)
+	return names, err
+}
+
 // WaitPrimary waits until a node other than node not (-1 for any) holds the leader
 // key and a new connection through HAProxy reaches that node's PostgreSQL out of
 // recovery and commits a transaction that has a transaction id, which with

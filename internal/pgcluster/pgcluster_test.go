@@ -87,6 +87,36 @@ func TestCluster(t *testing.T) {
 	if err := c.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
+
+	// Synchronous replication off and on again: the members' roles follow.
+	for _, on := range []bool{false, true} {
+		if err := c.SetSynchronous(ctx, on); err != nil {
+			t.Fatal(err)
+		}
+		waitRoles(ctx, t, c, on)
+	}
+}
+
+// waitRoles waits until the members show a sync_standby (sync) or none.
+func waitRoles(ctx context.Context, t *testing.T, c *Cluster, sync bool) {
+	t.Helper()
+	for {
+		ms, err := c.Members(ctx)
+		syncs := 0
+		for _, m := range ms {
+			if m.Role == RoleSyncStandby {
+				syncs++
+			}
+		}
+		if err == nil && (syncs == 1) == sync {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("synchronous %v: members %+v (%v)", sync, ms, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func connect(ctx context.Context, t *testing.T, dsn string) *pgx.Conn {
