@@ -305,15 +305,24 @@ func (c *cluster) verify(l *load) clustertest.Summary {
 	return c.verifyDues(l.dues())
 }
 
+// history reads the whole history of l's tasks, for Verify (see verifyDues).
+func (c *cluster) history(l *load) clustertest.History { return c.historyOf(l.dues()) }
+
+// historyOf reads the whole history of the tasks in dues, with ctx-aware handlers and
+// the deaths of the children that exited.
+func (c *cluster) historyOf(dues map[int64]time.Time) clustertest.History {
+	h := c.collect(dues)
+	h.CtxAware = true
+	h.Deaths = c.deaths()
+	return h
+}
+
 // verifyDues reads the whole history of the tasks in dues (id → due time as
 // submitted) and checks it (Verify), with ctx-aware handlers and the deaths of the
 // children that exited.
 func (c *cluster) verifyDues(dues map[int64]time.Time) clustertest.Summary {
 	c.t.Helper()
-	h := c.collect(dues)
-	h.CtxAware = true
-	h.Deaths = c.deaths()
-	sum := clustertest.Verify(c.t, h)
+	sum := clustertest.Verify(c.t, c.historyOf(dues))
 	c.t.Logf("history: %v", sum)
 	if c.t.Failed() {
 		for _, ch := range c.all() {
