@@ -272,6 +272,25 @@ func TestUnconfirmedEarlierStartDoesNotRun(t *testing.T) {
 	}}
 	st := &refusingBeats{Store: raise, refuse: 1 << 30}
 	ctx := context.Background()
+	fence, id, claimed := claimOne(t, st, "01900000-0000-7000-8000-000000000005")
+	ex, runs := startCounting(st)
+	ex.Dispatch(&Source{Fence: fence}, claimed)
+	waitFor(t, 10*time.Second, "the retried start to ask for a confirmation", func() bool { return raise.calls.Load() == 2 && st.calls.Load() > 0 })
+	ex.Stop(ctx) // the starter has ended: what it launched is running or done
+	if n := runs.Load(); n != 0 {
+		t.Errorf("handler ran %d times, want none", n)
+	}
+	if got, err := inner.Get(ctx, id); err != nil || got.Status != store.Running {
+		t.Errorf("the task is %v (%v), want RUNNING, left to orphan recovery", got.Status, err)
+	}
+}
+
+// claimOne records "a" as the leader of epoch 1 in st, inserts a task due, and claims
+// it with execution id exec under that fence: it returns the fence, the task's id and
+// the claimed task.
+func claimOne(t *testing.T, st store.Store, exec string) (store.Fence, int64, []store.Task) {
+	t.Helper()
+	ctx := context.Background()
 	fence, err := st.RaiseFence(ctx, "default", "a", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -280,20 +299,11 @@ func TestUnconfirmedEarlierStartDoesNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.Claim(ctx, fence, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "01900000-0000-7000-8000-000000000005"}})
+	res, err := st.Claim(ctx, fence, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: exec}})
 	if err != nil || len(res.Claimed) != 1 {
 		t.Fatalf("Claim = %+v, %v", res, err)
 	}
-	ex, runs := startCounting(st)
-	ex.Dispatch(&Source{Fence: fence}, res.Claimed)
-	waitFor(t, 10*time.Second, "the retried start to ask for a confirmation", func() bool { return raise.calls.Load() == 2 && st.calls.Load() > 0 })
-	ex.Stop(ctx) // the starter has ended: what it launched is running or done
-	if n := runs.Load(); n != 0 {
-		t.Errorf("handler ran %d times, want none", n)
-	}
-	if got, err := inner.Get(ctx, ins[0].Task.ID); err != nil || got.Status != store.Running {
-		t.Errorf("the task is %v (%v), want RUNNING, left to orphan recovery", got.Status, err)
-	}
+	return fence, ins[0].Task.ID, res.Claimed
 }
 
 // testRetryKeepsEarlierStart runs one task whose first Start commits unanswered and is
@@ -305,18 +315,7 @@ func testRetryKeepsEarlierStart(t *testing.T, starts int32, after func(ended *at
 	var ended atomic.Bool
 	st := &raiseAfterStart{Store: inner, after: after(&ended)}
 	ctx := context.Background()
-	fence, err := st.RaiseFence(ctx, "default", "a", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ins, err := st.Insert(ctx, []store.NewTask{{Name: "job", Key: "k", DueAt: time.Now().Add(-time.Second)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := st.Claim(ctx, fence, []store.Claim{{ID: ins[0].Task.ID, ExecutionID: "01900000-0000-7000-8000-000000000004"}})
-	if err != nil || len(res.Claimed) != 1 {
-		t.Fatalf("Claim = %+v, %v", res, err)
-	}
+	fence, id, claimed := claimOne(t, st, "01900000-0000-7000-8000-000000000004")
 	ex, runs := countingExecutor(t, st)
 	valid := func() error {
 		if ended.Load() {
@@ -324,9 +323,9 @@ func testRetryKeepsEarlierStart(t *testing.T, starts int32, after func(ended *at
 		}
 		return nil
 	}
-	ex.Dispatch(&Source{Fence: fence, Valid: valid}, res.Claimed)
+	ex.Dispatch(&Source{Fence: fence, Valid: valid}, claimed)
 	waitFor(t, 10*time.Second, "the task to succeed", func() bool {
-		got, err := st.Get(ctx, ins[0].Task.ID)
+		got, err := st.Get(ctx, id)
 		return err == nil && got.Status == store.Succeeded
 	})
 	if n := runs.Load(); n != 1 {
