@@ -87,7 +87,8 @@
 //     attempts with a growing, jittered backoff, on connections routed anew.
 //   - The outcome is unknown: the connection ended once the transaction was sent (an
 //     I/O error, class 08, 57P01 or 57P02 — the server shut down or terminated the
-//     session). The error says "outcome unknown" and is returned, not retried: the
+//     session; the pool then drops its connections, which most likely lead to the
+//     same server). The error says "outcome unknown" and is returned, not retried: the
 //     scheduler resolves it through the store's contract (every write can be repeated
 //     through its conditions), and a task read back after one runs only once a write
 //     confirms it — a read may come from a demoted primary that still holds a commit

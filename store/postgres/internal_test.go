@@ -362,3 +362,31 @@ func TestUnknownOutcome(t *testing.T) {
 		}
 	}
 }
+
+// A write that meets a server gone (class 08, 57P0x, a connection closed under it)
+// drops the pool's connections, as a read-only one does: the others most likely lead
+// to the same server. Its outcome is unknown, so it is not retried.
+func TestServerGoneResetsThePool(t *testing.T) {
+	t.Parallel()
+	s, err := Open(context.Background(), servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, gone := range []error{&pgconn.PgError{Code: "57P01"}, &pgconn.PgError{Code: "08006"}, io.ErrUnexpectedEOF} {
+		if _, err := s.Now(context.Background()); err != nil { // a connection in the pool
+			t.Fatal(err)
+		}
+		if n := s.pool.pool.Stat().IdleConns(); n == 0 {
+			t.Fatal("no idle connection in the pool")
+		}
+		attempts := 0
+		err := s.retry(context.Background(), "op", func() error { attempts++; return gone })
+		if attempts != 1 || !errors.Is(err, gone) || !strings.Contains(err.Error(), "outcome unknown") {
+			t.Errorf("%v: %d attempts, err %v; want one attempt, its outcome unknown", gone, attempts, err)
+		}
+		if n := s.pool.pool.Stat().IdleConns(); n != 0 {
+			t.Errorf("%v: %d idle connections left in the pool, want it reset", gone, n)
+		}
+	}
+}

@@ -349,6 +349,19 @@ func unknownOutcome(err error) bool {
 	return pgconn.Timeout(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// serverGone reports whether err says the connection's server is gone or going:
+// class 08 (a connection failure), 57P01 and 57P02 (the session terminated, the
+// server shutting down), 57P03 (not accepting connections yet), or the connection
+// closed under the transaction. The pool's other connections most likely lead to the
+// same server, and are dropped (see retry).
+func serverGone(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P0")
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
 // readOnly reports whether err is a write refused by a read-only server (25006).
 func readOnly(err error) bool {
 	var pe *pgconn.PgError
@@ -424,8 +437,9 @@ const (
 
 // retry runs once, and runs it again after a failure that wrote nothing for sure
 // (retryable), up to maxAttempts times; the error is wrapped under op. A read-only
-// server (25006) resets the pool first: its connections reach a standby, or a primary
-// being demoted, and new ones are routed anew (HAProxy, target_session_attrs).
+// server (25006) or one gone (serverGone) resets the pool first: its connections reach
+// a standby, a primary being demoted or a server no more, and new ones are routed
+// anew (HAProxy, target_session_attrs).
 func (s *Store) retry(ctx context.Context, op string, once func() error) error {
 	if err := s.check(op); err != nil {
 		return err
@@ -435,7 +449,7 @@ func (s *Store) retry(ctx context.Context, op string, once func() error) error {
 		if err == nil {
 			return nil
 		}
-		if readOnly(err) {
+		if readOnly(err) || serverGone(err) {
 			s.pool.Reset()
 		}
 		if retryable(err) && attempt < maxAttempts {
