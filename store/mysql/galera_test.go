@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,10 +225,10 @@ func testNotReady(t *testing.T, c *galeracluster.Cluster) {
 	name := c.FreshDatabase(t)
 	direct := openDSN(t, c.DSN(0, name))
 	proxied := openDSN(t, c.ProxyDSN(name))
-	keys := 0
+	var keys atomic.Int64
 	insert := func(s *mysql.Store) error {
-		keys++
-		_, err := s.Insert(ctx, []store.NewTask{newTask(fmt.Sprintf("k%d", keys), time.Now().Add(time.Hour))})
+		key := fmt.Sprintf("k%d", keys.Add(1))
+		_, err := s.Insert(ctx, []store.NewTask{newTask(key, time.Now().Add(time.Hour))})
 		return err
 	}
 	// Both pools hold idle connections to node0.
