@@ -7,6 +7,9 @@
 # and node2 join it by state transfer (rsync). Every process listens on 127.0.0.1 only
 # and is started with --defaults-file=DIR/nodeI/my.cnf, so nothing of the machine's own
 # MariaDB configuration (/etc/mysql) is read, and the machine's MariaDB is never touched.
+# HAProxy in front sends every connection to one writer: node0 while it is Synced in a
+# primary component, else node1, else node2 (an external check asks each node's wsrep
+# status every second; see write_haproxy).
 #
 #   cluster.sh up DIR          install what is missing, start the cluster in DIR (empty or
 #                              absent), wait until the three nodes are Synced
@@ -16,11 +19,15 @@
 #   cluster.sh start DIR I     start node I again (after a kill or a stop) and wait until
 #                              it is Synced; it rejoins by IST or SST
 #   cluster.sh stop DIR I      stop node I cleanly (SIGTERM; it leaves the cluster)
+#   cluster.sh bootstrap DIR I make node I's component primary (pc.bootstrap=YES): for a
+#                              cluster left with no primary component; pick the node with
+#                              the highest wsrep_last_committed
 #
 # Ports, from the base B in AX_GALERA_PORT_BASE (default 15500), sixteen in all:
 #   B+0..B+2   MySQL of node0..node2        B+3..B+5   Galera group communication
 #   B+6..B+8   IST receive                  B+9..B+11  SST receive (rsync)
-#   B+12..B+15 kept free for later use (a proxy in front of the nodes)
+#   B+12       HAProxy (the writer)         B+13       HAProxy's stats socket (admin)
+#   B+14..B+15 kept free for later use
 # They are written to DIR/cluster.env as shell assignments, and printed.
 #
 # Root connects with no password over TCP from 127.0.0.1: root@tcp(127.0.0.1:PORT)/test.
@@ -32,13 +39,14 @@ set -euo pipefail
 
 MARIADBD=/usr/sbin/mariadbd
 PROVIDER=/usr/lib/galera/libgalera_smm.so
-PACKAGES=(mariadb-server galera-4 rsync)
+HAPROXY=/usr/sbin/haproxy
+PACKAGES=(mariadb-server galera-4 rsync haproxy)
 UP_TIMEOUT=${AX_GALERA_UP_TIMEOUT:-120} # seconds `up` may take in all
 NODES=(0 1 2)
 MARKER=.ax-galera # DIR holds this file once `up` has claimed it; `down` refuses others
 
 usage() {
-  echo "usage: $0 up|down|status DIR | start|stop DIR 0|1|2" >&2
+  echo "usage: $0 up|down|status DIR | start|stop|bootstrap DIR 0|1|2" >&2
   exit 2
 }
 
@@ -75,6 +83,8 @@ setup_paths() {
     GALERA_PORT=($((base + 3)) $((base + 4)) $((base + 5)))
     IST_PORT=($((base + 6)) $((base + 7)) $((base + 8)))
     SST_PORT=($((base + 9)) $((base + 10)) $((base + 11)))
+    PROXY_PORT=$((base + 12))
+    STATS_PORT=$((base + 13))
   fi
   RUN_USER=mysql
   ((EUID == 0)) || RUN_USER=$(id -un)
@@ -174,12 +184,12 @@ install_missing() {
 
 check_prereqs() {
   [[ $(uname -s) == Linux ]] || prereq "needs Linux"
-  if ! [[ -x $MARIADBD && -f $PROVIDER ]] || ! command -v rsync >/dev/null; then
-    command -v dpkg-query >/dev/null || prereq "no $MARIADBD, $PROVIDER or rsync, and no dpkg"
+  if ! [[ -x $MARIADBD && -f $PROVIDER && -x $HAPROXY ]] || ! command -v rsync >/dev/null; then
+    command -v dpkg-query >/dev/null || prereq "no $MARIADBD, $PROVIDER, $HAPROXY or rsync, and no dpkg"
     install_missing
   fi
   local b
-  for b in $MARIADBD /usr/bin/mariadb /usr/bin/mariadb-install-db /usr/bin/wsrep_sst_rsync rsync; do
+  for b in $MARIADBD /usr/bin/mariadb /usr/bin/mariadb-install-db /usr/bin/wsrep_sst_rsync rsync $HAPROXY; do
     command -v "$b" >/dev/null || prereq "$b missing"
   done
   [[ -f $PROVIDER ]] || prereq "$PROVIDER missing"
@@ -199,6 +209,8 @@ MYSQL_PORTS="${MYSQL_PORT[*]}"
 GALERA_PORTS="${GALERA_PORT[*]}"
 IST_PORTS="${IST_PORT[*]}"
 SST_PORTS="${SST_PORT[*]}"
+PROXY_PORT=$PROXY_PORT
+STATS_PORT=$STATS_PORT
 EOF
 }
 
@@ -303,6 +315,119 @@ show_logs() {
       tail -n 40 "$f" >&2 || true
     done
   done
+  if [[ -s $DIR/haproxy.log ]]; then
+    echo "===== $DIR/haproxy.log (last 40 lines)" >&2
+    tail -n 40 "$DIR/haproxy.log" >&2 || true
+  fi
+}
+
+# ---------------------------------------------------------------------------------
+# HAProxy: one writer at a time
+# ---------------------------------------------------------------------------------
+
+# The user HAProxy's check connects as: no password, no privilege (SHOW STATUS needs
+# none), from 127.0.0.1 only.
+CHECK_USER=axcheck
+
+# write_check: the external check HAProxy runs for each node every second, with the
+# node's address and port as its third and fourth arguments. It passes only a node
+# that is Synced in a primary component: a node that lost quorum (non-Primary) still
+# accepts connections and logins, and would answer every statement with ERROR 1047;
+# a joiner or a donor (rsync SST blocks writes on the donor) is not Synced either.
+write_check() {
+  cat >"$DIR/check.sh" <<EOF
+#!/bin/sh
+# HAProxy's external check of one Galera node (written by cluster.sh): exit 0 only when
+# the node at \$3:\$4 is Synced in a primary component.
+out=\$(timeout 2 /usr/bin/mariadb --no-defaults --protocol=tcp -h "\$3" -P "\$4" -u $CHECK_USER \\
+  --connect-timeout=1 -N -B -e "SHOW GLOBAL STATUS WHERE Variable_name IN
+    ('wsrep_local_state_comment', 'wsrep_cluster_status')" 2>/dev/null) || exit 1
+tab=\$(printf '\\t')
+case "\$out" in *"wsrep_local_state_comment\${tab}Synced"*) ;; *) exit 1 ;; esac
+# "non-Primary" ends with "Primary": match the whole line.
+printf '%s\\n' "\$out" | grep -qx "wsrep_cluster_status\${tab}Primary"
+EOF
+  chmod 0755 "$DIR/check.sh"
+}
+
+# write_haproxy: one listener, B+12, in front of the three nodes. node0 is the only
+# active server, node1 and node2 are backups: HAProxy sends every connection to node0
+# while its check passes, else to the first backup whose check passes (without
+# allbackups, one at a time). So ax always writes through one node, as a single-writer
+# Galera deployment does. A node marked down has its sessions cut at once
+# (on-marked-down shutdown-sessions): no client stays on a node that lost quorum, or
+# died without closing its sockets. node0 marked up again cuts the backups' sessions
+# (on-marked-up shutdown-backup-sessions): the clients return to one writer.
+write_haproxy() {
+  {
+    cat <<EOF
+global
+  maxconn 1000
+  log stderr format raw local0 info
+  stats socket ipv4@127.0.0.1:$STATS_PORT level admin
+  # The check is an external program: HAProxy forks it.
+  insecure-fork-wanted
+  external-check
+
+defaults
+  mode tcp
+  log global
+  option tcplog
+  retries 2
+  timeout connect 2s
+  timeout check 2s
+  # Long enough never to cut an idle pooled connection during a test.
+  timeout client 30m
+  timeout server 30m
+
+listen writer
+  bind 127.0.0.1:$PROXY_PORT
+  option external-check
+  external-check path "/usr/bin:/bin"
+  external-check command $DIR/check.sh
+  default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions on-marked-up shutdown-backup-sessions
+EOF
+    local i backup=""
+    for i in "${NODES[@]}"; do
+      echo "  server node$i 127.0.0.1:${MYSQL_PORT[$i]} check$backup"
+      backup=" backup"
+    done
+  } >"$DIR/haproxy.cfg"
+}
+
+# haproxy_pid: HAProxy's pid, if it runs and is ours.
+haproxy_pid() {
+  local pid
+  pid=$(cat "$DIR/haproxy.pid" 2>/dev/null) || return 1
+  [[ $pid =~ ^[0-9]+$ ]] && ours "$pid" || return 1
+  echo "$pid"
+}
+
+start_haproxy() {
+  write_check
+  write_haproxy
+  "$HAPROXY" -c -q -f "$DIR/haproxy.cfg" || { log "haproxy.cfg does not parse"; return 1; }
+  setsid "$HAPROXY" -db -f "$DIR/haproxy.cfg" >>"$DIR/haproxy.log" 2>&1 </dev/null &
+  echo $! >"$DIR/haproxy.pid"
+}
+
+# proxy_port_of: the MySQL port of the node behind HAProxy now (SELECT @@port through it).
+proxy_port_of() {
+  timeout 5 /usr/bin/mariadb --no-defaults --protocol=tcp -h 127.0.0.1 -P "$PROXY_PORT" -u root \
+    --connect-timeout=2 -N -B -e 'SELECT @@port' 2>/dev/null
+}
+
+# proxy_view: HAProxy's state of each server (show stat over its stats socket).
+proxy_view() {
+  local line
+  exec 3<>"/dev/tcp/127.0.0.1/$STATS_PORT" || return 1
+  echo "show stat" >&3
+  while IFS=, read -r -a line; do
+    # pxname, svname, …, scur (5th), …, status (18th)
+    [[ ${line[0]:-} == writer && ${line[1]:-} == node* ]] &&
+      echo "${line[1]}=${line[17]} sessions=${line[4]}"
+  done <&3
+  exec 3>&-
 }
 
 cmd_up() {
@@ -312,7 +437,7 @@ cmd_up() {
     [[ -d $DIR && -z $(ls -A "$DIR") ]] || { log "$DIR exists and is not empty"; exit 2; }
   fi
   local p i
-  for p in "${MYSQL_PORT[@]}" "${GALERA_PORT[@]}" "${IST_PORT[@]}" "${SST_PORT[@]}"; do
+  for p in "${MYSQL_PORT[@]}" "${GALERA_PORT[@]}" "${IST_PORT[@]}" "${SST_PORT[@]}" "$PROXY_PORT" "$STATS_PORT"; do
     port_free "$p" || { log "port $p on 127.0.0.1 is in use (set AX_GALERA_PORT_BASE)"; exit 1; }
   done
   mkdir -p "$DIR"
@@ -344,18 +469,27 @@ cmd_up() {
   local deadline=$((SECONDS + UP_TIMEOUT))
   start_node 0 --wsrep-new-cluster
   wait_synced "$deadline" 1 0
-  # Root over TCP from 127.0.0.1 with no password, and the database the DSNs name.
-  # Users and DDL replicate to the joiners (and the joiners copy them by SST anyway).
+  # Root over TCP from 127.0.0.1 with no password, HAProxy's check user, and the
+  # database the DSNs name. Users and DDL replicate to the joiners (and the joiners copy
+  # them by SST anyway).
   sql 0 "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
     GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
-    CREATE DATABASE IF NOT EXISTS test" || { log "could not create root@127.0.0.1 or test"; exit 1; }
+    CREATE USER IF NOT EXISTS '$CHECK_USER'@'127.0.0.1' IDENTIFIED BY '';
+    CREATE DATABASE IF NOT EXISTS test" || { log "could not create the users or test"; exit 1; }
   # The joiners one after the other: a donor serves one state transfer at a time.
   start_node 1
   wait_synced "$deadline" 2 0 1
   start_node 2
   wait_synced "$deadline" 3 0 1 2
+  start_haproxy
+  until [[ $(proxy_port_of) == "${MYSQL_PORT[0]}" ]]; do
+    ((SECONDS < deadline)) || { log "HAProxy does not lead to node0"; exit 1; }
+    haproxy_pid >/dev/null || { log "HAProxy exited"; exit 1; }
+    sleep 0.2
+  done
   trap - EXIT
-  echo "cluster up in ${SECONDS}s: mariadb -h 127.0.0.1 -P ${MYSQL_PORT[0]} -u root test"
+  echo "cluster up in ${SECONDS}s: mariadb -h 127.0.0.1 -P ${MYSQL_PORT[0]} -u root test;" \
+    "through HAProxy: -P $PROXY_PORT"
   cat "$DIR/cluster.env"
 }
 
@@ -405,6 +539,11 @@ cmd_status() {
       out="does not answer"
     echo "node$i  port ${MYSQL_PORT[$i]}  $out"
   done
+  if haproxy_pid >/dev/null; then
+    echo "HAProxy port $PROXY_PORT leads to port $(proxy_port_of || echo none):" $(proxy_view || echo "no stats")
+  else
+    echo "HAProxy port $PROXY_PORT  not running"
+  fi
 }
 
 running_count() {
@@ -439,6 +578,24 @@ cmd_stop() {
   echo "node$i stopped"
 }
 
+# cmd_bootstrap I: make node I's component primary, for a cluster where no component is
+# (every node non-Primary, after a partition or the loss of a majority). Only on the
+# node with the highest wsrep_last_committed: the others rejoin it and may lose what
+# they committed after the split.
+cmd_bootstrap() {
+  local i=$1
+  [[ $i =~ ^[0-2]$ ]] || usage
+  node_pid "$i" >/dev/null || { log "node$i does not run"; exit 1; }
+  sql "$i" "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'" ||
+    { log "node$i refused pc.bootstrap"; exit 1; }
+  local deadline=$((SECONDS + 30))
+  until [[ $(wsrep "$i" wsrep_cluster_status) == Primary ]]; do
+    ((SECONDS < deadline)) || { log "node$i is not Primary 30s after pc.bootstrap"; exit 1; }
+    sleep 0.2
+  done
+  echo "node$i Primary in a cluster of $(wsrep "$i" wsrep_cluster_size)"
+}
+
 case ${1:-} in
 up)
   [[ $# == 2 ]] || usage
@@ -454,7 +611,7 @@ status)
   setup_paths "$2"
   cmd_status
   ;;
-start | stop)
+start | stop | bootstrap)
   [[ $# == 3 ]] || usage
   setup_paths "$2"
   "cmd_$1" "$3"

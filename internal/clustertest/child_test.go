@@ -31,6 +31,7 @@ import (
 	"github.com/axsched/ax/internal/childproc"
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/mysql"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -66,17 +67,20 @@ const EveryName = "tick"
 // passes it (the first of exec.Cmd.ExtraFiles).
 const listenerFD = 3
 
-// ChildConfig configures one child process: an ax scheduler on a PostgreSQL store,
-// elected by Redis (or by a SQL lease on the store).
+// ChildConfig configures one child process: an ax scheduler on a PostgreSQL store (or
+// a MySQL one), elected by Redis (or by a SQL lease on the store).
 type ChildConfig struct {
 	Node        string // Config.Node and the Redis candidate name
 	PostgresDSN string
+	// MySQLDSN, when set, puts the scheduler on a MySQL store at this DSN instead of
+	// PostgresDSN's (EffectTx is PostgreSQL's only).
+	MySQLDSN    string
 	RedisAddr   string
 	RedisDB     int
 	RedisPrefix string // elect/redis WithKeyPrefix
 	Namespace   string // Config.Namespace and the election's; "" is ax.DefaultNamespace
 
-	// SQLLease elects by elect/sqllease on the PostgreSQL store instead of Redis, with
+	// SQLLease elects by elect/sqllease on the store instead of Redis, with
 	// LeasePoll as its fallback poll (zero: the elector's default).
 	SQLLease  bool
 	LeasePoll time.Duration
@@ -228,7 +232,7 @@ func runChild(raw string, out *childproc.Writer) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := postgres.Open(ctx, cfg.PostgresDSN)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -363,6 +367,24 @@ func runChild(raw string, out *childproc.Writer) error {
 		srv.Close()
 	}
 	return errors.Join(serveErr, err)
+}
+
+// leaserStore is a store that can also hold elect/sqllease's lease.
+type leaserStore interface {
+	store.Store
+	store.Leaser
+}
+
+// openStore opens the child's store: MySQL at MySQLDSN when set, else PostgreSQL at
+// PostgresDSN.
+func openStore(ctx context.Context, cfg ChildConfig) (leaserStore, error) {
+	if cfg.MySQLDSN == "" {
+		return postgres.Open(ctx, cfg.PostgresDSN)
+	}
+	if cfg.EffectTx {
+		return nil, errors.New("EffectTx needs the PostgreSQL store")
+	}
+	return mysql.Open(cfg.MySQLDSN)
 }
 
 // mustLog writes e to the run log, or ends the process: a history with a hole in it

@@ -21,6 +21,7 @@ import (
 	"github.com/axsched/ax/internal/clustertest"
 	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/mysql"
 	"github.com/axsched/ax/store/postgres"
 )
 
@@ -36,8 +37,8 @@ func TestChild(t *testing.T) { clustertest.RunChild(t) }
 // (the one elect/redis's tests share; none of them flushes it).
 const redisDB = 14
 
-// cluster is one test's replicas: child processes on one PostgreSQL schema, elected
-// under one Redis key prefix, and the parent's own store on that schema.
+// cluster is one test's replicas: child processes on one PostgreSQL schema (or MySQL
+// database), elected under one Redis key prefix, and the parent's own store on it.
 type cluster struct {
 	t      *testing.T
 	dir    string
@@ -45,7 +46,7 @@ type cluster struct {
 	st     store.Store
 	rc     *goredis.Client // the test's own client of the election's Redis, direct
 	prefix string          // the election's key prefix
-	dsn    string          // the schema's DSN, direct
+	dsn    string          // the schema's DSN, direct (PostgreSQL only)
 
 	mu       sync.Mutex
 	children []*clustertest.Child
@@ -63,6 +64,36 @@ func newCluster(t *testing.T, base clustertest.ChildConfig) *cluster {
 // another PostgreSQL (a failing-over cluster's).
 func newClusterOn(t *testing.T, base clustertest.ChildConfig, dsn string) *cluster {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	base.PostgresDSN = dsn
+	c := newClusterWith(t, base, st)
+	c.dsn = dsn
+	return c
+}
+
+// newClusterOnMySQL is newCluster with the children's store at dsn, a fresh MySQL
+// database (a Galera cluster's).
+func newClusterOnMySQL(t *testing.T, base clustertest.ChildConfig, dsn string) *cluster {
+	t.Helper()
+	st, err := mysql.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	base.MySQLDSN = dsn
+	return newClusterWith(t, base, st)
+}
+
+// newClusterWith is a cluster whose parent store is st, already open (and migrated)
+// on the children's database, under a fresh Redis key prefix.
+func newClusterWith(t *testing.T, base clustertest.ChildConfig, st store.Store) *cluster {
+	t.Helper()
 	addr, prefix := servicetest.RedisAddr(t)
 	rc := goredis.NewClient(&goredis.Options{Addr: addr, DB: redisDB})
 	t.Cleanup(func() {
@@ -73,15 +104,8 @@ func newClusterOn(t *testing.T, base clustertest.ChildConfig, dsn string) *clust
 		}
 		rc.Close()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	base.PostgresDSN, base.RedisAddr, base.RedisDB, base.RedisPrefix = dsn, addr, redisDB, prefix
-	return &cluster{t: t, dir: logDir(t), base: base, st: st, rc: rc, prefix: prefix, dsn: dsn}
+	base.RedisAddr, base.RedisDB, base.RedisPrefix = addr, redisDB, prefix
+	return &cluster{t: t, dir: logDir(t), base: base, st: st, rc: rc, prefix: prefix}
 }
 
 // deletePrefix deletes every key of the election under prefix, and no other: those

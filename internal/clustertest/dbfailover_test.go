@@ -22,10 +22,11 @@ import (
 // history checked (Verify): every acknowledged submit runs, none early, none after it
 // succeeded, no execution runs twice, and every acknowledged result survives.
 
-// patroniTurn lets one of these tests at a time have its Patroni cluster: they run
-// beside the package's other parallel tests, not beside each other (each is three
-// PostgreSQL servers, etcd, HAProxy and three replicas on a 2-core machine).
-var patroniTurn = make(chan struct{}, 1)
+// dbClusterTurn lets one of these tests at a time have its database cluster, Patroni
+// or Galera (galerafailover_test.go): they run beside the package's other parallel
+// tests, not beside each other (each is three database servers, HAProxy, etcd for
+// Patroni, and three replicas on a 2-core machine).
+var dbClusterTurn = make(chan struct{}, 1)
 
 // onPatroni waits for its turn, then starts a Patroni cluster and a cluster of
 // replicas on a fresh schema of it.
@@ -39,8 +40,8 @@ func onPatroni(t *testing.T) (*cluster, *pgcluster.Cluster) {
 func onPatroniVia(t *testing.T, via func(*pgcluster.Cluster) string) (*cluster, *pgcluster.Cluster) {
 	t.Helper()
 	t.Parallel()
-	patroniTurn <- struct{}{}
-	t.Cleanup(func() { <-patroniTurn }) // registered first: runs after the cluster's teardown
+	dbClusterTurn <- struct{}{}
+	t.Cleanup(func() { <-dbClusterTurn }) // registered first: runs after the cluster's teardown
 	pc := pgcluster.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

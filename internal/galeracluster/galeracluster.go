@@ -10,13 +10,18 @@
 //
 // The nodes are numbered 0..Nodes-1 (node0 bootstraps the cluster). Kill, Stop, Cont and
 // Restart are the faults: kill -9 of a node, SIGSTOP and SIGCONT of it, and starting it
-// again so that it rejoins.
+// again so that it rejoins; Isolate cuts a node off the others' group communication
+// (it loses quorum, and refuses statements with ERROR 1047) and joins it again.
+//
+// HAProxy runs in front (ProxyDSN): it sends every connection to node0 while node0 is
+// Synced in a primary component, else to node1, else node2, and cuts the sessions of a
+// node it marks down. deploy/galera/README.md describes its check.
 //
 // # Ports
 //
 // A cluster takes sixteen consecutive ports B..B+15 on 127.0.0.1: B..B+2 the nodes'
 // MySQL, B+3..B+5 Galera's group communication, B+6..B+8 IST, B+9..B+11 SST (rsync),
-// B+12..B+15 kept for a proxy. Start picks B, a multiple of 16 in [15504, 20000), at
+// B+12 HAProxy, B+13 its stats socket, B+14..B+15 kept free. Start picks B, a multiple of 16 in [15504, 20000), at
 // random, and keeps it only if it gets an exclusive flock on
 // $TMPDIR/ax-galera-ports/B.lock and can bind all sixteen ports. It holds the lock until
 // the cluster is down, so two test processes (go test runs packages in parallel) never
@@ -66,6 +71,8 @@ type Cluster struct {
 	Ports [Nodes]int
 	// GaleraPorts are the nodes' Galera group communication ports, by node.
 	GaleraPorts [Nodes]int
+	// ProxyPort is HAProxy's port, which leads to one writer node (ProxyDSN).
+	ProxyPort int
 
 	sc *scriptcluster.Cluster
 }
@@ -94,14 +101,17 @@ func Start(t testing.TB) *Cluster {
 		Name: "galeracluster", What: "the Galera cluster", Script: "deploy/galera/cluster.sh",
 		DirPrefix: "axgalera-", PortEnv: "AX_GALERA_PORT_BASE", PortLocks: "ax-galera-ports",
 		PortFirst: portFirst, PortLast: portLast, PortSpan: portSpan, UpTimeout: 4 * time.Minute,
-		Logs: []string{"node*/error.log"},
+		Logs: []string{"node*/error.log", "haproxy.log"},
 	})
 	c.Dir = c.sc.Dir
 	if err := c.readEnv(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("galeracluster: up in %v in %s: MySQL %v, Galera %v",
-		time.Since(began).Round(100*time.Millisecond), c.Dir, c.Ports, c.GaleraPorts)
+	if err := c.Exec(context.Background(), 0, probeTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("galeracluster: up in %v in %s: MySQL %v, Galera %v, HAProxy %d",
+		time.Since(began).Round(100*time.Millisecond), c.Dir, c.Ports, c.GaleraPorts, c.ProxyPort)
 	return c
 }
 
@@ -123,6 +133,11 @@ func (c *Cluster) readEnv() error {
 		}
 		copy(dst[:], ports)
 	}
+	proxy, err := c.sc.Ports(env, "PROXY_PORT", 1)
+	if err != nil {
+		return err
+	}
+	c.ProxyPort = proxy[0]
 	return nil
 }
 
@@ -130,10 +145,20 @@ func (c *Cluster) readEnv() error {
 // parseTime and loc=UTC (what internal/freshdb's DSNs set, and what the MySQL store
 // reads times with).
 func (c *Cluster) DSN(i int, database string) string {
+	return dsn(c.Ports[i], database)
+}
+
+// ProxyDSN is DSN through HAProxy: it leads to node0 while node0 is Synced in a
+// primary component, else to the first of node1 and node2 that is.
+func (c *Cluster) ProxyDSN(database string) string {
+	return dsn(c.ProxyPort, database)
+}
+
+func dsn(port int, database string) string {
 	cfg := mysql.NewConfig()
 	cfg.User = "root"
 	cfg.Net = "tcp"
-	cfg.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Ports[i]))
+	cfg.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cfg.DBName = database
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
@@ -212,11 +237,67 @@ func (c *Cluster) waitQuery(ctx context.Context, i int, ok func(db *sql.DB) (boo
 // statusDSN is node i's test database with short timeouts, for the harness's own
 // queries: a stopped node must not hold them up.
 func (c *Cluster) statusDSN(i int) string {
-	cfg, _ := mysql.ParseDSN(c.NodeDSN(i))
+	return shortTimeouts(c.NodeDSN(i))
+}
+
+func shortTimeouts(dsn string) string {
+	cfg, _ := mysql.ParseDSN(dsn)
 	cfg.Timeout = time.Second
 	cfg.ReadTimeout = 2 * time.Second
 	cfg.WriteTimeout = 2 * time.Second
 	return cfg.FormatDSN()
+}
+
+// probeTable is where Writable writes, in the database test.
+const probeTable = `CREATE TABLE IF NOT EXISTS ax_galeracluster_probe (
+	id BIGINT AUTO_INCREMENT PRIMARY KEY, port INT NOT NULL, at DATETIME(6) NOT NULL)`
+
+// Writable writes a row through HAProxy on a connection of its own and returns the
+// node the write committed on; an error when HAProxy reaches no node, or the node
+// refuses or fails the write.
+func (c *Cluster) Writable(ctx context.Context) (int, error) {
+	db, err := sql.Open("mysql", shortTimeouts(c.ProxyDSN("test")))
+	if err != nil {
+		return -1, err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("galeracluster: through HAProxy: %w", err)
+	}
+	defer conn.Close()
+	var port int
+	if err := conn.QueryRowContext(ctx, `SELECT @@port`).Scan(&port); err != nil {
+		return -1, fmt.Errorf("galeracluster: through HAProxy: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `INSERT INTO ax_galeracluster_probe (port, at) VALUES (?, UTC_TIMESTAMP(6))`, port); err != nil {
+		return -1, fmt.Errorf("galeracluster: a write through HAProxy to port %d: %w", port, err)
+	}
+	for i, p := range c.Ports {
+		if p == port {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("galeracluster: HAProxy leads to port %d, no node's", port)
+}
+
+// WaitWritable waits until a write through HAProxy commits on a node other than not
+// (-1: any node), and returns that node; an error when ctx ends first.
+func (c *Cluster) WaitWritable(ctx context.Context, not int) (int, error) {
+	for {
+		i, err := c.Writable(ctx)
+		if err == nil && i != not {
+			return i, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("the write committed on node%d", i)
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("galeracluster: no write through HAProxy on a node other than node%d: %w (last: %v)", not, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Status reads node i's wsrep status.
@@ -363,6 +444,29 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 	if out, err := c.run(ctx, nil, "start", c.Dir, strconv.Itoa(i)); err != nil {
 		t.Fatalf("galeracluster: cluster.sh start %s %d: %v\n%s", c.Dir, i, err, out)
 	}
+}
+
+// Isolate cuts node i off the others' group communication (gmcast.isolate=1: Galera
+// closes its connections to them and refuses theirs), or joins it again (on false).
+// Isolated, the node is alone and without quorum: non-Primary, it refuses every
+// statement but SET and SHOW with ERROR 1047, while the two others, a majority, go on
+// as the primary component once they have evicted it (evs.suspect_timeout, 3 s here).
+// Joined again, it catches up by IST and is Synced within seconds.
+func (c *Cluster) Isolate(ctx context.Context, i int, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	return c.Exec(ctx, i, fmt.Sprintf(`SET GLOBAL wsrep_provider_options = 'gmcast.isolate=%d'`, v))
+}
+
+// Bootstrap makes node i's component primary (pc.bootstrap=YES), for a cluster left with
+// no primary component, and waits until it is; see cluster.sh bootstrap.
+func (c *Cluster) Bootstrap(ctx context.Context, i int) error {
+	if out, err := c.run(ctx, nil, "bootstrap", c.Dir, strconv.Itoa(i)); err != nil {
+		return fmt.Errorf("galeracluster: cluster.sh bootstrap %s %d: %v\n%s", c.Dir, i, err, out)
+	}
+	return nil
 }
 
 // Exec runs query on node i's database test, for a test's setup or faults (SET GLOBAL

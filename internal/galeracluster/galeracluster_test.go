@@ -3,16 +3,18 @@ package galeracluster_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/axsched/ax/internal/galeracluster"
 )
 
 // One cluster through the harness's whole life: a write on one node read on another, a
-// fresh database on every node, a node paused and resumed, a node killed and rejoined.
+// fresh database on every node, a node paused and resumed, a node killed and rejoined,
+// node0 isolated and HAProxy passing to node1 and back.
 func TestCluster(t *testing.T) {
 	c := galeracluster.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -73,5 +75,33 @@ func TestCluster(t *testing.T) {
 	var n int
 	if err := db2.QueryRowContext(ctx, `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT COUNT(*) FROM t`).Scan(&n); err != nil || n != 2 {
 		t.Errorf("rows on node2 after it rejoined: %d, %v; want 2 (the write made while it was dead)", n, err)
+	}
+
+	// HAProxy leads to node0; to node1 while node0, isolated, is without quorum; and
+	// back to node0 once it has joined again.
+	if i, err := c.Writable(ctx); err != nil || i != 0 {
+		t.Fatalf("a write through HAProxy committed on node%d, %v; want node0", i, err)
+	}
+	if err := c.Isolate(ctx, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if i, err := c.WaitWritable(ctx, 0); err != nil || i != 1 {
+		t.Fatalf("a write through HAProxy with node0 isolated committed on node%d, %v; want node1", i, err)
+	}
+	if st, err := c.Status(ctx, 0); err != nil || st.Cluster != "non-Primary" {
+		t.Errorf("isolated node0: %+v, %v; want non-Primary", st, err)
+	}
+	_, err := db0.ExecContext(ctx, `INSERT INTO t VALUES (3, UTC_TIMESTAMP(6))`)
+	if me := (*mysql.MySQLError)(nil); !errors.As(err, &me) || me.Number != 1047 {
+		t.Errorf("a write on isolated node0: %v; want ERROR 1047", err)
+	}
+	if err := c.Isolate(ctx, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitSynced(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if i, err := c.WaitWritable(ctx, 1); err != nil || i != 0 {
+		t.Fatalf("a write through HAProxy with node0 joined again committed on node%d, %v; want node0", i, err)
 	}
 }

@@ -117,6 +117,17 @@
 // certifying a commit and before answering leaves the client not knowing whether the
 // write took effect, and a claim then unknown is recovered as any lost claim.
 //
+// A node that loses quorum (partitioned from the majority, or the last of its
+// component) refuses every statement but SET and SHOW with ERROR 1047 until it joins a
+// primary component again; so does a node still joining. The refusal comes before the
+// statement runs, BEGIN and COMMIT included, so the store tries the transaction again,
+// as a deadlock, on a new connection: the one refused is closed, and so are the idle
+// connections of a pool Open made, which reach the same node. Through a proxy that has
+// passed to another node (deploy/galera's HAProxy, which checks that a node is Synced
+// in a primary component) the next connections reach a node that serves them
+// (TestGalera/NotReady); the proxy's check takes a second or two to pass, so the calls
+// made meanwhile fail with the error, and the scheduler tries them again.
+//
 // DESIGN.md, beside this file, has the design notes: tables, indexes, and how each
 // operation uses them.
 package mysql

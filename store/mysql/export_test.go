@@ -156,11 +156,11 @@ const CausalSQL = causalSQL
 // ReadCausally runs query in a transaction begun as a retry on Galera begins (once its
 // node has caught up with the cluster) and scans its one row into dest.
 func ReadCausally(ctx context.Context, s *Store, query string, dest ...any) error {
-	tx, done, err := s.beginCausal(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	defer tx.Rollback()
-	return tx.QueryRowContext(ctx, query).Scan(dest...)
+	var lo int64
+	return s.attempt(ctx, 0, &lo, true, func(tx *sql.Tx, _ int64) error {
+		return tx.QueryRowContext(ctx, query).Scan(dest...)
+	})
 }
+
+// PoolStats is the statistics of the store's pool.
+func PoolStats(s *Store) sql.DBStats { return s.db.Stats() }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ func TestGalera(t *testing.T) {
 	t.Run("CausalRetry", func(t *testing.T) { testCausalRetry(t, c) })
 	t.Run("FenceRace", func(t *testing.T) { testFenceRace(t, c, true) })
 	t.Run("FenceRaceUnfenced", func(t *testing.T) { testFenceRace(t, c, false) })
+	t.Run("NotReady", func(t *testing.T) { testNotReady(t, c) })
 	// The conformance suite through node0 alone, as ax should be run on Galera (one
 	// writer node). The lifecycle storm runs 2 s here whatever CI asks of the single
 	// servers.
@@ -211,6 +213,93 @@ func testCausalRetry(t *testing.T, c *galeracluster.Cluster) {
 	if err := <-read; err != nil || v != 1 {
 		t.Errorf("the causal read after node0 caught up: v = %d, %v; want 1, node1's write", v, err)
 	}
+}
+
+// A node that lost quorum refuses every statement with ERROR 1047. The store takes it
+// for a transaction that wrote nothing and closes its pool's connections, which reach
+// that node: opened through HAProxy, it follows HAProxy to the node that has quorum;
+// opened on the node, it refuses meanwhile and works again once the node has joined.
+func testNotReady(t *testing.T, c *galeracluster.Cluster) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	name := c.FreshDatabase(t)
+	direct := openDSN(t, c.DSN(0, name))
+	proxied := openDSN(t, c.ProxyDSN(name))
+	var keys atomic.Int64
+	insert := func(s *mysql.Store) error {
+		key := fmt.Sprintf("k%d", keys.Add(1))
+		_, err := s.Insert(ctx, []store.NewTask{newTask(key, time.Now().Add(time.Hour))})
+		return err
+	}
+	// Both pools hold idle connections to node0.
+	for _, s := range []*mysql.Store{direct, proxied} {
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				if err := insert(s); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if idle := mysql.PoolStats(direct).Idle; idle == 0 {
+		t.Fatal("no idle connection in the pool on node0")
+	}
+
+	if err := c.Isolate(ctx, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	rejoined := false
+	defer func() { // the cluster is shared with the next subtests
+		if !rejoined {
+			c.Isolate(context.Background(), 0, false)
+			c.WaitSynced(context.Background(), 3)
+		}
+	}()
+	isolated := time.Now()
+	waitFor(t, ctx, "node0 without quorum", func() (bool, error) {
+		st, err := c.Status(ctx, 0)
+		return st.Cluster == "non-Primary", err
+	})
+	err := insert(direct)
+	if me := (*gomysql.MySQLError)(nil); !errors.As(err, &me) || me.Number != 1047 {
+		t.Fatalf("an insert on node0 without quorum: %v; want ERROR 1047", err)
+	}
+	if st := mysql.PoolStats(direct); st.OpenConnections != 0 {
+		t.Errorf("the pool on node0 keeps %d connections (%d idle) after ERROR 1047, want none", st.OpenConnections, st.Idle)
+	}
+
+	// Through HAProxy: refused, or cut, until HAProxy passes to node1; then committed,
+	// on the same store.
+	errs := map[string]int{} // how many inserts failed with each error
+	for {
+		err := insert(proxied)
+		if err == nil {
+			break
+		}
+		errs[err.Error()]++
+		if ctx.Err() != nil {
+			t.Fatalf("no insert through HAProxy with node0 isolated: %v", errs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("through HAProxy, an insert committed %v after node0 was isolated; failed before: %v",
+		time.Since(isolated).Round(time.Millisecond), errs)
+
+	if err := c.Isolate(ctx, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitSynced(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	rejoined = true
+	if err := insert(direct); err != nil {
+		t.Errorf("an insert on node0 joined again: %v", err)
+	}
+	waitFor(t, ctx, "an insert through HAProxy once node0 is back", func() (bool, error) {
+		return true, insert(proxied)
+	})
 }
 
 // The store on a single server fences without Galera's row write.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/hex"
 	"errors"
@@ -37,9 +38,12 @@ const HoldGrace = 5 * time.Second
 // MigrateLockTimeout is how long New waits for another process's migration.
 const MigrateLockTimeout = 60 * time.Second
 
-// maxAttempts is how often a transaction is tried when it hits a deadlock (1213) or a
-// lock wait timeout (1205).
+// maxAttempts is how often a transaction is tried when it hits a deadlock (1213), a
+// lock wait timeout (1205) or a Galera node without a primary component (1047).
 const maxAttempts = 6
+
+// maxIdleConns is how many idle connections the pool Open makes keeps.
+const maxIdleConns = 16
 
 // Store is the MySQL/MariaDB implementation of store.Store and store.Transactor. It
 // is safe for concurrent use, and several processes may share the database.
@@ -154,7 +158,7 @@ func Open(dsn string) (*Store, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(16)
+	db.SetMaxIdleConns(maxIdleConns)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	s, err := newStore(ctx, db, true)
 	if err != nil {
@@ -479,12 +483,44 @@ func (s *Store) check(op string) error {
 // errRetry asks run to try the transaction again (a race it lost, e.g. on a unique key).
 var errRetry = errors.New("retry")
 
+// retryable reports whether a transaction that failed with err wrote nothing, for sure,
+// and may simply run again: a deadlock (1213, also how Galera refuses a transaction that
+// lost certification) or a lock wait timeout (1205) rolled it back, a Galera node
+// outside the primary component refused its statement (1047, notReady), or the driver
+// found its connection closed before it sent anything (driver.ErrBadConn: the server
+// had closed it, as a proxy does when it fails over). A connection lost during the
+// transaction leaves its outcome unknown (the driver's "invalid connection", an EOF):
+// that is the caller's to resolve, by the store's contract, not retried here.
 func retryable(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
-		return me.Number == 1213 || me.Number == 1205
+		return me.Number == 1213 || me.Number == 1205 || me.Number == 1047
 	}
-	return errors.Is(err, errRetry)
+	return errors.Is(err, errRetry) || errors.Is(err, driver.ErrBadConn)
+}
+
+// notReady reports whether err is a Galera node refusing a statement because it is not
+// in the primary component (it lost quorum, or is still joining): ERROR 1047 "WSREP has
+// not yet prepared node for application use". The node answers every statement so but
+// SET and SHOW, BEGIN and COMMIT included, before running it: the transaction never
+// began, or never committed. Other nodes may form the primary component meanwhile; the
+// connection stays on the node that cannot serve it.
+func notReady(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1047
+}
+
+// dropIdle closes the idle connections of the pool Open made, after a node refused a
+// statement for want of a primary component (notReady): they reach that node too, and
+// new ones are routed anew (by a proxy whose check has passed to another node). A pool
+// given to New is the caller's, and keeps its connections: only the one that met the
+// refusal in a transaction of run's is closed (attempt).
+func (s *Store) dropIdle() {
+	if !s.own {
+		return
+	}
+	s.db.SetMaxIdleConns(0) // closes every idle connection
+	s.db.SetMaxIdleConns(maxIdleConns)
 }
 
 // run runs f in one READ COMMITTED transaction, trying again with jittered backoff on
@@ -519,6 +555,9 @@ func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, se
 			committed = true
 			return nil
 		}
+		if notReady(err) {
+			s.dropIdle()
+		}
 		if !retryable(err) || attempt == maxAttempts || ctx.Err() != nil {
 			if errors.Is(err, errRetry) {
 				err = fmt.Errorf("gave up after %d attempts", attempt)
@@ -540,57 +579,41 @@ func (s *Store) run(ctx context.Context, op string, n int, f func(tx *sql.Tx, se
 // server skips the wait inside a transaction: it runs on its own, before BEGIN.
 const causalSQL = `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1`
 
-// beginCausal begins a transaction on a connection that has first waited, by
-// causalSQL, for its node to catch up with the cluster; done returns the connection to
-// the pool once the transaction has ended.
-func (s *Store) beginCausal(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+// attempt runs f in one transaction, on a connection of its own: when causal, one that
+// has first waited, by causalSQL, for its node to catch up with the cluster. A
+// connection whose node refused the transaction for want of a primary component
+// (notReady) is closed rather than returned to the pool.
+func (s *Store) attempt(ctx context.Context, n int, lo *int64, causal bool, f func(tx *sql.Tx, seq int64) error) (err error) {
 	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := conn.ExecContext(ctx, causalSQL); err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	if tx, err = conn.BeginTx(ctx, s.txOpts); err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	return tx, func() { conn.Close() }, nil
-}
-
-func (s *Store) attempt(ctx context.Context, n int, lo *int64, causal bool, f func(tx *sql.Tx, seq int64) error) error {
-	var tx *sql.Tx
-	done := func() {} // returns beginCausal's connection to the pool
-	var err error
-	if causal {
-		tx, done, err = s.beginCausal(ctx)
-	} else {
-		tx, err = s.db.BeginTx(ctx, s.txOpts)
-	}
 	if err != nil {
 		return err
 	}
+	defer func() { releaseConn(conn, err) }() // last, once the transaction has ended
+	if causal {
+		if _, err := conn.ExecContext(ctx, causalSQL); err != nil {
+			return err
+		}
+	}
+	tx, err := conn.BeginTx(ctx, s.txOpts)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after the commit; on a panic in f, the rollback
 	if n > 0 {
 		ok, err := takeHold(ctx, tx, *lo)
 		if err == nil && !ok {
 			// A refill took our range for abandoned (we were paused beyond HoldGrace):
 			// those numbers may already lie behind a cursor. Take fresh ones.
 			tx.Rollback()
-			done()
 			if *lo, err = s.allocSeq(ctx, n); err != nil {
 				return err
 			}
 			return errRetry
 		}
 		if err != nil {
-			tx.Rollback()
-			done()
 			return err
 		}
 	}
-	defer done()        // last, once the transaction has ended
-	defer tx.Rollback() // a no-op after the commit; on a panic in f, the rollback
 	if s.galera {
 		defer s.forgetFence(tx)
 	}
@@ -603,6 +626,16 @@ func (s *Store) attempt(ctx context.Context, n int, lo *int64, causal bool, f fu
 		}
 	}
 	return tx.Commit()
+}
+
+// releaseConn returns conn to the pool, or closes it when err says its node refused it
+// for want of a primary component (notReady): a new connection may reach another node.
+func releaseConn(conn *sql.Conn, err error) {
+	if notReady(err) {
+		// Raw closes the connection when its function returns driver.ErrBadConn.
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	conn.Close()
 }
 
 // allocSeq reserves n sequence numbers in a short transaction of its own and records
@@ -664,6 +697,9 @@ func (s *Store) dropHold(ctx context.Context, lo int64) {
 func (s *Store) wrap(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if notReady(err) {
+		s.dropIdle() // every read and write passes here: none leaves the pool on that node
 	}
 	var me *mysql.MySQLError
 	switch {
