@@ -169,10 +169,21 @@ func (x remoteExecutor) Load() (running, free int) {
 	return 0, 0
 }
 
-// learnEpoch raises the executor endpoint's highest token to the epoch the store
-// recorded for the namespace, so that it refuses an older leader within a heartbeat of
-// a newer one's election, whether or not the newer one has dispatched here yet.
-func (s *Scheduler) learnEpoch(ctx context.Context) {
+// refreshed follows each refresh of this node's registration (err: its failure).
+// After a success it raises the executor endpoint's highest token to the epoch the
+// store recorded for the namespace, so that it refuses an older leader within a
+// heartbeat of a newer one's election, whether or not the newer one has dispatched
+// here yet. After a failure it has the store's clock measured again, at once and then
+// every second until it answers: it may answer from another server, a failover's new
+// primary, with a clock of its own.
+func (s *Scheduler) refreshed(ctx context.Context, err error) {
+	if err != nil {
+		select {
+		case s.clockNudge <- struct{}{}:
+		default: // one is pending already
+		}
+		return
+	}
 	if epoch, err := (remoteExecutor{s}).Epoch(ctx); err == nil {
 		s.server.Raise(epoch)
 	}

@@ -31,7 +31,10 @@ type Scheduler struct {
 	kst   Store // for the scheduler's own calls, each bounded by StoreTimeout
 	log   *slog.Logger
 	clock *clock.Clock
-	obs   *observe.Queue // nil without Config.Observer
+	// clockNudge asks the clock's follower to measure the store's clock again now
+	// (refreshed: the store failed a call).
+	clockNudge chan struct{}
+	obs        *observe.Queue // nil without Config.Observer
 
 	// lifecycle is held by Start and Stop while they run (a semaphore, not s.mu, so
 	// that Start's store I/O holds up no other method).
@@ -203,15 +206,16 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 	}
 	*s = Scheduler{
-		cfg:       cfg,
-		st:        st,
-		kst:       storecall.Bounded(st, cfg.StoreTimeout),
-		log:       cfg.Logger,
-		clock:     clock.New(),
-		obs:       newObserverQueue(cfg.Observer),
-		lifecycle: make(chan struct{}, 1),
-		handlers:  make(map[string]*handler),
-		badTraces: newBadTraceLimiter(),
+		cfg:        cfg,
+		st:         st,
+		kst:        storecall.Bounded(st, cfg.StoreTimeout),
+		log:        cfg.Logger,
+		clock:      clock.New(),
+		clockNudge: make(chan struct{}, 1),
+		obs:        newObserverQueue(cfg.Observer),
+		lifecycle:  make(chan struct{}, 1),
+		handlers:   make(map[string]*handler),
+		badTraces:  newBadTraceLimiter(),
 
 		periodics: make(map[string]*registered),
 		// Signed and verified by the store-corrected clock, so that replicas whose

@@ -51,13 +51,13 @@ func (s *Scheduler) runParts(ctx context.Context, r *running, rows []store.Sched
 	started := s.clock.Now() // kept by every refresh (a zero StartedAt is "now" to the registry)
 	r.wg.Go(func() {
 		nodes.Keep(ctx, nodes.Config{Registry: s.kst, Info: func() store.NodeInfo { return s.nodeInfo(r, started) }, Interval: s.cfg.HeartbeatInterval, Log: s.log,
-			Refreshed: s.learnEpoch})
+			Refreshed: s.refreshed})
 	})
 	if !s.hooks.localClock {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			s.clock.Follow(ctx, s.kst, clockInterval, func(offset, rtt time.Duration, err error) {
+			s.clock.Follow(ctx, s.kst, clockInterval, s.clockNudge, func(offset, rtt time.Duration, err error) {
 				if err != nil {
 					s.log.LogAttrs(ctx, slog.LevelWarn, "ax: measure the store's clock", slog.Any("err", err))
 					return

@@ -99,8 +99,10 @@ func (c *Clock) Measure(ctx context.Context, src Source, samples int) (offset, r
 // drift between the hosts' clocks does not accumulate; measured is told each result.
 // After a measurement fails it tries again every second (followRetry; or every interval, if
 // that is shorter) until one succeeds: a store that was out of reach may be another
-// server when it answers again (a database's failover), with a clock of its own.
-func (c *Clock) Follow(ctx context.Context, src Source, every time.Duration, measured func(offset, rtt time.Duration, err error)) {
+// server when it answers again (a database's failover), with a clock of its own. A
+// value on nudge (another call to the store failed) starts the same: a measurement at
+// once, and every second until one succeeds.
+func (c *Clock) Follow(ctx context.Context, src Source, every time.Duration, nudge <-chan struct{}, measured func(offset, rtt time.Duration, err error)) {
 	timer := time.NewTimer(every)
 	defer timer.Stop()
 	for {
@@ -108,6 +110,7 @@ func (c *Clock) Follow(ctx context.Context, src Source, every time.Duration, mea
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-nudge:
 		}
 		offset, rtt, err := c.Measure(ctx, src, 5)
 		if ctx.Err() != nil {

@@ -3,6 +3,7 @@ package clock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,7 +144,7 @@ func TestFollowRetriesAfterAnError(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			c.Follow(ctx, src, time.Minute, func(offset, rtt time.Duration, err error) {
+			c.Follow(ctx, src, time.Minute, nil, func(offset, rtt time.Duration, err error) {
 				mu.Lock()
 				defer mu.Unlock()
 				at, errs = append(at, time.Now()), append(errs, err)
@@ -172,6 +173,50 @@ func TestFollowRetriesAfterAnError(t *testing.T) {
 		}
 		if d := c.Now().Sub(time.Now().Add(5 * time.Second)); d != 0 {
 			t.Errorf("after the store came back the clock is %v off its clock, want 0", d)
+		}
+	})
+}
+
+// A nudge (another store call failed: the store may be failing over) measures at once,
+// and every second until a measurement succeeds: the clock of the server that answers
+// then is followed within a second, not at the next minute.
+func TestFollowMeasuresWhenNudged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New()
+		src := &flakySource{skew: 5 * time.Second}
+		ctx, cancel := context.WithCancel(context.Background())
+		nudge := make(chan struct{}, 1)
+		var mu sync.Mutex
+		var at []time.Duration
+		start := time.Now()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Follow(ctx, src, time.Minute, nudge, func(offset, rtt time.Duration, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				at = append(at, time.Since(start))
+			})
+		}()
+		time.Sleep(10 * time.Second)
+		src.down.Store(true)
+		nudge <- struct{}{} // at 10s: fails, then 11s fails
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		src.down.Store(false) // back at 11.5s, 5s ahead: measured at 12s
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+
+		mu.Lock()
+		defer mu.Unlock()
+		want := []time.Duration{10 * time.Second, 11 * time.Second, 12 * time.Second}
+		if !slices.Equal(at, want) {
+			t.Errorf("measured at %v, want %v", at, want)
+		}
+		if d := c.Now().Sub(time.Now().Add(5 * time.Second)); d != 0 {
+			t.Errorf("after the nudge the clock is %v off the store's, want 0", d)
 		}
 	})
 }

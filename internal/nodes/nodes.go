@@ -40,9 +40,10 @@ type Config struct {
 	Info     func() store.NodeInfo
 	Interval time.Duration // between two refreshes
 	Log      *slog.Logger
-	// Refreshed, when set, is called after each refresh (the scheduler reads the
-	// namespace's fencing epoch then).
-	Refreshed func(ctx context.Context)
+	// Refreshed, when set, is called after each refresh with its error (the scheduler
+	// reads the namespace's fencing epoch then, or, after a failure, has its clock
+	// measured again: the store may be failing over to another server).
+	Refreshed func(ctx context.Context, err error)
 }
 
 // AliveFor is how long a row counts as a live replica after its last refresh: three
@@ -59,11 +60,12 @@ const removeTimeout = 5 * time.Second
 func Keep(ctx context.Context, cfg Config) {
 	info := cfg.Info()
 	write := func() {
-		if err := cfg.Registry.RegisterNode(ctx, cfg.Info()); err != nil && ctx.Err() == nil {
+		err := cfg.Registry.RegisterNode(ctx, cfg.Info())
+		if err != nil && ctx.Err() == nil {
 			cfg.Log.LogAttrs(ctx, slog.LevelWarn, "ax: refresh this node's registration", slog.Any("err", err))
 		}
 		if cfg.Refreshed != nil {
-			cfg.Refreshed(ctx)
+			cfg.Refreshed(ctx, err)
 		}
 	}
 	write()
