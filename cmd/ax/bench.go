@@ -25,36 +25,46 @@ import (
 	"github.com/axsched/ax/metrics"
 )
 
+// workloadArgs are the flags a workload reads.
+type workloadArgs struct {
+	tasks, concurrency int
+	rate               int    // pickup: tasks submitted per second
+	from               string // pickup: bench.FromHere or bench.FromOther
+}
+
 // workloads are the values of `ax bench --workload`, with their default task counts.
 var workloads = []struct {
 	name  string
 	tasks int
-	run   func(ctx context.Context, env bench.Env, n, concurrency int) (bench.Result, error)
+	run   func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error)
 	about string
 }{
-	{"enqueue-single", 20_000, func(ctx context.Context, env bench.Env, n, _ int) (bench.Result, error) {
-		return bench.EnqueueSingle(ctx, env, n)
+	{"enqueue-single", 20_000, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.EnqueueSingle(ctx, env, a.tasks)
 	}, "tasks due in 1h, one Delay each from 8 goroutines: tasks/s"},
-	{"enqueue-batch", 100_000, func(ctx context.Context, env bench.Env, n, _ int) (bench.Result, error) {
-		return bench.EnqueueBatch(ctx, env, n)
+	{"enqueue-batch", 100_000, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.EnqueueBatch(ctx, env, a.tasks)
 	}, "tasks due in 1h via SubmitMany, 1,000 per call: tasks/s"},
-	{"drain", 50_000, func(ctx context.Context, env bench.Env, n, c int) (bench.Result, error) {
-		return bench.Drain(ctx, env, n, c)
+	{"drain", 50_000, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.Drain(ctx, env, a.tasks, a.concurrency)
 	}, "tasks due now, no-op handler, --concurrency workers: tasks/s to the last completion"},
-	{"limited", 2_000, func(ctx context.Context, env bench.Env, n, c int) (bench.Result, error) {
-		return bench.Limited(ctx, env, n, c, 10, 20*time.Millisecond)
+	{"limited", 2_000, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.Limited(ctx, env, a.tasks, a.concurrency, 10, 20*time.Millisecond)
 	}, "tasks due now, one name limited to 10 at once (WithConcurrency), 20ms handlers, --concurrency workers: tasks/s, slots busy"},
-	{"rated", 1_000, func(ctx context.Context, env bench.Env, n, _ int) (bench.Result, error) {
-		return bench.Rated(ctx, env, n, 100, time.Second)
+	{"rated", 1_000, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.Rated(ctx, env, a.tasks, 100, time.Second)
 	}, "tasks due now, one name limited to 100 starts a second (WithRate), no-op handler: the most in a window, the share of the rate reached"},
-	{"precision", 5_000, func(ctx context.Context, env bench.Env, n, _ int) (bench.Result, error) {
-		return bench.Precision(ctx, env, n, 5*time.Second, 25*time.Second)
+	{"precision", 5_000, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.Precision(ctx, env, a.tasks, 5*time.Second, 25*time.Second)
 	}, "tasks due uniformly over [now+5s, now+25s]: lateness p50/p90/p99/max, early starts"},
-	{"burst", 10_000, func(ctx context.Context, env bench.Env, n, _ int) (bench.Result, error) {
-		return bench.Burst(ctx, env, n, 2*time.Second)
+	{"burst", 10_000, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.Burst(ctx, env, a.tasks, 2*time.Second)
 	}, "tasks all due at one instant 2s ahead: time until the last one started"},
-	{"idle", 100_000, func(ctx context.Context, env bench.Env, n, _ int) (bench.Result, error) {
-		return bench.Idle(ctx, env, n, 30*time.Second)
+	{"pickup", 400, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.Pickup(ctx, env, a.tasks, a.rate, a.from)
+	}, "tasks due now, one Delay at a time, --rate a second (default 20), from --from here|other: handler start − Submit's return p50/p95/p99/max"},
+	{"idle", 100_000, func(ctx context.Context, env bench.Env, a workloadArgs) (bench.Result, error) {
+		return bench.Idle(ctx, env, a.tasks, 30*time.Second)
 	}, "tasks due in 1h, nothing due, 30s: store calls/s and database CPU"},
 }
 
@@ -64,6 +74,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// A node of `ax bench --nodes N`, started by it (hidden: not in the usage).
 		_, node, _ := strings.Cut(args[0], "=")
 		if err := bench.RunChildFromEnv(ctx, node); err != nil {
+			childproc.NewWriter(stdout).Error(err)
+			fmt.Fprintf(stderr, "ax bench: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	if len(args) > 0 && (args[0] == "--child-submitter" || args[0] == "-child-submitter") {
+		// The second process of `ax bench --workload pickup --from other` (hidden).
+		if err := bench.RunSubmitterFromEnv(ctx, openSubmitterStore); err != nil {
 			childproc.NewWriter(stdout).Error(err)
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
 			return exitFail
@@ -80,6 +99,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	runs := fs.Int("runs", 1, "repeat the workload `N` times, each on an empty schema")
 	withMetrics := fs.Bool("metrics", false, "feed the scheduler's events to Prometheus metrics (package metrics), to measure their cost")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each run's workload to `FILE` (FILE.2, FILE.3… for --runs above 1), for go tool pprof")
+	from := fs.String("from", bench.FromHere, "pickup: where the tasks are submitted, `here|other`: by the scheduler that runs them, or by a second process (this binary re-executed) that only submits")
 	withElector := fs.Bool("elect", false, "one process: run the scheduler under a Redis elector (elect/redis on --redis and --redis-db, a fresh key prefix each run), its writes fenced, to measure what that costs")
 	var cl clusterFlags
 	cl.register(fs)
@@ -112,8 +132,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			w = i
 		}
 	}
-	if w < 0 || *tasks < 0 || *runs < 1 || *concurrency < 1 {
-		fmt.Fprintf(stderr, "ax bench: bad --workload, --tasks, --runs or --concurrency\n")
+	if cl.rate == 0 {
+		cl.rate = 20 // pickup's
+	}
+	if w < 0 || *tasks < 0 || *runs < 1 || *concurrency < 1 || cl.rate < 1 || (*from != bench.FromHere && *from != bench.FromOther) {
+		fmt.Fprintf(stderr, "ax bench: bad --workload, --tasks, --runs, --concurrency, --rate or --from\n")
 		fs.Usage()
 		return exitUsage
 	}
@@ -137,7 +160,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitFail
 		}
 		drop := st.drop
-		env := bench.Env{Store: st.Store, Name: *storeName, DBCPU: kind.dbCPU, Statements: st.statements}
+		env := bench.Env{Store: st.Store, Name: *storeName, DBCPU: kind.dbCPU, Statements: st.statements,
+			DSN: st.dsn, Submitter: bench.SubmitterCommand("bench", "--child-submitter")}
 		var rc *goredis.Client
 		var prefix string
 		if *withElector {
@@ -162,7 +186,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "ax bench: %v\n", err)
 			return exitFail
 		}
-		r, err := workloads[w].run(ctx, env, n, *concurrency)
+		r, err := workloads[w].run(ctx, env, workloadArgs{tasks: n, concurrency: *concurrency, rate: cl.rate, from: *from})
 		stopProfile()
 		drop()
 		if rc != nil { // the run's keys only, found by SCAN: the Redis may be shared
@@ -251,7 +275,7 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "--nodes: the lease's TTL")
 	fs.IntVar(&c.failovers, "failovers", 10, "--nodes: leader kills (kill -9)")
 	fs.IntVar(&c.handovers, "handovers", 3, "--nodes: graceful leader stops (SIGTERM)")
-	fs.IntVar(&c.rate, "rate", 200, "--nodes: tasks per second of the steady streams")
+	fs.IntVar(&c.rate, "rate", 0, "tasks per second: of pickup's submits (default 20); with --nodes, of the steady streams (default 200)")
 	fs.DurationVar(&c.steady, "steady", 20*time.Second, "--nodes: how long the lateness stream runs")
 	fs.DurationVar(&c.delay, "delay", time.Second, "--nodes: each stream task is due this long after it is written")
 	fs.DurationVar(&c.settle, "settle", 2*time.Second, "--nodes: steady leadership before each kill (plus a random part of --ttl/3, to sample the renew cycle) or stop")
@@ -272,13 +296,16 @@ func runCluster(ctx context.Context, args []string, set map[string]bool, storeNa
 		fmt.Fprintf(stderr, "ax bench: "+format+"\n", a...)
 		return exitUsage
 	}
+	if !set["rate"] {
+		cl.rate = 200
+	}
 	switch {
 	case cl.nodes < 2:
 		return bad("--nodes %d: want 1 (one process) or at least 2", cl.nodes)
 	case set["store"] && storeName != "postgres":
 		return bad("--nodes: --store must be postgres, not %q", storeName)
-	case set["workload"] || set["runs"] || set["metrics"]:
-		return bad("--nodes runs its own workloads: --workload, --runs and --metrics do not apply")
+	case set["workload"] || set["runs"] || set["metrics"] || set["from"]:
+		return bad("--nodes runs its own workloads: --workload, --runs, --metrics and --from do not apply")
 	case tasks < 0 || concurrency < 1 || cl.failovers < 0 || cl.handovers < 0 || cl.rate < 1 || cl.steady <= 0 || cl.delay < 0 || cl.settle < 0:
 		return bad("bad --tasks, --concurrency, --failovers, --handovers, --rate, --steady, --delay or --settle")
 	case cl.elector != "redis" && cl.elector != "sqllease":

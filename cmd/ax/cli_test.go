@@ -71,6 +71,8 @@ func TestBinary(t *testing.T) {
 	}{
 		{[]string{"demo", "--orders", "6", "--scale", "fast"}, exitOK, "summary: fired "},
 		{[]string{"bogus"}, exitUsage, `unknown command "bogus"`},
+		// The binary re-executes itself as the second process.
+		{[]string{"bench", "--workload", "pickup", "--from", "other", "--tasks", "30", "--rate", "100"}, exitOK, `"from":"other"`},
 	} {
 		cmd := exec.Command(os.Args[0], c.args...)
 		cmd.Env = append(os.Environ(), "AX_TEST_MAIN=1")
@@ -181,6 +183,13 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if code, _, _ := runAx(t, "bench", "--nodes", "3", "--elector", "etcd"); code != exitUsage {
 		t.Errorf("ax bench --nodes 3 --elector etcd: exit %d, want %d", code, exitUsage)
+	}
+	code, stdout, stderr = runAx(t, "bench", "--workload", "pickup", "--tasks", "30", "--rate", "100")
+	if code != exitOK || !strings.Contains(stdout, `"workload":"pickup"`) || !strings.Contains(stdout, `"from":"here"`) {
+		t.Errorf("ax bench --workload pickup: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if code, _, _ := runAx(t, "bench", "--workload", "pickup", "--from", "there"); code != exitUsage {
+		t.Errorf("ax bench --workload pickup --from there: exit %d, want %d", code, exitUsage)
 	}
 	if code, _, _ := runAx(t, "bench", "--store", "oracle"); code != exitUsage {
 		t.Errorf("ax bench --store oracle: exit %d, want %d", code, exitUsage)

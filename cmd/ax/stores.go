@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/cmd/ax/internal/bench"
 	"github.com/axsched/ax/internal/freshdb"
 	"github.com/axsched/ax/store/mysql"
 	"github.com/axsched/ax/store/postgres"
@@ -57,7 +58,7 @@ var storeKinds = map[string]storeKind{
 				os.RemoveAll(dir)
 				return benchStore{}, err
 			}
-			return benchStore{Store: st, drop: func() { st.Close(); os.RemoveAll(dir) }}, nil
+			return benchStore{Store: st, dsn: filepath.Join(dir, "ax.db"), drop: func() { st.Close(); os.RemoveAll(dir) }}, nil
 		},
 		status: func(ctx context.Context, dsn string) (int, int, error) { return sqlite.SchemaStatus(dsn) },
 		dbCPU:  selfCPU, // embedded: the database runs in this process
@@ -149,6 +150,8 @@ func lookupStore(name string) (storeKind, error) {
 // A benchStore is the store of one ax bench run, in a place of its own.
 type benchStore struct {
 	ax.Store
+	// dsn is the store's place: its file, or its schema's or database's DSN.
+	dsn string
 	// drop closes the store and removes its place.
 	drop func()
 	// statements, when set, returns how many statements the database has executed
@@ -176,6 +179,7 @@ func freshStore(ctx context.Context, base string,
 	}
 	drop := st.drop
 	st.drop = func() { drop(); removeBg() }
+	st.dsn = dsn
 	return st, nil
 }
 
@@ -307,4 +311,26 @@ func processCPU(names ...string) func() (time.Duration, error) {
 		}
 		return time.Duration(ticks) * (time.Second / 100), nil // USER_HZ is 100 on Linux
 	}
+}
+
+// openSubmitterStore opens the store of an ax bench run in the pickup workload's
+// second process, counted where the run's own count does not see it: a PostgreSQL
+// run counts the statements of its own pool, a MariaDB run the server's.
+func openSubmitterStore(ctx context.Context, kind, dsn string) (bench.SubmitterStore, error) {
+	if kind == "postgres" {
+		st, err := openCountedPostgres(ctx, dsn)
+		if err != nil {
+			return bench.SubmitterStore{}, err
+		}
+		return bench.SubmitterStore{Store: st.Store, Statements: st.statements, Close: st.drop}, nil
+	}
+	k, err := lookupStore(kind)
+	if err != nil {
+		return bench.SubmitterStore{}, err
+	}
+	st, err := k.open(ctx, dsn)
+	if err != nil {
+		return bench.SubmitterStore{}, err
+	}
+	return bench.SubmitterStore{Store: st, Close: func() { st.Close() }}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,18 @@ type Result struct {
 	RatePer      time.Duration `json:"rate_per_ns,omitempty"`
 	MostInWindow int           `json:"most_in_window,omitempty"`
 	RateShare    float64       `json:"rate_share,omitempty"`
+	// The pickup workload: where its tasks were submitted (here, or other: a second
+	// process), the pace asked for (tasks/s: PerSec is the pace achieved), and per
+	// task its handler's start − the moment its Submit returned (the commit
+	// acknowledged), by percentile. SubmitP50 is the median Submit call, from its
+	// start to its return: the time already spent when the pickup clock starts.
+	From       string        `json:"from,omitempty"`
+	SubmitRate int           `json:"submit_rate,omitempty"`
+	PickupP50  time.Duration `json:"pickup_p50_ns,omitempty"`
+	PickupP95  time.Duration `json:"pickup_p95_ns,omitempty"`
+	PickupP99  time.Duration `json:"pickup_p99_ns,omitempty"`
+	PickupMax  time.Duration `json:"pickup_max_ns,omitempty"`
+	SubmitP50  time.Duration `json:"submit_p50_ns,omitempty"`
 }
 
 // String formats the result as one line of a table.
@@ -79,6 +92,11 @@ func (r Result) String() string {
 	if r.Max > 0 {
 		ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 		s += fmt.Sprintf(" lateness p50=%s p90=%s p99=%s max=%s early=%d", ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max), r.Early)
+	}
+	if r.Workload == "pickup" {
+		ms := func(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
+		s += fmt.Sprintf(" from=%s at=%d/s pickup p50=%s p95=%s p99=%s max=%s submit p50=%s early=%d",
+			r.From, r.SubmitRate, ms(r.PickupP50), ms(r.PickupP95), ms(r.PickupP99), ms(r.PickupMax), ms(r.SubmitP50), r.Early)
 	}
 	if r.Workload == "idle" {
 		s += fmt.Sprintf(" store-calls=%.2f/s", r.CallsPerSec)
@@ -194,6 +212,13 @@ type Env struct {
 	// Elector, when set, elects the scheduler (ax bench --elect): its writes are
 	// fenced, and the run measures what that costs.
 	Elector elect.Elector
+	// DSN is where Store lives (a SQLite file, a PostgreSQL schema's or a MariaDB
+	// database's DSN), for the pickup workload's second process to open.
+	DSN string
+	// Submitter, when set, returns the command of the pickup workload's second
+	// process: this program, or a test binary, re-executed to run
+	// RunSubmitterFromEnv.
+	Submitter func() (*exec.Cmd, error)
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
