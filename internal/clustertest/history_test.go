@@ -4,6 +4,7 @@ package clustertest_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -264,5 +265,38 @@ func TestRunLogRoundTrip(t *testing.T) {
 		if !e.At.Equal(ms(i)) {
 			t.Errorf("entry %d at %v, want %v (in time order)", i, e.At, ms(i))
 		}
+	}
+}
+
+// A last line without its newline is a write still under way, as a reader running
+// beside the process sees it, and is left out; a whole line that does not parse is an
+// error.
+func TestRunLogPartialLine(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	l, err := clustertest.OpenRunLog(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(clustertest.Entry{Event: clustertest.EventStart, Node: "a", TaskID: 1, At: ms(1)}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(`{"event":"end","node":"`); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := clustertest.ReadRunLog(p); err != nil || len(es) != 1 {
+		t.Fatalf("ReadRunLog with a partial last line = %d entries, %v; want the 1 whole one", len(es), err)
+	}
+	if _, err := f.WriteString("\n"); err != nil { // the same line, now whole: corrupt
+		t.Fatal(err)
+	}
+	if _, err := clustertest.ReadRunLog(p); err == nil {
+		t.Error("ReadRunLog with a whole line that does not parse: no error")
 	}
 }

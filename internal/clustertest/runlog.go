@@ -94,8 +94,10 @@ func (l *RunLog) Close() error {
 }
 
 // ReadRunLog reads the run logs at paths, in order of their entries' times. A path
-// that does not exist holds no entries (a process that never ran a handler); a line
-// that does not parse is an error.
+// that does not exist holds no entries (a process that never ran a handler); a last
+// line without its newline is one still being written (a reader may see part of a
+// write), or cut by a kill, and is left out; any other line that does not parse is an
+// error.
 func ReadRunLog(paths ...string) ([]Entry, error) {
 	var all []Entry
 	for _, p := range paths {
@@ -106,6 +108,7 @@ func ReadRunLog(paths ...string) ([]Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("clustertest: read run log: %w", err)
 		}
+		b = b[:bytes.LastIndexByte(b, '\n')+1] // whole lines only
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for n := 1; sc.Scan(); n++ {
