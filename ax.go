@@ -77,8 +77,12 @@ type Config struct {
 	// OwnerService is the owner_service of submitted tasks unless WithOwner says
 	// otherwise. Defaults to empty.
 	OwnerService string
-	// Tick is the timing wheel's resolution: a task is handed out at the first tick
-	// at or after its due time. Defaults to DefaultTick (10ms).
+	// Tick is the width of the timing wheel's slots. A task is handed out at its due
+	// time, to the nanosecond of the scheduler's clock, while the tick it falls in
+	// holds at most 64 tasks; in a denser tick (a burst), at the tick's end, at most
+	// one tick after its due time, all of them at once. It also bounds how soon a
+	// claim the store answers "not due yet" (its clock ahead of ours) is tried again.
+	// Defaults to DefaultTick (10ms).
 	Tick time.Duration
 	// Window is how far ahead the scheduler keeps due tasks in memory. Defaults to
 	// DefaultWindow (5m).

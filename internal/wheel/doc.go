@@ -60,9 +60,10 @@
 // stretches in one step, so catching up an hour of 10ms ticks costs as many
 // steps as there are non-empty slots, not 360,000.
 //
-// Add rounds a due up to a tick boundary, so nothing is handed out early;
-// Advance hands out an entry once now reaches its rounded tick, at most one
-// tick after its due. The wheel is a cache of the task table: losing it loses
+// Add rounds a due up to a tick boundary to place it. Advance hands out an
+// entry once now reaches its due, in a tick of at most 64 entries (Next then
+// names that due), or else once now reaches its rounded tick, at most one
+// tick after its due; never before its due. The wheel is a cache of the task table: losing it loses
 // nothing, and "never early" is finally enforced by the claim on the
 // database.
 package wheel

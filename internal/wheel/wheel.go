@@ -22,6 +22,11 @@ const (
 
 	// nilIndex marks the end of the free list.
 	nilIndex int32 = -1
+
+	// exactMax is the most entries a tick may hold for the wheel to hand them out
+	// at their exact dues rather than at the tick's end (see Advance): finding the
+	// ones due by now, or the earliest, walks the tick's list.
+	exactMax = 64
 )
 
 // Entry is one expired timer, as returned by [Wheel.Advance].
@@ -184,11 +189,13 @@ func (w *Wheel) Remove(id int64) bool {
 }
 
 // Advance moves the wheel to now, appends to dst every entry whose rounded
-// due tick is at most floor((now-origin)/tick) — so no entry earlier than its
-// due, and each at most one tick after it — and returns dst. Entries that
-// were already overdue when added come out first. Entries come out in due
-// order across ticks, in no particular order within one tick, and each leaves
-// the wheel as it comes out.
+// due tick is at most floor((now-origin)/tick), and, from the tick now lies in,
+// every entry whose due is at most now while that tick holds at most 64 entries
+// (exactMax) — so no entry earlier than its due, each at its due in a sparse
+// tick and at most one tick after it in a dense one — and returns dst. Entries
+// that were already overdue when added come out first. Entries come out in due
+// order across ticks, in no particular order within one tick (in due order
+// from the tick now lies in), and each leaves the wheel as it comes out.
 //
 // A now earlier than a previous one moves nothing back: it only hands out
 // overdue entries. Catching up a long stall costs time proportional to the
@@ -214,15 +221,53 @@ func (w *Wheel) Advance(now time.Time, dst []Entry) []Entry {
 			w.enter(start)
 		}
 	}
+	return w.expireDue(now, dst)
+}
+
+// expireDue appends to dst, in due order, the entries of tick cur — the tick now
+// lies in, not yet expired — whose due is at most now, if the tick holds at most
+// exactMax entries. By the invariants they all lie in cur's level-0 slot.
+func (w *Wheel) expireDue(now time.Time, dst []Entry) []Entry {
+	s := int(w.cur % slotsPerLevel)
+	if w.occupied[0]&(1<<s) == 0 {
+		return dst
+	}
+	h := w.head(0, s)
+	if w.count(h) > exactMax {
+		return dst
+	}
+	n, due := len(dst), now.UnixNano()
+	for i := w.slab[h].next; i != h; {
+		e := w.slab[i]
+		if e.due <= due {
+			dst = append(dst, Entry{ID: e.id, Due: time.Unix(0, e.due).UTC()})
+			w.unlink(i)
+			delete(w.index, e.id)
+			w.release(i)
+		}
+		i = e.next
+	}
+	slices.SortFunc(dst[n:], func(a, b Entry) int { return a.Due.Compare(b.Due) })
 	return dst
+}
+
+// count returns the length of the list headed by h, or exactMax+1 if it is longer.
+func (w *Wheel) count(h int32) int {
+	n := 0
+	for i := w.slab[h].next; i != h && n <= exactMax; i = w.slab[i].next {
+		n++
+	}
+	return n
 }
 
 // Next returns a safe wake-up time — no later than the earliest time at which
 // Advance would hand out an entry — and false when the wheel is empty. It is
-// the rounded due of the earliest level-0 entry, the due of the earliest
-// overdue entry, or else the start of the earliest non-empty higher-level
-// slot, where that slot cascades; in the last case Advance(Next()) hands out
-// nothing but makes progress, and the owner asks Next again.
+// the due of the earliest overdue entry; else, when the earliest non-empty slot
+// is on level 0, the earliest due in it if it holds at most exactMax entries
+// (Advance hands them out at their dues), or its tick's end; or else the start
+// of the earliest non-empty higher-level slot, where that slot cascades; in the
+// last case Advance(Next()) hands out nothing but makes progress, and the owner
+// asks Next again.
 func (w *Wheel) Next() (time.Time, bool) {
 	if len(w.index) == 0 {
 		return time.Time{}, false
@@ -230,7 +275,14 @@ func (w *Wheel) Next() (time.Time, bool) {
 	if w.slab[w.overdueHead()].next != w.overdueHead() {
 		return time.Unix(0, w.minDue).UTC(), true
 	}
-	_, _, start, _ := w.nextSlot()
+	level, slot, start, _ := w.nextSlot()
+	if h := w.head(0, slot); level == 0 && w.count(h) <= exactMax {
+		first := int64(math.MaxInt64)
+		for i := w.slab[h].next; i != h; i = w.slab[i].next {
+			first = min(first, w.slab[i].due)
+		}
+		return time.Unix(0, first).UTC(), true
+	}
 	return w.tickTime(start), true
 }
 

@@ -63,31 +63,78 @@ func TestNewPanicsOnBadTick(t *testing.T) {
 	New(0, time.Minute, origin)
 }
 
-func TestAddRoundsUpToTick(t *testing.T) {
+// In a tick of few entries an entry comes out at its due, never before; Next names it.
+func TestAdvanceHandsOutAtDue(t *testing.T) {
 	t.Parallel()
 	tick := 10 * time.Millisecond
-	for _, tc := range []struct {
-		due, notYet, fires time.Duration
-	}{
-		{due: 15 * time.Millisecond, notYet: 19*time.Millisecond + 999*time.Microsecond, fires: 20 * time.Millisecond},
-		{due: 20 * time.Millisecond, notYet: 20*time.Millisecond - 1, fires: 20 * time.Millisecond},
-		{due: 20*time.Millisecond + 1, notYet: 29 * time.Millisecond, fires: 30 * time.Millisecond},
-		{due: 0, notYet: -1, fires: 0},
-		{due: 1, notYet: 9 * time.Millisecond, fires: 10 * time.Millisecond},
+	for _, due := range []time.Duration{
+		15 * time.Millisecond, 20 * time.Millisecond, 20*time.Millisecond + 1, 0, 1,
 		// Two levels up: cascades twice before it fires, still never early.
-		{due: 1*time.Hour + 1, notYet: time.Hour + 9*time.Millisecond, fires: time.Hour + 10*time.Millisecond},
+		time.Hour + 1, time.Hour + 3*time.Millisecond,
 	} {
 		w := New(tick, 2*time.Hour, origin)
-		if !w.Add(1, at(tc.due)) {
-			t.Fatalf("Add(1, origin+%v) = false, want true", tc.due)
+		if !w.Add(1, at(due)) {
+			t.Fatalf("Add(1, origin+%v) = false, want true", due)
 		}
-		if got := w.Advance(at(tc.notYet), nil); len(got) != 0 {
-			t.Errorf("due origin+%v: Advance(origin+%v) = %v, want nothing", tc.due, tc.notYet, got)
+		for { // wake up as the owner does, until the entry's due
+			next, ok := w.Next()
+			if !ok || !next.Before(at(due)) {
+				if !ok || !next.Equal(at(due)) {
+					t.Errorf("due origin+%v: Next() = %v, %v; want the due", due, next, ok)
+				}
+				break
+			}
+			if got := w.Advance(next, nil); len(got) != 0 {
+				t.Fatalf("due origin+%v: Advance(%v) = %v, before the due", due, next, got)
+			}
 		}
-		want := []Entry{{ID: 1, Due: at(tc.due)}}
-		if diff := gocmp.Diff(want, w.Advance(at(tc.fires), nil)); diff != "" {
-			t.Errorf("due origin+%v: Advance(origin+%v) mismatch (-want +got):\n%s", tc.due, tc.fires, diff)
+		if got := w.Advance(at(due-1), nil); len(got) != 0 {
+			t.Errorf("due origin+%v: Advance(1ns before) = %v, want nothing", due, got)
 		}
+		want := []Entry{{ID: 1, Due: at(due)}}
+		if diff := gocmp.Diff(want, w.Advance(at(due), nil)); diff != "" {
+			t.Errorf("due origin+%v: Advance(the due) mismatch (-want +got):\n%s", due, diff)
+		}
+	}
+}
+
+// A tick of more than exactMax entries hands them out at its end, all at once: finding
+// which are due by now would walk a long list at every wake-up.
+func TestDenseTickWaitsForItsEnd(t *testing.T) {
+	t.Parallel()
+	tick := 10 * time.Millisecond
+	w := New(tick, time.Minute, origin)
+	for id := range int64(exactMax + 1) {
+		w.Add(id, at(11*time.Millisecond+time.Duration(id)*time.Microsecond))
+	}
+	if next, ok := w.Next(); !ok || !next.Equal(at(20*time.Millisecond)) {
+		t.Errorf("Next() = %v, %v; want the tick's end, origin+20ms", next, ok)
+	}
+	if got := w.Advance(at(20*time.Millisecond-1), nil); len(got) != 0 {
+		t.Errorf("Advance(1ns before the tick's end) handed out %d entries, want none", len(got))
+	}
+	if got := w.Advance(at(20*time.Millisecond), nil); len(got) != exactMax+1 {
+		t.Errorf("Advance(the tick's end) handed out %d entries, want %d", len(got), exactMax+1)
+	}
+}
+
+// Entries due by now in the tick now lies in come out in due order, the rest stay.
+func TestAdvanceWithinATick(t *testing.T) {
+	t.Parallel()
+	w := New(10*time.Millisecond, time.Minute, origin)
+	for id, due := range []time.Duration{17, 12, 15, 19} {
+		w.Add(int64(id), at(due*time.Millisecond))
+	}
+	got := w.Advance(at(16*time.Millisecond), nil)
+	want := []Entry{{ID: 1, Due: at(12 * time.Millisecond)}, {ID: 2, Due: at(15 * time.Millisecond)}}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("Advance(origin+16ms) mismatch (-want +got):\n%s", diff)
+	}
+	if next, ok := w.Next(); !ok || !next.Equal(at(17*time.Millisecond)) {
+		t.Errorf("Next() = %v, %v; want origin+17ms", next, ok)
+	}
+	if err := checkInvariants(w); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -338,9 +385,16 @@ func (m *model) add(id int64, due time.Time) bool {
 
 func (m *model) advance(now time.Time) []Entry {
 	m.expired = max(m.expired, m.roundDown(now))
+	// The tick now lies in hands out what is due by now, if it holds few entries.
+	cur, inCur := m.expired+1, 0
+	for _, e := range m.entries {
+		if e.tick == cur {
+			inCur++
+		}
+	}
 	var out []Entry
 	for id, e := range m.entries {
-		if e.tick <= m.expired {
+		if e.tick <= m.expired || e.tick == cur && inCur <= exactMax && !e.due.After(now) {
 			out = append(out, Entry{ID: id, Due: e.due})
 			delete(m.entries, id)
 		}
