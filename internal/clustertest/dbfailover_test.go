@@ -114,7 +114,7 @@ func drainThroughFailover(t *testing.T, what string, via func(*pgcluster.Cluster
 	t.Logf("%s leads with epoch %d", leader.Node(), epoch)
 
 	const n = 1500
-	l := insertSpread(t, c.st, n, 2*time.Second, 30*time.Second)
+	l := insertSpread(t, c.st, n, 2*time.Second, 20*time.Second)
 	begin := time.Now()
 	waitUntil(t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
 

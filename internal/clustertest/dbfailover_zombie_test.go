@@ -74,7 +74,7 @@ func zombieMidDrain(t *testing.T, synchronous bool) {
 	t.Logf("%s leads with epoch %d, wired straight to node%d, the primary (synchronous replication: %v)", leader.Node(), epoch, old, synchronous)
 
 	const n = 1500
-	l := insertSpread(t, c.st, n, 2*time.Second, 30*time.Second)
+	l := insertSpread(t, c.st, n, 2*time.Second, 20*time.Second)
 	begin := time.Now()
 	waitUntil(t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
 

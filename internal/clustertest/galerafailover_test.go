@@ -76,7 +76,7 @@ func drainThroughGaleraFailure(t *testing.T, what string, fail func(ctx context.
 	t.Logf("%s leads with epoch %d", leader.Node(), epoch)
 
 	const n = 1500
-	l := insertSpread(t, c.st, n, 2*time.Second, 30*time.Second)
+	l := insertSpread(t, c.st, n, 2*time.Second, 20*time.Second)
 	begin := time.Now()
 	waitUntil(t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
 
