@@ -136,35 +136,19 @@ func TestFollowRetriesAfterAnError(t *testing.T) {
 		c := New()
 		src := &flakySource{skew: 5 * time.Second}
 		src.down.Store(true)
-		ctx, cancel := context.WithCancel(context.Background())
-		var mu sync.Mutex
-		var at []time.Time
-		var errs []error
-		start := time.Now()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			c.Follow(ctx, src, time.Minute, nil, func(offset, rtt time.Duration, err error) {
-				mu.Lock()
-				defer mu.Unlock()
-				at, errs = append(at, time.Now()), append(errs, err)
-			})
-		}()
+		stop := follow(c, src, nil)
 		time.Sleep(time.Minute + 2500*time.Millisecond) // fails at 1m, 1m1s, 1m2s
 		synctest.Wait()
 		src.down.Store(false) // back, 5s ahead
 		time.Sleep(time.Second)
 		synctest.Wait()
-		cancel()
-		<-done
+		at, errs := stop()
 
-		mu.Lock()
-		defer mu.Unlock()
 		if len(at) != 4 {
 			t.Fatalf("%d measurements in 1m3.5s, want 4 (at 1m, then every second until one succeeds)", len(at))
 		}
 		for i, want := range []time.Duration{time.Minute, time.Minute + time.Second, time.Minute + 2*time.Second, time.Minute + 3*time.Second} {
-			if got := at[i].Sub(start); got != want {
+			if got := at[i]; got != want {
 				t.Errorf("measurement %d at %v, want %v", i+1, got, want)
 			}
 		}
@@ -184,20 +168,8 @@ func TestFollowMeasuresWhenNudged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := New()
 		src := &flakySource{skew: 5 * time.Second}
-		ctx, cancel := context.WithCancel(context.Background())
 		nudge := make(chan struct{}, 1)
-		var mu sync.Mutex
-		var at []time.Duration
-		start := time.Now()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			c.Follow(ctx, src, time.Minute, nudge, func(offset, rtt time.Duration, err error) {
-				mu.Lock()
-				defer mu.Unlock()
-				at = append(at, time.Since(start))
-			})
-		}()
+		stop := follow(c, src, nudge)
 		time.Sleep(10 * time.Second)
 		src.down.Store(true)
 		nudge <- struct{}{} // at 10s: fails, then 11s fails
@@ -206,11 +178,8 @@ func TestFollowMeasuresWhenNudged(t *testing.T) {
 		src.down.Store(false) // back at 11.5s, 5s ahead: measured at 12s
 		time.Sleep(time.Second)
 		synctest.Wait()
-		cancel()
-		<-done
+		at, _ := stop()
 
-		mu.Lock()
-		defer mu.Unlock()
 		want := []time.Duration{10 * time.Second, 11 * time.Second, 12 * time.Second}
 		if !slices.Equal(at, want) {
 			t.Errorf("measured at %v, want %v", at, want)
@@ -219,4 +188,30 @@ func TestFollowMeasuresWhenNudged(t *testing.T) {
 			t.Errorf("after the nudge the clock is %v off the store's, want 0", d)
 		}
 	})
+}
+
+// follow runs c.Follow on src every minute, with nudge, until stop, which returns
+// when each measurement was made (since follow was called) and its error.
+func follow(c *Clock, src Source, nudge <-chan struct{}) (stop func() ([]time.Duration, []error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var at []time.Duration
+	var errs []error
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Follow(ctx, src, time.Minute, nudge, func(offset, rtt time.Duration, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			at, errs = append(at, time.Since(start)), append(errs, err)
+		})
+	}()
+	return func() ([]time.Duration, []error) {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return at, errs
+	}
 }

@@ -109,14 +109,7 @@ func drainThroughFailover(t *testing.T, what string, via func(*pgcluster.Cluster
 		t.Skip("spawns processes and a database cluster")
 	}
 	c, pc := onPatroniVia(t, via)
-	c.start(3)
-	leader, epoch := c.waitLeader(30 * time.Second)
-	t.Logf("%s leads with epoch %d", leader.Node(), epoch)
-
-	const n = 1500
-	l := insertSpread(t, c.st, n, 2*time.Second, 20*time.Second)
-	begin := time.Now()
-	waitUntil(t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
+	l, n := c.drainUntilAQuarter()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -139,19 +132,41 @@ func drainThroughFailover(t *testing.T, what string, via func(*pgcluster.Cluster
 	t.Logf("%s, node%d → node%d: writable through HAProxy %v after it, the first task run since then %v after it",
 		what, old, now, writable.Round(time.Millisecond), firstRun.Round(time.Millisecond))
 
+	c.checkAfterFailover(ctx, l, n, raised)
+}
+
+// checkAfterFailover checks, once a failover is over, that the fence epoch the store
+// holds is at least raised, the highest raised before it (issue 37, 3(d)); then waits
+// until l's n tasks are settled and checks their whole history, every one SUCCEEDED.
+func (c *cluster) checkAfterFailover(ctx context.Context, l *load, n int, raised int64) {
+	c.t.Helper()
 	lease, err := c.st.Lease(ctx, store.DefaultNamespace)
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	if lease.Epoch < raised {
-		t.Errorf("the new primary's fence epoch is %d, below %d, raised before the failover", lease.Epoch, raised)
+		c.t.Errorf("the fence epoch after the failover is %d, below %d, raised before it", lease.Epoch, raised)
 	}
-
 	c.waitSettled(l, 2*time.Minute)
 	sum := c.verify(l)
 	if got := sum.ByStatus[store.Succeeded]; got != n {
-		t.Errorf("%d of %d tasks SUCCEEDED, want all", got, n)
+		c.t.Errorf("%d of %d tasks SUCCEEDED, want all", got, n)
 	}
+}
+
+// drainUntilAQuarter starts three replicas, waits for a leader, inserts 1,500 tasks due
+// over the next 20 s and returns once a quarter of them ran: when a failover scenario
+// fails the database, with tasks due before, during and after the failure.
+func (c *cluster) drainUntilAQuarter() (l *load, n int) {
+	c.t.Helper()
+	c.start(3)
+	leader, epoch := c.waitLeader(30 * time.Second)
+	c.t.Logf("%s leads with epoch %d", leader.Node(), epoch)
+	n = 1500
+	l = insertSpread(c.t, c.st, n, 2*time.Second, 20*time.Second)
+	begin := time.Now()
+	waitUntil(c.t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
+	return l, n
 }
 
 // insertSpread inserts n tasks at once, due uniformly over [ahead, ahead+over) from

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/internal/galeracluster"
-	"github.com/axsched/ax/store"
 )
 
 // The writer node of a MariaDB Galera cluster fails under a drain: three replicas
@@ -71,14 +70,7 @@ func drainThroughGaleraFailure(t *testing.T, what string, fail func(ctx context.
 		t.Skip("spawns processes and a database cluster")
 	}
 	c, gc := onGalera(t)
-	c.start(3)
-	leader, epoch := c.waitLeader(30 * time.Second)
-	t.Logf("%s leads with epoch %d", leader.Node(), epoch)
-
-	const n = 1500
-	l := insertSpread(t, c.st, n, 2*time.Second, 20*time.Second)
-	begin := time.Now()
-	waitUntil(t, 60*time.Second, "a quarter of the tasks ran", func() bool { return c.runs(begin.Add(-time.Minute)) >= n/4 })
+	l, n := c.drainUntilAQuarter()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -102,19 +94,7 @@ func drainThroughGaleraFailure(t *testing.T, what string, fail func(ctx context.
 		}
 	}
 
-	lease, err := c.st.Lease(ctx, store.DefaultNamespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lease.Epoch < raised {
-		t.Errorf("the fence epoch after the failure is %d, below %d, raised before it", lease.Epoch, raised)
-	}
-
-	c.waitSettled(l, 2*time.Minute)
-	sum := c.verify(l)
-	if got := sum.ByStatus[store.Succeeded]; got != n {
-		t.Errorf("%d of %d tasks SUCCEEDED, want all", got, n)
-	}
+	c.checkAfterFailover(ctx, l, n, raised)
 }
 
 // waitMoved waits until a write through HAProxy commits on a node other than from,
