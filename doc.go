@@ -83,9 +83,9 @@
 //
 //   - Never early: a handler never starts before its task's DueAt. The scheduler keeps
 //     due tasks in a hierarchical timing wheel (Config.Tick, default 10ms) read by its
-//     monotonic clock corrected by the measured offset of the store's clock, rounds due
-//     times up to the next tick, and the claim itself requires DueAt <= the store's
-//     current time.
+//     monotonic clock corrected by the measured offset of the store's clock, which
+//     hands a task out at its due time (in a tick of more than 64 tasks, at the tick's
+//     end), and the claim itself requires DueAt <= the store's current time.
 //   - At-least-once handler calls, each attempt with its own execution id (a UUIDv7 in
 //     Task.ExecutionID). The execution is recorded before the handler runs; a second
 //     delivery of the same execution id runs nothing. A handler that is idempotent on
