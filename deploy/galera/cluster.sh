@@ -339,8 +339,8 @@ write_check() {
 #!/bin/sh
 # HAProxy's external check of one Galera node (written by cluster.sh): exit 0 only when
 # the node at \$3:\$4 is Synced in a primary component.
-out=\$(timeout 2 /usr/bin/mariadb --no-defaults --protocol=tcp -h "\$3" -P "\$4" -u $CHECK_USER \\
-  --connect-timeout=1 -N -B -e "SHOW GLOBAL STATUS WHERE Variable_name IN
+out=\$(timeout 4 /usr/bin/mariadb --no-defaults --protocol=tcp -h "\$3" -P "\$4" -u $CHECK_USER \\
+  --connect-timeout=3 -N -B -e "SHOW GLOBAL STATUS WHERE Variable_name IN
     ('wsrep_local_state_comment', 'wsrep_cluster_status')" 2>/dev/null) || exit 1
 tab=\$(printf '\\t')
 case "\$out" in *"wsrep_local_state_comment\${tab}Synced"*) ;; *) exit 1 ;; esac
@@ -375,7 +375,10 @@ defaults
   option tcplog
   retries 2
   timeout connect 2s
-  timeout check 2s
+  # Generous: on a loaded machine forking the check's client can take seconds, and a
+  # check that times out twice would cut node0's sessions for nothing. A failed node
+  # fails its check at once (connection refused, or not Synced and Primary).
+  timeout check 5s
   # Long enough never to cut an idle pooled connection during a test.
   timeout client 30m
   timeout server 30m

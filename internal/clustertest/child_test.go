@@ -376,8 +376,25 @@ type leaserStore interface {
 }
 
 // openStore opens the child's store: MySQL at MySQLDSN when set, else PostgreSQL at
-// PostgresDSN.
+// PostgresDSN. A store out of reach at the start — a proxy whose health check flaps on
+// a loaded machine cuts the connection — is tried again for up to 30 s, as a service's
+// supervisor would restart it; a store that refuses the configuration is not.
 func openStore(ctx context.Context, cfg ChildConfig) (leaserStore, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := openStoreOnce(ctx, cfg)
+		if err == nil || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrSchemaVersion) || time.Now().After(deadline) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func openStoreOnce(ctx context.Context, cfg ChildConfig) (leaserStore, error) {
 	if cfg.MySQLDSN == "" {
 		return postgres.Open(ctx, cfg.PostgresDSN)
 	}
