@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -114,28 +113,18 @@ func zombieMidDrain(t *testing.T, synchronous bool) {
 		t.Fatal(err)
 	}
 	c.waitSettled(l, 2*time.Minute)
-	found := &tally{TB: t, rules: map[string]int{}}
+	found := &recorder{TB: t} // reports what Verify finds instead of failing
 	sum := clustertest.Verify(found, c.history(l))
+	byRule := map[string]int{}
+	for _, e := range found.errs {
+		t.Log(e)
+		if m := ruleRE.FindStringSubmatch(e); m != nil {
+			byRule[m[1]]++
+		}
+	}
 	t.Logf("asynchronous replication, the zombie demoted: the fence epoch on the new primary %d (raised before: %d); history: %v; violations by rule (the first %d of each counted): %v",
-		lease.Epoch, raised, sum, maxShown, found.rules)
+		lease.Epoch, raised, sum, maxShown, byRule)
 }
 
 // maxShown is how many violations of one rule Verify reports one by one.
 const maxShown = 20
-
-// tally is a testing.TB whose Errorf logs and counts, by rule, what Verify reports,
-// instead of failing the test.
-type tally struct {
-	testing.TB
-	rules map[string]int
-}
-
-func (r *tally) Errorf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if rule, _, ok := strings.Cut(strings.TrimPrefix(msg, "clustertest: ["), "]"); ok {
-		r.rules[rule]++
-	}
-	r.TB.Log(msg)
-}
-
-func (r *tally) Helper() {}
