@@ -94,6 +94,12 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f store.Fence) error
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
+	return s.admit(f, epoch)
+}
+
+// admit returns nil when the epoch epoch recorded for f's namespace admits f, else
+// the fenced error; a test's afterFence hook runs once f is admitted.
+func (s *Store) admit(f store.Fence, epoch int64) error {
 	if !driverkit.Admits(f, epoch) {
 		return driverkit.FencedError(f, epoch)
 	}
@@ -126,13 +132,7 @@ func (s *Store) fenceAtCommit(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
-	if !driverkit.Admits(f, epoch) {
-		return driverkit.FencedError(f, epoch)
-	}
-	if s.afterFence != nil {
-		s.afterFence(f)
-	}
-	return nil
+	return s.admit(f, epoch)
 }
 
 // forgetFence drops what checkFence recorded for tx, once tx has ended.

@@ -179,16 +179,7 @@ func testCausalRetry(t *testing.T, c *galeracluster.Cluster) {
 	name := c.FreshDatabase(t)
 	a := openDSN(t, c.DSN(0, name))
 	raw0, raw1 := rawDB(t, c.DSN(0, name)), rawDB(t, c.DSN(1, name))
-	if _, err := raw0.ExecContext(ctx, `CREATE TABLE ax_test_stall (id INT PRIMARY KEY, v INT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw0.ExecContext(ctx, `INSERT INTO ax_test_stall VALUES (1, 0)`); err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	if err := raw1.QueryRowContext(ctx, `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT COUNT(*) FROM ax_test_stall`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("node1: %d stall rows, %v", n, err)
-	}
+	stallTable(ctx, t, raw0, raw1)
 	stall := lockOutOfReplication(t, ctx, c.DSN(0, name))
 	defer stall.release()
 	if _, err := raw1.ExecContext(ctx, `UPDATE ax_test_stall SET v = 1 WHERE id = 1`); err != nil {
@@ -393,17 +384,7 @@ func testFenceRace(t *testing.T, c *galeracluster.Cluster, galera bool) {
 		t.Fatal(err)
 	}
 	id := ins[0].Task.ID
-	if _, err := raw0.ExecContext(ctx, `CREATE TABLE ax_test_stall (id INT PRIMARY KEY, v INT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw0.ExecContext(ctx, `INSERT INTO ax_test_stall VALUES (1, 0)`); err != nil {
-		t.Fatal(err)
-	}
-	// Node1 has all of that (a causal read waits for it).
-	var n int
-	if err := raw1.QueryRowContext(ctx, `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT COUNT(*) FROM ax_test_stall`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("node1 before the race: %d stall rows, %v", n, err)
-	}
+	stallTable(ctx, t, raw0, raw1) // node1 has all of that
 
 	// 1. The claim on node0 passes its fence check and waits there.
 	checked, release := make(chan struct{}), make(chan struct{})
@@ -608,5 +589,21 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, 
 			t.Fatal(fmt.Sprintf("waiting for %s: %v (last error: %v)", what, ctx.Err(), last))
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// stallTable creates ax_test_stall, one row, through raw0 (node0), and waits until
+// raw1's node has it and everything before (a causal read).
+func stallTable(ctx context.Context, t *testing.T, raw0, raw1 *sql.DB) {
+	t.Helper()
+	if _, err := raw0.ExecContext(ctx, `CREATE TABLE ax_test_stall (id INT PRIMARY KEY, v INT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw0.ExecContext(ctx, `INSERT INTO ax_test_stall VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := raw1.QueryRowContext(ctx, `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT COUNT(*) FROM ax_test_stall`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the other node: %d stall rows, %v", n, err)
 	}
 }
