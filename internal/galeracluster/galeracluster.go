@@ -281,12 +281,14 @@ func (c *Cluster) Writable(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("galeracluster: HAProxy leads to port %d, no node's", port)
 }
 
-// WaitWritable waits until a write through HAProxy commits on a node other than not
-// (-1: any node), and returns that node; an error when ctx ends first.
-func (c *Cluster) WaitWritable(ctx context.Context, not int) (int, error) {
+// WaitWritable waits until a write through HAProxy commits on a node that want
+// accepts, and returns that node; an error when ctx ends first. HAProxy may pass
+// through other nodes on the way (a check timing out on a loaded machine sends it to
+// the next backup for a while), so a caller says where it wants to end up.
+func (c *Cluster) WaitWritable(ctx context.Context, want func(node int) bool) (int, error) {
 	for {
 		i, err := c.Writable(ctx)
-		if err == nil && i != not {
+		if err == nil && want(i) {
 			return i, nil
 		}
 		if err == nil {
@@ -294,11 +296,17 @@ func (c *Cluster) WaitWritable(ctx context.Context, not int) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return -1, fmt.Errorf("galeracluster: no write through HAProxy on a node other than node%d: %w (last: %v)", not, ctx.Err(), err)
+			return -1, fmt.Errorf("galeracluster: no write through HAProxy on the node wanted: %w (last: %v)", ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
+
+// Not returns a want for WaitWritable: any node but node.
+func Not(node int) func(int) bool { return func(i int) bool { return i != node } }
+
+// On returns a want for WaitWritable: node itself.
+func On(node int) func(int) bool { return func(i int) bool { return i == node } }
 
 // Status reads node i's wsrep status.
 func (c *Cluster) Status(ctx context.Context, i int) (Status, error) {

@@ -85,7 +85,7 @@ func TestCluster(t *testing.T) {
 	if err := c.Isolate(ctx, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	if i, err := c.WaitWritable(ctx, 0); err != nil || i != 1 {
+	if i, err := c.WaitWritable(ctx, galeracluster.Not(0)); err != nil || i != 1 {
 		t.Fatalf("a write through HAProxy with node0 isolated committed on node%d, %v; want node1", i, err)
 	}
 	if st, err := c.Status(ctx, 0); err != nil || st.Cluster != "non-Primary" {
@@ -101,7 +101,7 @@ func TestCluster(t *testing.T) {
 	if err := c.WaitSynced(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	if i, err := c.WaitWritable(ctx, 1); err != nil || i != 0 {
+	if i, err := c.WaitWritable(ctx, galeracluster.On(0)); err != nil || i != 0 {
 		t.Fatalf("a write through HAProxy with node0 joined again committed on node%d, %v; want node0", i, err)
 	}
 }
