@@ -127,8 +127,9 @@ type Config struct {
 	// multi-row insert that carries several callers' Delay and At); a call that takes
 	// longer fails and is retried as any failed call is. Other calls made for the
 	// caller (Get, Cancel, SubmitMany, …) are bounded by the caller's context instead.
-	// (The PostgreSQL store gives a write whose COMMIT is on its way up to 5 s more: see
-	// its package doc, "When the server fails over".) Defaults to DefaultStoreTimeout (10s). Under an Elector, a leader whose store has
+	// (The PostgreSQL store gives a write whose COMMIT is on its way up to 5 s more,
+	// postgres.WithCommitGrace: see its package doc, "When the server fails over".)
+	// Defaults to DefaultStoreTimeout (10s). Under an Elector, a leader whose store has
 	// not answered for StoreTimeout ends its term and resigns, so that a replica that
 	// can reach the store leads; it campaigns again once its store answers.
 	StoreTimeout time.Duration

@@ -532,6 +532,49 @@ func (c *Cluster) ResumePatroni(i int) error {
 	return nil
 }
 
+// PauseReceiving stops (SIGSTOP) node i's WAL receiver: the standby acknowledges no
+// more WAL, as one cut off from the primary would, while its PostgreSQL and its
+// Patroni go on. A commit waiting for it as the synchronous standby waits until
+// ResumeReceiving — for seconds: past wal_sender_timeout (60 s) the primary gives the
+// receiver up, and Patroni may pick another synchronous standby.
+func (c *Cluster) PauseReceiving(i int) error {
+	pid, err := c.walReceiver(i)
+	if err != nil {
+		return fmt.Errorf("pgcluster: pause receiving: %w", err)
+	}
+	if err := sigstop(pid); err != nil {
+		return fmt.Errorf("pgcluster: SIGSTOP node%d's WAL receiver (pid %d): %w", i, pid, err)
+	}
+	return nil
+}
+
+// ResumeReceiving lets node i's WAL receiver, stopped by PauseReceiving, run again
+// (SIGCONT).
+func (c *Cluster) ResumeReceiving(i int) error {
+	pid, err := c.walReceiver(i)
+	if err != nil {
+		return fmt.Errorf("pgcluster: resume receiving: %w", err)
+	}
+	if err := sigcont(pid); err != nil {
+		return fmt.Errorf("pgcluster: SIGCONT node%d's WAL receiver (pid %d): %w", i, pid, err)
+	}
+	return nil
+}
+
+// walReceiver returns the pid of node i's WAL receiver, a child of its postmaster.
+func (c *Cluster) walReceiver(i int) (int, error) {
+	pm, err := c.postmasterPID(i)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range children(pm) {
+		if cmdlineHas(p, "walreceiver") {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("node%d has no WAL receiver: not a streaming standby", i)
+}
+
 // Restart starts node i's Patroni again, after KillPrimary say; a Patroni still
 // running (or paused) is killed first. The new Patroni starts the node's PostgreSQL
 // (or adopts one still running), and rejoins the cluster as a replica, rewinding it

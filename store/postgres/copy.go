@@ -110,10 +110,10 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	if tag.RowsAffected() != int64(len(in.order)) { // rolled back by the deferred ROLLBACK
 		return fmt.Errorf("the COPY wrote %d rows of %d", tag.RowsAffected(), len(in.order))
 	}
-	cctx, cancel := committing(ctx)
-	_, err = conn.Exec(cctx, `COMMIT`)
-	cancel()
-	if err != nil {
+	if err := s.commit(ctx, conn.PgConn(), func(ctx context.Context) error {
+		_, err := conn.Exec(ctx, `COMMIT`)
+		return err
+	}); err != nil {
 		return err
 	}
 	committed = true

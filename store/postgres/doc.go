@@ -94,15 +94,21 @@
 //     confirms it — a read may come from a demoted primary that still holds a commit
 //     the cluster never had.
 //
-// A COMMIT is not cut by its caller's deadline. Every transaction is sent as one
-// pipelined batch, COMMIT included, so the server may be running the COMMIT —
-// waiting for its synchronous standby's acknowledgement — when the deadline fires;
-// pgx would then close the connection and send a cancel request, which ends that wait
-// with the commit kept locally and perhaps never replicated, and the caller could not
-// tell. Instead a batch that commits runs with 5 s more than its caller's deadline
-// (without one, none), and only a server silent past that has its connection closed,
-// the outcome unknown. A store call that commits can therefore take up to 5 s longer
-// than its context allows (Config.StoreTimeout included).
+// A COMMIT is never cancelled half-way. Every transaction is sent as one pipelined
+// batch, COMMIT included, so the server may be running the COMMIT — waiting for its
+// synchronous standby's acknowledgement — when the deadline fires; pgx would then
+// close the connection and send a cancel request, which ends that wait with the
+// commit kept locally and perhaps never replicated, and the caller could not tell.
+// Instead a batch that commits runs with the grace (WithCommitGrace, 5 s by default)
+// more than its caller's deadline (without one, none), and a server silent past that
+// has its connection closed without a cancel request: the call's error says the
+// outcome is unknown, and the server decides it — the commit becomes visible once a
+// standby has it, or never, if the primary is demoted first. A store call that
+// commits can therefore take the grace longer than its context allows
+// (Config.StoreTimeout included). Open's pool is built so; a pool for New gets it
+// from PoolConfig (with another pool, pgx's cancel request goes out). Leave the
+// server's client_connection_check_interval at 0, its default: a backend that checks
+// for a closed client ends the wait and keeps the commit too.
 //
 // Every table is logged (none is UNLOGGED), so the fence's ax_leader row and the
 // tasks it guards are replicated with the commits that wrote them.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/store"
@@ -325,24 +326,97 @@ func TestCommitOutlivesTheDeadline(t *testing.T) {
 	}
 }
 
-// A COMMIT still unanswered commitGrace past the deadline has its connection cut, and
-// the error says the outcome is unknown.
+// A COMMIT still unanswered the grace past the deadline has its connection cut, the
+// error says the outcome is unknown, and no cancel request reaches the server, which
+// goes on and commits: with pgx's cancel request, the COMMIT's deferred trigger
+// would be cancelled and the transaction rolled back (and a COMMIT waiting for a
+// synchronous standby kept locally, unreplicated: TestClusterCommitWaitingOnStandby).
 func TestCommitPastTheGraceIsUnknown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits commitGrace")
-	}
 	t.Parallel()
-	s, err := Open(context.Background(), servicetest.PostgresDSN(t))
+	const grace = 200 * time.Millisecond
+	s, err := Open(context.Background(), servicetest.PostgresDSN(t), WithCommitGrace(grace))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	slowCommits(t, s, commitGrace+5*time.Second)
+	slowCommits(t, s, grace+time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	_, err = s.Insert(ctx, []store.NewTask{{Name: "job", Key: "slower", DueAt: time.Now().Add(time.Hour)}})
 	if err == nil || !strings.Contains(err.Error(), "outcome unknown") {
 		t.Errorf("Insert whose COMMIT outlasts the grace: %v; want an error saying the outcome is unknown", err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var n int
+		if err := s.pool.pool.QueryRow(context.Background(), `SELECT count(*) FROM ax_tasks WHERE key = 'slower'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the COMMIT cut past the grace never committed: a cancel request reached the server")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Open's connections, and those of a pool from PoolConfig, send no cancel request
+// while they commit; a pool of the caller's own is used as it is.
+func TestCommittingConnectionsAreMarked(t *testing.T) {
+	t.Parallel()
+	dsn := servicetest.PostgresDSN(t)
+	ctx := context.Background()
+	cfg, err := PoolConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	plain, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	for _, c := range []struct {
+		name string
+		pool *pgxpool.Pool
+		want bool
+	}{{"PoolConfig's", ours, true}, {"pgxpool.New's", plain, false}} {
+		conn, err := c.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc := marked(conn.Conn().PgConn())
+		if (nc != nil) != c.want {
+			t.Errorf("%s connection marked: %t, want %t", c.name, nc != nil, c.want)
+		}
+		if nc != nil {
+			nc.committing.Store(true)
+			if got := nc.RemoteAddr().Network(); got != noCancelNetwork {
+				t.Errorf("a committing connection's remote network is %q, want %q", got, noCancelNetwork)
+			}
+			if _, err := cfg.ConnConfig.DialFunc(ctx, nc.RemoteAddr().Network(), nc.RemoteAddr().String()); !errors.Is(err, errNoCancel) {
+				t.Errorf("dialling a committing connection's remote address: %v, want errNoCancel", err)
+			}
+			nc.committing.Store(false)
+			if got := nc.RemoteAddr().Network(); got != "tcp" {
+				t.Errorf("a connection done committing has remote network %q, want tcp", got)
+			}
+		}
+		conn.Release()
+	}
+	for _, bad := range []Option{WithCommitGrace(0), WithCommitGrace(-time.Second)} {
+		if _, err := Open(ctx, dsn, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Open with a grace not positive: %v, want ErrInvalid", err)
+		}
+	}
+	if _, err := PoolConfig("postgres://[::1"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("PoolConfig of a bad DSN: %v, want ErrInvalid", err)
 	}
 }
 

@@ -129,7 +129,7 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 	if err != nil {
 		return t, err // a refusal wrote nothing
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := s.commit(ctx, tx.Conn().PgConn(), tx.Commit); err != nil {
 		return nil, s.wrap(op, err)
 	}
 	return t, nil

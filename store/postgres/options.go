@@ -3,6 +3,7 @@ package postgres
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,7 +13,8 @@ import (
 
 // Option configures Open and New. Without any, the store reaches PostgreSQL
 // directly, as it always has: see "Behind a connection pooler" in the package doc for
-// what the options change.
+// what WithPooler and WithListenDSN change, and WithCommitGrace for how long a COMMIT
+// is waited for.
 type Option func(*config)
 
 type config struct {
@@ -20,6 +22,8 @@ type config struct {
 	schema    string // WithPooler's
 	listenDSN string
 	listen    *pgx.ConnConfig // listenDSN, parsed
+	// commitGrace is WithCommitGrace's; DefaultCommitGrace without it.
+	commitGrace time.Duration
 }
 
 // WithPooler opens the store for a connection pooler in transaction mode, such as
@@ -52,7 +56,7 @@ const maxIdentifier = 63
 // configure applies opts, checks them, and checks that pool, when it is not nil
 // (New's), runs statements as WithPooler needs. op prefixes the errors.
 func configure(op string, pool *pgxpool.Pool, opts []Option) (*config, error) {
-	c := &config{}
+	c := &config{commitGrace: DefaultCommitGrace}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("ax: postgres: %s: nil Option: %w", op, store.ErrInvalid)
@@ -70,6 +74,9 @@ func configure(op string, pool *pgxpool.Pool, opts []Option) (*config, error) {
 					op, m, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, store.ErrInvalid)
 			}
 		}
+	}
+	if c.commitGrace <= 0 {
+		return nil, fmt.Errorf("ax: postgres: %s: WithCommitGrace: %v is not a positive duration: %w", op, c.commitGrace, store.ErrInvalid)
 	}
 	if c.listenDSN != "" {
 		lc, err := pgx.ParseConfig(c.listenDSN)

@@ -63,6 +63,9 @@ type shared struct {
 	// listen is WithListenDSN's configuration: nil to LISTEN on a connection of the
 	// pool's, or behind a pooler not at all.
 	listen *pgx.ConnConfig
+	// commitGrace is how long past its caller's deadline a COMMIT is waited for
+	// (WithCommitGrace, commit.go).
+	commitGrace time.Duration
 	// query is how Tasks writes its statements: with a key prefix as a range of the
 	// business key's index when its collation orders keys by code point (query.go).
 	query taskquery.Dialect
@@ -104,9 +107,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := poolConfig("open", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("ax: postgres: open: parse dsn: %v: %w", err, store.ErrInvalid)
+		return nil, err
 	}
 	if c.pooler && !poolerSafe(cfg.ConnConfig.DefaultQueryExecMode) {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
@@ -154,7 +157,8 @@ const migrateTimeout = 2 * time.Minute
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, c *config) (*Store, error) {
 	s := &Store{limits: &limitCache{}, shared: &shared{pool: &conns{pool: pool}, copyThreshold: copyThreshold,
-		inTx: make(chan struct{}, max(1, pool.Config().MaxConns/2)), listen: c.listen}, ns: store.DefaultNamespace}
+		inTx: make(chan struct{}, max(1, pool.Config().MaxConns/2)), listen: c.listen,
+		commitGrace: c.commitGrace}, ns: store.DefaultNamespace}
 	s.plans.custom, s.plans.generic, s.plans.execution = customPlans, genericPlans, executionPlans
 	if c.pooler {
 		s.schema = c.schema
@@ -281,7 +285,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return s.wrap("migrate", err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := s.commit(ctx, tx.Conn().PgConn(), tx.Commit); err != nil {
 		return s.wrap("migrate", err)
 	}
 	return nil
@@ -387,20 +391,20 @@ func backoff(ctx context.Context, n int) error {
 // and must reset whatever it fills, because on a deadlock or a serialization failure
 // the whole transaction runs again. A statement that fails rolls back all of them.
 func (s *Store) tx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	return s.retry(ctx, op, func() error { return send(ctx, s.pool, s.plans.custom, true, queue, read) })
+	return s.retry(ctx, op, func() error { return s.send(ctx, s.pool, s.plans.custom, true, queue, read) })
 }
 
 // genericTx is tx with every statement run on its generic plan, which PostgreSQL
 // caches per connection: for statements whose plan cannot depend on the arrays they
 // are given or on the table's size (see genericPlans).
 func (s *Store) genericTx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	return s.retry(ctx, op, func() error { return send(ctx, s.pool, s.plans.generic, true, queue, read) })
+	return s.retry(ctx, op, func() error { return s.send(ctx, s.pool, s.plans.generic, true, queue, read) })
 }
 
 // execTx is tx for the execution path's statements (claim.go, execution.go), run on
 // their generic plans with only hash joins and index scans allowed (see executionPlans).
 func (s *Store) execTx(ctx context.Context, op string, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	return s.retry(ctx, op, func() error { return send(ctx, s.pool, s.plans.execution, true, queue, read) })
+	return s.retry(ctx, op, func() error { return s.send(ctx, s.pool, s.plans.execution, true, queue, read) })
 }
 
 // How a transaction's statements are planned: the statement that sets it up, after
@@ -472,10 +476,10 @@ type batchSender interface {
 
 // send sends one pipelined batch: unless plans is "" (the transaction is open
 // already), first BEGIN and the plans statement (customPlans, genericPlans or
-// executionPlans); then
-// the statements queue adds; when commit, last COMMIT. read
+// executionPlans); then the statements queue adds; when commit, last COMMIT, on a
+// connection of its own (acquired from to when to is the pool) under s.commit. read
 // consumes the results of queue's statements.
-func send(ctx context.Context, to batchSender, plans string, commit bool, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+func (s *Store) send(ctx context.Context, to batchSender, plans string, commit bool, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	begin := plans != ""
 	b := &pgx.Batch{}
 	if begin {
@@ -483,50 +487,37 @@ func send(ctx context.Context, to batchSender, plans string, commit bool, queue 
 		b.Queue(plans)
 	}
 	queue(b)
-	if commit {
-		b.Queue(`COMMIT`)
-		var cancel context.CancelFunc
-		ctx, cancel = committing(ctx)
-		defer cancel()
-	}
-	br := to.SendBatch(ctx, b)
-	err := func() error {
-		if begin {
-			for range 2 { // BEGIN, the plans
-				if _, err := br.Exec(); err != nil {
-					return err
+	run := func(ctx context.Context, to batchSender) error {
+		br := to.SendBatch(ctx, b)
+		err := func() error {
+			if begin {
+				for range 2 { // BEGIN, the plans
+					if _, err := br.Exec(); err != nil {
+						return err
+					}
 				}
 			}
+			return read(br)
+		}()
+		if cerr := br.Close(); err == nil { // Close runs what read left, COMMIT included
+			err = cerr
 		}
-		return read(br)
-	}()
-	if cerr := br.Close(); err == nil { // Close runs what read left, COMMIT included
-		err = cerr
+		return err
 	}
-	return err
-}
-
-// commitGrace is how long past its caller's deadline a transaction whose COMMIT is on
-// its way waits for the answer. The batch that carries a COMMIT sends every statement
-// at once, so the server may be running the COMMIT — waiting, say, for a synchronous
-// standby to acknowledge it — whenever the deadline fires; cutting the connection then
-// leaves an outcome nobody can know (the server goes on and commits locally, and pgx's
-// cancel request makes PostgreSQL stop the wait and keep the commit, replicated or
-// not). So the caller's deadline and cancellation do not reach such a batch: it has
-// commitGrace more, and only a server silent past that has its connection closed — the
-// error then says the outcome is unknown (see wrap).
-const commitGrace = 5 * time.Second
-
-// committing returns the context a batch that commits runs under (see commitGrace):
-// ctx's values, none of its cancellation, and its deadline, if it has one, plus
-// commitGrace.
-func committing(ctx context.Context) (context.Context, context.CancelFunc) {
-	d, ok := ctx.Deadline()
-	ctx = context.WithoutCancel(ctx)
+	if !commit {
+		return run(ctx, to)
+	}
+	b.Queue(`COMMIT`)
+	conn, ok := to.(*pgxpool.Conn)
 	if !ok {
-		return ctx, func() {}
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Release()
+		conn = c
 	}
-	return context.WithDeadline(ctx, d.Add(commitGrace))
+	return s.commit(ctx, conn.Conn().PgConn(), func(ctx context.Context) error { return run(ctx, conn) })
 }
 
 // round sends one pipelined batch of an interactive transaction (see steps) and
@@ -560,13 +551,14 @@ func (s *Store) stepsOnce(ctx context.Context, fn func(r round) error) error {
 			plans = ""
 		}
 		open, ended = true, last
-		return send(ctx, conn, plans, last, queue, read)
+		return s.send(ctx, conn, plans, last, queue, read)
 	}
 	err = fn(r)
 	if err == nil && open && !ended {
-		cctx, cancel := committing(ctx)
-		_, err = conn.Exec(cctx, `COMMIT`)
-		cancel()
+		err = s.commit(ctx, conn.Conn().PgConn(), func(ctx context.Context) error {
+			_, err := conn.Exec(ctx, `COMMIT`)
+			return err
+		})
 	}
 	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 		// Failed, or left by fn: roll back now so that the connection can be reused

@@ -88,8 +88,8 @@ const prependPathSQL = `SELECT set_config('search_path',
 // store.Transactor). It is not retried: fn runs once. At most half the pool's
 // connections are in such transactions at once (a call waits for its turn), so that
 // what fn reads outside its transaction always finds a connection; a pool of one
-// connection is ErrInvalid. The commit is not cancelled with ctx, so that once sent
-// its outcome is known, but bounded by commitTimeout.
+// connection is ErrInvalid. The commit is not cancelled with ctx: as every commit of
+// the store's, it is waited for until the grace past ctx's deadline (WithCommitGrace).
 func (s *Store) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	if err := s.check("transaction"); err != nil {
 		return err
@@ -111,16 +111,11 @@ func (s *Store) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	if err := fn(&txView{s: s, q: pgxQuerier{tx}, raw: tx}); err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-	defer cancel()
-	if err := tx.Commit(cctx); err != nil {
+	if err := s.commit(ctx, tx.Conn().PgConn(), tx.Commit); err != nil {
 		return s.wrap("commit", err)
 	}
 	return nil
 }
-
-// commitTimeout bounds InTx's commit, which the caller's context does not cancel.
-const commitTimeout = 30 * time.Second
 
 // txView is the store.Tx of Bind and InTx: the store s inside one transaction, q,
 // checked to be on the store's database and schema when it was the caller's. Each
