@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -65,7 +66,7 @@ func poolConfig(op, dsn string) (*pgxpool.Config, error) {
 // commit runs fn, which sends a COMMIT on pc, under committing(ctx), with pc marked as
 // committing for as long as it runs: if pgx closes pc meanwhile, it sends no cancel
 // request. A connection closed so stays marked (its cancel request is sent after
-// fn returns, from a goroutine of pgx's).
+// fn returns, from a goroutine of pgx's). The caller holds pc until commit returns.
 func (s *Store) commit(ctx context.Context, pc *pgconn.PgConn, fn func(ctx context.Context) error) error {
 	ctx, cancel := s.committing(ctx)
 	defer cancel()
@@ -79,6 +80,31 @@ func (s *Store) commit(ctx context.Context, pc *pgconn.PgConn, fn func(ctx conte
 		nc.committing.Store(false)
 	}
 	return err
+}
+
+// begin begins a READ COMMITTED transaction, as every write of the store's, on a
+// connection it holds until end: a transaction of the pool's hands its connection
+// back within Commit, before commit could look at it. end rolls the transaction back
+// unless it committed, then releases the connection.
+func (s *Store) begin(ctx context.Context) (tx pgx.Tx, end func(), err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tx, err = conn.BeginTx(ctx, s.pool.txOptions(pgx.TxOptions{IsoLevel: pgx.ReadCommitted}))
+	if err != nil {
+		conn.Release()
+		return nil, nil, err
+	}
+	return tx, func() {
+		tx.Rollback(context.WithoutCancel(ctx)) // a no-op after the commit
+		conn.Release()
+	}, nil
+}
+
+// commitTx commits tx, a transaction of begin's, under commit.
+func (s *Store) commitTx(ctx context.Context, tx pgx.Tx) error {
+	return s.commit(ctx, tx.Conn().PgConn(), tx.Commit)
 }
 
 // committing returns the context a batch that commits runs under: ctx's values, none

@@ -120,16 +120,16 @@ func (s *Store) MakeDue(ctx context.Context, id int64) (*store.Task, error) {
 	if err := s.check(op); err != nil {
 		return nil, err
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}) // as every write of the store's
+	tx, end, err := s.begin(ctx)
 	if err != nil {
 		return nil, s.wrap(op, err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer end()
 	t, err := s.makeDueIn(ctx, pgxQuerier{tx}, op, id)
 	if err != nil {
 		return t, err // a refusal wrote nothing
 	}
-	if err := s.commit(ctx, tx.Conn().PgConn(), tx.Commit); err != nil {
+	if err := s.commitTx(ctx, tx); err != nil {
 		return nil, s.wrap(op, err)
 	}
 	return t, nil

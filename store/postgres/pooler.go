@@ -54,10 +54,16 @@ func (c *conns) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 // BeginTx begins a transaction: behind a pooler, with search_path set in the same
 // round trip (BEGIN and setPath sent as one simple query), ignoring opts.BeginQuery.
 func (c *conns) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	return c.pool.BeginTx(ctx, c.txOptions(opts))
+}
+
+// txOptions is opts with, behind a pooler, search_path set in the same round trip as
+// the BEGIN (see BeginTx).
+func (c *conns) txOptions(opts pgx.TxOptions) pgx.TxOptions {
 	if c.setPath != "" {
 		opts.BeginQuery = beginSQL(opts) + "; " + c.setPath
 	}
-	return c.pool.BeginTx(ctx, opts)
+	return opts
 }
 
 // Begin is BeginTx with the server's default options.

@@ -231,11 +231,11 @@ func latestMigration() (int, []string) {
 const migrateLockClass = 0x61780001 // "ax" 1
 
 func (s *Store) migrate(ctx context.Context) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, end, err := s.begin(ctx)
 	if err != nil {
 		return s.wrap("migrate", err)
 	}
-	defer tx.Rollback(ctx)
+	defer end()
 	var schema *string
 	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return s.wrap("migrate", err)
@@ -285,7 +285,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return s.wrap("migrate", err)
 		}
 	}
-	if err := s.commit(ctx, tx.Conn().PgConn(), tx.Commit); err != nil {
+	if err := s.commitTx(ctx, tx); err != nil {
 		return s.wrap("migrate", err)
 	}
 	return nil

@@ -103,15 +103,15 @@ func (s *Store) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	case <-ctx.Done():
 		return s.wrap("begin", ctx.Err())
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}) // as every write of the store's
+	tx, end, err := s.begin(ctx)
 	if err != nil {
 		return s.wrap("begin", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after the commit; on a panic in fn, the rollback
+	defer end() // rolls back after an error or a panic in fn
 	if err := fn(&txView{s: s, q: pgxQuerier{tx}, raw: tx}); err != nil {
 		return err
 	}
-	if err := s.commit(ctx, tx.Conn().PgConn(), tx.Commit); err != nil {
+	if err := s.commitTx(ctx, tx); err != nil {
 		return s.wrap("commit", err)
 	}
 	return nil
