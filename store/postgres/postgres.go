@@ -138,7 +138,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // schema migrated by a newer ax is refused with store.ErrSchemaVersion. With
 // WithPooler, a pool whose default_query_exec_mode prepares or describes statements
 // (cache_statement, cache_describe, describe_exec) is store.ErrInvalid. The caller
-// owns pool: Close does not close it.
+// owns pool: Close does not close it. Build pool's configuration with PoolConfig, so
+// that a COMMIT cut past its grace is closed without pgx's cancel request (see
+// WithCommitGrace).
 func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("ax: postgres: new: nil pool: %w", store.ErrInvalid)
