@@ -39,6 +39,7 @@ type Result struct {
 	CallsPerSec float64       `json:"store_calls_per_sec,omitempty"`      // idle: scheduler → store calls
 	StmtsPerSec float64       `json:"store_statements_per_sec,omitempty"` // idle: statements the database ran
 	DBCPU       time.Duration `json:"db_cpu_ns,omitempty"`                // idle: CPU the database used
+	ProcCPU     time.Duration `json:"proc_cpu_ns,omitempty"`              // idle: CPU this process used
 	// The other workloads: the scheduler's store calls (each one statement or one
 	// transaction), the statements the database executed for them (see
 	// Env.Statements; BEGIN and COMMIT count) and the database's CPU, per task,
@@ -103,7 +104,7 @@ func (r Result) String() string {
 		if r.StmtsPerSec > 0 {
 			s += fmt.Sprintf(" statements=%.2f/s", r.StmtsPerSec)
 		}
-		s += fmt.Sprintf(" db-cpu=%v", r.DBCPU.Round(time.Millisecond))
+		s += fmt.Sprintf(" db-cpu=%v process-cpu=%v", r.DBCPU.Round(time.Millisecond), r.ProcCPU.Round(time.Millisecond))
 	}
 	if r.Limit > 0 {
 		s += fmt.Sprintf(" limit=%d most=%d utilisation=%.3f", r.Limit, r.MostAtOnce, r.Utilisation)
@@ -628,18 +629,18 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 	if err := m.start(); err != nil {
 		return Result{}, err
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	c, err := m.since()
 	if err != nil {
 		return Result{}, err
 	}
-	r := Result{Workload: "idle", Store: env.Name, Tasks: n, Elapsed: elapsed, DBCPU: c.cpu,
+	r := Result{Workload: "idle", Store: env.Name, Tasks: n, Elapsed: elapsed, DBCPU: c.cpu, ProcCPU: cpu,
 		CallsPerSec: float64(c.calls) / elapsed.Seconds(), StmtsPerSec: float64(c.stmts) / elapsed.Seconds()}
 	return r, nil
 }
