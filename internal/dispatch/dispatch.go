@@ -129,6 +129,9 @@ type Loop struct {
 	head     int
 	overflow []store.Due
 	expired  []wheel.Entry
+	crowd    crowding // whether the wheel hands tasks out at their dues (loop only)
+	// claimSent is when the loop last handed the claimer a batch (loop only).
+	claimSent time.Time
 }
 
 // New returns a loop for cfg; Run runs it.
@@ -335,7 +338,12 @@ func (l *Loop) loop(ctx context.Context) {
 				l.overflow = append(l.overflow, d)
 			}
 		}
+		l.wheel.SetCoarse(l.crowd.coarse(now))
 		l.expired = l.wheel.Advance(now, l.expired[:0])
+		if len(l.expired) > 0 && l.claiming.Load() && now.Sub(l.claimSent) >= l.cfg.Tick/4 {
+			l.crowd.fellDue(now, len(l.expired))
+			l.wheel.SetCoarse(l.crowd.coarse(now))
+		}
 		if l.head > 0 && l.head >= len(l.ready)/2 { // compact, amortised O(1)
 			l.ready = l.ready[:copy(l.ready, l.ready[l.head:])]
 			l.head = 0
@@ -398,6 +406,7 @@ func (l *Loop) claim() {
 	b.ids = make([]int64, n)
 	l.head += copy(b.ids, l.ready[l.head:])
 	l.inflight.Add(n)
+	l.claimSent = l.cfg.Clock.Now()
 	l.claiming.Store(true)
 	l.claims <- b
 }

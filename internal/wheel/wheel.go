@@ -74,6 +74,7 @@ type Wheel struct {
 	free      int32                // head of the free list, or nilIndex
 	index     map[int64]int32      // id -> slab index
 	minDue    int64                // lower bound of the overdue list's smallest due (Unix ns)
+	coarse    bool                 // SetCoarse: every tick handed out at its end
 
 	// slotVisits counts the slots Advance expired or cascaded. Tests use it
 	// to check that catching up is proportional to the non-empty slots, not
@@ -188,10 +189,16 @@ func (w *Wheel) Remove(id int64) bool {
 	return true
 }
 
+// SetCoarse sets whether every tick is handed out at its end, as a dense one always
+// is (true), or a sparse tick's entries each at its due (false, the default): its
+// owner's choice while handing entries out one by one costs it more than the tick's
+// wait (see dispatch's crowding). Next and Advance follow it at once.
+func (w *Wheel) SetCoarse(on bool) { w.coarse = on }
+
 // Advance moves the wheel to now, appends to dst every entry whose rounded
 // due tick is at most floor((now-origin)/tick), and, from the tick now lies in,
 // every entry whose due is at most now while that tick holds at most 64 entries
-// (exactMax) — so no entry earlier than its due, each at its due in a sparse
+// (exactMax) and the wheel is not coarse (SetCoarse) — so no entry earlier than its due, each at its due in a sparse
 // tick and at most one tick after it in a dense one — and returns dst. Entries
 // that were already overdue when added come out first. Entries come out in due
 // order across ticks, in no particular order within one tick (in due order
@@ -233,7 +240,7 @@ func (w *Wheel) expireDue(now time.Time, dst []Entry) []Entry {
 		return dst
 	}
 	h := w.head(0, s)
-	if w.count(h) > exactMax {
+	if w.coarse || w.count(h) > exactMax {
 		return dst
 	}
 	n, due := len(dst), now.UnixNano()
@@ -276,7 +283,7 @@ func (w *Wheel) Next() (time.Time, bool) {
 		return time.Unix(0, w.minDue).UTC(), true
 	}
 	level, slot, start, _ := w.nextSlot()
-	if h := w.head(0, slot); level == 0 && w.count(h) <= exactMax {
+	if h := w.head(0, slot); level == 0 && !w.coarse && w.count(h) <= exactMax {
 		first := int64(math.MaxInt64)
 		for i := w.slab[h].next; i != h; i = w.slab[i].next {
 			first = min(first, w.slab[i].due)

@@ -118,6 +118,32 @@ func TestDenseTickWaitsForItsEnd(t *testing.T) {
 	}
 }
 
+// A coarse wheel hands a sparse tick out at its end too, and goes back to dues when
+// told.
+func TestCoarseWheelWaitsForTheTickEnd(t *testing.T) {
+	t.Parallel()
+	w := New(10*time.Millisecond, time.Minute, origin)
+	w.Add(1, at(12*time.Millisecond))
+	w.Add(2, at(33*time.Millisecond))
+	w.SetCoarse(true)
+	if next, ok := w.Next(); !ok || !next.Equal(at(20*time.Millisecond)) {
+		t.Errorf("coarse: Next() = %v, %v; want the tick's end, origin+20ms", next, ok)
+	}
+	if got := w.Advance(at(15*time.Millisecond), nil); len(got) != 0 {
+		t.Errorf("coarse: Advance(past the due, within the tick) handed out %v, want nothing", got)
+	}
+	if got := w.Advance(at(20*time.Millisecond), nil); len(got) != 1 || got[0].ID != 1 {
+		t.Errorf("coarse: Advance(the tick's end) = %v, want entry 1", got)
+	}
+	w.SetCoarse(false)
+	if next, ok := w.Next(); !ok || !next.Equal(at(33*time.Millisecond)) {
+		t.Errorf("exact again: Next() = %v, %v; want entry 2's due, origin+33ms", next, ok)
+	}
+	if got := w.Advance(at(33*time.Millisecond), nil); len(got) != 1 || got[0].ID != 2 {
+		t.Errorf("exact again: Advance(the due) = %v, want entry 2", got)
+	}
+}
+
 // Entries due by now in the tick now lies in come out in due order, the rest stay.
 func TestAdvanceWithinATick(t *testing.T) {
 	t.Parallel()
