@@ -65,3 +65,78 @@ func TestDefaultRetryScheduleOnTheFakeClock(t *testing.T) {
 		}
 	})
 }
+
+// A task starts at its due, not at the end of the wheel's tick (Config.Tick): one due
+// now as soon as its submit returns, a retry due at once as soon as its failure is
+// written, one triggered as soon as Trigger returns, and one due between two ticks
+// at that instant. The in-memory store's calls take no fake time, so in a synctest
+// bubble each handler starts at the very instant it is due.
+func TestTasksStartAtTheirDueNotAtATick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		defer st.Close()
+		s, err := ax.New(ax.Config{Store: st, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type start struct {
+			key     string
+			attempt int
+			at      time.Time
+		}
+		starts := make(chan start, 8)
+		s.HandleFunc("job", func(ctx context.Context, task *ax.Task) error {
+			starts <- start{task.Key, task.Attempt, time.Now()}
+			if task.Key == "retried" && task.Attempt == 0 {
+				return errors.New("fails once")
+			}
+			return nil
+		}, ax.WithMaxRetry(1), ax.WithBackoff(func(int) time.Duration { return 0 }))
+		ctx := context.Background()
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop(ctx)
+		synctest.Wait()
+		next := func(what string, want time.Time) {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case got := <-starts:
+				if !got.at.Equal(want) {
+					t.Errorf("%s (%s, attempt %d) started %v after it was due, want at once", what, got.key, got.attempt, got.at.Sub(want))
+				}
+			default:
+				t.Errorf("%s has not started at its due (the fake clock has not moved)", what)
+			}
+		}
+
+		if _, err := s.Delay(ctx, "job", "now", 0); err != nil {
+			t.Fatal(err)
+		}
+		next("a task due now", time.Now())
+
+		if _, err := s.Delay(ctx, "job", "retried", 0); err != nil {
+			t.Fatal(err)
+		}
+		next("a task due now", time.Now())
+		next("its retry, due at once", time.Now())
+
+		task, err := s.Delay(ctx, "job", "triggered", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := s.Trigger(ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		next("a triggered task", time.Now())
+
+		task, err = s.Delay(ctx, "job", "between", ax.DefaultTick*37/10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(task.DueAt))
+		next("a task due between two ticks", task.DueAt)
+	})
+}
