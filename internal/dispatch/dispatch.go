@@ -785,8 +785,9 @@ func (l *Loop) offer(p *parked, now time.Time) int {
 	if p.retryAt.After(now) {
 		return 0 // its rate admits none before then: the offer waiting for it stands
 	}
-	// A tick back: the wheel hands the offer out at its next Advance, not at the tick
-	// after now (it rounds dues up), which would leave the slot idle for up to a tick.
+	// A tick back: the wheel hands the offer out at its next Advance, not at the end of
+	// now's tick (where a dense or coarse tick waits), which would leave the slot idle
+	// for up to a tick.
 	now = now.Add(-l.cfg.Tick)
 	for id := range p.out {
 		l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
