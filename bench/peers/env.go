@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/internal/cputime"
 )
 
 // freshSchema creates an empty schema ax_peers_<random> in the database of base and
@@ -87,40 +87,6 @@ func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// processCPU sums the CPU time of the local processes whose command name starts
-// with prefix, from /proc (USER_HZ is 100 on Linux): each one's user and system
-// time, plus that of its exited, reaped children (cutime, cstime), so that the CPU
-// of a PostgreSQL backend that disconnected stays counted in its postmaster's and
-// the sum never decreases.
-func processCPU(prefix string) (time.Duration, error) {
-	files, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		return 0, fmt.Errorf("list /proc: %w", err)
-	}
-	var ticks int64
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // exited
-		}
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open || !strings.HasPrefix(s[open+1:closing], prefix) {
-			continue
-		}
-		fields := strings.Fields(s[closing+2:])
-		if len(fields) < 15 {
-			continue
-		}
-		for _, f := range fields[11:15] { // utime stime cutime cstime
-			var t int64
-			fmt.Sscan(f, &t)
-			ticks += t
-		}
-	}
-	return time.Duration(ticks) * (time.Second / 100), nil
-}
-
 // vacuumSchema runs VACUUM ANALYZE on every table of the pool's current schema.
 func vacuumSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	rows, err := pool.Query(ctx, `SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = current_schema()`)
@@ -149,7 +115,7 @@ func quiesce(ctx context.Context, base string, limit time.Duration) (bool, error
 		conn.Close(ctx)
 	}
 	deadline := time.Now().Add(limit)
-	prev, err := processCPU("postgres")
+	prev, err := cputime.Of("postgres")
 	if err != nil {
 		return false, err
 	}
@@ -159,7 +125,7 @@ func quiesce(ctx context.Context, base string, limit time.Duration) (bool, error
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
-		cur, err := processCPU("postgres")
+		cur, err := cputime.Of("postgres")
 		if err != nil {
 			return false, err
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/axsched/ax/internal/cputime"
 )
 
 // metric is one number a workload measures.
@@ -262,11 +264,11 @@ func runAll(ctx context.Context, in instance, n, concurrency int, dues []time.Ti
 
 // serverCPU is the CPU the PostgreSQL and the Redis server processes have used so far.
 func serverCPU() ([2]time.Duration, error) {
-	pg, err := processCPU("postgres")
+	pg, err := cputime.Of("postgres")
 	if err != nil {
 		return [2]time.Duration{}, err
 	}
-	rds, err := processCPU("redis-server")
+	rds, err := cputime.Of("redis-server")
 	return [2]time.Duration{pg, rds}, err
 }
 
@@ -365,11 +367,11 @@ func idle(ctx context.Context, env runEnv, in instance, n int) (result, error) {
 	case <-ctx.Done():
 		return result{}, ctx.Err()
 	}
-	pg0, err := processCPU("postgres")
+	pg0, err := cputime.Of("postgres")
 	if err != nil {
 		return result{}, err
 	}
-	rd0, err := processCPU("redis-server")
+	rd0, err := cputime.Of("redis-server")
 	if err != nil {
 		return result{}, err
 	}
@@ -384,11 +386,11 @@ func idle(ctx context.Context, env runEnv, in instance, n int) (result, error) {
 		return result{}, ctx.Err()
 	}
 	secs := time.Since(start).Seconds()
-	pg1, err := processCPU("postgres")
+	pg1, err := cputime.Of("postgres")
 	if err != nil {
 		return result{}, err
 	}
-	rd1, err := processCPU("redis-server")
+	rd1, err := cputime.Of("redis-server")
 	if err != nil {
 		return result{}, err
 	}

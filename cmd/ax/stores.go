@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/cmd/ax/internal/bench"
+	"github.com/axsched/ax/internal/cputime"
 	"github.com/axsched/ax/internal/freshdb"
 	"github.com/axsched/ax/store/mysql"
 	"github.com/axsched/ax/store/postgres"
@@ -61,7 +61,7 @@ var storeKinds = map[string]storeKind{
 			return benchStore{Store: st, dsn: filepath.Join(dir, "ax.db"), drop: func() { st.Close(); os.RemoveAll(dir) }}, nil
 		},
 		status: func(ctx context.Context, dsn string) (int, int, error) { return sqlite.SchemaStatus(dsn) },
-		dbCPU:  selfCPU, // embedded: the database runs in this process
+		dbCPU:  cputime.Self, // embedded: the database runs in this process
 	},
 	"postgres": {
 		open: openPostgres,
@@ -69,7 +69,7 @@ var storeKinds = map[string]storeKind{
 			return freshStore(ctx, dsn, freshdb.CreatePostgresSchema, openCountedPostgres)
 		},
 		status:     postgres.SchemaStatus,
-		dbCPU:      processCPU("postgres"),
+		dbCPU:      func() (time.Duration, error) { return cputime.Of("postgres") },
 		roundTrip:  postgresRoundTrip,
 		defaultDSN: freshdb.DefaultPostgresDSN,
 	},
@@ -79,7 +79,7 @@ var storeKinds = map[string]storeKind{
 			return freshStore(ctx, dsn, freshdb.CreateMySQLDatabase, openCountedMySQL)
 		},
 		status:     mysql.SchemaStatus,
-		dbCPU:      processCPU("mariadbd", "mysqld"),
+		dbCPU:      func() (time.Duration, error) { return cputime.Of("mariadbd", "mysqld") },
 		defaultDSN: freshdb.DefaultMySQLDSN,
 	},
 }
@@ -259,58 +259,6 @@ func openCountedMySQL(ctx context.Context, dsn string) (benchStore, error) {
 		return benchStore{}, err
 	}
 	return benchStore{Store: st, drop: func() { db.Close(); st.Close() }, statements: questions}, nil
-}
-
-// selfCPU is this process's CPU time, user and system.
-func selfCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
-}
-
-// processCPU sums the CPU time of the local processes whose command name is one of
-// names (a database server on this machine), from /proc: user and system time, plus
-// that of their exited, reaped children, so that a PostgreSQL backend whose
-// connection closed stays counted (in the postmaster's) and the sum never decreases.
-func processCPU(names ...string) func() (time.Duration, error) {
-	return func() (time.Duration, error) {
-		dirs, err := filepath.Glob("/proc/[0-9]*/stat")
-		if err != nil {
-			return 0, err
-		}
-		var ticks int64
-		for _, f := range dirs {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue // exited
-			}
-			s := string(b)
-			open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-			if open < 0 || close < open {
-				continue
-			}
-			comm := s[open+1 : close]
-			match := false
-			for _, n := range names {
-				match = match || strings.HasPrefix(comm, n)
-			}
-			if !match {
-				continue
-			}
-			fields := strings.Fields(s[close+2:])
-			if len(fields) < 15 {
-				continue
-			}
-			for _, f := range fields[11:15] { // utime stime cutime cstime
-				var t int64
-				fmt.Sscan(f, &t)
-				ticks += t
-			}
-		}
-		return time.Duration(ticks) * (time.Second / 100), nil // USER_HZ is 100 on Linux
-	}
 }
 
 // openSubmitterStore opens the store of an ax bench run in the pickup workload's

@@ -18,6 +18,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/elect"
+	"github.com/axsched/ax/internal/cputime"
 	"github.com/axsched/ax/internal/storecount"
 	"github.com/axsched/ax/store"
 )
@@ -629,13 +630,18 @@ func Idle(ctx context.Context, env Env, n int, d time.Duration) (Result, error) 
 	if err := m.start(); err != nil {
 		return Result{}, err
 	}
-	start, cpu0 := time.Now(), processCPU()
+	start := time.Now()
+	cpu0, cpuErr := cputime.Self() // none where the system does not say: ProcCPU stays 0
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	elapsed := time.Since(start)
+	var cpu time.Duration
+	if cpu1, err := cputime.Self(); cpuErr == nil && err == nil {
+		cpu = cpu1 - cpu0
+	}
 	c, err := m.since()
 	if err != nil {
 		return Result{}, err
