@@ -3,6 +3,7 @@ package ax_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -68,8 +69,9 @@ func TestDefaultRetryScheduleOnTheFakeClock(t *testing.T) {
 
 // A task starts at its due, not at the end of the wheel's tick (Config.Tick): one due
 // now as soon as its submit returns, a retry due at once as soon as its failure is
-// written, one triggered as soon as Trigger returns, and one due between two ticks
-// at that instant. The in-memory store's calls take no fake time, so in a synctest
+// written, one triggered as soon as Trigger returns, one due between two ticks at
+// that instant, and ones due in the first tick of a higher level's slot (which
+// cascades at that tick's start) at theirs. The in-memory store's calls take no fake time, so in a synctest
 // bubble each handler starts at the very instant it is due.
 func TestTasksStartAtTheirDueNotAtATick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -93,17 +95,21 @@ func TestTasksStartAtTheirDueNotAtATick(t *testing.T) {
 			return nil
 		}, ax.WithMaxRetry(1), ax.WithBackoff(func(int) time.Duration { return 0 }))
 		ctx := context.Background()
+		origin := time.Now() // the wheel's: its ticks end at origin + k·Tick
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
 		defer s.Stop(ctx)
 		synctest.Wait()
-		next := func(what string, want time.Time) {
+		time.Sleep(ax.DefaultTick * 37 / 10) // between two ticks, where rounding up would show
+		next := func(what, key string, want time.Time) {
 			t.Helper()
 			synctest.Wait()
 			select {
 			case got := <-starts:
-				if !got.at.Equal(want) {
+				if got.key != key {
+					t.Errorf("%s: %s (attempt %d) started instead, %v after %v", what, got.key, got.attempt, got.at.Sub(want), want)
+				} else if !got.at.Equal(want) {
 					t.Errorf("%s (%s, attempt %d) started %v after it was due, want at once", what, got.key, got.attempt, got.at.Sub(want))
 				}
 			default:
@@ -114,13 +120,13 @@ func TestTasksStartAtTheirDueNotAtATick(t *testing.T) {
 		if _, err := s.Delay(ctx, "job", "now", 0); err != nil {
 			t.Fatal(err)
 		}
-		next("a task due now", time.Now())
+		next("a task due now", "now", time.Now())
 
 		if _, err := s.Delay(ctx, "job", "retried", 0); err != nil {
 			t.Fatal(err)
 		}
-		next("a task due now", time.Now())
-		next("its retry, due at once", time.Now())
+		next("a task due now", "retried", time.Now())
+		next("its retry, due at once", "retried", time.Now())
 
 		task, err := s.Delay(ctx, "job", "triggered", time.Hour)
 		if err != nil {
@@ -130,13 +136,26 @@ func TestTasksStartAtTheirDueNotAtATick(t *testing.T) {
 		if err := s.Trigger(ctx, task.ID); err != nil {
 			t.Fatal(err)
 		}
-		next("a triggered task", time.Now())
+		next("a triggered task", "triggered", time.Now())
 
 		task, err = s.Delay(ctx, "job", "between", ax.DefaultTick*37/10)
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Until(task.DueAt))
-		next("a task due between two ticks", task.DueAt)
+		next("a task due between two ticks", "between", task.DueAt)
+
+		// Due 5 ms before the ends of ticks 60 and 3,600: the first tick of a slot of the
+		// wheel's second and third levels, where it cascades.
+		for _, ticks := range []int{60, 3600} {
+			due := origin.Add(time.Duration(ticks)*ax.DefaultTick - 5*time.Millisecond)
+			key := fmt.Sprint("tick-", ticks)
+			if _, err := s.Delay(ctx, "job", key, time.Until(due)); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			time.Sleep(time.Until(due))
+			next(fmt.Sprintf("a task due in the first tick of tick %d's slot", ticks), key, due)
+		}
 	})
 }

@@ -6,7 +6,7 @@
 // takes no lock; the one goroutine that owns it passes the time explicitly:
 //
 //	w := wheel.New(10*time.Millisecond, 5*time.Minute, start.Round(0))
-//	w.Add(taskID, dueAt) // O(1); dueAt is rounded up to a tick
+//	w.Add(taskID, dueAt) // O(1); the tick dueAt falls in picks its slot
 //	for {
 //		next, ok := w.Next() // sleep until next, not every tick
 //		...
@@ -61,9 +61,9 @@
 // steps as there are non-empty slots, not 360,000.
 //
 // Add rounds a due up to a tick boundary to place it. Advance hands out an
-// entry once now reaches its due, in a tick of at most 64 entries (Next then
-// names that due), or else once now reaches its rounded tick, at most one
-// tick after its due; never before its due. The wheel is a cache of the task table: losing it loses
-// nothing, and "never early" is finally enforced by the claim on the
-// database.
+// entry once now reaches its due, in a tick of at most 64 entries unless the
+// wheel is coarse (Next then names that due), or else once now reaches its
+// rounded tick, at most one tick after its due; never before its due. The
+// wheel is a cache of the task table: losing it loses nothing, and "never
+// early" is finally enforced by the claim on the database.
 package wheel

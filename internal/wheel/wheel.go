@@ -152,8 +152,8 @@ func (w *Wheel) Contains(id int64) bool {
 // Add schedules id at due, or moves it there if id is already in the wheel:
 // an id is present at most once.
 //
-// due is rounded up to the next tick boundary, so an entry is never handed
-// out before its due time. A due at or before the wheel's current position
+// due, rounded up to the next tick boundary, picks the entry's slot; Advance
+// never hands it out before due itself. A due at or before the wheel's current position
 // (a tick already expired) is handed out by the next Advance, whatever its
 // now. Add returns false and leaves the wheel unchanged (an existing entry
 // for id keeps its old due) when due, rounded up, lies more than Span past
@@ -198,8 +198,9 @@ func (w *Wheel) SetCoarse(on bool) { w.coarse = on }
 // Advance moves the wheel to now, appends to dst every entry whose rounded
 // due tick is at most floor((now-origin)/tick), and, from the tick now lies in,
 // every entry whose due is at most now while that tick holds at most 64 entries
-// (exactMax) and the wheel is not coarse (SetCoarse) — so no entry earlier than its due, each at its due in a sparse
-// tick and at most one tick after it in a dense one — and returns dst. Entries
+// (exactMax) and the wheel is not coarse (SetCoarse) — so no entry earlier than
+// its due, each at its due in a sparse tick and at most one tick after it in a
+// dense one — and returns dst. Entries
 // that were already overdue when added come out first. Entries come out in due
 // order across ticks, in no particular order within one tick (in due order
 // from the tick now lies in), and each leaves the wheel as it comes out.
@@ -271,10 +272,12 @@ func (w *Wheel) count(h int32) int {
 // Advance would hand out an entry — and false when the wheel is empty. It is
 // the due of the earliest overdue entry; else, when the earliest non-empty slot
 // is on level 0, the earliest due in it if it holds at most exactMax entries
-// (Advance hands them out at their dues), or its tick's end; or else the start
-// of the earliest non-empty higher-level slot, where that slot cascades; in the
-// last case Advance(Next()) hands out nothing but makes progress, and the owner
-// asks Next again.
+// and the wheel is not coarse (Advance hands them out at their dues), or its
+// tick's end; or else, for the earliest non-empty higher-level slot, the start of
+// its first tick (the end of the tick before), where Advance cascades it — an
+// entry of that first tick may be due at any instant of it. In the last case
+// Advance(Next()) hands out nothing but makes progress, and the owner asks Next
+// again.
 func (w *Wheel) Next() (time.Time, bool) {
 	if len(w.index) == 0 {
 		return time.Time{}, false
@@ -289,6 +292,11 @@ func (w *Wheel) Next() (time.Time, bool) {
 			first = min(first, w.slab[i].due)
 		}
 		return time.Unix(0, first).UTC(), true
+	}
+	if level > 0 && !w.coarse {
+		// The slot cascades once cur reaches start, which Advance does from the end of
+		// tick start-1 on (start > cur: cur's own slots have cascaded already).
+		return w.tickTime(start - 1), true
 	}
 	return w.tickTime(start), true
 }

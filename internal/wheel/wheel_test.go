@@ -71,6 +71,10 @@ func TestAdvanceHandsOutAtDue(t *testing.T) {
 		15 * time.Millisecond, 20 * time.Millisecond, 20*time.Millisecond + 1, 0, 1,
 		// Two levels up: cascades twice before it fires, still never early.
 		time.Hour + 1, time.Hour + 3*time.Millisecond,
+		// In the first tick of a higher-level slot (ticks 60, 3,600, 216,000): due
+		// within it, not at its end.
+		595 * time.Millisecond, 590*time.Millisecond + 1, 36*time.Second - 5*time.Millisecond,
+		36*time.Minute - 9*time.Millisecond,
 	} {
 		w := New(tick, 2*time.Hour, origin)
 		if !w.Add(1, at(due)) {
@@ -234,8 +238,9 @@ func TestAddBeyondSpan(t *testing.T) {
 	if w.Add(1, at(time.Hour)) {
 		t.Errorf("Add(1, origin+1h) = true, want false")
 	}
-	if got, _ := w.Next(); !got.Equal(at(span)) {
-		t.Errorf("after a rejected move: Next() = %v, want %v", got, at(span))
+	// (Next names the start of the top-level slot's first tick, where it cascades.)
+	if got, _ := w.Next(); got.After(at(span)) || got.Before(at(span-10*time.Millisecond)) {
+		t.Errorf("after a rejected move: Next() = %v, want within the tick before %v", got, at(span))
 	}
 	// The span is measured from the wheel's position.
 	now := at(time.Hour + 5*time.Millisecond)
@@ -376,11 +381,13 @@ func TestAdvanceCatchesUpStallCheaply(t *testing.T) {
 }
 
 // model is the reference the wheel is checked against: a plain map of entries
-// with their rounded due ticks, and the highest tick handed out so far.
+// with their rounded due ticks, the highest tick handed out so far, and whether
+// the wheel is coarse.
 type model struct {
 	tick      time.Duration
 	spanTicks int64
 	expired   int64 // every tick <= expired has been handed out
+	coarse    bool
 	entries   map[int64]modelEntry
 }
 
@@ -420,7 +427,7 @@ func (m *model) advance(now time.Time) []Entry {
 	}
 	var out []Entry
 	for id, e := range m.entries {
-		if e.tick <= m.expired || e.tick == cur && inCur <= exactMax && !e.due.After(now) {
+		if e.tick <= m.expired || e.tick == cur && inCur <= exactMax && !m.coarse && !e.due.After(now) {
 			out = append(out, Entry{ID: id, Due: e.due})
 			delete(m.entries, id)
 		}
@@ -428,15 +435,29 @@ func (m *model) advance(now time.Time) []Entry {
 	return out
 }
 
-func (m *model) earliest() (int64, bool) {
+// handOut returns the earliest time at which an Advance hands an entry out, as
+// things stand: an entry overdue when added at its due, at the latest; one of a
+// sparse tick at its due unless the wheel is coarse; any other at its tick's end.
+// A Next later than that would make the entry late.
+func (m *model) handOut() (time.Time, bool) {
 	if len(m.entries) == 0 {
-		return 0, false
+		return time.Time{}, false
 	}
-	t := int64(math.MaxInt64)
+	perTick := map[int64]int{}
 	for _, e := range m.entries {
-		t = min(t, e.tick)
+		perTick[e.tick]++
 	}
-	return t, true
+	var first time.Time
+	for _, e := range m.entries {
+		at := origin.Add(time.Duration(e.tick) * m.tick)
+		if e.tick <= m.expired || perTick[e.tick] <= exactMax && !m.coarse {
+			at = e.due
+		}
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first, true
 }
 
 func byID(a, b Entry) int { return cmp.Compare(a.ID, b.ID) }
@@ -459,8 +480,10 @@ func (r *opReader) next() int64 {
 }
 
 // checkAgainstModel runs the operations encoded in data on a wheel and on the
-// model and fails t at the first difference.
+// model and fails t at the first difference. Ids below 24 are added one by one;
+// crowds of about exactMax use the others, up to maxID.
 func checkAgainstModel(t *testing.T, data []byte) {
+	const maxID = 200
 	r := &opReader{data: data}
 	ticks := []time.Duration{time.Nanosecond, time.Millisecond, 10 * time.Millisecond, time.Second}
 	spans := []time.Duration{0, time.Second, 5 * time.Minute, time.Hour, 48 * time.Hour}
@@ -511,7 +534,7 @@ func checkAgainstModel(t *testing.T, data []byte) {
 	}
 
 	for r.more() {
-		switch op := r.next() % 8; op {
+		switch op := r.next() % 10; op {
 		case 0, 1, 2:
 			id, due := r.next()%24, now.Add(offset())
 			trace = append(trace, fmt.Sprintf("Add(%d, %v) now %v", id, due, now))
@@ -540,6 +563,20 @@ func checkAgainstModel(t *testing.T, data []byte) {
 			step := steps[r.next()%int64(len(steps))]
 			trace = append(trace, fmt.Sprintf("Advance(now-%v)", step))
 			advance(now.Add(-step))
+		case 8: // a crowd: about exactMax entries due within a tick or two
+			base, n := now.Add(offset()), exactMax-4+r.next()%8
+			trace = append(trace, fmt.Sprintf("Add(%d entries from %v) now %v", n, base, now))
+			for j := range n {
+				id, due := 24+(r.next()+j)%(maxID-24), base.Add(time.Duration(j)*tick/time.Duration(n))
+				if got, want := w.Add(id, due), m.add(id, due); got != want {
+					fail("Add(%d, %v) = %v, want %v", id, due, got, want)
+				}
+			}
+		case 9:
+			on := r.next()%2 == 0
+			trace = append(trace, fmt.Sprintf("SetCoarse(%v)", on))
+			w.SetCoarse(on)
+			m.coarse = on
 		}
 
 		if err := checkInvariants(w); err != nil {
@@ -548,18 +585,18 @@ func checkAgainstModel(t *testing.T, data []byte) {
 		if w.Len() != len(m.entries) {
 			fail("Len() = %d, want %d", w.Len(), len(m.entries))
 		}
-		for id := range int64(24) {
+		for id := range int64(maxID) {
 			if _, want := m.entries[id]; w.Contains(id) != want {
 				fail("Contains(%d) = %v, want %v", id, !want, want)
 			}
 		}
 		next, ok := w.Next()
-		earliest, wantOK := m.earliest()
+		limit, wantOK := m.handOut()
 		if ok != wantOK {
 			fail("Next() ok = %v, want %v", ok, wantOK)
 		}
-		if limit := origin.Add(time.Duration(earliest) * tick); ok && next.After(limit) {
-			fail("Next() = %v, after the earliest rounded due %v", next, limit)
+		if ok && next.After(limit) {
+			fail("Next() = %v, after the earliest hand-out %v: late", next, limit)
 		}
 	}
 
