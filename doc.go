@@ -85,7 +85,8 @@
 //     due tasks in a hierarchical timing wheel (Config.Tick, default 10ms) read by its
 //     monotonic clock corrected by the measured offset of the store's clock, which
 //     hands a task out at its due time (in a tick of more than 64 tasks, at the tick's
-//     end), and the claim itself requires DueAt <= the store's current time.
+//     end; every tick at its end for a minute after claims fell behind, as when every
+//     core is busy), and the claim itself requires DueAt <= the store's current time.
 //   - At-least-once handler calls, each attempt with its own execution id (a UUIDv7 in
 //     Task.ExecutionID). The execution is recorded before the handler runs; a second
 //     delivery of the same execution id runs nothing. A handler that is idempotent on

@@ -9,16 +9,22 @@ import "time"
 // is still out — the store, or a machine whose cores are all busy, is slower than the
 // stream — claiming each alone only lengthens the queue: every claim waits for the
 // CPU, and the tasks behind it wait for the claim (measured with every core busy:
-// lateness p99 58–75 ms, against 18–20 ms with the tick's batches). So once
-// crowdedAfter tasks fell due behind a claim out for a quarter of a tick or more
-// within crowdWindow, the loop goes coarse for crowdHold — a claim per tick at most,
-// as before issue 38 — and then tries dues again. A claim out for less is a claim
-// keeping up: a task that falls due behind it (a task the refill brings back just as
-// it is claimed, say) waits less than the claim took.
+// lateness p99 58–75 ms, against 18–20 ms with the tick's batches).
+//
+// So the loop counts its wake-ups at which a task fell due behind a claim: a task
+// handed out whose due came after the claim still out was sent, that claim out for a
+// quarter of a tick or more. Once crowdedAfter of them fall within crowdWindow (any
+// window: the last crowdedAfter are kept), the loop goes coarse for crowdHold — a
+// claim per tick at most, as before issue 38 — and then tries dues again; a wake-up
+// so while coarse extends the hold. Wake-ups, not tasks: a burst due at one instant
+// is one claim however many tasks it holds, and is no sign of claims falling behind.
+// A claim out for less than a quarter tick is a claim keeping up: a task that falls
+// due behind it (one the refill brings back just as it is claimed, say) waits less
+// than the claim took.
 type crowding struct {
-	from   time.Time // when the current count began
-	behind int       // tasks that fell due while a claim was out, since from
-	until  time.Time // coarse until then
+	behind [crowdedAfter]time.Time // the last crowdedAfter such wake-ups, a ring
+	next   int                     // where the next goes in behind
+	until  time.Time               // coarse until then
 }
 
 const (
@@ -30,14 +36,11 @@ const (
 // coarse reports whether tasks are handed out at their ticks' ends at now.
 func (c *crowding) coarse(now time.Time) bool { return now.Before(c.until) }
 
-// fellDue counts n tasks that fell due at now while a claim was out.
-func (c *crowding) fellDue(now time.Time, n int) {
-	if now.Sub(c.from) >= crowdWindow {
-		c.from, c.behind = now, 0
-	}
-	c.behind += n
-	if c.behind >= crowdedAfter {
+// fellBehind records a wake-up at now at which a task fell due behind a claim.
+func (c *crowding) fellBehind(now time.Time) {
+	c.behind[c.next] = now
+	c.next = (c.next + 1) % crowdedAfter
+	if first := c.behind[c.next]; !first.IsZero() && now.Sub(first) < crowdWindow {
 		c.until = now.Add(crowdHold)
-		c.from, c.behind = now, 0
 	}
 }

@@ -1,41 +1,162 @@
 package dispatch
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memory"
 )
 
-// The loop goes coarse once crowdedAfter tasks fell due behind a claim within
-// crowdWindow, stays so for crowdHold, and a slower trickle never makes it coarse.
+// The loop goes coarse once crowdedAfter wake-ups fell behind claims within any
+// crowdWindow, stays so for crowdHold after the last, and a slower trickle never
+// makes it coarse.
 func TestCrowding(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	var c crowding
-	// A trickle: fewer than crowdedAfter tasks behind claims a window.
+	// A trickle: a little fewer than crowdedAfter wake-ups behind claims a window.
 	at := t0
 	for range 10 * crowdedAfter {
-		c.fellDue(at, 1)
-		at = at.Add(crowdWindow / time.Duration(crowdedAfter-2))
+		c.fellBehind(at)
 		if c.coarse(at) {
-			t.Fatalf("coarse at +%v after a trickle of tasks behind claims", at.Sub(t0))
+			t.Fatalf("coarse at +%v after a trickle of wake-ups behind claims", at.Sub(t0))
 		}
+		at = at.Add(crowdWindow/(crowdedAfter-1) + time.Microsecond) // 16 span just over a window
 	}
-	// A crowd: crowdedAfter tasks behind claims within a window.
-	at = at.Add(crowdWindow)
+	// A crowd straddling two seconds: half of it at the end of one, half at the start
+	// of the next — within a window all the same.
+	at = at.Add(10 * crowdWindow).Truncate(crowdWindow).Add(-crowdWindow / 4)
 	for i := range crowdedAfter {
 		if c.coarse(at) {
-			t.Fatalf("coarse after %d tasks behind claims, want after %d", i, crowdedAfter)
+			t.Fatalf("coarse after %d wake-ups behind claims, want after %d", i, crowdedAfter)
 		}
-		c.fellDue(at, 1)
-		at = at.Add(time.Millisecond)
+		c.fellBehind(at)
+		at = at.Add(crowdWindow / 2 / crowdedAfter)
 	}
-	crowded := at.Add(-time.Millisecond)
-	if !c.coarse(at) {
-		t.Fatalf("not coarse after %d tasks behind claims within %v", crowdedAfter, crowdWindow)
+	crowded := at.Add(-crowdWindow / 2 / crowdedAfter)
+	if !c.coarse(crowded) {
+		t.Fatalf("not coarse after %d wake-ups behind claims within %v", crowdedAfter, crowdWindow/2)
 	}
 	if !c.coarse(crowded.Add(crowdHold - time.Nanosecond)) {
 		t.Errorf("exact again before crowdHold (%v) passed", crowdHold)
 	}
-	if c.coarse(crowded.Add(crowdHold)) {
-		t.Errorf("still coarse crowdHold (%v) after the crowd", crowdHold)
+	// One more while coarse, with the last crowdedAfter within a window: the hold
+	// runs from it.
+	more := crowded.Add(crowdWindow / 4)
+	c.fellBehind(more)
+	if !c.coarse(more.Add(crowdHold - time.Nanosecond)) {
+		t.Errorf("a wake-up behind a claim while crowded did not extend the hold")
 	}
+	if c.coarse(more.Add(crowdHold)) {
+		t.Errorf("still coarse crowdHold (%v) after the last wake-up behind a claim", crowdHold)
+	}
+}
+
+// slowClaims is a store whose claims take claimTime of the bubble's clock, as on a
+// machine whose cores are all busy; it keeps when each began.
+type slowClaims struct {
+	store.Store
+	claimTime time.Duration
+	mu        sync.Mutex
+	began     []time.Time
+}
+
+func (s *slowClaims) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
+	s.mu.Lock()
+	s.began = append(s.began, time.Now())
+	s.mu.Unlock()
+	time.Sleep(s.claimTime)
+	return s.Store.ClaimStart(ctx, fence, on, claims)
+}
+
+// claimsBetween returns when the claims that began in [from, to) began.
+func (s *slowClaims) claimsBetween(from, to time.Time) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var in []time.Time
+	for _, b := range s.began {
+		if !b.Before(from) && b.Before(to) {
+			in = append(in, b)
+		}
+	}
+	return in
+}
+
+// In the loop: a stream that falls due faster than claims come back turns the wheel
+// coarse — a claim per tick, at the tick's end — and a minute after the stream ends a
+// lone task is claimed at its due again; while coarse, at its tick's end. Never early.
+func TestLoopGoesCoarseWhileClaimsFallBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		defer mem.Close()
+		const tick = 10 * time.Millisecond
+		st := &slowClaims{Store: mem, claimTime: 6 * time.Millisecond} // ≥ tick/4
+		ctx, cancel := context.WithCancel(context.Background())
+		origin := time.Now() // the wheel's: ticks end at origin + k·tick
+		streamFrom, streamTo := origin.Add(time.Second), origin.Add(3*time.Second)
+		var nts []store.NewTask
+		for due := streamFrom; due.Before(streamTo); due = due.Add(2 * time.Millisecond) {
+			nts = append(nts, store.NewTask{Name: "job", Key: fmt.Sprint("s", due.Sub(origin)), DueAt: due, MaxRetry: 1})
+		}
+		// Lone tasks 3 ms into a tick: in the hold, and after it.
+		inHold, after := streamTo.Add(30*time.Second+3*time.Millisecond), streamTo.Add(crowdHold+10*time.Second+3*time.Millisecond)
+		nts = append(nts, store.NewTask{Name: "job", Key: "in-hold", DueAt: inHold, MaxRetry: 1},
+			store.NewTask{Name: "job", Key: "after", DueAt: after, MaxRetry: 1})
+		if _, err := mem.Insert(ctx, nts); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		l := New(Config{
+			Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Executor: rec,
+			Tick: tick, Window: time.Minute, RefillInterval: time.Second, Capacity: len(nts) + 1,
+		})
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Run(ctx) })
+		time.Sleep(after.Sub(origin) + time.Second)
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.got) != len(nts) {
+			t.Fatalf("%d tasks dispatched, want %d", len(rec.got), len(nts))
+		}
+		for i, task := range rec.got {
+			if rec.when[i].Before(task.DueAt) {
+				t.Errorf("task %s dispatched at %v, before its due %v", task.Key, rec.when[i], task.DueAt)
+			}
+		}
+		// The stream's second half: claims at ticks' ends, one a tick at most.
+		late := st.claimsBetween(streamFrom.Add(time.Second), streamTo)
+		if len(late) == 0 || len(late) > int(time.Second/tick) {
+			t.Errorf("%d claims in the stream's second second, want 1 to %d (a tick's end each)", len(late), time.Second/tick)
+		}
+		for _, b := range late {
+			if b.Sub(origin)%tick != 0 {
+				t.Errorf("a claim began %v after the origin, not at a tick's end: the wheel is not coarse", b.Sub(origin))
+				break
+			}
+		}
+		for _, c := range []struct {
+			due  time.Time
+			want time.Time
+		}{
+			{inHold, inHold.Truncate(tick).Add(tick)}, // coarse: at its tick's end
+			{after, after}, // a minute on: at its due again
+		} {
+			got := st.claimsBetween(c.due.Add(-time.Second), c.due.Add(time.Second))
+			if len(got) != 1 || !got[0].Equal(c.want) {
+				t.Errorf("the task due %v after the stream was claimed at %v, want at %v",
+					c.due.Sub(streamTo), got, c.want.Sub(streamTo))
+			}
+		}
+	})
 }

@@ -340,8 +340,8 @@ func (l *Loop) loop(ctx context.Context) {
 		}
 		l.wheel.SetCoarse(l.crowd.coarse(now))
 		l.expired = l.wheel.Advance(now, l.expired[:0])
-		if len(l.expired) > 0 && l.claiming.Load() && now.Sub(l.claimSent) >= l.cfg.Tick/4 {
-			l.crowd.fellDue(now, len(l.expired))
+		if l.fellBehind(now) {
+			l.crowd.fellBehind(now)
 			l.wheel.SetCoarse(l.crowd.coarse(now))
 		}
 		if l.head > 0 && l.head >= len(l.ready)/2 { // compact, amortised O(1)
@@ -409,6 +409,21 @@ func (l *Loop) claim() {
 	l.claimSent = l.cfg.Clock.Now()
 	l.claiming.Store(true)
 	l.claims <- b
+}
+
+// fellBehind reports whether a task of l.expired, handed out at now, fell due behind
+// a claim out for a quarter of a tick or more: due after that claim was sent (see
+// crowding).
+func (l *Loop) fellBehind(now time.Time) bool {
+	if len(l.expired) == 0 || !l.claiming.Load() || now.Sub(l.claimSent) < l.cfg.Tick/4 {
+		return false
+	}
+	for _, e := range l.expired {
+		if e.Due.After(l.claimSent) {
+			return true
+		}
+	}
+	return false
 }
 
 // unqueue gives back the room reserved for a batch the claimer did not take: the
@@ -597,7 +612,7 @@ func (l *Loop) block(bs []store.Blocked, claimFrees uint64) {
 			l.keyRetry[b.TaskKey] = at
 		}
 		if l.keyFreed[b.TaskKey] > claimFrees {
-			at = now
+			at = l.atOnce(now)
 		}
 		l.incoming = append(l.incoming, store.Due{ID: b.ID, DueAt: at})
 	}
@@ -639,7 +654,7 @@ func (l *Loop) Unblock(keys, names []string) {
 			break // no key freed: nothing to scan for
 		}
 		if freed[k] {
-			l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
+			l.incoming = append(l.incoming, store.Due{ID: id, DueAt: l.atOnce(now)})
 			delete(l.blocked, id)
 			n++
 		}
@@ -785,15 +800,19 @@ func (l *Loop) offer(p *parked, now time.Time) int {
 	if p.retryAt.After(now) {
 		return 0 // its rate admits none before then: the offer waiting for it stands
 	}
-	// A tick back: the wheel hands the offer out at its next Advance, not at the end of
-	// now's tick (where a dense or coarse tick waits), which would leave the slot idle
-	// for up to a tick.
-	now = now.Add(-l.cfg.Tick)
+	// At once: not at the end of now's tick, which would leave the slot idle for up to
+	// a tick.
+	now = l.atOnce(now)
 	for id := range p.out {
 		l.incoming = append(l.incoming, store.Due{ID: id, DueAt: now})
 	}
 	return len(p.out) + l.offerAt(p, now, p.limit)
 }
+
+// atOnce is the due that has the wheel hand a task out at its next Advance: a tick
+// back, so that neither a dense tick nor a coarse wheel keeps it to the end of now's
+// tick. The task's own due is long past; the claim checks it, not this.
+func (l *Loop) atOnce(now time.Time) time.Time { return now.Add(-l.cfg.Tick) }
 
 // retryTime is when a name whose last claim found no room is offered again: when its
 // rate admits the next (RetryAt), else after limitRetry; never sooner than a tick
