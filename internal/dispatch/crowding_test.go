@@ -15,18 +15,18 @@ import (
 	"github.com/axsched/ax/store/memory"
 )
 
-// The loop goes coarse once crowdedAfter wake-ups fell behind claims within any
+// The loop goes coarse once crowdedAfter claims that tasks fell due behind within any
 // crowdWindow, stays so for crowdHold after the last, and a slower trickle never
 // makes it coarse.
 func TestCrowding(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	var c crowding
-	// A trickle: a little fewer than crowdedAfter wake-ups behind claims a window.
+	// A trickle: a little fewer than crowdedAfter claims behind a window.
 	at := t0
 	for range 10 * crowdedAfter {
 		c.fellBehind(at)
 		if c.coarse(at) {
-			t.Fatalf("coarse at +%v after a trickle of wake-ups behind claims", at.Sub(t0))
+			t.Fatalf("coarse at +%v after a trickle of claims behind", at.Sub(t0))
 		}
 		at = at.Add(crowdWindow/(crowdedAfter-1) + time.Microsecond) // 16 span just over a window
 	}
@@ -35,14 +35,14 @@ func TestCrowding(t *testing.T) {
 	at = at.Add(10 * crowdWindow).Truncate(crowdWindow).Add(-crowdWindow / 4)
 	for i := range crowdedAfter {
 		if c.coarse(at) {
-			t.Fatalf("coarse after %d wake-ups behind claims, want after %d", i, crowdedAfter)
+			t.Fatalf("coarse after %d claims behind, want after %d", i, crowdedAfter)
 		}
 		c.fellBehind(at)
 		at = at.Add(crowdWindow / 2 / crowdedAfter)
 	}
 	crowded := at.Add(-crowdWindow / 2 / crowdedAfter)
 	if !c.coarse(crowded) {
-		t.Fatalf("not coarse after %d wake-ups behind claims within %v", crowdedAfter, crowdWindow/2)
+		t.Fatalf("not coarse after %d claims behind within %v", crowdedAfter, crowdWindow/2)
 	}
 	if !c.coarse(crowded.Add(crowdHold - time.Nanosecond)) {
 		t.Errorf("exact again before crowdHold (%v) passed", crowdHold)
@@ -52,27 +52,35 @@ func TestCrowding(t *testing.T) {
 	more := crowded.Add(crowdWindow / 4)
 	c.fellBehind(more)
 	if !c.coarse(more.Add(crowdHold - time.Nanosecond)) {
-		t.Errorf("a wake-up behind a claim while crowded did not extend the hold")
+		t.Errorf("a claim behind while crowded did not extend the hold")
 	}
 	if c.coarse(more.Add(crowdHold)) {
-		t.Errorf("still coarse crowdHold (%v) after the last wake-up behind a claim", crowdHold)
+		t.Errorf("still coarse crowdHold (%v) after the last claim behind", crowdHold)
 	}
 }
 
 // slowClaims is a store whose claims take claimTime of the bubble's clock, as on a
-// machine whose cores are all busy; it keeps when each began.
+// machine whose cores are all busy, but for the first claim from stallAt on, which
+// takes stall; it keeps when each began.
 type slowClaims struct {
 	store.Store
 	claimTime time.Duration
+	stallAt   time.Time
+	stall     time.Duration
 	mu        sync.Mutex
 	began     []time.Time
+	stalled   bool
 }
 
 func (s *slowClaims) ClaimStart(ctx context.Context, fence store.Fence, on store.StartOn, claims []store.Claim) (*store.ClaimResult, error) {
 	s.mu.Lock()
-	s.began = append(s.began, time.Now())
+	now, d := time.Now(), s.claimTime
+	s.began = append(s.began, now)
+	if !s.stalled && !s.stallAt.IsZero() && !now.Before(s.stallAt) {
+		s.stalled, d = true, s.stall
+	}
 	s.mu.Unlock()
-	time.Sleep(s.claimTime)
+	time.Sleep(d)
 	return s.Store.ClaimStart(ctx, fence, on, claims)
 }
 
@@ -157,6 +165,50 @@ func TestLoopGoesCoarseWhileClaimsFallBehind(t *testing.T) {
 				t.Errorf("the task due %v after the stream was claimed at %v, want at %v",
 					c.due.Sub(streamTo), got, c.want.Sub(streamTo))
 			}
+		}
+	})
+}
+
+// One claim the store holds up (a checkpoint's stall, say) while a stream falls due
+// behind it counts once: the loop stays exact.
+func TestLoopStaysExactThroughAStalledClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		defer mem.Close()
+		const tick = 10 * time.Millisecond
+		ctx, cancel := context.WithCancel(context.Background())
+		origin := time.Now()
+		streamFrom, streamTo := origin.Add(time.Second), origin.Add(3*time.Second)
+		st := &slowClaims{Store: mem, claimTime: tick / 20, stallAt: streamFrom.Add(500 * time.Millisecond), stall: 300 * time.Millisecond}
+		var nts []store.NewTask
+		for due := streamFrom; due.Before(streamTo); due = due.Add(2 * time.Millisecond) {
+			nts = append(nts, store.NewTask{Name: "job", Key: fmt.Sprint("s", due.Sub(origin)), DueAt: due, MaxRetry: 1})
+		}
+		lone := streamTo.Add(2*time.Second + 3*time.Millisecond)
+		nts = append(nts, store.NewTask{Name: "job", Key: "lone", DueAt: lone, MaxRetry: 1})
+		if _, err := mem.Insert(ctx, nts); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		l := New(Config{
+			Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Executor: rec,
+			Tick: tick, Window: time.Minute, RefillInterval: time.Second, Capacity: len(nts) + 1,
+		})
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Run(ctx) })
+		time.Sleep(lone.Sub(origin) + time.Second)
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+
+		if n := rec.count(); n != len(nts) {
+			t.Fatalf("%d tasks dispatched, want %d", n, len(nts))
+		}
+		if !st.stalled {
+			t.Fatal("no claim stalled")
+		}
+		if got := st.claimsBetween(lone.Add(-time.Second), lone.Add(time.Second)); len(got) != 1 || !got[0].Equal(lone) {
+			t.Errorf("the lone task after the stall was claimed at %v, want at its due %v: the wheel went coarse", got, lone)
 		}
 	})
 }

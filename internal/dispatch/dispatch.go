@@ -130,8 +130,10 @@ type Loop struct {
 	overflow []store.Due
 	expired  []wheel.Entry
 	crowd    crowding // whether the wheel hands tasks out at their dues (loop only)
-	// claimSent is when the loop last handed the claimer a batch (loop only).
-	claimSent time.Time
+	coarse   bool     // whether it hands them out at their ticks' ends (loop only)
+	// claimSent is when the loop last handed the claimer a batch, claimCounted that
+	// of the last claim crowd counted (loop only).
+	claimSent, claimCounted time.Time
 }
 
 // New returns a loop for cfg; Run runs it.
@@ -338,11 +340,11 @@ func (l *Loop) loop(ctx context.Context) {
 				l.overflow = append(l.overflow, d)
 			}
 		}
-		l.wheel.SetCoarse(l.crowd.coarse(now))
+		l.setCoarse(ctx, now)
 		l.expired = l.wheel.Advance(now, l.expired[:0])
 		if l.fellBehind(now) {
 			l.crowd.fellBehind(now)
-			l.wheel.SetCoarse(l.crowd.coarse(now))
+			l.setCoarse(ctx, now)
 		}
 		if l.head > 0 && l.head >= len(l.ready)/2 { // compact, amortised O(1)
 			l.ready = l.ready[:copy(l.ready, l.ready[l.head:])]
@@ -412,18 +414,35 @@ func (l *Loop) claim() {
 }
 
 // fellBehind reports whether a task of l.expired, handed out at now, fell due behind
-// a claim out for a quarter of a tick or more: due after that claim was sent (see
-// crowding).
+// the claim out, sent a quarter of a tick ago or more: due after that claim was sent
+// (see crowding). It reports each claim once.
 func (l *Loop) fellBehind(now time.Time) bool {
-	if len(l.expired) == 0 || !l.claiming.Load() || now.Sub(l.claimSent) < l.cfg.Tick/4 {
+	if len(l.expired) == 0 || !l.claiming.Load() || now.Sub(l.claimSent) < l.cfg.Tick/4 ||
+		l.claimSent.Equal(l.claimCounted) {
 		return false
 	}
 	for _, e := range l.expired {
 		if e.Due.After(l.claimSent) {
+			l.claimCounted = l.claimSent
 			return true
 		}
 	}
 	return false
+}
+
+// setCoarse has the wheel hand tasks out as crowd says at now, and logs a change.
+func (l *Loop) setCoarse(ctx context.Context, now time.Time) {
+	on := l.crowd.coarse(now)
+	if on != l.coarse {
+		l.coarse = on
+		if on {
+			l.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "ax: claims fall behind the tasks falling due: tasks handed out at their ticks' ends until claims keep up for a minute",
+				slog.Int("claims_behind", crowdedAfter), slog.Duration("within", crowdWindow), slog.Duration("tick", l.cfg.Tick))
+		} else {
+			l.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "ax: claims keep up: tasks handed out at their due times again")
+		}
+	}
+	l.wheel.SetCoarse(on)
 }
 
 // unqueue gives back the room reserved for a batch the claimer did not take: the
