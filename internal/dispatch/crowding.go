@@ -11,16 +11,16 @@ import "time"
 // CPU, and the tasks behind it wait for the claim (measured with every core busy:
 // lateness p99 58–75 ms, against 18–20 ms with the tick's batches).
 //
-// So the loop counts the claims that tasks fell due behind: claims out for a quarter
-// of a tick or more when a task due after they were sent was handed out. Once
+// So the loop counts the claims that tasks fell due behind: claims out for half a
+// tick or more when a task due after they were sent was handed out. Once
 // crowdedAfter of them fall within crowdWindow (any window: the last crowdedAfter
 // are kept), the loop goes coarse for crowdHold — a claim per tick at most, as before
 // issue 38 — and then tries dues again; another such claim while coarse extends the
 // hold. Claims, not tasks nor wake-ups: a burst due at one instant is one claim
 // however many tasks it holds, and a claim the store holds up for a while (a
 // checkpoint's stall, a failover) is one however many tasks fall due behind it;
-// neither means claims keep falling behind. A claim out for less than a quarter tick
-// is a claim keeping up: a task that falls due behind it (one the refill brings back
+// neither means claims keep falling behind. A claim out for less than half a tick is
+// a claim keeping up: a task that falls due behind it (one the refill brings back
 // just as it is claimed, say) waits less than the claim took.
 type crowding struct {
 	behind [crowdedAfter]time.Time // when the last crowdedAfter such claims were seen, a ring

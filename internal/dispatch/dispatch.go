@@ -312,8 +312,8 @@ func (l *Loop) Remove(id int64) {
 }
 
 func (l *Loop) loop(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	timer := newWaker()
+	defer timer.stop()
 	defer l.unqueue()
 	var in []store.Due
 	var rm []int64
@@ -366,11 +366,11 @@ func (l *Loop) loop(ctx context.Context) {
 		if len(l.overflow) > 0 {
 			sleep = min(sleep, l.cfg.RefillInterval)
 		}
-		timer.Reset(sleep)
+		timer.reset(sleep)
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-timer.C():
 		case <-l.wake:
 		}
 	}
@@ -414,10 +414,10 @@ func (l *Loop) claim() {
 }
 
 // fellBehind reports whether a task of l.expired, handed out at now, fell due behind
-// the claim out, sent a quarter of a tick ago or more: due after that claim was sent
+// the claim out, sent half a tick ago or more: due after that claim was sent
 // (see crowding). It reports each claim once.
 func (l *Loop) fellBehind(now time.Time) bool {
-	if len(l.expired) == 0 || !l.claiming.Load() || now.Sub(l.claimSent) < l.cfg.Tick/4 ||
+	if len(l.expired) == 0 || !l.claiming.Load() || now.Sub(l.claimSent) < l.cfg.Tick/2 ||
 		l.claimSent.Equal(l.claimCounted) {
 		return false
 	}
