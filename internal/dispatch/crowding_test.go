@@ -97,6 +97,29 @@ func (s *slowClaims) claimsBetween(from, to time.Time) []time.Time {
 	return in
 }
 
+// runStream writes nts into st's store and runs a loop on st, with room for them
+// all, until the bubble's clock reaches until; it returns what the loop dispatched.
+func runStream(t *testing.T, st *slowClaims, tick time.Duration, nts []store.NewTask, until time.Time) *recorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := st.Store.Insert(ctx, nts); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	l := New(Config{
+		Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Executor: rec,
+		Tick: tick, Window: time.Minute, RefillInterval: time.Second, Capacity: len(nts) + 1,
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Run(ctx) })
+	time.Sleep(time.Until(until))
+	synctest.Wait()
+	cancel()
+	wg.Wait()
+	return rec
+}
+
 // In the loop: a stream that falls due faster than claims come back turns the wheel
 // coarse — a claim per tick, at the tick's end — and a minute after the stream ends a
 // lone task is claimed at its due again; while coarse, at its tick's end. Never early.
@@ -105,8 +128,7 @@ func TestLoopGoesCoarseWhileClaimsFallBehind(t *testing.T) {
 		mem := memory.New()
 		defer mem.Close()
 		const tick = 10 * time.Millisecond
-		st := &slowClaims{Store: mem, claimTime: 6 * time.Millisecond} // ≥ tick/4
-		ctx, cancel := context.WithCancel(context.Background())
+		st := &slowClaims{Store: mem, claimTime: 6 * time.Millisecond} // ≥ tick/2
 		origin := time.Now() // the wheel's: ticks end at origin + k·tick
 		streamFrom, streamTo := origin.Add(time.Second), origin.Add(3*time.Second)
 		var nts []store.NewTask
@@ -117,20 +139,7 @@ func TestLoopGoesCoarseWhileClaimsFallBehind(t *testing.T) {
 		inHold, after := streamTo.Add(30*time.Second+3*time.Millisecond), streamTo.Add(crowdHold+10*time.Second+3*time.Millisecond)
 		nts = append(nts, store.NewTask{Name: "job", Key: "in-hold", DueAt: inHold, MaxRetry: 1},
 			store.NewTask{Name: "job", Key: "after", DueAt: after, MaxRetry: 1})
-		if _, err := mem.Insert(ctx, nts); err != nil {
-			t.Fatal(err)
-		}
-		rec := &recorder{}
-		l := New(Config{
-			Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Executor: rec,
-			Tick: tick, Window: time.Minute, RefillInterval: time.Second, Capacity: len(nts) + 1,
-		})
-		var wg sync.WaitGroup
-		wg.Go(func() { l.Run(ctx) })
-		time.Sleep(after.Sub(origin) + time.Second)
-		synctest.Wait()
-		cancel()
-		wg.Wait()
+		rec := runStream(t, st, tick, nts, after.Add(time.Second))
 
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
@@ -176,7 +185,6 @@ func TestLoopStaysExactThroughAStalledClaim(t *testing.T) {
 		mem := memory.New()
 		defer mem.Close()
 		const tick = 10 * time.Millisecond
-		ctx, cancel := context.WithCancel(context.Background())
 		origin := time.Now()
 		streamFrom, streamTo := origin.Add(time.Second), origin.Add(3*time.Second)
 		st := &slowClaims{Store: mem, claimTime: tick / 20, stallAt: streamFrom.Add(500 * time.Millisecond), stall: 300 * time.Millisecond}
@@ -186,20 +194,7 @@ func TestLoopStaysExactThroughAStalledClaim(t *testing.T) {
 		}
 		lone := streamTo.Add(2*time.Second + 3*time.Millisecond)
 		nts = append(nts, store.NewTask{Name: "job", Key: "lone", DueAt: lone, MaxRetry: 1})
-		if _, err := mem.Insert(ctx, nts); err != nil {
-			t.Fatal(err)
-		}
-		rec := &recorder{}
-		l := New(Config{
-			Store: st, Clock: clock.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Executor: rec,
-			Tick: tick, Window: time.Minute, RefillInterval: time.Second, Capacity: len(nts) + 1,
-		})
-		var wg sync.WaitGroup
-		wg.Go(func() { l.Run(ctx) })
-		time.Sleep(lone.Sub(origin) + time.Second)
-		synctest.Wait()
-		cancel()
-		wg.Wait()
+		rec := runStream(t, st, tick, nts, lone.Add(time.Second))
 
 		if n := rec.count(); n != len(nts) {
 			t.Fatalf("%d tasks dispatched, want %d", n, len(nts))
