@@ -111,6 +111,15 @@ ours() {
   [[ $c == *"$DIR/"* ]]
 }
 
+# exec_wait PID: wait (up to 5 s) until the background child PID has exec'd its
+# command, or ended. Until then its command line is this shell's, which ours does not
+# count as started from DIR, so a liveness check right after a start would call a
+# process that is only starting gone.
+exec_wait() {
+  local deadline=$((SECONDS + 5))
+  while ! ours "$1" && [[ -e /proc/$1 ]] && ((SECONDS < deadline)); do sleep 0.01; done
+}
+
 # stat_field PID N: field N of /proc/PID/stat counted after the command name:
 # 1 state, 2 ppid, 3 pgrp, 4 session.
 stat_field() {
@@ -290,6 +299,7 @@ start_node() {
   rm -f "$nd/mariadbd.pid"
   setsid "$MARIADBD" --defaults-file="$nd/my.cnf" "$@" >>"$nd/stdout.log" 2>&1 </dev/null &
   echo $! >"$nd/started.pid"
+  exec_wait $!
 }
 
 # wait_synced DEADLINE SIZE I...: wait until each node I is Synced in a cluster of SIZE.
@@ -412,6 +422,7 @@ start_haproxy() {
   "$HAPROXY" -c -q -f "$DIR/haproxy.cfg" || { log "haproxy.cfg does not parse"; return 1; }
   setsid "$HAPROXY" -db -f "$DIR/haproxy.cfg" >>"$DIR/haproxy.log" 2>&1 </dev/null &
   echo $! >"$DIR/haproxy.pid"
+  exec_wait $!
 }
 
 # proxy_port_of: the MySQL port of the node behind HAProxy now (SELECT @@port through it).

@@ -147,8 +147,19 @@ spawn() {
   local name=$1 logf=$2
   shift 2
   setsid "$@" >>"$logf" 2>&1 </dev/null &
-  echo $! >"$PIDS/$name.pid"
-  disown $! # not this shell's job: no "Killed" notice when down kills it
+  local pid=$!
+  echo "$pid" >"$PIDS/$name.pid"
+  disown "$pid" # not this shell's job: no "Killed" notice when down kills it
+  exec_wait "$pid"
+}
+
+# exec_wait PID: wait (up to 5 s) until the background child PID has exec'd its
+# command, or ended. Until then its command line is this shell's, which ours does not
+# count as started from DIR, so a liveness check right after a start would call a
+# process that is only starting gone.
+exec_wait() {
+  local deadline=$((SECONDS + 5))
+  while ! ours "$1" && [[ -e /proc/$1 ]] && ((SECONDS < deadline)); do sleep 0.01; done
 }
 
 # recorded NAME: the pid recorded for NAME, if that process still runs and is ours.
