@@ -129,7 +129,8 @@ func TestLoopGoesCoarseWhileClaimsFallBehind(t *testing.T) {
 		defer mem.Close()
 		const tick = 10 * time.Millisecond
 		st := &slowClaims{Store: mem, claimTime: 6 * time.Millisecond} // ≥ tick/2
-		origin := time.Now() // the wheel's: ticks end at origin + k·tick
+		// The wheel's origin: its ticks end at origin + k·tick.
+		origin := time.Now()
 		streamFrom, streamTo := origin.Add(time.Second), origin.Add(3*time.Second)
 		var nts []store.NewTask
 		for due := streamFrom; due.Before(streamTo); due = due.Add(2 * time.Millisecond) {
