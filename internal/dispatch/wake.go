@@ -17,42 +17,18 @@ type waker interface {
 	reset(d time.Duration)
 	// C fires when the time set comes; it may also fire once more for a time set
 	// before a reset, which costs the loop a wake-up for nothing.
-	C() <-chan struct{}
+	C() <-chan time.Time
 	// stop releases the waker.
 	stop()
 }
 
-// goWaker is a waker on a Go timer.
-type goWaker struct {
-	t *time.Timer
-	c chan struct{}
-}
+// goWaker is a waker on a Go timer, whose Reset drops a fire not yet received.
+type goWaker struct{ t *time.Timer }
 
-func newGoWaker() *goWaker {
-	w := &goWaker{c: make(chan struct{}, 1)}
-	w.t = time.AfterFunc(time.Hour, func() {
-		select {
-		case w.c <- struct{}{}:
-		default:
-		}
-	})
-	return w
-}
-
-func (w *goWaker) reset(d time.Duration) {
-	drain(w.c)
-	w.t.Reset(d)
-}
-func (w *goWaker) C() <-chan struct{} { return w.c }
-func (w *goWaker) stop()              { w.t.Stop() }
-
-// drain takes a fire for a time set before out of c: a reset sets the one time.
-func drain(c chan struct{}) {
-	select {
-	case <-c:
-	default:
-	}
-}
+func newGoWaker() goWaker               { return goWaker{time.NewTimer(time.Hour)} }
+func (w goWaker) reset(d time.Duration) { w.t.Reset(d) }
+func (w goWaker) C() <-chan time.Time   { return w.t.C }
+func (w goWaker) stop()                 { w.t.Stop() }
 
 // realClock reports whether time.Now reads the system's clock: its reading has a
 // monotonic part, which the fake clock of a testing/synctest bubble's lacks. A

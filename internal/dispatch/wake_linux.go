@@ -17,7 +17,7 @@ func newWaker() waker {
 	if err != nil {
 		return newGoWaker()
 	}
-	w := &fdWaker{fd: fd, f: os.NewFile(uintptr(fd), "ax-timerfd"), c: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &fdWaker{fd: fd, f: os.NewFile(uintptr(fd), "ax-timerfd"), c: make(chan time.Time, 1), done: make(chan struct{})}
 	go w.read()
 	return w
 }
@@ -27,7 +27,7 @@ func newWaker() waker {
 type fdWaker struct {
 	fd   int
 	f    *os.File
-	c    chan struct{}
+	c    chan time.Time // holds one fire at most
 	done chan struct{}
 }
 
@@ -38,26 +38,31 @@ func (w *fdWaker) read() {
 		if _, err := w.f.Read(buf[:]); err != nil {
 			return // closed by stop
 		}
-		select {
-		case w.c <- struct{}{}:
-		default:
-		}
+		w.fire()
+	}
+}
+
+// fire puts a fire in c, unless one waits there already.
+func (w *fdWaker) fire() {
+	select {
+	case w.c <- time.Now():
+	default:
 	}
 }
 
 func (w *fdWaker) reset(d time.Duration) {
+	select { // a fire for the time set before: the reset replaces it
+	case <-w.c:
+	default:
+	}
 	// A zero value disarms a timerfd: at once is a nanosecond from now.
-	drain(w.c)
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(max(d.Nanoseconds(), 1))}
 	if err := unix.TimerfdSettime(w.fd, 0, &spec, nil); err != nil {
-		select { // not armed: wake the loop now, which asks again
-		case w.c <- struct{}{}:
-		default:
-		}
+		w.fire() // not armed: wake the loop now, which asks again
 	}
 }
 
-func (w *fdWaker) C() <-chan struct{} { return w.c }
+func (w *fdWaker) C() <-chan time.Time { return w.c }
 
 func (w *fdWaker) stop() {
 	w.f.Close() // ends read's Read

@@ -24,7 +24,7 @@ func TestRealClock(t *testing.T) {
 func TestWakerFires(t *testing.T) {
 	w := newWaker()
 	defer w.stop()
-	if _, precise := w.(*goWaker); precise == (runtime.GOOS == "linux") {
+	if _, onGoTimer := w.(goWaker); onGoTimer == (runtime.GOOS == "linux") {
 		t.Errorf("newWaker() = %T on %s", w, runtime.GOOS)
 	}
 	fired := func(what string) {
