@@ -37,8 +37,8 @@ const (
 // coarse reports whether tasks are handed out at their ticks' ends at now.
 func (c *crowding) coarse(now time.Time) bool { return now.Before(c.until) }
 
-// fellBehind records a claim seen at now that a task fell due behind.
-func (c *crowding) fellBehind(now time.Time) {
+// claimBehind records a claim seen at now that a task fell due behind.
+func (c *crowding) claimBehind(now time.Time) {
 	c.behind[c.next] = now
 	c.next = (c.next + 1) % crowdedAfter
 	if first := c.behind[c.next]; !first.IsZero() && now.Sub(first) < crowdWindow {

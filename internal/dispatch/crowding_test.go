@@ -24,7 +24,7 @@ func TestCrowding(t *testing.T) {
 	// A trickle: a little fewer than crowdedAfter claims behind a window.
 	at := t0
 	for range 10 * crowdedAfter {
-		c.fellBehind(at)
+		c.claimBehind(at)
 		if c.coarse(at) {
 			t.Fatalf("coarse at +%v after a trickle of claims behind", at.Sub(t0))
 		}
@@ -37,7 +37,7 @@ func TestCrowding(t *testing.T) {
 		if c.coarse(at) {
 			t.Fatalf("coarse after %d claims behind, want after %d", i, crowdedAfter)
 		}
-		c.fellBehind(at)
+		c.claimBehind(at)
 		at = at.Add(crowdWindow / 2 / crowdedAfter)
 	}
 	crowded := at.Add(-crowdWindow / 2 / crowdedAfter)
@@ -50,7 +50,7 @@ func TestCrowding(t *testing.T) {
 	// One more while coarse, with the last crowdedAfter within a window: the hold
 	// runs from it.
 	more := crowded.Add(crowdWindow / 4)
-	c.fellBehind(more)
+	c.claimBehind(more)
 	if !c.coarse(more.Add(crowdHold - time.Nanosecond)) {
 		t.Errorf("a claim behind while crowded did not extend the hold")
 	}

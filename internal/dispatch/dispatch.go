@@ -130,7 +130,6 @@ type Loop struct {
 	overflow []store.Due
 	expired  []wheel.Entry
 	crowd    crowding // whether the wheel hands tasks out at their dues (loop only)
-	coarse   bool     // whether it hands them out at their ticks' ends (loop only)
 	// claimSent is when the loop last handed the claimer a batch, claimCounted that
 	// of the last claim crowd counted (loop only).
 	claimSent, claimCounted time.Time
@@ -343,7 +342,7 @@ func (l *Loop) loop(ctx context.Context) {
 		l.setCoarse(ctx, now)
 		l.expired = l.wheel.Advance(now, l.expired[:0])
 		if l.fellBehind(now) {
-			l.crowd.fellBehind(now)
+			l.crowd.claimBehind(now)
 			l.setCoarse(ctx, now)
 		}
 		if l.head > 0 && l.head >= len(l.ready)/2 { // compact, amortised O(1)
@@ -433,8 +432,7 @@ func (l *Loop) fellBehind(now time.Time) bool {
 // setCoarse has the wheel hand tasks out as crowd says at now, and logs a change.
 func (l *Loop) setCoarse(ctx context.Context, now time.Time) {
 	on := l.crowd.coarse(now)
-	if on != l.coarse {
-		l.coarse = on
+	if on != l.wheel.Coarse() {
 		if on {
 			l.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "ax: claims fall behind the tasks falling due: tasks handed out at their ticks' ends until claims keep up for a minute",
 				slog.Int("claims_behind", crowdedAfter), slog.Duration("within", crowdWindow), slog.Duration("tick", l.cfg.Tick))

@@ -195,6 +195,9 @@ func (w *Wheel) Remove(id int64) bool {
 // wait (see dispatch's crowding). Next and Advance follow it at once.
 func (w *Wheel) SetCoarse(on bool) { w.coarse = on }
 
+// Coarse reports whether every tick is handed out at its end (SetCoarse).
+func (w *Wheel) Coarse() bool { return w.coarse }
+
 // Advance moves the wheel to now, appends to dst every entry whose rounded
 // due tick is at most floor((now-origin)/tick), and, from the tick now lies in,
 // every entry whose due is at most now while that tick holds at most 64 entries
