@@ -11,8 +11,13 @@ import "time"
 // CPU, and the tasks behind it wait for the claim (measured with every core busy:
 // lateness p99 58–75 ms, against 18–20 ms with the tick's batches).
 //
-// So the loop counts the claims that tasks fell due behind: claims out for half a
-// tick or more when a task due after they were sent was handed out. Once
+// So the loop counts the claims that tasks fell due behind: claims that took half a
+// tick or more, while a task due after they were sent was handed out. It judges a
+// claim at its end, by how long it took: judged when a task fell due, by how long the
+// claim had been out then, a claim of 6 ms at 250 tasks a second counted only if a task
+// fell due in its last millisecond, and with every core busy the loop stayed exact for
+// up to three quarters of a 20-second run (lateness p99 median 46 ms over fifteen runs,
+// 31 ms forced coarse). Once
 // crowdedAfter of them fall within crowdWindow (any window: the last crowdedAfter
 // are kept), the loop goes coarse for crowdHold — a claim per tick at most, as before
 // issue 38 — and then tries dues again; another such claim while coarse extends the

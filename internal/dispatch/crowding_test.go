@@ -132,8 +132,11 @@ func TestLoopGoesCoarseWhileClaimsFallBehind(t *testing.T) {
 		// The wheel's origin: its ticks end at origin + k·tick.
 		origin := time.Now()
 		streamFrom, streamTo := origin.Add(time.Second), origin.Add(3*time.Second)
-		var nts []store.NewTask
-		for due := streamFrom; due.Before(streamTo); due = due.Add(2 * time.Millisecond) {
+		// A task at streamFrom, then one every claimTime from 2 ms after it: claims run
+		// back to back, each with a task falling due behind it 2 ms after it was sent —
+		// long before the half tick, which the claim outlasts.
+		nts := []store.NewTask{{Name: "job", Key: "s0", DueAt: streamFrom, MaxRetry: 1}}
+		for due := streamFrom.Add(2 * time.Millisecond); due.Before(streamTo); due = due.Add(st.claimTime) {
 			nts = append(nts, store.NewTask{Name: "job", Key: fmt.Sprint("s", due.Sub(origin)), DueAt: due, MaxRetry: 1})
 		}
 		// Lone tasks 3 ms into a tick: in the hold, and after it.

@@ -130,9 +130,12 @@ type Loop struct {
 	overflow []store.Due
 	expired  []wheel.Entry
 	crowd    crowding // whether the wheel hands tasks out at their dues (loop only)
-	// claimSent is when the loop last handed the claimer a batch, claimCounted that
-	// of the last claim crowd counted (loop only).
-	claimSent, claimCounted time.Time
+	// claimSent is when the loop last handed the claimer a batch; unjudged, that
+	// crowd has not yet seen its end; behind, that a task fell due behind it (loop
+	// only). claimTook is how long the claimer's last claim took (nanoseconds).
+	claimSent        time.Time
+	unjudged, behind bool
+	claimTook        atomic.Int64
 }
 
 // New returns a loop for cfg; Run runs it.
@@ -341,8 +344,9 @@ func (l *Loop) loop(ctx context.Context) {
 		}
 		l.setCoarse(ctx, now)
 		l.expired = l.wheel.Advance(now, l.expired[:0])
-		if l.fellBehind(now) {
-			l.crowd.claimBehind(now)
+		if l.claiming.Load() {
+			l.watchBehind()
+		} else if l.judge(now) {
 			l.setCoarse(ctx, now)
 		}
 		if l.head > 0 && l.head >= len(l.ready)/2 { // compact, amortised O(1)
@@ -390,6 +394,7 @@ func (l *Loop) claim() {
 	if len(l.ready) == l.head || l.claiming.Load() {
 		return
 	}
+	l.judge(l.cfg.Clock.Now()) // the claim before, if its end came after the loop looked
 	n := min(int64(len(l.ready)-l.head), l.maxInflight-l.inflight.Load(), store.MaxBatch)
 	if n <= 0 {
 		return
@@ -407,26 +412,34 @@ func (l *Loop) claim() {
 	b.ids = make([]int64, n)
 	l.head += copy(b.ids, l.ready[l.head:])
 	l.inflight.Add(n)
-	l.claimSent = l.cfg.Clock.Now()
+	l.claimSent, l.unjudged, l.behind = l.cfg.Clock.Now(), true, false
 	l.claiming.Store(true)
 	l.claims <- b
 }
 
-// fellBehind reports whether a task of l.expired, handed out at now, fell due behind
-// the claim out, sent half a tick ago or more: due after that claim was sent
-// (see crowding). It reports each claim once.
-func (l *Loop) fellBehind(now time.Time) bool {
-	if len(l.expired) == 0 || !l.claiming.Load() || now.Sub(l.claimSent) < l.cfg.Tick/2 ||
-		l.claimSent.Equal(l.claimCounted) {
-		return false
-	}
+// watchBehind notes whether a task of l.expired, just handed out, fell due behind
+// the claim out: due after it was sent (see crowding).
+func (l *Loop) watchBehind() {
 	for _, e := range l.expired {
-		if e.Due.After(l.claimSent) {
-			l.claimCounted = l.claimSent
-			return true
+		if !l.behind && e.Due.After(l.claimSent) {
+			l.behind = true
 		}
 	}
-	return false
+}
+
+// judge has crowd count the claim last sent, once it has ended, if a task fell due
+// behind it and it took half a tick or more; it reports whether it counted it. It
+// judges each claim once.
+func (l *Loop) judge(now time.Time) bool {
+	if !l.unjudged {
+		return false
+	}
+	l.unjudged = false
+	if !l.behind || time.Duration(l.claimTook.Load()) < l.cfg.Tick/2 {
+		return false
+	}
+	l.crowd.claimBehind(now)
+	return true
 }
 
 // setCoarse has the wheel hand tasks out as crowd says at now, and logs a change.
@@ -553,6 +566,7 @@ func (l *Loop) claimer(ctx context.Context) {
 			}
 			l.exec.Dispatch(res.Claimed)
 		}
+		l.claimTook.Store(int64(time.Since(sent)))
 		l.claiming.Store(false)
 		l.signal()
 	}
