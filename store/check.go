@@ -54,3 +54,19 @@ func CheckNamespace(ns string) error {
 	}
 	return nil
 }
+
+// MaxMark is the longest mark, in bytes (Marker).
+const MaxMark = 64
+
+// CheckMark returns ErrInvalid, wrapped, unless mark is a valid mark (Marker).
+func CheckMark(mark string) error {
+	if mark == "" || len(mark) > MaxMark {
+		return fmt.Errorf("mark of %d bytes, want 1 to %d: %w", len(mark), MaxMark, ErrInvalid)
+	}
+	for i := 0; i < len(mark); i++ {
+		if c := mark[i]; c < '!' || c > '~' {
+			return fmt.Errorf("mark %q: byte %d is not printable ASCII: %w", mark, i, ErrInvalid)
+		}
+	}
+	return nil
+}

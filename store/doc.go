@@ -7,7 +7,7 @@
 // calls: [TaskWriter] and [TaskReader] for callers, [Queue] for the kernel's path,
 // [ScheduleKeeper] and [SlotHistory] for periodic tasks, [Fencer] and [Leaser] for
 // leaders, [NodeRegistry], [Auditor], [StatsKeeper] and [Pruner]. A driver implements
-// them all; [Transactor] and [Notifier] are optional.
+// them all; [Transactor], [Notifier] and [Marker] are optional.
 //
 // The interface is documented as a contract and checked by the conformance suite in
 // store/storetest: a driver written from this package's documentation that passes

@@ -63,7 +63,7 @@ var methodFiles = map[string]string{
 
 	"Bind": "tx.go", "InTx": "tx.go",
 
-	"Listen": "notify.go",
+	"Listen": "notify.go", "Marked": "notify.go",
 }
 
 var drivers = []string{"memory", "sqlite", "postgres", "mysql"}
@@ -80,13 +80,13 @@ func methodNames(ifaces ...reflect.Type) map[string]bool {
 }
 
 // TestDriverLayout: every driver declares each method of the contract (store.Store,
-// store.Transactor, store.Notifier) on its *Store in the file methodFiles names, and
+// store.Transactor, store.Notifier, store.Marker) on its *Store in the file methodFiles names, and
 // the methods of its bound view (store.Tx) in tx.go, so that a reader who knows one
 // driver finds a method in any other.
 func TestDriverLayout(t *testing.T) {
 	t.Parallel()
 	storeMethods := methodNames(reflect.TypeFor[store.Store]())
-	contract := methodNames(reflect.TypeFor[store.Store](), reflect.TypeFor[store.Transactor](), reflect.TypeFor[store.Notifier]())
+	contract := methodNames(reflect.TypeFor[store.Store](), reflect.TypeFor[store.Transactor](), reflect.TypeFor[store.Notifier](), reflect.TypeFor[store.Marker]())
 	txMethods := methodNames(reflect.TypeFor[store.Tx]())
 	for name := range contract {
 		if _, ok := methodFiles[name]; !ok {

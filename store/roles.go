@@ -21,8 +21,9 @@ import (
 // meanwhile (see KeyHold). The transitions are repeated through their conditions: a
 // repeat does not apply, or, for Start, answers Duplicate with the recorded execution.
 //
-// Two capabilities are optional, because a database may lack them: [Transactor]
-// (writes inside a transaction) and [Notifier] (signals of new work).
+// Three capabilities are optional, because a database may lack them: [Transactor]
+// (writes inside a transaction), [Notifier] (signals of new work) and [Marker]
+// (signals that name their sender).
 type Store interface {
 	Clock
 	TaskWriter
@@ -596,9 +597,26 @@ type Signal int
 
 // The signals.
 const (
-	SignalWork  Signal = iota // tasks were inserted or made SCHEDULED: a refill would find them
-	SignalFreed               // Finish ended a task of a name with a concurrency limit
+	SignalWork   Signal = iota // tasks were inserted or made SCHEDULED: a refill would find them
+	SignalFreed                // Finish ended a task of a name with a concurrency limit
+	SignalMarked               // tasks were inserted through a view with the listening view's mark (Marker)
 )
+
+// Marker is implemented by a Notifier that can tell a listener the signals of its
+// own inserts from the others' (PostgreSQL). A scheduler puts the tasks it submits in
+// its wheel as it writes them: the refill their signal would wake finds nothing new,
+// and hands the wheel back tasks it may have claimed meanwhile, to be claimed a second
+// time for nothing.
+type Marker interface {
+	// Marked returns a view of the store's namespace, with its optional interfaces,
+	// whose Insert marks its SignalWork with mark, and whose Listen reports a signal
+	// so marked — whichever view of that mark sent it — as SignalMarked; every other
+	// as the store's Listen does. Only Insert marks: the view's other writes, and
+	// inserts in a transaction it binds, signal SignalWork. Its InNamespace views
+	// are unmarked. A mark of 1 to MaxMark printable ASCII bytes; another is
+	// ErrInvalid.
+	Marked(mark string) (Store, error)
+}
 
 // Transactor is implemented by stores that write in transactions (every SQL driver of
 // this module; not store/memory). It binds a transaction once and returns a [Tx]: the

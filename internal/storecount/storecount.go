@@ -84,7 +84,8 @@ func (s *Store) Snapshot() Counts {
 }
 
 // WithOptionalInterfaces returns s as a store.Store that also implements each of
-// store.Notifier and store.Transactor that the wrapped store implements, so that a
+// store.Notifier and store.Transactor that the wrapped store implements (and
+// store.Marker, where it implements all three), so that a
 // scheduler given it behaves as with the wrapped store (it listens for
 // notifications; WithTx works). Listen, Bind, InTx and the bound transactions'
 // methods are counted, and pass through Before, like the other methods.
@@ -95,7 +96,15 @@ func (s *Store) WithOptionalInterfaces() store.Store {
 	s = &Store{inner: s.inner, root: s.root, optional: true}
 	n, isNotifier := s.inner.(store.Notifier)
 	tx, isTransactor := s.inner.(store.Transactor)
+	m, isMarker := s.inner.(store.Marker)
 	switch {
+	case isMarker && isNotifier && isTransactor: // PostgreSQL's
+		return struct {
+			*Store
+			notifier
+			transactor
+			marker
+		}{s, notifier{s, n}, transactor{s, tx}, marker{s, m}}
 	case isNotifier && isTransactor:
 		return struct {
 			*Store
@@ -126,6 +135,24 @@ func (n notifier) Listen(ctx context.Context, f func(store.Signal)) error {
 		return err
 	}
 	return n.inner.Listen(ctx, f)
+}
+
+type marker struct {
+	s     *Store
+	inner store.Marker
+}
+
+// Marked counts the call and returns the marked view, counted into the same Store,
+// with its optional interfaces.
+func (m marker) Marked(mark string) (store.Store, error) {
+	if err := m.s.before(context.Background(), "Marked"); err != nil {
+		return nil, err
+	}
+	v, err := m.inner.Marked(mark)
+	if err != nil {
+		return nil, err
+	}
+	return (&Store{inner: v, root: m.s.root}).WithOptionalInterfaces(), nil
 }
 
 type transactor struct {

@@ -92,7 +92,7 @@ func (s *Store) insertCopy(ctx context.Context, in *insertion) error {
 	if s.pool.setPath != "" {
 		b.Queue(s.pool.setPath) // behind a pooler: the COPY below runs in this transaction
 	}
-	b.Queue(publishSQL, s.lockKey, s.channel)
+	b.Queue(publishInsertSQL, s.lockKey, s.channel, s.marked)
 	b.Queue(copyStampsSQL, len(in.order)).QueryRow(func(row pgx.Row) error { return row.Scan(&now, &ids) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err

@@ -1,7 +1,8 @@
 // Package postgres is ax's PostgreSQL store (pgx v5): the store for several replicas
 // of a service sharing one database. It implements store.Store (several services on
 // one schema, and the node registry, included), store.Transactor (transactional
-// submit: Bind, InTx) and store.Notifier (LISTEN/NOTIFY wake-ups). It needs PostgreSQL
+// submit: Bind, InTx), store.Notifier (LISTEN/NOTIFY wake-ups) and store.Marker (a
+// scheduler's own inserts wake no refill of its own: Marked). It needs PostgreSQL
 // 13 or later and is tested on 15, directly and through PgBouncer 1.18 in transaction
 // mode (see Behind a connection pooler).
 //

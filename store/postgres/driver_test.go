@@ -562,6 +562,95 @@ func TestListen(t *testing.T) {
 }
 
 // waitListeners waits, up to 10s, until want sessions have LISTENed on channel.
+// A Marked view's Insert signals SignalMarked to the listening views of its mark —
+// through COPY too — and SignalWork to every other; its other writes, and inserts in a
+// transaction it binds, signal SignalWork. A bad mark is ErrInvalid.
+func TestListenMarked(t *testing.T) {
+	t.Parallel()
+	st, pool := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	view := func(mark string) *postgres.Store {
+		t.Helper()
+		v, err := st.Marked(mark)
+		if err != nil {
+			t.Fatalf("Marked(%q): %v", mark, err)
+		}
+		return v.(*postgres.Store)
+	}
+	a, a2, b := view("a"), view("a"), view("b")
+	postgres.SetCopyThreshold(a2, 10)
+	listen := func(v *postgres.Store) chan store.Signal {
+		sigs := make(chan store.Signal, 16)
+		go v.Listen(ctx, func(sig store.Signal) { sigs <- sig })
+		return sigs
+	}
+	onA, onPlain := listen(a), listen(st)
+	waitListeners(t, pool, st.Channel(), 2)
+
+	tasks := func(key string, n int) []store.NewTask {
+		nts := make([]store.NewTask, n)
+		for i := range nts {
+			nts[i] = store.NewTask{Name: "n", Key: fmt.Sprint(key, i), DueAt: time.Now().Add(time.Hour)}
+		}
+		return nts
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, c := range []struct {
+		what  string
+		write func() error
+		onA   store.Signal
+	}{
+		{"an insert through the view", func() error { _, err := a.Insert(ctx, tasks("a", 1)); return err }, store.SignalMarked},
+		{"a COPY through another view of its mark", func() error { _, err := a2.Insert(ctx, tasks("copy", 20)); return err }, store.SignalMarked},
+		{"an insert through a view of another mark", func() error { _, err := b.Insert(ctx, tasks("b", 1)); return err }, store.SignalWork},
+		{"an unmarked insert", func() error { _, err := st.Insert(ctx, tasks("plain", 1)); return err }, store.SignalWork},
+		{"an insert in a transaction the view binds", func() error {
+			if _, err := bind(t, a, tx).Insert(ctx, tasks("tx", 1)); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}, store.SignalWork},
+		{"another write of the view", func() error {
+			ins, err := st.Insert(ctx, tasks("due", 1))
+			if err != nil {
+				return err
+			}
+			<-onA
+			<-onPlain
+			_, err = a.MakeDue(ctx, ins[0].Task.ID)
+			return err
+		}, store.SignalWork},
+	} {
+		if err := c.write(); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		for _, l := range []struct {
+			name string
+			sigs chan store.Signal
+			want store.Signal
+		}{{"the view", onA, c.onA}, {"the unmarked store", onPlain, store.SignalWork}} {
+			select {
+			case got := <-l.sigs:
+				if got != l.want {
+					t.Errorf("%s: %s heard signal %d, want %d", c.what, l.name, got, l.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: %s heard nothing within 10s", c.what, l.name)
+			}
+		}
+	}
+	for _, mark := range []string{"", "a b", "é", strings.Repeat("m", store.MaxMark+1)} {
+		if _, err := st.Marked(mark); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Marked(%q) = %v, want ErrInvalid", mark, err)
+		}
+	}
+}
+
 func waitListeners(t *testing.T, pool *pgxpool.Pool, channel string, want int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {

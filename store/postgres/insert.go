@@ -24,6 +24,10 @@ import (
 // commit.
 const publishSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_seq') & 2147483647)::int4), pg_notify($2, '')`
 
+// publishInsertSQL is publishSQL for Insert, whose signal's payload is $3: the
+// view's mark, or empty (see Marked).
+const publishInsertSQL = `SELECT pg_advisory_xact_lock_shared($1::int4, (nextval('ax_seq') & 2147483647)::int4), pg_notify($2, $3::text)`
+
 // insertFromSQL is the insert statement over the rows of c, a query of the columns
 // name, key, payload, due_at, max_retry, owner_service, timeout_us, backoff_us (text,
 // as formatBackoff writes it), task_key, overlap, key_hold, key_until, trace and ord: it inserts
@@ -244,7 +248,7 @@ func (in *insertion) releaseArgs() []any {
 // lock and wake-up signal (publishSQL), with in.release the release of the keys
 // given up (releaseSQL), then one insertSQL per chunk.
 func (in *insertion) queue(b *pgx.Batch, s *Store) {
-	b.Queue(publishSQL, s.lockKey, s.channel)
+	b.Queue(publishInsertSQL, s.lockKey, s.channel, s.marked)
 	if in.release {
 		b.Queue(releaseSQL, in.releaseArgs()...)
 	}

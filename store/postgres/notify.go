@@ -50,6 +50,22 @@ func (c *limitCache) learn(limited bool, now time.Time) {
 	c.checked.Store(now.UnixNano())
 }
 
+// Marked returns the view of the store's namespace whose Insert's notification
+// carries mark (payload markPrefix + mark), and whose Listen reports such a
+// notification, from any view of the mark, as store.SignalMarked (see store.Marker).
+// An invalid mark is store.ErrInvalid.
+func (s *Store) Marked(mark string) (store.Store, error) {
+	if err := store.CheckMark(mark); err != nil {
+		return nil, fmt.Errorf("ax: postgres: marked: %w", err)
+	}
+	return &Store{shared: s.shared, ns: s.ns, limits: s.limits, marked: markPrefix + mark}, nil
+}
+
+var _ store.Marker = (*Store)(nil)
+
+// markPrefix begins a marked notification's payload, which freedPayload never does.
+const markPrefix = "m:"
+
 // Channel returns the NOTIFY channel of the store's schema: "ax_" + schema (a hash
 // when that exceeds PostgreSQL's 63-byte identifiers).
 func (s *Store) Channel() string { return s.channel }
@@ -63,7 +79,8 @@ func (s *Store) Channel() string { return s.channel }
 // and never calls f (the scheduler's periodic refill finds the work then).
 //
 // Every transaction that inserts tasks or makes them SCHEDULED notifies the
-// channel (an empty payload: SignalWork), as does a Finish that ended a task of a name with
+// channel (an empty payload: SignalWork; a mark for a Marked view's Insert:
+// SignalMarked to a listening view of that mark, SignalWork to the others), as does a Finish that ended a task of a name with
 // a concurrency limit (payload freedPayload: SignalFreed); PostgreSQL delivers the
 // notification when it commits, folding repeats within one transaction into one.
 // Behind a pooler too: the server session that ran the transaction notifies, and
@@ -105,9 +122,12 @@ func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
 		if err != nil {
 			return ended(err)
 		}
-		if n.Payload == freedPayload {
+		switch {
+		case n.Payload == freedPayload:
 			f(store.SignalFreed)
-		} else {
+		case s.marked != "" && n.Payload == s.marked:
+			f(store.SignalMarked)
+		default:
 			f(store.SignalWork)
 		}
 	}

@@ -42,6 +42,9 @@ type Store struct {
 	*shared
 	ns     string      // the view's namespace: every task, schedule and node it reads or writes
 	limits *limitCache // what the view knows of its namespace's concurrency limits (notify.go)
+	// marked is the payload of Insert's signal: "" unless the view is Marked's
+	// (notify.go).
+	marked string
 }
 
 // shared is what every view of one store shares: the pool, the schema's derived
