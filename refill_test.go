@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/internal/storecount"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/postgres"
 )
 
 // TestIdleRefillDoesNotGrowWithPendingTasks: with tasks pending an hour ahead and
@@ -70,5 +72,62 @@ func TestIdleRefillDoesNotGrowWithPendingTasks(t *testing.T) {
 	}
 	if a, b := perInterval[sizes[0]], perInterval[sizes[1]]; b > a+0.5 {
 		t.Errorf("store calls per refill interval grew with pending tasks: %.2f at n=%d, %.2f at n=%d", a, sizes[0], b, sizes[1])
+	}
+}
+
+// TestOwnSubmitsNeedNoRefill: on PostgreSQL a running scheduler's own submits, which
+// it puts in its wheel as it writes them, wake no refill of it; a submit through
+// another scheduler sharing the store — and its pool — does, and runs at once.
+func TestOwnSubmitsNeedNoRefill(t *testing.T) {
+	t.Parallel()
+	st, err := postgres.Open(context.Background(), servicetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cs := storecount.New(st)
+	shared := cs.WithOptionalInterfaces()
+	slow := func(c *ax.Config) { c.RefillInterval = 10 * time.Minute } // only signals refill
+	worker := newScheduler(t, shared, slow)
+	ran := make(chan string, 64)
+	worker.HandleFunc("job", func(ctx context.Context, task *ax.Task) error { ran <- task.Key; return nil })
+	start(t, worker)
+	waitFor(t, 10*time.Second, "the first refill", func() bool { return cs.Snapshot().Calls["Refill"] >= 1 })
+	ctx := context.Background()
+	await := func(key string) {
+		t.Helper()
+		select {
+		case got := <-ran:
+			if got != key {
+				t.Fatalf("ran %q, want %q", got, key)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("task %q not run within 10s", key)
+		}
+	}
+
+	before := cs.Snapshot().Calls["Refill"]
+	for i := range 10 {
+		key := fmt.Sprint("own-", i)
+		if _, err := worker.Delay(ctx, "job", key, 0); err != nil {
+			t.Fatal(err)
+		}
+		await(key)
+	}
+	if _, err := worker.SubmitMany(ctx, []ax.TaskSpec{{Name: "job", Key: "own-many", DueAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	await("own-many")
+	if n := cs.Snapshot().Calls["Refill"] - before; n != 0 {
+		t.Errorf("%d refills for 11 of the scheduler's own submits, want 0", n)
+	}
+
+	client := newScheduler(t, shared, slow) // never started: it only submits
+	if _, err := client.Delay(ctx, "job", "other", 0); err != nil {
+		t.Fatal(err)
+	}
+	await("other")
+	if n := cs.Snapshot().Calls["Refill"] - before; n == 0 {
+		t.Errorf("another scheduler's submit ran with no refill: want it found by one")
 	}
 }

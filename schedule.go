@@ -477,8 +477,8 @@ func (s *Scheduler) TriggerSchedule(ctx context.Context, name string, acts ...Ac
 	}
 	nt.TaskKey, nt.Overlap = name, sc.Overlap
 	nt.KeyHold, nt.KeyUntil = store.HoldForever, time.Time{}
-	nt.Trace = s.traceOf(ctx) // submitted by this call, not by the schedule's registration
-	res, err := s.insert(ctx, o, []store.NewTask{nt})
+	nt.Trace = s.traceOf(ctx)                                // submitted by this call, not by the schedule's registration
+	res, err := s.insert(ctx, o, []store.NewTask{nt}, false) // MakeDue's signal brings it
 	if err != nil {
 		return nil, errorf("ax: trigger schedule %q: %w", name, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/dispatch"
 	"github.com/axsched/ax/internal/execute"
@@ -26,11 +28,15 @@ import (
 // when they are due, retries failures and recovers from crashes. Its methods are safe
 // for concurrent use.
 type Scheduler struct {
-	cfg   Config
-	st    Store // for calls made for the caller, bounded by the caller's context
-	kst   Store // for the scheduler's own calls, each bounded by StoreTimeout
-	log   *slog.Logger
-	clock *clock.Clock
+	cfg Config
+	st  Store // for calls made for the caller, bounded by the caller's context
+	kst Store // for the scheduler's own calls, each bounded by StoreTimeout
+	// own and kown are st and kst for the inserts whose tasks the scheduler hands its
+	// running loop itself (Delay, At, SubmitMany): views whose signal the loop knows
+	// for its own and refills for no more (store.Marker), where the store has them.
+	own, kown Store
+	log       *slog.Logger
+	clock     *clock.Clock
 	// clockNudge asks the clock's follower to measure the store's clock again now
 	// (refreshed: the store failed a call).
 	clockNudge chan struct{}
@@ -191,6 +197,12 @@ func New(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
+	own := st
+	if m, ok := st.(store.Marker); ok {
+		if own, err = m.Marked(uuid.NewString()); err != nil {
+			return nil, errorf("ax: config: Store: marked view: %w", err)
+		}
+	}
 	var (
 		signer   *remote.Signer
 		verifier *remote.Verifier
@@ -209,6 +221,8 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg:        cfg,
 		st:         st,
 		kst:        storecall.Bounded(st, cfg.StoreTimeout),
+		own:        own,
+		kown:       storecall.Bounded(own, cfg.StoreTimeout),
 		log:        cfg.Logger,
 		clock:      clock.New(),
 		clockNudge: make(chan struct{}, 1),

@@ -107,7 +107,7 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...Ta
 			nts[i].Trace = tr
 		}
 	}
-	res, err := s.insert(ctx, common, nts)
+	res, err := s.insert(ctx, common, nts, true)
 	if err != nil {
 		return nil, errorf("ax: submit many: %w", err)
 	}
@@ -136,11 +136,11 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 	var r store.Inserted
 	if o.hasTx {
 		var res []store.Inserted
-		if res, err = s.insert(ctx, o, []store.NewTask{nt}); err == nil {
+		if res, err = s.insert(ctx, o, []store.NewTask{nt}, true); err == nil {
 			r = res[0]
 		}
 	} else {
-		r, err = s.inserts.Insert(ctx, s.kst, nt)
+		r, err = s.inserts.Insert(ctx, s.kown, nt)
 	}
 	if err != nil {
 		return nil, errorf("ax: %s %q/%q: %w", op, name, key, err)
@@ -153,9 +153,15 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 }
 
 // insert writes tasks in the store's transaction, or in the caller's with WithTx.
-func (s *Scheduler) insert(ctx context.Context, o *options, nts []store.NewTask) ([]store.Inserted, error) {
+// own: the caller hands what it wrote to the running loop (schedule), so the store's
+// transaction writes through s.own, whose signal that loop ignores.
+func (s *Scheduler) insert(ctx context.Context, o *options, nts []store.NewTask, own bool) ([]store.Inserted, error) {
+	st := s.st
+	if own {
+		st = s.own
+	}
 	return inTxOr(ctx, s, o, func(tx store.Tx) ([]store.Inserted, error) { return tx.Insert(ctx, nts) },
-		func() ([]store.Inserted, error) { return s.st.Insert(ctx, nts) })
+		func() ([]store.Inserted, error) { return st.Insert(ctx, nts) })
 }
 
 // schedule hands newly written tasks to a running scheduler's wheel. A task written in a

@@ -91,7 +91,7 @@ func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) 
 		})
 	}
 	var notifier store.Notifier
-	if n, ok := s.st.(store.Notifier); ok && !s.hooks.noNotify {
+	if n, ok := s.own.(store.Notifier); ok && !s.hooks.noNotify { // s.own: its Listen tells this scheduler's inserts
 		notifier = n
 	}
 	var loop *dispatch.Loop

@@ -204,9 +204,12 @@ func (l *Loop) RefillNow() {
 func (l *Loop) listen(ctx context.Context, n store.Notifier) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
 		err := n.Listen(ctx, func(sig store.Signal) {
-			if sig == store.SignalFreed {
+			switch sig {
+			case store.SignalFreed:
 				l.offerParked()
 				return
+			case store.SignalMarked:
+				return // this scheduler's own insert, whose tasks it added to the wheel
 			}
 			select {
 			case l.refillNow <- struct{}{}:
