@@ -81,9 +81,9 @@ type Config struct {
 	// time, to the nanosecond of the scheduler's clock, while the tick it falls in
 	// holds at most 64 tasks; in a denser tick (a burst), at the tick's end, at most
 	// one tick after its due time, all of them at once. While claims fall behind —
-	// 16 times within a second a task fell due behind a claim out for half a tick or
-	// more, as when every core is busy — every tick comes out at its end, one claim
-	// per tick at most, until a minute has passed without that. It also bounds how
+	// 16 claims within a second took half a tick or more with a task falling due
+	// behind them, as when every core is busy — every tick comes out at its end, one
+	// claim per tick at most, until a minute has passed without that. It also bounds how
 	// soon a claim the store answers "not due yet" (its clock ahead of ours) is tried
 	// again. Defaults to DefaultTick (10ms).
 	Tick time.Duration
