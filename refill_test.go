@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/internal/servicetest"
 	"github.com/axsched/ax/internal/storecount"
@@ -80,7 +82,8 @@ func TestIdleRefillDoesNotGrowWithPendingTasks(t *testing.T) {
 // another scheduler sharing the store — and its pool — does, and runs at once.
 func TestOwnSubmitsNeedNoRefill(t *testing.T) {
 	t.Parallel()
-	st, err := postgres.Open(context.Background(), servicetest.PostgresDSN(t))
+	dsn := servicetest.PostgresDSN(t)
+	st, err := postgres.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +125,17 @@ func TestOwnSubmitsNeedNoRefill(t *testing.T) {
 		t.Errorf("%d refills for 11 of the scheduler's own submits, want 0", n)
 	}
 
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	listen := "LISTEN " + pgx.Identifier{st.Channel()}.Sanitize()
+	waitFor(t, 10*time.Second, "the worker's LISTEN", func() bool {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`, listen).Scan(&n)
+		return err == nil && n == 1
+	})
 	client := newScheduler(t, shared, slow) // never started: it only submits
 	if _, err := client.Delay(ctx, "job", "other", 0); err != nil {
 		t.Fatal(err)

@@ -108,6 +108,7 @@ func (s *Scheduler) SubmitMany(ctx context.Context, specs []TaskSpec, opts ...Ta
 		}
 	}
 	res, err := s.insert(ctx, common, nts, true)
+	s.refillUnless(common.hasTx, err)
 	if err != nil {
 		return nil, errorf("ax: submit many: %w", err)
 	}
@@ -141,6 +142,7 @@ func (s *Scheduler) submit(ctx context.Context, op, name, key string, due time.T
 		}
 	} else {
 		r, err = s.inserts.Insert(ctx, s.kown, nt)
+		s.refillUnless(false, err)
 	}
 	if err != nil {
 		return nil, errorf("ax: %s %q/%q: %w", op, name, key, err)
@@ -162,6 +164,19 @@ func (s *Scheduler) insert(ctx context.Context, o *options, nts []store.NewTask,
 	}
 	return inTxOr(ctx, s, o, func(tx store.Tx) ([]store.Inserted, error) { return tx.Insert(ctx, nts) },
 		func() ([]store.Inserted, error) { return st.Insert(ctx, nts) })
+}
+
+// refillUnless has the running loop refill at once after an insert through s.own
+// failed (err), unless it was in the caller's transaction (inTx): the transaction may
+// have committed all the same (an answer lost, or a read after the commit failed),
+// and its signal, marked, wakes no refill of this loop.
+func (s *Scheduler) refillUnless(inTx bool, err error) {
+	if err == nil || inTx {
+		return
+	}
+	if r := s.current(); r != nil {
+		r.refillNow()
+	}
 }
 
 // schedule hands newly written tasks to a running scheduler's wheel. A task written in a

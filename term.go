@@ -91,8 +91,12 @@ func (s *Scheduler) newTerm(ctx context.Context, r *running, t leadership.Term) 
 		})
 	}
 	var notifier store.Notifier
-	if n, ok := s.own.(store.Notifier); ok && !s.hooks.noNotify { // s.own: its Listen tells this scheduler's inserts
-		notifier = n
+	if !s.hooks.noNotify {
+		if n, ok := s.own.(store.Notifier); ok { // s.own's Listen tells this scheduler's inserts
+			notifier = n
+		} else if n, ok := s.st.(store.Notifier); ok {
+			notifier = n
+		}
 	}
 	var loop *dispatch.Loop
 	src := &execute.Source{Done: func(n int) { loop.Done(n) }, Valid: t.Valid, Fence: t.Fence}

@@ -13,20 +13,20 @@ import "time"
 //
 // So the loop counts the claims that tasks fell due behind: claims that took half a
 // tick or more, while a task due after they were sent was handed out. It judges a
-// claim at its end, by how long it took: judged when a task fell due, by how long the
-// claim had been out then, a claim of 6 ms at 250 tasks a second counted only if a task
-// fell due in its last millisecond, and with every core busy the loop stayed exact for
-// up to three quarters of a 20-second run (lateness p99 median 46 ms over fifteen runs,
-// 31 ms forced coarse). Once
-// crowdedAfter of them fall within crowdWindow (any window: the last crowdedAfter
-// are kept), the loop goes coarse for crowdHold — a claim per tick at most, as before
-// issue 38 — and then tries dues again; another such claim while coarse extends the
-// hold. Claims, not tasks nor wake-ups: a burst due at one instant is one claim
-// however many tasks it holds, and a claim the store holds up for a while (a
-// checkpoint's stall, a failover) is one however many tasks fall due behind it;
-// neither means claims keep falling behind. A claim out for less than half a tick is
-// a claim keeping up: a task that falls due behind it (one the refill brings back
-// just as it is claimed, say) waits less than the claim took.
+// claim when it ends, by how long it took. (Judged instead when a task fell due, by
+// how long the claim had been out then, a 6 ms claim at 250 tasks a second counted
+// only if a task fell due in its last millisecond: with every core busy the loop
+// stayed exact for up to three quarters of a 20-second run, lateness p99 46 ms at the
+// median of fifteen runs against 31 ms forced coarse.) Once crowdedAfter of them fall
+// within crowdWindow (any window: the last crowdedAfter are kept), the loop goes
+// coarse for crowdHold — a claim per tick at most, as before issue 38 — and then
+// tries dues again; another such claim while coarse extends the hold. Claims, not
+// tasks nor wake-ups: a burst due at one instant is one claim however many tasks it
+// holds, and a claim the store holds up for a while (a checkpoint's stall, a
+// failover) is one however many tasks fall due behind it; neither means claims keep
+// falling behind. A claim that took less than half a tick is a claim keeping up: a
+// task that falls due behind it (one the refill brings back just as it is claimed,
+// say) waits less than the claim took.
 type crowding struct {
 	behind [crowdedAfter]time.Time // when the last crowdedAfter such claims were seen, a ring
 	next   int                     // where the next goes in behind

@@ -211,3 +211,33 @@ func TestLoopStaysExactThroughAStalledClaim(t *testing.T) {
 		}
 	})
 }
+
+// Claims that run back to back, each with a task falling due behind it, but each
+// shorter than half a tick, are claims keeping up: the loop stays exact.
+func TestLoopStaysExactWhileClaimsKeepUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		defer mem.Close()
+		const tick = 10 * time.Millisecond
+		st := &slowClaims{Store: mem, claimTime: 4 * time.Millisecond} // < tick/2
+		origin := time.Now()
+		streamFrom, streamTo := origin.Add(time.Second), origin.Add(3*time.Second)
+		nts := []store.NewTask{{Name: "job", Key: "s0", DueAt: streamFrom, MaxRetry: 1}}
+		for due := streamFrom.Add(2 * time.Millisecond); due.Before(streamTo); due = due.Add(st.claimTime) {
+			nts = append(nts, store.NewTask{Name: "job", Key: fmt.Sprint("s", due.Sub(origin)), DueAt: due, MaxRetry: 1})
+		}
+		lone := streamTo.Add(2*time.Second + 3*time.Millisecond)
+		nts = append(nts, store.NewTask{Name: "job", Key: "lone", DueAt: lone, MaxRetry: 1})
+		rec := runStream(t, st, tick, nts, lone.Add(time.Second))
+
+		if n := rec.count(); n != len(nts) {
+			t.Fatalf("%d tasks dispatched, want %d", n, len(nts))
+		}
+		if got := st.claimsBetween(streamFrom.Add(time.Second), streamTo); len(got) < int(time.Second/st.claimTime)/2 {
+			t.Errorf("%d claims in the stream's second second, want claims back to back (about %d)", len(got), time.Second/st.claimTime)
+		}
+		if got := st.claimsBetween(lone.Add(-time.Second), lone.Add(time.Second)); len(got) != 1 || !got[0].Equal(lone) {
+			t.Errorf("the lone task after the stream was claimed at %v, want at its due %v: the wheel went coarse", got, lone)
+		}
+	})
+}

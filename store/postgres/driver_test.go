@@ -561,7 +561,6 @@ func TestListen(t *testing.T) {
 	}
 }
 
-// waitListeners waits, up to 10s, until want sessions have LISTENed on channel.
 // A Marked view's Insert signals SignalMarked to the listening views of its mark —
 // through COPY too — and SignalWork to every other; its other writes, and inserts in a
 // transaction it binds, signal SignalWork. A bad mark is ErrInvalid.
@@ -579,7 +578,7 @@ func TestListenMarked(t *testing.T) {
 		return v.(*postgres.Store)
 	}
 	a, a2, b := view("a"), view("a"), view("b")
-	postgres.SetCopyThreshold(a2, 10)
+	postgres.SetCopyThreshold(a2, 10) // every view's: only a2's insert has 10 tasks
 	listen := func(v *postgres.Store) chan store.Signal {
 		sigs := make(chan store.Signal, 16)
 		go v.Listen(ctx, func(sig store.Signal) { sigs <- sig })
@@ -620,8 +619,13 @@ func TestListenMarked(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			<-onA
-			<-onPlain
+			for _, sigs := range []chan store.Signal{onA, onPlain} { // the insert's
+				select {
+				case <-sigs:
+				case <-time.After(10 * time.Second):
+					return errors.New("no signal of the insert within 10s")
+				}
+			}
 			_, err = a.MakeDue(ctx, ins[0].Task.ID)
 			return err
 		}, store.SignalWork},
@@ -651,6 +655,7 @@ func TestListenMarked(t *testing.T) {
 	}
 }
 
+// waitListeners waits, up to 10s, until want sessions have LISTENed on channel.
 func waitListeners(t *testing.T, pool *pgxpool.Pool, channel string, want int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
