@@ -392,6 +392,29 @@ func endString(at time.Time, ok bool) string {
 	return stamp(at)
 }
 
+// reread runs read until it succeeds, at most rereads times, rereadPause apart, while
+// ctx lasts. A history is read right after faults: a pooled connection to a server
+// that failed over can fail one read (the driver drops it then), and a read is safe
+// to repeat.
+func reread[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	for i := 1; ; i++ {
+		v, err := read()
+		if err == nil || i == rereads || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(rereadPause):
+		}
+	}
+}
+
+const (
+	rereads     = 5
+	rereadPause = 200 * time.Millisecond
+)
+
 // stamp formats a time for a message; "-" for the zero time.
 func stamp(t time.Time) string {
 	if t.IsZero() {
@@ -405,13 +428,18 @@ func stamp(t time.Time) string {
 // at logs (ReadRunLog), and the store's clock (StoreNow, ClockOffset, ClockSlack).
 // CtxAware and Deaths are left for the caller to set.
 func Collect(ctx context.Context, st store.Store, due map[int64]time.Time, logs ...string) (History, error) {
-	var h History
-	before := time.Now()
-	now, err := st.Now(ctx)
+	var (
+		h             History
+		before, after time.Time
+	)
+	now, err := reread(ctx, func() (time.Time, error) {
+		before = time.Now()
+		defer func() { after = time.Now() }()
+		return st.Now(ctx)
+	})
 	if err != nil {
 		return h, fmt.Errorf("clustertest: read the store's clock: %w", err)
 	}
-	after := time.Now()
 	h.StoreNow = now
 	h.ClockOffset = now.Sub(before.Add(after.Sub(before) / 2))
 	h.ClockSlack = max(after.Sub(before), 10*time.Millisecond)
@@ -421,11 +449,11 @@ func Collect(ctx context.Context, st store.Store, due map[int64]time.Time, logs 
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		t, err := st.Get(ctx, id)
+		t, err := reread(ctx, func() (*store.Task, error) { return st.Get(ctx, id) })
 		if err != nil {
 			return h, fmt.Errorf("clustertest: get task %d: %w", id, err)
 		}
-		xs, err := st.Executions(ctx, id)
+		xs, err := reread(ctx, func() ([]store.Execution, error) { return st.Executions(ctx, id) })
 		if err != nil {
 			return h, fmt.Errorf("clustertest: executions of task %d: %w", id, err)
 		}
