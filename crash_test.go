@@ -231,7 +231,7 @@ func crashRecovery(t *testing.T, kind, dsn, mode string) {
 		switch mode {
 		case "pending":
 			if task.Attempt != 0 || len(execs) != 1 {
-				t.Errorf("task %s: attempt %d, %d executions; want 0, 1", key, task.Attempt, len(execs))
+				t.Errorf("task %s: attempt %d, executions %+v; want 0, one", key, task.Attempt, execs)
 			}
 		case "running", "claimed":
 			// The execution killed mid-handler, or after the claim recorded it
