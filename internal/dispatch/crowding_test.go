@@ -197,18 +197,11 @@ func TestLoopStaysExactThroughAStalledClaim(t *testing.T) {
 			nts = append(nts, store.NewTask{Name: "job", Key: fmt.Sprint("s", due.Sub(origin)), DueAt: due, MaxRetry: 1})
 		}
 		lone := streamTo.Add(2*time.Second + 3*time.Millisecond)
-		nts = append(nts, store.NewTask{Name: "job", Key: "lone", DueAt: lone, MaxRetry: 1})
-		rec := runStream(t, st, tick, nts, lone.Add(time.Second))
-
-		if n := rec.count(); n != len(nts) {
-			t.Fatalf("%d tasks dispatched, want %d", n, len(nts))
-		}
+		runLone(t, st, tick, nts, lone)
 		if !st.stalled {
 			t.Fatal("no claim stalled")
 		}
-		if got := st.claimsBetween(lone.Add(-time.Second), lone.Add(time.Second)); len(got) != 1 || !got[0].Equal(lone) {
-			t.Errorf("the lone task after the stall was claimed at %v, want at its due %v: the wheel went coarse", got, lone)
-		}
+		wantExact(t, st, lone)
 	})
 }
 
@@ -227,17 +220,29 @@ func TestLoopStaysExactWhileClaimsKeepUp(t *testing.T) {
 			nts = append(nts, store.NewTask{Name: "job", Key: fmt.Sprint("s", due.Sub(origin)), DueAt: due, MaxRetry: 1})
 		}
 		lone := streamTo.Add(2*time.Second + 3*time.Millisecond)
-		nts = append(nts, store.NewTask{Name: "job", Key: "lone", DueAt: lone, MaxRetry: 1})
-		rec := runStream(t, st, tick, nts, lone.Add(time.Second))
-
-		if n := rec.count(); n != len(nts) {
-			t.Fatalf("%d tasks dispatched, want %d", n, len(nts))
-		}
+		runLone(t, st, tick, nts, lone)
 		if got := st.claimsBetween(streamFrom.Add(time.Second), streamTo); len(got) < int(time.Second/st.claimTime)/2 {
 			t.Errorf("%d claims in the stream's second second, want claims back to back (about %d)", len(got), time.Second/st.claimTime)
 		}
-		if got := st.claimsBetween(lone.Add(-time.Second), lone.Add(time.Second)); len(got) != 1 || !got[0].Equal(lone) {
-			t.Errorf("the lone task after the stream was claimed at %v, want at its due %v: the wheel went coarse", got, lone)
-		}
+		wantExact(t, st, lone)
 	})
+}
+
+// runLone runs the stream nts and a lone task due at lone, 3 ms into a tick, and
+// checks that every task was dispatched.
+func runLone(t *testing.T, st *slowClaims, tick time.Duration, nts []store.NewTask, lone time.Time) {
+	t.Helper()
+	nts = append(nts, store.NewTask{Name: "job", Key: "lone", DueAt: lone, MaxRetry: 1})
+	if n := runStream(t, st, tick, nts, lone.Add(time.Second)).count(); n != len(nts) {
+		t.Fatalf("%d tasks dispatched, want %d", n, len(nts))
+	}
+}
+
+// wantExact checks that the lone task due at lone was claimed once, at its due: the
+// wheel was not coarse then.
+func wantExact(t *testing.T, st *slowClaims, lone time.Time) {
+	t.Helper()
+	if got := st.claimsBetween(lone.Add(-time.Second), lone.Add(time.Second)); len(got) != 1 || !got[0].Equal(lone) {
+		t.Errorf("the lone task was claimed at %v, want at its due %v: the wheel went coarse", got, lone)
+	}
 }

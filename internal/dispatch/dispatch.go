@@ -424,8 +424,8 @@ func (l *Loop) claim() {
 // the claim out: due after it was sent (see crowding).
 func (l *Loop) watchBehind() {
 	for _, e := range l.expired {
-		if !l.behind && e.Due.After(l.claimSent) {
-			l.behind = true
+		if l.behind = l.behind || e.Due.After(l.claimSent); l.behind {
+			return
 		}
 	}
 }
